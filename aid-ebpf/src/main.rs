@@ -1,0 +1,254 @@
+//! The kernel half of aid: records function entries and exits of a traced
+//! process into a ring buffer, tracks thread creation so every thread gets
+//! a stable role, and — for intervened runs only — numbers call instances
+//! and stops a thread for the agent when an intervention is due.
+//!
+//! Two program pairs exist so that observation runs pay nothing for the
+//! intervention logic: `enter_fn`/`exit_fn` only record; `enter_iv`/`exit_iv`
+//! record and intervene. The agent attaches one pair per run.
+#![no_std]
+#![no_main]
+
+use aid_common::{
+    Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
+    ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
+    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
+};
+use aya_ebpf::{
+    EbpfContext,
+    bindings::pt_regs,
+    helpers::{bpf_get_attach_cookie, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+              bpf_send_signal_thread},
+    macros::{map, tracepoint, uprobe, uretprobe},
+    maps::{HashMap, PerCpuArray, Queue, RingBuf},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+
+/// Signal used to stop a thread for the agent; patched by the loader.
+#[unsafe(no_mangle)]
+static STOP_SIGNAL: u32 = 23; // SIGURG
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024 * 1024, 0);
+#[map]
+static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+static TARGETS: HashMap<u32, TargetState> = HashMap::with_max_entries(64, 0);
+#[map]
+static ROLE_POOL: Queue<u32> = Queue::with_max_entries(4096, 0);
+#[map]
+static ROLES: HashMap<u32, u32> = HashMap::with_max_entries(16384, 0);
+#[map]
+static CALLS: HashMap<CallKey, CallStack> = HashMap::with_max_entries(65536, 0);
+#[map]
+static ACTIONS: HashMap<SiteKey, Action> = HashMap::with_max_entries(4096, 0);
+#[map]
+static WATCH: HashMap<SiteKey, u64> = HashMap::with_max_entries(4096, 0);
+#[map]
+static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(16384, 0);
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+/// Offsets in the `task/task_newtask` tracepoint record (see its `format`).
+const NEWTASK_PID: usize = 8;
+const NEWTASK_CLONE_FLAGS: usize = 32;
+
+fn bump(counter: &PerCpuArray<u64>) {
+    if let Some(n) = counter.get_ptr_mut(0) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU.
+        unsafe { *n += 1 };
+    }
+}
+
+#[inline(always)]
+fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: u32, args: [u64; 3], ret: u64) {
+    match EVENTS.reserve::<Event>(0) {
+        Some(mut slot) => {
+            slot.write(Event {
+                ts_ns,
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                func,
+                kind,
+                args,
+                ret,
+            });
+            slot.submit(0);
+        }
+        None => bump(&LOST),
+    }
+}
+
+#[inline(always)]
+fn cookie(ctx: &impl EbpfContext) -> u32 {
+    // SAFETY: the helper only reads the cookie of the running program.
+    unsafe { bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
+}
+
+#[inline(always)]
+fn entry_args(ctx: &ProbeContext) -> [u64; 3] {
+    [
+        ctx.arg::<u64>(0).unwrap_or(0),
+        ctx.arg::<u64>(1).unwrap_or(0),
+        ctx.arg::<u64>(2).unwrap_or(0),
+    ]
+}
+
+#[uprobe]
+pub fn enter_fn(ctx: ProbeContext) -> u32 {
+    let ts = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    emit(ts, pid_tgid, cookie(&ctx), KIND_ENTRY, entry_args(&ctx), 0);
+    0
+}
+
+#[uretprobe]
+pub fn exit_fn(ctx: RetProbeContext) -> u32 {
+    let ts = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    emit(ts, pid_tgid, cookie(&ctx), KIND_EXIT, [0; 3], ctx.ret::<u64>());
+    0
+}
+
+#[uprobe]
+pub fn enter_iv(ctx: ProbeContext) -> u32 {
+    let ts = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let func = cookie(&ctx);
+    emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), 0);
+    // SAFETY: `regs` points at the probed thread's saved registers.
+    let ip = unsafe { (*(ctx.as_ptr() as *const pt_regs)).rip };
+    if try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip).is_err() {
+        bump(&ERRORS);
+    }
+    0
+}
+
+#[uretprobe]
+pub fn exit_iv(ctx: RetProbeContext) -> u32 {
+    let ts = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let func = cookie(&ctx);
+    emit(ts, pid_tgid, func, KIND_EXIT, [0; 3], ctx.ret::<u64>());
+    if try_intervene(ts, pid_tgid, func, POINT_EXIT, 0).is_err() {
+        bump(&ERRORS);
+    }
+    0
+}
+
+/// Numbers the instance this entry/exit belongs to, marks it as happened if
+/// someone waits for it, and stops the thread when its action is due.
+#[inline(always)]
+fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Result<(), i64> {
+    let tid = pid_tgid as u32;
+    let Some(role) = (unsafe { ROLES.get(&tid) }).copied() else {
+        return Ok(());
+    };
+    let key = CallKey { tid, func };
+    if point == POINT_ENTRY && CALLS.get_ptr_mut(&key).is_none() {
+        CALLS.insert(&key, &CallStack::default(), 0)?;
+    }
+    let stack = CALLS.get_ptr_mut(&key).ok_or(-1i64)?;
+    // SAFETY: only this thread touches its own (tid, func) entry.
+    let instance = unsafe {
+        let stack = &mut *stack;
+        if point == POINT_ENTRY {
+            stack.count += 1;
+            let slot = (stack.depth as usize) % CALL_STACK_DEPTH;
+            stack.open[slot] = stack.count;
+            stack.depth += 1;
+            stack.count
+        } else {
+            if stack.depth == 0 {
+                return Ok(()); // exit of a call entered before tracing began
+            }
+            stack.depth -= 1;
+            stack.open[(stack.depth as usize) % CALL_STACK_DEPTH]
+        }
+    };
+    let site = SiteKey { func, role, instance, point };
+    if let Some(seen) = WATCH.get_ptr_mut(&site) {
+        // SAFETY: plain store into a map value.
+        unsafe { *seen = ts };
+    }
+    let Some(action) = (unsafe { ACTIONS.get(&site) }).copied() else {
+        return Ok(());
+    };
+    let due = match action.kind {
+        ACTION_DELAY | ACTION_RETURN_EARLY | ACTION_OVERRIDE_RETURN => true,
+        ACTION_HOLD_UNTIL => happened(&action.other) == Some(0),
+        ACTION_HOLD_WHILE_RUNNING => {
+            let exit = SiteKey { point: POINT_EXIT, ..action.other };
+            happened(&action.other).is_some_and(|t| t != 0) && happened(&exit) == Some(0)
+        }
+        _ => false,
+    };
+    if !due {
+        return Ok(());
+    }
+    PENDING.insert(&tid, &Pending { action, site, func_ip: ip, ts_ns: ts }, 0)?;
+    // SAFETY: signals only the current thread; the agent is its tracer and
+    // suppresses the signal at the resulting stop.
+    let signal = unsafe { core::ptr::read_volatile(&STOP_SIGNAL) };
+    let rc = unsafe { bpf_send_signal_thread(signal) };
+    if rc < 0 { Err(rc) } else { Ok(()) }
+}
+
+#[inline(always)]
+fn happened(site: &SiteKey) -> Option<u64> {
+    // SAFETY: plain read of a map value.
+    unsafe { WATCH.get(site) }.copied()
+}
+
+/// A new task was created by a task of a traced process: give threads the
+/// next role of their process and report the creation.
+#[tracepoint(category = "task", name = "task_newtask")]
+pub fn thread_new(ctx: TracePointContext) -> u32 {
+    if try_thread_new(&ctx).is_err() {
+        bump(&ERRORS);
+    }
+    0
+}
+
+fn try_thread_new(ctx: &TracePointContext) -> Result<(), i64> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if unsafe { TARGETS.get(&tgid) }.is_none() {
+        return Ok(());
+    }
+    // SAFETY: offsets come from the tracepoint's stable format.
+    let child: i32 = unsafe { ctx.read_at(NEWTASK_PID) }?;
+    let flags: u64 = unsafe { ctx.read_at(NEWTASK_CLONE_FLAGS) }?;
+    if flags & CLONE_THREAD == 0 {
+        return Ok(()); // a child process, not one of our threads
+    }
+    // Roles are handed out in creation order from a queue the agent fills
+    // with 1, 2, 3, ...: popping is atomic, and the BPF ISA v1 we build for
+    // has no fetch-add.
+    let role = ROLE_POOL.pop().map_err(i64::from)?.ok_or(-1i64)?;
+    ROLES.insert(&(child as u32), &role, 0)?;
+    let ts = unsafe { bpf_ktime_get_ns() };
+    emit(ts, pid_tgid, child as u32, KIND_THREAD, [role as u64, flags, 0], 0);
+    Ok(())
+}
+
+/// Loaded once at start-up to learn whether this kernel lets uprobe
+/// programs write registers (then return overrides need no thread stop).
+/// Never attached.
+#[uretprobe]
+pub fn probe_reg_write(ctx: RetProbeContext) -> u32 {
+    // SAFETY: deliberately writes the context; the verifier decides.
+    unsafe { (*(ctx.as_ptr() as *mut pt_regs)).rax = 0 };
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";
