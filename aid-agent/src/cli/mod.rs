@@ -1,0 +1,57 @@
+//! The command line: argument definitions and dispatch. Each subcommand
+//! lives in its own file; errors are printed once, with their cause chain,
+//! and map to the exit codes documented in README.md.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod analyze;
+pub mod bench;
+
+/// Exit code for bad input, missing privileges or an unusable target.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "aid-agent", version, about = "Explains why a native program fails only sometimes.")]
+pub struct Cli {
+    /// More logging (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Rank the predicates that separate failing from passing runs of a session.
+    Analyze(analyze::Args),
+    /// Benchmarks (synthetic sensitivity study, ...).
+    Bench(bench::Args),
+}
+
+/// Parses the command line, runs the subcommand, prints any error once.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        _ => log::LevelFilter::Debug,
+    };
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("aid: {err:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

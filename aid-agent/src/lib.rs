@@ -1,0 +1,13 @@
+//! aid: explains intermittent failures of unmodified native programs.
+//!
+//! The pipeline (shared/DESIGN.md): resolve and probe functions
+//! ([`symbols`], [`probe`]), record labelled runs ([`runner`], [`recorder`],
+//! [`session`]), extract predicates that separate failing from passing runs
+//! ([`predicates`], [`stats`]), order them into an approximate causal DAG and
+//! confirm the causal path with interventions ([`causal`]).
+
+pub mod causal;
+pub mod cli;
+pub mod model;
+pub mod predicates;
+pub mod stats;

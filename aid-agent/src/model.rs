@@ -1,0 +1,295 @@
+//! The recorded-run model: what one execution of the target looked like, in
+//! the shape every later stage consumes (predicates, statistics, the causal
+//! engine, reports). The recorder produces it from kernel events; the
+//! session store persists it and reads it back.
+//!
+//! Times inside a [`Run`] are nanoseconds since the run started (the moment
+//! the target was released after exec, or the unit function was entered).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Index into [`Session::functions`]; also the attach cookie in the kernel.
+pub type FuncId = u32;
+/// Stable thread role: 0 is the main thread, then threads in creation order.
+pub type Role = u32;
+
+/// How a raw 64-bit register value should be read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// No type information (no DWARF): the register as a signed 64-bit value.
+    #[default]
+    Unknown,
+    Void,
+    Signed,
+    Unsigned,
+    Pointer,
+    Bool,
+    Float,
+}
+
+/// Type of an argument or return value, as far as DWARF tells.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ValueType {
+    pub kind: ValueKind,
+    /// Size in bytes (0 when unknown).
+    pub size: u8,
+}
+
+impl ValueType {
+    pub const UNKNOWN: ValueType = ValueType { kind: ValueKind::Unknown, size: 0 };
+
+    /// Reads a register value the way the x86-64 ABI defines it for this
+    /// type: only the low `size` bytes are meaningful, sign-extended for
+    /// signed integers, zero-extended otherwise.
+    pub fn normalize(self, raw: u64) -> i64 {
+        let bits = u32::from(self.size) * 8;
+        match self.kind {
+            ValueKind::Signed if (1..64).contains(&bits) => {
+                let shift = 64 - bits;
+                ((raw << shift) as i64) >> shift
+            }
+            ValueKind::Unsigned | ValueKind::Bool if (1..64).contains(&bits) => {
+                (raw & ((1u64 << bits) - 1)) as i64
+            }
+            _ => raw as i64,
+        }
+    }
+
+    /// True when values of this type are (or may be) addresses of objects.
+    pub fn may_be_pointer(self) -> bool {
+        matches!(self.kind, ValueKind::Pointer | ValueKind::Unknown)
+    }
+}
+
+/// A source position from DWARF.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+}
+
+/// One traced function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Function {
+    pub id: FuncId,
+    /// Demangled name without the hash (Rust) — what users match and read.
+    pub name: String,
+    /// The symbol as it appears in the ELF file.
+    pub symbol: String,
+    /// The executable or shared library that defines it.
+    pub module: PathBuf,
+    /// Symbol value (ELF virtual address, before relocation).
+    pub address: u64,
+    /// File offset of the first instruction: the uprobe attach point.
+    pub offset: u64,
+    pub source: Option<SourceLoc>,
+    /// Return type; `Void` when the function returns nothing.
+    pub ret: ValueType,
+    /// Types of the first three integer parameters, where known.
+    pub params: Vec<ValueType>,
+    /// Traced by aid itself (e.g. `pthread_create` to name threads), not
+    /// asked for by the user; hidden from analysis.
+    pub internal: bool,
+}
+
+/// How a run was judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    Pass,
+    Fail,
+}
+
+/// How the process (or unit) ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub wall_ns: u64,
+    /// Why the run was labelled as it was, in words ("exit code 3",
+    /// "stderr matched 'assertion'", "ret of handle_request = -1").
+    pub reason: String,
+}
+
+/// One thread of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    pub role: Role,
+    pub tid: u32,
+    /// "main", or the start routine's name where known, else "thread".
+    pub name: String,
+    /// Role of the creating thread (None for the main thread).
+    pub parent: Option<Role>,
+    /// When it was created (0 for the main thread).
+    pub created_ns: u64,
+}
+
+/// One call of a traced function: its entry and, if it returned while we
+/// watched, its exit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    pub func: FuncId,
+    pub role: Role,
+    /// 1-based: the k-th call of `func` on `role` in this run.
+    pub instance: u32,
+    pub entry_ns: u64,
+    /// None when the run ended (crash, kill, timeout) inside the call.
+    pub exit_ns: Option<u64>,
+    /// First three integer arguments, normalised by the parameter types.
+    pub args: [i64; 3],
+    /// Return value, normalised by the return type.
+    pub ret: Option<i64>,
+}
+
+impl Call {
+    pub fn duration_ns(&self) -> Option<u64> {
+        self.exit_ns.map(|x| x.saturating_sub(self.entry_ns))
+    }
+}
+
+/// One execution of the target (or one unit of a live service).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: u32,
+    pub label: Label,
+    pub outcome: Outcome,
+    /// Events the kernel could not deliver (ring buffer full).
+    pub lost_events: u64,
+    /// False when events were lost: the call list has holes.
+    pub complete: bool,
+    pub threads: Vec<Thread>,
+    /// Sorted by `entry_ns`.
+    pub calls: Vec<Call>,
+    /// Time of the last thing known about the run (its exit).
+    pub end_ns: u64,
+    /// Interventions that were due in this run, and whether each was applied.
+    #[serde(default)]
+    pub interventions: Vec<AppliedIntervention>,
+    /// Random delays injected to make a rare failure more frequent.
+    #[serde(default)]
+    pub noise: Vec<Noise>,
+}
+
+impl Run {
+    pub fn failed(&self) -> bool {
+        self.label == Label::Fail
+    }
+
+    /// The display name of a role in this run ("main", "worker#1", ...).
+    pub fn role_name(&self, role: Role) -> String {
+        match self.threads.iter().find(|t| t.role == role) {
+            Some(t) if role == 0 => t.name.clone(),
+            Some(t) => format!("{}#{}", t.name, role),
+            None => format!("thread#{role}"),
+        }
+    }
+}
+
+/// A recorded session: the functions traced and every run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub functions: Vec<Function>,
+    pub runs: Vec<Run>,
+}
+
+impl Session {
+    pub fn function(&self, id: FuncId) -> Option<&Function> {
+        self.functions.get(id as usize)
+    }
+}
+
+/// A point in an execution that interventions refer to: the
+/// `instance`-th call of `func` on thread `role`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Site {
+    pub func: FuncId,
+    pub role: Role,
+    pub instance: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    Entry,
+    Exit,
+}
+
+/// A change to one execution that forces a predicate to the value it has in
+/// passing runs (AID Fig. 2, column 3). The causal engine chooses them; the
+/// live oracle turns them into kernel map entries and ptrace actions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Intervention {
+    /// At entry, return `value` without running the function ("runs too
+    /// slow" → premature return). Safe functions only.
+    ReturnEarly { site: Site, value: i64 },
+    /// At exit, replace the return value ("returns a wrong value").
+    /// Safe functions only.
+    OverrideReturn { site: Site, value: i64 },
+    /// Hold the thread just before the call returns ("runs too fast").
+    DelayExit { site: Site, delay_us: u64 },
+    /// Hold `site` at `point` until `until` at `until_point` has happened
+    /// ("order flipped" → restore the passing order).
+    HoldUntil { site: Site, point: Point, until: Site, until_point: Point },
+    /// Whichever of the two calls enters second waits until the other has
+    /// exited ("overlap on the same object" → serialise them).
+    Serialize { a: Site, b: Site },
+}
+
+impl Intervention {
+    /// True for the kinds that change a value the program computes; AID
+    /// only allows those on functions the user declared safe (Sec. 3.2).
+    pub fn changes_values(&self) -> bool {
+        matches!(self, Intervention::ReturnEarly { .. } | Intervention::OverrideReturn { .. })
+    }
+
+    /// The sites the intervention acts on (not the ones it waits for).
+    pub fn acting_sites(&self) -> Vec<Site> {
+        match self {
+            Intervention::ReturnEarly { site, .. }
+            | Intervention::OverrideReturn { site, .. }
+            | Intervention::DelayExit { site, .. }
+            | Intervention::HoldUntil { site, .. } => vec![*site],
+            Intervention::Serialize { a, b } => vec![*a, *b],
+        }
+    }
+}
+
+/// What happened to one intervention in one run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedIntervention {
+    pub intervention: Intervention,
+    /// The site was reached and the action was carried out.
+    pub applied: bool,
+    /// A hold gave up waiting (the run does not count as evidence).
+    pub timed_out: bool,
+}
+
+/// A random delay injected at a traced function (failure amplification).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Noise {
+    pub site: Site,
+    pub point: Point,
+    pub delay_us: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_sign_extends_32_bit_ints() {
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        assert_eq!(int.normalize(0x0000_0000_ffff_ffff), -1);
+        assert_eq!(int.normalize(0xdead_beef_0000_0007), 7);
+        let uint = ValueType { kind: ValueKind::Unsigned, size: 4 };
+        assert_eq!(uint.normalize(0x1234_5678_ffff_ffff), 0xffff_ffff);
+        let b = ValueType { kind: ValueKind::Bool, size: 1 };
+        assert_eq!(b.normalize(0xffff_ff01), 1);
+        assert_eq!(ValueType::UNKNOWN.normalize(u64::MAX), -1);
+    }
+}

@@ -1,0 +1,1 @@
+//! Predicate extraction over recorded runs (AID Sec. 3.1, Fig. 2).

@@ -1,0 +1,1 @@
+//! Statistical debugging: precision, recall, CBI scores (AID Sec. 2).
