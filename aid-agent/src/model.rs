@@ -88,7 +88,9 @@ pub struct Function {
     pub source: Option<SourceLoc>,
     /// Return type; `Void` when the function returns nothing.
     pub ret: ValueType,
-    /// Types of the first three integer parameters, where known.
+    /// Types of the parameters passed in the first three integer
+    /// registers: as many as the function has when DWARF says so (argument
+    /// registers beyond them are recorded as 0), else three unknowns.
     pub params: Vec<ValueType>,
     /// Traced by aid itself (e.g. `pthread_create` to name threads), not
     /// asked for by the user; hidden from analysis.
@@ -139,7 +141,8 @@ pub struct Call {
     pub entry_ns: u64,
     /// None when the run ended (crash, kill, timeout) inside the call.
     pub exit_ns: Option<u64>,
-    /// First three integer arguments, normalised by the parameter types.
+    /// First three integer arguments, normalised by the parameter types; 0
+    /// for registers the function does not use as parameters.
     pub args: [i64; 3],
     /// Return value, normalised by the return type.
     pub ret: Option<i64>,

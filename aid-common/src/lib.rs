@@ -42,6 +42,10 @@ pub const KIND_EXIT: u32 = 1;
 /// `tid` is the creator, `func` the new thread's tid, `args[0]` the role the
 /// kernel assigned to it, `args[1]` the clone flags.
 pub const KIND_THREAD: u32 = 2;
+/// [`Event::kind`]: a traced process completed an `execve`; events of that
+/// process before this one belong to the agent's forked child, not to the
+/// target, and mark time zero of the run.
+pub const KIND_EXEC: u32 = 3;
 
 /// One entry or exit of a traced function, or one thread creation.
 #[repr(C)]
@@ -60,7 +64,8 @@ pub struct Event {
     pub kind: u32,
     /// Entry: the first three integer arguments (`rdi`, `rsi`, `rdx`).
     pub args: [u64; 3],
-    /// Exit: the return value (`rax`).
+    /// Exit: the return value (`rax`). Entry: the function's runtime
+    /// address, from which the agent learns where each module is loaded.
     pub ret: u64,
 }
 const _: () = assert!(core::mem::size_of::<Event>() == 56);

@@ -12,7 +12,7 @@
 use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
-    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
+    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -95,11 +95,17 @@ fn entry_args(ctx: &ProbeContext) -> [u64; 3] {
     ]
 }
 
+#[inline(always)]
+fn entry_ip(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the context of a uprobe is the probed thread's saved registers.
+    unsafe { (*(ctx.as_ptr() as *const pt_regs)).rip }
+}
+
 #[uprobe]
 pub fn enter_fn(ctx: ProbeContext) -> u32 {
     let ts = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
-    emit(ts, pid_tgid, cookie(&ctx), KIND_ENTRY, entry_args(&ctx), 0);
+    emit(ts, pid_tgid, cookie(&ctx), KIND_ENTRY, entry_args(&ctx), entry_ip(&ctx));
     0
 }
 
@@ -116,9 +122,8 @@ pub fn enter_iv(ctx: ProbeContext) -> u32 {
     let ts = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let func = cookie(&ctx);
-    emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), 0);
-    // SAFETY: `regs` points at the probed thread's saved registers.
-    let ip = unsafe { (*(ctx.as_ptr() as *const pt_regs)).rip };
+    let ip = entry_ip(&ctx);
+    emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), ip);
     if try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip).is_err() {
         bump(&ERRORS);
     }
@@ -231,6 +236,18 @@ fn try_thread_new(ctx: &TracePointContext) -> Result<(), i64> {
     let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, child as u32, KIND_THREAD, [role as u64, flags, 0], 0);
     Ok(())
+}
+
+/// A traced process replaced its image: time zero of the run.
+#[tracepoint(category = "sched", name = "sched_process_exec")]
+pub fn exec_seen(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if unsafe { TARGETS.get(&tgid) }.is_some() {
+        let ts = unsafe { bpf_ktime_get_ns() };
+        emit(ts, pid_tgid, 0, KIND_EXEC, [0; 3], 0);
+    }
+    0
 }
 
 /// Loaded once at start-up to learn whether this kernel lets uprobe

@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 pub mod analyze;
 pub mod bench;
+pub mod common;
+pub mod record;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -24,6 +26,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a program N times under the tracer and store every run.
+    Record(record::Args),
     /// Rank the predicates that separate failing from passing runs of a session.
     Analyze(analyze::Args),
     /// Benchmarks (synthetic sensitivity study, ...).
@@ -44,6 +48,7 @@ pub fn main() -> ExitCode {
         .format_target(false)
         .init();
     let result = match cli.command {
+        Command::Record(args) => record::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(args),
     };

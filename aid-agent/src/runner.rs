@@ -1,0 +1,468 @@
+//! Running the target once: start it held just before `execve` (so probes
+//! can be attached to its pid first), release it, wait for it with a
+//! timeout, capture its output, and judge the run pass or fail.
+
+use std::{
+    ffi::{CString, OsString},
+    io::Read as _,
+    os::{
+        fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
+        unix::ffi::OsStrExt as _,
+    },
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use regex::Regex;
+
+use crate::model::{Label, Outcome};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("`{0}` not found: give a path or a program on PATH")]
+    NotFound(String),
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot start {}: {reason}", path.display())]
+    Spawn { path: PathBuf, reason: String },
+    #[error("invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)")]
+    BadRule { rule: String, reason: String },
+    #[error("invalid duration `{0}`: use e.g. 500ms, 30s, 2m")]
+    BadDuration(String),
+}
+
+/// The program to run and its arguments.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Absolute path of the executable.
+    pub program: PathBuf,
+    /// argv, including argv[0] as the user typed it.
+    pub argv: Vec<OsString>,
+}
+
+impl Target {
+    /// Resolves `argv[0]` like a shell would (a path, or a name on PATH).
+    pub fn from_argv(argv: &[OsString]) -> Result<Target, RunError> {
+        let first = argv.first().ok_or_else(|| RunError::NotFound(String::new()))?;
+        let program = which::which(first)
+            .map_err(|_| RunError::NotFound(first.to_string_lossy().into_owned()))?;
+        let program = program.canonicalize().unwrap_or(program);
+        Ok(Target { program, argv: argv.to_vec() })
+    }
+
+    pub fn display(&self) -> String {
+        self.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// Parses "500ms", "30s", "2m", "1h" or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, RunError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| RunError::BadDuration(text.to_owned()))?;
+    let secs = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(RunError::BadDuration(text.to_owned())),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(RunError::BadDuration(text.to_owned()));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// One way a run can count as failed.
+#[derive(Clone, Debug)]
+pub enum FailRule {
+    NonZero,
+    Exit(i32),
+    Signal(Option<i32>),
+    Timeout,
+    Stdout(Regex),
+    Stderr(Regex),
+    Output(Regex),
+}
+
+impl FailRule {
+    pub fn defaults() -> Vec<FailRule> {
+        vec![FailRule::NonZero, FailRule::Signal(None), FailRule::Timeout]
+    }
+
+    pub fn parse(rule: &str) -> Result<FailRule, RunError> {
+        let bad = |reason: &str| RunError::BadRule { rule: rule.to_owned(), reason: reason.to_owned() };
+        let regex = |r: &str| Regex::new(r).map_err(|e| bad(&e.to_string()));
+        Ok(match rule {
+            "nonzero" | "exit" => FailRule::NonZero,
+            "signal" => FailRule::Signal(None),
+            "timeout" => FailRule::Timeout,
+            _ if rule.starts_with("exit=") => {
+                FailRule::Exit(rule[5..].parse().map_err(|_| bad("exit code must be a number"))?)
+            }
+            _ if rule.starts_with("signal=") => {
+                let s = &rule[7..];
+                let num = s.parse::<i32>().ok().or_else(|| signal_number(s)).ok_or_else(|| bad("unknown signal"))?;
+                FailRule::Signal(Some(num))
+            }
+            _ if rule.starts_with("stdout:") => FailRule::Stdout(regex(&rule[7..])?),
+            _ if rule.starts_with("stderr:") => FailRule::Stderr(regex(&rule[7..])?),
+            _ if rule.starts_with("output:") => FailRule::Output(regex(&rule[7..])?),
+            _ => return Err(bad("unknown rule")),
+        })
+    }
+
+    /// Why this rule says the run failed, or None.
+    fn verdict(&self, exit: &Exit) -> Option<String> {
+        match self {
+            FailRule::NonZero => exit.code.filter(|c| *c != 0).map(|c| format!("exit code {c}")),
+            FailRule::Exit(n) => (exit.code == Some(*n)).then(|| format!("exit code {n}")),
+            FailRule::Signal(want) => exit
+                .signal
+                .filter(|s| want.is_none_or(|w| w == *s))
+                .map(|s| format!("killed by {}", signal_name(s))),
+            FailRule::Timeout => exit.timed_out.then(|| "timed out".to_owned()),
+            FailRule::Stdout(r) => r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/")),
+            FailRule::Stderr(r) => r.is_match(&exit.stderr.text).then(|| format!("stderr matched /{r}/")),
+            FailRule::Output(r) => (r.is_match(&exit.stdout.text) || r.is_match(&exit.stderr.text))
+                .then(|| format!("output matched /{r}/")),
+        }
+    }
+}
+
+pub fn signal_number(name: &str) -> Option<i32> {
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    full.parse::<nix::sys::signal::Signal>().ok().map(|s| s as i32)
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_owned()).unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Judges a finished run: fail if any rule says so (the first one's reason
+/// is kept), pass otherwise.
+pub fn judge(exit: &Exit, rules: &[FailRule]) -> (Label, String) {
+    // A timed-out run is killed by us; it never counts as a clean pass.
+    if exit.timed_out {
+        return (Label::Fail, "timed out".to_owned());
+    }
+    for rule in rules {
+        if let Some(reason) = rule.verdict(exit) {
+            return (Label::Fail, reason);
+        }
+    }
+    let reason = match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (_, Some(s)) => format!("killed by {}", signal_name(s)),
+        _ => String::new(),
+    };
+    (Label::Pass, reason)
+}
+
+/// What a stream of the target printed: the last bytes for the report, and
+/// (up to a cap) everything for the output rules.
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    pub text: String,
+    pub truncated: bool,
+}
+
+impl Captured {
+    const CAP: usize = 8 << 20;
+    const TAIL: usize = 4096;
+
+    pub fn tail(&self) -> &str {
+        let start = self.text.len().saturating_sub(Self::TAIL);
+        let start = (start..=self.text.len()).find(|i| self.text.is_char_boundary(*i)).unwrap_or(0);
+        &self.text[start..]
+    }
+}
+
+/// How the target ended.
+#[derive(Clone, Debug, Default)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub wall_ns: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl Exit {
+    pub fn outcome(&self, reason: String) -> Outcome {
+        Outcome {
+            exit_code: self.code,
+            signal: self.signal,
+            timed_out: self.timed_out,
+            wall_ns: self.wall_ns,
+            reason,
+        }
+    }
+}
+
+/// A target process forked and waiting, before `execve`, for
+/// [`Spawned::release`].
+pub struct Spawned {
+    pub pid: u32,
+    go: Option<OwnedFd>,
+    exec_error: OwnedFd,
+    stdout: Option<JoinHandle<Captured>>,
+    stderr: Option<JoinHandle<Captured>>,
+    started: Option<Instant>,
+}
+
+fn cstring(bytes: &[u8]) -> Result<CString, String> {
+    CString::new(bytes).map_err(|_| "argument contains a NUL byte".to_owned())
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by us.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Forks the target. The child puts itself in its own process group,
+/// connects stdin to /dev/null and stdout/stderr to pipes, and blocks until
+/// released; if the agent disappears first it exits without running the
+/// target.
+pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
+    let spawn_err = |reason: String| RunError::Spawn { path: target.program.clone(), reason };
+    // Everything the child needs is prepared before fork: after it, only
+    // async-signal-safe calls are allowed.
+    let program = cstring(target.program.as_os_str().as_bytes()).map_err(spawn_err)?;
+    let argv: Vec<CString> = target
+        .argv
+        .iter()
+        .map(|a| cstring(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(spawn_err)?;
+    let envp: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+
+    let io = |e: std::io::Error| spawn_err(e.to_string());
+    let (go_r, go_w) = pipe().map_err(io)?;
+    let (err_r, err_w) = pipe().map_err(io)?;
+    let (out_r, out_w) = pipe().map_err(io)?;
+    let (errout_r, errout_w) = pipe().map_err(io)?;
+    let devnull = std::fs::File::open("/dev/null").map_err(io)?;
+
+    // SAFETY: the child only calls async-signal-safe functions below.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: async-signal-safe calls on descriptors we own.
+        unsafe {
+            libc::close(go_w.as_raw_fd());
+            libc::dup2(devnull.as_raw_fd(), 0);
+            libc::dup2(out_w.as_raw_fd(), 1);
+            libc::dup2(errout_w.as_raw_fd(), 2);
+            libc::setpgid(0, 0);
+            // Undo what the Rust runtime and the agent changed.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            let mut byte = 0u8;
+            loop {
+                let n = libc::read(go_r.as_raw_fd(), (&raw mut byte).cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n == 0 || *libc::__errno_location() != libc::EINTR {
+                    libc::_exit(127);
+                }
+            }
+            libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(err_w.as_raw_fd(), (&raw const errno).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    drop((go_r, err_w, out_w, errout_w, devnull));
+    Ok(Spawned {
+        pid: pid as u32,
+        go: Some(go_w),
+        exec_error: err_r,
+        stdout: Some(capture(out_r)),
+        stderr: Some(capture(errout_r)),
+        started: None,
+    })
+}
+
+fn capture(fd: OwnedFd) -> JoinHandle<Captured> {
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::from(fd);
+        let mut out = Captured::default();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut bytes: Vec<u8> = Vec::new();
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    bytes.extend_from_slice(&buf[..n]);
+                    if bytes.len() > Captured::CAP {
+                        let cut = bytes.len() - Captured::CAP;
+                        bytes.drain(..cut);
+                        out.truncated = true;
+                    }
+                }
+            }
+        }
+        out.text = String::from_utf8_lossy(&bytes).into_owned();
+        out
+    })
+}
+
+impl Spawned {
+    /// Lets the child exec the target. Returns once the exec has happened
+    /// (or failed).
+    pub fn release(&mut self) -> Result<(), RunError> {
+        let go = self.go.take().expect("released twice");
+        let spawn_err = |reason: String| RunError::Spawn { path: PathBuf::from(format!("pid {}", self.pid)), reason };
+        let mut file = std::fs::File::from(go);
+        std::io::Write::write_all(&mut file, &[1]).map_err(|e| spawn_err(e.to_string()))?;
+        drop(file);
+        self.started = Some(Instant::now());
+        let mut errno = [0u8; 4];
+        let mut reader = std::fs::File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
+        match reader.read(&mut errno) {
+            Ok(4) => Err(spawn_err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for the target to exit, killing its process group when
+    /// `timeout` passes or `cancel` is set.
+    pub fn wait(mut self, timeout: Duration, cancel: &AtomicBool) -> Result<Exit, RunError> {
+        let started = self.started.unwrap_or_else(Instant::now);
+        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
+        let mut timed_out = false;
+        let status = loop {
+            match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
+                Ok(status) => break status,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(RunError::Spawn { path: PathBuf::from(format!("pid {pid}")), reason: e.to_string() });
+                }
+            }
+            let over = started.elapsed() >= timeout;
+            if over || cancel.load(Ordering::Relaxed) {
+                timed_out |= over;
+                kill_group(self.pid);
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        let wall_ns = started.elapsed().as_nanos() as u64;
+        let mut exit = self.finish(status);
+        exit.timed_out = timed_out;
+        exit.wall_ns = wall_ns;
+        Ok(exit)
+    }
+
+    /// Collects output once the process has been reaped elsewhere (the
+    /// ptrace controller reaps intervened runs).
+    pub fn finish(&mut self, status: nix::sys::wait::WaitStatus) -> Exit {
+        use nix::sys::wait::WaitStatus;
+        let (code, signal) = match status {
+            WaitStatus::Exited(_, c) => (Some(c), None),
+            WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
+            _ => (None, None),
+        };
+        // Output pipes close when the last holder exits; don't wait forever
+        // for a daemon the target left behind.
+        let join = |h: Option<JoinHandle<Captured>>| {
+            let h = h?;
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if h.is_finished() { h.join().ok() } else { None }
+        };
+        Exit {
+            code,
+            signal,
+            timed_out: false,
+            wall_ns: self.started.map(|s| s.elapsed().as_nanos() as u64).unwrap_or(0),
+            stdout: join(self.stdout.take()).unwrap_or_default(),
+            stderr: join(self.stderr.take()).unwrap_or_default(),
+        }
+    }
+
+    pub fn started(&self) -> Option<Instant> {
+        self.started
+    }
+}
+
+impl Drop for Spawned {
+    /// A target that was never released is not left waiting.
+    fn drop(&mut self) {
+        if self.go.is_some() {
+            kill_group(self.pid);
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid as i32), None);
+        }
+    }
+}
+
+pub fn kill_group(pid: u32) {
+    // SAFETY: plain signal delivery to a process group we created.
+    unsafe {
+        libc::kill(-(pid as i32), libc::SIGKILL);
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+}
+
+/// True when `path` exists and can be executed by us.
+pub fn is_executable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn rules_parse_and_judge() {
+        let rules = vec![FailRule::parse("exit=3").unwrap(), FailRule::parse("stderr:assert").unwrap()];
+        let mut exit = Exit { code: Some(0), ..Default::default() };
+        assert_eq!(judge(&exit, &rules).0, Label::Pass);
+        exit.stderr.text = "x: assertion failed".into();
+        assert_eq!(judge(&exit, &rules), (Label::Fail, "stderr matched /assert/".into()));
+        let exit = Exit { code: Some(3), ..Default::default() };
+        assert_eq!(judge(&exit, &rules), (Label::Fail, "exit code 3".into()));
+        assert_eq!(FailRule::parse("signal=SEGV").unwrap().verdict(&Exit { signal: Some(11), ..Default::default() }),
+                   Some("killed by SIGSEGV".into()));
+        assert!(FailRule::parse("exit=abc").is_err());
+        assert!(FailRule::parse("whatever").is_err());
+    }
+}

@@ -1,0 +1,549 @@
+//! The session directory: what `record`, `attach` and `debug` write and
+//! `analyze` reads. The format is documented in docs/session-format.md.
+//!
+//! - `session.json`: header (format, version, command, traced functions);
+//! - `runs.jsonl`: one JSON object per run, appended when the run ends, so
+//!   a session interrupted at any point keeps every run it finished;
+//! - `runs/NNNNNN/events.csv`, `threads.csv`, `stdout.txt`, `stderr.txt`.
+//!
+//! Every CSV file's row count and SHA-256 are in its run's record; loading
+//! checks both, so a truncated or modified file is reported, never read in
+//! part.
+
+use std::{
+    fs::{self, File, OpenOptions},
+    io::{BufRead as _, BufReader, Write as _},
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::{
+    model::{AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Point, Run, Session, Thread},
+    recorder::{Row, calls_from_rows},
+};
+
+pub const FORMAT: &str = "aid-session";
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{} is not an aid session (no session.json): give the directory written by `aid-agent record`", .0.display())]
+    NotASession(PathBuf),
+    #[error("{} was written by a newer aid (format version {found}, this one reads {VERSION}): upgrade aid-agent", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("session directory {} already exists and is not empty: choose another --out or remove it", .0.display())]
+    Exists(PathBuf),
+    #[error("session file {} is corrupt: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("session file {} is missing (run {run}): the session was moved or damaged", path.display())]
+    Missing { path: PathBuf, run: u32 },
+    #[error("writing {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("reading {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+}
+
+/// How the session was produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Record,
+    Attach,
+    Debug,
+}
+
+/// Contents of `session.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    pub tool: String,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+    pub mode: Mode,
+    /// Absolute path of the traced executable.
+    pub program: PathBuf,
+    /// The command line (record/debug), empty for attach.
+    pub command: Vec<String>,
+    /// The process attached to (attach mode).
+    pub pid: Option<u32>,
+    /// The unit function, when each invocation is one run (attach --unit).
+    pub unit: Option<String>,
+    /// The rules runs were labelled by, as given.
+    pub fail_rules: Vec<String>,
+    pub functions: Vec<Function>,
+}
+
+/// One line of `runs.jsonl`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: u32,
+    pub label: Label,
+    pub outcome: Outcome,
+    pub lost_events: u64,
+    pub complete: bool,
+    pub end_ns: u64,
+    /// `CLOCK_MONOTONIC` ns of time zero.
+    pub start_monotonic_ns: u64,
+    /// Exits of calls entered before tracing began (attach).
+    pub orphan_exits: u64,
+    #[serde(default)]
+    pub interventions: Vec<AppliedIntervention>,
+    #[serde(default)]
+    pub noise: Vec<Noise>,
+    pub events: FileRef,
+    pub threads: FileRef,
+}
+
+/// A file of a run, with what it must contain.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileRef {
+    /// Relative to the session directory.
+    pub path: String,
+    /// Data rows (header excluded).
+    pub rows: u64,
+    pub sha256: String,
+}
+
+/// Appends runs to a new session directory.
+pub struct Writer {
+    dir: PathBuf,
+    runs: File,
+    count: usize,
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Write { path: path.to_owned(), source }
+}
+
+impl Writer {
+    /// Creates `dir` (which must not exist or be empty) and writes the header.
+    pub fn create(dir: &Path, header: &Header) -> Result<Writer, SessionError> {
+        if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
+            return Err(SessionError::Exists(dir.to_owned()));
+        }
+        fs::create_dir_all(dir.join("runs")).map_err(write_err(dir))?;
+        let header_path = dir.join("session.json");
+        let text = serde_json::to_string_pretty(header).expect("header serializes");
+        atomic_write(&header_path, text.as_bytes())?;
+        let runs_path = dir.join("runs.jsonl");
+        let runs = OpenOptions::new().create(true).append(true).open(&runs_path).map_err(write_err(&runs_path))?;
+        Ok(Writer { dir: dir.to_owned(), runs, count: 0 })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn runs_written(&self) -> usize {
+        self.count
+    }
+
+    /// Writes a run's files, then its record (the record last, so a record
+    /// never points at files that were not completely written).
+    pub fn append(
+        &mut self,
+        run: &Run,
+        rows: &[Row],
+        functions: &[Function],
+        start_monotonic_ns: u64,
+        orphan_exits: u64,
+        stdout: &str,
+        stderr: &str,
+    ) -> Result<(), SessionError> {
+        let rel = format!("runs/{:06}", run.id);
+        let run_dir = self.dir.join(&rel);
+        fs::create_dir_all(&run_dir).map_err(write_err(&run_dir))?;
+        let events = write_csv(&self.dir, &format!("{rel}/events.csv"), EVENT_COLUMNS, rows.iter().map(|r| event_fields(r, functions)))?;
+        let threads = write_csv(&self.dir, &format!("{rel}/threads.csv"), THREAD_COLUMNS, run.threads.iter().map(thread_fields))?;
+        for (name, text) in [("stdout.txt", stdout), ("stderr.txt", stderr)] {
+            let p = run_dir.join(name);
+            fs::write(&p, text).map_err(write_err(&p))?;
+        }
+        let record = RunRecord {
+            id: run.id,
+            label: run.label,
+            outcome: run.outcome.clone(),
+            lost_events: run.lost_events,
+            complete: run.complete,
+            end_ns: run.end_ns,
+            start_monotonic_ns,
+            orphan_exits,
+            interventions: run.interventions.clone(),
+            noise: run.noise.clone(),
+            events,
+            threads,
+        };
+        let mut line = serde_json::to_string(&record).expect("record serializes");
+        line.push('\n');
+        let path = self.dir.join("runs.jsonl");
+        self.runs.write_all(line.as_bytes()).map_err(write_err(&path))?;
+        self.runs.sync_data().map_err(write_err(&path))?;
+        self.count += 1;
+        Ok(())
+    }
+}
+
+fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).map_err(write_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(write_err(path))
+}
+
+const EVENT_COLUMNS: &[&str] =
+    &["t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2", "ret"];
+const THREAD_COLUMNS: &[&str] = &["role", "tid", "name", "parent_role", "created_ns"];
+
+fn event_fields(r: &Row, functions: &[Function]) -> Vec<String> {
+    let name = functions.get(r.func as usize).map(|f| f.name.clone()).unwrap_or_default();
+    let (point, args, ret) = match r.point {
+        Point::Entry => ("entry", r.args.map(|a| a.to_string()), String::new()),
+        Point::Exit => ("exit", [String::new(), String::new(), String::new()], r.ret.to_string()),
+    };
+    let [a0, a1, a2] = args;
+    vec![
+        r.t_ns.to_string(),
+        r.tid.to_string(),
+        r.role.to_string(),
+        r.func.to_string(),
+        name,
+        point.into(),
+        r.instance.to_string(),
+        a0,
+        a1,
+        a2,
+        ret,
+    ]
+}
+
+fn thread_fields(t: &Thread) -> Vec<String> {
+    vec![
+        t.role.to_string(),
+        t.tid.to_string(),
+        t.name.clone(),
+        t.parent.map(|p| p.to_string()).unwrap_or_default(),
+        t.created_ns.to_string(),
+    ]
+}
+
+/// Writes a CSV file and returns its reference (rows, SHA-256).
+fn write_csv(
+    dir: &Path,
+    rel: &str,
+    columns: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+) -> Result<FileRef, SessionError> {
+    let path = dir.join(rel);
+    let mut bytes = Vec::new();
+    let mut count = 0u64;
+    {
+        let mut w = csv::Writer::from_writer(&mut bytes);
+        let io = |e: csv::Error| SessionError::Write { path: path.clone(), source: std::io::Error::other(e) };
+        w.write_record(columns).map_err(io)?;
+        for row in rows {
+            w.write_record(&row).map_err(io)?;
+            count += 1;
+        }
+        w.flush().map_err(|e| SessionError::Write { path: path.clone(), source: e })?;
+    }
+    let sha256 = hex(&Sha256::digest(&bytes));
+    fs::write(&path, &bytes).map_err(write_err(&path))?;
+    Ok(FileRef { path: rel.to_owned(), rows: count, sha256 })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A session read back: header, run records and the model.
+pub struct Loaded {
+    pub header: Header,
+    pub records: Vec<RunRecord>,
+    pub session: Session,
+}
+
+/// Reads and verifies a whole session directory.
+pub fn load(dir: &Path) -> Result<Session, SessionError> {
+    load_full(dir).map(|l| l.session)
+}
+
+pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
+    let header_path = dir.join("session.json");
+    if !header_path.is_file() {
+        return Err(SessionError::NotASession(dir.to_owned()));
+    }
+    let text = fs::read_to_string(&header_path)
+        .map_err(|source| SessionError::Read { path: header_path.clone(), source })?;
+    let header: Header = serde_json::from_str(&text)
+        .map_err(|e| SessionError::Corrupt { path: header_path.clone(), reason: e.to_string() })?;
+    if header.format != FORMAT {
+        return Err(SessionError::Corrupt { path: header_path, reason: format!("format is `{}`, expected `{FORMAT}`", header.format) });
+    }
+    if header.version > VERSION {
+        return Err(SessionError::Version { path: header_path, found: header.version });
+    }
+    let runs_path = dir.join("runs.jsonl");
+    let file = File::open(&runs_path).map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
+    let mut reader = BufReader::new(file);
+    let mut records = Vec::new();
+    let mut line = String::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if !line.ends_with('\n') {
+            return Err(SessionError::Corrupt {
+                path: runs_path,
+                reason: format!("line {number} is cut short (the recording was interrupted while writing it)"),
+            });
+        }
+        let record: RunRecord = serde_json::from_str(&line)
+            .map_err(|e| SessionError::Corrupt { path: runs_path.clone(), reason: format!("line {number}: {e}") })?;
+        records.push(record);
+    }
+    let mut runs = Vec::with_capacity(records.len());
+    for rec in &records {
+        let rows = read_events(dir, rec, &header.functions)?;
+        let threads = read_threads(dir, rec)?;
+        runs.push(Run {
+            id: rec.id,
+            label: rec.label,
+            outcome: rec.outcome.clone(),
+            lost_events: rec.lost_events,
+            complete: rec.complete,
+            threads,
+            calls: calls_from_rows(&rows),
+            end_ns: rec.end_ns,
+            interventions: rec.interventions.clone(),
+            noise: rec.noise.clone(),
+        });
+    }
+    let session = Session { functions: header.functions.clone(), runs };
+    Ok(Loaded { header, records, session })
+}
+
+/// Reads a referenced CSV file, checking its digest and row count.
+fn read_verified(dir: &Path, file: &FileRef, run: u32, columns: &[&str]) -> Result<Vec<csv::StringRecord>, SessionError> {
+    let path = dir.join(&file.path);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SessionError::Missing { path, run }),
+        Err(source) => return Err(SessionError::Read { path, source }),
+    };
+    let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
+    if hex(&Sha256::digest(&bytes)) != file.sha256 {
+        return Err(corrupt("checksum mismatch (truncated or modified after recording)".into()));
+    }
+    let mut reader = csv::Reader::from_reader(&bytes[..]);
+    let head = reader.headers().map_err(|e| corrupt(e.to_string()))?;
+    if head.iter().collect::<Vec<_>>() != columns {
+        return Err(corrupt(format!("unexpected columns {:?}", head.iter().collect::<Vec<_>>())));
+    }
+    let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().map_err(|e| corrupt(e.to_string()))?;
+    if records.len() as u64 != file.rows {
+        return Err(corrupt(format!("{} rows, the run record says {}", records.len(), file.rows)));
+    }
+    Ok(records)
+}
+
+fn field<T: std::str::FromStr>(rec: &csv::StringRecord, i: usize, path: &Path) -> Result<T, SessionError> {
+    rec.get(i).and_then(|s| s.parse().ok()).ok_or_else(|| SessionError::Corrupt {
+        path: path.to_owned(),
+        reason: format!("bad value `{}` in column {}", rec.get(i).unwrap_or(""), i + 1),
+    })
+}
+
+fn read_events(dir: &Path, rec: &RunRecord, functions: &[Function]) -> Result<Vec<Row>, SessionError> {
+    let path = dir.join(&rec.events.path);
+    let mut rows = Vec::new();
+    for r in read_verified(dir, &rec.events, rec.id, EVENT_COLUMNS)? {
+        let point = match r.get(5) {
+            Some("entry") => Point::Entry,
+            Some("exit") => Point::Exit,
+            other => {
+                return Err(SessionError::Corrupt { path, reason: format!("bad point `{}`", other.unwrap_or("")) });
+            }
+        };
+        let func: FuncId = field(&r, 3, &path)?;
+        if func as usize >= functions.len() {
+            return Err(SessionError::Corrupt { path, reason: format!("function id {func} not in session.json") });
+        }
+        let (args, ret) = match point {
+            Point::Entry => ([field(&r, 7, &path)?, field(&r, 8, &path)?, field(&r, 9, &path)?], 0),
+            Point::Exit => ([0; 3], field(&r, 10, &path)?),
+        };
+        rows.push(Row {
+            t_ns: field(&r, 0, &path)?,
+            tid: field(&r, 1, &path)?,
+            role: field(&r, 2, &path)?,
+            func,
+            point,
+            instance: field(&r, 6, &path)?,
+            args,
+            ret,
+        });
+    }
+    Ok(rows)
+}
+
+fn read_threads(dir: &Path, rec: &RunRecord) -> Result<Vec<Thread>, SessionError> {
+    let path = dir.join(&rec.threads.path);
+    read_verified(dir, &rec.threads, rec.id, THREAD_COLUMNS)?
+        .iter()
+        .map(|r| {
+            Ok(Thread {
+                role: field(r, 0, &path)?,
+                tid: field(r, 1, &path)?,
+                name: r.get(2).unwrap_or("").to_owned(),
+                parent: match r.get(3) {
+                    Some("") | None => None,
+                    Some(_) => Some(field(r, 3, &path)?),
+                },
+                created_ns: field(r, 4, &path)?,
+            })
+        })
+        .collect()
+}
+
+/// A default session directory name: `aid-sessions/<UTC time>-<program>`.
+pub fn default_dir(program: &Path) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "target".into());
+    PathBuf::from("aid-sessions").join(format!("{}-{name}", utc_stamp(secs)))
+}
+
+/// `YYYYmmdd-HHMMSS` in UTC (civil-from-days, H. Hinnant).
+fn utc_stamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ValueType, Label};
+
+    fn header() -> Header {
+        Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            tool: "test".into(),
+            created: 0,
+            mode: Mode::Record,
+            program: "/bin/x".into(),
+            command: vec!["x".into()],
+            pid: None,
+            unit: None,
+            fail_rules: vec![],
+            functions: vec![Function {
+                id: 0,
+                name: "f(int, int)".into(),
+                symbol: "_Z1fii".into(),
+                module: "/bin/x".into(),
+                address: 0x1000,
+                offset: 0x1000,
+                source: None,
+                ret: ValueType::UNKNOWN,
+                params: vec![],
+                internal: false,
+            }],
+        }
+    }
+
+    fn run(id: u32) -> (Run, Vec<Row>) {
+        let rows = vec![
+            Row { t_ns: 5, tid: 7, role: 0, func: 0, point: Point::Entry, instance: 1, args: [1, -2, 3], ret: 0 },
+            Row { t_ns: 9, tid: 7, role: 0, func: 0, point: Point::Exit, instance: 1, args: [0; 3], ret: -1 },
+        ];
+        let run = Run {
+            id,
+            label: Label::Fail,
+            outcome: Outcome { exit_code: Some(1), reason: "exit code 1".into(), ..Default::default() },
+            lost_events: 0,
+            complete: true,
+            threads: vec![Thread { role: 0, tid: 7, name: "main".into(), parent: None, created_ns: 0 }],
+            calls: calls_from_rows(&rows),
+            end_ns: 12,
+            interventions: vec![],
+            noise: vec![],
+        };
+        (run, rows)
+    }
+
+    #[test]
+    fn round_trip_is_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = header();
+        let mut w = Writer::create(dir.path(), &h).unwrap();
+        let (r, rows) = run(1);
+        w.append(&r, &rows, &h.functions, 100, 0, "out", "err").unwrap();
+        let s = load(dir.path()).unwrap();
+        assert_eq!(s.runs, vec![r]);
+        assert_eq!(s.functions, h.functions);
+    }
+
+    #[test]
+    fn truncated_events_file_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = header();
+        let mut w = Writer::create(dir.path(), &h).unwrap();
+        let (r, rows) = run(1);
+        w.append(&r, &rows, &h.functions, 100, 0, "", "").unwrap();
+        let events = dir.path().join("runs/000001/events.csv");
+        let text = fs::read_to_string(&events).unwrap();
+        fs::write(&events, &text[..text.len() - 3]).unwrap();
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("events.csv is corrupt: checksum mismatch"), "{err}");
+    }
+
+    #[test]
+    fn cut_short_run_record_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = header();
+        let mut w = Writer::create(dir.path(), &h).unwrap();
+        let (r, rows) = run(1);
+        w.append(&r, &rows, &h.functions, 100, 0, "", "").unwrap();
+        let runs = dir.path().join("runs.jsonl");
+        let text = fs::read_to_string(&runs).unwrap();
+        fs::write(&runs, &text[..text.len() - 10]).unwrap();
+        let err = load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("line 1 is cut short"), "{err}");
+    }
+
+    #[test]
+    fn not_a_session_and_existing_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(load(dir.path()), Err(SessionError::NotASession(_))));
+        fs::write(dir.path().join("x"), "").unwrap();
+        assert!(matches!(Writer::create(dir.path(), &header()), Err(SessionError::Exists(_))));
+    }
+
+    #[test]
+    fn utc_stamp_is_right() {
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(1_795_000_000), "20261118-110640");
+    }
+}

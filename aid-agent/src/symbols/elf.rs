@@ -1,0 +1,232 @@
+//! Reading one ELF file: its function symbols (from `.symtab` and
+//! `.dynsym`), their file offsets (what a uprobe attaches to), demangled
+//! names, and the libraries it needs.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use object::{
+    Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolFlags, SymbolKind,
+    elf, read::elf::{Dyn as _, ElfFile64},
+};
+
+use super::{SymbolError, dwarf::DebugInfo};
+use crate::model::ValueType;
+
+/// A function symbol of one module.
+#[derive(Clone, Debug)]
+pub struct Symbol {
+    /// As written in the ELF file.
+    pub raw: String,
+    /// Demangled, without Rust's hash; equal to `raw` for C names.
+    pub name: String,
+    /// C++ names without the parameter list ("Cache::get"), for matching.
+    pub short: Option<String>,
+    pub address: u64,
+    pub offset: u64,
+}
+
+/// One executable or shared library, with what we know of its functions.
+pub struct Module {
+    pub path: PathBuf,
+    pub symbols: Vec<Symbol>,
+    /// `DT_NEEDED` entries.
+    pub needed: Vec<String>,
+    /// `DT_RUNPATH` / `DT_RPATH` directories (with `$ORIGIN` expanded).
+    pub runpath: Vec<PathBuf>,
+    debug: Option<DebugInfo>,
+}
+
+impl Module {
+    /// Parses `path`. Fails when it is not ELF or has no function symbols.
+    pub fn load(path: &Path) -> Result<Module, SymbolError> {
+        let path = path
+            .canonicalize()
+            .map_err(|source| SymbolError::Read { path: path.to_owned(), source })?;
+        let data = std::fs::read(&path)
+            .map_err(|source| SymbolError::Read { path: path.clone(), source })?;
+        if !data.starts_with(b"\x7fELF") {
+            return Err(SymbolError::NotElf { path });
+        }
+        let file = object::File::parse(&*data)
+            .map_err(|e| SymbolError::BadElf { path: path.clone(), reason: e.to_string() })?;
+        let symbols = function_symbols(&file);
+        if symbols.is_empty() {
+            return Err(SymbolError::NoSymbols { path });
+        }
+        let (needed, runpath) = dynamic_entries(&data, &path);
+        let debug = DebugInfo::load(&file);
+        Ok(Module { path, symbols, needed, runpath, debug })
+    }
+
+    /// Source position of a function's first instruction, from DWARF.
+    pub fn source(&self, address: u64) -> Option<crate::model::SourceLoc> {
+        self.debug.as_ref()?.source(address)
+    }
+
+    /// Return type and the types of the parameters passed in the first
+    /// three integer registers, from DWARF. Without DWARF all three
+    /// registers are reported, typed unknown.
+    pub fn signature(&self, address: u64) -> (ValueType, Vec<ValueType>) {
+        self.debug
+            .as_ref()
+            .and_then(|d| d.signature(address))
+            .unwrap_or((ValueType::UNKNOWN, vec![ValueType::UNKNOWN; 3]))
+    }
+
+    pub fn has_debug_info(&self) -> bool {
+        self.debug.is_some()
+    }
+}
+
+/// Defined function symbols, one per address (aliases collapse onto the
+/// first name seen, `.symtab` before `.dynsym`), with file offsets.
+fn function_symbols(file: &object::File<'_>) -> Vec<Symbol> {
+    let segments: Vec<(u64, u64, u64)> = file
+        .segments()
+        .filter_map(|s| {
+            let (offset, size) = s.file_range();
+            (size > 0).then_some((s.address(), size, offset))
+        })
+        .collect();
+    let file_offset = |address: u64| {
+        segments
+            .iter()
+            .find(|(start, size, _)| address >= *start && address < start + size)
+            .map(|(start, _, offset)| address - start + offset)
+    };
+    let mut by_address: HashMap<u64, usize> = HashMap::new();
+    let mut out: Vec<Symbol> = Vec::new();
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+            continue;
+        }
+        // An IFUNC symbol names the resolver, not the function users mean.
+        if let SymbolFlags::Elf { st_info, .. } = sym.flags()
+            && st_info & 0xf == elf::STT_GNU_IFUNC
+        {
+            continue;
+        }
+        let Ok(raw) = sym.name() else { continue };
+        if raw.is_empty() || by_address.contains_key(&sym.address()) {
+            continue;
+        }
+        let Some(offset) = file_offset(sym.address()) else { continue };
+        let (name, short) = demangle(raw);
+        by_address.insert(sym.address(), out.len());
+        out.push(Symbol { raw: raw.to_owned(), name, short, address: sym.address(), offset });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Demangles Rust (legacy and v0) and C++ names. Returns the display name
+/// and, for C++, the name without its parameter list.
+pub fn demangle(raw: &str) -> (String, Option<String>) {
+    if is_rust_symbol(raw)
+        && let Ok(d) = rustc_demangle::try_demangle(raw)
+    {
+        return (format!("{d:#}"), None);
+    }
+    if raw.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(raw)
+        && let Ok(full) = sym.demangle(&cpp_demangle::DemangleOptions::default())
+    {
+        let short = strip_params(&full);
+        return (full, short);
+    }
+    (raw.to_owned(), None)
+}
+
+fn is_rust_symbol(raw: &str) -> bool {
+    if raw.starts_with("_R") {
+        return true;
+    }
+    // Legacy mangling ends with a 17h<16 hex digits>E hash segment.
+    let Some(body) = raw.strip_suffix('E') else { return false };
+    body.len() > 19
+        && body[body.len() - 19..].starts_with("17h")
+        && body[body.len() - 16..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// "ns::Cache::get(int) const" -> "ns::Cache::get".
+fn strip_params(full: &str) -> Option<String> {
+    let trimmed = full.trim_end_matches(" const").trim_end_matches(" volatile");
+    if !trimmed.ends_with(')') {
+        return None;
+    }
+    let mut depth = 0i32;
+    for (i, c) in trimmed.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(trimmed[..i].to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn dynamic_entries(data: &[u8], path: &Path) -> (Vec<String>, Vec<PathBuf>) {
+    let mut needed = Vec::new();
+    let mut runpath = Vec::new();
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(data) else {
+        return (needed, runpath);
+    };
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let Ok(Some((dyns, link))) = sections.dynamic(endian, data) else {
+        return (needed, runpath);
+    };
+    let Ok(strings) = sections.strings(endian, data, link) else {
+        return (needed, runpath);
+    };
+    let origin = path.parent().unwrap_or(Path::new("/"));
+    for d in dyns {
+        let tag = d.d_tag(endian) as i64;
+        if tag != elf::DT_NEEDED && tag != elf::DT_RUNPATH && tag != elf::DT_RPATH {
+            continue;
+        }
+        let Ok(value) = d.string(endian, strings) else { continue };
+        let value = String::from_utf8_lossy(value).into_owned();
+        if tag == elf::DT_NEEDED {
+            needed.push(value);
+        } else {
+            for dir in value.split(':').filter(|d| !d.is_empty()) {
+                let dir = dir.replace("$ORIGIN", &origin.to_string_lossy());
+                runpath.push(PathBuf::from(dir.replace("${ORIGIN}", &origin.to_string_lossy())));
+            }
+        }
+    }
+    (needed, runpath)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_cpp_with_and_without_params() {
+        let (full, short) = demangle("_ZN5Cache3getEi");
+        assert_eq!(full, "Cache::get(int)");
+        assert_eq!(short.as_deref(), Some("Cache::get"));
+    }
+
+    #[test]
+    fn demangles_legacy_rust_without_hash() {
+        let (name, short) = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
+        assert_eq!(name, "core::fmt::write");
+        assert_eq!(short, None);
+    }
+
+    #[test]
+    fn leaves_c_names_alone() {
+        assert_eq!(demangle("cache_get"), ("cache_get".to_owned(), None));
+    }
+}

@@ -1,0 +1,285 @@
+//! Symbol resolution: turns `--trace` patterns into the functions to probe.
+//!
+//! A pattern is a glob over function names (`cache_*`, `Cache::*`,
+//! `app::worker::*`), optionally prefixed by a library and a single colon
+//! (`libc.so.6:pthread_mutex_*`, `libc:malloc`, `/opt/lib/libx.so:x_*`).
+//! Names are matched demangled (C++ with and without the parameter list,
+//! Rust without the hash) and raw. Addresses become file offsets, which is
+//! what uprobes attach to, so PIE and non-PIE executables are handled alike.
+
+mod dwarf;
+mod elf;
+mod libs;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+};
+
+pub use elf::{Module, Symbol, demangle};
+use globset::{Glob, GlobMatcher};
+
+use crate::model::{FuncId, Function};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} is not an ELF file: aid traces native executables and shared libraries", path.display())]
+    NotElf { path: PathBuf },
+    #[error("{} is not a valid ELF file: {reason}", path.display())]
+    BadElf { path: PathBuf, reason: String },
+    #[error(
+        "{} has no symbol table (stripped?): rebuild it without `-s`/`strip`, or install its debug symbols",
+        path.display()
+    )]
+    NoSymbols { path: PathBuf },
+    #[error(
+        "library `{name}` not found among the libraries {} loads or in the library search path: give its path instead (--trace /path/to/{name}:PATTERN)",
+        exe.display()
+    )]
+    LibraryNotFound { name: String, exe: PathBuf },
+    #[error("invalid pattern `{pattern}`: {reason}")]
+    BadPattern { pattern: String, reason: String },
+    #[error("pattern `{pattern}` matches no function in {}{}", module.display(), suggest(close))]
+    NoMatch { pattern: String, module: PathBuf, close: Vec<String> },
+}
+
+fn suggest(close: &[String]) -> String {
+    if close.is_empty() {
+        "; list candidates with `nm -C` or try a wider glob".to_owned()
+    } else {
+        format!("; close matches: {}", close.join(", "))
+    }
+}
+
+/// A parsed `--trace` argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pattern {
+    /// Library part, if any ("libc", "libc.so.6", "/path/lib.so").
+    pub library: Option<String>,
+    pub glob: String,
+}
+
+impl Pattern {
+    /// Splits at a single colon; `::` belongs to C++/Rust names.
+    pub fn parse(text: &str) -> Result<Pattern, SymbolError> {
+        let bytes = text.as_bytes();
+        let split = (0..bytes.len()).find(|&i| {
+            bytes[i] == b':'
+                && bytes.get(i + 1) != Some(&b':')
+                && (i == 0 || bytes[i - 1] != b':')
+        });
+        let (library, glob) = match split {
+            Some(i) => (Some(text[..i].to_owned()), text[i + 1..].to_owned()),
+            None => (None, text.to_owned()),
+        };
+        let bad = |reason: &str| SymbolError::BadPattern { pattern: text.to_owned(), reason: reason.to_owned() };
+        if glob.is_empty() {
+            return Err(bad("nothing to match after the library name"));
+        }
+        if library.as_deref() == Some("") {
+            return Err(bad("empty library name before `:`"));
+        }
+        Ok(Pattern { library, glob })
+    }
+
+    fn matcher(&self, text: &str) -> Result<GlobMatcher, SymbolError> {
+        Glob::new(&self.glob)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| SymbolError::BadPattern { pattern: text.to_owned(), reason: e.kind().to_string() })
+    }
+}
+
+/// Resolves patterns against an executable and the libraries it loads.
+pub struct Resolver {
+    exe: Module,
+    /// Mapped files of a running process (attach mode), else empty.
+    mapped: Vec<PathBuf>,
+    libs: HashMap<PathBuf, Module>,
+}
+
+impl Resolver {
+    /// For a program about to be started.
+    pub fn for_executable(exe: &Path) -> Result<Resolver, SymbolError> {
+        Ok(Resolver { exe: Module::load(exe)?, mapped: Vec::new(), libs: HashMap::new() })
+    }
+
+    /// For a running process: its executable and the files it has mapped.
+    pub fn for_process(pid: u32) -> Result<Resolver, SymbolError> {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| SymbolError::Read {
+            path: PathBuf::from(format!("/proc/{pid}/exe")),
+            source,
+        })?;
+        let mapped = libs::mapped_files(pid);
+        // Read the executable through /proc so a deleted or replaced file
+        // still resolves to what is running.
+        let mut exe_module = Module::load(&PathBuf::from(format!("/proc/{pid}/exe")))
+            .map_err(|e| match e {
+                SymbolError::NotElf { .. } => SymbolError::NotElf { path: exe.clone() },
+                SymbolError::NoSymbols { .. } => SymbolError::NoSymbols { path: exe.clone() },
+                other => other,
+            })?;
+        exe_module.path = exe;
+        Ok(Resolver { exe: exe_module, mapped, libs: HashMap::new() })
+    }
+
+    pub fn executable(&self) -> &Module {
+        &self.exe
+    }
+
+    /// Finds (and loads) the module a pattern refers to.
+    pub fn module(&mut self, library: Option<&str>) -> Result<&Module, SymbolError> {
+        let Some(name) = library else { return Ok(&self.exe) };
+        let path = libs::find_library(name, &self.exe, &self.mapped)
+            .ok_or_else(|| SymbolError::LibraryNotFound { name: name.to_owned(), exe: self.exe.path.clone() })?;
+        let path = path.canonicalize().unwrap_or(path);
+        if path == self.exe.path {
+            return Ok(&self.exe);
+        }
+        if !self.libs.contains_key(&path) {
+            let module = Module::load(&path)?;
+            self.libs.insert(path.clone(), module);
+        }
+        Ok(&self.libs[&path])
+    }
+
+    /// All functions matched by the patterns, each once, in pattern order.
+    /// Every pattern must match something.
+    pub fn resolve(&mut self, patterns: &[String]) -> Result<Vec<Function>, SymbolError> {
+        let mut out: Vec<Function> = Vec::new();
+        let mut seen: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
+        for text in patterns {
+            let pattern = Pattern::parse(text)?;
+            let matcher = pattern.matcher(text)?;
+            let module = self.module(pattern.library.as_deref())?;
+            let matched: Vec<&Symbol> = module
+                .symbols
+                .iter()
+                .filter(|s| {
+                    matcher.is_match(&s.name)
+                        || matcher.is_match(&s.raw)
+                        || s.short.as_deref().is_some_and(|n| matcher.is_match(n))
+                })
+                .collect();
+            if matched.is_empty() {
+                return Err(SymbolError::NoMatch {
+                    pattern: text.clone(),
+                    module: module.path.clone(),
+                    close: close_matches(&pattern.glob, module),
+                });
+            }
+            for sym in matched {
+                if seen.insert((module.path.clone(), sym.address)) {
+                    out.push(function(module, sym, out.len() as FuncId, false));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `pthread_create` in the executable or the C library, traced by aid
+    /// itself to name threads after their start routine.
+    pub fn pthread_create(&mut self, id: FuncId) -> Option<Function> {
+        for lib in [None, Some("libc")] {
+            let Ok(module) = self.module(lib) else { continue };
+            if let Some(sym) = module.symbols.iter().find(|s| s.raw == "pthread_create") {
+                return Some(function(module, sym, id, true));
+            }
+        }
+        None
+    }
+
+    /// The executable's own functions — not the C runtime's start-up code,
+    /// not Rust's standard library — for tracing when no pattern is given.
+    pub fn own_functions(&self) -> Vec<&Symbol> {
+        self.exe.symbols.iter().filter(|s| is_own_function(s)).collect()
+    }
+
+    /// Name of the function starting at ELF virtual address `address` of
+    /// `module` (the executable or a library already loaded).
+    pub fn function_at(&self, module: &Path, address: u64) -> Option<&str> {
+        let m = if module == self.exe.path { &self.exe } else { self.libs.get(module)? };
+        m.symbols.iter().find(|s| s.address == address).map(|s| s.name.as_str())
+    }
+}
+
+/// Builds the session's record of one symbol.
+pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Function {
+    let (ret, params) = module.signature(sym.address);
+    Function {
+        id,
+        name: sym.name.clone(),
+        symbol: sym.raw.clone(),
+        module: module.path.clone(),
+        address: sym.address,
+        offset: sym.offset,
+        source: module.source(sym.address),
+        ret,
+        params,
+        internal,
+    }
+}
+
+/// Start-up code, compiler helpers and language runtimes.
+fn is_own_function(sym: &Symbol) -> bool {
+    const C_RUNTIME: &[&str] = &[
+        "_start", "_init", "_fini", "frame_dummy", "register_tm_clones", "deregister_tm_clones",
+        "__do_global_dtors_aux", "__libc_csu_init", "__libc_csu_fini", "_dl_relocate_static_pie",
+    ];
+    const RUST_RUNTIME: &[&str] = &[
+        "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "<&", "<[", "<(", "<*",
+        "std_detect::", "compiler_builtins::", "panic_unwind::", "panic_abort::", "gimli::",
+        "addr2line::", "miniz_oxide::", "hashbrown::", "object::", "memchr::", "rustc_demangle::",
+        "adler", "__rust", "rust_", "_<",
+    ];
+    let name = sym.name.as_str();
+    !(C_RUNTIME.contains(&name)
+        || name.starts_with('_')
+        || name.starts_with('.')
+        || RUST_RUNTIME.iter().any(|p| name.starts_with(p))
+        || name.contains("{{closure}}") && name.starts_with("std"))
+}
+
+/// Up to five names that look like what the user meant.
+fn close_matches(glob: &str, module: &Module) -> Vec<String> {
+    let needle: String = glob.chars().filter(|c| !matches!(c, '*' | '?' | '[' | ']')).collect();
+    let needle = needle.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = module
+        .symbols
+        .iter()
+        .map(|s| {
+            let name = s.short.as_deref().unwrap_or(&s.name);
+            let lower = name.to_lowercase();
+            let mut score = strsim::jaro_winkler(&needle, &lower);
+            if !needle.is_empty() && (lower.contains(&needle) || needle.contains(&lower)) {
+                score += 0.5;
+            }
+            (score, s.name.as_str())
+        })
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(5).map(|(_, n)| n.to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_splits_on_single_colon_only() {
+        assert_eq!(
+            Pattern::parse("libc.so.6:pthread_mutex_*").unwrap(),
+            Pattern { library: Some("libc.so.6".into()), glob: "pthread_mutex_*".into() }
+        );
+        assert_eq!(Pattern::parse("Cache::get").unwrap(), Pattern { library: None, glob: "Cache::get".into() });
+        assert_eq!(
+            Pattern::parse("libfoo:ns::Cache::*").unwrap(),
+            Pattern { library: Some("libfoo".into()), glob: "ns::Cache::*".into() }
+        );
+        assert!(Pattern::parse("libc:").is_err());
+        assert!(Pattern::parse(":foo").is_err());
+    }
+}
