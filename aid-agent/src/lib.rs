@@ -16,4 +16,5 @@ pub mod runner;
 pub mod session;
 pub mod symbols;
 pub mod trace;
+pub mod units;
 pub mod stats;

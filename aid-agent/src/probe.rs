@@ -191,9 +191,18 @@ impl Probes {
         Ok(())
     }
 
-    /// Gives the threads of an already running process their roles (attach
-    /// mode): `tids` in creation order, the first being the main thread.
-    pub fn adopt_threads(&mut self, tids: &[u32]) -> Result<(), ProbeError> {
+    /// Registers a process that is already running (attach mode): `tids`
+    /// are its threads in creation order, the main thread first; they take
+    /// roles 0, 1, ... and threads it creates later continue the sequence.
+    pub fn begin_running_target(&mut self, pid: u32, tids: &[u32]) -> Result<(), ProbeError> {
+        self.clear_run_state()?;
+        self.adopt_threads(tids)?;
+        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
+        targets.insert(pid, TargetState { flags: 1 }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        Ok(())
+    }
+
+    fn adopt_threads(&mut self, tids: &[u32]) -> Result<(), ProbeError> {
         let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
         while pool.pop(0).is_ok() {}
         let existing = tids.len() as u32;

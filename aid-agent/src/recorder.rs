@@ -57,110 +57,176 @@ pub struct Recorded {
     pub orphan_exits: u64,
 }
 
-/// Turns the events of `ctx.pid` into rows and threads.
+/// Turns the events of `ctx.pid` into rows and threads (a whole run).
 pub fn record(events: &[Event], ctx: &Context<'_>) -> Recorded {
-    let mut events: Vec<&Event> = events.iter().filter(|e| e.pid == ctx.pid).collect();
+    let mut events: Vec<Event> = events.iter().filter(|e| e.pid == ctx.pid).copied().collect();
     events.sort_by_key(|e| (e.ts_ns, e.kind != KIND_EXEC));
-    // Everything before the exec ran in the agent's forked child.
-    if let Some(i) = events.iter().position(|e| e.kind == KIND_EXEC) {
-        events.drain(..i);
-    }
-    let start_ns = ctx
-        .start_ns
-        .or_else(|| events.first().filter(|e| e.kind == KIND_EXEC).map(|e| e.ts_ns))
-        .or_else(|| events.first().map(|e| e.ts_ns))
-        .unwrap_or(0);
+    let mut recorder = Recorder::new(ctx);
+    recorder.push(&events);
+    recorder.finish()
+}
 
-    // Entry events carry the function's runtime address: where each module
-    // is loaded in this run, to name start routines.
-    let mut bias: HashMap<&std::path::Path, u64> = HashMap::new();
-    for e in events.iter().filter(|e| e.kind == KIND_ENTRY) {
-        if let Some(f) = ctx.functions.get(e.func as usize) {
-            bias.entry(f.module.as_path()).or_insert(e.ret.wrapping_sub(f.address));
+/// Incremental form of [`record`]: events are pushed as they arrive (in
+/// per-thread order, which the ring buffer preserves), rows come out.
+pub struct Recorder<'a> {
+    ctx: &'a Context<'a>,
+    /// Before the exec event only the agent's forked child runs.
+    waiting_for_exec: bool,
+    start_ns: Option<u64>,
+    threads: Vec<Thread>,
+    /// Start routine address of threads not yet named.
+    unnamed: HashMap<Role, u64>,
+    role_of: HashMap<u32, Role>,
+    counts: HashMap<(Role, FuncId), u32>,
+    open: HashMap<(u32, FuncId), Vec<u32>>,
+    /// Start routine of the pthread_create each thread is inside, if any.
+    creating: HashMap<u32, u64>,
+    /// Where each module is loaded, learnt from entry events (they carry
+    /// the function's runtime address).
+    bias: HashMap<&'a std::path::Path, u64>,
+    rows: Vec<Row>,
+    orphan_exits: u64,
+    next_unknown_role: Role,
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(ctx: &'a Context<'a>) -> Recorder<'a> {
+        let mut threads: Vec<Thread> = Vec::new();
+        let mut role_of: HashMap<u32, Role> = HashMap::new();
+        if ctx.existing_threads.is_empty() {
+            threads.push(Thread { role: 0, tid: ctx.pid, name: "main".into(), parent: None, created_ns: 0 });
+            role_of.insert(ctx.pid, 0);
+        } else {
+            for (role, (tid, name)) in ctx.existing_threads.iter().enumerate() {
+                let name = if role == 0 { "main".to_owned() } else { name.clone() };
+                threads.push(Thread { role: role as Role, tid: *tid, name, parent: None, created_ns: 0 });
+                role_of.insert(*tid, role as Role);
+            }
+        }
+        Recorder {
+            ctx,
+            waiting_for_exec: ctx.start_ns.is_none(),
+            start_ns: ctx.start_ns,
+            threads,
+            unnamed: HashMap::new(),
+            role_of,
+            counts: HashMap::new(),
+            open: HashMap::new(),
+            creating: HashMap::new(),
+            bias: HashMap::new(),
+            rows: Vec::new(),
+            orphan_exits: 0,
+            next_unknown_role: 1 << 20,
         }
     }
-    let name_of = |addr: u64| {
-        bias.iter().find_map(|(module, b)| (ctx.symbolize)(module, addr.wrapping_sub(*b)))
-    };
 
-    let mut threads: Vec<Thread> = Vec::new();
-    let mut role_of: HashMap<u32, Role> = HashMap::new();
-    if ctx.existing_threads.is_empty() {
-        threads.push(Thread { role: 0, tid: ctx.pid, name: "main".into(), parent: None, created_ns: 0 });
-        role_of.insert(ctx.pid, 0);
-    } else {
-        for (role, (tid, name)) in ctx.existing_threads.iter().enumerate() {
-            let name = if role == 0 { "main".to_owned() } else { name.clone() };
-            threads.push(Thread { role: role as Role, tid: *tid, name, parent: None, created_ns: 0 });
-            role_of.insert(*tid, role as Role);
+    pub fn push(&mut self, events: &[Event]) {
+        for e in events.iter().filter(|e| e.pid == self.ctx.pid) {
+            if self.waiting_for_exec {
+                if e.kind != KIND_EXEC {
+                    continue;
+                }
+                self.waiting_for_exec = false;
+                self.start_ns = Some(e.ts_ns);
+            }
+            self.one(e);
         }
     }
 
-    let mut rows = Vec::with_capacity(events.len());
-    let mut counts: HashMap<(Role, FuncId), u32> = HashMap::new();
-    let mut open: HashMap<(u32, FuncId), Vec<u32>> = HashMap::new();
-    // Start routine of the pthread_create each thread is inside, if any.
-    let mut creating: HashMap<u32, u64> = HashMap::new();
-    let mut orphan_exits = 0;
-    let mut next_unknown_role: Role = 1 << 20;
-    for e in events {
-        let t_ns = e.ts_ns.saturating_sub(start_ns);
+    /// Rows recorded so far (attach mode reads them while tracing goes on).
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn threads(&mut self) -> &[Thread] {
+        self.name_threads();
+        &self.threads
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns.unwrap_or(0)
+    }
+
+    pub fn finish(mut self) -> Recorded {
+        self.name_threads();
+        self.threads.sort_by_key(|t| t.role);
+        Recorded {
+            rows: self.rows,
+            threads: self.threads,
+            start_ns: self.start_ns.unwrap_or(0),
+            orphan_exits: self.orphan_exits,
+        }
+    }
+
+    fn name_threads(&mut self) {
+        let ctx = self.ctx;
+        let bias = &self.bias;
+        for t in &mut self.threads {
+            if let Some(addr) = self.unnamed.get(&t.role)
+                && let Some(name) = bias.iter().find_map(|(m, b)| (ctx.symbolize)(m, addr.wrapping_sub(*b)))
+            {
+                t.name = name;
+                self.unnamed.remove(&t.role);
+            }
+        }
+    }
+
+    fn one(&mut self, e: &Event) {
+        let t_ns = e.ts_ns.saturating_sub(self.start_ns.unwrap_or(0));
         match e.kind {
             KIND_THREAD => {
                 let child = e.func;
                 let role = e.args[0] as Role;
-                let parent = role_of.get(&e.tid).copied();
-                let name = creating
-                    .get(&e.tid)
-                    .and_then(|addr| name_of(*addr))
-                    .unwrap_or_else(|| "thread".to_owned());
-                role_of.insert(child, role);
-                threads.push(Thread { role, tid: child, name, parent, created_ns: t_ns });
+                let parent = self.role_of.get(&e.tid).copied();
+                if let Some(addr) = self.creating.get(&e.tid) {
+                    self.unnamed.insert(role, *addr);
+                }
+                self.role_of.insert(child, role);
+                self.threads.push(Thread { role, tid: child, name: "thread".into(), parent, created_ns: t_ns });
             }
             KIND_ENTRY | KIND_EXIT => {
-                let Some(func) = ctx.functions.get(e.func as usize) else { continue };
-                let role = *role_of.entry(e.tid).or_insert_with(|| {
-                    // A thread we never saw created (should not happen when
-                    // recording from exec); give it a role of its own.
-                    next_unknown_role += 1;
-                    threads.push(Thread {
-                        role: next_unknown_role,
-                        tid: e.tid,
-                        name: "thread".into(),
-                        parent: None,
-                        created_ns: t_ns,
-                    });
-                    next_unknown_role
-                });
+                let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
+                let role = match self.role_of.get(&e.tid) {
+                    Some(r) => *r,
+                    None => {
+                        // A thread we never saw created (should not happen
+                        // when recording from exec): a role of its own.
+                        self.next_unknown_role += 1;
+                        let role = self.next_unknown_role;
+                        self.role_of.insert(e.tid, role);
+                        self.threads.push(Thread { role, tid: e.tid, name: "thread".into(), parent: None, created_ns: t_ns });
+                        role
+                    }
+                };
                 if e.kind == KIND_ENTRY {
-                    let n = counts.entry((role, func.id)).or_insert(0);
+                    self.bias.entry(func.module.as_path()).or_insert(e.ret.wrapping_sub(func.address));
+                    let n = self.counts.entry((role, func.id)).or_insert(0);
                     *n += 1;
-                    open.entry((e.tid, func.id)).or_default().push(*n);
-                    if Some(func.id) == ctx.pthread_create {
-                        creating.insert(e.tid, e.args[2]);
+                    let instance = *n;
+                    self.open.entry((e.tid, func.id)).or_default().push(instance);
+                    if Some(func.id) == self.ctx.pthread_create {
+                        self.creating.insert(e.tid, e.args[2]);
                     }
                     let mut args = [0i64; 3];
                     for (i, ty) in func.params.iter().take(3).enumerate() {
                         args[i] = ty.normalize(e.args[i]);
                     }
-                    rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Entry, instance: *n, args, ret: 0 });
+                    self.rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Entry, instance, args, ret: 0 });
                 } else {
-                    let Some(instance) = open.get_mut(&(e.tid, func.id)).and_then(Vec::pop) else {
-                        orphan_exits += 1;
-                        continue;
+                    let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop) else {
+                        self.orphan_exits += 1;
+                        return;
                     };
-                    if Some(func.id) == ctx.pthread_create {
-                        creating.remove(&e.tid);
+                    if Some(func.id) == self.ctx.pthread_create {
+                        self.creating.remove(&e.tid);
                     }
                     let ret = func.ret.normalize(e.ret);
-                    rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Exit, instance, args: [0; 3], ret });
+                    self.rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Exit, instance, args: [0; 3], ret });
                 }
             }
             _ => {}
         }
     }
-    threads.sort_by_key(|t| t.role);
-    Recorded { rows, threads, start_ns, orphan_exits }
 }
 
 /// Pairs entry and exit rows into calls, sorted by entry time.

@@ -42,13 +42,15 @@ pub struct RunPolicy {
     pub timeout: Duration,
 }
 
+/// Fields are public so callers can borrow them separately (recording
+/// reads `functions` and `resolver` while `probes` changes).
 pub struct Tracer {
     /// User functions first, then aid's internal ones.
     pub functions: Vec<Function>,
-    pthread_create: Option<FuncId>,
-    probes: Probes,
-    stream: EventStream,
-    resolver: Resolver,
+    pub pthread_create: Option<FuncId>,
+    pub probes: Probes,
+    pub stream: EventStream,
+    pub resolver: Resolver,
 }
 
 impl Tracer {
@@ -67,10 +69,6 @@ impl Tracer {
         }
         let stream = probes.event_stream();
         Ok(Tracer { functions, pthread_create, probes, stream, resolver })
-    }
-
-    pub fn probes_mut(&mut self) -> &mut Probes {
-        &mut self.probes
     }
 
     /// Functions the user asked for (not aid's internal probes).

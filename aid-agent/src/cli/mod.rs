@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod analyze;
+pub mod attach;
 pub mod bench;
 pub mod common;
 pub mod record;
@@ -28,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a program N times under the tracer and store every run.
     Record(record::Args),
+    /// Trace a process that is already running (optionally per unit of work).
+    Attach(attach::Args),
     /// Rank the predicates that separate failing from passing runs of a session.
     Analyze(analyze::Args),
     /// Benchmarks (synthetic sensitivity study, ...).
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Record(args) => record::run(args),
+        Command::Attach(args) => attach::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(args),
     };

@@ -1,0 +1,306 @@
+//! Execution units of a live service: with `--unit FN`, each invocation of
+//! FN is one run. A unit holds the events that happen between FN's entry
+//! and exit, on its thread and on every other thread. Inside a unit, the
+//! thread running FN is role 0 and any other thread of process role r is
+//! role r + 1; instances count from the unit's start; times are relative to
+//! FN's entry. `--fail-if 'FN ret < 0'` labels units.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::{
+    model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
+    recorder::{Row, calls_from_rows},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum UnitError {
+    #[error("invalid --fail-if `{text}`: {reason} (form: 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret > 5', 'FN ret null')")]
+    BadCondition { text: String, reason: String },
+}
+
+/// A comparison of a return value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    Lt(i64),
+    Le(i64),
+    Gt(i64),
+    Ge(i64),
+    Eq(i64),
+    Ne(i64),
+    Null,
+    NonNull,
+}
+
+impl Cond {
+    pub fn holds(self, v: i64) -> bool {
+        match self {
+            Cond::Lt(x) => v < x,
+            Cond::Le(x) => v <= x,
+            Cond::Gt(x) => v > x,
+            Cond::Ge(x) => v >= x,
+            Cond::Eq(x) => v == x,
+            Cond::Ne(x) => v != x,
+            Cond::Null => v == 0,
+            Cond::NonNull => v != 0,
+        }
+    }
+}
+
+/// `FN ret < 0` and friends, with the function still to be resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailIf {
+    pub function: String,
+    pub cond: Cond,
+    pub text: String,
+}
+
+impl FailIf {
+    pub fn parse(text: &str) -> Result<FailIf, UnitError> {
+        let bad = |reason: &str| UnitError::BadCondition { text: text.to_owned(), reason: reason.to_owned() };
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let (function, rest) = match words.as_slice() {
+            [f, "ret", rest @ ..] | [f, "returns", rest @ ..] => (*f, rest),
+            _ => return Err(bad("expected a function name followed by `ret`")),
+        };
+        let value = |s: &str| -> Result<i64, UnitError> {
+            let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
+            let v = match digits.strip_prefix("0x") {
+                Some(h) => i64::from_str_radix(h, 16),
+                None => digits.parse(),
+            }
+            .map_err(|_| bad("the value must be an integer"))?;
+            Ok(if neg { -v } else { v })
+        };
+        let cond = match rest {
+            ["null"] | ["NULL"] => Cond::Null,
+            ["nonnull"] | ["!null"] => Cond::NonNull,
+            ["<", v] => Cond::Lt(value(v)?),
+            ["<=", v] => Cond::Le(value(v)?),
+            [">", v] => Cond::Gt(value(v)?),
+            [">=", v] => Cond::Ge(value(v)?),
+            ["==", v] | ["=", v] => Cond::Eq(value(v)?),
+            ["!=", v] => Cond::Ne(value(v)?),
+            _ => return Err(bad("expected an operator (<, <=, >, >=, ==, !=) and a value, or `null`")),
+        };
+        Ok(FailIf { function: function.to_owned(), cond, text: text.to_owned() })
+    }
+}
+
+/// A resolved failure condition.
+#[derive(Clone, Debug)]
+pub struct Condition {
+    pub funcs: Vec<FuncId>,
+    pub cond: Cond,
+    pub text: String,
+}
+
+/// Why a set of calls counts as failed, if it does.
+pub fn failure_reason(calls: &[crate::model::Call], conditions: &[Condition], functions: &[Function]) -> Option<String> {
+    for c in calls {
+        let Some(ret) = c.ret else { continue };
+        for cond in conditions {
+            if cond.funcs.contains(&c.func) && cond.cond.holds(ret) {
+                let name = functions.get(c.func as usize).map(|f| f.name.as_str()).unwrap_or("?");
+                return Some(format!("ret of {name} = {ret} ({})", cond.text));
+            }
+        }
+    }
+    None
+}
+
+/// One unit, ready to be stored as a run.
+pub struct Unit {
+    pub run: Run,
+    pub rows: Vec<Row>,
+    /// Process-level time (ns since attach) of the unit's start.
+    pub start_ns: u64,
+}
+
+/// Cuts units out of the rows recorded so far.
+pub struct Splitter {
+    unit: FuncId,
+    conditions: Vec<Condition>,
+    done: HashSet<(u32, u32)>,
+}
+
+impl Splitter {
+    pub fn new(unit: FuncId, conditions: Vec<Condition>) -> Splitter {
+        Splitter { unit, conditions, done: HashSet::new() }
+    }
+
+    /// Units whose invocation returned before `cutoff_ns` (process time)
+    /// and were not returned before, in order of their start.
+    pub fn complete(
+        &mut self,
+        rows: &[Row],
+        threads: &[Thread],
+        functions: &[Function],
+        cutoff_ns: u64,
+        next_id: &mut u32,
+    ) -> Vec<Unit> {
+        let mut sorted: Vec<&Row> = rows.iter().collect();
+        sorted.sort_by_key(|r| r.t_ns);
+        // Pair the unit function's entries and exits (per thread, instance).
+        let mut entries: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut spans: Vec<(u64, u64, u32, Role)> = Vec::new();
+        for r in sorted.iter().filter(|r| r.func == self.unit) {
+            match r.point {
+                Point::Entry => {
+                    entries.insert((r.tid, r.instance), r.t_ns);
+                }
+                Point::Exit => {
+                    if let Some(start) = entries.remove(&(r.tid, r.instance))
+                        && r.t_ns < cutoff_ns
+                        && self.done.insert((r.tid, r.instance))
+                    {
+                        spans.push((start, r.t_ns, r.tid, r.role));
+                    }
+                }
+            }
+        }
+        spans.sort();
+        let mut units = Vec::new();
+        for (start, end, tid, _) in spans {
+            let lo = sorted.partition_point(|r| r.t_ns < start);
+            let window: Vec<&Row> = sorted[lo..].iter().take_while(|r| r.t_ns <= end).copied().collect();
+            let id = *next_id;
+            *next_id += 1;
+            units.push(self.build(id, start, end, tid, &window, threads, functions));
+        }
+        units
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        &self,
+        id: u32,
+        start: u64,
+        end: u64,
+        tid: u32,
+        window: &[&Row],
+        threads: &[Thread],
+        functions: &[Function],
+    ) -> Unit {
+        let role_of = |r: &Row| if r.tid == tid { 0 } else { r.role + 1 };
+        let mut counts: HashMap<(Role, FuncId), u32> = HashMap::new();
+        let mut renumber: HashMap<(u32, FuncId, u32), u32> = HashMap::new();
+        let mut rows = Vec::new();
+        for r in window {
+            let role = role_of(r);
+            let instance = match r.point {
+                Point::Entry => {
+                    let n = counts.entry((role, r.func)).or_insert(0);
+                    *n += 1;
+                    renumber.insert((r.tid, r.func, r.instance), *n);
+                    *n
+                }
+                // An exit whose entry came before the unit started: not part
+                // of this unit.
+                Point::Exit => match renumber.get(&(r.tid, r.func, r.instance)) {
+                    Some(n) => *n,
+                    None => continue,
+                },
+            };
+            rows.push(Row { t_ns: r.t_ns - start, role, instance, ..(*r).clone() });
+        }
+        let mut unit_threads: Vec<Thread> = Vec::new();
+        let mut roles_seen: Vec<(Role, u32)> = rows.iter().map(|r| (r.role, r.tid)).collect();
+        roles_seen.sort();
+        roles_seen.dedup();
+        for (role, t) in roles_seen {
+            let process = threads.iter().find(|th| th.tid == t);
+            unit_threads.push(Thread {
+                role,
+                tid: t,
+                name: process.map(|th| th.name.clone()).unwrap_or_else(|| "thread".into()),
+                parent: None,
+                created_ns: 0,
+            });
+        }
+        let calls = calls_from_rows(&rows);
+        let reason = failure_reason(&calls, &self.conditions, functions);
+        let (label, reason) = match reason {
+            Some(r) => (Label::Fail, r),
+            None => (Label::Pass, "no failure condition held".to_owned()),
+        };
+        let run = Run {
+            id,
+            label,
+            outcome: Outcome { wall_ns: end - start, reason, ..Default::default() },
+            lost_events: 0,
+            complete: true,
+            threads: unit_threads,
+            calls,
+            end_ns: end - start,
+            interventions: Vec::new(),
+            noise: Vec::new(),
+        };
+        Unit { run, rows, start_ns: start }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_if_parses() {
+        assert_eq!(FailIf::parse("handle_request ret < 0").unwrap().cond, Cond::Lt(0));
+        assert_eq!(FailIf::parse("f ret == -1").unwrap().cond, Cond::Eq(-1));
+        assert_eq!(FailIf::parse("f ret != 0x10").unwrap().cond, Cond::Ne(16));
+        assert_eq!(FailIf::parse("lookup ret null").unwrap().cond, Cond::Null);
+        assert!(FailIf::parse("f < 0").is_err());
+        assert!(FailIf::parse("f ret < zero").is_err());
+        assert!(Cond::Lt(0).holds(-1) && !Cond::Lt(0).holds(0));
+        assert!(Cond::Ne(3).holds(4) && Cond::Eq(3).holds(3) && Cond::Null.holds(0));
+    }
+
+    fn row(t: u64, tid: u32, role: Role, func: FuncId, point: Point, instance: u32, ret: i64) -> Row {
+        Row { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret }
+    }
+
+    #[test]
+    fn units_renumber_roles_and_instances() {
+        use Point::*;
+        let f = |id: u32, name: &str| Function {
+            id,
+            name: name.into(),
+            symbol: name.into(),
+            module: "/x".into(),
+            address: 0,
+            offset: 0,
+            source: None,
+            ret: Default::default(),
+            params: vec![],
+            internal: false,
+        };
+        let functions = vec![f(0, "handle"), f(1, "work")];
+        // Thread 11 (process role 1) handles two requests, thread 12 (role
+        // 2) does background work during the second.
+        let rows = vec![
+            row(10, 11, 1, 0, Entry, 1, 0),
+            row(11, 11, 1, 1, Entry, 1, 0),
+            row(12, 11, 1, 1, Exit, 1, 5),
+            row(13, 11, 1, 0, Exit, 1, 0),
+            row(20, 11, 1, 0, Entry, 2, 0),
+            row(21, 12, 2, 1, Entry, 7, 0),
+            row(22, 11, 1, 1, Entry, 2, 0),
+            row(23, 11, 1, 1, Exit, 2, 6),
+            row(24, 12, 2, 1, Exit, 7, 9),
+            row(25, 11, 1, 0, Exit, 2, -1),
+            row(30, 11, 1, 0, Entry, 3, 0), // still running: not complete
+        ];
+        let cond = Condition { funcs: vec![0], cond: Cond::Lt(0), text: "handle ret < 0".into() };
+        let mut s = Splitter::new(0, vec![cond]);
+        let mut next = 1;
+        let units = s.complete(&rows, &[], &functions, 100, &mut next);
+        assert_eq!(units.len(), 2);
+        assert_eq!(units[0].run.label, Label::Pass);
+        assert_eq!(units[1].run.label, Label::Fail);
+        assert_eq!(units[1].run.outcome.reason, "ret of handle = -1 (handle ret < 0)");
+        let calls: Vec<_> = units[1].run.calls.iter().map(|c| (c.func, c.role, c.instance, c.entry_ns, c.ret)).collect();
+        assert_eq!(calls, vec![(0, 0, 1, 0, Some(-1)), (1, 3, 1, 1, Some(9)), (1, 0, 1, 2, Some(6))]);
+        // Nothing is returned twice.
+        assert!(s.complete(&rows, &[], &functions, 100, &mut next).is_empty());
+    }
+}
