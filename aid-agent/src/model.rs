@@ -54,6 +54,9 @@ impl ValueType {
             ValueKind::Unsigned | ValueKind::Bool if (1..64).contains(&bits) => {
                 (raw & ((1u64 << bits) - 1)) as i64
             }
+            // Nothing is returned in rax (void) or the value travels in an
+            // xmm register we do not read (float): record 0, not leftovers.
+            ValueKind::Void | ValueKind::Float => 0,
             _ => raw as i64,
         }
     }
@@ -294,5 +297,6 @@ mod tests {
         let b = ValueType { kind: ValueKind::Bool, size: 1 };
         assert_eq!(b.normalize(0xffff_ff01), 1);
         assert_eq!(ValueType::UNKNOWN.normalize(u64::MAX), -1);
+        assert_eq!(ValueType { kind: ValueKind::Void, size: 0 }.normalize(0x7fff_1234), 0);
     }
 }

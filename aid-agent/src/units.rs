@@ -121,11 +121,35 @@ pub struct Splitter {
     unit: FuncId,
     conditions: Vec<Condition>,
     done: HashSet<(u32, u32)>,
+    /// Units starting before this (process ns) began while probes were
+    /// still being attached: partially traced, never returned.
+    not_before: u64,
+    /// How many units were left out for being partially traced.
+    pub partial: u64,
 }
 
 impl Splitter {
-    pub fn new(unit: FuncId, conditions: Vec<Condition>) -> Splitter {
-        Splitter { unit, conditions, done: HashSet::new() }
+    /// `not_before`: when the last probe was attached.
+    pub fn new(unit: FuncId, conditions: Vec<Condition>, not_before: u64) -> Splitter {
+        Splitter { unit, conditions, done: HashSet::new(), not_before, partial: 0 }
+    }
+
+    /// Counts the units that had started by `cutoff_ns` but will never be
+    /// returned (probes were removed before they ended).
+    pub fn count_unfinished(&mut self, rows: &[Row], cutoff_ns: u64) {
+        let mut open: HashSet<(u32, u32)> = HashSet::new();
+        for r in rows.iter().filter(|r| r.func == self.unit && r.t_ns >= self.not_before) {
+            match r.point {
+                Point::Entry => {
+                    open.insert((r.tid, r.instance));
+                }
+                Point::Exit if r.t_ns < cutoff_ns => {
+                    open.remove(&(r.tid, r.instance));
+                }
+                Point::Exit => {}
+            }
+        }
+        self.partial += open.iter().filter(|k| !self.done.contains(k)).count() as u64;
     }
 
     /// Units whose invocation returned before `cutoff_ns` (process time)
@@ -153,7 +177,11 @@ impl Splitter {
                         && r.t_ns < cutoff_ns
                         && self.done.insert((r.tid, r.instance))
                     {
-                        spans.push((start, r.t_ns, r.tid, r.role));
+                        if start < self.not_before {
+                            self.partial += 1;
+                        } else {
+                            spans.push((start, r.t_ns, r.tid, r.role));
+                        }
                     }
                 }
             }
@@ -291,7 +319,7 @@ mod tests {
             row(30, 11, 1, 0, Entry, 3, 0), // still running: not complete
         ];
         let cond = Condition { funcs: vec![0], cond: Cond::Lt(0), text: "handle ret < 0".into() };
-        let mut s = Splitter::new(0, vec![cond]);
+        let mut s = Splitter::new(0, vec![cond], 0);
         let mut next = 1;
         let units = s.complete(&rows, &[], &functions, 100, &mut next);
         assert_eq!(units.len(), 2);

@@ -157,7 +157,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         existing_threads: &threads,
     };
     let mut rec = Recorder::new(&ctx);
-    let mut splitter = unit.map(|u| Splitter::new(u, conditions.clone()));
+    // Units are only whole between the moment every probe is attached and
+    // the moment the first one is removed.
+    let attached_ns = monotonic_ns() - start_ns;
+    let mut splitter = unit.map(|u| Splitter::new(u, conditions.clone(), attached_ns));
     let mut next_id = 1u32;
     let (mut passed, mut failed) = (0u32, 0u32);
     // Intervals (process ns) during which the kernel dropped events.
@@ -195,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             break;
         }
     }
+    let detach_ns = monotonic_ns() - start_ns;
     probes.detach_all();
     rec.push(&stream.flush());
     let lost = probes.take_lost()?;
@@ -205,7 +209,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let threads = rec.threads().to_vec();
     match splitter.as_mut() {
         Some(splitter) => {
-            for mut u in splitter.complete(rec.rows(), &threads, functions, u64::MAX, &mut next_id) {
+            splitter.count_unfinished(rec.rows(), detach_ns);
+            for mut u in splitter.complete(rec.rows(), &threads, functions, detach_ns, &mut next_id) {
                 mark_losses(&mut u.run, u.start_ns, &losses);
                 count(&u.run, &mut passed, &mut failed);
                 writer.append(&u.run, &u.rows, functions, start_ns + u.start_ns, 0, "", "")?;
@@ -244,6 +249,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.pid,
         out.display()
     );
+    if let Some(s) = splitter.as_ref().filter(|s| s.partial > 0) {
+        eprintln!("aid: {} unit(s) running while probes were attached or removed were not recorded (partially traced)", s.partial);
+    }
     let total_lost: u64 = losses.iter().map(|l| l.2).sum();
     if total_lost > 0 {
         eprintln!("aid: warning: the kernel dropped {total_lost} event(s) (ring buffer full); affected runs are marked incomplete and excluded from analysis. Use a larger --ring-size.");

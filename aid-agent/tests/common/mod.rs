@@ -1,0 +1,200 @@
+//! Shared by the integration tests: building fixtures at test time, running
+//! the agent binary, and checking what the kernel is doing to a process.
+#![allow(dead_code)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::OnceLock,
+};
+
+use aid::{model::Session, session};
+
+/// The agent binary under test.
+pub fn agent() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_aid-agent"))
+}
+
+/// True when this machine can run eBPF tests. When it cannot, tests print
+/// why and pass — unless AID_REQUIRE_BPF=1 (set by `cargo xtask test` and
+/// CI), where a missing feature is a failure.
+pub fn bpf_available() -> bool {
+    let reason = if !nix::unistd::geteuid().is_root() {
+        Some("not root")
+    } else if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
+        Some("kernel has no uprobes")
+    } else {
+        None
+    };
+    match reason {
+        None => true,
+        Some(r) if std::env::var("AID_REQUIRE_BPF").as_deref() == Ok("1") => {
+            panic!("eBPF tests required (AID_REQUIRE_BPF=1) but unavailable: {r}")
+        }
+        Some(r) => {
+            eprintln!("skipping: {r}");
+            false
+        }
+    }
+}
+
+fn fixture_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("aid-fixtures-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn build(out: &Path, cmd: &mut Command) {
+    let status = cmd.status().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(status.success(), "building {} failed: {cmd:?}", out.display());
+}
+
+/// Compiles `tests/fixtures/<src>` once per test process, with `flags`,
+/// into a binary named `<name>`.
+pub fn c_fixture(src: &str, name: &str, flags: &[&str]) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap();
+    let out = fixture_dir().join(name);
+    if !out.exists() {
+        let compiler = if src.ends_with(".cpp") { "g++" } else { "gcc" };
+        build(&out, Command::new(compiler).args(["-g", "-O0", "-pthread"]).args(flags).arg("-o").arg(&out).arg(source(src)));
+    }
+    out
+}
+
+pub fn rust_fixture(src: &str, crate_name: &str) -> PathBuf {
+    let out = fixture_dir().join(crate_name);
+    if !out.exists() {
+        build(
+            &out,
+            Command::new("rustc")
+                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", crate_name, "-o"])
+                .arg(&out)
+                .arg(source(src)),
+        );
+    }
+    out
+}
+
+pub fn temp_session() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("session");
+    (dir, out)
+}
+
+/// Runs the agent, asserting success, and returns its output.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("running aid-agent");
+    assert!(
+        out.status.success(),
+        "aid-agent failed ({:?}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs the agent expecting a usage error: exit code 2 and exactly one
+/// line on stderr starting with `aid: `. Returns that line.
+pub fn run_err(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("running aid-agent");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "expected exit code 2, got {:?}; stderr: {stderr}", out.status);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {stderr}");
+    assert!(lines[0].starts_with("aid: "), "{stderr}");
+    lines[0].to_owned()
+}
+
+pub fn load(dir: &Path) -> Session {
+    session::load(dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
+}
+
+/// (function name, role, instance, args, ret) of every call of a user
+/// function on `role`, in entry order.
+pub fn calls_on(s: &Session, run: usize, role: u32) -> Vec<(String, u32, [i64; 3], Option<i64>)> {
+    s.runs[run]
+        .calls
+        .iter()
+        .filter(|c| c.role == role && !s.functions[c.func as usize].internal)
+        .map(|c| (s.functions[c.func as usize].name.clone(), c.instance, c.args, c.ret))
+        .collect()
+}
+
+/// Runtime address of `symbol` (an exact ELF symbol name of `exe`) in
+/// process `pid`.
+pub fn runtime_address(pid: u32, exe: &Path, symbol: &str) -> u64 {
+    let data = std::fs::read(exe).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
+    let sym = file.symbols().find(|s| s.name() == Ok(symbol)).expect("symbol");
+    let seg = file
+        .segments()
+        .find(|s| sym.address() >= s.address() && sym.address() < s.address() + s.size())
+        .expect("segment");
+    let file_offset = sym.address() - seg.address() + seg.file_range().0;
+    let exe = exe.canonicalize().unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || Path::new(f[5]) != exe {
+            continue;
+        }
+        let (lo, hi) = f[0].split_once('-').unwrap();
+        let (lo, hi) = (u64::from_str_radix(lo, 16).unwrap(), u64::from_str_radix(hi, 16).unwrap());
+        let off = u64::from_str_radix(f[2], 16).unwrap();
+        if file_offset >= off && file_offset < off + (hi - lo) {
+            return lo + (file_offset - off);
+        }
+    }
+    panic!("{symbol} not mapped in {pid}");
+}
+
+/// The first byte of the code at `addr` in `pid`: 0xcc while a uprobe is
+/// installed there.
+pub fn code_byte(pid: u32, addr: u64) -> u8 {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = [0u8; 1];
+    mem.read_exact_at(&mut b, addr).unwrap();
+    b[0]
+}
+
+/// Names of the BPF programs loaded in the kernel right now.
+pub fn loaded_bpf_programs() -> Vec<String> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter_map(|p| p.name_as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A process running in the background, killed when dropped.
+pub struct Background(pub std::process::Child);
+
+impl Background {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn alive(pid: u32) -> bool {
+    // A zombie still "exists"; look at its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}

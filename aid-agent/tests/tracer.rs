@@ -1,0 +1,347 @@
+//! The tracer end to end: real uprobes on fixtures compiled at test time,
+//! exact event sequences per thread role, attach, lost events, teardown and
+//! the one-line errors.
+
+mod common;
+
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use aid::model::Label;
+use common::*;
+
+type Calls = Vec<(String, u32, [i64; 3], Option<i64>)>;
+
+fn c(name: &str, instance: u32, args: [i64; 3], ret: i64) -> (String, u32, [i64; 3], Option<i64>) {
+    (name.to_owned(), instance, args, Some(ret))
+}
+
+/// The exact calls of two_threads.c, per role.
+fn assert_two_threads(exe: &std::path::Path) {
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "add3", "-t", "scale", "-t", "negate", "--runs", "2", "--out"]).arg(&out).arg("--").arg(exe));
+    let s = load(&out);
+    assert_eq!(s.runs.len(), 2);
+    for run in 0..2 {
+        let r = &s.runs[run];
+        assert_eq!(r.label, Label::Pass);
+        assert!(r.complete && r.lost_events == 0);
+        let threads: Vec<(u32, &str, Option<u32>)> = r.threads.iter().map(|t| (t.role, t.name.as_str(), t.parent)).collect();
+        assert_eq!(threads, vec![(0, "main", None), (1, "worker_a", Some(0)), (2, "worker_b", Some(0))]);
+        let main: Calls = vec![c("add3", 1, [100, 200, 300], 600)];
+        let a: Calls = vec![c("add3", 1, [1, 2, 3], 6), c("scale", 1, [7, 0, 0], 70)];
+        let b: Calls = vec![c("add3", 1, [10, 20, 30], 60), c("negate", 1, [5, 0, 0], -5), c("negate", 2, [6, 0, 0], -6)];
+        assert_eq!(calls_on(&s, run, 0), main);
+        assert_eq!(calls_on(&s, run, 1), a);
+        assert_eq!(calls_on(&s, run, 2), b);
+        // Entries precede exits, and worker_a is done before worker_b starts.
+        for call in &r.calls {
+            assert!(call.exit_ns.unwrap() >= call.entry_ns);
+        }
+        let last_a = r.calls.iter().filter(|c| c.role == 1).map(|c| c.exit_ns.unwrap()).max().unwrap();
+        let first_b = r.calls.iter().filter(|c| c.role == 2).map(|c| c.entry_ns).min().unwrap();
+        assert!(last_a < first_b);
+    }
+}
+
+#[test]
+fn exact_events_per_role_pie() {
+    if !bpf_available() {
+        return;
+    }
+    assert_two_threads(&c_fixture("two_threads.c", "two_threads_pie", &["-fPIE", "-pie"]));
+}
+
+#[test]
+fn exact_events_per_role_non_pie() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_nopie", &["-fno-PIE", "-no-pie"]);
+    let data = std::fs::read(&exe).unwrap();
+    assert_eq!(u16::from_le_bytes([data[16], data[17]]), 2, "fixture must be ET_EXEC");
+    assert_two_threads(&exe);
+}
+
+#[test]
+fn cpp_names_are_demangled() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("cache.cpp", "cache_cpp", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "store::Cache::*", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    let s = load(&out);
+    let calls = calls_on(&s, 0, 0);
+    let this = calls[0].2[0];
+    assert_eq!(
+        calls,
+        vec![
+            ("store::Cache::put(int, int)".to_owned(), 1, [this, 2, 3], Some(0)),
+            ("store::Cache::get(int)".to_owned(), 1, [this, 4, 0], Some(9)),
+        ]
+    );
+    let put = s.functions.iter().find(|f| f.name.starts_with("store::Cache::put")).unwrap();
+    assert_eq!(put.symbol, "_ZN5store5Cache3putEii");
+    assert!(put.source.as_ref().is_some_and(|l| l.file.ends_with("cache.cpp") && l.line == 8), "{:?}", put.source);
+}
+
+#[test]
+fn rust_names_are_demangled() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = rust_fixture("rust_fixture.rs", "rust_fixture");
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "rust_fixture::worker::*", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    let s = load(&out);
+    assert_eq!(calls_on(&s, 0, 0), vec![c("rust_fixture::worker::compute", 1, [14, 0, 0], 42)]);
+}
+
+#[test]
+fn shared_library_functions_by_short_name() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_lib", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "libc:pthread_join", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    let s = load(&out);
+    let joins: Vec<_> = calls_on(&s, 0, 0).into_iter().map(|(n, i, _, r)| (n, i, r)).collect();
+    assert_eq!(joins, vec![("pthread_join".into(), 1, Some(0)), ("pthread_join".into(), 2, Some(0))]);
+    assert!(s.functions[0].module.to_string_lossy().contains("libc.so"));
+}
+
+#[test]
+fn crash_and_exit_codes_label_runs() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("crash.c", "crash", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "poke", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    let s = load(&out);
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Fail);
+    assert_eq!(r.outcome.signal, Some(libc::SIGSEGV));
+    assert_eq!(r.outcome.reason, "killed by SIGSEGV");
+    // The call never returned.
+    assert_eq!(calls_on(&s, 0, 0), vec![("poke".to_owned(), 1, [0, 0, 0], None)]);
+}
+
+#[test]
+fn fail_rules_exit_code_output_and_timeout() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_rules", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(agent().args(["record", "-t", "add3", "--runs", "1", "--fail-on", "exit=0", "--out"]).arg(&out).arg("--").arg(&exe));
+    let s = load(&out);
+    assert_eq!((s.runs[0].label, s.runs[0].outcome.reason.as_str()), (Label::Fail, "exit code 0"));
+
+    // service.c prints its pid and never exits.
+    let exe = c_fixture("service.c", "service", &[]);
+    let (_tmp2, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["record", "-t", "lookup", "--runs", "1", "--timeout", "300ms", "--fail-on", "stdout:^[0-9]+$", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
+    let s = load(&out);
+    let r = &s.runs[0];
+    assert_eq!((r.label, r.outcome.reason.as_str(), r.outcome.timed_out), (Label::Fail, "timed out", true));
+    assert_eq!(r.outcome.signal, Some(libc::SIGKILL));
+    assert!(r.calls.len() > 10);
+}
+
+#[test]
+fn lost_events_are_counted_and_runs_marked_incomplete() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("hot.c", "hot", &[]);
+    let (_tmp, out) = temp_session();
+    let output = run_ok(agent().args(["record", "-t", "hot", "--runs", "1", "--ring-size", "4096", "--out"]).arg(&out).arg("--").arg(&exe));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let loaded = aid::session::load_full(&out).unwrap();
+    let (rec, run) = (&loaded.records[0], &loaded.session.runs[0]);
+    assert!(run.lost_events > 0, "a 4 KiB ring buffer cannot keep up with 2M events");
+    assert!(!run.complete);
+    // Every one of the 2,000,000 events was delivered (a row, or an exit
+    // whose entry was lost) or counted as lost: nothing silently dropped.
+    assert_eq!(rec.events.rows + rec.orphan_exits + run.lost_events, 2_000_000);
+    assert!(stderr.contains(&format!("1 run(s) lost {} event(s)", run.lost_events)), "{stderr}");
+}
+
+fn start_service() -> Background {
+    let exe = c_fixture("service.c", "service", &[]);
+    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim().parse::<u32>().unwrap(), child.id());
+    Background(child)
+}
+
+#[test]
+fn attach_records_units_of_a_running_process() {
+    if !bpf_available() {
+        return;
+    }
+    let svc = start_service();
+    let (_tmp, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["attach", "--pid", &svc.pid().to_string(), "--unit", "handle_request", "-t", "lookup"])
+            .args(["--fail-if", "handle_request ret < 0", "--duration", "1s", "--out"])
+            .arg(&out),
+    );
+    let s = load(&out);
+    assert!(s.runs.len() > 50, "only {} units in 1 s", s.runs.len());
+    for r in &s.runs {
+        let calls = calls_on(&s, (r.id - 1) as usize, 0);
+        let id = calls[0].2[0];
+        let expect_ret = if id % 3 == 2 { -1 } else { id * 2 };
+        assert_eq!(calls, vec![c("handle_request", 1, [id, 0, 0], expect_ret), c("lookup", 1, [id, 0, 0], id * 2)], "unit {}", r.id);
+        assert_eq!(r.label == Label::Fail, id % 3 == 2);
+        if r.label == Label::Fail {
+            assert_eq!(r.outcome.reason, "ret of handle_request = -1 (handle_request ret < 0)");
+        }
+    }
+    // Consecutive units handle consecutive requests.
+    let ids: Vec<i64> = s.runs.iter().map(|r| r.calls[0].args[0]).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    assert!(alive(svc.pid()));
+}
+
+#[test]
+fn agent_sigkill_leaves_target_running_and_untraced() {
+    if !bpf_available() {
+        return;
+    }
+    let svc = start_service();
+    let exe = c_fixture("service.c", "service", &[]);
+    let addr = runtime_address(svc.pid(), &exe, "handle_request");
+    let original = code_byte(svc.pid(), addr);
+    assert_ne!(original, 0xcc);
+    let (_tmp, out) = temp_session();
+    let mut agent_proc = agent()
+        .args(["attach", "--pid", &svc.pid().to_string(), "-t", "handle_request", "--out"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(agent_proc.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("attached to pid"), "{line}");
+    assert_eq!(code_byte(svc.pid(), addr), 0xcc, "uprobe installed while attached");
+    agent_proc.kill().unwrap();
+    agent_proc.wait().unwrap();
+    // The kernel tears down probes when the agent's descriptors close.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while code_byte(svc.pid(), addr) == 0xcc && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(code_byte(svc.pid(), addr), original, "uprobe removed after SIGKILL");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(alive(svc.pid()), "target survives the agent");
+}
+
+#[test]
+fn ctrl_c_detaches_and_keeps_what_was_recorded() {
+    if !bpf_available() {
+        return;
+    }
+    let svc = start_service();
+    let exe = c_fixture("service.c", "service", &[]);
+    let addr = runtime_address(svc.pid(), &exe, "handle_request");
+    let (_tmp, out) = temp_session();
+    let mut agent_proc = agent()
+        .args(["attach", "--pid", &svc.pid().to_string(), "--unit", "handle_request", "--out"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(agent_proc.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent_proc.id() as i32), nix::sys::signal::SIGINT).unwrap();
+    let status = agent_proc.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_ne!(code_byte(svc.pid(), addr), 0xcc);
+    assert!(alive(svc.pid()));
+    assert!(load(&out).runs.len() >= 10);
+}
+
+// ---- errors: one line, exit code 2 ----
+
+#[test]
+fn error_pattern_matches_nothing_lists_close_matches() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_err", &[]);
+    let line = run_err(agent().args(["record", "-t", "add", "--"]).arg(&exe));
+    assert!(line.contains("pattern `add` matches no function in"), "{line}");
+    assert!(line.contains("close matches: add3"), "{line}");
+}
+
+#[test]
+fn error_pid_not_found() {
+    let line = run_err(agent().args(["attach", "--pid", "999999999", "-t", "x"]));
+    assert_eq!(line, "aid: pid 999999999 not found: is the process still running?");
+}
+
+#[test]
+fn error_not_elf() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let line = run_err(agent().args(["record", "-t", "x", "--"]).arg(&script));
+    assert!(line.ends_with("script.sh is not an ELF file: aid traces native executables and shared libraries"), "{line}");
+}
+
+#[test]
+fn error_stripped_binary() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_strip", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("stripped");
+    assert!(Command::new("strip").arg("-s").arg("-o").arg(&stripped).arg(&exe).status().unwrap().success());
+    let line = run_err(agent().args(["record", "-t", "add3", "--"]).arg(&stripped));
+    assert!(line.contains("has no symbol table (stripped?)"), "{line}");
+}
+
+#[test]
+fn error_not_root() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_root", &[]);
+    // Drop every privilege: run the agent as nobody.
+    let line = run_err(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .arg(env!("CARGO_BIN_EXE_aid-agent"))
+            .args(["record", "-t", "add3", "--"])
+            .arg(&exe),
+    );
+    assert!(line.starts_with("aid: aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)"), "{line}");
+}
+
+#[test]
+fn error_missing_program() {
+    let line = run_err(agent().args(["record", "-t", "x", "--", "/nonexistent/prog"]));
+    assert_eq!(line, "aid: `/nonexistent/prog` not found: give a path or a program on PATH");
+}
