@@ -51,12 +51,13 @@ pub enum ProbeError {
     Map { name: &'static str, reason: String },
 }
 
-/// Which program pair to attach: plain recording, or recording plus the
-/// intervention trigger.
+/// Which program pair to attach: plain recording, recording plus the
+/// intervention trigger, or programs that do nothing (the benchmark floor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Observe,
     Intervene,
+    Empty,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -139,7 +140,7 @@ impl Probes {
             .override_global(aid_common::GLOBAL_STOP_SIGNAL, &signal, true)
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
-        for name in ["enter_fn", "exit_fn", "enter_iv", "exit_iv"] {
+        for name in ["enter_fn", "exit_fn", "enter_iv", "exit_iv", "enter_empty", "exit_empty"] {
             let prog: &mut UProbe = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
         }
@@ -233,6 +234,7 @@ impl Probes {
         let (enter, exit) = match mode {
             Mode::Observe => ("enter_fn", "exit_fn"),
             Mode::Intervene => ("enter_iv", "exit_iv"),
+            Mode::Empty => ("enter_empty", "exit_empty"),
         };
         let scope = UProbeScope::OneProcess(NonZeroU32::new(pid).expect("pid 0"));
         for f in functions {

@@ -47,6 +47,8 @@ pub struct RunPolicy {
 pub struct Tracer {
     /// User functions first, then aid's internal ones.
     pub functions: Vec<Function>,
+    /// Program pair attached by [`Tracer::observe`].
+    pub observe_mode: Mode,
     pub pthread_create: Option<FuncId>,
     pub probes: Probes,
     pub stream: EventStream,
@@ -68,7 +70,7 @@ impl Tracer {
             log::info!("this kernel refuses BPF register writes: return overrides use ptrace stops");
         }
         let stream = probes.event_stream();
-        Ok(Tracer { functions, pthread_create, probes, stream, resolver })
+        Ok(Tracer { functions, observe_mode: Mode::Observe, pthread_create, probes, stream, resolver })
     }
 
     /// Functions the user asked for (not aid's internal probes).
@@ -89,7 +91,7 @@ impl Tracer {
         let mut child = runner::spawn_held(target)?;
         let pid = child.pid;
         self.probes.begin_target(pid)?;
-        let attached = self.probes.attach(&self.functions, pid, Mode::Observe);
+        let attached = self.probes.attach(&self.functions, pid, self.observe_mode);
         if let Err(e) = attached {
             self.probes.detach_all();
             return Err(e.into());

@@ -238,6 +238,18 @@ fn try_thread_new(ctx: &TracePointContext) -> Result<(), i64> {
     Ok(())
 }
 
+/// Empty programs: the floor that `cargo xtask bench tracing` compares the
+/// recorders against (the cost of the uprobe mechanism itself).
+#[uprobe]
+pub fn enter_empty(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+#[uretprobe]
+pub fn exit_empty(_ctx: RetProbeContext) -> u32 {
+    0
+}
+
 /// A traced process replaced its image: time zero of the run.
 #[tracepoint(category = "sched", name = "sched_process_exec")]
 pub fn exec_seen(_ctx: TracePointContext) -> u32 {

@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut writer = Writer::create(&out, &header)?;
 
     let start_ns = monotonic_ns();
-    let Tracer { functions, pthread_create, probes, stream, resolver } = &mut tracer;
+    let Tracer { functions, pthread_create, probes, stream, resolver, .. } = &mut tracer;
     probes.begin_running_target(args.pid, &tids)?;
     probes.attach(functions, args.pid, ProbeMode::Observe)?;
     let names: Vec<&str> = functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();

@@ -26,6 +26,9 @@ pub struct Args {
     pub runs: u32,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Attach programs that record nothing (benchmark floor).
+    #[arg(long, hide = true)]
+    pub empty_probes: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -41,6 +44,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let interrupted = common::interrupt_flag()?;
     let mut tracer = Tracer::new(resolver, functions, load)?;
+    if args.empty_probes {
+        tracer.observe_mode = crate::probe::Mode::Empty;
+    }
     let header = common::header(
         Mode::Record,
         target.program.clone(),
