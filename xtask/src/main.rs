@@ -1,1 +1,135 @@
-fn main(){}
+//! Project tasks: `cargo xtask setup | test | demo | bench`.
+//!
+//! Every task that builds starts with `setup`, which installs what a fresh
+//! machine lacks (pinned nightly with rust-src, llvm-22-dev, bpf-linker
+//! built against LLVM 22, the C toolchain the tests use) and does nothing
+//! for what is already there.
+
+mod bench;
+mod setup;
+
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install the build prerequisites (idempotent).
+    Setup,
+    /// Set up, build, and run the whole test suite (eBPF tests included).
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Set up, build, and run `aid-agent debug` on a bundled example.
+    Demo {
+        /// Example under examples/ to debug.
+        #[arg(default_value = "commit-after-close")]
+        example: String,
+    },
+    /// Benchmarks; each prints the table rows for BENCHMARKS.md.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::run(),
+        Task::Test { args } => {
+            setup::run()?;
+            cargo(&["build", "--workspace", "--all-targets"])?;
+            let mut test = vec!["test", "--workspace"];
+            test.extend(args.iter().map(String::as_str));
+            exec(Command::new("cargo").args(&test).env("AID_REQUIRE_BPF", "1").current_dir(root()))
+        }
+        Task::Demo { example } => {
+            setup::run()?;
+            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            demo(&example)
+        }
+        Task::Bench { which } => {
+            setup::run()?;
+            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            bench::run(which)
+        }
+    }
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
+}
+
+pub fn agent_binary() -> PathBuf {
+    root().join("target/release/aid-agent")
+}
+
+pub fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    exec(Command::new("cargo").args(args).current_dir(root()))
+}
+
+pub fn exec(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Builds an example and debugs it with the command its README gives.
+fn demo(example: &str) -> anyhow::Result<()> {
+    let dir = root().join("examples").join(example);
+    if !dir.is_dir() {
+        bail!("no example `{example}` under examples/");
+    }
+    let out = std::env::temp_dir().join("aid-demo");
+    std::fs::create_dir_all(&out)?;
+    let exe = build_example(&dir, &out.join(example))?;
+    let args = demo_args(&dir)?;
+    let session = out.join(format!("{example}-session"));
+    let _ = std::fs::remove_dir_all(&session);
+    eprintln!("xtask: aid-agent debug {} -- {}", args.join(" "), exe.display());
+    exec(Command::new(agent_binary())
+        .arg("debug")
+        .args(&args)
+        .arg("--out")
+        .arg(&session)
+        .arg("--")
+        .arg(&exe))
+}
+
+/// Compiles examples/<name>/main.c or main.rs the way its README says.
+pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let c = dir.join("main.c");
+    let rs = dir.join("main.rs");
+    if c.exists() {
+        exec(Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c))?;
+    } else if rs.exists() {
+        let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
+        exec(Command::new("rustc")
+            .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name, "-o"])
+            .arg(out)
+            .arg(&rs))?;
+    } else {
+        bail!("{} has no main.c or main.rs", dir.display());
+    }
+    Ok(out.to_owned())
+}
+
+/// The `aid-agent debug` options an example's `aid.args` file lists.
+fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let path = dir.join("aid.args");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect())
+}

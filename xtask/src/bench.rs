@@ -1,0 +1,131 @@
+//! `cargo xtask bench tracing`: nanoseconds per traced call (entry + exit)
+//! of one empty C function, for the untraced program, the uprobe floor
+//! (aid's entry/exit programs that do nothing), `aid-agent record`, and
+//! bpftrace `count()` and `printf`. The workload times its own loop, so
+//! tracer start-up is not counted. Configurations run interleaved, round
+//! after round, and ratios are taken within a round.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{Context as _, bail};
+
+use crate::{agent_binary, exec, root};
+
+#[derive(clap::Subcommand)]
+pub enum Which {
+    /// Cost of a traced call against the uprobe floor and bpftrace.
+    Tracing {
+        /// Calls per run.
+        #[arg(long, default_value_t = 1_000_000)]
+        calls: u64,
+        /// Rounds (each runs every configuration once).
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
+}
+
+pub fn run(which: Which) -> anyhow::Result<()> {
+    match which {
+        Which::Tracing { calls, rounds } => tracing(calls, rounds),
+    }
+}
+
+fn ensure_bpftrace() -> anyhow::Result<()> {
+    if Command::new("bpftrace").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!("bench: installing bpftrace for the comparison");
+    exec(Command::new("apt-get").args(["install", "-y", "-qq", "bpftrace"]).env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn ns_per_call(text: &str) -> anyhow::Result<f64> {
+    let field = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("ns_per_call="))
+        .with_context(|| format!("no ns_per_call in output: {}", text.chars().take(300).collect::<String>()))?;
+    Ok(field.parse()?)
+}
+
+fn stdout_of(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn aid_record(workload: &Path, calls: u64, empty: bool) -> anyhow::Result<f64> {
+    let dir = tempfile_dir()?;
+    let mut cmd = Command::new(agent_binary());
+    cmd.args(["record", "-t", "traced", "--runs", "1", "--out"]).arg(dir.join("s"));
+    if empty {
+        cmd.arg("--empty-probes");
+    }
+    cmd.arg("--").arg(workload).arg(calls.to_string());
+    stdout_of(&mut cmd)?;
+    let text = std::fs::read_to_string(dir.join("s/runs/000001/stdout.txt"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    ns_per_call(&text)
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("aid-bench-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+fn bpftrace(workload: &Path, calls: u64, body: &str, ret_body: &str) -> anyhow::Result<f64> {
+    let w = workload.display();
+    let program = format!("uprobe:{w}:traced {{ {body} }} uretprobe:{w}:traced {{ {ret_body} }}");
+    let text = stdout_of(Command::new("bpftrace").args(["-q", "-e", &program, "-c"]).arg(format!("{w} {calls}")))?;
+    ns_per_call(&text)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn tracing(calls: u64, rounds: usize) -> anyhow::Result<()> {
+    ensure_bpftrace()?;
+    let out_dir = root().join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let workload = out_dir.join("loop");
+    exec(Command::new("gcc").args(["-O2", "-o"]).arg(&workload).arg(root().join("bench/loop.c")))?;
+    type Config<'a> = (&'a str, Box<dyn Fn() -> anyhow::Result<f64> + 'a>);
+    let w = workload.as_path();
+    let configs: Vec<Config> = vec![
+        ("untraced", Box::new(|| ns_per_call(&stdout_of(Command::new(w).arg(calls.to_string()))?))),
+        ("uprobe+uretprobe, empty programs (floor)", Box::new(|| aid_record(w, calls, true))),
+        ("aid-agent record (entry+exit events)", Box::new(|| aid_record(w, calls, false))),
+        ("bpftrace count() entry+return", Box::new(|| bpftrace(w, calls, "@e = count();", "@r = count();"))),
+        (
+            "bpftrace printf entry+return",
+            Box::new(|| bpftrace(w, calls, r#"printf("%d %d\n", tid, arg0);"#, r#"printf("%d %d\n", tid, retval);"#)),
+        ),
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    for round in 0..rounds {
+        for (i, (name, f)) in configs.iter().enumerate() {
+            let v = f().with_context(|| format!("{name}, round {}", round + 1))?;
+            samples[i].push(v);
+        }
+        eprintln!("bench: round {}/{rounds} done", round + 1);
+    }
+    const FLOOR: usize = 1;
+    println!("calls per run: {calls}; rounds: {rounds}; ns per call = median (min-max); ratio = median of per-round ratios to the floor");
+    println!("| configuration | ns per call | ratio to floor |");
+    println!("| --- | --- | --- |");
+    for (i, (name, _)) in configs.iter().enumerate() {
+        let mut ratios: Vec<f64> = samples[i].iter().zip(&samples[FLOOR]).map(|(a, f)| a / f).collect();
+        let mut v = samples[i].clone();
+        let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
+        println!("| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.2}x |", median(&mut v), median(&mut ratios));
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! `cargo xtask setup`: make a fresh machine able to build and test aid.
+//! Each step checks first and says what it found or did.
+
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+use crate::exec;
+
+/// The nightly that builds the eBPF crate (keep in sync with
+/// aid-agent/build.rs).
+pub const NIGHTLY: &str = "nightly-2026-05-20";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+const BPF_LINKER: &str = "0.13";
+
+pub fn run() -> anyhow::Result<()> {
+    nightly()?;
+    apt_packages()?;
+    bpf_linker()?;
+    Ok(())
+}
+
+fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn say(what: &str) {
+    eprintln!("setup: {what}");
+}
+
+fn nightly() -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed", "--toolchain", NIGHTLY]))
+        .unwrap_or_default();
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        say(&format!("{NIGHTLY} with rust-src: present"));
+        return Ok(());
+    }
+    say(&format!("installing {NIGHTLY} (minimal) with rust-src"));
+    exec(Command::new("rustup").args(["toolchain", "install", NIGHTLY, "--profile", "minimal", "--component", "rust-src"]))
+        .context("installing the nightly toolchain for the eBPF build")
+}
+
+fn dpkg_installed(package: &str) -> bool {
+    output(Command::new("dpkg-query").args(["-W", "-f=${Status}", package]))
+        .is_some_and(|s| s.contains("install ok installed"))
+}
+
+fn apt_packages() -> anyhow::Result<()> {
+    // llvm-22-dev for bpf-linker; the compilers and binutils the tests use
+    // to build fixtures; util-linux for setpriv.
+    let wanted = ["llvm-22-dev", "gcc", "g++", "binutils", "util-linux"];
+    let missing: Vec<&str> = wanted.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    if missing.is_empty() {
+        say(&format!("{}: present", wanted.join(", ")));
+        return Ok(());
+    }
+    say(&format!("installing {} with apt-get", missing.join(", ")));
+    let sudo = !nix_is_root();
+    let apt = |args: &[&str]| {
+        let mut c = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+        if sudo {
+            c.arg("apt-get");
+        }
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    exec(&mut apt(&["update", "-qq"]))?;
+    let mut install = apt(&["install", "-y", "-qq"]);
+    install.args(&missing);
+    exec(&mut install).context("apt-get install")
+}
+
+fn nix_is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|s| s.trim() == "0")
+}
+
+fn bpf_linker() -> anyhow::Result<()> {
+    if let Some(v) = output(Command::new("bpf-linker").arg("--version"))
+        && v.contains(&format!("bpf-linker {BPF_LINKER}"))
+    {
+        say(&format!("{}: present", v.trim()));
+        return Ok(());
+    }
+    if !std::path::Path::new(LLVM_PREFIX).join("bin/llvm-config").exists() {
+        bail!("{LLVM_PREFIX}/bin/llvm-config missing after installing llvm-22-dev");
+    }
+    say(&format!("building bpf-linker {BPF_LINKER} against LLVM 22 (a few minutes)"));
+    exec(Command::new("cargo")
+        .args(["install", "bpf-linker", "--version", &format!("~{BPF_LINKER}"), "--locked"])
+        .args(["--no-default-features", "--features", "llvm-22"])
+        .env("LLVM_PREFIX", LLVM_PREFIX))
+    .context("building bpf-linker")
+}
