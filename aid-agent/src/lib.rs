@@ -8,6 +8,8 @@
 
 pub mod causal;
 pub mod cli;
+pub mod control;
+pub mod intervene;
 pub mod model;
 pub mod predicates;
 pub mod probe;
@@ -17,4 +19,5 @@ pub mod session;
 pub mod symbols;
 pub mod trace;
 pub mod units;
+pub mod unwind;
 pub mod stats;

@@ -74,6 +74,13 @@ impl Default for LoadOptions {
     }
 }
 
+/// `CLOCK_MONOTONIC` in ns: the clock of `bpf_ktime_get_ns`, so times the
+/// agent takes compare exactly with event times.
+pub fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
 /// Checks, before anything is loaded, that this process may use eBPF and
 /// the kernel has uprobes; mounts tracefs privately if it is not mounted.
 pub fn preflight() -> Result<(), ProbeError> {
@@ -188,7 +195,7 @@ impl Probes {
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
         let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        targets.insert(pid, TargetState { flags: 1 }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        targets.insert(pid, TargetState { flags: aid_common::TARGET_REGISTERED }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
         Ok(())
     }
 
@@ -199,7 +206,7 @@ impl Probes {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
         let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        targets.insert(pid, TargetState { flags: 1 }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        targets.insert(pid, TargetState { flags: aid_common::TARGET_LIVE }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
         Ok(())
     }
 

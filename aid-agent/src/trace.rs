@@ -8,7 +8,10 @@ use std::{
 };
 
 use crate::{
-    model::{FuncId, Function, Run},
+    control::{self, ControlError, Controller, StopRecord},
+    intervene::Plan,
+    model::{FuncId, Function, Point, Run},
+    unwind::Unwinder,
     probe::{EventStream, LoadOptions, Mode, ProbeError, Probes},
     recorder::{self, Row},
     runner::{self, FailRule, RunError, Target},
@@ -21,6 +24,8 @@ pub enum TraceError {
     Probe(#[from] ProbeError),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error(transparent)]
+    Control(#[from] ControlError),
 }
 
 /// A finished run with everything the session stores about it.
@@ -53,6 +58,8 @@ pub struct Tracer {
     pub probes: Probes,
     pub stream: EventStream,
     pub resolver: Resolver,
+    pub unwinder: Unwinder,
+    pub stop_signal: nix::sys::signal::Signal,
 }
 
 impl Tracer {
@@ -70,7 +77,17 @@ impl Tracer {
             log::info!("this kernel refuses BPF register writes: return overrides use ptrace stops");
         }
         let stream = probes.event_stream();
-        Ok(Tracer { functions, observe_mode: Mode::Observe, pthread_create, probes, stream, resolver })
+        let stop_signal = nix::sys::signal::Signal::try_from(load.stop_signal).unwrap_or(nix::sys::signal::SIGURG);
+        Ok(Tracer {
+            functions,
+            observe_mode: Mode::Observe,
+            pthread_create,
+            probes,
+            stream,
+            resolver,
+            unwinder: Unwinder::default(),
+            stop_signal,
+        })
     }
 
     /// Functions the user asked for (not aid's internal probes).
@@ -104,6 +121,60 @@ impl Tracer {
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = runner::judge(&exit, &policy.rules);
         Ok(self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors))
+    }
+
+    /// Runs the target once as the ptrace tracer of all its threads, with
+    /// the plan's actions installed in the kernel, and records it with what
+    /// became of each intervention.
+    pub fn intervene(
+        &mut self,
+        target: &Target,
+        id: u32,
+        policy: &RunPolicy,
+        plan: &Plan,
+        cancel: &AtomicBool,
+    ) -> Result<RecordedRun, TraceError> {
+        let _stale = self.stream.flush();
+        let mut child = runner::spawn_held(target)?;
+        let pid = child.pid;
+        self.probes.begin_target(pid)?;
+        for (site, action, _) in &plan.actions {
+            self.probes.set_action(*site, *action)?;
+        }
+        for site in &plan.watch {
+            self.probes.watch(*site)?;
+        }
+        if let Err(e) = self.probes.attach(&self.functions, pid, Mode::Intervene) {
+            self.probes.detach_all();
+            return Err(e.into());
+        }
+        control::seize(pid)?;
+        child.release()?;
+        let started = std::time::Instant::now();
+        let mut controller = Controller {
+            probes: &mut self.probes,
+            functions: &self.functions,
+            unwinder: &mut self.unwinder,
+            stop_signal: self.stop_signal,
+        };
+        let driven = controller.drive(pid, policy.timeout, cancel)?;
+        let mut exit = child.finish(driven.status);
+        exit.timed_out = driven.timed_out;
+        exit.wall_ns = started.elapsed().as_nanos() as u64;
+        let events = self.stream.flush();
+        self.probes.detach_all();
+        let lost = self.probes.take_lost()?;
+        let probe_errors = self.probes.take_errors()?;
+        let (label, reason) = runner::judge(&exit, &policy.rules);
+        let mut rec = self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors);
+        shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
+        record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
+        rec.run.calls = recorder::calls_from_rows(&rec.rows);
+        rec.run.interventions = plan.outcome(&driven.stops);
+        for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
+            log::warn!("run {id}: intervention at {:?} not applied: {}", stop.site, stop.error.as_deref().unwrap_or(""));
+        }
+        Ok(rec)
     }
 
     /// Builds the run from its events and how it ended.
@@ -151,6 +222,34 @@ impl Tracer {
             stdout: exit.stdout.tail().to_owned(),
             stderr: exit.stderr.tail().to_owned(),
             probe_errors,
+        }
+    }
+}
+
+/// A held thread's probe fired before the hold: the call really proceeded
+/// (entered its body, or returned to its caller) only when released, at a
+/// time taken on the events' own clock.
+fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
+    for stop in stops.iter().filter(|s| s.released_ns > 0) {
+        let point = if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
+        if let Some(row) = rows.iter_mut().find(|r| {
+            r.tid == stop.tid && r.func == stop.site.func && r.instance == stop.site.instance && r.point == point
+        }) {
+            row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
+        }
+    }
+}
+
+/// The exit probe saw the value the function computed; after an override
+/// the caller saw the forced one, and that is what the run records.
+fn record_forced_returns(rows: &mut [Row], stops: &[StopRecord], plan: &Plan, functions: &[Function]) {
+    for stop in stops.iter().filter(|s| s.applied && s.action == aid_common::ACTION_OVERRIDE_RETURN) {
+        let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else { continue };
+        let Some(f) = functions.get(stop.site.func as usize) else { continue };
+        if let Some(row) = rows.iter_mut().find(|r| {
+            r.tid == stop.tid && r.func == stop.site.func && r.instance == stop.site.instance && r.point == Point::Exit
+        }) {
+            row.ret = f.ret.normalize(action.value);
         }
     }
 }

@@ -70,11 +70,17 @@ pub struct Event {
 }
 const _: () = assert!(core::mem::size_of::<Event>() == 56);
 
+/// [`TargetState::flags`]: registered, not yet running its own image.
+pub const TARGET_REGISTERED: u64 = 1;
+/// [`TargetState::flags`]: running the target's image (after its exec, or
+/// attached while running): interventions may act.
+pub const TARGET_LIVE: u64 = 2;
+
 /// Per-process state kept by the kernel side.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TargetState {
-    /// Reserved; non-zero marks the entry valid.
+    /// [`TARGET_REGISTERED`] or [`TARGET_LIVE`].
     pub flags: u64,
 }
 const _: () = assert!(core::mem::size_of::<TargetState>() == 8);

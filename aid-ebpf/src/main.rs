@@ -13,6 +13,7 @@ use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
     CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
+    TARGET_LIVE,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -147,6 +148,13 @@ pub fn exit_iv(ctx: RetProbeContext) -> u32 {
 #[inline(always)]
 fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Result<(), i64> {
     let tid = pid_tgid as u32;
+    // Before its exec the target is the agent's forked child: its calls are
+    // not the program's and must not be counted.
+    let tgid = (pid_tgid >> 32) as u32;
+    match unsafe { TARGETS.get(&tgid) } {
+        Some(t) if t.flags == TARGET_LIVE => {}
+        _ => return Ok(()),
+    }
     let Some(role) = (unsafe { ROLES.get(&tid) }).copied() else {
         return Ok(());
     };
@@ -255,7 +263,9 @@ pub fn exit_empty(_ctx: RetProbeContext) -> u32 {
 pub fn exec_seen(_ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if unsafe { TARGETS.get(&tgid) }.is_some() {
+    if let Some(state) = TARGETS.get_ptr_mut(&tgid) {
+        // SAFETY: plain store into a map value.
+        unsafe { (*state).flags = TARGET_LIVE };
         let ts = unsafe { bpf_ktime_get_ns() };
         emit(ts, pid_tgid, 0, KIND_EXEC, [0; 3], 0);
     }

@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use super::common;
 use crate::{
     model::{FuncId, Label, Run},
-    probe::{self, LoadOptions, Mode as ProbeMode},
+    probe::{self, LoadOptions, Mode as ProbeMode, monotonic_ns},
     recorder::{self, Recorder},
     runner,
     session::{self, Mode, Writer},
@@ -72,11 +72,6 @@ pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
-fn monotonic_ns() -> u64 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -10,6 +10,7 @@ pub mod analyze;
 pub mod attach;
 pub mod bench;
 pub mod common;
+pub mod intervene;
 pub mod record;
 
 /// Exit code for bad input, missing privileges or an unusable target.
@@ -31,6 +32,9 @@ pub enum Command {
     Record(record::Args),
     /// Trace a process that is already running (optionally per unit of work).
     Attach(attach::Args),
+    /// Run a program under explicit interventions (testing aid).
+    #[command(hide = true)]
+    Intervene(intervene::Args),
     /// Rank the predicates that separate failing from passing runs of a session.
     Analyze(analyze::Args),
     /// Benchmarks (synthetic sensitivity study, ...).
@@ -53,6 +57,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => record::run(args),
         Command::Attach(args) => attach::run(args),
+        Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(args),
     };

@@ -1,0 +1,195 @@
+//! The intervention machinery end to end: kernel trigger, thread stop,
+//! ptrace action, resume — on fixtures compiled at test time.
+
+mod common;
+
+use std::{
+    path::Path,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use aid::model::{Call, Label, Session};
+use common::*;
+
+/// Runs `aid-agent intervene` with a JSON plan and loads the session.
+fn intervene(exe: &Path, args: &[&str], trace: &[&str], plan: &str, extra: &[&str]) -> Session {
+    let (tmp, out) = temp_session();
+    let plan_path = tmp.path().join("plan.json");
+    std::fs::write(&plan_path, plan).unwrap();
+    let mut cmd = agent();
+    cmd.arg("intervene");
+    for t in trace {
+        cmd.args(["-t", t]);
+    }
+    cmd.arg("--plan").arg(&plan_path).arg("--out").arg(&out).args(extra).arg("--").arg(exe).args(args);
+    run_ok(&mut cmd);
+    let s = load(&out);
+    drop(tmp);
+    s
+}
+
+fn call<'a>(s: &'a Session, name: &str, role: u32) -> &'a Call {
+    s.runs[0]
+        .calls
+        .iter()
+        .find(|c| s.functions[c.func as usize].name == name && c.role == role)
+        .unwrap_or_else(|| panic!("no call of {name} on role {role}"))
+}
+
+#[test]
+fn return_early_and_override_change_what_the_program_sees() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("intervene.c", "intervene", &[]);
+    // Without interventions the program fails.
+    let s = intervene(&exe, &[], &["answer", "slow"], "[]", &[]);
+    assert_eq!(s.runs[0].label, Label::Fail);
+    let plan = r#"[{"kind":"override_return","site":{"func":0,"role":0,"instance":1},"value":42},
+                   {"kind":"return_early","site":{"func":1,"role":0,"instance":1},"value":9}]"#;
+    let s = intervene(&exe, &[], &["answer", "slow"], plan, &[]);
+    let r = &s.runs[0];
+    assert_eq!((r.label, r.outcome.exit_code), (Label::Pass, Some(0)));
+    assert!(r.interventions.iter().all(|a| a.applied && !a.timed_out));
+    assert_eq!(call(&s, "answer", 0).ret, Some(42));
+    let slow = call(&s, "slow", 0);
+    assert_eq!(slow.ret, Some(9));
+    // slow's 200 ms sleep never ran.
+    assert!(slow.duration_ns().unwrap() < 100_000_000, "{:?}", slow.duration_ns());
+}
+
+#[test]
+fn delay_before_return_holds_only_that_thread() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("intervene.c", "intervene", &[]);
+    let plan = r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":1},"delay_us":80000}]"#;
+    let s = intervene(&exe, &[], &["answer"], plan, &[]);
+    let answer = call(&s, "answer", 0);
+    let held = answer.duration_ns().unwrap();
+    assert!((80_000_000..200_000_000).contains(&held), "answer took {held} ns");
+    assert!(s.runs[0].interventions[0].applied);
+}
+
+#[test]
+fn serialize_removes_the_overlap_on_the_same_object() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let overlaps = |s: &Session| {
+        let (a, b) = (call(s, "critical", 1), call(s, "critical", 2));
+        assert_eq!(a.args[0], b.args[0], "same object");
+        a.entry_ns < b.exit_ns.unwrap() && b.entry_ns < a.exit_ns.unwrap()
+    };
+    let s = intervene(&exe, &["race"], &["critical"], "[]", &[]);
+    assert!(overlaps(&s), "the barrier makes the two calls overlap");
+    let plan = r#"[{"kind":"serialize","a":{"func":0,"role":1,"instance":1},"b":{"func":0,"role":2,"instance":1}}]"#;
+    let s = intervene(&exe, &["race"], &["critical"], plan, &[]);
+    assert!(!overlaps(&s), "serialized calls must not overlap");
+    assert!(s.runs[0].interventions[0].applied);
+}
+
+#[test]
+fn hold_until_forces_the_order() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
+    assert!(call(&s, "second", 2).entry_ns < call(&s, "first", 1).exit_ns.unwrap());
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let s = intervene(&exe, &["order"], &["first", "second"], plan, &[]);
+    assert!(call(&s, "second", 2).entry_ns >= call(&s, "first", 1).exit_ns.unwrap());
+    assert!(s.runs[0].interventions[0].applied);
+}
+
+#[test]
+fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    // b_step is what lets a_step finish: holding b_step until a_step ends
+    // can only end by the timeout.
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let started = Instant::now();
+    let s = intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &["--hold-timeout", "300ms"]);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Pass, "the program finished once released");
+    assert!(!r.interventions[0].applied && r.interventions[0].timed_out);
+    let b = call(&s, "b_step", 2);
+    let a = call(&s, "a_step", 1);
+    assert!(b.entry_ns >= a.entry_ns + 300_000_000 - 50_000_000, "held ~300 ms: {} vs {}", b.entry_ns, a.entry_ns);
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn thread_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()).unwrap_or('?')
+}
+
+#[test]
+fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let (tmp, out) = temp_session();
+    let progress = tmp.path().join("progress");
+    let plan_path = tmp.path().join("plan.json");
+    // Hold the third step for a minute.
+    std::fs::write(&plan_path, r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":3},"delay_us":60000000}]"#).unwrap();
+    let mut agent_proc = agent()
+        .args(["intervene", "-t", "step", "--hold-timeout", "120s", "--timeout", "120s", "--plan"])
+        .arg(&plan_path)
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg("loop")
+        .arg(&progress)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the target is held in a ptrace stop.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let target = loop {
+        assert!(Instant::now() < deadline, "the target was never held");
+        if let Some(&t) = children_of(agent_proc.id()).first()
+            && thread_state(t) == 't'
+        {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(thread_state(target), 't', "still held");
+    let before: i64 = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap();
+    agent_proc.kill().unwrap();
+    agent_proc.wait().unwrap();
+    // Released by the kernel: it makes progress again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = before;
+    while after <= before + 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap_or(before);
+    }
+    let alive_after = alive(target);
+    // SAFETY: killing the fixture we started.
+    unsafe { libc::kill(target as i32, libc::SIGKILL) };
+    assert!(alive_after, "the target survived the agent");
+    assert!(after > before + 10, "the target resumed: {before} -> {after}");
+}
