@@ -11,7 +11,7 @@ use aid_common::{
 
 use crate::{
     control::StopRecord,
-    model::{AppliedIntervention, Intervention, Point, Site},
+    model::{AppliedIntervention, Intervention, Noise, Point, Site},
 };
 
 pub fn site_key(site: Site, point: Point) -> SiteKey {
@@ -37,6 +37,8 @@ pub struct Plan {
     /// Interventions that could not be installed: another one already acts
     /// at the same site.
     pub conflicts: Vec<usize>,
+    /// Random delays installed (their actions carry index `usize::MAX`).
+    pub noise: Vec<Noise>,
 }
 
 impl Plan {
@@ -82,6 +84,21 @@ impl Plan {
         plan.watch.sort();
         plan.watch.dedup();
         plan
+    }
+
+    /// Adds random delays (failure amplification). A delay is dropped
+    /// where an intervention already acts.
+    pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
+        for n in noise {
+            let key = site_key(n.site, n.point);
+            if self.actions.iter().any(|(k, _, _)| *k == key) {
+                continue;
+            }
+            let action = Action { kind: ACTION_DELAY, _pad: 0, value: n.delay_us, timeout_us: n.delay_us, other: SiteKey::default() };
+            self.actions.push((key, action, usize::MAX));
+            self.noise.push(n.clone());
+        }
+        self
     }
 
     /// What became of each intervention, given the stops the run had. An

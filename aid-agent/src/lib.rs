@@ -11,6 +11,7 @@ pub mod cli;
 pub mod control;
 pub mod intervene;
 pub mod model;
+pub mod noise;
 pub mod predicates;
 pub mod probe;
 pub mod recorder;

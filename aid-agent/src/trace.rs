@@ -171,6 +171,7 @@ impl Tracer {
         record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
         rec.run.calls = recorder::calls_from_rows(&rec.rows);
         rec.run.interventions = plan.outcome(&driven.stops);
+        rec.run.noise = plan.noise.clone();
         for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
             log::warn!("run {id}: intervention at {:?} not applied: {}", stop.site, stop.error.as_deref().unwrap_or(""));
         }

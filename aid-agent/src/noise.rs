@@ -1,0 +1,77 @@
+//! Failure amplification: when failures are rare, `debug` injects random
+//! delays at traced call sites (chaos-style noise) so more runs fail. The
+//! sites come from calls seen in earlier runs; each run draws its own, and
+//! the delays are stored with the run.
+
+use rand::seq::IndexedRandom as _;
+
+use crate::model::{Noise, Point, Run, Site};
+
+/// How much noise to inject per run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Level {
+    /// Delayed call sites per run.
+    pub sites: usize,
+    /// Longest delay, in microseconds.
+    pub max_delay_us: u64,
+}
+
+impl Level {
+    pub const START: Level = Level { sites: 2, max_delay_us: 2_000 };
+
+    /// The next, stronger level (more sites, longer delays), up to a cap.
+    pub fn stronger(self) -> Option<Level> {
+        let next = Level { sites: (self.sites * 2).min(16), max_delay_us: (self.max_delay_us * 2).min(50_000) };
+        (next != self).then_some(next)
+    }
+}
+
+/// Draws the noise for one run from the call sites of `seen` runs.
+pub fn draw(seen: &[&Run], level: Level, rng: &mut impl rand::Rng) -> Vec<Noise> {
+    let mut sites: Vec<Site> = seen
+        .iter()
+        .flat_map(|r| r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance }))
+        .collect();
+    sites.sort();
+    sites.dedup();
+    let mut out: Vec<Noise> = Vec::new();
+    for site in sites.choose_multiple(rng, level.sites) {
+        let point = if rng.random_bool(0.5) { Point::Entry } else { Point::Exit };
+        out.push(Noise { site: *site, point, delay_us: rng.random_range(50..=level.max_delay_us) });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Call, Label, Outcome};
+    use rand::SeedableRng as _;
+
+    #[test]
+    fn draws_distinct_seen_sites_within_bounds() {
+        let calls = (1..=10)
+            .map(|i| Call { func: 0, role: 0, instance: i, entry_ns: 0, exit_ns: Some(1), args: [0; 3], ret: Some(0) })
+            .collect();
+        let run = Run {
+            id: 1,
+            label: Label::Pass,
+            outcome: Outcome::default(),
+            lost_events: 0,
+            complete: true,
+            threads: vec![],
+            calls,
+            end_ns: 1,
+            interventions: vec![],
+            noise: vec![],
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let noise = draw(&[&run], Level { sites: 4, max_delay_us: 300 }, &mut rng);
+        assert_eq!(noise.len(), 4);
+        let mut sites: Vec<_> = noise.iter().map(|n| n.site).collect();
+        sites.dedup();
+        assert_eq!(sites.len(), 4);
+        assert!(noise.iter().all(|n| (50..=300).contains(&n.delay_us) && n.site.instance <= 10));
+        assert_eq!(Level::START.stronger(), Some(Level { sites: 4, max_delay_us: 4_000 }));
+    }
+}
