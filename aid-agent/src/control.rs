@@ -85,6 +85,69 @@ pub fn seize(pid: u32) -> Result<(), ControlError> {
     ptrace::seize(Pid::from_raw(pid as i32), options).map_err(|source| ControlError::Seize { pid, source })
 }
 
+/// Starts tracing every thread of a running process. Threads created
+/// meanwhile by a seized thread are traced automatically; the task list is
+/// re-read until no untraced thread is left.
+pub fn seize_running(pid: u32) -> Result<std::collections::BTreeSet<Pid>, ControlError> {
+    let options = ptrace::Options::PTRACE_O_TRACECLONE;
+    let mut traced = std::collections::BTreeSet::new();
+    let mut considered = std::collections::BTreeSet::new();
+    loop {
+        let tids: Vec<Pid> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(|e| ControlError::Seize { pid, source: Errno::from_raw(e.raw_os_error().unwrap_or(0)) })?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()))
+            .map(Pid::from_raw)
+            .filter(|t| !considered.contains(t))
+            .collect();
+        if tids.is_empty() {
+            return Ok(traced);
+        }
+        for tid in tids {
+            considered.insert(tid);
+            match ptrace::seize(tid, options) {
+                Ok(()) => {
+                    traced.insert(tid);
+                }
+                Err(Errno::ESRCH) => {} // exited meanwhile
+                // Created by a thread we already trace: ours through
+                // TRACECLONE (it reports itself with its first stop).
+                Err(Errno::EPERM) if !traced.is_empty() => {}
+                Err(source) => return Err(ControlError::Seize { pid: tid.as_raw() as u32, source }),
+            }
+        }
+    }
+}
+
+/// Stops tracing a live process: each thread is interrupted, waited for
+/// and detached, passing on any signal it was about to receive (ours are
+/// dropped). The process keeps running.
+pub fn release_running(probes: &mut Probes, traced: &std::collections::BTreeSet<Pid>, stop_signal: Signal) {
+    for &tid in traced {
+        if ptrace::interrupt(tid).is_err() {
+            continue; // gone
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(WaitStatus::Stopped(_, sig)) => {
+                    let pass = if sig == stop_signal && probes.take_pending(tid.as_raw() as u32).is_some() { None } else { Some(sig) };
+                    let _ = ptrace::detach(tid, pass);
+                    break;
+                }
+                Ok(WaitStatus::PtraceEvent(..)) => {
+                    let _ = ptrace::detach(tid, None);
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
 pub struct Controller<'a> {
     pub probes: &'a mut Probes,
     pub functions: &'a [Function],
@@ -92,39 +155,88 @@ pub struct Controller<'a> {
     pub stop_signal: Signal,
 }
 
+fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
+    rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
+    rec.released_ns = crate::probe::monotonic_ns();
+    rec.applied = done;
+    rec.timed_out = expired;
+    resume(h.tid, None);
+}
+
 fn resume(tid: Pid, signal: Option<Signal>) {
     // The thread may have been killed meanwhile; nothing to do then.
     let _ = ptrace::cont(tid, signal);
 }
 
+/// What the loop should do next, decided by the caller at every turn.
+pub enum Flow {
+    Continue,
+    /// Release every held thread and return (live processes).
+    Stop,
+}
+
+/// How serving ended.
+pub struct Served {
+    /// The leader's exit status, if the process ended.
+    pub status: Option<WaitStatus>,
+    pub stops: Vec<StopRecord>,
+    /// Every thread traced at the end (for detaching a live process).
+    pub traced: std::collections::BTreeSet<Pid>,
+}
+
 impl Controller<'_> {
-    /// Runs the released target to its end, serving every stop.
+    /// Runs the released target to its end, serving every stop; kills its
+    /// process group when `timeout` passes or `cancel` is set.
     pub fn drive(&mut self, pid: u32, timeout: Duration, cancel: &AtomicBool) -> Result<Driven, ControlError> {
-        let leader = Pid::from_raw(pid as i32);
         let started = Instant::now();
+        let mut killed = false;
+        let mut timed_out = false;
+        let served = self.serve(pid, std::collections::BTreeSet::new(), &mut |_| {
+            if !killed && (started.elapsed() >= timeout || cancel.load(Ordering::Relaxed)) {
+                timed_out = started.elapsed() >= timeout;
+                killed = true;
+                // SIGKILL ends even threads held in a ptrace stop.
+                runner::kill_group(pid);
+            }
+            Flow::Continue
+        })?;
+        Ok(Driven { status: served.status.unwrap_or(WaitStatus::StillAlive), timed_out, stops: served.stops })
+    }
+
+    /// Serves every stop of the traced threads of `pid` until the process
+    /// ends or `tick` (called every few hundred microseconds) says stop.
+    pub fn serve(
+        &mut self,
+        pid: u32,
+        mut traced: std::collections::BTreeSet<Pid>,
+        tick: &mut dyn FnMut(&mut Probes) -> Flow,
+    ) -> Result<Served, ControlError> {
+        let leader = Pid::from_raw(pid as i32);
         let mut holds: Vec<Hold> = Vec::new();
         let mut stops: Vec<StopRecord> = Vec::new();
-        let mut timed_out = false;
-        let mut killed = false;
         loop {
             // Serve every stop that is waiting.
             loop {
                 let status = match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
                     Ok(s) => s,
                     Err(Errno::EINTR) => continue,
-                    Err(Errno::ECHILD) => {
-                        return Ok(Driven { status: WaitStatus::StillAlive, timed_out, stops });
-                    }
+                    Err(Errno::ECHILD) => return Ok(Served { status: None, stops, traced }),
                     Err(e) => return Err(ControlError::Wait(e)),
                 };
                 match status {
                     WaitStatus::StillAlive => break,
                     WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) if tid == leader => {
-                        return Ok(Driven { status, timed_out, stops });
+                        return Ok(Served { status: Some(status), stops, traced });
                     }
-                    WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {}
-                    WaitStatus::PtraceEvent(tid, _, _) => resume(tid, None),
+                    WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) => {
+                        traced.remove(&tid);
+                    }
+                    WaitStatus::PtraceEvent(tid, _, _) => {
+                        traced.insert(tid);
+                        resume(tid, None);
+                    }
                     WaitStatus::Stopped(tid, sig) if sig == self.stop_signal => {
+                        traced.insert(tid);
                         match self.probes.take_pending(tid.as_raw() as u32) {
                             Some(p) => self.act(tid, p, &mut holds, &mut stops),
                             // Not ours: the program's own use of the signal.
@@ -144,24 +256,18 @@ impl Controller<'_> {
                 };
                 let expired = !done && now >= h.deadline;
                 if done || expired {
-                    let rec = &mut stops[h.record];
-                    rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
-                    rec.released_ns = crate::probe::monotonic_ns();
-                    rec.applied = done;
-                    rec.timed_out = expired;
-                    resume(h.tid, None);
+                    release(&mut stops[h.record], h, now, done, expired);
                     false
                 } else {
                     true
                 }
             });
-            if !killed && (started.elapsed() >= timeout || cancel.load(Ordering::Relaxed)) {
-                timed_out = started.elapsed() >= timeout;
-                killed = true;
-                runner::kill_group(pid);
+            if let Flow::Stop = tick(self.probes) {
+                let now = Instant::now();
                 for h in holds.drain(..) {
-                    resume(h.tid, None);
+                    release(&mut stops[h.record], &h, now, false, false);
                 }
+                return Ok(Served { status: None, stops, traced });
             }
             std::thread::sleep(Duration::from_micros(if holds.is_empty() { 200 } else { 50 }));
         }

@@ -232,7 +232,8 @@ impl Probes {
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;
         clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
-        Ok(())
+        clear::<u32, aid_common::UnitState>(&mut self.ebpf, aid_common::MAP_UNIT_STATE)?;
+        self.set_live_unit(None)
     }
 
     /// Attaches an entry and an exit probe to every function, scoped to
@@ -285,6 +286,18 @@ impl Probes {
     /// Probe bodies that failed (a full map, ...), since the last call.
     pub fn take_errors(&mut self) -> Result<u64, ProbeError> {
         take_counter(&mut self.ebpf, MAP_ERRORS)
+    }
+
+    /// Live-unit mode: interventions act only inside invocations of `unit`,
+    /// on the thread running it, with unit-relative instances.
+    pub fn set_live_unit(&mut self, unit: Option<crate::model::FuncId>) -> Result<(), ProbeError> {
+        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, aid_common::MAP_LIVE_UNIT)?;
+        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(aid_common::MAP_LIVE_UNIT, e))
+    }
+
+    /// Removes every action (the watch marks stay).
+    pub fn clear_actions(&mut self) -> Result<(), ProbeError> {
+        clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)
     }
 
     /// Installs an action at a site.

@@ -105,9 +105,31 @@ pub const CALL_STACK_DEPTH: usize = 16;
 pub struct CallStack {
     pub count: u32,
     pub depth: u32,
+    /// Live-unit mode: the unit epoch the count belongs to; a new unit on
+    /// the thread restarts the count.
+    pub epoch: u32,
+    pub _pad: u32,
     pub open: [u32; CALL_STACK_DEPTH],
 }
-const _: () = assert!(core::mem::size_of::<CallStack>() == 8 + 4 * CALL_STACK_DEPTH);
+const _: () = assert!(core::mem::size_of::<CallStack>() == 16 + 4 * CALL_STACK_DEPTH);
+
+/// Array of one `u32`: in live-unit mode, the unit function's id + 1 (0
+/// otherwise). Interventions then only act inside a unit, on the thread
+/// running it (role 0), with instances counted from the unit's entry.
+pub const MAP_LIVE_UNIT: &str = "LIVE_UNIT";
+/// `tid -> UnitState`: live-unit mode bookkeeping.
+pub const MAP_UNIT_STATE: &str = "UNIT_STATE";
+
+/// Value of [`MAP_UNIT_STATE`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitState {
+    /// Incremented at each outermost entry of the unit function.
+    pub epoch: u32,
+    /// Nesting depth of the unit function on this thread.
+    pub depth: u32,
+}
+const _: () = assert!(core::mem::size_of::<UnitState>() == 8);
 
 /// [`SiteKey::point`]: at function entry.
 pub const POINT_ENTRY: u32 = 0;
@@ -182,4 +204,5 @@ mod user {
     unsafe impl aya::Pod for super::SiteKey {}
     unsafe impl aya::Pod for super::Action {}
     unsafe impl aya::Pod for super::Pending {}
+    unsafe impl aya::Pod for super::UnitState {}
 }

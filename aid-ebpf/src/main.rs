@@ -13,7 +13,7 @@ use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
     CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
-    TARGET_LIVE,
+    TARGET_LIVE, UnitState,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -21,7 +21,7 @@ use aya_ebpf::{
     helpers::{bpf_get_attach_cookie, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
               bpf_send_signal_thread},
     macros::{map, tracepoint, uprobe, uretprobe},
-    maps::{HashMap, PerCpuArray, Queue, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, Queue, RingBuf},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 
@@ -49,6 +49,10 @@ static ACTIONS: HashMap<SiteKey, Action> = HashMap::with_max_entries(4096, 0);
 static WATCH: HashMap<SiteKey, u64> = HashMap::with_max_entries(4096, 0);
 #[map]
 static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(16384, 0);
+#[map]
+static LIVE_UNIT: Array<u32> = Array::with_max_entries(1, 0);
+#[map]
+static UNIT_STATE: HashMap<u32, UnitState> = HashMap::with_max_entries(16384, 0);
 
 const CLONE_THREAD: u64 = 0x0001_0000;
 /// Offsets in the `task/task_newtask` tracepoint record (see its `format`).
@@ -155,8 +159,19 @@ fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Resu
         Some(t) if t.flags == TARGET_LIVE => {}
         _ => return Ok(()),
     }
-    let Some(role) = (unsafe { ROLES.get(&tid) }).copied() else {
-        return Ok(());
+    let unit = LIVE_UNIT.get(0).copied().unwrap_or(0);
+    let (role, epoch) = if unit == 0 {
+        match unsafe { ROLES.get(&tid) } {
+            Some(r) => (*r, 0),
+            None => return Ok(()),
+        }
+    } else {
+        // Live-unit mode: only the thread running the unit is intervened
+        // on, as role 0, with instances counted from the unit's entry.
+        match unit_role(tid, func + 1 == unit, point)? {
+            Some(epoch) => (0, epoch),
+            None => return Ok(()),
+        }
     };
     let key = CallKey { tid, func };
     if point == POINT_ENTRY && CALLS.get_ptr_mut(&key).is_none() {
@@ -166,6 +181,9 @@ fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Resu
     // SAFETY: only this thread touches its own (tid, func) entry.
     let instance = unsafe {
         let stack = &mut *stack;
+        if stack.epoch != epoch {
+            *stack = CallStack { epoch, ..CallStack::default() };
+        }
         if point == POINT_ENTRY {
             stack.count += 1;
             let slot = (stack.depth as usize) % CALL_STACK_DEPTH;
@@ -180,6 +198,9 @@ fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Resu
             stack.open[(stack.depth as usize) % CALL_STACK_DEPTH]
         }
     };
+    if unit != 0 && func + 1 == unit && point == POINT_EXIT {
+        leave_unit(tid);
+    }
     let site = SiteKey { func, role, instance, point };
     if let Some(seen) = WATCH.get_ptr_mut(&site) {
         // SAFETY: plain store into a map value.
@@ -206,6 +227,41 @@ fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Resu
     let signal = unsafe { core::ptr::read_volatile(&STOP_SIGNAL) };
     let rc = unsafe { bpf_send_signal_thread(signal) };
     if rc < 0 { Err(rc) } else { Ok(()) }
+}
+
+/// Live-unit mode: the epoch of the unit `tid` is running, entering a new
+/// one at the unit function's outermost entry; None outside any unit.
+#[inline(always)]
+fn unit_role(tid: u32, is_unit: bool, point: u32) -> Result<Option<u32>, i64> {
+    if is_unit && point == POINT_ENTRY {
+        if UNIT_STATE.get_ptr_mut(&tid).is_none() {
+            UNIT_STATE.insert(&tid, &UnitState::default(), 0)?;
+        }
+        let state = UNIT_STATE.get_ptr_mut(&tid).ok_or(-1i64)?;
+        // SAFETY: only this thread touches its own entry.
+        unsafe {
+            if (*state).depth == 0 {
+                (*state).epoch += 1;
+            }
+            (*state).depth += 1;
+        }
+    }
+    match unsafe { UNIT_STATE.get(&tid) } {
+        Some(s) if s.depth > 0 => Ok(Some(s.epoch)),
+        _ => Ok(None),
+    }
+}
+
+#[inline(always)]
+fn leave_unit(tid: u32) {
+    if let Some(state) = UNIT_STATE.get_ptr_mut(&tid) {
+        // SAFETY: only this thread touches its own entry.
+        unsafe {
+            if (*state).depth > 0 {
+                (*state).depth -= 1;
+            }
+        }
+    }
 }
 
 #[inline(always)]
