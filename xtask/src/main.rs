@@ -127,7 +127,8 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
     Ok(out.to_owned())
 }
 
-/// The `aid-agent debug` options an example's `aid.args` file lists.
+/// The `aid-agent debug` options an example's `aid.args` file lists, one
+/// argument per line (the command its README suggests).
 fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let path = dir.join("aid.args");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
