@@ -55,6 +55,9 @@ static LIVE_UNIT: Array<u32> = Array::with_max_entries(1, 0);
 static UNIT_STATE: HashMap<u32, UnitState> = HashMap::with_max_entries(16384, 0);
 
 const CLONE_THREAD: u64 = 0x0001_0000;
+/// Submit without waking the reader: it drains on a timer, and a wake-up
+/// from inside the probe would delay the traced thread.
+const BPF_RB_NO_WAKEUP: u64 = 1;
 /// Offsets in the `task/task_newtask` tracepoint record (see its `format`).
 const NEWTASK_PID: usize = 8;
 const NEWTASK_CLONE_FLAGS: usize = 32;
@@ -79,7 +82,7 @@ fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: u32, args: [u64; 3], ret: u6
                 args,
                 ret,
             });
-            slot.submit(0);
+            slot.submit(BPF_RB_NO_WAKEUP);
         }
         None => bump(&LOST),
     }
