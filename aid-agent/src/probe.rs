@@ -33,7 +33,7 @@ use crate::model::Function;
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/aid"));
 
 /// Roles handed to new threads per run (the queue's capacity).
-pub const MAX_ROLES: u32 = 4096;
+pub const MAX_ROLES: u32 = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -51,13 +51,24 @@ pub enum ProbeError {
     Map { name: &'static str, reason: String },
 }
 
-/// Which program pair to attach: plain recording, recording plus the
-/// intervention trigger, or programs that do nothing (the benchmark floor).
+/// Which program pair to attach: the recorder (which also triggers
+/// interventions in runs that have them), or programs that do nothing (the
+/// benchmark floor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Observe,
-    Intervene,
+pub enum Programs {
+    Record,
     Empty,
+}
+
+/// Which processes the probes fire in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every process running the traced code; the target map filters.
+    /// Used when the agent starts runs itself: attaching once per session
+    /// avoids the kernel's ~100 ms per probe removal between runs.
+    AllProcesses,
+    /// One process (attach mode).
+    Process(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -147,7 +158,7 @@ impl Probes {
             .override_global(aid_common::GLOBAL_STOP_SIGNAL, &signal, true)
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
-        for name in ["enter_fn", "exit_fn", "enter_iv", "exit_iv", "enter_empty", "exit_empty"] {
+        for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
             let prog: &mut UProbe = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
         }
@@ -183,9 +194,11 @@ impl Probes {
         EventStream::spawn(self.ring.take().expect("event stream taken twice"))
     }
 
-    /// Registers `pid` as a target: its main thread is role 0 and the role
-    /// pool is refilled for the threads it will create.
-    pub fn begin_target(&mut self, pid: u32) -> Result<(), ProbeError> {
+    /// Registers `pid` (held before its exec) as the target of a run: it is
+    /// recorded from its exec on, its main thread is role 0, the role pool
+    /// is refilled for the threads it will create, and `intervene` says
+    /// whether the action map applies.
+    pub fn begin_target(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
         while pool.pop(0).is_ok() {}
@@ -195,18 +208,35 @@ impl Probes {
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
         let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        targets.insert(pid, TargetState { flags: aid_common::TARGET_REGISTERED }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        let flags = if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        targets.insert(pid, TargetState { flags }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
         Ok(())
+    }
+
+    /// Stops recording `pid` (its number may be reused by another process).
+    pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
+        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
+        let _ = targets.remove(&pid);
+        Ok(())
+    }
+
+    /// Turns interventions on or off for a live target.
+    pub fn set_intervene(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
+        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
+        let mut state = targets.get(&pid, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        state.flags = if intervene { state.flags | aid_common::TARGET_INTERVENE } else { state.flags & !aid_common::TARGET_INTERVENE };
+        targets.insert(pid, state, 0).map_err(|e| map_err(MAP_TARGETS, e))
     }
 
     /// Registers a process that is already running (attach mode): `tids`
     /// are its threads in creation order, the main thread first; they take
     /// roles 0, 1, ... and threads it creates later continue the sequence.
-    pub fn begin_running_target(&mut self, pid: u32, tids: &[u32]) -> Result<(), ProbeError> {
+    pub fn begin_running_target(&mut self, pid: u32, tids: &[u32], intervene: bool) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
         let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        targets.insert(pid, TargetState { flags: aid_common::TARGET_LIVE }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        let flags = aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        targets.insert(pid, TargetState { flags }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
         Ok(())
     }
 
@@ -236,15 +266,16 @@ impl Probes {
         self.set_live_unit(None)
     }
 
-    /// Attaches an entry and an exit probe to every function, scoped to
-    /// `pid` (all its threads, and its image after an exec).
-    pub fn attach(&mut self, functions: &[Function], pid: u32, mode: Mode) -> Result<(), ProbeError> {
-        let (enter, exit) = match mode {
-            Mode::Observe => ("enter_fn", "exit_fn"),
-            Mode::Intervene => ("enter_iv", "exit_iv"),
-            Mode::Empty => ("enter_empty", "exit_empty"),
+    /// Attaches an entry and an exit probe to every function.
+    pub fn attach(&mut self, functions: &[Function], scope: Scope, programs: Programs) -> Result<(), ProbeError> {
+        let (enter, exit) = match programs {
+            Programs::Record => ("enter_fn", "exit_fn"),
+            Programs::Empty => ("enter_empty", "exit_empty"),
         };
-        let scope = UProbeScope::OneProcess(NonZeroU32::new(pid).expect("pid 0"));
+        let scope = match scope {
+            Scope::AllProcesses => UProbeScope::AllProcesses,
+            Scope::Process(pid) => UProbeScope::OneProcess(NonZeroU32::new(pid).expect("pid 0")),
+        };
         for f in functions {
             for name in [enter, exit] {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
@@ -262,7 +293,9 @@ impl Probes {
         Ok(())
     }
 
-    /// Removes every uprobe attached by [`Probes::attach`].
+    /// Removes every uprobe attached by [`Probes::attach`]. Each removal
+    /// waits for an RCU grace period in the kernel (about 100 ms here,
+    /// serialised), which is why probes are attached once per session.
     pub fn detach_all(&mut self) {
         for (name, link) in self.attached.drain(..) {
             if let Some(prog) = self.ebpf.program_mut(name)

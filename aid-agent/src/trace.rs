@@ -12,7 +12,7 @@ use crate::{
     intervene::Plan,
     model::{FuncId, Function, Point, Run},
     unwind::Unwinder,
-    probe::{EventStream, LoadOptions, Mode, ProbeError, Probes},
+    probe::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
     recorder::{self, Row},
     runner::{self, FailRule, RunError, Target},
     symbols::Resolver,
@@ -52,8 +52,6 @@ pub struct RunPolicy {
 pub struct Tracer {
     /// User functions first, then aid's internal ones.
     pub functions: Vec<Function>,
-    /// Program pair attached by [`Tracer::observe`].
-    pub observe_mode: Mode,
     pub pthread_create: Option<FuncId>,
     pub probes: Probes,
     pub stream: EventStream,
@@ -63,9 +61,16 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// Loads the eBPF object for tracing `functions` (resolved by
-    /// `resolver`); adds aid's own `pthread_create` probe to name threads.
-    pub fn new(mut resolver: Resolver, mut functions: Vec<Function>, load: LoadOptions) -> Result<Tracer, TraceError> {
+    /// Loads the eBPF object and attaches it to `functions` (resolved by
+    /// `resolver`) for the whole session, plus aid's own `pthread_create`
+    /// probe to name threads.
+    pub fn new(
+        mut resolver: Resolver,
+        mut functions: Vec<Function>,
+        load: LoadOptions,
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<Tracer, TraceError> {
         let pthread_create = resolver.pthread_create(functions.len() as FuncId).map(|f| {
             functions.push(f);
             (functions.len() - 1) as FuncId
@@ -77,10 +82,10 @@ impl Tracer {
             log::info!("this kernel refuses BPF register writes: return overrides use ptrace stops");
         }
         let stream = probes.event_stream();
+        probes.attach(&functions, scope, programs)?;
         let stop_signal = nix::sys::signal::Signal::try_from(load.stop_signal).unwrap_or(nix::sys::signal::SIGURG);
         Ok(Tracer {
             functions,
-            observe_mode: Mode::Observe,
             pthread_create,
             probes,
             stream,
@@ -107,16 +112,11 @@ impl Tracer {
         let _stale = self.stream.flush();
         let mut child = runner::spawn_held(target)?;
         let pid = child.pid;
-        self.probes.begin_target(pid)?;
-        let attached = self.probes.attach(&self.functions, pid, self.observe_mode);
-        if let Err(e) = attached {
-            self.probes.detach_all();
-            return Err(e.into());
-        }
+        self.probes.begin_target(pid, false)?;
         child.release()?;
         let exit = child.wait(policy.timeout, cancel)?;
         let events = self.stream.flush();
-        self.probes.detach_all();
+        self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = runner::judge(&exit, &policy.rules);
@@ -137,16 +137,12 @@ impl Tracer {
         let _stale = self.stream.flush();
         let mut child = runner::spawn_held(target)?;
         let pid = child.pid;
-        self.probes.begin_target(pid)?;
+        self.probes.begin_target(pid, true)?;
         for (site, action, _) in &plan.actions {
             self.probes.set_action(*site, *action)?;
         }
         for site in &plan.watch {
             self.probes.watch(*site)?;
-        }
-        if let Err(e) = self.probes.attach(&self.functions, pid, Mode::Intervene) {
-            self.probes.detach_all();
-            return Err(e.into());
         }
         control::seize(pid)?;
         child.release()?;
@@ -162,7 +158,7 @@ impl Tracer {
         exit.timed_out = driven.timed_out;
         exit.wall_ns = started.elapsed().as_nanos() as u64;
         let events = self.stream.flush();
-        self.probes.detach_all();
+        self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = runner::judge(&exit, &policy.rules);

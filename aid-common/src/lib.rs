@@ -70,17 +70,20 @@ pub struct Event {
 }
 const _: () = assert!(core::mem::size_of::<Event>() == 56);
 
-/// [`TargetState::flags`]: registered, not yet running its own image.
-pub const TARGET_REGISTERED: u64 = 1;
 /// [`TargetState::flags`]: running the target's image (after its exec, or
-/// attached while running): interventions may act.
-pub const TARGET_LIVE: u64 = 2;
+/// attached while running). Before that the process is the agent's forked
+/// child, and its calls are not recorded.
+pub const TARGET_LIVE: u64 = 1;
+/// [`TargetState::flags`]: this run is intervened on: number instances and
+/// consult the action map.
+pub const TARGET_INTERVENE: u64 = 2;
 
-/// Per-process state kept by the kernel side.
+/// Per-process state kept by the kernel side. Probes fire for every process
+/// running the traced code; only processes in [`MAP_TARGETS`] are recorded.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TargetState {
-    /// [`TARGET_REGISTERED`] or [`TARGET_LIVE`].
+    /// [`TARGET_LIVE`] | [`TARGET_INTERVENE`].
     pub flags: u64,
 }
 const _: () = assert!(core::mem::size_of::<TargetState>() == 8);

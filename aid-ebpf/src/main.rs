@@ -3,9 +3,11 @@
 //! a stable role, and — for intervened runs only — numbers call instances
 //! and stops a thread for the agent when an intervention is due.
 //!
-//! Two program pairs exist so that observation runs pay nothing for the
-//! intervention logic: `enter_fn`/`exit_fn` only record; `enter_iv`/`exit_iv`
-//! record and intervene. The agent attaches one pair per run.
+//! The probes are attached once per session and fire for every process
+//! running the traced code; the target map says which processes are
+//! recorded, and whether a run is intervened on (only then are instances
+//! numbered and the action map consulted, so observation runs pay for one
+//! map lookup).
 #![no_std]
 #![no_main]
 
@@ -13,7 +15,7 @@ use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
     CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
-    TARGET_LIVE, UnitState,
+    TARGET_INTERVENE, TARGET_LIVE, UnitState,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -38,7 +40,7 @@ static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static TARGETS: HashMap<u32, TargetState> = HashMap::with_max_entries(64, 0);
 #[map]
-static ROLE_POOL: Queue<u32> = Queue::with_max_entries(4096, 0);
+static ROLE_POOL: Queue<u32> = Queue::with_max_entries(2048, 0);
 #[map]
 static ROLES: HashMap<u32, u32> = HashMap::with_max_entries(16384, 0);
 #[map]
@@ -109,42 +111,38 @@ fn entry_ip(ctx: &ProbeContext) -> u64 {
     unsafe { (*(ctx.as_ptr() as *const pt_regs)).rip }
 }
 
+/// The flags of the current process if it is a live target.
+#[inline(always)]
+fn target(pid_tgid: u64) -> Option<u64> {
+    let tgid = (pid_tgid >> 32) as u32;
+    match unsafe { TARGETS.get(&tgid) } {
+        Some(t) if t.flags & TARGET_LIVE != 0 => Some(t.flags),
+        _ => None,
+    }
+}
+
 #[uprobe]
 pub fn enter_fn(ctx: ProbeContext) -> u32 {
-    let ts = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
-    emit(ts, pid_tgid, cookie(&ctx), KIND_ENTRY, entry_args(&ctx), entry_ip(&ctx));
-    0
-}
-
-#[uretprobe]
-pub fn exit_fn(ctx: RetProbeContext) -> u32 {
+    let Some(flags) = target(pid_tgid) else { return 0 };
     let ts = unsafe { bpf_ktime_get_ns() };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    emit(ts, pid_tgid, cookie(&ctx), KIND_EXIT, [0; 3], ctx.ret::<u64>());
-    0
-}
-
-#[uprobe]
-pub fn enter_iv(ctx: ProbeContext) -> u32 {
-    let ts = unsafe { bpf_ktime_get_ns() };
-    let pid_tgid = bpf_get_current_pid_tgid();
     let func = cookie(&ctx);
     let ip = entry_ip(&ctx);
     emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), ip);
-    if try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip).is_err() {
+    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip).is_err() {
         bump(&ERRORS);
     }
     0
 }
 
 #[uretprobe]
-pub fn exit_iv(ctx: RetProbeContext) -> u32 {
-    let ts = unsafe { bpf_ktime_get_ns() };
+pub fn exit_fn(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(flags) = target(pid_tgid) else { return 0 };
+    let ts = unsafe { bpf_ktime_get_ns() };
     let func = cookie(&ctx);
     emit(ts, pid_tgid, func, KIND_EXIT, [0; 3], ctx.ret::<u64>());
-    if try_intervene(ts, pid_tgid, func, POINT_EXIT, 0).is_err() {
+    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_EXIT, 0).is_err() {
         bump(&ERRORS);
     }
     0
@@ -155,13 +153,6 @@ pub fn exit_iv(ctx: RetProbeContext) -> u32 {
 #[inline(always)]
 fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Result<(), i64> {
     let tid = pid_tgid as u32;
-    // Before its exec the target is the agent's forked child: its calls are
-    // not the program's and must not be counted.
-    let tgid = (pid_tgid >> 32) as u32;
-    match unsafe { TARGETS.get(&tgid) } {
-        Some(t) if t.flags == TARGET_LIVE => {}
-        _ => return Ok(()),
-    }
     let unit = LIVE_UNIT.get(0).copied().unwrap_or(0);
     let (role, epoch) = if unit == 0 {
         match unsafe { ROLES.get(&tid) } {
@@ -324,7 +315,7 @@ pub fn exec_seen(_ctx: TracePointContext) -> u32 {
     let tgid = (pid_tgid >> 32) as u32;
     if let Some(state) = TARGETS.get_ptr_mut(&tgid) {
         // SAFETY: plain store into a map value.
-        unsafe { (*state).flags = TARGET_LIVE };
+        unsafe { (*state).flags |= TARGET_LIVE };
         let ts = unsafe { bpf_ktime_get_ns() };
         emit(ts, pid_tgid, 0, KIND_EXEC, [0; 3], 0);
     }

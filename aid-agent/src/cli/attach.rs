@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use super::common;
 use crate::{
     model::{FuncId, Label, Run},
-    probe::{self, LoadOptions, Mode as ProbeMode, monotonic_ns},
+    probe::{self, LoadOptions, Programs, Scope, monotonic_ns},
     recorder::{self, Recorder},
     runner,
     session::{self, Mode, Writer},
@@ -118,7 +118,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<_>>()?;
     let program = resolver.executable().path.clone();
     let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, LoadOptions { ring_bytes: size, ..LoadOptions::default() })?;
+    let load = LoadOptions { ring_bytes: size, ..LoadOptions::default() };
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(args.pid), Programs::Record)?;
     let threads = existing_threads(args.pid);
     let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
 
@@ -130,8 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let start_ns = monotonic_ns();
     let Tracer { functions, pthread_create, probes, stream, resolver, .. } = &mut tracer;
-    probes.begin_running_target(args.pid, &tids)?;
-    probes.attach(functions, args.pid, ProbeMode::Observe)?;
+    probes.begin_running_target(args.pid, &tids, false)?;
     let names: Vec<&str> = functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
     eprintln!(
         "aid: attached to pid {} ({}), {} thread(s); tracing {}; Ctrl-C to stop",

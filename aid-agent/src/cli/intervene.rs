@@ -11,7 +11,7 @@ use super::common::{self, RunArgs};
 use crate::{
     intervene::Plan,
     model::Intervention,
-    probe,
+    probe::{self, Programs, Scope},
     runner::{self, Target},
     session::{self, Mode, Writer},
     symbols::Resolver,
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, load)?;
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, Programs::Record)?;
     let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let header = common::header(Mode::Debug, target.program.clone(), &args.command, args.run.rule_texts(), tracer.functions.clone());
     let mut writer = Writer::create(&out, &header)?;

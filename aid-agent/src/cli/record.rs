@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use super::common::{self, RunArgs};
 use crate::{
     model::Label,
-    probe,
+    probe::{self, Programs, Scope},
     runner::Target,
     session::{self, Mode, Writer},
     symbols::Resolver,
@@ -43,10 +43,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let functions = resolver.resolve(&args.trace)?;
     let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, load)?;
-    if args.empty_probes {
-        tracer.observe_mode = crate::probe::Mode::Empty;
-    }
+    let programs = if args.empty_probes { Programs::Empty } else { Programs::Record };
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
     let header = common::header(
         Mode::Record,
         target.program.clone(),
