@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use aid_common::{Event, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD};
 
-use crate::model::{Call, FuncId, Function, Point, Role, Thread};
+use crate::model::{Call, FuncId, Function, Point, Role, Run, Thread};
 
 /// One recorded entry or exit, as stored in `events.csv`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +28,18 @@ pub struct Row {
     pub args: [i64; 3],
     /// Exit only: return value, normalised.
     pub ret: i64,
+}
+
+/// A finished run with everything the session stores about it.
+pub struct RecordedRun {
+    pub run: Run,
+    pub rows: Vec<Row>,
+    pub start_ns: u64,
+    pub orphan_exits: u64,
+    pub stdout: String,
+    pub stderr: String,
+    /// Probe bodies that failed in the kernel during this run.
+    pub probe_errors: u64,
 }
 
 /// What the recorder needs to know besides the events.

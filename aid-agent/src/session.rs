@@ -21,7 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::{
     model::{AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Point, Run, Session, Thread},
-    recorder::{Row, calls_from_rows},
+    recorder::{RecordedRun, Row, calls_from_rows},
 };
 
 pub const FORMAT: &str = "aid-session";
@@ -143,22 +143,15 @@ impl Writer {
 
     /// Writes a run's files, then its record (the record last, so a record
     /// never points at files that were not completely written).
-    pub fn append(
-        &mut self,
-        run: &Run,
-        rows: &[Row],
-        functions: &[Function],
-        start_monotonic_ns: u64,
-        orphan_exits: u64,
-        stdout: &str,
-        stderr: &str,
-    ) -> Result<(), SessionError> {
+    pub fn append(&mut self, rec: &RecordedRun, functions: &[Function]) -> Result<(), SessionError> {
+        let RecordedRun { run, rows, start_ns: start_monotonic_ns, orphan_exits, stdout, stderr, .. } = rec;
+        let (start_monotonic_ns, orphan_exits) = (*start_monotonic_ns, *orphan_exits);
         let rel = format!("runs/{:06}", run.id);
         let run_dir = self.dir.join(&rel);
         fs::create_dir_all(&run_dir).map_err(write_err(&run_dir))?;
         let events = write_csv(&self.dir, &format!("{rel}/events.csv"), EVENT_COLUMNS, rows.iter().map(|r| event_fields(r, functions)))?;
         let threads = write_csv(&self.dir, &format!("{rel}/threads.csv"), THREAD_COLUMNS, run.threads.iter().map(thread_fields))?;
-        for (name, text) in [("stdout.txt", stdout), ("stderr.txt", stderr)] {
+        for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
             fs::write(&p, text).map_err(write_err(&p))?;
         }
@@ -473,6 +466,18 @@ mod tests {
         }
     }
 
+    fn stored(run: &Run, rows: &[Row], stdout: &str, stderr: &str) -> RecordedRun {
+        RecordedRun {
+            run: run.clone(),
+            rows: rows.to_vec(),
+            start_ns: 100,
+            orphan_exits: 0,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            probe_errors: 0,
+        }
+    }
+
     fn run(id: u32) -> (Run, Vec<Row>) {
         let rows = vec![
             Row { t_ns: 5, tid: 7, role: 0, func: 0, point: Point::Entry, instance: 1, args: [1, -2, 3], ret: 0 },
@@ -499,7 +504,7 @@ mod tests {
         let h = header();
         let mut w = Writer::create(dir.path(), &h).unwrap();
         let (r, rows) = run(1);
-        w.append(&r, &rows, &h.functions, 100, 0, "out", "err").unwrap();
+        w.append(&stored(&r, &rows, "out", "err"), &h.functions).unwrap();
         let s = load(dir.path()).unwrap();
         assert_eq!(s.runs, vec![r]);
         assert_eq!(s.functions, h.functions);
@@ -511,7 +516,7 @@ mod tests {
         let h = header();
         let mut w = Writer::create(dir.path(), &h).unwrap();
         let (r, rows) = run(1);
-        w.append(&r, &rows, &h.functions, 100, 0, "", "").unwrap();
+        w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
         let events = dir.path().join("runs/000001/events.csv");
         let text = fs::read_to_string(&events).unwrap();
         fs::write(&events, &text[..text.len() - 3]).unwrap();
@@ -525,7 +530,7 @@ mod tests {
         let h = header();
         let mut w = Writer::create(dir.path(), &h).unwrap();
         let (r, rows) = run(1);
-        w.append(&r, &rows, &h.functions, 100, 0, "", "").unwrap();
+        w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
         let runs = dir.path().join("runs.jsonl");
         let text = fs::read_to_string(&runs).unwrap();
         fs::write(&runs, &text[..text.len() - 10]).unwrap();

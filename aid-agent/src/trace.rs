@@ -13,7 +13,7 @@ use crate::{
     model::{FuncId, Function, Point, Run},
     unwind::Unwinder,
     probe::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
-    recorder::{self, Row},
+    recorder::{self, RecordedRun, Row},
     runner::{self, FailRule, RunError, Target},
     symbols::Resolver,
 };
@@ -26,18 +26,6 @@ pub enum TraceError {
     Run(#[from] RunError),
     #[error(transparent)]
     Control(#[from] ControlError),
-}
-
-/// A finished run with everything the session stores about it.
-pub struct RecordedRun {
-    pub run: Run,
-    pub rows: Vec<Row>,
-    pub start_ns: u64,
-    pub orphan_exits: u64,
-    pub stdout: String,
-    pub stderr: String,
-    /// Probe bodies that failed in the kernel during this run.
-    pub probe_errors: u64,
 }
 
 /// How runs are judged and bounded.

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::{
     model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
-    recorder::{Row, calls_from_rows},
+    recorder::{RecordedRun, Row, calls_from_rows},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +114,22 @@ pub struct Unit {
     pub rows: Vec<Row>,
     /// Process-level time (ns since attach) of the unit's start.
     pub start_ns: u64,
+}
+
+impl Unit {
+    /// The unit as a stored run; `attach_ns` is the monotonic time tracing
+    /// started at.
+    pub fn stored(&self, attach_ns: u64) -> RecordedRun {
+        RecordedRun {
+            run: self.run.clone(),
+            rows: self.rows.clone(),
+            start_ns: attach_ns + self.start_ns,
+            orphan_exits: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            probe_errors: 0,
+        }
+    }
 }
 
 /// Cuts units out of the rows recorded so far.

@@ -15,7 +15,7 @@ use super::common;
 use crate::{
     model::{FuncId, Label, Run},
     probe::{self, LoadOptions, Programs, Scope, monotonic_ns},
-    recorder::{self, Recorder},
+    recorder::{self, RecordedRun, Recorder},
     runner,
     session::{self, Mode, Writer},
     symbols::Resolver,
@@ -178,7 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             for mut u in units {
                 mark_losses(&mut u.run, u.start_ns, &losses);
                 count(&u.run, &mut passed, &mut failed);
-                writer.append(&u.run, &u.rows, functions, start_ns + u.start_ns, 0, "", "")?;
+                writer.append(&u.stored(start_ns), functions)?;
             }
         }
         if interrupted.load(Ordering::Relaxed) {
@@ -208,7 +208,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             for mut u in splitter.complete(rec.rows(), &threads, functions, detach_ns, &mut next_id) {
                 mark_losses(&mut u.run, u.start_ns, &losses);
                 count(&u.run, &mut passed, &mut failed);
-                writer.append(&u.run, &u.rows, functions, start_ns + u.start_ns, 0, "", "")?;
+                writer.append(&u.stored(start_ns), functions)?;
             }
         }
         None => {
@@ -232,9 +232,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 noise: Vec::new(),
             };
             count(&run, &mut passed, &mut failed);
-            writer
-                .append(&run, &recorded.rows, functions, start_ns, recorded.orphan_exits, "", "")
-                .context("saving the run")?;
+            let rec = RecordedRun {
+                run,
+                rows: recorded.rows,
+                start_ns,
+                orphan_exits: recorded.orphan_exits,
+                stdout: String::new(),
+                stderr: String::new(),
+                probe_errors: 0,
+            };
+            writer.append(&rec, functions).context("saving the run")?;
         }
     }
     let what = if unit.is_some() { "unit(s)" } else { "run" };

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rec.run.outcome.reason,
             rec.run.interventions.len()
         );
-        writer.append(&rec.run, &rec.rows, &tracer.functions, rec.start_ns, rec.orphan_exits, &rec.stdout, &rec.stderr)?;
+        writer.append(&rec, &tracer.functions)?;
     }
     Ok(ExitCode::SUCCESS)
 }

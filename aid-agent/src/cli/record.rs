@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         events += rec.rows.len();
         writer
-            .append(&rec.run, &rec.rows, &tracer.functions, rec.start_ns, rec.orphan_exits, &rec.stdout, &rec.stderr)
+            .append(&rec, &tracer.functions)
             .with_context(|| format!("saving run {id}"))?;
         bar.inc(1);
         bar.set_message(format!("{passed} pass, {failed} fail"));

@@ -189,7 +189,7 @@ fn dynamic_entries(data: &[u8], path: &Path) -> (Vec<String>, Vec<PathBuf>) {
     };
     let origin = path.parent().unwrap_or(Path::new("/"));
     for d in dyns {
-        let tag = d.d_tag(endian) as i64;
+        let tag = d.d_tag(endian);
         if tag != elf::DT_NEEDED && tag != elf::DT_RUNPATH && tag != elf::DT_RPATH {
             continue;
         }
