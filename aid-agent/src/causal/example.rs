@@ -101,6 +101,21 @@ mod tests {
     }
 
     #[test]
+    fn aid_walks_the_frontier_of_figure4_in_four_rounds() {
+        // P1 alone; P2 alone (P7, P8, P9 still hold without F: pruned); P3
+        // alone fails (P4, P5, P6, P10 vanish while F persists: pruned);
+        // P11 alone stops F.
+        for seed in 0..5 {
+            let d = run(Strategy::Aid, Ties::Random, seed);
+            let groups: Vec<BTreeSet<PredId>> = d.rounds.iter().map(|r| r.group.clone()).collect();
+            assert_eq!(groups, vec![set(&[1]), set(&[2]), set(&[3]), set(&[11])]);
+            let pruned: Vec<Vec<PredId>> = d.rounds.iter().map(|r| r.pruned.iter().map(|x| x.pred).collect()).collect();
+            assert_eq!(pruned, vec![vec![], vec![p(7), p(8), p(9)], vec![p(3), p(4), p(5), p(6), p(10)], vec![]]);
+            assert_eq!(d.path, vec![p(1), p(2), p(11)]);
+        }
+    }
+
+    #[test]
     fn every_strategy_finds_the_path_of_figure4() {
         for strategy in Strategy::ALL {
             for seed in 0..20 {

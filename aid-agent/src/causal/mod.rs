@@ -60,8 +60,8 @@ pub enum CausalError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
-    /// Our default: Branch-Prune and GIWP with every sound deduction
-    /// (see docs/causal.md), elimination, and groups chosen from the DAG.
+    /// Our default: a frontier walk down the AC-DAG with every sound
+    /// deduction (docs/causal.md): Def. 2 and its extensions, elimination.
     #[default]
     Aid,
     /// Alg. 3 with branch pruning, exactly as the paper defines it.
@@ -162,7 +162,8 @@ pub fn runs_per_round(p: f64, confidence: f64) -> Result<u32, CausalError> {
 pub enum Phase {
     /// Alg. 2: intervening on whole branches at a junction.
     BranchPrune,
-    /// Alg. 1: group intervention with pruning on predicates.
+    /// Alg. 1: group intervention with pruning on predicates (also the
+    /// frontier search of `Aid`).
     Giwp,
     /// TAGT's random groups.
     Tagt,

@@ -55,8 +55,23 @@ pub fn max_causal(n: usize) -> usize {
     ((n / n.log2()).floor() as usize).max(1)
 }
 
-pub fn generate(max_threads: u32, rng: &mut ChaCha8Rng) -> Result<App, CausalError> {
-    let threads = rng.random_range(2..=max_threads.max(2));
+/// How many threads an application of a MAXt setting has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Threads {
+    /// Uniform in 2..=MAXt: MAXt is the maximum, as the paper words it.
+    #[default]
+    UpTo,
+    /// Exactly MAXt: a heavier variant with larger applications.
+    Exactly,
+}
+
+pub fn generate(max_threads: u32, threads: Threads, rng: &mut ChaCha8Rng) -> Result<App, CausalError> {
+    let max_threads = max_threads.max(2);
+    let threads = match threads {
+        Threads::UpTo => rng.random_range(2..=max_threads),
+        Threads::Exactly => max_threads,
+    };
     // Windows [lo, hi]: R first, alone, on the main thread.
     let mut windows: Vec<(f64, f64)> = vec![(0.0, 1.0)];
     for t in 0..threads {
@@ -161,6 +176,7 @@ pub struct StudyConfig {
     pub apps: u32,
     pub max_threads: Vec<u32>,
     pub strategies: Vec<Strategy>,
+    pub threads: Threads,
     /// Round confidence. The study runs millions of rounds, so it needs a
     /// far higher confidence than a live session to get every path right.
     pub confidence: f64,
@@ -173,6 +189,7 @@ impl Default for StudyConfig {
             apps: 500,
             max_threads: (1..=20).map(|i| 2 * i).collect(),
             strategies: Strategy::ALL.to_vec(),
+            threads: Threads::UpTo,
             confidence: 1.0 - 1e-9,
         }
     }
@@ -220,7 +237,7 @@ pub fn run_study(cfg: &StudyConfig, mut progress: impl FnMut(&SettingResult)) ->
         let mut stats: Vec<StrategyStats> = cfg.strategies.iter().map(|&s| StrategyStats { strategy: s, ..Default::default() }).collect();
         for app_no in 0..cfg.apps {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, u64::from(maxt), u64::from(app_no)));
-            let app = generate(maxt, &mut rng)?;
+            let app = generate(maxt, cfg.threads, &mut rng)?;
             res.mean_predicates += app.predicates as f64;
             res.min_predicates = res.min_predicates.min(app.predicates);
             res.max_predicates = res.max_predicates.max(app.predicates);
@@ -266,7 +283,7 @@ mod tests {
         for maxt in [2, 10, 40] {
             for app in 0..30 {
                 let mut rng = ChaCha8Rng::seed_from_u64(mix(1, maxt, app));
-                let a = generate(maxt as u32, &mut rng).unwrap();
+                let a = generate(maxt as u32, Threads::UpTo, &mut rng).unwrap();
                 assert!((4..=284).contains(&a.predicates), "N = {}", a.predicates);
                 assert!((2..=maxt as u32).contains(&a.threads));
                 assert!(a.causal >= 1 && a.causal <= max_causal(a.predicates));
