@@ -104,6 +104,7 @@ impl BitSet {
         self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
+    #[cfg(test)]
     pub fn is_subset(&self, other: &BitSet) -> bool {
         self.words.iter().zip(&other.words).all(|(a, b)| a & !b == 0)
     }

@@ -86,10 +86,6 @@ impl Knowledge {
         }
     }
 
-    pub fn status(&self, i: usize) -> Status {
-        self.status[i]
-    }
-
     pub fn open(&self) -> &BitSet {
         &self.open
     }
