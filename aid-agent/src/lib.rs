@@ -6,6 +6,7 @@
 //! ([`predicates`], [`stats`]), order them into an approximate causal DAG and
 //! confirm the causal path with interventions ([`causal`]).
 
+pub mod analysis;
 mod bitset;
 pub mod causal;
 pub mod cli;

@@ -70,15 +70,18 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
         }
         cond => {
             let Some(c) = idx.call(key.site()) else { return (false, None) };
-            let exit = c.exit_ns.unwrap_or(run.end_ns);
+            let mut at = c.exit_ns.unwrap_or(run.end_ns);
             let holds = match *cond {
                 Condition::RetNot { value } => c.ret.is_some_and(|v| v != value),
                 Condition::ErrorValue { negative, zero } => c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0)),
-                Condition::LongerThan { max_ns } => end_of(c, run) - c.entry_ns > max_ns,
+                Condition::LongerThan { max_ns } => {
+                    at = c.entry_ns.saturating_add(max_ns).saturating_add(1);
+                    end_of(c, run) - c.entry_ns > max_ns
+                }
                 Condition::ShorterThan { min_ns } => c.duration_ns().is_some_and(|d| d < min_ns),
                 _ => false,
             };
-            (true, holds.then_some(exit))
+            (true, holds.then_some(at))
         }
     }
 }

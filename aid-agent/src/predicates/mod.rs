@@ -101,7 +101,8 @@ impl Kind {
     /// The start-or-end rule for temporal precedence (Sec. 4).
     pub fn anchor(self) -> Anchor {
         match self {
-            Kind::RetDiffers | Kind::ErrorReturn | Kind::TooSlow | Kind::TooFast => Anchor::Exit,
+            Kind::RetDiffers | Kind::ErrorReturn | Kind::TooFast => Anchor::Exit,
+            Kind::TooSlow => Anchor::Overrun,
             Kind::CountAbove => Anchor::ExcessCall,
             Kind::CountBelow | Kind::NeverCalled | Kind::Failure => Anchor::RunEnd,
             Kind::Order => Anchor::SecondEntry,
@@ -151,9 +152,17 @@ impl fmt::Display for PredKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Anchor {
-    /// The call's exit (end-time rule, Sec. 4 case 1); the run's end when
-    /// the run ended inside the call.
+    /// The call's exit (end-time rule, Sec. 4 case 1).
     Exit,
+    /// The moment the call ran past the longest passing duration (entry +
+    /// passing maximum + 1 ns): the earliest time "too slow" is true. The
+    /// paper's end-time rule would place a slow call after the effects it
+    /// has on other threads while it is still running (a reader racing
+    /// ahead of a slow writer), dropping a true causal edge; the overrun
+    /// moment precedes them and, being ≤ the exit, still orders nested slow
+    /// calls as case 1 wants whenever the outer call's passing maximum
+    /// covers the inner one's.
+    Overrun,
     /// The entry of the call that took the count past the passing maximum.
     ExcessCall,
     /// The end of the run: a shortfall is only known when the run is over.

@@ -129,7 +129,8 @@ fn too_slow_and_too_fast() {
     assert_eq!(fast.condition, Condition::ShorterThan { min_ns: 50 });
     assert_eq!(fast.intervention, Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 1 }));
     let t = c.evaluate(&s.runs[2]);
-    assert_eq!(t.held, vec![(PredId(0), 5000), (PredId(1), 1200), (PredId(2), 2010)]);
+    assert_eq!(t.held, vec![(PredId(0), 5000), (PredId(1), 1121), (PredId(2), 2010)]);
+    assert_eq!(slow.anchor, Anchor::Overrun);
 }
 
 #[test]
@@ -142,7 +143,7 @@ fn a_call_cut_off_by_the_end_of_the_run_is_too_slow_from_its_entry() {
     assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::TooSlow, 0, 0, 1)]);
     // Passing runs all returned 0: premature return with 0.
     assert_eq!(c.predicates[1].intervention, Some(Intervention::ReturnEarly { site: site(0, 0, 1), value: 0 }));
-    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(500));
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(51));
 }
 
 #[test]
