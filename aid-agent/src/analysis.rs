@@ -3,7 +3,11 @@
 //! filters (Sec. 3.2) and the AC-DAG (Sec. 4). `aid-agent analyze` prints
 //! it; `debug` continues from it with interventions.
 
-use std::{collections::BTreeSet, fmt::Write as _};
+use std::{
+    collections::BTreeSet,
+    fmt::Write as _,
+    time::{Duration, Instant},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -61,11 +65,37 @@ pub struct Analysis {
     pub dag: AcDag,
 }
 
+/// Wall time of each stage of [`analyze`] (for `aid-agent bench extract`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Timings {
+    pub learn: Duration,
+    pub evaluate: Duration,
+    pub statistics: Duration,
+    pub dag: Duration,
+}
+
+impl Timings {
+    pub fn total(&self) -> Duration {
+        self.learn + self.evaluate + self.statistics + self.dag
+    }
+}
+
 pub fn analyze(session: &Session, opts: &Options) -> Result<Analysis, AnalysisError> {
+    analyze_timed(session, opts).map(|(a, _)| a)
+}
+
+/// [`analyze`], timing each stage.
+pub fn analyze_timed(session: &Session, opts: &Options) -> Result<(Analysis, Timings), AnalysisError> {
+    let mut time = Timings::default();
+    let t = Instant::now();
     let catalog = learn(session, &opts.extract)?;
+    time.learn = t.elapsed();
+    let t = Instant::now();
     let runs: Vec<_> = session.runs.iter().filter(|r| r.complete).collect();
     let runs_skipped = (session.runs.len() - runs.len()) as u32;
     let truths: Vec<RunTruth> = runs.iter().map(|r| catalog.evaluate(r)).collect();
+    time.evaluate = t.elapsed();
+    let t = Instant::now();
     let (counts, totals) = tally(catalog.len(), &truths);
     let scores = score_all(&counts, totals);
     let f = catalog.failure();
@@ -93,9 +123,12 @@ pub fn analyze(session: &Session, opts: &Options) -> Result<Analysis, AnalysisEr
         seen.push((iv, id));
         candidates.push(id);
     }
+    time.statistics = t.elapsed();
+    let t = Instant::now();
     let dag = AcDag::build(&candidates, f, truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()))?;
+    time.dag = t.elapsed();
     let failure_rate = if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
-    Ok(Analysis { catalog, scores, ranking, totals, runs_skipped, failure_rate, candidates, excluded, dag })
+    Ok((Analysis { catalog, scores, ranking, totals, runs_skipped, failure_rate, candidates, excluded, dag }, time))
 }
 
 /// One row of the report.

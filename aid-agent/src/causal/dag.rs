@@ -21,6 +21,8 @@ use crate::{bitset::BitSet, predicates::PredId};
 pub type RunAnchors<'a> = &'a [(PredId, u64)];
 
 #[derive(Clone, Debug)]
+/// Node indices are a topological order (F last); every map below is by
+/// index.
 pub struct AcDag {
     ids: Vec<PredId>,
     index: HashMap<PredId, usize>,
@@ -110,18 +112,27 @@ impl AcDag {
             return Err(CausalError::NoFailingRuns);
         }
         let mean: Vec<f64> = (0..n).map(|i| if seen[i] == 0 { f64::MAX } else { sum[i] / seen[i] as f64 }).collect();
-        let mut edges = Vec::new();
+        // Number the nodes in reference order; kept edges then always go
+        // from a smaller to a larger index, which is a topological order.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| mean[a].total_cmp(&mean[b]).then(ids[a].cmp(&ids[b])));
+        let mut rank = vec![0usize; n];
+        for (k, &i) in order.iter().enumerate() {
+            rank[i] = k;
+        }
+        let mut rows = vec![BitSet::new(n + 1); n + 1];
         for i in 0..n {
-            let mut e = before[i].clone();
+            let mut e = std::mem::take(&mut before[i]);
             e.intersect_with(&together[i]);
-            e.remove(i);
+            let row = &mut rows[rank[i]];
             for j in e.iter() {
-                if (mean[i], ids[i]) < (mean[j], ids[j]) {
-                    edges.push((i, j));
+                if rank[j] > rank[i] {
+                    row.insert(rank[j]);
                 }
             }
         }
-        Self::from_index_edges(ids, f, &edges)
+        let ids: Vec<PredId> = order.iter().map(|&i| ids[i]).collect();
+        Ok(Self::from_rows(ids, f, rows))
     }
 
     /// Builds the DAG from explicit edges among `nodes` (tests, the synthetic
@@ -131,65 +142,77 @@ impl AcDag {
         let mut ids: Vec<PredId> = nodes.iter().copied().filter(|&p| p != f).collect();
         ids.sort_unstable();
         ids.dedup();
+        let n = ids.len();
         let index: HashMap<PredId, usize> = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-        let mut ix = Vec::with_capacity(edges.len());
+        let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut indeg = vec![0usize; n];
         for &(a, b) in edges {
             if b == f {
                 continue;
             }
             let ia = *index.get(&a).ok_or(CausalError::UnknownPredicate(a))?;
             let ib = *index.get(&b).ok_or(CausalError::UnknownPredicate(b))?;
-            ix.push((ia, ib));
-        }
-        Self::from_index_edges(ids, f, &ix)
-    }
-
-    fn from_index_edges(mut ids: Vec<PredId>, f: PredId, edges: &[(usize, usize)]) -> Result<AcDag, CausalError> {
-        let n = ids.len();
-        let fi = n;
-        ids.push(f);
-        let total = n + 1;
-        let mut succ: Vec<Vec<usize>> = vec![Vec::new(); total];
-        let mut indeg = vec![0usize; total];
-        for &(a, b) in edges {
-            if a == b {
-                return Err(CausalError::Cycle(ids[a]));
+            if ia == ib {
+                return Err(CausalError::Cycle(a));
             }
-            succ[a].push(b);
-            indeg[b] += 1;
+            succ[ia].push(ib);
+            indeg[ib] += 1;
         }
-        for s in succ.iter_mut().take(n) {
-            s.push(fi);
-            indeg[fi] += 1;
-        }
-        // Kahn's algorithm gives a topological order or finds a cycle.
-        let mut queue: Vec<usize> = (0..total).filter(|&i| indeg[i] == 0).collect();
-        let mut topo = Vec::with_capacity(total);
-        let mut head = 0;
-        while head < queue.len() {
-            let i = queue[head];
-            head += 1;
+        // Kahn's algorithm (smallest id first among the ready) gives a
+        // topological order or finds a cycle.
+        let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut topo = Vec::with_capacity(n);
+        while let Some(i) = ready.pop_first() {
             topo.push(i);
             for &j in &succ[i] {
                 indeg[j] -= 1;
                 if indeg[j] == 0 {
-                    queue.push(j);
+                    ready.insert(j);
                 }
             }
         }
-        if topo.len() != total {
-            let stuck = (0..total).find(|&i| indeg[i] > 0).unwrap_or(0);
+        if topo.len() != n {
+            let stuck = (0..n).find(|&i| indeg[i] > 0).unwrap_or(0);
             return Err(CausalError::Cycle(ids[stuck]));
         }
-        let mut reach = vec![BitSet::new(total); total];
-        for &i in topo.iter().rev() {
+        let mut rank = vec![0usize; n];
+        for (k, &i) in topo.iter().enumerate() {
+            rank[i] = k;
+        }
+        let mut rows = vec![BitSet::new(n + 1); n + 1];
+        for (i, s) in succ.iter().enumerate() {
+            for &j in s {
+                rows[rank[i]].insert(rank[j]);
+            }
+        }
+        let ids: Vec<PredId> = topo.iter().map(|&i| ids[i]).collect();
+        Ok(Self::from_rows(ids, f, rows))
+    }
+
+    /// `ids` in a topological order; `rows[i]` holds only indices > i (F,
+    /// index n, is added to every row).
+    fn from_rows(mut ids: Vec<PredId>, f: PredId, mut rows: Vec<BitSet>) -> AcDag {
+        let n = ids.len();
+        let fi = n;
+        ids.push(f);
+        let total = n + 1;
+        for row in rows.iter_mut().take(n) {
+            row.insert(fi);
+        }
+        // Closure from the last node back. Successors come in index (so
+        // topological) order; one already reached has its closure inside
+        // the union already, so only the Hasse successors cost a union.
+        let mut reach: Vec<BitSet> = vec![BitSet::new(total); total];
+        for i in (0..total).rev() {
             let mut r = BitSet::new(total);
-            for &j in &succ[i] {
-                r.insert(j);
-                r.union_with(&reach[j]);
+            for j in rows[i].iter() {
+                if r.insert(j) {
+                    r.union_with(&reach[j]);
+                }
             }
             reach[i] = r;
         }
+        drop(rows);
         let mut back = vec![BitSet::new(total); total];
         for (i, r) in reach.iter().enumerate() {
             for j in r.iter() {
@@ -198,11 +221,11 @@ impl AcDag {
         }
         // Depth in the reduction = longest chain of strict ancestors.
         let mut depth = vec![0usize; total];
-        for &i in &topo {
+        for i in 0..total {
             depth[i] = back[i].iter().map(|a| depth[a] + 1).max().unwrap_or(0);
         }
         let index = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-        Ok(AcDag { ids, index, f: fi, reach, back, depth })
+        AcDag { ids, index, f: fi, reach, back, depth }
     }
 
     /// The failure predicate F.
@@ -243,12 +266,15 @@ impl AcDag {
     pub fn reduction(&self) -> Vec<(PredId, PredId)> {
         let mut out = Vec::new();
         for i in 0..self.ids.len() {
-            let mut direct = self.reach[i].clone();
-            for k in self.reach[i].iter() {
-                direct.difference_with(&self.reach[k]);
-            }
-            for j in direct.iter() {
-                out.push((self.ids[i], self.ids[j]));
+            // Descendants in topological order: one not yet covered by an
+            // earlier direct successor's closure is itself direct.
+            // Indices are a topological order.
+            let mut covered = BitSet::new(self.ids.len());
+            for j in self.reach[i].iter() {
+                if !covered.contains(j) {
+                    out.push((self.ids[i], self.ids[j]));
+                    covered.union_with(&self.reach[j]);
+                }
             }
         }
         out.sort_unstable();

@@ -23,6 +23,8 @@ pub enum Bench {
     /// Sensitivity study on generated applications (Fig. 8); fails if any
     /// approach misses the true causal path.
     Synthetic(SyntheticArgs),
+    /// Extraction + statistics + AC-DAG throughput over generated runs.
+    Extract(super::bench_extract::ExtractArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -54,6 +56,7 @@ pub struct SyntheticArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.bench {
         Bench::Synthetic(a) => synthetic(a),
+        Bench::Extract(a) => super::bench_extract::run(a),
     }
 }
 

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_extract;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
