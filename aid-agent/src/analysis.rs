@@ -85,7 +85,10 @@ pub fn analyze(session: &Session, opts: &Options) -> Result<Analysis, AnalysisEr
 }
 
 /// [`analyze`], timing each stage.
-pub fn analyze_timed(session: &Session, opts: &Options) -> Result<(Analysis, Timings), AnalysisError> {
+pub fn analyze_timed(
+    session: &Session,
+    opts: &Options,
+) -> Result<(Analysis, Timings), AnalysisError> {
     let mut time = Timings::default();
     let t = Instant::now();
     let catalog = learn(session, &opts.extract)?;
@@ -125,10 +128,28 @@ pub fn analyze_timed(session: &Session, opts: &Options) -> Result<(Analysis, Tim
     }
     time.statistics = t.elapsed();
     let t = Instant::now();
-    let dag = AcDag::build(&candidates, f, truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()))?;
+    let dag = AcDag::build(
+        &candidates,
+        f,
+        truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
+    )?;
     time.dag = t.elapsed();
-    let failure_rate = if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
-    Ok((Analysis { catalog, scores, ranking, totals, runs_skipped, failure_rate, candidates, excluded, dag }, time))
+    let failure_rate =
+        if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
+    Ok((
+        Analysis {
+            catalog,
+            scores,
+            ranking,
+            totals,
+            runs_skipped,
+            failure_rate,
+            candidates,
+            excluded,
+            dag,
+        },
+        time,
+    ))
 }
 
 /// One row of the report.
@@ -201,7 +222,11 @@ impl Analysis {
             runs_skipped: self.runs_skipped,
             failure_rate: self.failure_rate,
             predicates: self.ranking.len(),
-            fully_discriminative: self.scores.iter().filter(|s| s.fully_discriminative && s.id != self.catalog.failure()).count(),
+            fully_discriminative: self
+                .scores
+                .iter()
+                .filter(|s| s.fully_discriminative && s.id != self.catalog.failure())
+                .count(),
             candidates: self.candidates.clone(),
             rows,
             dag_edges: self.dag.reduction(),
@@ -233,7 +258,9 @@ pub fn intervention_words(iv: &Intervention) -> String {
         Intervention::ReturnEarly { value, .. } => format!("return early with {value}"),
         Intervention::OverrideReturn { value, .. } => format!("force return value {value}"),
         Intervention::DelayExit { delay_us, .. } => format!("delay return by {delay_us} µs"),
-        Intervention::HoldUntil { point: p, until, until_point, .. } => format!("hold {} until {} {}", point(*p), site(*until), point(*until_point)),
+        Intervention::HoldUntil { point: p, until, until_point, .. } => {
+            format!("hold {} until {} {}", point(*p), site(*until), point(*until_point))
+        }
         Intervention::Serialize { .. } => "serialise the two calls".into(),
     }
 }
@@ -248,7 +275,11 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
         r.failing_runs + r.passing_runs,
         r.failing_runs,
         r.passing_runs,
-        if r.runs_skipped > 0 { format!(", {} skipped for lost events", r.runs_skipped) } else { String::new() },
+        if r.runs_skipped > 0 {
+            format!(", {} skipped for lost events", r.runs_skipped)
+        } else {
+            String::new()
+        },
         r.predicates,
         r.fully_discriminative,
         r.candidates.len()
@@ -257,7 +288,20 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
         s.push_str("no predicate separates failing from passing runs: trace more functions (--trace) or record more runs\n");
         return s;
     }
-    let _ = writeln!(s, "{:>4} {:>5} {:>10} {:>8} {:>7} {:>7} {:>6} {:>5} {:>5}  {:<18} predicate", "rank", "id", "importance", "increase", "failure", "context", "recall", "F(P)", "S(P)", "status");
+    let _ = writeln!(
+        s,
+        "{:>4} {:>5} {:>10} {:>8} {:>7} {:>7} {:>6} {:>5} {:>5}  {:<18} predicate",
+        "rank",
+        "id",
+        "importance",
+        "increase",
+        "failure",
+        "context",
+        "recall",
+        "F(P)",
+        "S(P)",
+        "status"
+    );
     for row in &r.rows {
         let sc = &row.scores;
         let _ = writeln!(
@@ -275,16 +319,18 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
             row.status,
             row.description
         );
-        if row.status == "candidate" || row.status == "unsafe" {
-            if let Some(iv) = &row.intervention {
-                let _ = writeln!(s, "{:>83}  ↳ intervention: {}", "", intervention_words(iv));
-            }
+        if (row.status == "candidate" || row.status == "unsafe")
+            && let Some(iv) = &row.intervention
+        {
+            let _ = writeln!(s, "{:>83}  ↳ intervention: {}", "", intervention_words(iv));
         }
     }
     if !r.candidates.is_empty() {
         let _ = writeln!(s, "AC-DAG (transitive reduction):");
         for (a_, b) in &r.dag_edges {
-            let name = |p: &PredId| if *p == r.failure { "F".to_string() } else { p.to_string() };
+            let name = |p: &PredId| {
+                if *p == r.failure { "F".to_string() } else { p.to_string() }
+            };
             let _ = writeln!(s, "  {} -> {}", name(a_), name(b));
         }
     }

@@ -42,10 +42,10 @@ impl BitSet {
 
     fn trim(&mut self) {
         let extra = self.words.len() * 64 - self.len;
-        if extra > 0 {
-            if let Some(last) = self.words.last_mut() {
-                *last &= u64::MAX >> extra;
-            }
+        if extra > 0
+            && let Some(last) = self.words.last_mut()
+        {
+            *last &= u64::MAX >> extra;
         }
     }
 

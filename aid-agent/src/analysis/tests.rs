@@ -53,7 +53,7 @@ fn s(func: u32, role: u32) -> Site {
 /// One run of the program. `slow`: the nondeterministic root cause.
 fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha8Rng) -> Run {
     let j = |rng: &mut ChaCha8Rng| rng.random_range(0..5u64);
-    let (init_s, init_e) = (0 + j(rng), 100 + j(rng));
+    let (init_s, init_e) = (j(rng), 100 + j(rng));
     let fetch_s = 110 + j(rng);
     let mut fetch_e = if slow { 600 + j(rng) } else { 200 + j(rng) };
     let mut use_s = 300 + j(rng);
@@ -62,13 +62,18 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
     for iv in interventions {
         match *iv {
             Intervention::ReturnEarly { site, .. } if site == s(1, 1) => fetch_e = fetch_s + 1,
-            Intervention::Serialize { a, b } if (a, b) == (s(1, 1), s(2, 2)) || (a, b) == (s(2, 2), s(1, 1)) => {
-                if use_s < fetch_e {
-                    use_s = fetch_e + 1;
-                }
+            Intervention::Serialize { a, b }
+                if ((a, b) == (s(1, 1), s(2, 2)) || (a, b) == (s(2, 2), s(1, 1)))
+                    && use_s < fetch_e =>
+            {
+                use_s = fetch_e + 1;
             }
-            Intervention::OverrideReturn { site, value } if site == s(2, 2) => use_ret = Some(value),
-            Intervention::DelayExit { site, delay_us } if site == s(2, 2) => use_len += delay_us * 1000,
+            Intervention::OverrideReturn { site, value } if site == s(2, 2) => {
+                use_ret = Some(value)
+            }
+            Intervention::DelayExit { site, delay_us } if site == s(2, 2) => {
+                use_len += delay_us * 1000
+            }
             _ => {}
         }
     }
@@ -76,17 +81,59 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
     let ret = use_ret.unwrap_or(if fetch_e <= use_s { 0 } else { -1 });
     let report_s = use_s.max(fetch_e) + 50 + j(rng);
     let mut calls = vec![
-        Call { func: 0, role: 0, instance: 1, entry_ns: init_s, exit_ns: Some(init_e), args: [CACHE, 0, 0], ret: Some(0) },
-        Call { func: 1, role: 1, instance: 1, entry_ns: fetch_s, exit_ns: Some(fetch_e), args: [CACHE, 0, 0], ret: Some(0) },
-        Call { func: 2, role: 2, instance: 1, entry_ns: use_s, exit_ns: Some(use_s + use_len), args: [CACHE, 0, 0], ret: Some(ret) },
-        Call { func: 3, role: 0, instance: 1, entry_ns: report_s, exit_ns: Some(report_s + 10), args: [0; 3], ret: None },
+        Call {
+            func: 0,
+            role: 0,
+            instance: 1,
+            entry_ns: init_s,
+            exit_ns: Some(init_e),
+            args: [CACHE, 0, 0],
+            ret: Some(0),
+        },
+        Call {
+            func: 1,
+            role: 1,
+            instance: 1,
+            entry_ns: fetch_s,
+            exit_ns: Some(fetch_e),
+            args: [CACHE, 0, 0],
+            ret: Some(0),
+        },
+        Call {
+            func: 2,
+            role: 2,
+            instance: 1,
+            entry_ns: use_s,
+            exit_ns: Some(use_s + use_len),
+            args: [CACHE, 0, 0],
+            ret: Some(ret),
+        },
+        Call {
+            func: 3,
+            role: 0,
+            instance: 1,
+            entry_ns: report_s,
+            exit_ns: Some(report_s + 10),
+            args: [0; 3],
+            ret: None,
+        },
     ];
     calls.sort_by_key(|c| c.entry_ns);
-    let thread = |role: u32, name: &str| Thread { role, tid: 1000 + role, name: name.into(), parent: (role > 0).then_some(0), created_ns: 0 };
+    let thread = |role: u32, name: &str| Thread {
+        role,
+        tid: 1000 + role,
+        name: name.into(),
+        parent: (role > 0).then_some(0),
+        created_ns: 0,
+    };
     Run {
         id,
         label: if ret < 0 { Label::Fail } else { Label::Pass },
-        outcome: Outcome { exit_code: Some(if ret < 0 { 1 } else { 0 }), reason: format!("ret of use_cache = {ret}"), ..Outcome::default() },
+        outcome: Outcome {
+            exit_code: Some(if ret < 0 { 1 } else { 0 }),
+            reason: format!("ret of use_cache = {ret}"),
+            ..Outcome::default()
+        },
         lost_events: 0,
         complete: true,
         threads: vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")],
@@ -109,7 +156,9 @@ fn session(runs: u32, p: f64, seed: u64) -> Session {
 }
 
 fn find(a: &Analysis, kind: Kind, func: u32, role: u32, other: Option<Site>) -> PredId {
-    a.catalog.find(&PredKey { kind, func, role, instance: 1, other }).unwrap_or_else(|| panic!("no {kind:?} f{func} r{role}"))
+    a.catalog
+        .find(&PredKey { kind, func, role, instance: 1, other })
+        .unwrap_or_else(|| panic!("no {kind:?} f{func} r{role}"))
 }
 
 #[test]
@@ -123,7 +172,12 @@ fn analysis_ranks_filters_and_orders_the_race() {
     let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
     let error = find(&a, Kind::ErrorReturn, 2, 2, None);
     // Exactly these four hold in every failing run and no passing one.
-    let fd: BTreeSet<PredId> = a.scores.iter().filter(|x| x.fully_discriminative && x.id != a.catalog.failure()).map(|x| x.id).collect();
+    let fd: BTreeSet<PredId> = a
+        .scores
+        .iter()
+        .filter(|x| x.fully_discriminative && x.id != a.catalog.failure())
+        .map(|x| x.id)
+        .collect();
     assert_eq!(fd, BTreeSet::from([slow, race, wrong, error]));
     for id in [slow, race, wrong, error] {
         let sc = a.scores[id.0 as usize];
@@ -156,8 +210,13 @@ fn unsafe_value_changes_are_left_out_of_the_dag() {
     let a = analyze(&sess, &Options::default()).unwrap();
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     assert_eq!(a.candidates, vec![race]);
-    let unsafe_ids: BTreeSet<PredId> = a.excluded.iter().filter(|(_, e)| *e == Exclusion::Unsafe).map(|(p, _)| *p).collect();
-    let expect = [find(&a, Kind::TooSlow, 1, 1, None), find(&a, Kind::RetDiffers, 2, 2, None), find(&a, Kind::ErrorReturn, 2, 2, None)];
+    let unsafe_ids: BTreeSet<PredId> =
+        a.excluded.iter().filter(|(_, e)| *e == Exclusion::Unsafe).map(|(p, _)| *p).collect();
+    let expect = [
+        find(&a, Kind::TooSlow, 1, 1, None),
+        find(&a, Kind::RetDiffers, 2, 2, None),
+        find(&a, Kind::ErrorReturn, 2, 2, None),
+    ];
     assert_eq!(unsafe_ids, BTreeSet::from(expect));
 }
 
@@ -172,7 +231,10 @@ struct ProgramOracle<'a> {
 
 impl Oracle for ProgramOracle<'_> {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
-        let ivs: Vec<Intervention> = group.iter().filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone())).collect();
+        let ivs: Vec<Intervention> = group
+            .iter()
+            .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
+            .collect();
         let slow = self.rng.random_bool(self.p);
         self.next_id += 1;
         let run = execute(self.next_id, slow, &ivs, &mut self.rng);
@@ -195,8 +257,18 @@ fn interventions_on_the_recorded_program_find_the_causal_path() {
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
     for strategy in Strategy::ALL {
-        let mut oracle = ProgramOracle { catalog: &a.catalog, p: a.failure_rate, rng: ChaCha8Rng::seed_from_u64(5), next_id: 1000 };
-        let config = Config { failure_rate: a.failure_rate, confidence: 0.999, seed: 3, ..Config::default() };
+        let mut oracle = ProgramOracle {
+            catalog: &a.catalog,
+            p: a.failure_rate,
+            rng: ChaCha8Rng::seed_from_u64(5),
+            next_id: 1000,
+        };
+        let config = Config {
+            failure_rate: a.failure_rate,
+            confidence: 0.999,
+            seed: 3,
+            ..Config::default()
+        };
         let d = discover(&a.dag, strategy, &mut oracle, &config).unwrap();
         assert_eq!(d.path, vec![slow, race, wrong], "{strategy}");
         assert_eq!(d.root_cause, Some(slow));

@@ -29,7 +29,8 @@ pub(crate) fn run(ex: &mut Experiment<'_>) -> Result<(), CausalError> {
         if open.is_empty() {
             return Ok(());
         }
-        let frontier: Vec<usize> = open.iter().filter(|&v| !ex.dag.ancestors(v).intersects(&open)).collect();
+        let frontier: Vec<usize> =
+            open.iter().filter(|&v| !ex.dag.ancestors(v).intersects(&open)).collect();
         search(ex, frontier)?;
     }
 }

@@ -29,7 +29,8 @@ pub(crate) fn run(ex: &mut Experiment<'_>) -> Result<(), CausalError> {
             return Ok(());
         }
         // Line 4: the lowest topological level of what is left.
-        let level: Vec<usize> = rem.iter().filter(|&v| !ex.dag.ancestors(v).intersects(&rem)).collect();
+        let level: Vec<usize> =
+            rem.iter().filter(|&v| !ex.dag.ancestors(v).intersects(&rem)).collect();
         if level.len() == 1 {
             chain.insert(level[0]);
         } else {
@@ -71,7 +72,8 @@ pub(crate) fn run(ex: &mut Experiment<'_>) -> Result<(), CausalError> {
             for c in chain.iter() {
                 reached.union_with(ex.dag.reach(c));
             }
-            let unreachable: Vec<usize> = ex.kb.open().iter().filter(|&u| !reached.contains(u)).collect();
+            let unreachable: Vec<usize> =
+                ex.kb.open().iter().filter(|&u| !reached.contains(u)).collect();
             for u in unreachable {
                 ex.prune(u, Reason::Unreachable);
             }

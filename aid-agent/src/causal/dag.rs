@@ -74,12 +74,12 @@ impl AcDag {
             order.clear();
             present.clear();
             for &(p, t) in run {
-                if let Some(&i) = index.get(&p) {
-                    if present.insert(i) {
-                        order.push((t, i));
-                        sum[i] += t as f64;
-                        seen[i] += 1;
-                    }
+                if let Some(&i) = index.get(&p)
+                    && present.insert(i)
+                {
+                    order.push((t, i));
+                    sum[i] += t as f64;
+                    seen[i] += 1;
                 }
             }
             order.sort_unstable();
@@ -111,7 +111,8 @@ impl AcDag {
         if nruns == 0 && n > 0 {
             return Err(CausalError::NoFailingRuns);
         }
-        let mean: Vec<f64> = (0..n).map(|i| if seen[i] == 0 { f64::MAX } else { sum[i] / seen[i] as f64 }).collect();
+        let mean: Vec<f64> =
+            (0..n).map(|i| if seen[i] == 0 { f64::MAX } else { sum[i] / seen[i] as f64 }).collect();
         // Number the nodes in reference order; kept edges then always go
         // from a smaller to a larger index, which is a topological order.
         let mut order: Vec<usize> = (0..n).collect();
@@ -138,7 +139,11 @@ impl AcDag {
     /// Builds the DAG from explicit edges among `nodes` (tests, the synthetic
     /// study, the paper's example). Every predicate also precedes F. The
     /// transitive closure is taken; a cycle is an error.
-    pub fn from_edges(nodes: &[PredId], f: PredId, edges: &[(PredId, PredId)]) -> Result<AcDag, CausalError> {
+    pub fn from_edges(
+        nodes: &[PredId],
+        f: PredId,
+        edges: &[(PredId, PredId)],
+    ) -> Result<AcDag, CausalError> {
         let mut ids: Vec<PredId> = nodes.iter().copied().filter(|&p| p != f).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -160,7 +165,8 @@ impl AcDag {
         }
         // Kahn's algorithm (smallest id first among the ready) gives a
         // topological order or finds a cycle.
-        let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut ready: std::collections::BTreeSet<usize> =
+            (0..n).filter(|&i| indeg[i] == 0).collect();
         let mut topo = Vec::with_capacity(n);
         while let Some(i) = ready.pop_first() {
             topo.push(i);
@@ -284,7 +290,9 @@ impl AcDag {
     /// Graphviz DOT of the transitive reduction. `label` names a node;
     /// `highlight` (e.g. the causal path) is drawn dashed red, as in Fig. 4.
     pub fn to_dot(&self, label: impl Fn(PredId) -> String, highlight: &BTreeSet<PredId>) -> String {
-        let mut s = String::from("digraph acdag {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+        let mut s = String::from(
+            "digraph acdag {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n",
+        );
         for (i, &p) in self.ids.iter().enumerate() {
             let mut attrs = format!("label=\"{}\"", escape(&label(p)));
             if i == self.f {
@@ -369,7 +377,10 @@ mod tests {
         assert!(!dag.precedes(p(3), p(2)));
         assert!(dag.precedes(p(2), p(4)) && dag.precedes(p(3), p(4)));
         assert!(dag.precedes(p(4), p(0)), "every predicate precedes F");
-        assert_eq!(dag.reduction(), vec![(p(1), p(2)), (p(1), p(3)), (p(2), p(4)), (p(3), p(4)), (p(4), p(0))]);
+        assert_eq!(
+            dag.reduction(),
+            vec![(p(1), p(2)), (p(1), p(3)), (p(2), p(4)), (p(3), p(4)), (p(4), p(0))]
+        );
     }
 
     #[test]
@@ -402,15 +413,23 @@ mod tests {
 
     #[test]
     fn from_edges_rejects_cycles() {
-        let err = AcDag::from_edges(&[p(1), p(2)], p(0), &[(p(1), p(2)), (p(2), p(1))]).unwrap_err();
+        let err =
+            AcDag::from_edges(&[p(1), p(2)], p(0), &[(p(1), p(2)), (p(2), p(1))]).unwrap_err();
         assert!(matches!(err, CausalError::Cycle(_)));
     }
 
     #[test]
     fn dot_draws_the_reduction_and_highlights() {
-        let dag = AcDag::from_edges(&[p(1), p(2), p(3)], p(0), &[(p(1), p(2)), (p(2), p(3)), (p(1), p(3))]).unwrap();
+        let dag = AcDag::from_edges(
+            &[p(1), p(2), p(3)],
+            p(0),
+            &[(p(1), p(2)), (p(2), p(3)), (p(1), p(3))],
+        )
+        .unwrap();
         let dot = dag.to_dot(|x| format!("P{}", x.0), &BTreeSet::from([p(2)]));
-        assert!(dot.contains("n1 -> n2;") && dot.contains("n2 -> n3;") && dot.contains("n3 -> n0;"));
+        assert!(
+            dot.contains("n1 -> n2;") && dot.contains("n2 -> n3;") && dot.contains("n3 -> n0;")
+        );
         assert!(!dot.contains("n1 -> n3;"), "implied edges are omitted");
         assert!(dot.contains("n2 [label=\"P2\", color=red"));
     }

@@ -35,7 +35,12 @@ pub(crate) struct Experiment<'a> {
 }
 
 impl<'a> Experiment<'a> {
-    pub fn new(dag: &'a AcDag, oracle: &'a mut dyn Oracle, config: &Config, strategy: Strategy) -> Result<Self, CausalError> {
+    pub fn new(
+        dag: &'a AcDag,
+        oracle: &'a mut dyn Oracle,
+        config: &Config,
+        strategy: Strategy,
+    ) -> Result<Self, CausalError> {
         let rules = match strategy {
             Strategy::Aid => Rules { def2: true, extended: true },
             Strategy::AidPaper => Rules { def2: true, extended: false },
@@ -83,7 +88,9 @@ impl<'a> Experiment<'a> {
     pub fn tie_key(&mut self, nodes: &BitSet) -> u64 {
         match self.ties {
             Ties::Random => self.rng.random::<u64>(),
-            Ties::ById => nodes.iter().map(|i| u64::from(self.dag.id(i).0)).min().unwrap_or(u64::MAX),
+            Ties::ById => {
+                nodes.iter().map(|i| u64::from(self.dag.id(i).0)).min().unwrap_or(u64::MAX)
+            }
         }
     }
 
@@ -110,7 +117,10 @@ impl<'a> Experiment<'a> {
                 invalid += 1;
                 streak += 1;
                 if streak >= self.max_invalid {
-                    return Err(CausalError::NoValidRuns { group: format_group(&ids), runs: streak });
+                    return Err(CausalError::NoValidRuns {
+                        group: format_group(&ids),
+                        runs: streak,
+                    });
                 }
                 continue;
             }
@@ -118,10 +128,10 @@ impl<'a> Experiment<'a> {
             valid += 1;
             let mut held = BitSet::new(n);
             for p in &obs.held {
-                if let Some(i) = self.dag.index_of(*p) {
-                    if i != f {
-                        held.insert(i);
-                    }
+                if let Some(i) = self.dag.index_of(*p)
+                    && i != f
+                {
+                    held.insert(i);
                 }
             }
             held_any.union_with(&held);
@@ -136,7 +146,14 @@ impl<'a> Experiment<'a> {
             held_no_fail.union_with(&held);
         }
         let index = self.rounds.len();
-        let ev = Evidence { round: index, group: group.clone(), stopped: !failed, held_no_fail, absent_fail, held_any };
+        let ev = Evidence {
+            round: index,
+            group: group.clone(),
+            stopped: !failed,
+            held_no_fail,
+            absent_fail,
+            held_any,
+        };
         let changes = self.kb.absorb(self.dag, ev);
         let mut round = Round {
             index,

@@ -34,14 +34,29 @@ fn p(i: u32) -> PredId {
 /// Fig. 4(a).
 pub fn figure4_dag() -> AcDag {
     let nodes: Vec<PredId> = (1..=11).map(p).collect();
-    let edges = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (3, 7), (7, 8), (8, 9), (7, 11), (6, 10), (9, 10), (11, 10)];
+    let edges = [
+        (1, 2),
+        (2, 3),
+        (3, 4),
+        (4, 5),
+        (5, 6),
+        (3, 7),
+        (7, 8),
+        (8, 9),
+        (7, 11),
+        (6, 10),
+        (9, 10),
+        (11, 10),
+    ];
     let edges: Vec<(PredId, PredId)> = edges.iter().map(|&(a, b)| (p(a), p(b))).collect();
-    AcDag::from_edges(&nodes, F, &edges).unwrap_or_else(|e| unreachable!("the example is acyclic: {e}"))
+    AcDag::from_edges(&nodes, F, &edges)
+        .unwrap_or_else(|e| unreachable!("the example is acyclic: {e}"))
 }
 
 /// Fig. 4(b).
 pub fn figure4_model() -> CausalModel {
-    let parents = [(2, 1), (3, 2), (4, 3), (5, 4), (6, 5), (7, 1), (8, 7), (9, 8), (10, 3), (11, 2)];
+    let parents =
+        [(2, 1), (3, 2), (4, 3), (5, 4), (6, 5), (7, 1), (8, 7), (9, 8), (10, 3), (11, 2)];
     let mut pairs: Vec<(PredId, PredId)> = parents.iter().map(|&(c, q)| (p(c), p(q))).collect();
     pairs.push((F, p(11)));
     CausalModel::new(p(1), F, pairs).unwrap_or_else(|e| unreachable!("the example is a tree: {e}"))
@@ -61,7 +76,8 @@ mod tests {
     fn run(strategy: Strategy, ties: Ties, seed: u64) -> crate::causal::Discovery {
         let dag = figure4_dag();
         let mut oracle = SimulatedOracle::new(figure4_model(), 0.5, seed);
-        let config = Config { failure_rate: 0.5, confidence: 0.999_999, seed, ties, ..Config::default() };
+        let config =
+            Config { failure_rate: 0.5, confidence: 0.999_999, seed, ties, ..Config::default() };
         discover(&dag, strategy, &mut oracle, &config).unwrap()
     }
 
@@ -85,7 +101,16 @@ mod tests {
         let groups: Vec<BTreeSet<PredId>> = d.rounds.iter().map(|r| r.group.clone()).collect();
         assert_eq!(
             groups,
-            vec![set(&[4, 5, 6]), set(&[8, 9]), set(&[1, 2, 3]), set(&[1, 2]), set(&[1]), set(&[2]), set(&[3]), set(&[11])]
+            vec![
+                set(&[4, 5, 6]),
+                set(&[8, 9]),
+                set(&[1, 2, 3]),
+                set(&[1, 2]),
+                set(&[1]),
+                set(&[2]),
+                set(&[3]),
+                set(&[11])
+            ]
         );
         let stopped: Vec<bool> = d.rounds.iter().map(|r| r.failure_stopped).collect();
         assert_eq!(stopped, vec![false, false, true, true, true, true, false, true]);
@@ -93,7 +118,10 @@ mod tests {
         assert_eq!(d.rounds[2].phase, Phase::Giwp);
         // Step 6 prunes P7 without intervening on it; step 7 prunes P10.
         assert_eq!(d.rounds[5].pruned.iter().map(|x| x.pred).collect::<Vec<_>>(), vec![p(7)]);
-        assert_eq!(d.rounds[6].pruned.iter().map(|x| x.pred).collect::<Vec<_>>(), vec![p(3), p(10)]);
+        assert_eq!(
+            d.rounds[6].pruned.iter().map(|x| x.pred).collect::<Vec<_>>(),
+            vec![p(3), p(10)]
+        );
         assert_eq!(d.path, vec![p(1), p(2), p(11)]);
         assert_eq!(d.root_cause, Some(p(1)));
         assert_eq!(d.interventions, 8);
@@ -109,8 +137,12 @@ mod tests {
             let d = run(Strategy::Aid, Ties::Random, seed);
             let groups: Vec<BTreeSet<PredId>> = d.rounds.iter().map(|r| r.group.clone()).collect();
             assert_eq!(groups, vec![set(&[1]), set(&[2]), set(&[3]), set(&[11])]);
-            let pruned: Vec<Vec<PredId>> = d.rounds.iter().map(|r| r.pruned.iter().map(|x| x.pred).collect()).collect();
-            assert_eq!(pruned, vec![vec![], vec![p(7), p(8), p(9)], vec![p(3), p(4), p(5), p(6), p(10)], vec![]]);
+            let pruned: Vec<Vec<PredId>> =
+                d.rounds.iter().map(|r| r.pruned.iter().map(|x| x.pred).collect()).collect();
+            assert_eq!(
+                pruned,
+                vec![vec![], vec![p(7), p(8), p(9)], vec![p(3), p(4), p(5), p(6), p(10)], vec![]]
+            );
             assert_eq!(d.path, vec![p(1), p(2), p(11)]);
         }
     }
@@ -144,6 +176,8 @@ mod tests {
         assert!(paper_max <= 8, "AID-paper used {paper_max}");
         assert!(aid_max <= 8, "AID used {aid_max}");
         assert!(tagt_mean > 8.0, "TAGT mean {tagt_mean}");
-        eprintln!("fig4: AID max {aid_max}, AID-paper max {paper_max}, TAGT mean {tagt_mean:.2} min {tagt_min}");
+        eprintln!(
+            "fig4: AID max {aid_max}, AID-paper max {paper_max}, TAGT mean {tagt_mean:.2} min {tagt_min}"
+        );
     }
 }

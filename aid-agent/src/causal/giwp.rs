@@ -54,7 +54,12 @@ pub(crate) fn giwp(ex: &mut Experiment<'_>, mut pool: BitSet) -> Result<(), Caus
 /// `holds_cause` says the set continues the path, the last branch left is
 /// taken without an intervention — the paper's steps 1 and 2 of Fig. 4
 /// ("AID prunes the entire branch of B1, resolving the junction").
-pub(crate) fn giwp_branches(ex: &mut Experiment<'_>, branches: &[BitSet], members: Vec<usize>, holds_cause: bool) -> Result<Option<usize>, CausalError> {
+pub(crate) fn giwp_branches(
+    ex: &mut Experiment<'_>,
+    branches: &[BitSet],
+    members: Vec<usize>,
+    holds_cause: bool,
+) -> Result<Option<usize>, CausalError> {
     let mut pool = members;
     loop {
         // A branch leaves the pool once every predicate in it is decided;
@@ -88,7 +93,11 @@ pub(crate) fn giwp_branches(ex: &mut Experiment<'_>, branches: &[BitSet], member
         let round = ex.interventions();
         let stopped = ex.intervene(&group, Phase::BranchPrune)?;
         if stopped {
-            let found = if first.len() == 1 { Some(first[0]) } else { giwp_branches(ex, branches, first.clone(), true)? };
+            let found = if first.len() == 1 {
+                Some(first[0])
+            } else {
+                giwp_branches(ex, branches, first.clone(), true)?
+            };
             if let Some(b) = found {
                 let rest: Vec<usize> = pool.iter().copied().filter(|&o| o != b).collect();
                 prune_others_at(ex, branches, &rest, round);

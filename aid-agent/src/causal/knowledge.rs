@@ -140,7 +140,12 @@ impl Knowledge {
             cand.difference_with(&anc);
             for p in cand.iter() {
                 if ev.held_no_fail.contains(p) {
-                    self.set(p, Status::Spurious, Reason::HeldWithoutFailure { round: r }, &mut out);
+                    self.set(
+                        p,
+                        Status::Spurious,
+                        Reason::HeldWithoutFailure { round: r },
+                        &mut out,
+                    );
                 } else if ev.absent_fail.contains(p) {
                     self.set(p, Status::Spurious, Reason::AbsentWithFailure { round: r }, &mut out);
                 }
@@ -196,13 +201,20 @@ impl Knowledge {
                     self.set(p, Status::Spurious, Reason::HeldWithoutFailure { round: r }, out);
                 }
                 for (s, x) in cut {
-                    self.set(s, Status::Spurious, Reason::WitnessHeld { witness: dag.id(x), round: r }, out);
+                    self.set(
+                        s,
+                        Status::Spurious,
+                        Reason::WitnessHeld { witness: dag.id(x), round: r },
+                        out,
+                    );
                 }
             }
-            let fresh: Vec<usize> = self.causal.iter().filter(|&x| !done_comparability.contains(x)).collect();
+            let fresh: Vec<usize> =
+                self.causal.iter().filter(|&x| !done_comparability.contains(x)).collect();
             for x in fresh {
                 done_comparability.insert(x);
-                let unordered: Vec<usize> = self.open.iter().filter(|&p| !dag.comparable(x, p)).collect();
+                let unordered: Vec<usize> =
+                    self.open.iter().filter(|&p| !dag.comparable(x, p)).collect();
                 for p in unordered {
                     self.set(p, Status::Spurious, Reason::NotOrderedWith { cause: dag.id(x) }, out);
                 }

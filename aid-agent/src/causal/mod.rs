@@ -42,7 +42,9 @@ pub enum CausalError {
     UnknownPredicate(PredId),
     #[error("predicate {0} lies on a cycle: precedence edges must form a DAG")]
     Cycle(PredId),
-    #[error("failure rate {0} is outside (0, 1]: the target must fail sometimes without intervention")]
+    #[error(
+        "failure rate {0} is outside (0, 1]: the target must fail sometimes without intervention"
+    )]
     BadFailureRate(f64),
     #[error("confidence {0} is outside (0, 1)")]
     BadConfidence(f64),
@@ -50,14 +52,29 @@ pub enum CausalError {
     FailureIntervened(PredId),
     #[error("causal model: {0}")]
     Model(String),
-    #[error("intervention on {group} could not be applied in {runs} consecutive runs: check that the target reaches those call sites")]
+    #[error(
+        "intervention on {group} could not be applied in {runs} consecutive runs: check that the target reaches those call sites"
+    )]
     NoValidRuns { group: String, runs: u32 },
     #[error("oracle failed")]
     Oracle(#[source] anyhow::Error),
 }
 
 /// Which intervention algorithm to run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Our default: a frontier walk down the AC-DAG with every sound
@@ -76,7 +93,8 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [Strategy::Tagt, Strategy::Aid, Strategy::AidPaper, Strategy::AidP, Strategy::AidPB];
+    pub const ALL: [Strategy; 5] =
+        [Strategy::Tagt, Strategy::Aid, Strategy::AidPaper, Strategy::AidP, Strategy::AidPB];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -124,7 +142,13 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { failure_rate: 0.5, confidence: 0.99, seed: 0, ties: Ties::Random, max_invalid_runs: 20 }
+        Config {
+            failure_rate: 0.5,
+            confidence: 0.99,
+            seed: 0,
+            ties: Ties::Random,
+            max_invalid_runs: 20,
+        }
     }
 }
 
@@ -245,7 +269,12 @@ pub struct Discovery {
 
 /// Finds the causal path from the root cause to F (Alg. 3) with the chosen
 /// strategy, querying `oracle` once per run.
-pub fn discover(dag: &AcDag, strategy: Strategy, oracle: &mut dyn Oracle, config: &Config) -> Result<Discovery, CausalError> {
+pub fn discover(
+    dag: &AcDag,
+    strategy: Strategy,
+    oracle: &mut dyn Oracle,
+    config: &Config,
+) -> Result<Discovery, CausalError> {
     let mut ex = engine::Experiment::new(dag, oracle, config, strategy)?;
     match strategy {
         Strategy::Aid => aid::run(&mut ex)?,

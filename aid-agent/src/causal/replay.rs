@@ -22,7 +22,12 @@ pub struct TagtEstimate {
 
 /// Replays TAGT on `dag` for `seeds` seeds (`config.seed`, +1, ...),
 /// against a target whose causal path is `causal_path` (root cause first).
-pub fn estimate_tagt(dag: &AcDag, causal_path: &[PredId], config: &Config, seeds: u32) -> Result<TagtEstimate, CausalError> {
+pub fn estimate_tagt(
+    dag: &AcDag,
+    causal_path: &[PredId],
+    config: &Config,
+    seeds: u32,
+) -> Result<TagtEstimate, CausalError> {
     let Some(&root) = causal_path.first() else {
         return Err(CausalError::Model("no causal path to replay".into()));
     };
@@ -78,7 +83,8 @@ mod tests {
     fn tagt_estimate_on_figure4_needs_more_than_aid() {
         let dag = figure4_dag();
         let path = [PredId(1), PredId(2), PredId(11)];
-        let config = Config { failure_rate: 0.5, confidence: 0.999_999, seed: 7, ..Config::default() };
+        let config =
+            Config { failure_rate: 0.5, confidence: 0.999_999, seed: 7, ..Config::default() };
         let est = estimate_tagt(&dag, &path, &config, 50).unwrap();
         assert_eq!(est.seeds, 50);
         assert_eq!(est.disagreements, 0);

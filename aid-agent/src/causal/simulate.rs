@@ -27,11 +27,17 @@ pub struct CausalModel {
 impl CausalModel {
     /// `parents`: (effect, cause) pairs. Errors unless they form a tree
     /// rooted at `root` that reaches `failure`.
-    pub fn new(root: PredId, failure: PredId, parents: impl IntoIterator<Item = (PredId, PredId)>) -> Result<Self, CausalError> {
+    pub fn new(
+        root: PredId,
+        failure: PredId,
+        parents: impl IntoIterator<Item = (PredId, PredId)>,
+    ) -> Result<Self, CausalError> {
         let mut parent = BTreeMap::new();
         for (child, p) in parents {
             if child == root {
-                return Err(CausalError::Model(format!("the root cause {root} cannot have a cause")));
+                return Err(CausalError::Model(format!(
+                    "the root cause {root} cannot have a cause"
+                )));
             }
             if parent.insert(child, p).is_some() {
                 return Err(CausalError::Model(format!("{child} has two causal parents")));
@@ -50,7 +56,9 @@ impl CausalModel {
             }
         }
         if order.len() != parent.len() {
-            return Err(CausalError::Model("some predicates are not caused, directly or not, by the root cause".into()));
+            return Err(CausalError::Model(
+                "some predicates are not caused, directly or not, by the root cause".into(),
+            ));
         }
         if !parent.contains_key(&failure) {
             return Err(CausalError::Model(format!("the failure {failure} has no cause")));

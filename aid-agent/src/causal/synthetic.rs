@@ -12,7 +12,10 @@
 //! along immediate-precedence edges; every other predicate is an effect of
 //! one of its immediate predecessors. R occurs with probability p per run.
 
-use rand::{Rng, SeedableRng, seq::{IndexedRandom, SliceRandom}};
+use rand::{
+    Rng, SeedableRng,
+    seq::{IndexedRandom, SliceRandom},
+};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -66,7 +69,11 @@ pub enum Threads {
     Exactly,
 }
 
-pub fn generate(max_threads: u32, threads: Threads, rng: &mut ChaCha8Rng) -> Result<App, CausalError> {
+pub fn generate(
+    max_threads: u32,
+    threads: Threads,
+    rng: &mut ChaCha8Rng,
+) -> Result<App, CausalError> {
     let max_threads = max_threads.max(2);
     let threads = match threads {
         Threads::UpTo => rng.random_range(2..=max_threads),
@@ -78,7 +85,11 @@ pub fn generate(max_threads: u32, threads: Threads, rng: &mut ChaCha8Rng) -> Res
         let count = rng.random_range(THREAD_PREDICATES.0..=THREAD_PREDICATES.1);
         // Threads are created at a steady rate over the run, so about the
         // same number are alive at any time whatever t is.
-        let (mut at, count) = if t == 0 { (1.0, count - 1) } else { (rng.random_range(1.0..1.0 + 2.0 * f64::from(threads)), count) };
+        let (mut at, count) = if t == 0 {
+            (1.0, count - 1)
+        } else {
+            (rng.random_range(1.0..1.0 + 2.0 * f64::from(threads)), count)
+        };
         for _ in 0..count {
             let lo = at + rng.random_range(0.05..1.0);
             let hi = lo + rng.random_range(0.5..2.0);
@@ -133,18 +144,21 @@ pub fn generate(max_threads: u32, threads: Threads, rng: &mut ChaCha8Rng) -> Res
         let at = *path.last().unwrap_or(&0);
         let options: Vec<usize> = succ[at].iter().filter(|&s| height[s] >= need).collect();
         let Some(&next) = options.choose(rng) else {
-            return Err(CausalError::Model("no immediate successor can extend the causal path".into()));
+            return Err(CausalError::Model(
+                "no immediate successor can extend the causal path".into(),
+            ));
         };
         path.push(next);
     }
     let on_path = BitSet::from_iter(n, path.iter().copied());
-    let mut parents: Vec<(PredId, PredId)> = path.windows(2).map(|w| (id(w[1]), id(w[0]))).collect();
+    let mut parents: Vec<(PredId, PredId)> =
+        path.windows(2).map(|w| (id(w[1]), id(w[0]))).collect();
     parents.push((F, id(*path.last().unwrap_or(&0))));
-    for q in 1..n {
+    for (q, before_q) in pred.iter().enumerate().skip(1) {
         if on_path.contains(q) {
             continue;
         }
-        let options: Vec<usize> = pred[q].iter().collect();
+        let options: Vec<usize> = before_q.iter().collect();
         let Some(&p) = options.choose(rng) else {
             return Err(CausalError::Model("a predicate precedes the root cause".into()));
         };
@@ -230,13 +244,26 @@ fn mix(a: u64, b: u64, c: u64) -> u64 {
 
 /// Runs every strategy on `apps` generated applications per MAXt setting.
 /// `progress` sees each setting as it completes.
-pub fn run_study(cfg: &StudyConfig, mut progress: impl FnMut(&SettingResult)) -> Result<Vec<SettingResult>, CausalError> {
+pub fn run_study(
+    cfg: &StudyConfig,
+    mut progress: impl FnMut(&SettingResult),
+) -> Result<Vec<SettingResult>, CausalError> {
     let mut out = Vec::new();
     for &maxt in &cfg.max_threads {
-        let mut res = SettingResult { max_threads: maxt, apps: cfg.apps, min_predicates: usize::MAX, ..Default::default() };
-        let mut stats: Vec<StrategyStats> = cfg.strategies.iter().map(|&s| StrategyStats { strategy: s, ..Default::default() }).collect();
+        let mut res = SettingResult {
+            max_threads: maxt,
+            apps: cfg.apps,
+            min_predicates: usize::MAX,
+            ..Default::default()
+        };
+        let mut stats: Vec<StrategyStats> = cfg
+            .strategies
+            .iter()
+            .map(|&s| StrategyStats { strategy: s, ..Default::default() })
+            .collect();
         for app_no in 0..cfg.apps {
-            let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, u64::from(maxt), u64::from(app_no)));
+            let mut rng =
+                ChaCha8Rng::seed_from_u64(mix(cfg.seed, u64::from(maxt), u64::from(app_no)));
             let app = generate(maxt, cfg.threads, &mut rng)?;
             res.mean_predicates += app.predicates as f64;
             res.min_predicates = res.min_predicates.min(app.predicates);
@@ -248,9 +275,16 @@ pub fn run_study(cfg: &StudyConfig, mut progress: impl FnMut(&SettingResult)) ->
             }
             let truth = app.model.path();
             for (k, st) in stats.iter_mut().enumerate() {
-                let seed = mix(cfg.seed ^ 0x5eed, u64::from(maxt) << 32 | u64::from(app_no), k as u64);
+                let seed =
+                    mix(cfg.seed ^ 0x5eed, u64::from(maxt) << 32 | u64::from(app_no), k as u64);
                 let mut oracle = SimulatedOracle::new(app.model.clone(), app.failure_rate, seed);
-                let config = Config { failure_rate: app.failure_rate, confidence: cfg.confidence, seed, ties: Ties::Random, max_invalid_runs: 1 };
+                let config = Config {
+                    failure_rate: app.failure_rate,
+                    confidence: cfg.confidence,
+                    seed,
+                    ties: Ties::Random,
+                    max_invalid_runs: 1,
+                };
                 let d = discover(&app.dag, st.strategy, &mut oracle, &config)?;
                 st.mean_interventions += f64::from(d.interventions);
                 st.max_interventions = st.max_interventions.max(d.interventions);
@@ -311,7 +345,8 @@ mod tests {
 
     #[test]
     fn small_study_finds_every_path() {
-        let cfg = StudyConfig { seed: 3, apps: 12, max_threads: vec![2, 8], ..StudyConfig::default() };
+        let cfg =
+            StudyConfig { seed: 3, apps: 12, max_threads: vec![2, 8], ..StudyConfig::default() };
         let res = run_study(&cfg, |_| {}).unwrap();
         assert_eq!(res.len(), 2);
         for s in &res {

@@ -55,13 +55,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 // file or as `session.json` inside the directory.
 fn load_session(path: &Path) -> anyhow::Result<Session> {
     let file = if path.is_dir() { path.join("session.json") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read session {}: is it a session directory?", file.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a session: its JSON does not match the run model", file.display()))
+    let text = std::fs::read_to_string(&file).with_context(|| {
+        format!("cannot read session {}: is it a session directory?", file.display())
+    })?;
+    serde_json::from_str(&text).with_context(|| {
+        format!("{} is not a session: its JSON does not match the run model", file.display())
+    })
 }
 
 /// `run` with the loader passed in, so tests drive the command on sessions
 /// built in memory.
-pub fn run_with(args: Args, load: impl FnOnce(&Path) -> anyhow::Result<Session>) -> anyhow::Result<ExitCode> {
+pub fn run_with(
+    args: Args,
+    load: impl FnOnce(&Path) -> anyhow::Result<Session>,
+) -> anyhow::Result<ExitCode> {
     let session = load(&args.session)?;
     let out = render(&args, &session)?;
     print!("{out}");
@@ -71,11 +78,17 @@ pub fn run_with(args: Args, load: impl FnOnce(&Path) -> anyhow::Result<Session>)
 /// The command's output for `session`.
 pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
     let safe = SafeList::new(&args.safe)?;
-    let error = ErrorClass { negative: !args.negative_is_ok, zero: args.zero_is_error, ..ErrorClass::default() };
+    let error = ErrorClass {
+        negative: !args.negative_is_ok,
+        zero: args.zero_is_error,
+        ..ErrorClass::default()
+    };
     let opts = Options { extract: ExtractConfig { error, ..ExtractConfig::default() }, safe };
-    let analysis = analyze(session, &opts).with_context(|| format!("cannot analyse {}", args.session.display()))?;
+    let analysis = analyze(session, &opts)
+        .with_context(|| format!("cannot analyse {}", args.session.display()))?;
     if let Some(dot) = &args.dot {
-        std::fs::write(dot, analysis.dot(&BTreeSet::new())).with_context(|| format!("cannot write {}", dot.display()))?;
+        std::fs::write(dot, analysis.dot(&BTreeSet::new()))
+            .with_context(|| format!("cannot write {}", dot.display()))?;
     }
     if args.json {
         Ok(serde_json::to_string_pretty(&analysis.report(args.top))? + "\n")
@@ -108,13 +121,30 @@ mod tests {
             outcome: Outcome::default(),
             lost_events: 0,
             complete: true,
-            threads: vec![Thread { role: 0, tid: 1, name: "main".into(), parent: None, created_ns: 0 }],
-            calls: vec![Call { func: 0, role: 0, instance: 1, entry_ns: 5, exit_ns: Some(9), args: [0; 3], ret: Some(ret) }],
+            threads: vec![Thread {
+                role: 0,
+                tid: 1,
+                name: "main".into(),
+                parent: None,
+                created_ns: 0,
+            }],
+            calls: vec![Call {
+                func: 0,
+                role: 0,
+                instance: 1,
+                entry_ns: 5,
+                exit_ns: Some(9),
+                args: [0; 3],
+                ret: Some(ret),
+            }],
             end_ns: 20,
             interventions: vec![],
             noise: vec![],
         };
-        Session { functions: vec![f], runs: vec![run(0, Label::Pass, 0), run(1, Label::Pass, 0), run(2, Label::Fail, -22)] }
+        Session {
+            functions: vec![f],
+            runs: vec![run(0, Label::Pass, 0), run(1, Label::Pass, 0), run(2, Label::Fail, -22)],
+        }
     }
 
     fn args(json: bool, safe: &[&str]) -> Args {
@@ -134,10 +164,13 @@ mod tests {
         let s = session();
         let table = render(&args(false, &["parse"]), &s).unwrap();
         assert!(table.starts_with("3 runs (1 failing, 2 passing), 2 predicates, 2 fully discriminative, 1 candidates for intervention\n"), "{table}");
-        assert!(table.contains("call 1 of parse on main returns a value other than 0, which every passing run returned"));
+        assert!(table.contains(
+            "call 1 of parse on main returns a value other than 0, which every passing run returned"
+        ));
         assert!(table.contains("↳ intervention: force return value 0"));
         assert!(table.contains("  P1 -> F"));
-        let json: serde_json::Value = serde_json::from_str(&render(&args(true, &[]), &s).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&args(true, &[]), &s).unwrap()).unwrap();
         assert_eq!(json["rows"][0]["status"], "unsafe");
         assert_eq!(json["rows"][0]["scores"]["recall"], 1.0);
         assert_eq!(json["candidates"].as_array().unwrap().len(), 0);
@@ -146,7 +179,8 @@ mod tests {
     #[test]
     fn sessions_load_from_json_and_errors_say_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("session.json"), serde_json::to_string(&session()).unwrap()).unwrap();
+        std::fs::write(dir.path().join("session.json"), serde_json::to_string(&session()).unwrap())
+            .unwrap();
         assert_eq!(load_session(dir.path()).unwrap(), session());
         let err = load_session(&dir.path().join("nope")).unwrap_err();
         assert!(format!("{err:#}").starts_with("cannot read session"), "{err:#}");
@@ -158,6 +192,9 @@ mod tests {
         let mut only_pass = session();
         only_pass.runs.pop();
         let err = run_with(args(false, &[]), |_| Ok(only_pass)).unwrap_err();
-        assert_eq!(format!("{err:#}"), "cannot analyse mem: cannot extract predicates: no failing runs: record runs until the failure shows up at least once");
+        assert_eq!(
+            format!("{err:#}"),
+            "cannot analyse mem: cannot extract predicates: no failing runs: record runs until the failure shows up at least once"
+        );
     }
 }

@@ -65,7 +65,10 @@ pub fn parse_maxt(s: &str) -> anyhow::Result<Vec<u32>> {
     let s = s.trim();
     let out: Vec<u32> = if let Some((lo, rest)) = s.split_once("..") {
         let (hi, step) = match rest.split_once(':') {
-            Some((hi, step)) => (hi, step.trim().parse::<u32>().with_context(|| format!("bad step in --maxt {s:?}"))?),
+            Some((hi, step)) => (
+                hi,
+                step.trim().parse::<u32>().with_context(|| format!("bad step in --maxt {s:?}"))?,
+            ),
             None => (rest, 1),
         };
         let lo: u32 = lo.trim().parse().with_context(|| format!("bad start in --maxt {s:?}"))?;
@@ -75,7 +78,13 @@ pub fn parse_maxt(s: &str) -> anyhow::Result<Vec<u32>> {
         }
         (lo..=hi).step_by(step as usize).collect()
     } else {
-        s.split(',').map(|x| x.trim().parse::<u32>().with_context(|| format!("bad value {x:?} in --maxt: expected numbers like 2,4,8"))).collect::<Result<_, _>>()?
+        s.split(',')
+            .map(|x| {
+                x.trim().parse::<u32>().with_context(|| {
+                    format!("bad value {x:?} in --maxt: expected numbers like 2,4,8")
+                })
+            })
+            .collect::<Result<_, _>>()?
     };
     if let Some(&bad) = out.iter().find(|&&t| t < 2) {
         bail!("--maxt {bad}: applications need at least 2 threads");
@@ -88,8 +97,16 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     if a.apps == 0 {
         bail!("--apps 0: need at least one application per setting");
     }
-    let strategies = if a.strategies.is_empty() { Strategy::ALL.to_vec() } else { a.strategies.clone() };
-    let cfg = StudyConfig { seed: a.seed, apps: a.apps, max_threads, strategies, threads: a.threads, confidence: a.confidence };
+    let strategies =
+        if a.strategies.is_empty() { Strategy::ALL.to_vec() } else { a.strategies.clone() };
+    let cfg = StudyConfig {
+        seed: a.seed,
+        apps: a.apps,
+        max_threads,
+        strategies,
+        threads: a.threads,
+        confidence: a.confidence,
+    };
     if !a.json {
         println!("{}", header(&cfg.strategies));
     }
@@ -105,7 +122,9 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
         println!("{}", summary(&results));
     }
     if misses > 0 {
-        eprintln!("aid: {misses} application(s) where an approach did not find the true causal path");
+        eprintln!(
+            "aid: {misses} application(s) where an approach did not find the true causal path"
+        );
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -120,20 +139,29 @@ fn header(strategies: &[Strategy]) -> String {
 }
 
 fn row(r: &SettingResult) -> String {
-    let mut line = format!("{:>5} {:>7.1} {:>5} {:>6.1}", r.max_threads, r.mean_predicates, r.max_predicates, r.mean_causal);
+    let mut line = format!(
+        "{:>5} {:>7.1} {:>5} {:>6.1}",
+        r.max_threads, r.mean_predicates, r.max_predicates, r.mean_causal
+    );
     for s in &r.strategies {
         let miss = if s.misses > 0 { format!("!{}", s.misses) } else { String::new() };
-        line.push_str(&format!(" {:>16}", format!("{:.1}/{}{}", s.mean_interventions, s.max_interventions, miss)));
+        line.push_str(&format!(
+            " {:>16}",
+            format!("{:.1}/{}{}", s.mean_interventions, s.max_interventions, miss)
+        ));
     }
     line
 }
 
 fn summary(results: &[SettingResult]) -> String {
-    let Some(first) = results.first() else { return String::new() };
+    let Some(first) = results.first() else {
+        return String::new();
+    };
     let mut out = String::from("overall:");
     for (k, s) in first.strategies.iter().enumerate() {
         let max = results.iter().map(|r| r.strategies[k].max_interventions).max().unwrap_or(0);
-        let mean = results.iter().map(|r| r.strategies[k].mean_interventions).sum::<f64>() / results.len() as f64;
+        let mean = results.iter().map(|r| r.strategies[k].mean_interventions).sum::<f64>()
+            / results.len() as f64;
         let misses: u32 = results.iter().map(|r| r.strategies[k].misses).sum();
         out.push_str(&format!("  {} mean {:.2} worst {} misses {}", s.strategy, mean, max, misses));
     }

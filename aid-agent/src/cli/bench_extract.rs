@@ -50,10 +50,11 @@ const FUNCS_PER_ROLE: u32 = 10;
 /// Where worker#1 stalls and worker#2 collides with it in failing runs.
 const STALL_AT: u32 = 40;
 
-
 pub fn run(a: ExtractArgs) -> anyhow::Result<ExitCode> {
     if a.runs < 2 || a.events < 20 || a.threads < 3 {
-        bail!("bench extract needs --runs ≥ 2, --events ≥ 20 and --threads ≥ 3 (the failure involves two workers)");
+        bail!(
+            "bench extract needs --runs ≥ 2, --events ≥ 20 and --threads ≥ 3 (the failure involves two workers)"
+        );
     }
     let t = Instant::now();
     let session = generate(a.runs, a.events, a.threads, a.barrier, a.seed);
@@ -148,13 +149,23 @@ pub fn generate(runs: u32, events: u32, threads: u32, barrier: u32, seed: u64) -
 }
 
 #[allow(clippy::too_many_arguments)]
-fn one_run(id: u32, fail: bool, threads: u32, per_role: u32, barrier: u32, base: &[u64], handler: u32, rng: &mut ChaCha8Rng) -> Run {
+fn one_run(
+    id: u32,
+    fail: bool,
+    threads: u32,
+    per_role: u32,
+    barrier: u32,
+    base: &[u64],
+    handler: u32,
+    rng: &mut ChaCha8Rng,
+) -> Run {
     // The shared object lives at a different heap address in every run.
     let shared = 0x5555_0000_0000 + i64::from(id) * 0x1000;
     let mut calls = Vec::with_capacity((threads * per_role + 1) as usize);
     let mut stall_end = 0u64;
     let mut stall_entry = u64::MAX;
-    let mut t: Vec<u64> = (0..threads).map(|r| u64::from(r) * 1_000 + rng.random_range(0..500)).collect();
+    let mut t: Vec<u64> =
+        (0..threads).map(|r| u64::from(r) * 1_000 + rng.random_range(0..500)).collect();
     let mut instance = vec![vec![0u32; base.len()]; threads as usize];
     for k in 0..per_role {
         // Workers meet at a barrier every `barrier` steps, as pools that
@@ -194,7 +205,7 @@ fn one_run(id: u32, fail: bool, threads: u32, per_role: u32, barrier: u32, base:
             // Other calls get the shared object (every fourth function) or
             // an object of their own.
             let own = 0x6000_0000_0000 + (i64::from(role) << 32) + i64::from(k) * 64;
-            let ptr_arg = if shares || func % 4 == 0 { shared } else { own };
+            let ptr_arg = if shares || func.is_multiple_of(4) { shared } else { own };
             let collided = fail && role == 2 && k == STALL_AT && entry < stall_end;
             let ret = match func % 4 {
                 1 => None,
@@ -202,10 +213,26 @@ fn one_run(id: u32, fail: bool, threads: u32, per_role: u32, barrier: u32, base:
                 _ if collided => Some(-11),
                 _ => Some(0),
             };
-            calls.push(Call { func, role, instance: instance[r][func as usize], entry_ns: entry, exit_ns: Some(exit), args: [ptr_arg, i64::from(k), 0], ret });
+            calls.push(Call {
+                func,
+                role,
+                instance: instance[r][func as usize],
+                entry_ns: entry,
+                exit_ns: Some(exit),
+                args: [ptr_arg, i64::from(k), 0],
+                ret,
+            });
             if collided {
                 let h = exit + 200;
-                calls.push(Call { func: handler, role, instance: 1, entry_ns: h, exit_ns: Some(h + 3_000), args: [0; 3], ret: None });
+                calls.push(Call {
+                    func: handler,
+                    role,
+                    instance: 1,
+                    entry_ns: h,
+                    exit_ns: Some(h + 3_000),
+                    args: [0; 3],
+                    ret: None,
+                });
                 t[r] = h + 3_000;
             } else {
                 t[r] = exit;
@@ -215,7 +242,13 @@ fn one_run(id: u32, fail: bool, threads: u32, per_role: u32, barrier: u32, base:
     calls.sort_by_key(|c| c.entry_ns);
     let end = calls.iter().filter_map(|c| c.exit_ns).max().unwrap_or(0) + 1_000;
     let threads = (0..threads)
-        .map(|r| Thread { role: r, tid: 100 + r, name: if r == 0 { "main".into() } else { "worker".into() }, parent: (r > 0).then_some(0), created_ns: 0 })
+        .map(|r| Thread {
+            role: r,
+            tid: 100 + r,
+            name: if r == 0 { "main".into() } else { "worker".into() },
+            parent: (r > 0).then_some(0),
+            created_ns: 0,
+        })
         .collect();
     Run {
         id,
@@ -243,8 +276,16 @@ mod tests {
     fn generated_workload_contains_its_failure() {
         let s = generate(40, 400, 4, 50, 7);
         assert!(s.runs.iter().any(|r| r.failed()) && s.runs.iter().any(|r| !r.failed()));
-        let a = analyze(&s, &Options { safe: SafeList::new(&["*"]).unwrap(), ..Options::default() }).unwrap();
-        let fd: Vec<Kind> = a.scores.iter().filter(|x| x.fully_discriminative).filter_map(|x| a.catalog.get(x.id)).map(|p| p.key.kind).collect();
+        let a =
+            analyze(&s, &Options { safe: SafeList::new(&["*"]).unwrap(), ..Options::default() })
+                .unwrap();
+        let fd: Vec<Kind> = a
+            .scores
+            .iter()
+            .filter(|x| x.fully_discriminative)
+            .filter_map(|x| a.catalog.get(x.id))
+            .map(|p| p.key.kind)
+            .collect();
         for kind in [Kind::TooSlow, Kind::Overlap, Kind::ErrorReturn, Kind::CountAbove] {
             assert!(fd.contains(&kind), "{kind:?} missing from {fd:?}");
         }

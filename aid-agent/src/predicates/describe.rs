@@ -29,14 +29,22 @@ impl Names {
     }
 
     fn role(&self, r: Role) -> String {
-        self.roles.get(&r).cloned().unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
+        self.roles
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
     }
 
     fn call(&self, s: Site) -> String {
         format!("call {} of {} on {}", s.instance, self.func(s.func), self.role(s.role))
     }
 
-    pub fn describe(&self, key: &PredKey, cond: &Condition, count_range: Option<(u32, u32)>) -> String {
+    pub fn describe(
+        &self,
+        key: &PredKey,
+        cond: &Condition,
+        count_range: Option<(u32, u32)>,
+    ) -> String {
         let site = key.site();
         let range = |r: Option<(u32, u32)>| match r {
             Some((lo, hi)) if lo == hi => format!("{lo}"),
@@ -45,7 +53,10 @@ impl Names {
         };
         match (key.kind, cond) {
             (Kind::Failure, _) => "the run fails".into(),
-            (_, Condition::RetNot { value }) => format!("{} returns a value other than {value}, which every passing run returned", self.call(site)),
+            (_, Condition::RetNot { value }) => format!(
+                "{} returns a value other than {value}, which every passing run returned",
+                self.call(site)
+            ),
             (_, Condition::ErrorValue { negative, zero }) => {
                 let what = match (negative, zero) {
                     (true, true) => "a negative value or 0",
@@ -55,24 +66,59 @@ impl Names {
                 };
                 format!("{} returns an error: {what}", self.call(site))
             }
-            (_, Condition::LongerThan { max_ns }) => format!("{} runs too slow: longer than {}, the slowest passing run", self.call(site), duration(*max_ns)),
-            (_, Condition::ShorterThan { min_ns }) => format!("{} runs too fast: shorter than {}, the fastest passing run", self.call(site), duration(*min_ns)),
-            (_, Condition::CountAbove { max: 0 }) => format!("{} is called on {}, which no passing run does", self.func(key.func), self.role(key.role)),
+            (_, Condition::LongerThan { max_ns }) => format!(
+                "{} runs too slow: longer than {}, the slowest passing run",
+                self.call(site),
+                duration(*max_ns)
+            ),
+            (_, Condition::ShorterThan { min_ns }) => format!(
+                "{} runs too fast: shorter than {}, the fastest passing run",
+                self.call(site),
+                duration(*min_ns)
+            ),
+            (_, Condition::CountAbove { max: 0 }) => format!(
+                "{} is called on {}, which no passing run does",
+                self.func(key.func),
+                self.role(key.role)
+            ),
             (_, Condition::CountAbove { max }) => {
-                format!("{} is called more than {max} times on {} (passing runs: {})", self.func(key.func), self.role(key.role), range(count_range))
+                format!(
+                    "{} is called more than {max} times on {} (passing runs: {})",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
             }
             (_, Condition::CountBelow { min }) => {
-                format!("{} is called fewer than {min} times on {} (passing runs: {})", self.func(key.func), self.role(key.role), range(count_range))
+                format!(
+                    "{} is called fewer than {min} times on {} (passing runs: {})",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
             }
             (_, Condition::NoCall) => {
-                format!("{} is never called on {} (passing runs call it {} times)", self.func(key.func), self.role(key.role), range(count_range))
+                format!(
+                    "{} is never called on {} (passing runs call it {} times)",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
             }
             (_, Condition::EndsBefore) => match key.other {
-                Some(o) => format!("{} ends before {} starts, which no passing run shows", self.call(site), self.call(o)),
+                Some(o) => format!(
+                    "{} ends before {} starts, which no passing run shows",
+                    self.call(site),
+                    self.call(o)
+                ),
                 None => format!("{} ends early", self.call(site)),
             },
             (_, Condition::OverlapSamePointer) => match key.other {
-                Some(o) => format!("{} and {} run at the same time on the same object, which no passing run shows", self.call(site), self.call(o)),
+                Some(o) => format!(
+                    "{} and {} run at the same time on the same object, which no passing run shows",
+                    self.call(site),
+                    self.call(o)
+                ),
                 None => format!("{} overlaps another call", self.call(site)),
             },
             (_, Condition::Failure) => "the run fails".into(),

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{Catalog, Condition, Kind, PredId, Predicate, RunTruth, index::{RunIndex, end_of, share_pointer}};
+use super::{
+    Catalog, Condition, Kind, PredId, Predicate, RunTruth,
+    index::{RunIndex, end_of, share_pointer},
+};
 use crate::{bitset::BitSet, model::Run};
 
 /// `only`: evaluate just these ids (F always).
@@ -46,7 +49,8 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
         Condition::Failure => (true, run.failed().then_some(run.end_ns)),
         Condition::CountAbove { max } => {
             let n = idx.count(key.func, key.role);
-            let at = (n > *max).then(|| idx.nth(key.func, key.role, max + 1).map_or(run.end_ns, |c| c.entry_ns));
+            let at = (n > *max)
+                .then(|| idx.nth(key.func, key.role, max + 1).map_or(run.end_ns, |c| c.entry_ns));
             (true, at)
         }
         Condition::CountBelow { min } => {
@@ -55,8 +59,12 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
         }
         Condition::NoCall => (true, (idx.count(key.func, key.role) == 0).then_some(run.end_ns)),
         Condition::EndsBefore | Condition::OverlapSamePointer => {
-            let Some(other) = key.other else { return (false, None) };
-            let (Some(a), Some(b)) = (idx.call(key.site()), idx.call(other)) else { return (false, None) };
+            let Some(other) = key.other else {
+                return (false, None);
+            };
+            let (Some(a), Some(b)) = (idx.call(key.site()), idx.call(other)) else {
+                return (false, None);
+            };
             if p.key.kind == Kind::Order {
                 let holds = a.exit_ns.is_some_and(|x| x < b.entry_ns);
                 (true, holds.then_some(b.entry_ns))
@@ -69,11 +77,15 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
             }
         }
         cond => {
-            let Some(c) = idx.call(key.site()) else { return (false, None) };
+            let Some(c) = idx.call(key.site()) else {
+                return (false, None);
+            };
             let mut at = c.exit_ns.unwrap_or(run.end_ns);
             let holds = match *cond {
                 Condition::RetNot { value } => c.ret.is_some_and(|v| v != value),
-                Condition::ErrorValue { negative, zero } => c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0)),
+                Condition::ErrorValue { negative, zero } => {
+                    c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0))
+                }
                 Condition::LongerThan { max_ns } => {
                     at = c.entry_ns.saturating_add(max_ns).saturating_add(1);
                     end_of(c, run) - c.entry_ns > max_ns

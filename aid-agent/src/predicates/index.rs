@@ -53,18 +53,20 @@ impl Hasher for FxHasher {
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
+/// Call indices of one (function, role) by instance (None where an
+/// instance is missing), and how many calls there were.
+type Slots = (Vec<Option<u32>>, u32);
+
 /// Calls of one run by site.
 pub(crate) struct RunIndex<'r> {
     pub run: &'r Run,
-    /// (func, role) → call indices by instance (None where an instance is
-    /// missing), and how many calls there were.
-    by_fr: FxMap<(FuncId, Role), (Vec<Option<u32>>, u32)>,
+    by_fr: FxMap<(FuncId, Role), Slots>,
 }
 
 impl<'r> RunIndex<'r> {
     /// Indexes the calls whose function passes `keep`.
     pub fn new(run: &'r Run, keep: impl Fn(FuncId) -> bool) -> Self {
-        let mut by_fr: FxMap<(FuncId, Role), (Vec<Option<u32>>, u32)> = FxMap::default();
+        let mut by_fr: FxMap<(FuncId, Role), Slots> = FxMap::default();
         for (i, c) in run.calls.iter().enumerate() {
             if !keep(c.func) || c.instance == 0 {
                 continue;

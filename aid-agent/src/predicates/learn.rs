@@ -17,7 +17,9 @@ use super::{
     describe::Names,
     index::{FxMap, FxSet, RunIndex, end_of, pointer_mask, pointers},
 };
-use crate::model::{FuncId, Intervention, Label, Point, Role, Run, Session, Site, ValueKind, ValueType};
+use crate::model::{
+    FuncId, Intervention, Label, Point, Role, Run, Session, Site, ValueKind, ValueType,
+};
 
 /// What the passing runs showed for one call site.
 #[derive(Clone, Debug, Default)]
@@ -48,7 +50,11 @@ impl SiteStats {
 
     /// The most common passing value that is not an error.
     fn usual(&self, is_error: impl Fn(i64) -> bool) -> Option<i64> {
-        self.values.iter().filter(|(v, _)| !is_error(*v)).max_by_key(|&&(v, n)| (n, std::cmp::Reverse(v))).map(|&(v, _)| v)
+        self.values
+            .iter()
+            .filter(|(v, _)| !is_error(*v))
+            .max_by_key(|&&(v, n)| (n, std::cmp::Reverse(v)))
+            .map(|&(v, _)| v)
     }
 }
 
@@ -85,8 +91,10 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     }
     // Incomplete runs have holes in their call lists; the caller excludes
     // them, and so do we.
-    let passing: Vec<&Run> = session.runs.iter().filter(|r| r.complete && r.label == Label::Pass).collect();
-    let failing: Vec<&Run> = session.runs.iter().filter(|r| r.complete && r.label == Label::Fail).collect();
+    let passing: Vec<&Run> =
+        session.runs.iter().filter(|r| r.complete && r.label == Label::Pass).collect();
+    let failing: Vec<&Run> =
+        session.runs.iter().filter(|r| r.complete && r.label == Label::Fail).collect();
     if passing.is_empty() {
         return Err(PredicateError::NoPassingRuns);
     }
@@ -101,7 +109,8 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     keys.sort_unstable();
 
     let names = Names::new(session);
-    let error_test = |f: FuncId| error_test(config, funcs.ret.get(f as usize).copied().unwrap_or_default());
+    let error_test =
+        |f: FuncId| error_test(config, funcs.ret.get(f as usize).copied().unwrap_or_default());
     let mut predicates = vec![Predicate {
         id: PredId(0),
         key: PredKey::failure(),
@@ -117,26 +126,43 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         let (condition, intervention) = match key.kind {
             Kind::Failure => continue,
             Kind::RetDiffers => {
-                let Some(v) = st.and_then(SiteStats::uniform) else { continue };
-                (Condition::RetNot { value: v }, Some(Intervention::OverrideReturn { site, value: v }))
+                let Some(v) = st.and_then(SiteStats::uniform) else {
+                    continue;
+                };
+                (
+                    Condition::RetNot { value: v },
+                    Some(Intervention::OverrideReturn { site, value: v }),
+                )
             }
             Kind::ErrorReturn => {
-                let Some((negative, zero)) = error_test(key.func) else { continue };
+                let Some((negative, zero)) = error_test(key.func) else {
+                    continue;
+                };
                 let usual = st.and_then(|s| s.usual(|v| (negative && v < 0) || (zero && v == 0)));
-                (Condition::ErrorValue { negative, zero }, usual.map(|value| Intervention::OverrideReturn { site, value }))
+                (
+                    Condition::ErrorValue { negative, zero },
+                    usual.map(|value| Intervention::OverrideReturn { site, value }),
+                )
             }
             Kind::TooSlow => {
                 let Some(st) = st else { continue };
                 // Premature return needs the value every passing run
                 // returned; a void function needs none.
-                let void = funcs.ret.get(key.func as usize).is_some_and(|t| t.kind == ValueKind::Void);
+                let void =
+                    funcs.ret.get(key.func as usize).is_some_and(|t| t.kind == ValueKind::Void);
                 let value = if void { Some(0) } else { st.uniform() };
-                (Condition::LongerThan { max_ns: st.max_ns }, value.map(|value| Intervention::ReturnEarly { site, value }))
+                (
+                    Condition::LongerThan { max_ns: st.max_ns },
+                    value.map(|value| Intervention::ReturnEarly { site, value }),
+                )
             }
             Kind::TooFast => {
                 let Some(st) = st else { continue };
                 let delay_us = st.min_ns.div_ceil(1000).max(1);
-                (Condition::ShorterThan { min_ns: st.min_ns }, Some(Intervention::DelayExit { site, delay_us }))
+                (
+                    Condition::ShorterThan { min_ns: st.min_ns },
+                    Some(Intervention::DelayExit { site, delay_us }),
+                )
             }
             Kind::CountAbove => (Condition::CountAbove { max: counts.map_or(0, |c| c.1) }, None),
             Kind::CountBelow => (Condition::CountBelow { min: counts.map_or(0, |c| c.0) }, None),
@@ -147,11 +173,21 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
                 let hold = if reversed {
                     // Passing runs ran `other` to completion before this
                     // call started: restore that.
-                    Intervention::HoldUntil { site, point: Point::Entry, until: other, until_point: Point::Exit }
+                    Intervention::HoldUntil {
+                        site,
+                        point: Point::Entry,
+                        until: other,
+                        until_point: Point::Exit,
+                    }
                 } else {
                     // Passing runs had `other` start before this call
                     // ended: hold the exit until it has.
-                    Intervention::HoldUntil { site, point: Point::Exit, until: other, until_point: Point::Entry }
+                    Intervention::HoldUntil {
+                        site,
+                        point: Point::Exit,
+                        until: other,
+                        until_point: Point::Entry,
+                    }
                 };
                 (Condition::EndsBefore, Some(hold))
             }
@@ -201,7 +237,9 @@ fn baseline(passing: &[&Run], funcs: &Funcs) -> Baseline {
     for run in passing {
         let idx = RunIndex::new(run, |f| funcs.keep(f));
         for c in run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
-            let st = sites.entry(site_of(c)).or_insert_with(|| SiteStats { min_ns: u64::MAX, ..Default::default() });
+            let st = sites
+                .entry(site_of(c))
+                .or_insert_with(|| SiteStats { min_ns: u64::MAX, ..Default::default() });
             match (c.ret, c.duration_ns()) {
                 (ret, Some(d)) => {
                     st.min_ns = st.min_ns.min(d);
@@ -229,35 +267,51 @@ fn baseline(passing: &[&Run], funcs: &Funcs) -> Baseline {
         overlaps.extend(overlap_pairs(run, funcs));
     }
     let n = passing.len() as u32;
-    let counts = counts.into_iter().map(|(k, (lo, hi, seen))| (k, (if seen < n { 0 } else { lo }, hi))).collect();
+    let counts = counts
+        .into_iter()
+        .map(|(k, (lo, hi, seen))| (k, (if seen < n { 0 } else { lo }, hi)))
+        .collect();
     Baseline { sites, counts, overlaps }
 }
 
 /// Departures from the baseline in the failing runs, and order candidates.
-fn candidates(failing: &[&Run], funcs: &Funcs, base: &Baseline, config: &ExtractConfig) -> (FxSet<PredKey>, FxSet<(Site, Site)>) {
+fn candidates(
+    failing: &[&Run],
+    funcs: &Funcs,
+    base: &Baseline,
+    config: &ExtractConfig,
+) -> (FxSet<PredKey>, FxSet<(Site, Site)>) {
     let mut keys: FxSet<PredKey> = FxSet::default();
     let mut orders: FxSet<(Site, Site)> = FxSet::default();
-    let key = |kind: Kind, s: Site| PredKey { kind, func: s.func, role: s.role, instance: s.instance, other: None };
+    let key = |kind: Kind, s: Site| PredKey {
+        kind,
+        func: s.func,
+        role: s.role,
+        instance: s.instance,
+        other: None,
+    };
     for run in failing {
         let idx = RunIndex::new(run, |f| funcs.keep(f));
         for c in run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
             let site = site_of(c);
             if let Some(v) = c.ret {
                 let t = funcs.ret.get(c.func as usize).copied().unwrap_or_default();
-                if let Some((neg, zero)) = error_test(config, t) {
-                    if (neg && v < 0) || (zero && v == 0) {
-                        keys.insert(key(Kind::ErrorReturn, site));
-                    }
+                if let Some((neg, zero)) = error_test(config, t)
+                    && ((neg && v < 0) || (zero && v == 0))
+                {
+                    keys.insert(key(Kind::ErrorReturn, site));
                 }
             }
-            let Some(st) = base.sites.get(&site) else { continue };
+            let Some(st) = base.sites.get(&site) else {
+                continue;
+            };
             if st.returned == 0 {
                 continue;
             }
-            if let (Some(v), Some(x)) = (c.ret, st.uniform()) {
-                if v != x {
-                    keys.insert(key(Kind::RetDiffers, site));
-                }
+            if let (Some(v), Some(x)) = (c.ret, st.uniform())
+                && v != x
+            {
+                keys.insert(key(Kind::RetDiffers, site));
             }
             if !st.unfinished && end_of(c, run) - c.entry_ns > st.max_ns {
                 keys.insert(key(Kind::TooSlow, site));
@@ -266,7 +320,13 @@ fn candidates(failing: &[&Run], funcs: &Funcs, base: &Baseline, config: &Extract
                 keys.insert(key(Kind::TooFast, site));
             }
         }
-        let count_key = |kind: Kind, f: FuncId, r: Role| PredKey { kind, func: f, role: r, instance: 0, other: None };
+        let count_key = |kind: Kind, f: FuncId, r: Role| PredKey {
+            kind,
+            func: f,
+            role: r,
+            instance: 0,
+            other: None,
+        };
         for (f, r, n) in idx.groups() {
             let (lo, hi) = base.counts.get(&(f, r)).copied().unwrap_or((0, 0));
             if n > hi {
@@ -283,7 +343,13 @@ fn candidates(failing: &[&Run], funcs: &Funcs, base: &Baseline, config: &Extract
         }
         for (a, b) in overlap_pairs(run, funcs) {
             if !base.overlaps.contains(&(a, b)) {
-                keys.insert(PredKey { kind: Kind::Overlap, func: a.func, role: a.role, instance: a.instance, other: Some(b) });
+                keys.insert(PredKey {
+                    kind: Kind::Overlap,
+                    func: a.func,
+                    role: a.role,
+                    instance: a.instance,
+                    other: Some(b),
+                });
             }
         }
         near_orders(run, funcs, config.order_window, &mut orders);
@@ -332,7 +398,8 @@ fn near_orders(run: &Run, funcs: &Funcs, w: usize, out: &mut FxSet<(Site, Site)>
     if w == 0 {
         return;
     }
-    let mut roles: Vec<Role> = run.calls.iter().filter(|c| funcs.keep(c.func)).map(|c| c.role).collect();
+    let mut roles: Vec<Role> =
+        run.calls.iter().filter(|c| funcs.keep(c.func)).map(|c| c.role).collect();
     roles.sort_unstable();
     roles.dedup();
     let slot = |r: Role| roles.binary_search(&r).unwrap_or(0);
@@ -375,9 +442,14 @@ fn near_orders(run: &Run, funcs: &Funcs, w: usize, out: &mut FxSet<(Site, Site)>
 /// Keeps the order candidates no passing run shows, that co-occur in at
 /// least one passing run; the value says whether every passing run had the
 /// strict reverse order.
-fn filter_orders(passing: &[&Run], funcs: &Funcs, cands: FxSet<(Site, Site)>) -> FxMap<(Site, Site), bool> {
+fn filter_orders(
+    passing: &[&Run],
+    funcs: &Funcs,
+    cands: FxSet<(Site, Site)>,
+) -> FxMap<(Site, Site), bool> {
     // (pair, co-occurrences, always reversed)
-    let mut live: Vec<((Site, Site), u32, bool)> = cands.into_iter().map(|p| (p, 0, true)).collect();
+    let mut live: Vec<((Site, Site), u32, bool)> =
+        cands.into_iter().map(|p| (p, 0, true)).collect();
     live.sort_unstable_by_key(|e| e.0);
     for run in passing {
         if live.is_empty() {
@@ -385,12 +457,14 @@ fn filter_orders(passing: &[&Run], funcs: &Funcs, cands: FxSet<(Site, Site)>) ->
         }
         let idx = RunIndex::new(run, |f| funcs.keep(f));
         live.retain_mut(|(pair, co, reversed)| {
-            let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else { return true };
+            let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
+                return true;
+            };
             *co += 1;
             if a.exit_ns.is_some_and(|x| x < b.entry_ns) {
                 return false;
             }
-            if !b.exit_ns.is_some_and(|x| x < a.entry_ns) {
+            if b.exit_ns.is_none_or(|x| x >= a.entry_ns) {
                 *reversed = false;
             }
             true

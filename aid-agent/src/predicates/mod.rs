@@ -33,7 +33,9 @@ pub use learn::learn;
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct PredId(pub u32);
 
@@ -45,11 +47,15 @@ impl fmt::Display for PredId {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PredicateError {
-    #[error("no passing runs: predicates compare failing runs with passing ones, record runs until some pass")]
+    #[error(
+        "no passing runs: predicates compare failing runs with passing ones, record runs until some pass"
+    )]
     NoPassingRuns,
     #[error("no failing runs: record runs until the failure shows up at least once")]
     NoFailingRuns,
-    #[error("run {run} calls function id {func}, which the session does not define: the session is inconsistent")]
+    #[error(
+        "run {run} calls function id {func}, which the session does not define: the session is inconsistent"
+    )]
     UnknownFunction { run: u32, func: FuncId },
 }
 
@@ -141,7 +147,9 @@ impl fmt::Display for PredKey {
         let site = |s: Site| format!("f{}/r{}/#{}", s.func, s.role, s.instance);
         match (self.kind, self.other) {
             (Kind::Failure, _) => f.write_str("failure"),
-            (Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled, _) => write!(f, "{}:f{}/r{}", self.kind.name(), self.func, self.role),
+            (Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled, _) => {
+                write!(f, "{}:f{}/r{}", self.kind.name(), self.func, self.role)
+            }
             (_, Some(o)) => write!(f, "{}:{}+{}", self.kind.name(), site(self.site()), site(o)),
             (_, None) => write!(f, "{}:{}", self.kind.name(), site(self.site())),
         }
@@ -215,18 +223,31 @@ impl Default for ExtractConfig {
 pub enum Condition {
     Failure,
     /// ret ≠ value.
-    RetNot { value: i64 },
+    RetNot {
+        value: i64,
+    },
     /// ret < 0 (when `negative`) or ret = 0 (when `zero`).
-    ErrorValue { negative: bool, zero: bool },
+    ErrorValue {
+        negative: bool,
+        zero: bool,
+    },
     /// duration > max_ns (a call still running at the end counts from its
     /// entry to the end of the run).
-    LongerThan { max_ns: u64 },
+    LongerThan {
+        max_ns: u64,
+    },
     /// duration < min_ns.
-    ShorterThan { min_ns: u64 },
+    ShorterThan {
+        min_ns: u64,
+    },
     /// more than `max` calls.
-    CountAbove { max: u32 },
+    CountAbove {
+        max: u32,
+    },
     /// at least one call, fewer than `min`.
-    CountBelow { min: u32 },
+    CountBelow {
+        min: u32,
+    },
     /// no call at all.
     NoCall,
     /// the first call's exit precedes the second call's entry.
@@ -327,10 +348,22 @@ impl Catalog {
         self.index = self.predicates.iter().map(|p| (p.key, p.id)).collect();
     }
 
-    fn from_parts(predicates: Vec<Predicate>, passing_runs: u32, failing_runs: u32, session: &Session) -> Catalog {
+    fn from_parts(
+        predicates: Vec<Predicate>,
+        passing_runs: u32,
+        failing_runs: u32,
+        session: &Session,
+    ) -> Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
-        let mut c = Catalog { predicates, passing_runs, failing_runs, internal, pointer_args, index: HashMap::new() };
+        let mut c = Catalog {
+            predicates,
+            passing_runs,
+            failing_runs,
+            internal,
+            pointer_args,
+            index: HashMap::new(),
+        };
         c.reindex();
         c
     }

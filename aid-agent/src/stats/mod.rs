@@ -54,7 +54,10 @@ pub struct Scores {
 }
 
 /// Counts, for every predicate id below `len`, over these runs' truth.
-pub fn tally<'a>(len: usize, truths: impl IntoIterator<Item = &'a RunTruth>) -> (Vec<Counts>, Totals) {
+pub fn tally<'a>(
+    len: usize,
+    truths: impl IntoIterator<Item = &'a RunTruth>,
+) -> (Vec<Counts>, Totals) {
     let mut counts = vec![Counts::default(); len];
     let mut totals = Totals::default();
     for t in truths {
@@ -103,7 +106,8 @@ pub fn score(id: PredId, c: Counts, totals: Totals) -> Scores {
     } else {
         f64::from(c.failing_true).ln() / f64::from(totals.failing).ln()
     };
-    let importance = if increase > 0.0 && spread > 0.0 { 2.0 / (1.0 / increase + 1.0 / spread) } else { 0.0 };
+    let importance =
+        if increase > 0.0 && spread > 0.0 { 2.0 / (1.0 / increase + 1.0 / spread) } else { 0.0 };
     Scores {
         id,
         counts: c,
@@ -113,7 +117,9 @@ pub fn score(id: PredId, c: Counts, totals: Totals) -> Scores {
         context,
         increase,
         importance,
-        fully_discriminative: totals.failing > 0 && c.failing_true == totals.failing && c.passing_true == 0,
+        fully_discriminative: totals.failing > 0
+            && c.failing_true == totals.failing
+            && c.passing_true == 0,
     }
 }
 
@@ -147,7 +153,8 @@ mod tests {
         // 10 failing, 30 passing runs; P true in 8 failing and 2 passing,
         // observed in all 10 failing and 20 passing.
         let totals = Totals { failing: 10, passing: 30 };
-        let c = Counts { failing_true: 8, passing_true: 2, failing_observed: 10, passing_observed: 20 };
+        let c =
+            Counts { failing_true: 8, passing_true: 2, failing_observed: 10, passing_observed: 20 };
         let s = score(PredId(1), c, totals);
         assert!(close(s.failure, 0.8));
         assert!(close(s.precision, 0.8));
@@ -162,21 +169,40 @@ mod tests {
     #[test]
     fn fully_discriminative_and_degenerate_cases() {
         let totals = Totals { failing: 4, passing: 6 };
-        let fd = score(PredId(1), Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 6 }, totals);
+        let fd = score(
+            PredId(1),
+            Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 6 },
+            totals,
+        );
         assert!(fd.fully_discriminative);
         assert!(close(fd.importance, 2.0 / (1.0 / 0.6 + 1.0)));
         // True in a single failing run: log 1 = 0, no importance.
-        let once = score(PredId(2), Counts { failing_true: 1, passing_true: 0, failing_observed: 4, passing_observed: 6 }, totals);
+        let once = score(
+            PredId(2),
+            Counts { failing_true: 1, passing_true: 0, failing_observed: 4, passing_observed: 6 },
+            totals,
+        );
         assert_eq!(once.importance, 0.0);
         // An invariant of the failing path: Increase 0, no importance.
-        let inv = score(PredId(3), Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 0 }, totals);
+        let inv = score(
+            PredId(3),
+            Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 0 },
+            totals,
+        );
         assert_eq!(inv.increase, 0.0);
         assert_eq!(inv.importance, 0.0);
         // Never true, never observed.
         let none = score(PredId(4), Counts::default(), totals);
-        assert_eq!((none.precision, none.recall, none.context, none.importance), (0.0, 0.0, 0.0, 0.0));
+        assert_eq!(
+            (none.precision, none.recall, none.context, none.importance),
+            (0.0, 0.0, 0.0, 0.0)
+        );
         // One failing run in the session.
-        let single = score(PredId(5), Counts { failing_true: 1, passing_true: 0, failing_observed: 1, passing_observed: 5 }, Totals { failing: 1, passing: 5 });
+        let single = score(
+            PredId(5),
+            Counts { failing_true: 1, passing_true: 0, failing_observed: 1, passing_observed: 5 },
+            Totals { failing: 1, passing: 5 },
+        );
         assert!(single.fully_discriminative);
         assert!(single.importance > 0.0);
         assert_eq!(rank(&[once, fd, inv]), vec![PredId(1), PredId(3), PredId(2)]);

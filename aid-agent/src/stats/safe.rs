@@ -37,10 +37,14 @@ impl SafeList {
         let mut b = GlobSetBuilder::new();
         for p in patterns {
             let p = p.as_ref();
-            let g = Glob::new(p).map_err(|source| StatsError::BadPattern { pattern: p.to_string(), source })?;
+            let g = Glob::new(p)
+                .map_err(|source| StatsError::BadPattern { pattern: p.to_string(), source })?;
             b.add(g);
         }
-        let set = b.build().map_err(|source| StatsError::BadPattern { pattern: patterns.iter().map(|p| p.as_ref()).collect::<Vec<_>>().join(","), source })?;
+        let set = b.build().map_err(|source| StatsError::BadPattern {
+            pattern: patterns.iter().map(|p| p.as_ref()).collect::<Vec<_>>().join(","),
+            source,
+        })?;
         Ok(SafeList { patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(), set })
     }
 
@@ -56,7 +60,10 @@ impl SafeList {
     /// function it acts on is declared safe.
     pub fn allows(&self, intervention: &Intervention, functions: &[Function]) -> bool {
         !intervention.changes_values()
-            || intervention.acting_sites().iter().all(|s| functions.get(s.func as usize).is_some_and(|f| self.is_safe(f)))
+            || intervention
+                .acting_sites()
+                .iter()
+                .all(|s| functions.get(s.func as usize).is_some_and(|f| self.is_safe(f)))
     }
 }
 
@@ -84,14 +91,25 @@ mod tests {
 
     #[test]
     fn only_value_changes_need_the_allowlist() {
-        let funcs = vec![f(0, "cache::lookup", "_ZN5cache6lookupE"), f(1, "update_salary", "update_salary")];
+        let funcs = vec![
+            f(0, "cache::lookup", "_ZN5cache6lookupE"),
+            f(1, "update_salary", "update_salary"),
+        ];
         let safe = SafeList::new(&["cache::*"]).unwrap();
         let s = |func| Site { func, role: 0, instance: 1 };
         assert!(safe.allows(&Intervention::OverrideReturn { site: s(0), value: 50 }, &funcs));
         assert!(!safe.allows(&Intervention::OverrideReturn { site: s(1), value: 0 }, &funcs));
         assert!(!safe.allows(&Intervention::ReturnEarly { site: s(1), value: 0 }, &funcs));
         assert!(safe.allows(&Intervention::DelayExit { site: s(1), delay_us: 5 }, &funcs));
-        assert!(safe.allows(&Intervention::HoldUntil { site: s(1), point: Point::Entry, until: s(0), until_point: Point::Exit }, &funcs));
+        assert!(safe.allows(
+            &Intervention::HoldUntil {
+                site: s(1),
+                point: Point::Entry,
+                until: s(0),
+                until_point: Point::Exit
+            },
+            &funcs
+        ));
         assert!(SafeList::new(&["_ZN5cache*"]).unwrap().is_safe(&funcs[0]), "symbols match too");
         assert!(!SafeList::default().is_safe(&funcs[0]));
         let err = SafeList::new(&["get_[a"]).unwrap_err();
