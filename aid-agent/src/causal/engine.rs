@@ -216,3 +216,92 @@ fn format_group(ids: &BTreeSet<PredId>) -> String {
     let v: Vec<String> = ids.iter().map(|p| p.to_string()).collect();
     format!("{{{}}}", v.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::causal::{Observation, discover};
+
+    /// Replays scripted observations and records the groups asked for.
+    struct Script {
+        answers: VecDeque<Observation>,
+        asked: Vec<BTreeSet<PredId>>,
+    }
+
+    impl Oracle for Script {
+        fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+            self.asked.push(group.clone());
+            self.answers.pop_front().ok_or_else(|| anyhow::anyhow!("script exhausted"))
+        }
+    }
+
+    fn obs(failed: bool, held: &[u32], valid: bool) -> Observation {
+        Observation { failed, held: held.iter().map(|&i| PredId(i)).collect(), valid }
+    }
+
+    fn chain() -> AcDag {
+        AcDag::from_edges(&[PredId(1), PredId(2)], PredId(0), &[(PredId(1), PredId(2))]).unwrap()
+    }
+
+    #[test]
+    fn a_round_takes_k_runs_unless_one_fails_and_invalid_runs_do_not_count() {
+        // p = 0.5, confidence 0.9: k = 4. AID tests P1 alone (the frontier):
+        // an invalid run, then four passing runs → P1 confirmed; then P2:
+        // the first run fails → pruned at once.
+        let dag = chain();
+        let mut o = Script {
+            answers: [
+                obs(false, &[], false),
+                obs(false, &[], true),
+                obs(false, &[], true),
+                obs(false, &[], true),
+                obs(false, &[], true),
+                obs(true, &[1], true),
+            ]
+            .into(),
+            asked: vec![],
+        };
+        let config = Config { failure_rate: 0.5, confidence: 0.9, ..Config::default() };
+        let d = discover(&dag, Strategy::Aid, &mut o, &config).unwrap();
+        assert_eq!(d.runs_per_round, 4);
+        assert_eq!(d.runs, 6);
+        assert_eq!(d.interventions, 2);
+        assert_eq!(
+            (d.rounds[0].runs, d.rounds[0].invalid_runs, d.rounds[0].failure_stopped),
+            (4, 1, true)
+        );
+        assert_eq!((d.rounds[1].runs, d.rounds[1].failure_stopped), (1, false));
+        assert_eq!(d.path, vec![PredId(1)]);
+        assert_eq!(o.asked[0], BTreeSet::from([PredId(1)]));
+        assert_eq!(o.asked[5], BTreeSet::from([PredId(2)]));
+    }
+
+    #[test]
+    fn runs_that_never_apply_the_intervention_end_in_an_error() {
+        let dag = chain();
+        let mut o =
+            Script { answers: (0..5).map(|_| obs(false, &[], false)).collect(), asked: vec![] };
+        let config = Config { max_invalid_runs: 3, ..Config::default() };
+        let err = discover(&dag, Strategy::AidPaper, &mut o, &config).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "intervention on {P1} could not be applied in 3 consecutive runs: check that the target \
+             reaches those call sites"
+        );
+    }
+
+    #[test]
+    fn oracle_errors_and_bad_rates_surface() {
+        let dag = chain();
+        let mut o = Script { answers: VecDeque::new(), asked: vec![] };
+        let err = discover(&dag, Strategy::Tagt, &mut o, &Config::default()).unwrap_err();
+        assert!(matches!(err, CausalError::Oracle(_)));
+        let bad = Config { failure_rate: 0.0, ..Config::default() };
+        assert!(matches!(
+            discover(&dag, Strategy::Aid, &mut o, &bad),
+            Err(CausalError::BadFailureRate(_))
+        ));
+    }
+}

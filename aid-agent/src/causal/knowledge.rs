@@ -238,3 +238,138 @@ impl Knowledge {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predicates::PredId;
+
+    fn p(i: u32) -> PredId {
+        PredId(i)
+    }
+
+    /// 1 → 2 → 3 and 1 → 4 (4 unordered with 2 and 3).
+    fn dag() -> AcDag {
+        AcDag::from_edges(
+            &[p(1), p(2), p(3), p(4)],
+            p(0),
+            &[(p(1), p(2)), (p(2), p(3)), (p(1), p(4))],
+        )
+        .unwrap()
+    }
+
+    fn set(dag: &AcDag, ids: &[u32]) -> BitSet {
+        BitSet::from_iter(dag.nodes(), ids.iter().map(|&i| dag.index_of(p(i)).unwrap()))
+    }
+
+    fn ev(dag: &AcDag, round: usize, group: &[u32], stopped: bool, held: &[u32]) -> Evidence {
+        let held = set(dag, held);
+        let mut absent = BitSet::full(dag.nodes());
+        absent.difference_with(&held);
+        absent.remove(dag.f_index());
+        Evidence {
+            round,
+            group: set(dag, group),
+            stopped,
+            held_no_fail: if stopped { held.clone() } else { BitSet::new(dag.nodes()) },
+            absent_fail: if stopped { BitSet::new(dag.nodes()) } else { absent },
+            held_any: held,
+        }
+    }
+
+    fn named(dag: &AcDag, changes: &[Change]) -> Vec<(PredId, Status)> {
+        changes.iter().map(|&(i, s, _)| (dag.id(i), s)).collect()
+    }
+
+    #[test]
+    fn def2_spares_ancestors_of_the_group() {
+        let d = dag();
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: false });
+        // Intervening on 3 stops F; 1, 2 and 4 still hold. 4 is pruned;
+        // 1 and 2 precede 3 and might be its cause.
+        let c = kb.absorb(&d, ev(&d, 0, &[3], true, &[1, 2, 4]));
+        assert_eq!(named(&d, &c), vec![(p(3), Status::Causal), (p(4), Status::Spurious)]);
+        assert!(kb.is_open(d.index_of(p(1)).unwrap()) && kb.is_open(d.index_of(p(2)).unwrap()));
+    }
+
+    #[test]
+    fn failure_with_a_predicate_absent_prunes_even_an_ancestor_in_our_rules() {
+        let d = dag();
+        // Intervening on {3} while F persists and 2 was absent: Def. 2
+        // exempts 2 (it precedes 3); our rule does not need to.
+        let mut paper = Knowledge::new(&d, Rules { def2: true, extended: false });
+        let c = paper.absorb(&d, ev(&d, 0, &[3], false, &[1, 4]));
+        assert_eq!(named(&d, &c), vec![(p(3), Status::Spurious)]);
+        let mut ours = Knowledge::new(&d, Rules { def2: true, extended: true });
+        let c = ours.absorb(&d, ev(&d, 0, &[3], false, &[1, 4]));
+        assert_eq!(named(&d, &c), vec![(p(3), Status::Spurious), (p(2), Status::Spurious)]);
+    }
+
+    #[test]
+    fn causes_prune_what_they_are_not_ordered_with() {
+        let d = dag();
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
+        // Round 0: {2, 3} stops F (a cause is among them); nothing held.
+        assert!(kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[])).is_empty());
+        // Round 1: 1 alone stops F: confirmed; it is ordered with everything.
+        let c = kb.absorb(&d, ev(&d, 1, &[1], true, &[]));
+        assert_eq!(named(&d, &c), vec![(p(1), Status::Causal)]);
+        // Round 2: 2 alone stops F: confirmed, and 4, which is not ordered
+        // with 2, cannot be on the same causal path. Round 0 is explained
+        // by 2, so nothing follows about 3.
+        let c = kb.absorb(&d, ev(&d, 2, &[2], true, &[1]));
+        let reasons: Vec<(PredId, Reason)> =
+            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (p(2), Reason::StoppedFailure { round: 2 }),
+                (p(4), Reason::NotOrderedWith { cause: p(2) })
+            ]
+        );
+        assert!(kb.is_open(d.index_of(p(3)).unwrap()));
+    }
+
+    #[test]
+    fn elimination_confirms_the_last_member_of_a_stopping_group() {
+        let d = dag();
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
+        kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[1, 4]));
+        // {3} alone: F persists → 3 pruned, so 2 must be the cause of round 0.
+        let c = kb.absorb(&d, ev(&d, 1, &[3], false, &[1, 2, 4]));
+        let reasons: Vec<(PredId, Reason)> =
+            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (p(3), Reason::FailurePersisted { round: 1 }),
+                (p(2), Reason::Elimination { round: 0 })
+            ]
+        );
+    }
+
+    #[test]
+    fn a_confirmed_cause_that_still_holds_clears_the_group_above_it() {
+        // Chain 1 → 2 → 3 → 4 with 2 confirmed.
+        let d = AcDag::from_edges(
+            &[p(1), p(2), p(3), p(4)],
+            p(0),
+            &[(p(1), p(2)), (p(2), p(3)), (p(3), p(4))],
+        )
+        .unwrap();
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
+        kb.absorb(&d, ev(&d, 0, &[2], true, &[1]));
+        // {1, 3} stops F while 2 still held: 1 cannot be on the path (it
+        // would have removed 2), so the cause is 3.
+        let c = kb.absorb(&d, ev(&d, 1, &[1, 3], true, &[2]));
+        let reasons: Vec<(PredId, Reason)> =
+            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (p(1), Reason::WitnessHeld { witness: p(2), round: 1 }),
+                (p(3), Reason::Elimination { round: 1 })
+            ]
+        );
+    }
+}
