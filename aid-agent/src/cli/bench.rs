@@ -119,7 +119,7 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
-        println!("{}", summary(&results));
+        print!("{}", summary(&results));
     }
     if misses > 0 {
         eprintln!(
@@ -154,16 +154,29 @@ fn row(r: &SettingResult) -> String {
 }
 
 fn summary(results: &[SettingResult]) -> String {
-    let Some(first) = results.first() else {
-        return String::new();
-    };
-    let mut out = String::from("overall:");
+    let Some(first) = results.first() else { return String::new() };
+    let apps: u32 = results.iter().map(|r| r.apps).sum();
+    let capped: u32 = results.iter().map(|r| r.capped).sum();
+    let mut out = format!(
+        "{apps} applications, {capped} with the causal count capped\n{:<10} {:>10} {:>6} {:>14} {:>7}\n",
+        "approach", "mean", "worst", "runs per app", "misses"
+    );
     for (k, s) in first.strategies.iter().enumerate() {
+        let per = |f: &dyn Fn(&SettingResult) -> f64| {
+            results.iter().map(f).sum::<f64>() / results.len() as f64
+        };
         let max = results.iter().map(|r| r.strategies[k].max_interventions).max().unwrap_or(0);
-        let mean = results.iter().map(|r| r.strategies[k].mean_interventions).sum::<f64>()
-            / results.len() as f64;
+        let mean = per(&|r| r.strategies[k].mean_interventions);
+        let runs = per(&|r| r.strategies[k].mean_runs);
         let misses: u32 = results.iter().map(|r| r.strategies[k].misses).sum();
-        out.push_str(&format!("  {} mean {:.2} worst {} misses {}", s.strategy, mean, max, misses));
+        out.push_str(&format!(
+            "{:<10} {:>10.2} {:>6} {:>14.0} {:>7}\n",
+            s.strategy.to_string(),
+            mean,
+            max,
+            runs,
+            misses
+        ));
     }
     out
 }
