@@ -238,13 +238,10 @@ impl Oracle for ProgramOracle<'_> {
         let slow = self.rng.random_bool(self.p);
         self.next_id += 1;
         let run = execute(self.next_id, slow, &ivs, &mut self.rng);
-        let truth = self.catalog.evaluate_only(&run, group);
-        let mut held = truth.held_ids();
-        held.remove(&self.catalog.failure());
-        // Judge every candidate, not only the intervened ones.
-        let all = self.catalog.evaluate(&run);
-        held.extend(all.held_ids().into_iter().filter(|&x| x != self.catalog.failure()));
-        Ok(Observation { failed: run.failed(), held, valid: true })
+        // Judge every predicate, not only the intervened ones: pruning
+        // needs to know what else still held.
+        let truth = self.catalog.evaluate(&run);
+        Ok(Observation::from_truth(&truth, self.catalog.failure(), true))
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::predicates::PredId;
+use crate::predicates::{PredId, RunTruth};
 
 /// What one execution under intervention showed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +21,17 @@ pub struct Observation {
     /// False when the intervention could not be applied (a site was never
     /// reached, a hold timed out): the run is no evidence and is repeated.
     pub valid: bool,
+}
+
+impl Observation {
+    /// The observation of an intervened run judged by the catalog
+    /// (`Catalog::evaluate` or `evaluate_only`): F decides `failed`, the
+    /// other predicates that held are `held`. `valid` is the caller's: every
+    /// intervention due in the run was applied and no hold timed out.
+    pub fn from_truth(truth: &RunTruth, failure: PredId, valid: bool) -> Observation {
+        let held = truth.held.iter().map(|&(p, _)| p).filter(|&p| p != failure).collect();
+        Observation { failed: truth.failed, held, valid }
+    }
 }
 
 /// Executes the target once per call.
