@@ -316,7 +316,10 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
             sc.recall,
             sc.counts.failing_true,
             sc.counts.passing_true,
-            row.status,
+            match a.excluded.iter().find(|(p, _)| *p == row.id) {
+                Some((_, Exclusion::SameAs { id })) => format!("same as {id}"),
+                _ => row.status.clone(),
+            },
             row.description
         );
         if (row.status == "candidate" || row.status == "unsafe")

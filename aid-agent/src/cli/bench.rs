@@ -97,6 +97,9 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     if a.apps == 0 {
         bail!("--apps 0: need at least one application per setting");
     }
+    if !(a.confidence > 0.0 && a.confidence < 1.0) {
+        bail!("--confidence {}: must be between 0 and 1 (exclusive)", a.confidence);
+    }
     let strategies =
         if a.strategies.is_empty() { Strategy::ALL.to_vec() } else { a.strategies.clone() };
     let cfg = StudyConfig {
