@@ -176,6 +176,8 @@ mod tests {
         assert!(paper_max <= 8, "AID-paper used {paper_max}");
         assert!(aid_max <= 8, "AID used {aid_max}");
         assert!(tagt_mean > 8.0, "TAGT mean {tagt_mean}");
+        // AID's walk is deterministic here (4 rounds); no TAGT seed matches it.
+        assert!(tagt_min > aid_max, "TAGT min {tagt_min}, AID max {aid_max}");
         eprintln!(
             "fig4: AID max {aid_max}, AID-paper max {paper_max}, TAGT mean {tagt_mean:.2} min {tagt_min}"
         );
