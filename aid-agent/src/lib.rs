@@ -6,6 +6,8 @@
 //! ([`predicates`], [`stats`]), order them into an approximate causal DAG and
 //! confirm the causal path with interventions ([`causal`]).
 
+pub mod analysis;
+mod bitset;
 pub mod causal;
 pub mod cli;
 pub mod control;
@@ -17,8 +19,8 @@ pub mod probe;
 pub mod recorder;
 pub mod runner;
 pub mod session;
+pub mod stats;
 pub mod symbols;
 pub mod trace;
 pub mod units;
 pub mod unwind;
-pub mod stats;

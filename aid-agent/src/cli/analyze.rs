@@ -1,6 +1,22 @@
-//! `aid-agent analyze SESSION`: the ranked predicate table.
+//! `aid-agent analyze SESSION`: the ranked predicate table (or `--json`),
+//! and optionally the AC-DAG as DOT. The analysis itself is
+//! [`crate::analysis::analyze`]; this file only reads arguments, loads the
+//! session and prints.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use anyhow::Context;
+
+use crate::{
+    analysis::{Options, analyze, render_table},
+    model::Session,
+    predicates::{ErrorClass, ExtractConfig},
+    stats::SafeList,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -9,8 +25,161 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Functions whose return value may be forced (glob, repeatable):
+    /// only these get premature-return and return-override interventions
+    /// (AID Sec. 3.2).
+    #[arg(long = "safe", value_name = "GLOB")]
+    pub safe: Vec<String>,
+    /// Rows to show (0: all).
+    #[arg(long, default_value_t = 30)]
+    pub top: usize,
+    /// Treat a zero (false) return of integer and bool functions as an
+    /// error too.
+    #[arg(long)]
+    pub zero_is_error: bool,
+    /// Do not treat negative returns as errors.
+    #[arg(long)]
+    pub negative_is_ok: bool,
+    /// Write the AC-DAG (transitive reduction) as Graphviz DOT to this file.
+    #[arg(long, value_name = "FILE")]
+    pub dot: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("analyze is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    run_with(args, load_session)
+}
+
+/// Reads and verifies a session directory (checksums, row counts).
+fn load_session(path: &Path) -> anyhow::Result<Session> {
+    Ok(crate::session::load(path)?)
+}
+
+/// `run` with the loader passed in, so tests drive the command on sessions
+/// built in memory.
+pub fn run_with(
+    args: Args,
+    load: impl FnOnce(&Path) -> anyhow::Result<Session>,
+) -> anyhow::Result<ExitCode> {
+    let session = load(&args.session)?;
+    let out = render(&args, &session)?;
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The command's output for `session`.
+pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
+    let safe = SafeList::new(&args.safe)?;
+    let error = ErrorClass {
+        negative: !args.negative_is_ok,
+        zero: args.zero_is_error,
+        ..ErrorClass::default()
+    };
+    let opts = Options { extract: ExtractConfig { error, ..ExtractConfig::default() }, safe };
+    let analysis = analyze(session, &opts)
+        .with_context(|| format!("cannot analyse {}", args.session.display()))?;
+    if let Some(dot) = &args.dot {
+        std::fs::write(dot, analysis.dot(&BTreeSet::new()))
+            .with_context(|| format!("cannot write {}", dot.display()))?;
+    }
+    if args.json {
+        Ok(serde_json::to_string_pretty(&analysis.report(args.top))? + "\n")
+    } else {
+        Ok(render_table(&analysis, args.top))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Call, Function, Label, Outcome, Run, Thread, ValueKind, ValueType};
+
+    fn session() -> Session {
+        let f = Function {
+            id: 0,
+            name: "parse".into(),
+            symbol: "parse".into(),
+            module: PathBuf::from("/bin/t"),
+            address: 0,
+            offset: 0,
+            source: None,
+            ret: ValueType { kind: ValueKind::Signed, size: 4 },
+            params: vec![],
+            internal: false,
+        };
+        let run = |id, label, ret| Run {
+            id,
+            label,
+            outcome: Outcome::default(),
+            lost_events: 0,
+            complete: true,
+            threads: vec![Thread {
+                role: 0,
+                tid: 1,
+                name: "main".into(),
+                parent: None,
+                created_ns: 0,
+            }],
+            calls: vec![Call {
+                func: 0,
+                role: 0,
+                instance: 1,
+                entry_ns: 5,
+                exit_ns: Some(9),
+                args: [0; 3],
+                ret: Some(ret),
+            }],
+            end_ns: 20,
+            interventions: vec![],
+            noise: vec![],
+        };
+        Session {
+            functions: vec![f],
+            runs: vec![run(0, Label::Pass, 0), run(1, Label::Pass, 0), run(2, Label::Fail, -22)],
+        }
+    }
+
+    fn args(json: bool, safe: &[&str]) -> Args {
+        Args {
+            session: PathBuf::from("mem"),
+            json,
+            safe: safe.iter().map(|s| s.to_string()).collect(),
+            top: 30,
+            zero_is_error: false,
+            negative_is_ok: false,
+            dot: None,
+        }
+    }
+
+    #[test]
+    fn table_and_json() {
+        let s = session();
+        let table = render(&args(false, &["parse"]), &s).unwrap();
+        assert!(table.starts_with("3 runs (1 failing, 2 passing), 2 predicates, 2 fully discriminative, 1 candidates for intervention\n"), "{table}");
+        assert!(table.contains(
+            "call 1 of parse on main returns a value other than 0, which every passing run returned"
+        ));
+        assert!(table.contains("↳ intervention: force return value 0"));
+        assert!(table.contains("  P1 -> F"));
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&args(true, &[]), &s).unwrap()).unwrap();
+        assert_eq!(json["rows"][0]["status"], "unsafe");
+        assert_eq!(json["rows"][0]["scores"]["recall"], 1.0);
+        assert_eq!(json["candidates"].as_array().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn bad_sessions_and_patterns_are_one_line_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = load_session(dir.path()).unwrap_err();
+        assert!(format!("{err:#}").ends_with("is not an aid session (no session.json): give the directory written by `aid-agent record`"), "{err:#}");
+        let err = render(&args(false, &["[bad"]), &session()).unwrap_err();
+        assert!(format!("{err:#}").starts_with("bad safe-function pattern"));
+        let mut only_pass = session();
+        only_pass.runs.pop();
+        let err = run_with(args(false, &[]), |_| Ok(only_pass)).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "cannot analyse mem: cannot extract predicates: no failing runs: record runs until the failure shows up at least once"
+        );
+    }
 }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 pub mod analyze;
 pub mod attach;
 pub mod bench;
+pub mod bench_extract;
 pub mod common;
 pub mod intervene;
 pub mod record;

@@ -1,0 +1,278 @@
+//! The offline pipeline on an in-memory program, and the whole loop —
+//! analysis, then interventions through an oracle that re-runs the program
+//! and judges the new runs with the catalog — as the live `debug` command
+//! will drive it.
+
+use std::{collections::BTreeSet, path::PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::{
+    causal::{Config, Observation, Oracle, Strategy, discover},
+    model::{Call, Function, Label, Outcome, Run, Site, Thread, ValueKind, ValueType},
+    predicates::PredKey,
+};
+
+const CACHE: i64 = 0x7f00_0000_1000;
+
+fn func(id: u32, name: &str, ret: ValueKind, params: &[ValueKind]) -> Function {
+    let t = |k: ValueKind| ValueType { kind: k, size: if k == ValueKind::Void { 0 } else { 8 } };
+    Function {
+        id,
+        name: name.into(),
+        symbol: name.into(),
+        module: PathBuf::from("/bin/cachetest"),
+        address: 0x1000 + u64::from(id) * 16,
+        offset: 0x1000 + u64::from(id) * 16,
+        source: None,
+        ret: t(ret),
+        params: params.iter().map(|&k| t(k)).collect(),
+        internal: false,
+    }
+}
+
+/// A cache test: main initialises a cache, worker#1 fills it (`fetch`),
+/// worker#2 reads it (`use_cache`, -1 when empty — the failure). When the
+/// network is slow, fetch overruns and use_cache reads the cache while
+/// fetch still holds it.
+fn functions() -> Vec<Function> {
+    vec![
+        func(0, "init_cache", ValueKind::Signed, &[ValueKind::Pointer]),
+        func(1, "fetch", ValueKind::Signed, &[ValueKind::Pointer]),
+        func(2, "use_cache", ValueKind::Signed, &[ValueKind::Pointer]),
+        func(3, "report", ValueKind::Void, &[]),
+    ]
+}
+
+fn s(func: u32, role: u32) -> Site {
+    Site { func, role, instance: 1 }
+}
+
+/// One run of the program. `slow`: the nondeterministic root cause.
+fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha8Rng) -> Run {
+    let j = |rng: &mut ChaCha8Rng| rng.random_range(0..5u64);
+    let (init_s, init_e) = (j(rng), 100 + j(rng));
+    let fetch_s = 110 + j(rng);
+    let mut fetch_e = if slow { 600 + j(rng) } else { 200 + j(rng) };
+    let mut use_s = 300 + j(rng);
+    let mut use_len = 20 + j(rng);
+    let mut use_ret: Option<i64> = None;
+    for iv in interventions {
+        match *iv {
+            Intervention::ReturnEarly { site, .. } if site == s(1, 1) => fetch_e = fetch_s + 1,
+            Intervention::Serialize { a, b }
+                if ((a, b) == (s(1, 1), s(2, 2)) || (a, b) == (s(2, 2), s(1, 1)))
+                    && use_s < fetch_e =>
+            {
+                use_s = fetch_e + 1;
+            }
+            Intervention::OverrideReturn { site, value } if site == s(2, 2) => {
+                use_ret = Some(value)
+            }
+            Intervention::DelayExit { site, delay_us } if site == s(2, 2) => {
+                use_len += delay_us * 1000
+            }
+            _ => {}
+        }
+    }
+    // The cache is filled when fetch returns.
+    let ret = use_ret.unwrap_or(if fetch_e <= use_s { 0 } else { -1 });
+    let report_s = use_s.max(fetch_e) + 50 + j(rng);
+    let mut calls = vec![
+        Call {
+            func: 0,
+            role: 0,
+            instance: 1,
+            entry_ns: init_s,
+            exit_ns: Some(init_e),
+            args: [CACHE, 0, 0],
+            ret: Some(0),
+        },
+        Call {
+            func: 1,
+            role: 1,
+            instance: 1,
+            entry_ns: fetch_s,
+            exit_ns: Some(fetch_e),
+            args: [CACHE, 0, 0],
+            ret: Some(0),
+        },
+        Call {
+            func: 2,
+            role: 2,
+            instance: 1,
+            entry_ns: use_s,
+            exit_ns: Some(use_s + use_len),
+            args: [CACHE, 0, 0],
+            ret: Some(ret),
+        },
+        Call {
+            func: 3,
+            role: 0,
+            instance: 1,
+            entry_ns: report_s,
+            exit_ns: Some(report_s + 10),
+            args: [0; 3],
+            ret: None,
+        },
+    ];
+    calls.sort_by_key(|c| c.entry_ns);
+    let thread = |role: u32, name: &str| Thread {
+        role,
+        tid: 1000 + role,
+        name: name.into(),
+        parent: (role > 0).then_some(0),
+        created_ns: 0,
+    };
+    Run {
+        id,
+        label: if ret < 0 { Label::Fail } else { Label::Pass },
+        outcome: Outcome {
+            exit_code: Some(if ret < 0 { 1 } else { 0 }),
+            reason: format!("ret of use_cache = {ret}"),
+            ..Outcome::default()
+        },
+        lost_events: 0,
+        complete: true,
+        threads: vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")],
+        calls,
+        end_ns: report_s + 20,
+        interventions: Vec::new(),
+        noise: Vec::new(),
+    }
+}
+
+fn session(runs: u32, p: f64, seed: u64) -> Session {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let runs = (0..runs)
+        .map(|i| {
+            let slow = rng.random_bool(p);
+            execute(i, slow, &[], &mut rng)
+        })
+        .collect();
+    Session { functions: functions(), runs }
+}
+
+fn find(a: &Analysis, kind: Kind, func: u32, role: u32, other: Option<Site>) -> PredId {
+    a.catalog
+        .find(&PredKey { kind, func, role, instance: 1, other })
+        .unwrap_or_else(|| panic!("no {kind:?} f{func} r{role}"))
+}
+
+#[test]
+fn analysis_ranks_filters_and_orders_the_race() {
+    let sess = session(60, 0.4, 11);
+    let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
+    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    assert_eq!(a.totals.failing + a.totals.passing, 60);
+    let slow = find(&a, Kind::TooSlow, 1, 1, None);
+    let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
+    let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
+    let error = find(&a, Kind::ErrorReturn, 2, 2, None);
+    // Exactly these four hold in every failing run and no passing one.
+    let fd: BTreeSet<PredId> = a
+        .scores
+        .iter()
+        .filter(|x| x.fully_discriminative && x.id != a.catalog.failure())
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(fd, BTreeSet::from([slow, race, wrong, error]));
+    for id in [slow, race, wrong, error] {
+        let sc = a.scores[id.0 as usize];
+        assert_eq!((sc.precision, sc.recall), (1.0, 1.0));
+        assert!(sc.importance > 0.0);
+    }
+    // Equal scores rank by id (keys sort by kind: wrong value, error,
+    // too slow, overlap). The error return forces the same value as the
+    // wrong-value predicate, so it is left out.
+    assert_eq!(a.ranking[..4], [wrong, error, slow, race]);
+    assert_eq!(a.candidates, vec![wrong, slow, race]);
+    assert_eq!(a.excluded, vec![(error, Exclusion::SameAs { id: wrong })]);
+    // The slow fetch overruns before the reader starts, which is before the
+    // reader returns -1.
+    let mut edges = vec![(slow, race), (race, wrong), (wrong, a.catalog.failure())];
+    edges.sort();
+    assert_eq!(a.dag.reduction(), edges);
+    let table = render_table(&a, 10);
+    assert!(table.contains("call 1 of fetch on fetcher#1 runs too slow"), "{table}");
+    assert!(table.contains("call 1 of fetch on fetcher#1 and call 1 of use_cache on reader#2 run at the same time on the same object"), "{table}");
+    assert!(table.contains("intervention: serialise the two calls"), "{table}");
+    assert!(table.contains(&format!("same as {wrong}")), "{table}");
+    let json = serde_json::to_value(a.report(0)).unwrap();
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 3);
+    assert!(a.dot(&BTreeSet::from([race])).contains("color=red"));
+}
+
+#[test]
+fn unsafe_value_changes_are_left_out_of_the_dag() {
+    let sess = session(60, 0.4, 11);
+    let a = analyze(&sess, &Options::default()).unwrap();
+    let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
+    assert_eq!(a.candidates, vec![race]);
+    let unsafe_ids: BTreeSet<PredId> =
+        a.excluded.iter().filter(|(_, e)| *e == Exclusion::Unsafe).map(|(p, _)| *p).collect();
+    let expect = [
+        find(&a, Kind::TooSlow, 1, 1, None),
+        find(&a, Kind::RetDiffers, 2, 2, None),
+        find(&a, Kind::ErrorReturn, 2, 2, None),
+    ];
+    assert_eq!(unsafe_ids, BTreeSet::from(expect));
+}
+
+/// Re-runs the program with the interventions of the intervened predicates
+/// and reports what the catalog sees in the new run.
+struct ProgramOracle<'a> {
+    catalog: &'a Catalog,
+    p: f64,
+    rng: ChaCha8Rng,
+    next_id: u32,
+}
+
+impl Oracle for ProgramOracle<'_> {
+    fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+        let ivs: Vec<Intervention> = group
+            .iter()
+            .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
+            .collect();
+        let slow = self.rng.random_bool(self.p);
+        self.next_id += 1;
+        let run = execute(self.next_id, slow, &ivs, &mut self.rng);
+        // Judge every predicate, not only the intervened ones: pruning
+        // needs to know what else still held.
+        let truth = self.catalog.evaluate(&run);
+        Ok(Observation::from_truth(&truth, self.catalog.failure(), true))
+    }
+}
+
+#[test]
+fn interventions_on_the_recorded_program_find_the_causal_path() {
+    let sess = session(60, 0.4, 11);
+    let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
+    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    let slow = find(&a, Kind::TooSlow, 1, 1, None);
+    let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
+    let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
+    for strategy in Strategy::ALL {
+        let mut oracle = ProgramOracle {
+            catalog: &a.catalog,
+            p: a.failure_rate,
+            rng: ChaCha8Rng::seed_from_u64(5),
+            next_id: 1000,
+        };
+        let config = Config {
+            failure_rate: a.failure_rate,
+            confidence: 0.999,
+            seed: 3,
+            ..Config::default()
+        };
+        let d = discover(&a.dag, strategy, &mut oracle, &config).unwrap();
+        assert_eq!(d.path, vec![slow, race, wrong], "{strategy}");
+        assert_eq!(d.root_cause, Some(slow));
+        if strategy == Strategy::Aid {
+            // One round per link: the frontier is a single predicate each time.
+            assert_eq!(d.interventions, 3);
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The boundary between the causal engine and whatever executes the target:
+//! "run once with these predicates forced to their passing value; tell me
+//! whether it failed and which candidate predicates held". The live oracle
+//! (run orchestration) re-runs the process under ptrace/BPF interventions;
+//! [`super::SimulatedOracle`] answers from a known causal model.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::predicates::{PredId, RunTruth};
+
+/// What one execution under intervention showed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    /// The failure predicate F held.
+    pub failed: bool,
+    /// Candidate predicates that held (F excluded; intervened ones normally
+    /// absent, since the intervention negates them).
+    pub held: BTreeSet<PredId>,
+    /// False when the intervention could not be applied (a site was never
+    /// reached, a hold timed out): the run is no evidence and is repeated.
+    pub valid: bool,
+}
+
+impl Observation {
+    /// The observation of an intervened run judged by the catalog
+    /// (`Catalog::evaluate` or `evaluate_only`): F decides `failed`, the
+    /// other predicates that held are `held`. `valid` is the caller's: every
+    /// intervention due in the run was applied and no hold timed out.
+    pub fn from_truth(truth: &RunTruth, failure: PredId, valid: bool) -> Observation {
+        let held = truth.held.iter().map(|&(p, _)| p).filter(|&p| p != failure).collect();
+        Observation { failed: truth.failed, held, valid }
+    }
+}
+
+/// Executes the target once per call.
+pub trait Oracle {
+    /// One run with every predicate of `group` intervened on.
+    fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation>;
+}
+
+impl<O: Oracle + ?Sized> Oracle for &mut O {
+    fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+        (**self).run(group)
+    }
+}

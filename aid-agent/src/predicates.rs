@@ -1,1 +1,0 @@
-//! Predicate extraction over recorded runs (AID Sec. 3.1, Fig. 2).

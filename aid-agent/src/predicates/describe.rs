@@ -1,0 +1,141 @@
+//! Predicate descriptions in plain words, with the function names of the
+//! session and the role names of its threads ("call 2 of flush on
+//! worker#1 runs too slow: longer than 1.25 ms, the slowest passing run").
+
+use std::collections::HashMap;
+
+use super::{Condition, Kind, PredKey};
+use crate::model::{Role, Session, Site};
+
+pub(super) struct Names {
+    funcs: Vec<String>,
+    roles: HashMap<Role, String>,
+}
+
+impl Names {
+    pub fn new(session: &Session) -> Names {
+        let funcs = session.functions.iter().map(|f| f.name.clone()).collect();
+        let mut roles = HashMap::new();
+        for run in &session.runs {
+            for t in &run.threads {
+                roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
+            }
+        }
+        Names { funcs, roles }
+    }
+
+    fn func(&self, f: u32) -> String {
+        self.funcs.get(f as usize).cloned().unwrap_or_else(|| format!("function#{f}"))
+    }
+
+    fn role(&self, r: Role) -> String {
+        self.roles
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
+    }
+
+    fn call(&self, s: Site) -> String {
+        format!("call {} of {} on {}", s.instance, self.func(s.func), self.role(s.role))
+    }
+
+    pub fn describe(
+        &self,
+        key: &PredKey,
+        cond: &Condition,
+        count_range: Option<(u32, u32)>,
+    ) -> String {
+        let site = key.site();
+        let range = |r: Option<(u32, u32)>| match r {
+            Some((lo, hi)) if lo == hi => format!("{lo}"),
+            Some((lo, hi)) => format!("{lo}-{hi}"),
+            None => "?".into(),
+        };
+        match (key.kind, cond) {
+            (Kind::Failure, _) => "the run fails".into(),
+            (_, Condition::RetNot { value }) => format!(
+                "{} returns a value other than {value}, which every passing run returned",
+                self.call(site)
+            ),
+            (_, Condition::ErrorValue { negative, zero }) => {
+                let what = match (negative, zero) {
+                    (true, true) => "a negative value or 0",
+                    (true, false) => "a negative value",
+                    (false, true) => "0 (NULL or false)",
+                    (false, false) => "an error value",
+                };
+                format!("{} returns an error: {what}", self.call(site))
+            }
+            (_, Condition::LongerThan { max_ns }) => format!(
+                "{} runs too slow: longer than {}, the slowest passing run",
+                self.call(site),
+                duration(*max_ns)
+            ),
+            (_, Condition::ShorterThan { min_ns }) => format!(
+                "{} runs too fast: shorter than {}, the fastest passing run",
+                self.call(site),
+                duration(*min_ns)
+            ),
+            (_, Condition::CountAbove { max: 0 }) => format!(
+                "{} is called on {}, which no passing run does",
+                self.func(key.func),
+                self.role(key.role)
+            ),
+            (_, Condition::CountAbove { max }) => {
+                format!(
+                    "{} is called more than {max} times on {} (passing runs: {})",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
+            }
+            (_, Condition::CountBelow { min }) => {
+                format!(
+                    "{} is called fewer than {min} times on {} (passing runs: {})",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
+            }
+            (_, Condition::NoCall) => {
+                format!(
+                    "{} is never called on {} (passing runs call it {} times)",
+                    self.func(key.func),
+                    self.role(key.role),
+                    range(count_range)
+                )
+            }
+            (_, Condition::EndsBefore) => match key.other {
+                Some(o) => format!(
+                    "{} ends before {} starts, which no passing run shows",
+                    self.call(site),
+                    self.call(o)
+                ),
+                None => format!("{} ends early", self.call(site)),
+            },
+            (_, Condition::OverlapSamePointer) => match key.other {
+                Some(o) => format!(
+                    "{} and {} run at the same time on the same object, which no passing run shows",
+                    self.call(site),
+                    self.call(o)
+                ),
+                None => format!("{} overlaps another call", self.call(site)),
+            },
+            (_, Condition::Failure) => "the run fails".into(),
+        }
+    }
+}
+
+/// 1234 ns → "1.23 µs", in the largest unit that keeps the number ≥ 1.
+pub(crate) fn duration(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}

@@ -1,0 +1,148 @@
+//! Per-run lookup of calls by site, the one structure every pass over a run
+//! needs. Calls are grouped by (function, role) and placed by instance, so
+//! a site lookup is one hash probe and an index. Built once per run and
+//! dropped, so memory stays flat however many runs a session has.
+
+use std::{
+    collections::HashMap,
+    hash::{BuildHasherDefault, Hasher},
+};
+
+use crate::model::{Call, FuncId, Function, Role, Run, Site};
+
+/// FxHash (rustc's hasher): the keys here are small integers we produce,
+/// so SipHash's DoS resistance buys nothing and costs most of the time.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+
+/// Call indices of one (function, role) by instance (None where an
+/// instance is missing), and how many calls there were.
+type Slots = (Vec<Option<u32>>, u32);
+
+/// Calls of one run by site.
+pub(crate) struct RunIndex<'r> {
+    pub run: &'r Run,
+    by_fr: FxMap<(FuncId, Role), Slots>,
+}
+
+impl<'r> RunIndex<'r> {
+    /// Indexes the calls whose function passes `keep`.
+    pub fn new(run: &'r Run, keep: impl Fn(FuncId) -> bool) -> Self {
+        let mut by_fr: FxMap<(FuncId, Role), Slots> = FxMap::default();
+        for (i, c) in run.calls.iter().enumerate() {
+            if !keep(c.func) || c.instance == 0 {
+                continue;
+            }
+            let e = by_fr.entry((c.func, c.role)).or_default();
+            let slot = c.instance as usize - 1;
+            if e.0.len() <= slot {
+                e.0.resize(slot + 1, None);
+            }
+            if e.0[slot].is_none() {
+                e.0[slot] = Some(i as u32);
+                e.1 += 1;
+            }
+        }
+        RunIndex { run, by_fr }
+    }
+
+    pub fn call(&self, site: Site) -> Option<&'r Call> {
+        let (slots, _) = self.by_fr.get(&(site.func, site.role))?;
+        let i = (*slots.get(site.instance.checked_sub(1)? as usize)?)?;
+        Some(&self.run.calls[i as usize])
+    }
+
+    /// Calls of `func` on `role` in this run.
+    pub fn count(&self, func: FuncId, role: Role) -> u32 {
+        self.by_fr.get(&(func, role)).map_or(0, |e| e.1)
+    }
+
+    /// The call that is the `k`-th (1-based) present instance, for the
+    /// count anchor.
+    pub fn nth(&self, func: FuncId, role: Role, k: u32) -> Option<&'r Call> {
+        let (slots, _) = self.by_fr.get(&(func, role))?;
+        let i = slots.iter().flatten().nth(k.checked_sub(1)? as usize)?;
+        Some(&self.run.calls[*i as usize])
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = (FuncId, Role, u32)> + '_ {
+        self.by_fr.iter().map(|(&(f, r), e)| (f, r, e.1))
+    }
+}
+
+/// End of a call for interval tests: its exit, or the run's end.
+pub(crate) fn end_of(call: &Call, run: &Run) -> u64 {
+    call.exit_ns.unwrap_or(run.end_ns).max(call.entry_ns)
+}
+
+/// Bit i set when argument i may carry an object address: DWARF says it is
+/// a pointer, or there is no type information (missing entries count as
+/// unknown).
+pub(crate) fn pointer_mask(f: &Function) -> u8 {
+    let mut m = 0u8;
+    for i in 0..3 {
+        let may = f.params.get(i).is_none_or(|t| t.may_be_pointer());
+        if may {
+            m |= 1 << i;
+        }
+    }
+    m
+}
+
+/// Looks like a user-space address: above the first page (so not NULL, a
+/// small integer or a file descriptor) and below the 47-bit canonical limit.
+pub(crate) fn looks_like_address(v: i64) -> bool {
+    (0x1000..0x0000_8000_0000_0000).contains(&v)
+}
+
+/// The pointer-like argument values of a call, deduplicated.
+pub(crate) fn pointers(call: &Call, mask: u8) -> impl Iterator<Item = i64> + '_ {
+    (0..3).filter_map(move |i| {
+        let v = call.args[i];
+        let dup = call.args[..i].iter().enumerate().any(|(j, &w)| w == v && mask & (1 << j) != 0);
+        (mask & (1 << i) != 0 && looks_like_address(v) && !dup).then_some(v)
+    })
+}
+
+/// Two calls share an object: some pointer-like argument value in common.
+pub(crate) fn share_pointer(a: &Call, ma: u8, b: &Call, mb: u8) -> bool {
+    pointers(a, ma).any(|p| pointers(b, mb).any(|q| q == p))
+}

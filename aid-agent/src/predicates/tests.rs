@@ -1,0 +1,537 @@
+//! Extraction on hand-built runs: one test per predicate kind, each
+//! asserting the exact catalog learned, its conditions, interventions and
+//! anchors.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::model::{Call, Function, Label, Outcome, Point, Thread, ValueKind, ValueType};
+
+fn func(id: u32, name: &str, ret: ValueKind, params: &[ValueKind]) -> Function {
+    let t = |k: ValueKind| ValueType { kind: k, size: if k == ValueKind::Void { 0 } else { 8 } };
+    Function {
+        id,
+        name: name.into(),
+        symbol: name.into(),
+        module: PathBuf::from("/bin/target"),
+        address: 0x1000 + u64::from(id) * 16,
+        offset: 0x1000 + u64::from(id) * 16,
+        source: None,
+        ret: t(ret),
+        params: params.iter().map(|&k| t(k)).collect(),
+        internal: false,
+    }
+}
+
+/// call(func, role, instance, entry, exit, ret)
+fn call(
+    func: u32,
+    role: u32,
+    instance: u32,
+    entry: u64,
+    exit: Option<u64>,
+    ret: Option<i64>,
+) -> Call {
+    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret }
+}
+
+fn with_args(mut c: Call, args: [i64; 3]) -> Call {
+    c.args = args;
+    c
+}
+
+fn run(id: u32, label: Label, mut calls: Vec<Call>, end: u64) -> Run {
+    calls.sort_by_key(|c| c.entry_ns);
+    let mut roles: Vec<u32> = calls.iter().map(|c| c.role).collect();
+    roles.push(0);
+    roles.sort_unstable();
+    roles.dedup();
+    let threads = roles
+        .iter()
+        .map(|&r| Thread {
+            role: r,
+            tid: 100 + r,
+            name: if r == 0 { "main".into() } else { "worker".into() },
+            parent: (r > 0).then_some(0),
+            created_ns: 0,
+        })
+        .collect();
+    Run {
+        id,
+        label,
+        outcome: Outcome::default(),
+        lost_events: 0,
+        complete: true,
+        threads,
+        calls,
+        end_ns: end,
+        interventions: Vec::new(),
+        noise: Vec::new(),
+    }
+}
+
+fn learn_default(s: &Session) -> Catalog {
+    learn(s, &ExtractConfig::default()).unwrap()
+}
+
+fn keys(c: &Catalog) -> Vec<PredKey> {
+    c.predicates.iter().map(|p| p.key).collect()
+}
+
+fn site(func: u32, role: u32, instance: u32) -> Site {
+    Site { func, role, instance }
+}
+
+fn key(kind: Kind, func: u32, role: u32, instance: u32) -> PredKey {
+    PredKey { kind, func, role, instance, other: None }
+}
+
+#[test]
+fn wrong_and_error_returns() {
+    let functions = vec![func(0, "read_config", ValueKind::Signed, &[])];
+    let ok = |id, label| run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+    let s = Session {
+        functions,
+        runs: vec![
+            ok(0, Label::Pass),
+            ok(1, Label::Pass),
+            run(2, Label::Fail, vec![call(0, 0, 1, 10, Some(20), Some(-5))], 100),
+        ],
+    };
+    let c = learn_default(&s);
+    assert_eq!(
+        keys(&c),
+        vec![PredKey::failure(), key(Kind::RetDiffers, 0, 0, 1), key(Kind::ErrorReturn, 0, 0, 1)]
+    );
+    let ret = &c.predicates[1];
+    assert_eq!(ret.condition, Condition::RetNot { value: 0 });
+    assert_eq!(
+        ret.intervention,
+        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 0 })
+    );
+    assert_eq!(ret.anchor, Anchor::Exit);
+    assert_eq!(
+        ret.description,
+        "call 1 of read_config on main returns a value other than 0, which every passing run returned"
+    );
+    let err = &c.predicates[2];
+    assert_eq!(err.condition, Condition::ErrorValue { negative: true, zero: false });
+    assert_eq!(
+        err.intervention,
+        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 0 })
+    );
+    let t = c.evaluate(&s.runs[2]);
+    assert_eq!(t.held, vec![(PredId(0), 100), (PredId(1), 20), (PredId(2), 20)]);
+    assert!(c.evaluate(&s.runs[0]).held.is_empty());
+}
+
+#[test]
+fn null_pointer_is_an_error_and_varying_values_give_no_ret_predicate() {
+    let functions = vec![func(0, "lookup", ValueKind::Pointer, &[])];
+    let r = |id, label, v| run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(v))], 100);
+    let s = Session {
+        functions,
+        runs: vec![r(0, Label::Pass, 0x5000), r(1, Label::Pass, 0x6000), r(2, Label::Fail, 0)],
+    };
+    let c = learn_default(&s);
+    // Passing runs returned different addresses: no "the value every
+    // passing run returned", so only the NULL predicate, and its override
+    // uses the more common (here: smallest of equally common) address.
+    assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::ErrorReturn, 0, 0, 1)]);
+    assert_eq!(c.predicates[1].condition, Condition::ErrorValue { negative: false, zero: true });
+    assert_eq!(
+        c.predicates[1].intervention,
+        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 0x5000 })
+    );
+}
+
+#[test]
+fn too_slow_and_too_fast() {
+    let functions =
+        vec![func(0, "flush", ValueKind::Void, &[]), func(1, "poll", ValueKind::Signed, &[])];
+    // flush takes 100-120 ns and poll 50-60 ns when the run passes.
+    let r = |id, label, flush: u64, poll: u64| {
+        run(
+            id,
+            label,
+            vec![
+                call(0, 1, 1, 1000, Some(1000 + flush), None),
+                call(1, 1, 1, 2000, Some(2000 + poll), Some(1)),
+            ],
+            5000,
+        )
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, 100, 60),
+            r(1, Label::Pass, 120, 50),
+            r(2, Label::Fail, 200, 10),
+        ],
+    };
+    let c = learn_default(&s);
+    assert_eq!(
+        keys(&c),
+        vec![PredKey::failure(), key(Kind::TooSlow, 0, 1, 1), key(Kind::TooFast, 1, 1, 1)]
+    );
+    let slow = &c.predicates[1];
+    assert_eq!(slow.condition, Condition::LongerThan { max_ns: 120 });
+    // Void: premature return needs no value.
+    assert_eq!(
+        slow.intervention,
+        Some(Intervention::ReturnEarly { site: site(0, 1, 1), value: 0 })
+    );
+    assert_eq!(
+        slow.description,
+        "call 1 of flush on worker#1 runs too slow: longer than 120 ns, the slowest passing run"
+    );
+    let fast = &c.predicates[2];
+    assert_eq!(fast.condition, Condition::ShorterThan { min_ns: 50 });
+    assert_eq!(
+        fast.intervention,
+        Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 1 })
+    );
+    let t = c.evaluate(&s.runs[2]);
+    assert_eq!(t.held, vec![(PredId(0), 5000), (PredId(1), 1121), (PredId(2), 2010)]);
+    assert_eq!(slow.anchor, Anchor::Overrun);
+}
+
+#[test]
+fn a_call_cut_off_by_the_end_of_the_run_is_too_slow_from_its_entry() {
+    let functions = vec![func(0, "wait", ValueKind::Signed, &[])];
+    let done = |id| run(id, Label::Pass, vec![call(0, 0, 1, 10, Some(50), Some(0))], 100);
+    let cut = run(2, Label::Fail, vec![call(0, 0, 1, 10, None, None)], 500);
+    let s = Session { functions, runs: vec![done(0), done(1), cut] };
+    let c = learn_default(&s);
+    assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::TooSlow, 0, 0, 1)]);
+    // Passing runs all returned 0: premature return with 0.
+    assert_eq!(
+        c.predicates[1].intervention,
+        Some(Intervention::ReturnEarly { site: site(0, 0, 1), value: 0 })
+    );
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(51));
+}
+
+#[test]
+fn passing_runs_that_end_inside_a_call_disable_too_slow() {
+    let functions = vec![func(0, "wait", ValueKind::Signed, &[])];
+    let s = Session {
+        functions,
+        runs: vec![
+            run(0, Label::Pass, vec![call(0, 0, 1, 10, Some(50), Some(0))], 100),
+            run(1, Label::Pass, vec![call(0, 0, 1, 10, None, None)], 100),
+            run(2, Label::Fail, vec![call(0, 0, 1, 10, Some(90), Some(0))], 100),
+        ],
+    };
+    assert_eq!(keys(&learn_default(&s)), vec![PredKey::failure()]);
+}
+
+#[test]
+fn call_counts_outside_the_passing_range() {
+    let functions = vec![
+        func(0, "retry", ValueKind::Signed, &[]),
+        func(1, "log", ValueKind::Void, &[]),
+        func(2, "panic_hook", ValueKind::Void, &[]),
+    ];
+    let calls = |n: u32, log: bool, hook: bool| {
+        let mut v: Vec<Call> = (1..=n)
+            .map(|i| call(0, 1, i, u64::from(i) * 100, Some(u64::from(i) * 100 + 10), Some(0)))
+            .collect();
+        if log {
+            v.push(call(1, 0, 1, 5, Some(6), None));
+        }
+        if hook {
+            v.push(call(2, 0, 1, 900, Some(910), None));
+        }
+        v
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            run(0, Label::Pass, calls(2, true, false), 1000),
+            run(1, Label::Pass, calls(3, true, false), 1000),
+            run(2, Label::Fail, calls(5, true, false), 1000),
+            run(3, Label::Fail, calls(1, false, true), 1000),
+        ],
+    };
+    let c = learn_default(&s);
+    let count = |kind, f, r| PredKey { kind, func: f, role: r, instance: 0, other: None };
+    assert_eq!(
+        keys(&c),
+        vec![
+            PredKey::failure(),
+            count(Kind::CountAbove, 0, 1),
+            count(Kind::CountAbove, 2, 0),
+            count(Kind::CountBelow, 0, 1),
+            count(Kind::NeverCalled, 1, 0),
+        ]
+    );
+    assert_eq!(c.predicates[1].condition, Condition::CountAbove { max: 3 });
+    assert_eq!(
+        c.predicates[1].description,
+        "retry is called more than 3 times on worker#1 (passing runs: 2-3)"
+    );
+    assert_eq!(c.predicates[2].condition, Condition::CountAbove { max: 0 });
+    assert_eq!(
+        c.predicates[2].description,
+        "panic_hook is called on main, which no passing run does"
+    );
+    assert_eq!(c.predicates[3].condition, Condition::CountBelow { min: 2 });
+    assert_eq!(
+        c.predicates[4].description,
+        "log is never called on main (passing runs call it 1 times)"
+    );
+    assert!(c.predicates.iter().all(|p| p.intervention.is_none()));
+    // Anchors: the 4th call (first one past the maximum) and the run's end.
+    let t = c.evaluate(&s.runs[2]);
+    assert_eq!(t.held, vec![(PredId(0), 1000), (PredId(1), 400)]);
+    let t = c.evaluate(&s.runs[3]);
+    assert_eq!(
+        t.held,
+        vec![(PredId(0), 1000), (PredId(2), 900), (PredId(3), 1000), (PredId(4), 1000)]
+    );
+}
+
+/// The only difference between the runs is which of two calls on
+/// different threads runs first.
+#[test]
+fn order_flipped_between_two_threads() {
+    let functions =
+        vec![func(0, "init", ValueKind::Void, &[]), func(1, "use_config", ValueKind::Void, &[])];
+    let pass = |id| {
+        run(
+            id,
+            Label::Pass,
+            vec![call(0, 0, 1, 0, Some(10), None), call(1, 1, 1, 20, Some(30), None)],
+            100,
+        )
+    };
+    let fail = run(
+        2,
+        Label::Fail,
+        vec![call(1, 1, 1, 0, Some(10), None), call(0, 0, 1, 20, Some(30), None)],
+        100,
+    );
+    let s = Session { functions, runs: vec![pass(0), pass(1), fail] };
+    let c = learn_default(&s);
+    let order =
+        PredKey { kind: Kind::Order, func: 1, role: 1, instance: 1, other: Some(site(0, 0, 1)) };
+    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    let p = &c.predicates[1];
+    assert_eq!(p.condition, Condition::EndsBefore);
+    assert_eq!(p.anchor, Anchor::SecondEntry);
+    // Passing runs ran init to completion first: make use_config wait.
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: site(1, 1, 1),
+            point: Point::Entry,
+            until: site(0, 0, 1),
+            until_point: Point::Exit
+        })
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of use_config on worker#1 ends before call 1 of init on main starts, which no passing run shows"
+    );
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(20));
+    assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
+    assert!(c.evaluate(&s.runs[0]).observed(PredId(1)));
+}
+
+#[test]
+fn order_against_overlapping_passing_runs_holds_the_exit() {
+    let functions = vec![func(0, "a", ValueKind::Void, &[]), func(1, "b", ValueKind::Void, &[])];
+    // Passing: b starts while a runs. Failing: a ends before b starts.
+    let pass = |id| {
+        run(
+            id,
+            Label::Pass,
+            vec![call(0, 0, 1, 0, Some(20), None), call(1, 1, 1, 10, Some(30), None)],
+            100,
+        )
+    };
+    let fail = run(
+        2,
+        Label::Fail,
+        vec![call(0, 0, 1, 0, Some(20), None), call(1, 1, 1, 25, Some(45), None)],
+        100,
+    );
+    let s = Session { functions, runs: vec![pass(0), pass(1), fail] };
+    let c = learn_default(&s);
+    let order =
+        PredKey { kind: Kind::Order, func: 0, role: 0, instance: 1, other: Some(site(1, 1, 1)) };
+    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    assert_eq!(
+        c.predicates[1].intervention,
+        Some(Intervention::HoldUntil {
+            site: site(0, 0, 1),
+            point: Point::Exit,
+            until: site(1, 1, 1),
+            until_point: Point::Entry
+        })
+    );
+}
+
+/// The only difference between the runs is that two calls that overlap in
+/// every run receive the same object in the failing one.
+#[test]
+fn overlap_on_the_same_pointer() {
+    let functions = vec![
+        func(0, "push", ValueKind::Void, &[ValueKind::Pointer]),
+        func(1, "pop", ValueKind::Void, &[ValueKind::Pointer, ValueKind::Signed]),
+    ];
+    let r = |id, label, a: i64, b: i64| {
+        run(
+            id,
+            label,
+            vec![
+                with_args(call(0, 1, 1, 0, Some(10), None), [a, 0, 0]),
+                with_args(call(1, 2, 1, 5, Some(15), None), [b, 0x7000, 0]),
+            ],
+            100,
+        )
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, 0x7000, 0x9000),
+            r(1, Label::Pass, 0x7000, 0x8000),
+            r(2, Label::Fail, 0x7000, 0x7000),
+        ],
+    };
+    let c = learn_default(&s);
+    // In passing runs pop's *second* argument also equals push's object —
+    // but DWARF types it as a signed integer, not a pointer, so it does not
+    // count.
+    let overlap =
+        PredKey { kind: Kind::Overlap, func: 0, role: 1, instance: 1, other: Some(site(1, 2, 1)) };
+    assert_eq!(keys(&c), vec![PredKey::failure(), overlap]);
+    let p = &c.predicates[1];
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::Serialize { a: site(0, 1, 1), b: site(1, 2, 1) })
+    );
+    assert_eq!(p.anchor, Anchor::LaterEntry);
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(5));
+    assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
+}
+
+#[test]
+fn evaluating_a_new_run_uses_the_learned_baseline() {
+    let functions = vec![func(0, "flush", ValueKind::Signed, &[])];
+    let r = |id, label, d: u64, v| run(id, label, vec![call(0, 0, 1, 0, Some(d), Some(v))], 1000);
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, 100, 0),
+            r(1, Label::Pass, 120, 0),
+            r(2, Label::Fail, 300, -1),
+        ],
+    };
+    let c = learn_default(&s);
+    let slow = c.find(&key(Kind::TooSlow, 0, 0, 1)).unwrap();
+    let err = c.find(&key(Kind::ErrorReturn, 0, 0, 1)).unwrap();
+    // An intervened run: the override fixed the value, the call is still slow.
+    let mut new = r(9, Label::Pass, 500, 0);
+    new.calls[0].ret = Some(0);
+    let t = c.evaluate_only(&new, &BTreeSet::from([slow, err]));
+    assert!(!t.failed);
+    assert_eq!(t.held_ids(), BTreeSet::from([slow]));
+    assert!(t.observed(err) && !t.holds(err));
+    // A run that never reaches the site: unobserved, not held.
+    let empty = run(10, Label::Fail, vec![], 50);
+    let t = c.evaluate(&empty);
+    assert!(!t.observed(slow));
+    assert_eq!(t.held_ids(), BTreeSet::from([c.failure()]));
+}
+
+#[test]
+fn internal_functions_and_incomplete_runs_are_ignored() {
+    let mut functions = vec![
+        func(0, "work", ValueKind::Signed, &[]),
+        func(1, "pthread_create", ValueKind::Signed, &[]),
+    ];
+    functions[1].internal = true;
+    let r = |id, label, v| {
+        run(
+            id,
+            label,
+            vec![call(0, 0, 1, 0, Some(10), Some(0)), call(1, 0, 1, 20, Some(30), Some(v))],
+            100,
+        )
+    };
+    let mut broken = r(3, Label::Fail, -1);
+    broken.complete = false;
+    broken.calls[0].ret = Some(7);
+    let s = Session {
+        functions,
+        runs: vec![r(0, Label::Pass, 0), r(1, Label::Pass, 0), r(2, Label::Fail, -1), broken],
+    };
+    let c = learn_default(&s);
+    assert_eq!(keys(&c), vec![PredKey::failure()]);
+    assert_eq!((c.passing_runs, c.failing_runs), (2, 1));
+}
+
+#[test]
+fn bad_sessions_are_one_line_errors() {
+    let functions = vec![func(0, "work", ValueKind::Signed, &[])];
+    let pass = run(0, Label::Pass, vec![call(0, 0, 1, 0, Some(10), Some(0))], 100);
+    let fail = run(1, Label::Fail, vec![call(0, 0, 1, 0, Some(10), Some(0))], 100);
+    let only_pass = Session { functions: functions.clone(), runs: vec![pass.clone()] };
+    assert!(matches!(
+        learn(&only_pass, &ExtractConfig::default()),
+        Err(PredicateError::NoFailingRuns)
+    ));
+    let only_fail = Session { functions: functions.clone(), runs: vec![fail.clone()] };
+    let err = learn(&only_fail, &ExtractConfig::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no passing runs: predicates compare failing runs with passing ones, record runs until some pass"
+    );
+    let mut bad = fail.clone();
+    bad.calls[0].func = 7;
+    let s = Session { functions, runs: vec![pass, bad] };
+    assert!(matches!(
+        learn(&s, &ExtractConfig::default()),
+        Err(PredicateError::UnknownFunction { run: 1, func: 7 })
+    ));
+}
+
+#[test]
+fn zero_as_error_is_configurable() {
+    let functions = vec![func(0, "try_lock", ValueKind::Bool, &[])];
+    let r = |id, label, v| run(id, label, vec![call(0, 0, 1, 0, Some(10), Some(v))], 100);
+    let s = Session {
+        functions,
+        runs: vec![r(0, Label::Pass, 1), r(1, Label::Pass, 1), r(2, Label::Fail, 0)],
+    };
+    assert_eq!(keys(&learn_default(&s)), vec![PredKey::failure(), key(Kind::RetDiffers, 0, 0, 1)]);
+    let cfg = ExtractConfig {
+        error: ErrorClass { zero: true, ..ErrorClass::default() },
+        ..ExtractConfig::default()
+    };
+    let c = learn(&s, &cfg).unwrap();
+    assert_eq!(
+        keys(&c),
+        vec![PredKey::failure(), key(Kind::RetDiffers, 0, 0, 1), key(Kind::ErrorReturn, 0, 0, 1)]
+    );
+    assert_eq!(
+        c.predicates[2].intervention,
+        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 1 })
+    );
+}
+
+#[test]
+fn keys_are_stable_across_learning_and_serialise() {
+    let functions = vec![func(0, "flush", ValueKind::Signed, &[])];
+    let r = |id, label, v| run(id, label, vec![call(0, 0, 1, 0, Some(10), Some(v))], 100);
+    let s = Session { functions, runs: vec![r(0, Label::Pass, 0), r(1, Label::Fail, 3)] };
+    let a = learn_default(&s);
+    let json = serde_json::to_string(&a).unwrap();
+    let mut b: Catalog = serde_json::from_str(&json).unwrap();
+    b.reindex();
+    assert_eq!(keys(&a), keys(&b));
+    assert_eq!(b.find(&key(Kind::RetDiffers, 0, 0, 1)), Some(PredId(1)));
+    assert_eq!(key(Kind::RetDiffers, 0, 0, 1).to_string(), "ret_differs:f0/r0/#1");
+}

@@ -1,1 +1,0 @@
-//! Statistical debugging: precision, recall, CBI scores (AID Sec. 2).

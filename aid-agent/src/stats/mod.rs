@@ -1,0 +1,210 @@
+//! Statistical debugging over predicate truth (AID Sec. 2; CBI, Liblit et
+//! al. PLDI'05): precision and recall, Failure, Context, Increase and
+//! Importance, the fully-discriminative filter AID starts from, and the
+//! safe-intervention allowlist (Sec. 3.2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::predicates::{PredId, RunTruth};
+
+mod safe;
+
+pub use safe::{SafeList, StatsError};
+
+/// How often a predicate was true and observed, by run label.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// F(P): failing runs where P held.
+    pub failing_true: u32,
+    /// S(P): passing runs where P held.
+    pub passing_true: u32,
+    /// F(P observed): failing runs that reached P's site.
+    pub failing_observed: u32,
+    /// S(P observed).
+    pub passing_observed: u32,
+}
+
+/// Runs by label.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub failing: u32,
+    pub passing: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scores {
+    pub id: PredId,
+    pub counts: Counts,
+    /// #failing runs where P holds / #runs where P holds (AID Sec. 2; the
+    /// same ratio is CBI's Failure(P)).
+    pub precision: f64,
+    /// #failing runs where P holds / #failing runs.
+    pub recall: f64,
+    /// CBI Failure(P) = F(P) / (F(P) + S(P)).
+    pub failure: f64,
+    /// CBI Context(P) = F(P obs) / (F(P obs) + S(P obs)): the failure rate
+    /// of runs that merely reached P's site.
+    pub context: f64,
+    /// CBI Increase(P) = Failure(P) − Context(P).
+    pub increase: f64,
+    /// Harmonic mean of Increase and log F(P) / log NumF (PLDI'05).
+    pub importance: f64,
+    /// Holds in every failing run and in no passing run (AID Sec. 3).
+    pub fully_discriminative: bool,
+}
+
+/// Counts, for every predicate id below `len`, over these runs' truth.
+pub fn tally<'a>(
+    len: usize,
+    truths: impl IntoIterator<Item = &'a RunTruth>,
+) -> (Vec<Counts>, Totals) {
+    let mut counts = vec![Counts::default(); len];
+    let mut totals = Totals::default();
+    for t in truths {
+        if t.failed {
+            totals.failing += 1;
+        } else {
+            totals.passing += 1;
+        }
+        for (i, c) in counts.iter_mut().enumerate() {
+            if t.observed(PredId(i as u32)) {
+                if t.failed {
+                    c.failing_observed += 1;
+                } else {
+                    c.passing_observed += 1;
+                }
+            }
+        }
+        for &(p, _) in &t.held {
+            if let Some(c) = counts.get_mut(p.0 as usize) {
+                if t.failed {
+                    c.failing_true += 1;
+                } else {
+                    c.passing_true += 1;
+                }
+            }
+        }
+    }
+    (counts, totals)
+}
+
+fn ratio(a: u32, b: u32) -> f64 {
+    if b == 0 { 0.0 } else { f64::from(a) / f64::from(b) }
+}
+
+/// The scores of one predicate.
+pub fn score(id: PredId, c: Counts, totals: Totals) -> Scores {
+    let failure = ratio(c.failing_true, c.failing_true + c.passing_true);
+    let context = ratio(c.failing_observed, c.failing_observed + c.passing_observed);
+    let increase = failure - context;
+    // log F(P) / log NumF; with a single failing run the ratio is 0/0, and
+    // we read it as 1 when that run has P (its limit for F(P) = NumF).
+    let spread = if totals.failing <= 1 {
+        if c.failing_true >= 1 && totals.failing == 1 { 1.0 } else { 0.0 }
+    } else if c.failing_true == 0 {
+        0.0
+    } else {
+        f64::from(c.failing_true).ln() / f64::from(totals.failing).ln()
+    };
+    let importance =
+        if increase > 0.0 && spread > 0.0 { 2.0 / (1.0 / increase + 1.0 / spread) } else { 0.0 };
+    Scores {
+        id,
+        counts: c,
+        precision: failure,
+        recall: ratio(c.failing_true, totals.failing),
+        failure,
+        context,
+        increase,
+        importance,
+        fully_discriminative: totals.failing > 0
+            && c.failing_true == totals.failing
+            && c.passing_true == 0,
+    }
+}
+
+pub fn score_all(counts: &[Counts], totals: Totals) -> Vec<Scores> {
+    counts.iter().enumerate().map(|(i, &c)| score(PredId(i as u32), c, totals)).collect()
+}
+
+/// Ids ranked by Importance, then Failure, then recall (ties by id).
+pub fn rank(scores: &[Scores]) -> Vec<PredId> {
+    let mut v: Vec<&Scores> = scores.iter().collect();
+    v.sort_by(|a, b| {
+        b.importance
+            .total_cmp(&a.importance)
+            .then(b.failure.total_cmp(&a.failure))
+            .then(b.recall.total_cmp(&a.recall))
+            .then(a.id.cmp(&b.id))
+    });
+    v.into_iter().map(|s| s.id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn cbi_scores_follow_the_definitions() {
+        // 10 failing, 30 passing runs; P true in 8 failing and 2 passing,
+        // observed in all 10 failing and 20 passing.
+        let totals = Totals { failing: 10, passing: 30 };
+        let c =
+            Counts { failing_true: 8, passing_true: 2, failing_observed: 10, passing_observed: 20 };
+        let s = score(PredId(1), c, totals);
+        assert!(close(s.failure, 0.8));
+        assert!(close(s.precision, 0.8));
+        assert!(close(s.recall, 0.8));
+        assert!(close(s.context, 10.0 / 30.0));
+        assert!(close(s.increase, 0.8 - 10.0 / 30.0));
+        let spread = 8f64.ln() / 10f64.ln();
+        assert!(close(s.importance, 2.0 / (1.0 / s.increase + 1.0 / spread)));
+        assert!(!s.fully_discriminative);
+    }
+
+    #[test]
+    fn fully_discriminative_and_degenerate_cases() {
+        let totals = Totals { failing: 4, passing: 6 };
+        let fd = score(
+            PredId(1),
+            Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 6 },
+            totals,
+        );
+        assert!(fd.fully_discriminative);
+        assert!(close(fd.importance, 2.0 / (1.0 / 0.6 + 1.0)));
+        // True in a single failing run: log 1 = 0, no importance.
+        let once = score(
+            PredId(2),
+            Counts { failing_true: 1, passing_true: 0, failing_observed: 4, passing_observed: 6 },
+            totals,
+        );
+        assert_eq!(once.importance, 0.0);
+        // An invariant of the failing path: Increase 0, no importance.
+        let inv = score(
+            PredId(3),
+            Counts { failing_true: 4, passing_true: 0, failing_observed: 4, passing_observed: 0 },
+            totals,
+        );
+        assert_eq!(inv.increase, 0.0);
+        assert_eq!(inv.importance, 0.0);
+        // Never true, never observed.
+        let none = score(PredId(4), Counts::default(), totals);
+        assert_eq!(
+            (none.precision, none.recall, none.context, none.importance),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+        // One failing run in the session.
+        let single = score(
+            PredId(5),
+            Counts { failing_true: 1, passing_true: 0, failing_observed: 1, passing_observed: 5 },
+            Totals { failing: 1, passing: 5 },
+        );
+        assert!(single.fully_discriminative);
+        assert!(single.importance > 0.0);
+        assert_eq!(rank(&[once, fd, inv]), vec![PredId(1), PredId(3), PredId(2)]);
+    }
+}
