@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     causal::{AcDag, CausalError},
-    model::{Intervention, Point, Session},
+    model::{Intervention, Session},
     predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn},
     stats::{SafeList, Scores, Totals, rank, score_all, tally},
 };
@@ -247,24 +247,6 @@ impl Analysis {
     }
 }
 
-/// Short words for an intervention, for the table.
-pub fn intervention_words(iv: &Intervention) -> String {
-    let site = |s: crate::model::Site| format!("f{}/r{}/#{}", s.func, s.role, s.instance);
-    let point = |p: Point| match p {
-        Point::Entry => "entry",
-        Point::Exit => "exit",
-    };
-    match iv {
-        Intervention::ReturnEarly { value, .. } => format!("return early with {value}"),
-        Intervention::OverrideReturn { value, .. } => format!("force return value {value}"),
-        Intervention::DelayExit { delay_us, .. } => format!("delay return by {delay_us} µs"),
-        Intervention::HoldUntil { point: p, until, until_point, .. } => {
-            format!("hold {} until {} {}", point(*p), site(*until), point(*until_point))
-        }
-        Intervention::Serialize { .. } => "serialise the two calls".into(),
-    }
-}
-
 /// The ranked table of `aid-agent analyze`.
 pub fn render_table(a: &Analysis, top: usize) -> String {
     let r = a.report(top);
@@ -323,9 +305,10 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
             row.description
         );
         if (row.status == "candidate" || row.status == "unsafe")
-            && let Some(iv) = &row.intervention
+            && let Some(p) = a.catalog.get(row.id)
+            && !p.intervention_text.is_empty()
         {
-            let _ = writeln!(s, "{:>83}  ↳ intervention: {}", "", intervention_words(iv));
+            let _ = writeln!(s, "{:>83}  ↳ intervention: {}", "", p.intervention_text);
         }
     }
     if !r.candidates.is_empty() {

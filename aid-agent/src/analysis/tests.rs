@@ -198,7 +198,11 @@ fn analysis_ranks_filters_and_orders_the_race() {
     let table = render_table(&a, 10);
     assert!(table.contains("call 1 of fetch on fetcher#1 runs too slow"), "{table}");
     assert!(table.contains("call 1 of fetch on fetcher#1 and call 1 of use_cache on reader#2 run at the same time on the same object"), "{table}");
-    assert!(table.contains("intervention: serialise the two calls"), "{table}");
+    assert!(
+        table.contains("intervention: run call 1 of fetch on fetcher#1 and call 1 of use_cache on reader#2 one after the other"),
+        "{table}"
+    );
+    assert!(table.contains("intervention: make call 1 of fetch on fetcher#1 return 0 at once, skipping its body"), "{table}");
     assert!(table.contains(&format!("same as {wrong}")), "{table}");
     let json = serde_json::to_value(a.report(0)).unwrap();
     assert_eq!(json["candidates"].as_array().unwrap().len(), 3);

@@ -158,7 +158,7 @@ mod tests {
         assert!(table.contains(
             "call 1 of parse on main returns a value other than 0, which every passing run returned"
         ));
-        assert!(table.contains("↳ intervention: force return value 0"));
+        assert!(table.contains("↳ intervention: force call 1 of parse on main to return 0"), "{table}");
         assert!(table.contains("  P1 -> F"));
         let json: serde_json::Value =
             serde_json::from_str(&render(&args(true, &[]), &s).unwrap()).unwrap();

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::{Condition, Kind, PredKey};
-use crate::model::{Role, Session, Site};
+use crate::model::{Intervention, Point, Role, Session, Site};
 
 pub(super) struct Names {
     funcs: Vec<String>,
@@ -37,6 +37,40 @@ impl Names {
 
     fn call(&self, s: Site) -> String {
         format!("call {} of {} on {}", s.instance, self.func(s.func), self.role(s.role))
+    }
+
+    /// An intervention in words: "hold call 1 of close on main at its entry
+    /// until call 1 of commit on committer#1 has returned".
+    pub fn intervention(&self, iv: &Intervention) -> String {
+        let at = |p: Point| match p {
+            Point::Entry => "at its entry",
+            Point::Exit => "before it returns",
+        };
+        let done = |p: Point| match p {
+            Point::Entry => "has started",
+            Point::Exit => "has returned",
+        };
+        match *iv {
+            Intervention::ReturnEarly { site, value } => {
+                format!("make {} return {value} at once, skipping its body", self.call(site))
+            }
+            Intervention::OverrideReturn { site, value } => {
+                format!("force {} to return {value}", self.call(site))
+            }
+            Intervention::DelayExit { site, delay_us } => {
+                format!("delay {} by {} before it returns", self.call(site), duration(delay_us * 1000))
+            }
+            Intervention::HoldUntil { site, point, until, until_point } => format!(
+                "hold {} {} until {} {}",
+                self.call(site),
+                at(point),
+                self.call(until),
+                done(until_point)
+            ),
+            Intervention::Serialize { a, b } => {
+                format!("run {} and {} one after the other", self.call(a), self.call(b))
+            }
+        }
     }
 
     pub fn describe(

@@ -118,6 +118,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         anchor: Kind::Failure.anchor(),
         condition: Condition::Failure,
         intervention: None,
+        intervention_text: String::new(),
     }];
     for key in keys {
         let site = key.site();
@@ -197,6 +198,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
             }
         };
         let id = PredId(predicates.len() as u32);
+        let intervention_text = intervention.as_ref().map(|iv| names.intervention(iv)).unwrap_or_default();
         predicates.push(Predicate {
             id,
             key,
@@ -204,6 +206,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
             anchor: key.kind.anchor(),
             condition,
             intervention,
+            intervention_text,
         });
     }
     Ok(Catalog::from_parts(predicates, passing.len() as u32, failing.len() as u32, session))

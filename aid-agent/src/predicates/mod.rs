@@ -268,6 +268,9 @@ pub struct Predicate {
     /// What forces the predicate to its passing value (Fig. 2, column 3);
     /// None when nothing can (counts, F).
     pub intervention: Option<Intervention>,
+    /// The intervention in plain words (empty when there is none).
+    #[serde(default)]
+    pub intervention_text: String,
 }
 
 /// Every predicate learned from a session, F first.
