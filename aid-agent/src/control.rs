@@ -153,6 +153,8 @@ pub struct Controller<'a> {
     pub functions: &'a [Function],
     pub unwinder: &'a mut Unwinder,
     pub stop_signal: Signal,
+    /// First bytes of each function, read from its file once.
+    pub first_bytes: &'a mut std::collections::HashMap<u32, Vec<u8>>,
 }
 
 fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
@@ -287,6 +289,15 @@ impl Controller<'_> {
             error: None,
         };
         let deadline = now + Duration::from_micros(p.action.timeout_us.max(1));
+        // A hold or delay at an entry must come before the function does
+        // anything: rewind the thread to its first instruction when that
+        // instruction can safely run again.
+        if p.site.point == aid_common::POINT_ENTRY
+            && matches!(p.action.kind, ACTION_DELAY | ACTION_HOLD_UNTIL | ACTION_HOLD_WHILE_RUNNING)
+            && let Err(e) = self.rewind(tid, &p)
+        {
+            log::debug!("holding {tid} after the first instruction of function {}: {e}", p.site.func);
+        }
         let hold = |release: Release, deadline: Instant, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>, record| {
             holds.push(Hold { tid, release, deadline, since: now, record: stops.len() });
             stops.push(record);
@@ -328,6 +339,37 @@ impl Controller<'_> {
                 resume(tid, None);
             }
         }
+    }
+
+    /// Puts the thread back at the function's first instruction, with the
+    /// registers it had there, and tells the probes the next entry is the
+    /// same call.
+    fn rewind(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
+        let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;
+        let bytes = match self.first_bytes.get(&f.id) {
+            Some(b) => b.clone(),
+            None => {
+                use std::os::unix::fs::FileExt as _;
+                let file = std::fs::File::open(&f.module).map_err(|e| e.to_string())?;
+                let mut b = vec![0u8; 16];
+                let n = file.read_at(&mut b, f.offset).map_err(|e| e.to_string())?;
+                b.truncate(n);
+                self.first_bytes.insert(f.id, b.clone());
+                b
+            }
+        };
+        if !crate::insn::reexecutable(&bytes) {
+            return Err(format!("first instruction {:02x?} may have effects if run twice", &bytes[..bytes.len().min(4)]));
+        }
+        let mut regs = ptrace::getregs(tid).map_err(|e| e.to_string())?;
+        let r = &p.regs;
+        (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) = (r[0], r[1], r[2], r[3], r[4], r[5]);
+        (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) = (r[6], r[7], r[8], r[9], r[10], r[11]);
+        (regs.rdx, regs.rsi, regs.rdi) = (r[12], r[13], r[14]);
+        (regs.rip, regs.eflags, regs.rsp) = (p.func_ip, r[18], r[19]);
+        let replay = aid_common::Replay { ip: p.func_ip, exit_sp: r[19] + 8, func: p.site.func, entry_pending: 1 };
+        self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
+        ptrace::setregs(tid, regs).map_err(|e| e.to_string())
     }
 
     fn edit_registers(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {

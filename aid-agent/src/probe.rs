@@ -263,6 +263,7 @@ impl Probes {
         clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
         clear::<u32, aid_common::UnitState>(&mut self.ebpf, aid_common::MAP_UNIT_STATE)?;
+        clear::<u32, aid_common::Replay>(&mut self.ebpf, aid_common::MAP_REPLAY)?;
         self.set_live_unit(None)
     }
 
@@ -326,6 +327,12 @@ impl Probes {
     pub fn set_live_unit(&mut self, unit: Option<crate::model::FuncId>) -> Result<(), ProbeError> {
         let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, aid_common::MAP_LIVE_UNIT)?;
         live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(aid_common::MAP_LIVE_UNIT, e))
+    }
+
+    /// Marks a thread as rewound to the first instruction of a function.
+    pub fn set_replay(&mut self, tid: u32, replay: aid_common::Replay) -> Result<(), ProbeError> {
+        let mut m: BpfHashMap<_, u32, aid_common::Replay> = map(&mut self.ebpf, aid_common::MAP_REPLAY)?;
+        m.insert(tid, replay, 0).map_err(|e| map_err(aid_common::MAP_REPLAY, e))
     }
 
     /// Removes every action (the watch marks stay).

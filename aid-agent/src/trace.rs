@@ -46,6 +46,7 @@ pub struct Tracer {
     pub resolver: Resolver,
     pub unwinder: Unwinder,
     pub stop_signal: nix::sys::signal::Signal,
+    pub first_bytes: std::collections::HashMap<u32, Vec<u8>>,
 }
 
 impl Tracer {
@@ -80,6 +81,7 @@ impl Tracer {
             resolver,
             unwinder: Unwinder::default(),
             stop_signal,
+            first_bytes: Default::default(),
         })
     }
 
@@ -140,6 +142,7 @@ impl Tracer {
             functions: &self.functions,
             unwinder: &mut self.unwinder,
             stop_signal: self.stop_signal,
+            first_bytes: &mut self.first_bytes,
         };
         let driven = controller.drive(pid, policy.timeout, cancel)?;
         let mut exit = child.finish(driven.status);

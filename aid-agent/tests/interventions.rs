@@ -107,6 +107,30 @@ fn hold_until_forces_the_order() {
     assert!(s.runs[0].interventions[0].applied);
 }
 
+/// Regression: the kernel runs a probed function's first instruction before
+/// the stop signal is delivered. At -O1, read_flag's first instruction is
+/// the read itself, so a hold at its entry used to come too late: the read
+/// had happened. The agent now rewinds the thread to the first instruction.
+#[test]
+fn hold_at_entry_comes_before_the_first_instruction() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
+    let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], "[]", &[]);
+    assert_eq!((s.runs[0].label, call(&s, "read_flag", 2).ret), (Label::Fail, Some(0)));
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], plan, &[]);
+    let r = &s.runs[0];
+    assert!(r.interventions[0].applied);
+    assert_eq!((r.label, call(&s, "read_flag", 2).ret), (Label::Pass, Some(1)));
+    // The repeated entry and the duplicate return are not recorded.
+    let reads: Vec<_> = r.calls.iter().filter(|c| s.functions[c.func as usize].name == "read_flag").collect();
+    assert_eq!(reads.len(), 1);
+    assert!(reads[0].entry_ns >= call(&s, "set_flag", 1).exit_ns.unwrap());
+}
+
 #[test]
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     if !bpf_available() {

@@ -181,10 +181,13 @@ pub struct Action {
 }
 const _: () = assert!(core::mem::size_of::<Action>() == 40);
 
+/// Number of general registers in x86-64 `struct pt_regs` (r15 .. ss).
+pub const PT_REGS_WORDS: usize = 21;
+
 /// Value of [`MAP_PENDING`]: written by a probe just before it signals its
 /// own thread, read by the agent at the resulting signal stop.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pending {
     pub action: Action,
     /// Where the thread stopped.
@@ -193,8 +196,47 @@ pub struct Pending {
     /// frame for a premature return.
     pub func_ip: u64,
     pub ts_ns: u64,
+    /// Entry only: the registers at the breakpoint, before the probed first
+    /// instruction ran (the kernel runs it before the signal stops the
+    /// thread), in `struct pt_regs` order. Lets the agent rewind the thread
+    /// to the function's first instruction.
+    pub regs: [u64; PT_REGS_WORDS],
 }
-const _: () = assert!(core::mem::size_of::<Pending>() == 40 + 16 + 16);
+const _: () = assert!(core::mem::size_of::<Pending>() == 40 + 16 + 16 + 8 * PT_REGS_WORDS);
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            action: Action::default(),
+            site: SiteKey::default(),
+            func_ip: 0,
+            ts_ns: 0,
+            regs: [0; PT_REGS_WORDS],
+        }
+    }
+}
+
+/// `tid -> Replay`: a thread the agent rewound to the first instruction of
+/// a function. Its next entry probe hit there is the same call again and is
+/// ignored; the kernel then reports that call's return twice (the frame's
+/// return address was already redirected), and the first of the two is
+/// ignored too.
+pub const MAP_REPLAY: &str = "REPLAY";
+
+/// Value of [`MAP_REPLAY`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// Address of the function's first instruction.
+    pub ip: u64,
+    /// Stack pointer right after the call returns (entry rsp + 8): where
+    /// the duplicate return is reported, unlike a recursive inner call's.
+    pub exit_sp: u64,
+    pub func: u32,
+    /// 1 until the repeated entry has been seen.
+    pub entry_pending: u32,
+}
+const _: () = assert!(core::mem::size_of::<Replay>() == 24);
 
 #[cfg(feature = "user")]
 mod user {
@@ -208,4 +250,5 @@ mod user {
     unsafe impl aya::Pod for super::Action {}
     unsafe impl aya::Pod for super::Pending {}
     unsafe impl aya::Pod for super::UnitState {}
+    unsafe impl aya::Pod for super::Replay {}
 }

@@ -15,7 +15,7 @@ use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
     CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
-    TARGET_INTERVENE, TARGET_LIVE, UnitState,
+    TARGET_INTERVENE, TARGET_LIVE, UnitState, Replay, PT_REGS_WORDS,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -53,6 +53,8 @@ static WATCH: HashMap<SiteKey, u64> = HashMap::with_max_entries(4096, 0);
 static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(16384, 0);
 #[map]
 static LIVE_UNIT: Array<u32> = Array::with_max_entries(1, 0);
+#[map]
+static REPLAY: HashMap<u32, Replay> = HashMap::with_max_entries(16384, 0);
 #[map]
 static UNIT_STATE: HashMap<u32, UnitState> = HashMap::with_max_entries(16384, 0);
 
@@ -125,11 +127,14 @@ fn target(pid_tgid: u64) -> Option<u64> {
 pub fn enter_fn(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(flags) = target(pid_tgid) else { return 0 };
-    let ts = unsafe { bpf_ktime_get_ns() };
     let func = cookie(&ctx);
     let ip = entry_ip(&ctx);
+    if flags & TARGET_INTERVENE != 0 && replayed_entry(pid_tgid as u32, ip) {
+        return 0;
+    }
+    let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), ip);
-    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip).is_err() {
+    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip, regs_of(&ctx)).is_err() {
         bump(&ERRORS);
     }
     0
@@ -139,19 +144,73 @@ pub fn enter_fn(ctx: ProbeContext) -> u32 {
 pub fn exit_fn(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(flags) = target(pid_tgid) else { return 0 };
-    let ts = unsafe { bpf_ktime_get_ns() };
     let func = cookie(&ctx);
+    if flags & TARGET_INTERVENE != 0 {
+        // SAFETY: the context of a uretprobe is the thread's registers.
+        let sp = unsafe { (*(ctx.as_ptr() as *const pt_regs)).rsp };
+        if replayed_exit(pid_tgid as u32, func, sp) {
+            return 0;
+        }
+    }
+    let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, func, KIND_EXIT, [0; 3], ctx.ret::<u64>());
-    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_EXIT, 0).is_err() {
+    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_EXIT, 0, [0; PT_REGS_WORDS]).is_err() {
         bump(&ERRORS);
     }
     0
 }
 
+/// The registers at an entry breakpoint, in `struct pt_regs` order.
+#[inline(always)]
+fn regs_of(ctx: &ProbeContext) -> [u64; PT_REGS_WORDS] {
+    // SAFETY: the context of a uprobe is the probed thread's saved registers.
+    let r = unsafe { &*(ctx.as_ptr() as *const pt_regs) };
+    [
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx, r.rsi,
+        r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss,
+    ]
+}
+
+/// The same call entered again after the agent rewound the thread: ignore.
+#[inline(always)]
+fn replayed_entry(tid: u32, ip: u64) -> bool {
+    match REPLAY.get_ptr_mut(&tid) {
+        // SAFETY: only this thread touches its own entry.
+        Some(r) => unsafe {
+            if (*r).entry_pending != 0 && (*r).ip == ip {
+                (*r).entry_pending = 0;
+                true
+            } else {
+                false
+            }
+        },
+        None => false,
+    }
+}
+
+/// The first of the two returns the kernel reports for a rewound call.
+#[inline(always)]
+fn replayed_exit(tid: u32, func: u32, sp: u64) -> bool {
+    match unsafe { REPLAY.get(&tid) } {
+        Some(r) if r.entry_pending == 0 && r.func == func && r.exit_sp == sp => {
+            let _ = REPLAY.remove(&tid);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Numbers the instance this entry/exit belongs to, marks it as happened if
 /// someone waits for it, and stops the thread when its action is due.
 #[inline(always)]
-fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Result<(), i64> {
+fn try_intervene(
+    ts: u64,
+    pid_tgid: u64,
+    func: u32,
+    point: u32,
+    ip: u64,
+    regs: [u64; PT_REGS_WORDS],
+) -> Result<(), i64> {
     let tid = pid_tgid as u32;
     let unit = LIVE_UNIT.get(0).copied().unwrap_or(0);
     let (role, epoch) = if unit == 0 {
@@ -215,7 +274,7 @@ fn try_intervene(ts: u64, pid_tgid: u64, func: u32, point: u32, ip: u64) -> Resu
     if !due {
         return Ok(());
     }
-    PENDING.insert(&tid, &Pending { action, site, func_ip: ip, ts_ns: ts }, 0)?;
+    PENDING.insert(&tid, &Pending { action, site, func_ip: ip, ts_ns: ts, regs }, 0)?;
     // SAFETY: signals only the current thread; the agent is its tracer and
     // suppresses the signal at the resulting stop.
     let signal = unsafe { core::ptr::read_volatile(&STOP_SIGNAL) };

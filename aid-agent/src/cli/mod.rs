@@ -11,6 +11,7 @@ pub mod attach;
 pub mod bench;
 pub mod bench_extract;
 pub mod common;
+pub mod debug;
 pub mod intervene;
 pub mod record;
 
@@ -31,6 +32,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a program N times under the tracer and store every run.
     Record(record::Args),
+    /// Find the root cause and causal path of an intermittent failure.
+    Debug(debug::Args),
     /// Trace a process that is already running (optionally per unit of work).
     Attach(attach::Args),
     /// Run a program under explicit interventions (testing aid).
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Record(args) => record::run(args),
+        Command::Debug(args) => debug::run(args),
         Command::Attach(args) => attach::run(args),
         Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
