@@ -16,7 +16,7 @@ use std::{
 
 use aid_common::{
     Action, Event, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LOST, MAP_PENDING,
-    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGETS, MAP_WATCH, Pending, SiteKey, TargetState,
+    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_WATCH, Pending, SiteKey, TargetState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -207,25 +207,39 @@ impl Probes {
         }
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
-        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
         let flags = if intervene { aid_common::TARGET_INTERVENE } else { 0 };
-        targets.insert(pid, TargetState { flags }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
-        Ok(())
+        self.set_target(TargetState { tgid: pid, _pad: 0, flags })
+    }
+
+    fn set_target(&mut self, state: TargetState) -> Result<(), ProbeError> {
+        let mut target: aya::maps::Array<_, TargetState> = map(&mut self.ebpf, MAP_TARGET)?;
+        target.set(0, state, 0).map_err(|e| map_err(MAP_TARGET, e))
+    }
+
+    fn target(&self) -> Result<TargetState, ProbeError> {
+        let m = self.ebpf.map(MAP_TARGET).ok_or(ProbeError::Map { name: MAP_TARGET, reason: "missing".into() })?;
+        let target: aya::maps::Array<_, TargetState> =
+            aya::maps::Array::try_from(m).map_err(|e| ProbeError::Map { name: MAP_TARGET, reason: e.to_string() })?;
+        target.get(&0, 0).map_err(|e| map_err(MAP_TARGET, e))
     }
 
     /// Stops recording `pid` (its number may be reused by another process).
     pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
-        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        let _ = targets.remove(&pid);
+        if self.target()?.tgid == pid {
+            self.set_target(TargetState::default())?;
+        }
         Ok(())
     }
 
-    /// Turns interventions on or off for a live target.
-    pub fn set_intervene(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
-        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
-        let mut state = targets.get(&pid, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
-        state.flags = if intervene { state.flags | aid_common::TARGET_INTERVENE } else { state.flags & !aid_common::TARGET_INTERVENE };
-        targets.insert(pid, state, 0).map_err(|e| map_err(MAP_TARGETS, e))
+    /// Turns interventions on or off for the live target.
+    pub fn set_intervene(&mut self, intervene: bool) -> Result<(), ProbeError> {
+        let mut state = self.target()?;
+        state.flags = if intervene {
+            state.flags | aid_common::TARGET_INTERVENE
+        } else {
+            state.flags & !aid_common::TARGET_INTERVENE
+        };
+        self.set_target(state)
     }
 
     /// Registers a process that is already running (attach mode): `tids`
@@ -234,9 +248,8 @@ impl Probes {
     pub fn begin_running_target(&mut self, pid: u32, tids: &[u32], intervene: bool) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
-        let mut targets: BpfHashMap<_, u32, TargetState> = map(&mut self.ebpf, MAP_TARGETS)?;
         let flags = aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
-        targets.insert(pid, TargetState { flags }, 0).map_err(|e| map_err(MAP_TARGETS, e))?;
+        self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
         Ok(())
     }
 
@@ -256,7 +269,7 @@ impl Probes {
 
     /// Forgets everything about previous targets and interventions.
     pub fn clear_run_state(&mut self) -> Result<(), ProbeError> {
-        clear::<u32, TargetState>(&mut self.ebpf, MAP_TARGETS)?;
+        self.set_target(TargetState::default())?;
         clear::<u32, u32>(&mut self.ebpf, MAP_ROLES)?;
         clear::<aid_common::CallKey, aid_common::CallStack>(&mut self.ebpf, MAP_CALLS)?;
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;

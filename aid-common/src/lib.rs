@@ -13,8 +13,10 @@ pub const MAP_EVENTS: &str = "EVENTS";
 pub const MAP_LOST: &str = "LOST";
 /// Per-CPU count of probe bodies that failed (a map update refused, ...).
 pub const MAP_ERRORS: &str = "ERRORS";
-/// `tgid -> TargetState`: the processes being traced.
-pub const MAP_TARGETS: &str = "TARGETS";
+/// Array of one [`TargetState`]: the process being traced (an agent traces
+/// one target at a time; a one-slot array keeps the per-event check to a
+/// compare).
+pub const MAP_TARGET: &str = "TARGET";
 /// Queue of role numbers (1, 2, ...) the agent fills before a run; each new
 /// thread of the target pops the next one.
 pub const MAP_ROLE_POOL: &str = "ROLE_POOL";
@@ -78,15 +80,18 @@ pub const TARGET_LIVE: u64 = 1;
 /// consult the action map.
 pub const TARGET_INTERVENE: u64 = 2;
 
-/// Per-process state kept by the kernel side. Probes fire for every process
-/// running the traced code; only processes in [`MAP_TARGETS`] are recorded.
+/// The target process, as the kernel side sees it. Probes fire for every
+/// process running the traced code; only the target is recorded.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TargetState {
+    /// Process id (tgid); 0 when there is no target.
+    pub tgid: u32,
+    pub _pad: u32,
     /// [`TARGET_LIVE`] | [`TARGET_INTERVENE`].
     pub flags: u64,
 }
-const _: () = assert!(core::mem::size_of::<TargetState>() == 8);
+const _: () = assert!(core::mem::size_of::<TargetState>() == 16);
 
 /// Key of [`MAP_CALLS`].
 #[repr(C)]

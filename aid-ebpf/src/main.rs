@@ -38,7 +38,7 @@ static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
-static TARGETS: HashMap<u32, TargetState> = HashMap::with_max_entries(64, 0);
+static TARGET: Array<TargetState> = Array::with_max_entries(1, 0);
 #[map]
 static ROLE_POOL: Queue<u32> = Queue::with_max_entries(2048, 0);
 #[map]
@@ -117,8 +117,8 @@ fn entry_ip(ctx: &ProbeContext) -> u64 {
 #[inline(always)]
 fn target(pid_tgid: u64) -> Option<u64> {
     let tgid = (pid_tgid >> 32) as u32;
-    match unsafe { TARGETS.get(&tgid) } {
-        Some(t) if t.flags & TARGET_LIVE != 0 => Some(t.flags),
+    match TARGET.get(0) {
+        Some(t) if t.tgid == tgid && t.flags & TARGET_LIVE != 0 => Some(t.flags),
         _ => None,
     }
 }
@@ -336,7 +336,7 @@ pub fn thread_new(ctx: TracePointContext) -> u32 {
 fn try_thread_new(ctx: &TracePointContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if unsafe { TARGETS.get(&tgid) }.is_none() {
+    if !TARGET.get(0).is_some_and(|t| t.tgid == tgid) {
         return Ok(());
     }
     // SAFETY: offsets come from the tracepoint's stable format.
@@ -372,7 +372,9 @@ pub fn exit_empty(_ctx: RetProbeContext) -> u32 {
 pub fn exec_seen(_ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if let Some(state) = TARGETS.get_ptr_mut(&tgid) {
+    if let Some(state) = TARGET.get_ptr_mut(0)
+        && unsafe { (*state).tgid } == tgid
+    {
         // SAFETY: plain store into a map value.
         unsafe { (*state).flags |= TARGET_LIVE };
         let ts = unsafe { bpf_ktime_get_ns() };
