@@ -163,7 +163,11 @@ impl Probes {
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
         }
         for (name, category, event) in
-            [("thread_new", "task", "task_newtask"), ("exec_seen", "sched", "sched_process_exec")]
+            [
+                ("thread_new", "task", "task_newtask"),
+                ("exec_seen", "sched", "sched_process_exec"),
+                ("thread_exit", "sched", "sched_process_exit"),
+            ]
         {
             let prog: &mut TracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;

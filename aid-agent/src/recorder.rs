@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use aid_common::{Event, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD};
+use aid_common::{Event, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT};
 
 use crate::model::{Call, FuncId, Function, Point, Role, Run, Thread};
 
@@ -88,6 +88,8 @@ pub struct Recorder<'a> {
     threads: Vec<Thread>,
     /// Start routine address of threads not yet named.
     unnamed: HashMap<Role, u64>,
+    /// Thread names (`comm`) reported when threads exited.
+    comms: HashMap<u32, String>,
     role_of: HashMap<u32, Role>,
     counts: HashMap<(Role, FuncId), u32>,
     open: HashMap<(u32, FuncId), Vec<u32>>,
@@ -121,6 +123,7 @@ impl<'a> Recorder<'a> {
             start_ns: ctx.start_ns,
             threads,
             unnamed: HashMap::new(),
+            comms: HashMap::new(),
             role_of,
             counts: HashMap::new(),
             open: HashMap::new(),
@@ -170,15 +173,30 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// A thread is named after its start routine; when that routine is a
+    /// language runtime's trampoline (every Rust or C++ std thread starts in
+    /// one), or unknown, the name the thread gave itself is used instead, if
+    /// it gave itself one.
     fn name_threads(&mut self) {
         let ctx = self.ctx;
         let bias = &self.bias;
+        let main_comm = self.comms.get(&ctx.pid).cloned();
         for t in &mut self.threads {
+            if t.role == 0 {
+                continue;
+            }
             if let Some(addr) = self.unnamed.get(&t.role)
                 && let Some(name) = bias.iter().find_map(|(m, b)| (ctx.symbolize)(m, addr.wrapping_sub(*b)))
             {
                 t.name = name;
                 self.unnamed.remove(&t.role);
+            }
+            if (t.name == "thread" || is_runtime_trampoline(&t.name))
+                && let Some(comm) = self.comms.get(&t.tid)
+                && !comm.is_empty()
+                && Some(comm) != main_comm.as_ref()
+            {
+                t.name = comm.clone();
             }
         }
     }
@@ -195,6 +213,13 @@ impl<'a> Recorder<'a> {
                 }
                 self.role_of.insert(child, role);
                 self.threads.push(Thread { role, tid: child, name: "thread".into(), parent, created_ns: t_ns });
+            }
+            KIND_THREAD_EXIT => {
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&e.args[0].to_le_bytes());
+                bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
+                let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
+                self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
             }
             KIND_ENTRY | KIND_EXIT => {
                 let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
@@ -239,6 +264,12 @@ impl<'a> Recorder<'a> {
             _ => {}
         }
     }
+}
+
+/// Start routines that every thread of a runtime shares, and so say nothing
+/// about the thread (Rust's std, libstdc++'s std::thread).
+fn is_runtime_trampoline(name: &str) -> bool {
+    name.contains("::thread_start") || name == "execute_native_thread_routine" || name.starts_with("std::thread")
 }
 
 /// Pairs entry and exit rows into calls, sorted by entry time.

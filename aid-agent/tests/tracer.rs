@@ -99,6 +99,10 @@ fn rust_names_are_demangled() {
     run_ok(agent().args(["record", "-t", "rust_fixture::worker::*", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
     let s = load(&out);
     assert_eq!(calls_on(&s, 0, 0), vec![c("rust_fixture::worker::compute", 1, [14, 0, 0], 42)]);
+    assert_eq!(calls_on(&s, 0, 1), vec![c("rust_fixture::worker::compute", 1, [5, 0, 0], 15)]);
+    // Every std thread starts in the same runtime trampoline: the role is
+    // named after the name the thread was given.
+    assert_eq!(s.runs[0].role_name(1), "cruncher#1");
 }
 
 #[test]

@@ -48,6 +48,10 @@ pub const KIND_THREAD: u32 = 2;
 /// process before this one belong to the agent's forked child, not to the
 /// target, and mark time zero of the run.
 pub const KIND_EXEC: u32 = 3;
+/// [`Event::kind`]: a thread of the target exited. `args[0..2]` hold its
+/// name (`comm`, 16 bytes, NUL-padded), final by then: runtimes that name
+/// threads (Rust's `thread::Builder::name`) do it after the start routine.
+pub const KIND_THREAD_EXIT: u32 = 4;
 
 /// One entry or exit of a traced function, or one thread creation.
 #[repr(C)]

@@ -14,13 +14,13 @@
 use aid_common::{
     Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
     ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
-    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, POINT_ENTRY, POINT_EXIT,
+    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT, POINT_ENTRY, POINT_EXIT,
     TARGET_INTERVENE, TARGET_LIVE, UnitState, Replay, PT_REGS_WORDS,
 };
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
-    helpers::{bpf_get_attach_cookie, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+    helpers::{bpf_get_attach_cookie, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
               bpf_send_signal_thread},
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, Queue, RingBuf},
@@ -380,6 +380,22 @@ pub fn exec_seen(_ctx: TracePointContext) -> u32 {
         let ts = unsafe { bpf_ktime_get_ns() };
         emit(ts, pid_tgid, 0, KIND_EXEC, [0; 3], 0);
     }
+    0
+}
+
+/// A thread of the target exits: report its final name.
+#[tracepoint(category = "sched", name = "sched_process_exit")]
+pub fn thread_exit(_ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if target(pid_tgid).is_none() {
+        return 0;
+    }
+    let Ok(comm) = bpf_get_current_comm() else { return 0 };
+    let mut words = [0u64; 3];
+    words[0] = u64::from_le_bytes([comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7]]);
+    words[1] = u64::from_le_bytes([comm[8], comm[9], comm[10], comm[11], comm[12], comm[13], comm[14], comm[15]]);
+    let ts = unsafe { bpf_ktime_get_ns() };
+    emit(ts, pid_tgid, 0, KIND_THREAD_EXIT, words, 0);
     0
 }
 
