@@ -52,8 +52,13 @@ pub struct StopRecord {
     pub timed_out: bool,
     /// How long the thread was held.
     pub held_ns: u64,
-    /// `CLOCK_MONOTONIC` time the thread was resumed (0 if never held).
+    /// `CLOCK_MONOTONIC` time the thread was resumed.
     pub released_ns: u64,
+    /// `CLOCK_MONOTONIC` time the probe fired (the thread stopped there).
+    pub probe_ns: u64,
+    /// The thread was held on purpose (a delay or a hold); otherwise the
+    /// whole stop was the agent's overhead.
+    pub held: bool,
     pub error: Option<String>,
 }
 
@@ -286,6 +291,8 @@ impl Controller<'_> {
             timed_out: false,
             held_ns: 0,
             released_ns: 0,
+            probe_ns: p.ts_ns,
+            held: false,
             error: None,
         };
         let deadline = now + Duration::from_micros(p.action.timeout_us.max(1));
@@ -298,9 +305,16 @@ impl Controller<'_> {
         {
             log::debug!("holding {tid} after the first instruction of function {}: {e}", p.site.func);
         }
-        let hold = |release: Release, deadline: Instant, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>, record| {
+        let hold = |release: Release, deadline: Instant, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>, mut record: StopRecord| {
+            record.held = true;
             holds.push(Hold { tid, release, deadline, since: now, record: stops.len() });
             stops.push(record);
+        };
+        // A stop that ends at once: all of it was the agent's overhead.
+        let done = |mut record: StopRecord, stops: &mut Vec<StopRecord>| {
+            record.released_ns = crate::probe::monotonic_ns();
+            stops.push(record);
+            resume(tid, None);
         };
         match p.action.kind {
             ACTION_DELAY => {
@@ -309,8 +323,7 @@ impl Controller<'_> {
             ACTION_HOLD_UNTIL => {
                 if self.probes.happened(&p.action.other).is_some() {
                     record.applied = true;
-                    stops.push(record);
-                    resume(tid, None);
+                    done(record, stops);
                 } else {
                     hold(Release::WhenHappened(p.action.other), deadline, holds, stops, record);
                 }
@@ -319,8 +332,7 @@ impl Controller<'_> {
                 let exit = SiteKey { point: POINT_EXIT, ..p.action.other };
                 if self.probes.happened(&exit).is_some() {
                     record.applied = true;
-                    stops.push(record);
-                    resume(tid, None);
+                    done(record, stops);
                 } else {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
@@ -330,13 +342,11 @@ impl Controller<'_> {
                     Ok(()) => record.applied = true,
                     Err(e) => record.error = Some(e),
                 }
-                stops.push(record);
-                resume(tid, None);
+                done(record, stops);
             }
             other => {
                 record.error = Some(format!("unknown action {other}"));
-                stops.push(record);
-                resume(tid, None);
+                done(record, stops);
             }
         }
     }

@@ -169,6 +169,8 @@ mod tests {
             timed_out: true,
             held_ns: 10_000_000,
             released_ns: 0,
+            probe_ns: 0,
+            held: true,
             error: None,
         };
         let o = plan.outcome(&[stop]);

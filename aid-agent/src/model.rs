@@ -149,12 +149,34 @@ pub struct Call {
     pub args: [i64; 3],
     /// Return value, normalised by the return type.
     pub ret: Option<i64>,
+    /// Time the agent kept this call's thread stopped inside the call for
+    /// its own work (a register edit), not part of the program's timing.
+    /// Derived from [`Run::pauses`].
+    #[serde(default)]
+    pub paused_ns: u64,
 }
 
 impl Call {
+    /// How long the call ran, without the agent's pauses.
     pub fn duration_ns(&self) -> Option<u64> {
-        self.exit_ns.map(|x| x.saturating_sub(self.entry_ns))
+        self.exit_ns.map(|x| self.active_ns(x))
     }
+
+    /// Time from entry to `end`, without the agent's pauses.
+    pub fn active_ns(&self, end: u64) -> u64 {
+        end.saturating_sub(self.entry_ns).saturating_sub(self.paused_ns)
+    }
+}
+
+/// The agent stopped a thread for its own work (not an intentional delay
+/// or hold): that time is taken out of the durations of the calls the
+/// thread was in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub role: Role,
+    /// When the thread stopped, ns since the run started.
+    pub at_ns: u64,
+    pub dur_ns: u64,
 }
 
 /// One execution of the target (or one unit of a live service).
@@ -178,6 +200,9 @@ pub struct Run {
     /// Random delays injected to make a rare failure more frequent.
     #[serde(default)]
     pub noise: Vec<Noise>,
+    /// Agent overhead stops (intervened runs).
+    #[serde(default)]
+    pub pauses: Vec<Pause>,
 }
 
 impl Run {

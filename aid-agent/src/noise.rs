@@ -51,7 +51,7 @@ mod tests {
     #[test]
     fn draws_distinct_seen_sites_within_bounds() {
         let calls = (1..=10)
-            .map(|i| Call { func: 0, role: 0, instance: i, entry_ns: 0, exit_ns: Some(1), args: [0; 3], ret: Some(0) })
+            .map(|i| Call { func: 0, role: 0, instance: i, entry_ns: 0, exit_ns: Some(1), args: [0; 3], ret: Some(0), paused_ns: 0 })
             .collect();
         let run = Run {
             id: 1,
@@ -64,6 +64,7 @@ mod tests {
             end_ns: 1,
             interventions: vec![],
             noise: vec![],
+            pauses: vec![],
         };
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let noise = draw(&[&run], Level { sites: 4, max_delay_us: 300 }, &mut rng);

@@ -266,6 +266,16 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// Takes the agent's pauses out of the durations of the calls their thread
+/// was in at the time.
+pub fn apply_pauses(calls: &mut [Call], pauses: &[crate::model::Pause]) {
+    for p in pauses {
+        for c in calls.iter_mut().filter(|c| c.role == p.role && c.entry_ns <= p.at_ns && c.exit_ns.is_none_or(|x| x >= p.at_ns)) {
+            c.paused_ns += p.dur_ns;
+        }
+    }
+}
+
 /// Start routines that every thread of a runtime shares, and so say nothing
 /// about the thread (Rust's std, libstdc++'s std::thread).
 fn is_runtime_trampoline(name: &str) -> bool {
@@ -288,6 +298,7 @@ pub fn calls_from_rows(rows: &[Row]) -> Vec<Call> {
                     exit_ns: None,
                     args: r.args,
                     ret: None,
+                    paused_ns: 0,
                 });
             }
             Point::Exit => {

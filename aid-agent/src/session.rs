@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::{
-    model::{AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Point, Run, Session, Thread},
-    recorder::{RecordedRun, Row, calls_from_rows},
+    model::{AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session, Thread},
+    recorder::{RecordedRun, Row, apply_pauses, calls_from_rows},
 };
 
 pub const FORMAT: &str = "aid-session";
@@ -93,6 +93,9 @@ pub struct RunRecord {
     pub interventions: Vec<AppliedIntervention>,
     #[serde(default)]
     pub noise: Vec<Noise>,
+    /// Agent overhead stops, taken out of call durations.
+    #[serde(default)]
+    pub pauses: Vec<Pause>,
     pub events: FileRef,
     pub threads: FileRef,
 }
@@ -166,6 +169,7 @@ impl Writer {
             orphan_exits,
             interventions: run.interventions.clone(),
             noise: run.noise.clone(),
+            pauses: run.pauses.clone(),
             events,
             threads,
         };
@@ -311,10 +315,15 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
             lost_events: rec.lost_events,
             complete: rec.complete,
             threads,
-            calls: calls_from_rows(&rows),
+            calls: {
+                let mut calls = calls_from_rows(&rows);
+                apply_pauses(&mut calls, &rec.pauses);
+                calls
+            },
             end_ns: rec.end_ns,
             interventions: rec.interventions.clone(),
             noise: rec.noise.clone(),
+            pauses: rec.pauses.clone(),
         });
     }
     let session = Session { functions: header.functions.clone(), runs };
@@ -494,6 +503,7 @@ mod tests {
             end_ns: 12,
             interventions: vec![],
             noise: vec![],
+            pauses: vec![],
         };
         (run, rows)
     }

@@ -156,7 +156,9 @@ impl Tracer {
         let mut rec = self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors);
         shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
         record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
+        rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);
         rec.run.calls = recorder::calls_from_rows(&rec.rows);
+        recorder::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&driven.stops);
         rec.run.noise = plan.noise.clone();
         for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
@@ -201,6 +203,7 @@ impl Tracer {
             end_ns,
             interventions: Vec::new(),
             noise: Vec::new(),
+            pauses: Vec::new(),
         };
         RecordedRun {
             run,
@@ -226,6 +229,19 @@ fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
             row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
         }
     }
+}
+
+/// Stops that were only the agent's overhead (register edits, holds that
+/// turned out not to be needed), as pauses of the thread's role.
+fn pauses(stops: &[StopRecord], threads: &[crate::model::Thread], start_ns: u64) -> Vec<crate::model::Pause> {
+    stops
+        .iter()
+        .filter(|s| !s.held && s.released_ns > s.probe_ns && s.probe_ns >= start_ns)
+        .filter_map(|s| {
+            let role = threads.iter().find(|t| t.tid == s.tid)?.role;
+            Some(crate::model::Pause { role, at_ns: s.probe_ns - start_ns, dur_ns: s.released_ns - s.probe_ns })
+        })
+        .collect()
 }
 
 /// The exit probe saw the value the function computed; after an override

@@ -278,6 +278,7 @@ impl Splitter {
             end_ns: end - start,
             interventions: Vec::new(),
             noise: Vec::new(),
+            pauses: Vec::new(),
         };
         Unit { run, rows, start_ns: start }
     }

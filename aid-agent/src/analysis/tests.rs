@@ -89,6 +89,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             exit_ns: Some(init_e),
             args: [CACHE, 0, 0],
             ret: Some(0),
+            paused_ns: 0,
         },
         Call {
             func: 1,
@@ -98,6 +99,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             exit_ns: Some(fetch_e),
             args: [CACHE, 0, 0],
             ret: Some(0),
+            paused_ns: 0,
         },
         Call {
             func: 2,
@@ -107,6 +109,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             exit_ns: Some(use_s + use_len),
             args: [CACHE, 0, 0],
             ret: Some(ret),
+            paused_ns: 0,
         },
         Call {
             func: 3,
@@ -116,6 +119,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             exit_ns: Some(report_s + 10),
             args: [0; 3],
             ret: None,
+            paused_ns: 0,
         },
     ];
     calls.sort_by_key(|c| c.entry_ns);
@@ -141,6 +145,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
         end_ns: report_s + 20,
         interventions: Vec::new(),
         noise: Vec::new(),
+        pauses: Vec::new(),
     }
 }
 

@@ -127,10 +127,12 @@ mod tests {
                 exit_ns: Some(9),
                 args: [0; 3],
                 ret: Some(ret),
+                paused_ns: 0,
             }],
             end_ns: 20,
             interventions: vec![],
             noise: vec![],
+            pauses: vec![],
         };
         Session {
             functions: vec![f],

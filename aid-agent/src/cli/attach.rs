@@ -230,6 +230,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 end_ns: end,
                 interventions: Vec::new(),
                 noise: Vec::new(),
+                pauses: Vec::new(),
             };
             count(&run, &mut passed, &mut failed);
             let rec = RecordedRun {

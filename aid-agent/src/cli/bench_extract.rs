@@ -221,6 +221,7 @@ fn one_run(
                 exit_ns: Some(exit),
                 args: [ptr_arg, i64::from(k), 0],
                 ret,
+                paused_ns: 0,
             });
             if collided {
                 let h = exit + 200;
@@ -232,6 +233,7 @@ fn one_run(
                     exit_ns: Some(h + 3_000),
                     args: [0; 3],
                     ret: None,
+                    paused_ns: 0,
                 });
                 t[r] = h + 3_000;
             } else {
@@ -261,6 +263,7 @@ fn one_run(
         end_ns: end,
         interventions: vec![],
         noise: vec![],
+        pauses: vec![],
     }
 }
 

@@ -100,15 +100,19 @@ impl Names {
                 };
                 format!("{} returns an error: {what}", self.call(site))
             }
-            (_, Condition::LongerThan { max_ns }) => format!(
-                "{} runs too slow: longer than {}, the slowest passing run",
+            (_, Condition::LongerThan { max_ns, passing_ns, failing_ns }) => format!(
+                "{} runs too slow: longer than {} (slowest passing run {}, fastest failing run {})",
                 self.call(site),
-                duration(*max_ns)
+                duration(*max_ns),
+                duration(*passing_ns),
+                duration(*failing_ns)
             ),
-            (_, Condition::ShorterThan { min_ns }) => format!(
-                "{} runs too fast: shorter than {}, the fastest passing run",
+            (_, Condition::ShorterThan { min_ns, passing_ns, failing_ns }) => format!(
+                "{} runs too fast: shorter than {} (fastest passing run {}, slowest failing run {})",
                 self.call(site),
-                duration(*min_ns)
+                duration(*min_ns),
+                duration(*passing_ns),
+                duration(*failing_ns)
             ),
             (_, Condition::CountAbove { max: 0 }) => format!(
                 "{} is called on {}, which no passing run does",

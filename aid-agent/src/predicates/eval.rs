@@ -66,8 +66,8 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
                 return (false, None);
             };
             if p.key.kind == Kind::Order {
-                let holds = a.exit_ns.is_some_and(|x| x < b.entry_ns);
-                (true, holds.then_some(b.entry_ns))
+                let exit = a.exit_ns.filter(|&x| x < b.entry_ns);
+                (true, exit)
             } else {
                 let (ea, eb) = (end_of(a, run), end_of(b, run));
                 let overlap = a.entry_ns < eb && b.entry_ns < ea;
@@ -86,11 +86,12 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
                 Condition::ErrorValue { negative, zero } => {
                     c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0))
                 }
-                Condition::LongerThan { max_ns } => {
-                    at = c.entry_ns.saturating_add(max_ns).saturating_add(1);
-                    end_of(c, run) - c.entry_ns > max_ns
+                Condition::LongerThan { max_ns, passing_ns, .. } => {
+                    // Anchored when it became slower than every passing run.
+                    at = c.entry_ns.saturating_add(passing_ns).saturating_add(1);
+                    c.active_ns(end_of(c, run)) > max_ns
                 }
-                Condition::ShorterThan { min_ns } => c.duration_ns().is_some_and(|d| d < min_ns),
+                Condition::ShorterThan { min_ns, .. } => c.duration_ns().is_some_and(|d| d < min_ns),
                 _ => false,
             };
             (true, holds.then_some(at))

@@ -102,7 +102,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         return Err(PredicateError::NoFailingRuns);
     }
     let base = baseline(&passing, &funcs);
-    let (mut keys, order_cands) = candidates(&failing, &funcs, &base, config);
+    let (mut keys, order_cands, extremes) = candidates(&failing, &funcs, &base, config);
     let orders = filter_orders(&passing, &funcs, order_cands);
     keys.extend(orders.keys().map(|&(a, b)| order_key(a, b)));
     let mut keys: Vec<PredKey> = keys.into_iter().collect();
@@ -152,16 +152,20 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
                 let void =
                     funcs.ret.get(key.func as usize).is_some_and(|t| t.kind == ValueKind::Void);
                 let value = if void { Some(0) } else { st.uniform() };
+                let failing_ns = extremes.slow.get(&site).copied().unwrap_or(st.max_ns + 1);
+                let max_ns = st.max_ns + (failing_ns - st.max_ns) / 2;
                 (
-                    Condition::LongerThan { max_ns: st.max_ns },
+                    Condition::LongerThan { max_ns, passing_ns: st.max_ns, failing_ns },
                     value.map(|value| Intervention::ReturnEarly { site, value }),
                 )
             }
             Kind::TooFast => {
                 let Some(st) = st else { continue };
                 let delay_us = st.min_ns.div_ceil(1000).max(1);
+                let failing_ns = extremes.fast.get(&site).copied().unwrap_or(st.min_ns.saturating_sub(1));
+                let min_ns = st.min_ns - (st.min_ns - failing_ns).div_ceil(2);
                 (
-                    Condition::ShorterThan { min_ns: st.min_ns },
+                    Condition::ShorterThan { min_ns, passing_ns: st.min_ns, failing_ns },
                     Some(Intervention::DelayExit { site, delay_us }),
                 )
             }
@@ -278,12 +282,22 @@ fn baseline(passing: &[&Run], funcs: &Funcs) -> Baseline {
 }
 
 /// Departures from the baseline in the failing runs, and order candidates.
+/// Per site, the failing durations closest to the passing range: the
+/// fastest one above the passing maximum, the slowest one below the
+/// passing minimum.
+#[derive(Default)]
+struct Extremes {
+    slow: FxMap<Site, u64>,
+    fast: FxMap<Site, u64>,
+}
+
 fn candidates(
     failing: &[&Run],
     funcs: &Funcs,
     base: &Baseline,
     config: &ExtractConfig,
-) -> (FxSet<PredKey>, FxSet<(Site, Site)>) {
+) -> (FxSet<PredKey>, FxSet<(Site, Site)>, Extremes) {
+    let mut extremes = Extremes::default();
     let mut keys: FxSet<PredKey> = FxSet::default();
     let mut orders: FxSet<(Site, Site)> = FxSet::default();
     let key = |kind: Kind, s: Site| PredKey {
@@ -316,11 +330,16 @@ fn candidates(
             {
                 keys.insert(key(Kind::RetDiffers, site));
             }
-            if !st.unfinished && end_of(c, run) - c.entry_ns > st.max_ns {
+            let active = c.active_ns(end_of(c, run));
+            if !st.unfinished && active > st.max_ns {
                 keys.insert(key(Kind::TooSlow, site));
+                let e = extremes.slow.entry(site).or_insert(u64::MAX);
+                *e = (*e).min(active);
             }
-            if c.duration_ns().is_some_and(|d| d < st.min_ns) {
+            if let Some(d) = c.duration_ns().filter(|&d| d < st.min_ns) {
                 keys.insert(key(Kind::TooFast, site));
+                let e = extremes.fast.entry(site).or_insert(0);
+                *e = (*e).max(d);
             }
         }
         let count_key = |kind: Kind, f: FuncId, r: Role| PredKey {
@@ -357,7 +376,7 @@ fn candidates(
         }
         near_orders(run, funcs, config.order_window, &mut orders);
     }
-    (keys, orders)
+    (keys, orders, extremes)
 }
 
 /// Pairs (a, b), a before b, of calls on different roles that overlap in

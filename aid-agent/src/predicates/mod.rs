@@ -111,7 +111,7 @@ impl Kind {
             Kind::TooSlow => Anchor::Overrun,
             Kind::CountAbove => Anchor::ExcessCall,
             Kind::CountBelow | Kind::NeverCalled | Kind::Failure => Anchor::RunEnd,
-            Kind::Order => Anchor::SecondEntry,
+            Kind::Order => Anchor::FirstExit,
             Kind::Overlap => Anchor::LaterEntry,
         }
     }
@@ -175,8 +175,12 @@ pub enum Anchor {
     ExcessCall,
     /// The end of the run: a shortfall is only known when the run is over.
     RunEnd,
-    /// The entry of the second call: the moment the order is settled.
-    SecondEntry,
+    /// The exit of the first call: "A ended before B started" is settled
+    /// the moment A ends while B has not started. Anchoring at B's entry
+    /// instead would place the flipped order after the effects it already
+    /// had by then (a reader that ran before the writer has returned its
+    /// wrong value long before the writer starts), losing the true edge.
+    FirstExit,
     /// The later of the two entries: the moment the overlap begins.
     LaterEntry,
 }
@@ -233,12 +237,23 @@ pub enum Condition {
     },
     /// duration > max_ns (a call still running at the end counts from its
     /// entry to the end of the run).
+    ///
+    /// The threshold lies halfway between the slowest passing run
+    /// (`passing_ns`) and the fastest failing run slower than that
+    /// (`failing_ns`): on the recorded runs that is the same test as
+    /// "slower than every passing run", but a later passing run that is a
+    /// little slower than any seen before is not taken for a failing one.
     LongerThan {
         max_ns: u64,
+        passing_ns: u64,
+        failing_ns: u64,
     },
-    /// duration < min_ns.
+    /// duration < min_ns, halfway between the fastest passing run and the
+    /// slowest failing run faster than that.
     ShorterThan {
         min_ns: u64,
+        passing_ns: u64,
+        failing_ns: u64,
     },
     /// more than `max` calls.
     CountAbove {

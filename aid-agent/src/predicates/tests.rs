@@ -32,7 +32,7 @@ fn call(
     exit: Option<u64>,
     ret: Option<i64>,
 ) -> Call {
-    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret }
+    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret, paused_ns: 0 }
 }
 
 fn with_args(mut c: Call, args: [i64; 3]) -> Call {
@@ -67,6 +67,7 @@ fn run(id: u32, label: Label, mut calls: Vec<Call>, end: u64) -> Run {
         end_ns: end,
         interventions: Vec::new(),
         noise: Vec::new(),
+        pauses: Vec::new(),
     }
 }
 
@@ -175,7 +176,8 @@ fn too_slow_and_too_fast() {
         vec![PredKey::failure(), key(Kind::TooSlow, 0, 1, 1), key(Kind::TooFast, 1, 1, 1)]
     );
     let slow = &c.predicates[1];
-    assert_eq!(slow.condition, Condition::LongerThan { max_ns: 120 });
+    // Halfway between the slowest passing run (120) and the failing one (200).
+    assert_eq!(slow.condition, Condition::LongerThan { max_ns: 160, passing_ns: 120, failing_ns: 200 });
     // Void: premature return needs no value.
     assert_eq!(
         slow.intervention,
@@ -183,10 +185,10 @@ fn too_slow_and_too_fast() {
     );
     assert_eq!(
         slow.description,
-        "call 1 of flush on worker#1 runs too slow: longer than 120 ns, the slowest passing run"
+        "call 1 of flush on worker#1 runs too slow: longer than 160 ns (slowest passing run 120 ns, fastest failing run 200 ns)"
     );
     let fast = &c.predicates[2];
-    assert_eq!(fast.condition, Condition::ShorterThan { min_ns: 50 });
+    assert_eq!(fast.condition, Condition::ShorterThan { min_ns: 30, passing_ns: 50, failing_ns: 10 });
     assert_eq!(
         fast.intervention,
         Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 1 })
@@ -319,7 +321,7 @@ fn order_flipped_between_two_threads() {
     assert_eq!(keys(&c), vec![PredKey::failure(), order]);
     let p = &c.predicates[1];
     assert_eq!(p.condition, Condition::EndsBefore);
-    assert_eq!(p.anchor, Anchor::SecondEntry);
+    assert_eq!(p.anchor, Anchor::FirstExit);
     // Passing runs ran init to completion first: make use_config wait.
     assert_eq!(
         p.intervention,
@@ -334,7 +336,8 @@ fn order_flipped_between_two_threads() {
         p.description,
         "call 1 of use_config on worker#1 ends before call 1 of init on main starts, which no passing run shows"
     );
-    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(20));
+    // Settled when use_config ends (10), before init starts (20).
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(10));
     assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
     assert!(c.evaluate(&s.runs[0]).observed(PredId(1)));
 }
