@@ -72,6 +72,7 @@ struct plan {               /* drawn by main before the tasks run */
     unsigned backoff_us;
 };
 static struct plan plan;
+static long faults_seen;    /* bumped by the fault handler */
 
 TRACED long cache_populate(struct cache *c)
 {
@@ -106,8 +107,17 @@ TRACED long fetch_document(long id)
 /* Reconnect and retry with backoff: slow.  Returns the document size. */
 TRACED long handle_transient_fault(long id)
 {
+    faults_seen++;
     sleep_us(plan.backoff_us);          /* TIMING: longer than the whole TTL */
     return 100 * id;
+}
+
+/* The service's health as a monitor would read it: DEGRADED (1) after any
+ * transient fault, OK (0) otherwise. A pure query, and an effect of the
+ * fault, not a cause of the expiry: forcing it to OK changes nothing. */
+TRACED long health_status(void)
+{
+    return faults_seen > 0 ? 1 : 0;
 }
 
 TRACED long run_task(struct cache *c, long id)
@@ -131,6 +141,7 @@ int main(void)
     cache_populate(&cache);
     for (long id = 1; id <= NTASKS; id++)
         run_task(&cache, id);
+    health_status();
 
     struct entry *session = cache_lookup(&cache, "session");
     if (!session) {

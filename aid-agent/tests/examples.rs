@@ -1,0 +1,157 @@
+//! `aid-agent debug` on every bundled example (examples/*): the exact root
+//! cause and causal path it reports, and fewer interventions than TAGT
+//! would need on the same session.
+//!
+//! The examples fail because of timing, so they run one at a time (a busy
+//! machine changes their failure rates). A session is allowed one retry:
+//! on rare occasions a scheduler stall makes a passing run show the
+//! root-cause behaviour, so it is no longer fully discriminative; that is
+//! the program's nondeterminism, not aid's, and the retry still has to
+//! report the exact path.
+
+mod common;
+
+use std::{path::PathBuf, process::Command, sync::Mutex};
+
+use common::*;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn example_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name)
+}
+
+/// Builds an example the way its README says.
+fn build(name: &str) -> PathBuf {
+    let dir = example_dir(name);
+    let out = std::env::temp_dir().join(format!("aid-example-{}-{name}", std::process::id()));
+    if out.exists() {
+        return out;
+    }
+    let c = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "c"));
+    let status = match c {
+        Some(c) => Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).status(),
+        None => Command::new("rustc")
+            .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name.replace('-', "_"), "-o"])
+            .arg(&out)
+            .arg(dir.join("main.rs"))
+            .status(),
+    };
+    assert!(status.unwrap().success(), "building example {name}");
+    out
+}
+
+struct Outcome {
+    path: Vec<String>,
+    interventions: f64,
+    tagt_mean: f64,
+    text: String,
+}
+
+fn debug(name: &str) -> Outcome {
+    let exe = build(name);
+    let args: Vec<String> = std::fs::read_to_string(example_dir(name).join("aid.args"))
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let (_tmp, out) = temp_session();
+    let output = run_ok(agent().arg("debug").args(&args).arg("--out").arg(&out).arg("--").arg(&exe));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let path = report["path"].as_array().unwrap().iter().map(|l| l["predicate"].as_str().unwrap().to_owned()).collect();
+    Outcome {
+        path,
+        interventions: report["interventions"].as_f64().unwrap(),
+        tagt_mean: report["tagt"]["mean_interventions"].as_f64().unwrap(),
+        text: String::from_utf8_lossy(&output.stdout).into_owned(),
+    }
+}
+
+fn matches(path: &[String], expected: &[&str]) -> bool {
+    path.len() == expected.len() && path.iter().zip(expected).all(|(p, e)| p.starts_with(e))
+}
+
+/// Debugs `name` and checks the causal path, root cause first; each entry
+/// is the start of the predicate's description (the numbers after it are
+/// measured durations).
+fn check(name: &str, expected: &[&str]) {
+    if !bpf_available() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut outcome = debug(name);
+    if !matches(&outcome.path, expected) {
+        eprintln!("{name}: first session reported {:#?}; retrying once", outcome.path);
+        outcome = debug(name);
+    }
+    assert!(matches(&outcome.path, expected), "{name}: causal path {:#?}\n{}", outcome.path, outcome.text);
+    assert!(outcome.text.contains(&format!("Root cause: {}", expected[0])), "{}", outcome.text);
+    assert!(
+        outcome.interventions < outcome.tagt_mean,
+        "{name}: AID took {} interventions, TAGT about {}",
+        outcome.interventions,
+        outcome.tagt_mean
+    );
+}
+
+#[test]
+fn index_race() {
+    check(
+        "index-race",
+        &[
+            "call 1 of pool_return on returner#1 and call 1 of pool_top_index on opener#2 run at the same time on the same object",
+            "call 1 of pool_top_index on opener#2 returns a value other than 3,",
+            "call 1 of pool_get on opener#2 returns a value other than 104,",
+        ],
+    );
+}
+
+#[test]
+fn commit_after_close() {
+    check(
+        "commit-after-close",
+        &[
+            "call 1 of prepare_batch on committer#1 runs too slow",
+            "call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts",
+        ],
+    );
+}
+
+#[test]
+fn cache_expiry() {
+    check(
+        "cache-expiry",
+        &[
+            "call 2 of fetch_document on main returns a value other than 200,",
+            "call 2 of run_task on main runs too slow",
+        ],
+    );
+}
+
+#[test]
+fn counter_atomicity() {
+    check(
+        "counter-atomicity",
+        &[
+            "call 1 of increment on first_worker#1 and call 1 of increment on second_worker#2 run at the same time on the same object",
+            "call 1 of increment on first_worker#1 and call 1 of load_counter on second_worker#2 run at the same time on the same object",
+            "call 1 of load_counter on second_worker#2 ends before call 1 of store_counter on first_worker#1 starts",
+        ],
+    );
+}
+
+#[test]
+fn rust_config_race() {
+    check(
+        "rust-config-race",
+        &[
+            "call 1 of rust_config_race::capacity on server#2 and call 1 of rust_config_race::load_config on loader#1 run at the same time on the same object",
+            "call 1 of rust_config_race::load_config on loader#1 and call 1 of rust_config_race::lookup_config on server#2 run at the same time on the same object",
+            "call 1 of rust_config_race::lookup_config on server#2 ends before call 1 of rust_config_race::publish_config on loader#1 starts",
+            "call 1 of rust_config_race::capacity on server#2 returns a value other than 256,",
+        ],
+    );
+}
