@@ -155,3 +155,31 @@ fn rust_config_race() {
         ],
     );
 }
+
+/// Without `--safe`, no run may have its return values forced (AID Sec.
+/// 3.2): the slow `prepare_batch` cannot be tested and is reported as such,
+/// and the path is found with orderings only.
+#[test]
+fn safe_list_is_respected() {
+    if !bpf_available() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = build("commit-after-close");
+    let (_tmp, out) = temp_session();
+    let output = run_ok(
+        agent().args(["debug", "-t", "consumer_*", "-t", "prepare_batch", "--out"]).arg(&out).arg("--").arg(&exe),
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let loaded = aid::session::load_full(&out).unwrap();
+    let intervened: Vec<&aid::model::AppliedIntervention> =
+        loaded.session.runs.iter().flat_map(|r| r.interventions.iter()).collect();
+    assert!(!intervened.is_empty(), "the session has intervened runs");
+    assert!(
+        intervened.iter().all(|a| !a.intervention.changes_values()),
+        "a return value was forced on a function not declared safe"
+    );
+    assert!(text.contains("call 1 of prepare_batch on committer#1 runs too slow"), "{text}");
+    assert!(text.contains("(needs a return-value intervention: declare the function --safe if forcing it is harmless)"), "{text}");
+    assert!(text.contains("Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts"), "{text}");
+}
