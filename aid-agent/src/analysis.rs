@@ -30,6 +30,21 @@ pub enum AnalysisError {
 pub struct Options {
     pub extract: ExtractConfig,
     pub safe: SafeList,
+    /// Interventions will be applied to a live service's units: only those
+    /// acting on the unit's own thread alone are possible there.
+    pub live_unit: bool,
+}
+
+/// Can this intervention be applied to later units of a live service? The
+/// kernel numbers instances per unit on the thread running it (role 0);
+/// holds would need per-unit "happened" marks, which it does not keep.
+pub fn live_unit_supported(iv: &Intervention) -> bool {
+    match iv {
+        Intervention::ReturnEarly { site, .. }
+        | Intervention::OverrideReturn { site, .. }
+        | Intervention::DelayExit { site, .. } => site.role == 0,
+        Intervention::HoldUntil { .. } | Intervention::Serialize { .. } => false,
+    }
 }
 
 /// Why a fully-discriminative predicate is not a node of the AC-DAG.
@@ -44,6 +59,9 @@ pub enum Exclusion {
     /// Same intervention, and (being fully discriminative) the same truth in
     /// every run, as a better-ranked candidate.
     SameAs { id: PredId },
+    /// Its intervention involves another thread or a hold, which cannot be
+    /// applied to the units of a live service.
+    NotLive,
 }
 
 #[derive(Clone, Debug)]
@@ -119,6 +137,10 @@ pub fn analyze_timed(
             excluded.push((id, Exclusion::Unsafe));
             continue;
         }
+        if opts.live_unit && !live_unit_supported(iv) {
+            excluded.push((id, Exclusion::NotLive));
+            continue;
+        }
         if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
             excluded.push((id, Exclusion::SameAs { id: first }));
             continue;
@@ -192,6 +214,7 @@ impl Analysis {
             Some((_, Exclusion::NoIntervention)) => "no_intervention".into(),
             Some((_, Exclusion::Unsafe)) => "unsafe".into(),
             Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
+            Some((_, Exclusion::NotLive)) => "not_live".into(),
             None => "not_discriminative".into(),
         }
     }

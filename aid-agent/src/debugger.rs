@@ -107,7 +107,7 @@ pub fn debug(
 ) -> anyhow::Result<Outcome> {
     let (observed, basis, noise) = observe(tracer, target, policy, writer, opts, cancel, ui)?;
     let session = Session { functions: tracer.functions.clone(), runs: basis };
-    let analysis = analysis::analyze(&session, &analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone() })
+    let analysis = analysis::analyze(&session, &analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit: false })
         .context("analysing the observed runs")?;
     let fd = analysis.scores.iter().filter(|s| s.fully_discriminative && s.id != analysis.catalog.failure()).count();
     ui.say(&format!(

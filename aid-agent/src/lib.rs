@@ -15,6 +15,7 @@ pub mod debugger;
 pub mod insn;
 pub mod intervene;
 pub mod live;
+pub mod live_unit;
 pub mod model;
 pub mod noise;
 pub mod predicates;

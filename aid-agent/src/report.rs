@@ -110,6 +110,7 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
         .filter_map(|(p, why)| match why {
             Exclusion::Unsafe => Some(format!("{} (needs a return-value intervention: declare the function --safe if forcing it is harmless)", desc(*p))),
             Exclusion::NoIntervention => Some(format!("{} (no intervention can force it)", desc(*p))),
+            Exclusion::NotLive => Some(format!("{} (its intervention needs another thread or a hold: not possible on a live service's units; reproduce with `aid-agent debug -- CMD`)", desc(*p))),
             Exclusion::SameAs { .. } => None,
         })
         .collect();

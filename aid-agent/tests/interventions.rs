@@ -217,3 +217,39 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
     assert!(alive_after, "the target survived the agent");
     assert!(after > before + 10, "the target resumed: {before} -> {after}");
 }
+
+/// `debug --pid`: a running service is debugged on its later requests,
+/// never restarted, and left running untraced.
+#[test]
+fn debug_a_live_service_on_later_requests() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("live_service.c", "live_service", &["-O1"]);
+    let mut child = std::process::Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+    let svc = Background(child);
+    let pid = svc.pid();
+    let (_tmp, out) = temp_session();
+    let output = run_ok(
+        agent()
+            .args(["debug", "--pid", &pid.to_string(), "--unit", "handle_request", "--fail-if", "handle_request ret < 0"])
+            .args(["-t", "fetch", "-t", "parse", "-t", "lookup_user", "-t", "audit", "--safe", "fetch", "--safe", "parse", "--out"])
+            .arg(&out),
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let path: Vec<&str> = report["path"].as_array().unwrap().iter().map(|l| l["predicate"].as_str().unwrap()).collect();
+    assert_eq!(path.len(), 2, "{text}");
+    assert!(path[0].starts_with("call 1 of fetch on ") && path[0].ends_with("returns an error: a negative value"), "{text}");
+    assert!(path[1].starts_with("call 1 of parse on ") && path[1].contains("returns a value other than 50,"), "{text}");
+    // The same process, still running, no longer traced.
+    assert!(alive(pid));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    // Every intervened unit was a later request of that process.
+    let loaded = aid::session::load_full(&out).unwrap();
+    assert_eq!(loaded.header.pid, Some(pid));
+    assert!(loaded.session.runs.iter().any(|r| !r.interventions.is_empty()));
+}

@@ -74,7 +74,7 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         zero: args.zero_is_error,
         ..ErrorClass::default()
     };
-    let opts = Options { extract: ExtractConfig { error, ..ExtractConfig::default() }, safe };
+    let opts = Options { extract: ExtractConfig { error, ..ExtractConfig::default() }, safe, live_unit: false };
     let analysis = analyze(session, &opts)
         .with_context(|| format!("cannot analyse {}", args.session.display()))?;
     if let Some(dot) = &args.dot {

@@ -53,10 +53,23 @@ pub struct Args {
     /// Seed for tie-breaking and noise (runs are still nondeterministic).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Debug a running service instead of starting a program: each call of
+    /// --unit is one run, and interventions go to later calls.
+    #[arg(long, requires_all = ["unit", "fail_if"], conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// With --pid: the function each invocation of which is one run.
+    #[arg(long, value_name = "FN")]
+    pub unit: Option<String>,
+    /// With --pid: when a unit failed ('FN ret < 0', 'FN ret == -1', ...).
+    #[arg(long = "fail-if", value_name = "CONDITION")]
+    pub fail_if: Vec<String>,
+    /// With --pid: longest wait for a unit to complete.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub unit_timeout: String,
     #[command(flatten)]
     pub run: RunArgs,
     /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
@@ -102,7 +115,6 @@ fn default_functions(resolver: &Resolver) -> anyhow::Result<Vec<Function>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let policy = args.run.policy()?;
     let load = args.run.load_options()?;
     let safe = SafeList::new(&args.safe)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
@@ -119,16 +131,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         ..Options::default()
     };
+    if let Some(pid) = args.pid {
+        return run_live(&args, pid, opts, load);
+    }
+    let policy = args.run.policy()?;
     let target = Target::from_argv(&args.command)?;
     probe::preflight()?;
     let mut resolver = Resolver::for_executable(&target.program)?;
     let functions = if args.trace.is_empty() { default_functions(&resolver)? } else { resolver.resolve(&args.trace)? };
-    for pattern in &args.safe {
-        let matcher = globset::Glob::new(pattern)?.compile_matcher();
-        if !functions.iter().any(|f| matcher.is_match(&f.name) || matcher.is_match(&f.symbol)) {
-            anyhow::bail!("--safe `{pattern}` matches none of the traced functions: trace it too, or fix the pattern");
-        }
-    }
+    check_safe(&args.safe, &functions)?;
     let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let interrupted = common::interrupt_flag()?;
     let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, Programs::Record)?;
@@ -146,6 +157,66 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!("Session and report: {}", out.display());
     // Probes are removed when the tracer is dropped; say why it may take a moment.
     eprintln!("aid: removing {} probes", 2 * tracer.functions.len());
+    drop(tracer);
+    Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn check_safe(safe: &[String], functions: &[Function]) -> anyhow::Result<()> {
+    for pattern in safe {
+        let matcher = globset::Glob::new(pattern)?.compile_matcher();
+        if !functions.iter().any(|f| matcher.is_match(&f.name) || matcher.is_match(&f.symbol)) {
+            anyhow::bail!("--safe `{pattern}` matches none of the traced functions: trace it too, or fix the pattern");
+        }
+    }
+    Ok(())
+}
+
+/// `debug --pid`: a running service, one run per call of the unit.
+fn run_live(args: &Args, pid: u32, opts: Options, load: crate::probe::LoadOptions) -> anyhow::Result<ExitCode> {
+    use crate::units::{Condition, FailIf};
+    let conditions: Vec<FailIf> = args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
+    let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        anyhow::bail!("pid {pid} not found: is the process still running?");
+    }
+    probe::preflight()?;
+    let mut resolver = Resolver::for_process(pid)?;
+    let mut patterns = args.trace.clone();
+    patterns.push(unit_name.clone());
+    patterns.extend(conditions.iter().map(|c| c.function.clone()));
+    let functions = resolver.resolve(&patterns)?;
+    check_safe(&args.safe, &functions)?;
+    let find = |name: &str| -> Vec<u32> {
+        functions.iter().filter(|f| f.name == name || f.symbol == name).map(|f| f.id).collect()
+    };
+    let unit = match find(&unit_name).as_slice() {
+        [id] => *id,
+        ids => anyhow::bail!("--unit `{unit_name}` names {} functions: give exactly one", ids.len()),
+    };
+    let conditions: Vec<Condition> =
+        conditions.iter().map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() }).collect();
+    let program = resolver.executable().path.clone();
+    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&program));
+    let interrupted = common::interrupt_flag()?;
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(pid), Programs::Record)?;
+    let mut header = common::header(Mode::Debug, program.clone(), &[], args.fail_if.clone(), tracer.functions.clone());
+    header.pid = Some(pid);
+    header.unit = Some(unit_name.clone());
+    let mut writer = Writer::create(&out, &header)?;
+    let service = crate::live_unit::Service {
+        pid,
+        unit,
+        conditions,
+        threads: super::attach::existing_threads(pid),
+        unit_timeout: runner::parse_duration(&args.unit_timeout)?,
+    };
+    eprintln!("aid: debugging pid {pid} ({}): each call of {unit_name} is one run", program.display());
+    let outcome = crate::live_unit::debug_live(&mut tracer, &service, &mut writer, &opts, &interrupted, &mut Terminal)?;
+    let report = report::build(&outcome);
+    let text = report::render(&report);
+    write_outputs(&out, &text, &report, &outcome)?;
+    println!("{text}");
+    println!("Session and report: {}", out.display());
     drop(tracer);
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
