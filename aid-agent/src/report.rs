@@ -66,12 +66,15 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
             let (evidence, round) = match decision.map(|c| &c.reason) {
                 Some(Reason::StoppedFailure { round }) => {
                     let r = &d.rounds[*round];
+                    let discarded = match r.invalid_runs {
+                        0 => String::new(),
+                        n => format!(" ({n} more not counted: the intervention could not be applied)"),
+                    };
                     (
                         format!(
-                            "intervening on it alone stopped the failure: round {} passed all {} runs ({} more not counted: intervention not applied)",
+                            "intervening on it alone stopped the failure: round {} passed all {} runs{discarded}",
                             round + 1,
-                            r.runs,
-                            r.invalid_runs
+                            r.runs
                         ),
                         Some(*round),
                     )

@@ -109,11 +109,12 @@ fn demo(example: &str) -> anyhow::Result<()> {
         .arg(&exe))
 }
 
-/// Compiles examples/<name>/main.c or main.rs the way its README says.
+/// Compiles an example (its one `.c` file, or `main.rs`) the way its
+/// README says.
 pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let c = dir.join("main.c");
+    let c = std::fs::read_dir(dir)?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "c"));
     let rs = dir.join("main.rs");
-    if c.exists() {
+    if let Some(c) = c {
         exec(Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c))?;
     } else if rs.exists() {
         let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
@@ -122,7 +123,7 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
             .arg(out)
             .arg(&rs))?;
     } else {
-        bail!("{} has no main.c or main.rs", dir.display());
+        bail!("{} has no .c file or main.rs", dir.display());
     }
     Ok(out.to_owned())
 }
