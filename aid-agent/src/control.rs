@@ -162,6 +162,41 @@ pub struct Controller<'a> {
     pub first_bytes: &'a mut std::collections::HashMap<u32, Vec<u8>>,
 }
 
+/// Blocks SIGCHLD in the calling thread (and the threads it creates later)
+/// so that [`wait_for_child`] can wait for tracee stops with
+/// `sigtimedwait`. Must run before the agent starts any thread: a thread
+/// that does not block SIGCHLD would receive it, and its default action
+/// discards it.
+pub fn block_sigchld() {
+    // SAFETY: plain signal-mask manipulation of this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Sleeps until a child or tracee changes state (SIGCHLD) or `timeout`
+/// passes, whichever is first. With SIGCHLD not blocked (a library user
+/// who did not call [`block_sigchld`]) it degrades to a plain sleep.
+fn wait_for_child(timeout: Duration) {
+    // SAFETY: plain signal-mask queries and a timed wait on SIGCHLD only.
+    unsafe {
+        let mut current: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut current);
+        if libc::sigismember(&current, libc::SIGCHLD) != 1 {
+            std::thread::sleep(timeout.min(Duration::from_micros(200)));
+            return;
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        let ts = libc::timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+        libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
+    }
+}
+
 fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
     rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
     rec.released_ns = crate::probe::monotonic_ns();
@@ -276,7 +311,20 @@ impl Controller<'_> {
                 }
                 return Ok(Served { status: None, stops, traced });
             }
-            std::thread::sleep(Duration::from_micros(if holds.is_empty() { 200 } else { 50 }));
+            // Wake at once when a thread stops; otherwise come back for
+            // holds waiting on an event (polled), the nearest timed
+            // release, or the caller's tick.
+            let now = Instant::now();
+            let nap = holds
+                .iter()
+                .map(|h| match h.release {
+                    Release::WhenHappened(_) => Duration::from_micros(50),
+                    Release::At => h.deadline.saturating_duration_since(now),
+                })
+                .min()
+                .unwrap_or(Duration::from_millis(2))
+                .min(Duration::from_millis(2));
+            wait_for_child(nap);
         }
     }
 

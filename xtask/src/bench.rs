@@ -11,8 +11,24 @@ use anyhow::{Context as _, bail};
 
 use crate::{agent_binary, exec, root};
 
+
 #[derive(clap::Subcommand)]
 pub enum Which {
+    /// `aid-agent debug` on every example: interventions and runs against
+    /// TAGT on the same session, wall time.
+    Examples {
+        /// Sessions per example.
+        #[arg(long, default_value_t = 3)]
+        sessions: usize,
+    },
+    /// Cost of one stop-and-resume intervention (a return-value override).
+    Stop {
+        /// Intervened calls per run.
+        #[arg(long, default_value_t = 1000)]
+        calls: u64,
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -27,7 +43,130 @@ pub enum Which {
 pub fn run(which: Which) -> anyhow::Result<()> {
     match which {
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
+        Which::Examples { sessions } => examples(sessions),
+        Which::Stop { calls, rounds } => stop(calls, rounds),
     }
+}
+
+const EXAMPLES: &[&str] = &["index-race", "commit-after-close", "cache-expiry", "counter-atomicity", "rust-config-race"];
+
+fn examples(sessions: usize) -> anyhow::Result<()> {
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    println!("sessions per example: {sessions}; each cell: mean over the sessions (min-max)");
+    println!("| example | AID interventions | AID runs | TAGT interventions (replayed) | TAGT runs (replayed) | observed runs | wall time (s) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for name in EXAMPLES {
+        let ex_dir = root().join("examples").join(name);
+        let exe = crate::build_example(&ex_dir, &dir.join(name))?;
+        let args: Vec<String> = std::fs::read_to_string(ex_dir.join("aid.args"))?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let mut rows: Vec<[f64; 6]> = Vec::new();
+        for _ in 0..sessions {
+            let out = tempfile_dir()?;
+            let started = std::time::Instant::now();
+            let status = Command::new(agent_binary())
+                .arg("debug")
+                .args(&args)
+                .arg("--out")
+                .arg(out.join("s"))
+                .arg("--")
+                .arg(&exe)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()?;
+            let wall = started.elapsed().as_secs_f64();
+            if !status.success() {
+                bail!("aid-agent debug on {name} failed ({status})");
+            }
+            let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("s/report.json"))?)?;
+            let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+            rows.push([
+                num(&report["interventions"]),
+                num(&report["runs"]),
+                num(&report["tagt"]["mean_interventions"]),
+                num(&report["tagt"]["mean_runs"]),
+                num(&report["observed"]["runs"]),
+                wall,
+            ]);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+        let cell = |i: usize, digits: usize| {
+            let v: Vec<f64> = rows.iter().map(|r| r[i]).collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(f64::MIN, f64::max));
+            format!("{mean:.digits$} ({lo:.digits$}-{hi:.digits$})")
+        };
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            cell(0, 1),
+            cell(1, 0),
+            cell(2, 1),
+            cell(3, 0),
+            cell(4, 0),
+            cell(5, 1)
+        );
+    }
+    Ok(())
+}
+
+/// ns per call of the loop workload run under `aid-agent intervene` with
+/// `plan`, read from the program's own timing.
+fn intervened_ns(workload: &Path, calls: u64, plan: &str) -> anyhow::Result<f64> {
+    let dir = tempfile_dir()?;
+    std::fs::write(dir.join("plan.json"), plan)?;
+    stdout_of(
+        Command::new(agent_binary())
+            .args(["intervene", "-t", "traced", "--plan"])
+            .arg(dir.join("plan.json"))
+            .arg("--out")
+            .arg(dir.join("s"))
+            .arg("--")
+            .arg(workload)
+            .arg(calls.to_string()),
+    )?;
+    let text = std::fs::read_to_string(dir.join("s/runs/000001/stdout.txt"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    ns_per_call(&text)
+}
+
+/// One stop-and-resume: every call of the loop gets a return-value
+/// override to the value it returns anyway (instance k returns k - 1), so
+/// the program is unchanged and the difference with an intervened run
+/// without actions is the cost of the stop.
+fn stop(calls: u64, rounds: usize) -> anyhow::Result<()> {
+    let out_dir = root().join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let workload = out_dir.join("loop");
+    exec(Command::new("gcc").args(["-O2", "-o"]).arg(&workload).arg(root().join("bench/loop.c")))?;
+    let overrides: Vec<String> = (1..=calls)
+        .map(|k| format!(r#"{{"kind":"override_return","site":{{"func":0,"role":0,"instance":{k}}},"value":{}}}"#, k - 1))
+        .collect();
+    let plan = format!("[{}]", overrides.join(","));
+    let (mut with, mut without, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let a = intervened_ns(&workload, calls, "[]")?;
+        let b = intervened_ns(&workload, calls, &plan)?;
+        without.push(a);
+        with.push(b);
+        diff.push(b - a);
+        eprintln!("bench: round {}/{rounds} done", round + 1);
+    }
+    println!("calls per run: {calls}; rounds: {rounds}; median (min-max) ns per call");
+    println!("| configuration | ns per call |");
+    println!("| --- | --- |");
+    let row = |name: &str, v: &mut Vec<f64>| {
+        let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
+        println!("| {name} | {:.0} ({lo:.0}-{hi:.0}) |", median(v));
+    };
+    row("intervened run, no action due (ptrace'd, instances counted)", &mut without);
+    row("every call stopped, return value set, resumed", &mut with);
+    row("one stop-and-resume (difference, per round)", &mut diff);
+    Ok(())
 }
 
 fn ensure_bpftrace() -> anyhow::Result<()> {

@@ -47,6 +47,9 @@ pub enum Command {
 
 /// Parses the command line, runs the subcommand, prints any error once.
 pub fn main() -> ExitCode {
+    // Before any thread exists: the ptrace controller waits for tracee
+    // stops with sigtimedwait(SIGCHLD).
+    crate::control::block_sigchld();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => log::LevelFilter::Warn,
