@@ -98,7 +98,7 @@ pub fn debug_live(
         }
         std::thread::sleep(Duration::from_millis(50));
         rec.push(&stream.try_take());
-        let lost = probes.take_lost()?;
+        let lost = probes.take_lost()?.total();
         let now = monotonic_ns() - start_ns;
         let threads = rec.threads().to_vec();
         for u in splitter.complete(rec.rows(), &threads, functions, now.saturating_sub(100_000_000), &mut next_id) {

@@ -187,6 +187,10 @@ pub struct Run {
     pub outcome: Outcome,
     /// Events the kernel could not deliver (ring buffer full).
     pub lost_events: u64,
+    /// Of those, thread creation/exit and exec records (the rest are
+    /// function entries and exits).
+    #[serde(default)]
+    pub lost_thread_records: u64,
     /// False when events were lost: the call list has holes.
     pub complete: bool,
     pub threads: Vec<Thread>,

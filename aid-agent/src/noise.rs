@@ -58,6 +58,7 @@ mod tests {
             label: Label::Pass,
             outcome: Outcome::default(),
             lost_events: 0,
+            lost_thread_records: 0,
             complete: true,
             threads: vec![],
             calls,

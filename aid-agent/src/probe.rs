@@ -330,13 +330,13 @@ impl Probes {
     }
 
     /// Events dropped because the ring buffer was full, since the last call.
-    pub fn take_lost(&mut self) -> Result<u64, ProbeError> {
-        take_counter(&mut self.ebpf, MAP_LOST)
+    pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
+        Ok(Lost { calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?, thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)? })
     }
 
     /// Probe bodies that failed (a full map, ...), since the last call.
     pub fn take_errors(&mut self) -> Result<u64, ProbeError> {
-        take_counter(&mut self.ebpf, MAP_ERRORS)
+        take_counter(&mut self.ebpf, MAP_ERRORS, 0)
     }
 
     /// Live-unit mode: interventions act only inside invocations of `unit`,
@@ -437,14 +437,29 @@ fn clear<K: aya::Pod, V: aya::Pod>(ebpf: &mut Ebpf, name: &'static str) -> Resul
     Ok(())
 }
 
-fn take_counter(ebpf: &mut Ebpf, name: &'static str) -> Result<u64, ProbeError> {
+fn take_counter(ebpf: &mut Ebpf, name: &'static str, index: u32) -> Result<u64, ProbeError> {
     let mut counter: PerCpuArray<_, u64> = map(ebpf, name)?;
-    let values = counter.get(&0, 0).map_err(|e| map_err(name, e))?;
+    let values = counter.get(&index, 0).map_err(|e| map_err(name, e))?;
     let total = values.iter().sum();
     let zeros = aya::maps::PerCpuValues::try_from(vec![0u64; values.len()])
         .map_err(|e| ProbeError::Map { name, reason: e.to_string() })?;
-    counter.set(0, zeros, 0).map_err(|e| map_err(name, e))?;
+    counter.set(index, zeros, 0).map_err(|e| map_err(name, e))?;
     Ok(total)
+}
+
+/// Events the kernel dropped because the ring buffer was full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Function entries and exits.
+    pub calls: u64,
+    /// Thread creation, exit and exec records.
+    pub thread_records: u64,
+}
+
+impl Lost {
+    pub fn total(self) -> u64 {
+        self.calls + self.thread_records
+    }
 }
 
 enum Control {

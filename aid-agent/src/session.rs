@@ -83,6 +83,8 @@ pub struct RunRecord {
     pub label: Label,
     pub outcome: Outcome,
     pub lost_events: u64,
+    #[serde(default)]
+    pub lost_thread_records: u64,
     pub complete: bool,
     pub end_ns: u64,
     /// `CLOCK_MONOTONIC` ns of time zero.
@@ -163,6 +165,7 @@ impl Writer {
             label: run.label,
             outcome: run.outcome.clone(),
             lost_events: run.lost_events,
+            lost_thread_records: run.lost_thread_records,
             complete: run.complete,
             end_ns: run.end_ns,
             start_monotonic_ns,
@@ -313,6 +316,7 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
             label: rec.label,
             outcome: rec.outcome.clone(),
             lost_events: rec.lost_events,
+            lost_thread_records: rec.lost_thread_records,
             complete: rec.complete,
             threads,
             calls: {
@@ -497,6 +501,7 @@ mod tests {
             label: Label::Fail,
             outcome: Outcome { exit_code: Some(1), reason: "exit code 1".into(), ..Default::default() },
             lost_events: 0,
+            lost_thread_records: 0,
             complete: true,
             threads: vec![Thread { role: 0, tid: 7, name: "main".into(), parent: None, created_ns: 0 }],
             calls: calls_from_rows(&rows),

@@ -177,7 +177,7 @@ impl Tracer {
         exit: runner::Exit,
         label: crate::model::Label,
         reason: String,
-        lost: u64,
+        lost: crate::probe::Lost,
         probe_errors: u64,
     ) -> RecordedRun {
         let resolver = &self.resolver;
@@ -196,8 +196,9 @@ impl Tracer {
             id,
             label,
             outcome: exit.outcome(reason),
-            lost_events: lost,
-            complete: lost == 0,
+            lost_events: lost.total(),
+            lost_thread_records: lost.thread_records,
+            complete: lost.total() == 0,
             threads: rec.threads,
             calls: recorder::calls_from_rows(&rec.rows),
             end_ns,

@@ -272,6 +272,7 @@ impl Splitter {
             label,
             outcome: Outcome { wall_ns: end - start, reason, ..Default::default() },
             lost_events: 0,
+            lost_thread_records: 0,
             complete: true,
             threads: unit_threads,
             calls,

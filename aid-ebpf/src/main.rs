@@ -34,7 +34,8 @@ static STOP_SIGNAL: u32 = 23; // SIGURG
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024 * 1024, 0);
 #[map]
-static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// [0]: entry/exit events dropped; [1]: thread and exec records dropped.
+static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
 #[map]
 static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
@@ -67,7 +68,11 @@ const NEWTASK_PID: usize = 8;
 const NEWTASK_CLONE_FLAGS: usize = 32;
 
 fn bump(counter: &PerCpuArray<u64>) {
-    if let Some(n) = counter.get_ptr_mut(0) {
+    bump_at(counter, 0);
+}
+
+fn bump_at(counter: &PerCpuArray<u64>, index: u32) {
+    if let Some(n) = counter.get_ptr_mut(index) {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU.
         unsafe { *n += 1 };
     }
@@ -88,7 +93,7 @@ fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: u32, args: [u64; 3], ret: u6
             });
             slot.submit(BPF_RB_NO_WAKEUP);
         }
-        None => bump(&LOST),
+        None => bump_at(&LOST, if kind == KIND_ENTRY || kind == KIND_EXIT { 0 } else { 1 }),
     }
 }
 

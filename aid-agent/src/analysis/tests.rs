@@ -139,6 +139,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             ..Outcome::default()
         },
         lost_events: 0,
+        lost_thread_records: 0,
         complete: true,
         threads: vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")],
         calls,

@@ -111,6 +111,7 @@ mod tests {
             label,
             outcome: Outcome::default(),
             lost_events: 0,
+            lost_thread_records: 0,
             complete: true,
             threads: vec![Thread {
                 role: 0,

@@ -167,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(100));
         rec.push(&stream.try_take());
         let now = monotonic_ns() - start_ns;
-        let lost = probes.take_lost()?;
+        let lost = probes.take_lost()?.total();
         if lost > 0 {
             losses.push((last_poll, now, lost));
         }
@@ -196,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let detach_ns = monotonic_ns() - start_ns;
     probes.detach_all();
     rec.push(&stream.flush());
-    let lost = probes.take_lost()?;
+    let lost = probes.take_lost()?.total();
     let end = monotonic_ns() - start_ns;
     if lost > 0 {
         losses.push((last_poll, end, lost));
@@ -224,6 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 label,
                 outcome: crate::model::Outcome { wall_ns: end, reason, ..Default::default() },
                 lost_events: total_lost,
+                lost_thread_records: 0,
                 complete: total_lost == 0,
                 threads: recorded.threads,
                 calls,

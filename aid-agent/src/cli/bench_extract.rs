@@ -257,6 +257,7 @@ fn one_run(
         label: if fail { Label::Fail } else { Label::Pass },
         outcome: Outcome { exit_code: Some(i32::from(fail)), ..Outcome::default() },
         lost_events: 0,
+        lost_thread_records: 0,
         complete: true,
         threads,
         calls,

@@ -61,6 +61,7 @@ fn run(id: u32, label: Label, mut calls: Vec<Call>, end: u64) -> Run {
         label,
         outcome: Outcome::default(),
         lost_events: 0,
+        lost_thread_records: 0,
         complete: true,
         threads,
         calls,
