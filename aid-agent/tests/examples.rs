@@ -183,3 +183,53 @@ fn safe_list_is_respected() {
     assert!(text.contains("(needs a return-value intervention: declare the function --safe if forcing it is harmless)"), "{text}");
     assert!(text.contains("Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts"), "{text}");
 }
+
+/// A failure rarer than 5 %: debug says so, amplifies it with random delays
+/// at traced calls (stored with the runs), and still finds the order
+/// violation behind it.
+#[test]
+fn rare_failures_are_amplified() {
+    if !bpf_available() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = c_fixture("rare.c", "rare", &[]);
+    let (_tmp, out) = temp_session();
+    let output = run_ok(
+        agent().args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"]).arg(&out).arg("--").arg(&exe),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stderr.contains("failures are rare ("), "{stderr}");
+    assert!(stderr.contains("injecting random delays at traced calls"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(!report["observed"]["amplified"].is_null());
+    let loaded = aid::session::load(&out).unwrap();
+    assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
+    assert!(
+        stdout.contains("Root cause: call 1 of consume on reader#2 ends before call 1 of publish on writer#1 starts"),
+        "{stdout}"
+    );
+}
+
+/// Without --trace, debug traces the program's own functions and says
+/// which; a program that never fails is a one-line error.
+#[test]
+fn default_functions_and_no_failure() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = c_fixture("two_threads.c", "two_threads_default", &[]);
+    let output = agent().args(["debug", "--runs", "5", "--"]).arg(&exe).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no --trace given: tracing the program's 6 own functions: add3, scale, negate, worker_a, worker_b, main"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().last().unwrap().starts_with("aid: no run failed in 5 runs (rules: "),
+        "{stderr}"
+    );
+}

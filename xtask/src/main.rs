@@ -48,8 +48,10 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::run(),
         Task::Test { args } => {
             setup::run()?;
-            cargo(&["build", "--workspace", "--all-targets"])?;
-            let mut test = vec!["test", "--workspace"];
+            // The default members: aid-ebpf is built for the BPF target by
+            // aya-build (from aid-agent's build script), never for the host.
+            cargo(&["build", "--all-targets"])?;
+            let mut test = vec!["test"];
             test.extend(args.iter().map(String::as_str));
             exec(Command::new("cargo").args(&test).env("AID_REQUIRE_BPF", "1").current_dir(root()))
         }

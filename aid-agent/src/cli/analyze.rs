@@ -60,7 +60,21 @@ pub fn run_with(
     args: Args,
     load: impl FnOnce(&Path) -> anyhow::Result<Session>,
 ) -> anyhow::Result<ExitCode> {
-    let session = load(&args.session)?;
+    let mut session = load(&args.session)?;
+    // Runs `debug` made under interventions are experiments, not
+    // observations of the program: the statistics leave them out.
+    let before = session.runs.len();
+    session.runs.retain(|r| r.interventions.is_empty());
+    let intervened = before - session.runs.len();
+    if intervened > 0 {
+        eprintln!("aid: {intervened} run(s) made under interventions are left out of the statistics");
+    }
+    let lost = session.runs.iter().filter(|r| !r.complete).count();
+    if lost > 0 {
+        eprintln!(
+            "aid: warning: {lost} run(s) lost events or were interrupted and are excluded from the analysis; record with a larger --ring-size"
+        );
+    }
     let out = render(&args, &session)?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
