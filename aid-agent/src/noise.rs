@@ -2,6 +2,11 @@
 //! delays at traced call sites (chaos-style noise) so more runs fail. The
 //! sites come from calls seen in earlier runs; each run draws its own, and
 //! the delays are stored with the run.
+//!
+//! Delays go before a call's first instruction, never before its return: a
+//! late return would move the recorded end of a call whose effect has
+//! already happened, and blur the "A ended before B started" orders the
+//! predicates look for.
 
 use rand::seq::IndexedRandom as _;
 
@@ -36,8 +41,7 @@ pub fn draw(seen: &[&Run], level: Level, rng: &mut impl rand::Rng) -> Vec<Noise>
     sites.dedup();
     let mut out: Vec<Noise> = Vec::new();
     for site in sites.choose_multiple(rng, level.sites) {
-        let point = if rng.random_bool(0.5) { Point::Entry } else { Point::Exit };
-        out.push(Noise { site: *site, point, delay_us: rng.random_range(50..=level.max_delay_us) });
+        out.push(Noise { site: *site, point: Point::Entry, delay_us: rng.random_range(50..=level.max_delay_us) });
     }
     out
 }
@@ -74,6 +78,7 @@ mod tests {
         sites.dedup();
         assert_eq!(sites.len(), 4);
         assert!(noise.iter().all(|n| (50..=300).contains(&n.delay_us) && n.site.instance <= 10));
+        assert!(noise.iter().all(|n| n.point == Point::Entry));
         assert_eq!(Level::START.stronger(), Some(Level { sites: 4, max_delay_us: 4_000 }));
     }
 }
