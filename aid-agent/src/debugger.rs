@@ -107,25 +107,11 @@ pub fn debug(
 ) -> anyhow::Result<Outcome> {
     let (observed, basis, noise) = observe(tracer, target, policy, writer, opts, cancel, ui)?;
     let session = Session { functions: tracer.functions.clone(), runs: basis };
-    let analysis = analysis::analyze(&session, &analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit: false })
-        .context("analysing the observed runs")?;
-    let fd = analysis.scores.iter().filter(|s| s.fully_discriminative && s.id != analysis.catalog.failure()).count();
-    ui.say(&format!(
-        "{} predicates, {fd} separate every failing run from every passing one, {} can be intervened on",
-        analysis.catalog.len() - 1,
-        analysis.candidates.len()
-    ));
+    let analysis = analyse(&session, opts, false, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Outcome { observed, analysis, discovery: None, tagt: None, oracle_runs: Vec::new() });
     }
-    let config = Config { failure_rate: analysis.failure_rate, confidence: opts.confidence, seed: opts.seed, ..Config::default() };
-    let k = config.runs_per_round()?;
-    ui.say(&format!(
-        "intervening with {} (up to {k} runs per round: failure rate {:.0}%, confidence {})",
-        opts.strategy,
-        analysis.failure_rate * 100.0,
-        opts.confidence
-    ));
+    let config = engine_config(&analysis, opts, ui)?;
     let progress = ui.bar(0, "intervening");
     let mut oracle = LiveOracle {
         tracer,
@@ -143,13 +129,53 @@ pub fn debug(
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
     progress.finish_and_clear();
     let oracle_runs = std::mem::take(&mut oracle.log);
+    let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
+    Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+}
+
+/// Predicates, statistics and the AC-DAG of the observed runs, with a line
+/// for the user.
+pub(crate) fn analyse(session: &Session, opts: &Options, live_unit: bool, ui: &mut dyn Progress) -> anyhow::Result<Analysis> {
+    let options = analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit };
+    let analysis = analysis::analyze(session, &options).context("analysing the observed runs")?;
+    let fd = analysis.scores.iter().filter(|s| s.fully_discriminative && s.id != analysis.catalog.failure()).count();
+    ui.say(&format!(
+        "{} predicates, {fd} separate every failing run from every passing one, {} can be intervened on",
+        analysis.catalog.len() - 1,
+        analysis.candidates.len()
+    ));
+    Ok(analysis)
+}
+
+/// The engine's settings for this session: k runs per round from the
+/// observed failure rate.
+pub(crate) fn engine_config(analysis: &Analysis, opts: &Options, ui: &mut dyn Progress) -> anyhow::Result<Config> {
+    let config = Config { failure_rate: analysis.failure_rate, confidence: opts.confidence, seed: opts.seed, ..Config::default() };
+    ui.say(&format!(
+        "intervening with {} (up to {} runs per round: failure rate {:.0}%, confidence {})",
+        opts.strategy,
+        config.runs_per_round()?,
+        analysis.failure_rate * 100.0,
+        opts.confidence
+    ));
+    Ok(config)
+}
+
+/// The engine's answer, and what TAGT would have needed on the same AC-DAG
+/// against the causal path found.
+pub(crate) fn conclude(
+    analysis: &Analysis,
+    discovery: Result<Discovery, causal::CausalError>,
+    config: &Config,
+    opts: &Options,
+) -> anyhow::Result<(Discovery, Option<TagtEstimate>)> {
     let discovery = discovery.context("causal path discovery")?;
     let tagt = if discovery.path.is_empty() {
         None
     } else {
-        Some(causal::estimate_tagt(&analysis.dag, &discovery.path, &config, opts.tagt_seeds)?)
+        Some(causal::estimate_tagt(&analysis.dag, &discovery.path, config, opts.tagt_seeds)?)
     };
-    Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    Ok((discovery, tagt))
 }
 
 /// Runs the target until enough failing and passing runs exist. Returns

@@ -12,14 +12,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use nix::unistd::Pid;
 
 use crate::{
-    analysis,
-    causal::{self, Config, Observation, Oracle},
+    causal::{self, Observation, Oracle},
     control::{self, Controller, Flow},
-    debugger::{Observed, Options, Outcome, Progress},
+    debugger::{self, Observed, Options, Outcome, Progress},
     intervene::Plan,
     live::OracleRun,
     model::{FuncId, Label, Run, Session},
@@ -133,27 +132,11 @@ pub fn debug_live(
     ui.say(&format!("observed {} units: {} failing, {} passing", observed.runs, observed.failing, observed.passing));
 
     let session = Session { functions: functions.clone(), runs: basis };
-    let analysis = analysis::analyze(
-        &session,
-        &analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit: true },
-    )
-    .context("analysing the observed units")?;
-    ui.say(&format!(
-        "{} predicates, {} can be intervened on in later units",
-        analysis.catalog.len() - 1,
-        analysis.candidates.len()
-    ));
+    let analysis = debugger::analyse(&session, opts, true, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Outcome { observed, analysis, discovery: None, tagt: None, oracle_runs: Vec::new() });
     }
-
-    // Interventions on later units.
-    let config = Config { failure_rate: analysis.failure_rate, confidence: opts.confidence, seed: opts.seed, ..Config::default() };
-    ui.say(&format!(
-        "intervening on later units with {} (up to {} units per round)",
-        opts.strategy,
-        config.runs_per_round()?
-    ));
+    let config = debugger::engine_config(&analysis, opts, ui)?;
     let traced = control::seize_running(service.pid)?;
     probes.set_live_unit(Some(service.unit))?;
     probes.set_intervene(true)?;
@@ -178,12 +161,7 @@ pub fn debug_live(
     let log = std::mem::take(&mut oracle.log);
     oracle.finish();
     drop(oracle);
-    let discovery = discovery.context("causal path discovery")?;
-    let tagt = if discovery.path.is_empty() {
-        None
-    } else {
-        Some(causal::estimate_tagt(&analysis.dag, &discovery.path, &config, opts.tagt_seeds)?)
-    };
+    let (discovery, tagt) = debugger::conclude(&analysis, discovery, &config, opts)?;
     Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs: log })
 }
 

@@ -99,12 +99,26 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
-        let _stale = self.stream.flush();
-        let mut child = runner::spawn_held(target)?;
+        let mut child = self.start(target, false)?;
         let pid = child.pid;
-        self.probes.begin_target(pid, false)?;
         child.release()?;
         let exit = child.wait(policy.timeout, cancel)?;
+        self.finish(id, pid, exit, policy)
+    }
+
+    /// Starts the target held before its exec and registers it with the
+    /// probes (the stream is flushed first, so nothing of an earlier run
+    /// is taken for this one).
+    fn start(&mut self, target: &Target, intervene: bool) -> Result<runner::Spawned, TraceError> {
+        let _stale = self.stream.flush();
+        let child = runner::spawn_held(target)?;
+        self.probes.begin_target(child.pid, intervene)?;
+        Ok(child)
+    }
+
+    /// After the target ended: collects its events and counters, judges
+    /// the run, and builds it.
+    fn finish(&mut self, id: u32, pid: u32, exit: runner::Exit, policy: &RunPolicy) -> Result<RecordedRun, TraceError> {
         let events = self.stream.flush();
         self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
@@ -124,10 +138,8 @@ impl Tracer {
         plan: &Plan,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
-        let _stale = self.stream.flush();
-        let mut child = runner::spawn_held(target)?;
+        let mut child = self.start(target, true)?;
         let pid = child.pid;
-        self.probes.begin_target(pid, true)?;
         for (site, action, _) in &plan.actions {
             self.probes.set_action(*site, *action)?;
         }
@@ -148,12 +160,7 @@ impl Tracer {
         let mut exit = child.finish(driven.status);
         exit.timed_out = driven.timed_out;
         exit.wall_ns = started.elapsed().as_nanos() as u64;
-        let events = self.stream.flush();
-        self.probes.end_target(pid)?;
-        let lost = self.probes.take_lost()?;
-        let probe_errors = self.probes.take_errors()?;
-        let (label, reason) = runner::judge(&exit, &policy.rules);
-        let mut rec = self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors);
+        let mut rec = self.finish(id, pid, exit, policy)?;
         shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
         record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
         rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);

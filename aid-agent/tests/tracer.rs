@@ -225,26 +225,36 @@ fn attach_records_units_of_a_running_process() {
     assert!(alive(svc.pid()));
 }
 
-#[test]
-fn agent_sigkill_leaves_target_running_and_untraced() {
-    if !bpf_available() {
-        return;
-    }
-    let svc = start_service();
+/// `aid-agent attach` on the service in the background, once it has said
+/// it is attached; the address of handle_request's first instruction, and
+/// the byte that was there before any probe.
+fn attach_in_background(svc: &Background, extra: &[&str], out: &std::path::Path) -> (std::process::Child, u64, u8) {
     let exe = c_fixture("service.c", "service", &[]);
     let addr = runtime_address(svc.pid(), &exe, "handle_request");
     let original = code_byte(svc.pid(), addr);
-    assert_ne!(original, 0xcc);
-    let (_tmp, out) = temp_session();
+    assert_ne!(original, 0xcc, "no probe before attaching");
     let mut agent_proc = agent()
-        .args(["attach", "--pid", &svc.pid().to_string(), "-t", "handle_request", "--out"])
-        .arg(&out)
+        .args(["attach", "--pid", &svc.pid().to_string()])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(agent_proc.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
     assert!(line.contains("attached to pid"), "{line}");
+    (agent_proc, addr, original)
+}
+
+#[test]
+fn agent_sigkill_leaves_target_running_and_untraced() {
+    if !bpf_available() {
+        return;
+    }
+    let svc = start_service();
+    let (_tmp, out) = temp_session();
+    let (mut agent_proc, addr, original) = attach_in_background(&svc, &["-t", "handle_request"], &out);
     assert_eq!(code_byte(svc.pid(), addr), 0xcc, "uprobe installed while attached");
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
@@ -264,22 +274,13 @@ fn ctrl_c_detaches_and_keeps_what_was_recorded() {
         return;
     }
     let svc = start_service();
-    let exe = c_fixture("service.c", "service", &[]);
-    let addr = runtime_address(svc.pid(), &exe, "handle_request");
     let (_tmp, out) = temp_session();
-    let mut agent_proc = agent()
-        .args(["attach", "--pid", &svc.pid().to_string(), "--unit", "handle_request", "--out"])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(agent_proc.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let (mut agent_proc, addr, original) = attach_in_background(&svc, &["--unit", "handle_request"], &out);
     std::thread::sleep(Duration::from_millis(500));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent_proc.id() as i32), nix::sys::signal::SIGINT).unwrap();
     let status = agent_proc.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert_ne!(code_byte(svc.pid(), addr), 0xcc);
+    assert_eq!(code_byte(svc.pid(), addr), original);
     assert!(alive(svc.pid()));
     assert!(load(&out).runs.len() >= 10);
 }
