@@ -325,10 +325,6 @@ impl Probes {
         }
     }
 
-    pub fn attached_count(&self) -> usize {
-        self.attached.len()
-    }
-
     /// Events dropped because the ring buffer was full, since the last call.
     pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
         Ok(Lost { calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?, thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)? })

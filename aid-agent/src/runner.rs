@@ -9,7 +9,7 @@ use std::{
         fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
         unix::ffi::OsStrExt as _,
     },
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -411,9 +411,6 @@ impl Spawned {
         }
     }
 
-    pub fn started(&self) -> Option<Instant> {
-        self.started
-    }
 }
 
 impl Drop for Spawned {
@@ -432,11 +429,6 @@ pub fn kill_group(pid: u32) {
         libc::kill(-(pid as i32), libc::SIGKILL);
         libc::kill(pid as i32, libc::SIGKILL);
     }
-}
-
-/// True when `path` exists and can be executed by us.
-pub fn is_executable(path: &Path) -> bool {
-    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
 #[cfg(test)]

@@ -76,9 +76,6 @@ impl Module {
             .unwrap_or((ValueType::UNKNOWN, vec![ValueType::UNKNOWN; 3]))
     }
 
-    pub fn has_debug_info(&self) -> bool {
-        self.debug.is_some()
-    }
 }
 
 /// Defined function symbols, one per address (aliases collapse onto the
