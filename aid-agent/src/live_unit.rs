@@ -41,11 +41,6 @@ pub struct Service {
     pub unit_timeout: Duration,
 }
 
-fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
 pub fn debug_live(
     tracer: &mut Tracer,
     service: &Service,
@@ -60,7 +55,7 @@ pub fn debug_live(
     let attached_ns = monotonic_ns() - start_ns;
     let Tracer { functions, pthread_create, probes, stream, resolver, unwinder, stop_signal, first_bytes } = tracer;
     let resolver = &*resolver;
-    let symbolize = |m: &std::path::Path, a: u64| resolver.function_at(m, a).map(str::to_owned);
+    let symbolize = resolver.symbolizer();
     let ctx = recorder::Context {
         pid: service.pid,
         functions,
@@ -86,7 +81,7 @@ pub fn debug_live(
         if cancel.load(Ordering::Relaxed) {
             bail!("interrupted by the user during observation; the {} unit(s) so far are saved", observed.runs);
         }
-        if !alive(service.pid) {
+        if !crate::runner::process_exists(service.pid) {
             bail!("pid {} exited during observation", service.pid);
         }
         if last_unit.elapsed() > service.unit_timeout {

@@ -122,24 +122,25 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
         .as_ref()
         .and_then(|d| d.root_cause)
         .and_then(|p| a.catalog.get(p).map(|x| x.description.as_str()));
+    let analysis = a.report(0);
+    let failure = format!(
+        "the run fails ({} of {} analysed runs)",
+        analysis.failing_runs,
+        analysis.failing_runs + analysis.passing_runs
+    );
     Report {
         observed: &outcome.observed,
         root_cause,
         path,
-        failure: failure_words(outcome),
+        failure,
         interventions: outcome.discovery.as_ref().map(|d| d.interventions),
         runs: outcome.discovery.as_ref().map(|d| d.runs),
         tagt: outcome.tagt.as_ref(),
         not_tested,
-        analysis: a.report(0),
+        analysis,
         discovery: outcome.discovery.as_ref(),
         oracle_runs: &outcome.oracle_runs,
     }
-}
-
-fn failure_words(outcome: &Outcome) -> String {
-    let r = outcome.analysis.report(0);
-    format!("the run fails ({} of {} analysed runs)", r.failing_runs, r.failing_runs + r.passing_runs)
 }
 
 /// The report in words.

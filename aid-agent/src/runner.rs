@@ -423,6 +423,12 @@ impl Drop for Spawned {
     }
 }
 
+/// True while a process with this pid exists (signal 0 delivers nothing).
+pub fn process_exists(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
 pub fn kill_group(pid: u32) {
     // SAFETY: plain signal delivery to a process group we created.
     unsafe {

@@ -188,7 +188,7 @@ impl Tracer {
         probe_errors: u64,
     ) -> RecordedRun {
         let resolver = &self.resolver;
-        let symbolize = |module: &std::path::Path, addr: u64| resolver.function_at(module, addr).map(str::to_owned);
+        let symbolize = resolver.symbolizer();
         let ctx = recorder::Context {
             pid,
             functions: &self.functions,

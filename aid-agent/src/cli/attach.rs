@@ -69,11 +69,6 @@ pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
     threads.into_iter().map(|(_, tid, name)| (tid, name)).collect()
 }
 
-fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let conditions: Vec<FailIf> = args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let duration = args.duration.as_deref().map(runner::parse_duration).transpose()?;
@@ -142,7 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
 
     let resolver = &*resolver;
-    let symbolize = |m: &std::path::Path, a: u64| resolver.function_at(m, a).map(str::to_owned);
+    let symbolize = resolver.symbolizer();
     let ctx = recorder::Context {
         pid: args.pid,
         functions,
@@ -188,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ended = "duration reached";
             break;
         }
-        if !alive(args.pid) {
+        if !runner::process_exists(args.pid) {
             ended = "process exited";
             break;
         }

@@ -4,16 +4,16 @@ use std::{
     ffi::OsString,
     path::PathBuf,
     sync::{Arc, atomic::AtomicBool},
-    time::Duration,
 };
 
 use anyhow::Context as _;
 
 use crate::{
-    probe::LoadOptions,
-    runner::{self, FailRule},
-    session::{self, Header, Mode},
-    trace::RunPolicy,
+    probe::{self, LoadOptions, Programs, Scope},
+    runner::{self, FailRule, Target},
+    session::{self, Header, Mode, Writer},
+    symbols::Resolver,
+    trace::{RunPolicy, Tracer},
 };
 
 /// How runs are judged, bounded and stored.
@@ -90,6 +90,38 @@ pub fn header(mode: Mode, program: PathBuf, command: &[OsString], rules: Vec<Str
     }
 }
 
+/// A session on a program aid starts itself, ready for its first run.
+pub struct Started {
+    pub target: Target,
+    pub tracer: Tracer,
+    pub writer: Writer,
+    pub out: PathBuf,
+    pub interrupted: Arc<AtomicBool>,
+}
+
+/// The start-up shared by `record`, `intervene` and `debug`: resolve the
+/// command, check privileges, choose the functions (`choose`), load and
+/// attach the probes, and create the session directory.
+pub fn start(
+    mode: Mode,
+    command: &[OsString],
+    run: &RunArgs,
+    programs: Programs,
+    choose: impl FnOnce(&mut Resolver) -> anyhow::Result<Vec<crate::model::Function>>,
+) -> anyhow::Result<Started> {
+    let load = run.load_options()?;
+    let target = Target::from_argv(command)?;
+    probe::preflight()?;
+    let mut resolver = Resolver::for_executable(&target.program)?;
+    let functions = choose(&mut resolver)?;
+    let out = run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
+    let interrupted = interrupt_flag()?;
+    let tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
+    let header = header(mode, target.program.clone(), command, run.rule_texts(), tracer.functions.clone());
+    let writer = Writer::create(&out, &header)?;
+    Ok(Started { target, tracer, writer, out, interrupted })
+}
+
 pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(len);
     bar.set_style(
@@ -99,6 +131,5 @@ pub fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
     );
     bar.set_prefix(what.to_owned());
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    let _ = Duration::ZERO;
     bar
 }

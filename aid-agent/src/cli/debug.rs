@@ -13,7 +13,7 @@ use crate::{
     model::Function,
     probe::{self, Programs, Scope},
     report,
-    runner::{self, Target},
+    runner::{self},
     session::{self, Mode, Writer},
     stats::SafeList,
     symbols::{self, Resolver},
@@ -115,7 +115,6 @@ fn default_functions(resolver: &Resolver) -> anyhow::Result<Vec<Function>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let load = args.run.load_options()?;
     let safe = SafeList::new(&args.safe)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         anyhow::bail!("--confidence {} must be between 0 and 1", args.confidence);
@@ -132,20 +131,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..Options::default()
     };
     if let Some(pid) = args.pid {
-        return run_live(&args, pid, opts, load);
+        return run_live(&args, pid, opts, args.run.load_options()?);
     }
     let policy = args.run.policy()?;
-    let target = Target::from_argv(&args.command)?;
-    probe::preflight()?;
-    let mut resolver = Resolver::for_executable(&target.program)?;
-    let functions = if args.trace.is_empty() { default_functions(&resolver)? } else { resolver.resolve(&args.trace)? };
-    check_safe(&args.safe, &functions)?;
-    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
-    let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, Programs::Record)?;
-    let mut header = common::header(Mode::Debug, target.program.clone(), &args.command, args.run.rule_texts(), tracer.functions.clone());
-    header.fail_rules = args.run.rule_texts();
-    let mut writer = Writer::create(&out, &header)?;
+    let common::Started { target, mut tracer, mut writer, out, interrupted } =
+        common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
+            let functions = if args.trace.is_empty() { default_functions(r)? } else { r.resolve(&args.trace)? };
+            check_safe(&args.safe, &functions)?;
+            Ok(functions)
+        })?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
     eprintln!("aid: debugging {} ({} traced functions: {})", target.display(), names.len(), super::record::summarize(&names));
 

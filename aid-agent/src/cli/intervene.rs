@@ -11,11 +11,9 @@ use super::common::{self, RunArgs};
 use crate::{
     intervene::Plan,
     model::Intervention,
-    probe::{self, Programs, Scope},
-    runner::{self, Target},
-    session::{self, Mode, Writer},
-    symbols::Resolver,
-    trace::Tracer,
+    probe::Programs,
+    runner::{self},
+    session::Mode,
 };
 
 #[derive(Debug, clap::Args)]
@@ -40,25 +38,25 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
-    let load = args.run.load_options()?;
     let hold_timeout = runner::parse_duration(&args.hold_timeout)?;
     let text = std::fs::read_to_string(&args.plan).with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> =
         serde_json::from_str(&text).with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
-    let target = Target::from_argv(&args.command)?;
-    probe::preflight()?;
-    let mut resolver = Resolver::for_executable(&target.program)?;
-    let functions = resolver.resolve(&args.trace)?;
-    for iv in &interventions {
-        for site in iv.acting_sites() {
-            anyhow::ensure!((site.func as usize) < functions.len(), "plan names function id {} but only {} are traced", site.func, functions.len());
-        }
-    }
-    let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, Programs::Record)?;
-    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
-    let header = common::header(Mode::Debug, target.program.clone(), &args.command, args.run.rule_texts(), tracer.functions.clone());
-    let mut writer = Writer::create(&out, &header)?;
+    let common::Started { target, mut tracer, mut writer, interrupted, .. } =
+        common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
+            let functions = r.resolve(&args.trace)?;
+            for iv in &interventions {
+                for site in iv.acting_sites() {
+                    anyhow::ensure!(
+                        (site.func as usize) < functions.len(),
+                        "plan names function id {} but only {} are traced",
+                        site.func,
+                        functions.len()
+                    );
+                }
+            }
+            Ok(functions)
+        })?;
     let plan = Plan::new(&interventions, hold_timeout);
     for id in 1..=args.runs {
         if interrupted.load(Ordering::Relaxed) {

@@ -8,11 +8,8 @@ use anyhow::Context as _;
 use super::common::{self, RunArgs};
 use crate::{
     model::Label,
-    probe::{self, Programs, Scope},
-    runner::Target,
-    session::{self, Mode, Writer},
-    symbols::Resolver,
-    trace::Tracer,
+    probe::Programs,
+    session::Mode,
 };
 
 #[derive(Debug, clap::Args)]
@@ -36,23 +33,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
-    let load = args.run.load_options()?;
-    let target = Target::from_argv(&args.command)?;
-    probe::preflight()?;
-    let mut resolver = Resolver::for_executable(&target.program)?;
-    let functions = resolver.resolve(&args.trace)?;
-    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
-    let interrupted = common::interrupt_flag()?;
     let programs = if args.empty_probes { Programs::Empty } else { Programs::Record };
-    let mut tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
-    let header = common::header(
-        Mode::Record,
-        target.program.clone(),
-        &args.command,
-        args.run.rule_texts(),
-        tracer.functions.clone(),
-    );
-    let mut writer = Writer::create(&out, &header)?;
+    let common::Started { target, mut tracer, mut writer, out, interrupted } =
+        common::start(Mode::Record, &args.command, &args.run, programs, |r| Ok(r.resolve(&args.trace)?))?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
     eprintln!("aid: tracing {} function(s) of {}: {}", names.len(), target.program.display(), summarize(&names));
 

@@ -196,6 +196,12 @@ impl Resolver {
         self.exe.symbols.iter().filter(|s| is_own_function(s)).collect()
     }
 
+    /// [`Resolver::function_at`] in the form the recorder takes, to name
+    /// threads after their start routine.
+    pub fn symbolizer(&self) -> impl Fn(&Path, u64) -> Option<String> + '_ {
+        |module, address| self.function_at(module, address).map(str::to_owned)
+    }
+
     /// Name of the function starting at ELF virtual address `address` of
     /// `module` (the executable or a library already loaded).
     pub fn function_at(&self, module: &Path, address: u64) -> Option<&str> {
@@ -237,8 +243,7 @@ fn is_own_function(sym: &Symbol) -> bool {
     !(C_RUNTIME.contains(&name)
         || name.starts_with('_')
         || name.starts_with('.')
-        || RUST_RUNTIME.iter().any(|p| name.starts_with(p))
-        || name.contains("{{closure}}") && name.starts_with("std"))
+        || RUST_RUNTIME.iter().any(|p| name.starts_with(p)))
 }
 
 /// Up to five names that look like what the user meant.
