@@ -7,10 +7,8 @@ use aya_build::Toolchain;
 const NIGHTLY: &str = "nightly-2026-05-20";
 
 fn main() -> anyhow::Result<()> {
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .context("cargo metadata")?;
+    let metadata =
+        cargo_metadata::MetadataCommand::new().no_deps().exec().context("cargo metadata")?;
     let package = metadata
         .packages
         .into_iter()
@@ -21,7 +19,11 @@ fn main() -> anyhow::Result<()> {
         .parent()
         .ok_or_else(|| anyhow!("no parent for {}", package.manifest_path))?;
     aya_build::build_ebpf(
-        [aya_build::Package { name: package.name.as_str(), root_dir: root.as_str(), ..Default::default() }],
+        [aya_build::Package {
+            name: package.name.as_str(),
+            root_dir: root.as_str(),
+            ..Default::default()
+        }],
         Toolchain::Custom(NIGHTLY),
     )
 }

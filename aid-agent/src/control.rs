@@ -18,8 +18,8 @@ use std::{
 };
 
 use aid_common::{
-    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
-    POINT_EXIT, Pending, SiteKey,
+    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN,
+    ACTION_RETURN_EARLY, POINT_EXIT, Pending, SiteKey,
 };
 use nix::{
     errno::Errno,
@@ -35,7 +35,9 @@ use crate::{model::Function, probe::Probes, runner, unwind::Unwinder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error("cannot trace pid {pid} with ptrace: {source} (is another debugger attached? is ptrace restricted by yama/ptrace_scope?)")]
+    #[error(
+        "cannot trace pid {pid} with ptrace: {source} (is another debugger attached? is ptrace restricted by yama/ptrace_scope?)"
+    )]
     Seize { pid: u32, source: Errno },
     #[error("waiting for the target: {0}")]
     Wait(Errno),
@@ -87,7 +89,8 @@ struct Hold {
 /// SIGTRAP.
 pub fn seize(pid: u32) -> Result<(), ControlError> {
     let options = ptrace::Options::PTRACE_O_TRACECLONE | ptrace::Options::PTRACE_O_TRACEEXEC;
-    ptrace::seize(Pid::from_raw(pid as i32), options).map_err(|source| ControlError::Seize { pid, source })
+    ptrace::seize(Pid::from_raw(pid as i32), options)
+        .map_err(|source| ControlError::Seize { pid, source })
 }
 
 /// Starts tracing every thread of a running process. Threads created
@@ -99,7 +102,10 @@ pub fn seize_running(pid: u32) -> Result<std::collections::BTreeSet<Pid>, Contro
     let mut considered = std::collections::BTreeSet::new();
     loop {
         let tids: Vec<Pid> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map_err(|e| ControlError::Seize { pid, source: Errno::from_raw(e.raw_os_error().unwrap_or(0)) })?
+            .map_err(|e| ControlError::Seize {
+                pid,
+                source: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+            })?
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()))
             .map(Pid::from_raw)
@@ -118,7 +124,9 @@ pub fn seize_running(pid: u32) -> Result<std::collections::BTreeSet<Pid>, Contro
                 // Created by a thread we already trace: ours through
                 // TRACECLONE (it reports itself with its first stop).
                 Err(Errno::EPERM) if !traced.is_empty() => {}
-                Err(source) => return Err(ControlError::Seize { pid: tid.as_raw() as u32, source }),
+                Err(source) => {
+                    return Err(ControlError::Seize { pid: tid.as_raw() as u32, source });
+                }
             }
         }
     }
@@ -127,7 +135,11 @@ pub fn seize_running(pid: u32) -> Result<std::collections::BTreeSet<Pid>, Contro
 /// Stops tracing a live process: each thread is interrupted, waited for
 /// and detached, passing on any signal it was about to receive (ours are
 /// dropped). The process keeps running.
-pub fn release_running(probes: &mut Probes, traced: &std::collections::BTreeSet<Pid>, stop_signal: Signal) {
+pub fn release_running(
+    probes: &mut Probes,
+    traced: &std::collections::BTreeSet<Pid>,
+    stop_signal: Signal,
+) {
     for &tid in traced {
         if ptrace::interrupt(tid).is_err() {
             continue; // gone
@@ -139,7 +151,13 @@ pub fn release_running(probes: &mut Probes, traced: &std::collections::BTreeSet<
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 Ok(WaitStatus::Stopped(_, sig)) => {
-                    let pass = if sig == stop_signal && probes.take_pending(tid.as_raw() as u32).is_some() { None } else { Some(sig) };
+                    let pass = if sig == stop_signal
+                        && probes.take_pending(tid.as_raw() as u32).is_some()
+                    {
+                        None
+                    } else {
+                        Some(sig)
+                    };
                     let _ = ptrace::detach(tid, pass);
                     break;
                 }
@@ -192,7 +210,10 @@ fn wait_for_child(timeout: Duration) {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
-        let ts = libc::timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
         libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
     }
 }
@@ -229,7 +250,12 @@ pub struct Served {
 impl Controller<'_> {
     /// Runs the released target to its end, serving every stop; kills its
     /// process group when `timeout` passes or `cancel` is set.
-    pub fn drive(&mut self, pid: u32, timeout: Duration, cancel: &AtomicBool) -> Result<Driven, ControlError> {
+    pub fn drive(
+        &mut self,
+        pid: u32,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Driven, ControlError> {
         let started = Instant::now();
         let mut killed = false;
         let mut timed_out = false;
@@ -242,7 +268,11 @@ impl Controller<'_> {
             }
             Flow::Continue
         })?;
-        Ok(Driven { status: served.status.unwrap_or(WaitStatus::StillAlive), timed_out, stops: served.stops })
+        Ok(Driven {
+            status: served.status.unwrap_or(WaitStatus::StillAlive),
+            timed_out,
+            stops: served.stops,
+        })
     }
 
     /// Serves every stop of the traced threads of `pid` until the process
@@ -267,7 +297,9 @@ impl Controller<'_> {
                 };
                 match status {
                     WaitStatus::StillAlive => break,
-                    WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) if tid == leader => {
+                    WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _)
+                        if tid == leader =>
+                    {
                         return Ok(Served { status: Some(status), stops, traced });
                     }
                     WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) => {
@@ -351,9 +383,16 @@ impl Controller<'_> {
             && matches!(p.action.kind, ACTION_DELAY | ACTION_HOLD_UNTIL | ACTION_HOLD_WHILE_RUNNING)
             && let Err(e) = self.rewind(tid, &p)
         {
-            log::debug!("holding {tid} after the first instruction of function {}: {e}", p.site.func);
+            log::debug!(
+                "holding {tid} after the first instruction of function {}: {e}",
+                p.site.func
+            );
         }
-        let hold = |release: Release, deadline: Instant, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>, mut record: StopRecord| {
+        let hold = |release: Release,
+                    deadline: Instant,
+                    holds: &mut Vec<Hold>,
+                    stops: &mut Vec<StopRecord>,
+                    mut record: StopRecord| {
             record.held = true;
             holds.push(Hold { tid, release, deadline, since: now, record: stops.len() });
             stops.push(record);
@@ -366,7 +405,13 @@ impl Controller<'_> {
         };
         match p.action.kind {
             ACTION_DELAY => {
-                hold(Release::At, now + Duration::from_micros(p.action.value), holds, stops, record);
+                hold(
+                    Release::At,
+                    now + Duration::from_micros(p.action.value),
+                    holds,
+                    stops,
+                    record,
+                );
             }
             ACTION_HOLD_UNTIL => {
                 if self.probes.happened(&p.action.other).is_some() {
@@ -417,15 +462,25 @@ impl Controller<'_> {
             }
         };
         if !crate::insn::reexecutable(&bytes) {
-            return Err(format!("first instruction {:02x?} may have effects if run twice", &bytes[..bytes.len().min(4)]));
+            return Err(format!(
+                "first instruction {:02x?} may have effects if run twice",
+                &bytes[..bytes.len().min(4)]
+            ));
         }
         let mut regs = ptrace::getregs(tid).map_err(|e| e.to_string())?;
         let r = &p.regs;
-        (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) = (r[0], r[1], r[2], r[3], r[4], r[5]);
-        (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) = (r[6], r[7], r[8], r[9], r[10], r[11]);
+        (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) =
+            (r[0], r[1], r[2], r[3], r[4], r[5]);
+        (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) =
+            (r[6], r[7], r[8], r[9], r[10], r[11]);
         (regs.rdx, regs.rsi, regs.rdi) = (r[12], r[13], r[14]);
         (regs.rip, regs.eflags, regs.rsp) = (p.func_ip, r[18], r[19]);
-        let replay = aid_common::Replay { ip: p.func_ip, exit_sp: r[19] + 8, func: p.site.func, entry_pending: 1 };
+        let replay = aid_common::Replay {
+            ip: p.func_ip,
+            exit_sp: r[19] + 8,
+            func: p.site.func,
+            entry_pending: 1,
+        };
         self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
         ptrace::setregs(tid, regs).map_err(|e| e.to_string())
     }
@@ -438,7 +493,9 @@ impl Controller<'_> {
             let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;
             let bias = p.func_ip.wrapping_sub(f.address);
             let mut read = |addr: u64| {
-                ptrace::read(tid, addr as ptrace::AddressType).map(|w| w as u64).map_err(|e| e.to_string())
+                ptrace::read(tid, addr as ptrace::AddressType)
+                    .map(|w| w as u64)
+                    .map_err(|e| e.to_string())
             };
             self.unwinder
                 .return_early(&f.module, bias, &mut regs, p.action.value, &mut read)

@@ -109,7 +109,13 @@ pub fn debug(
     let session = Session { functions: tracer.functions.clone(), runs: basis };
     let analysis = analyse(&session, opts, false, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
-        return Ok(Outcome { observed, analysis, discovery: None, tagt: None, oracle_runs: Vec::new() });
+        return Ok(Outcome {
+            observed,
+            analysis,
+            discovery: None,
+            tagt: None,
+            oracle_runs: Vec::new(),
+        });
     }
     let config = engine_config(&analysis, opts, ui)?;
     let progress = ui.bar(0, "intervening");
@@ -135,10 +141,20 @@ pub fn debug(
 
 /// Predicates, statistics and the AC-DAG of the observed runs, with a line
 /// for the user.
-pub(crate) fn analyse(session: &Session, opts: &Options, live_unit: bool, ui: &mut dyn Progress) -> anyhow::Result<Analysis> {
-    let options = analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit };
+pub(crate) fn analyse(
+    session: &Session,
+    opts: &Options,
+    live_unit: bool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Analysis> {
+    let options =
+        analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit };
     let analysis = analysis::analyze(session, &options).context("analysing the observed runs")?;
-    let fd = analysis.scores.iter().filter(|s| s.fully_discriminative && s.id != analysis.catalog.failure()).count();
+    let fd = analysis
+        .scores
+        .iter()
+        .filter(|s| s.fully_discriminative && s.id != analysis.catalog.failure())
+        .count();
     ui.say(&format!(
         "{} predicates, {fd} separate every failing run from every passing one, {} can be intervened on",
         analysis.catalog.len() - 1,
@@ -149,8 +165,17 @@ pub(crate) fn analyse(session: &Session, opts: &Options, live_unit: bool, ui: &m
 
 /// The engine's settings for this session: k runs per round from the
 /// observed failure rate.
-pub(crate) fn engine_config(analysis: &Analysis, opts: &Options, ui: &mut dyn Progress) -> anyhow::Result<Config> {
-    let config = Config { failure_rate: analysis.failure_rate, confidence: opts.confidence, seed: opts.seed, ..Config::default() };
+pub(crate) fn engine_config(
+    analysis: &Analysis,
+    opts: &Options,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Config> {
+    let config = Config {
+        failure_rate: analysis.failure_rate,
+        confidence: opts.confidence,
+        seed: opts.seed,
+        ..Config::default()
+    };
     ui.say(&format!(
         "intervening with {} (up to {} runs per round: failure rate {:.0}%, confidence {})",
         opts.strategy,
@@ -207,7 +232,9 @@ fn observe(
             break;
         }
         // Amplify a rare failure, or raise the noise if it is still rare.
-        if basis.len() as u32 >= opts.amplify_after && f64::from(failing) < opts.amplify_below * basis.len() as f64 {
+        if basis.len() as u32 >= opts.amplify_after
+            && f64::from(failing) < opts.amplify_below * basis.len() as f64
+        {
             let level = match &noise {
                 None => Some(Level::START),
                 Some(n) => n.level.stronger(),
@@ -251,7 +278,10 @@ fn observe(
     }
     bar.finish_and_clear();
     if cancel.load(Ordering::Relaxed) {
-        bail!("interrupted by the user during observation; the {} run(s) so far are saved", observed.runs);
+        bail!(
+            "interrupted by the user during observation; the {} run(s) so far are saved",
+            observed.runs
+        );
     }
     if observed.incomplete > 0 {
         ui.say(&format!(
@@ -268,10 +298,16 @@ fn observe(
         );
     }
     if passing == 0 {
-        bail!("every one of {} runs failed: aid needs passing runs to compare with; check --fail-on and --timeout", observed.runs);
+        bail!(
+            "every one of {} runs failed: aid needs passing runs to compare with; check --fail-on and --timeout",
+            observed.runs
+        );
     }
     observed.amplified = noise.as_ref().map(|n| (n.level.sites, n.level.max_delay_us));
     observed.analysed = basis.len() as u32;
-    ui.say(&format!("observed {} runs: {failing} failing and {passing} passing runs analysed", observed.runs));
+    ui.say(&format!(
+        "observed {} runs: {failing} failing and {passing} passing runs analysed",
+        observed.runs
+    ));
     Ok((observed, basis, noise))
 }

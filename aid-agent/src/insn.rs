@@ -30,21 +30,21 @@ pub fn reexecutable(bytes: &[u8]) -> bool {
     let register_form = modrm.is_some_and(|m| m >> 6 == 3);
     let reg_field = modrm.map(|m| (m >> 3) & 7);
     match op {
-        0x50..=0x57 => true,                       // push reg
-        0x90 => true,                              // nop
-        0xb8..=0xbf => true,                       // mov imm, reg
-        0xc3 => true,                              // ret
-        0x8b | 0x8a | 0x8d => modrm.is_some(),     // mov r <- r/m (load), lea
+        0x50..=0x57 => true,                                               // push reg
+        0x90 => true,                                                      // nop
+        0xb8..=0xbf => true,                                               // mov imm, reg
+        0xc3 => true,                                                      // ret
+        0x8b | 0x8a | 0x8d => modrm.is_some(), // mov r <- r/m (load), lea
         0x03 | 0x0b | 0x13 | 0x1b | 0x23 | 0x2b | 0x33 => modrm.is_some(), // op r <- r/m
         0x38..=0x3b | 0x84 | 0x85 => modrm.is_some(), // cmp, test: read only
         // op r/m <- r, mov r/m <- r: only between registers.
         0x01 | 0x09 | 0x11 | 0x19 | 0x21 | 0x29 | 0x31 | 0x88 | 0x89 => register_form,
         // group 1 with an immediate: registers, or cmp on memory.
         0x80 | 0x81 | 0x83 => register_form || reg_field == Some(7),
-        0xc7 => register_form,                     // mov imm, r/m
+        0xc7 => register_form, // mov imm, r/m
         0x0f => match bytes.get(i + 1) {
             Some(0xb6 | 0xb7 | 0xbe | 0xbf) => true, // movzx, movsx (loads)
-            Some(0x1f) => true,                     // nop r/m
+            Some(0x1f) => true,                      // nop r/m
             _ => false,
         },
         _ => false,

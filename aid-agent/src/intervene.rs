@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use aid_common::{
-    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY, Action,
-    POINT_ENTRY, POINT_EXIT, SiteKey,
+    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN,
+    ACTION_RETURN_EARLY, Action, POINT_ENTRY, POINT_EXIT, SiteKey,
 };
 
 use crate::{
@@ -53,13 +53,20 @@ impl Plan {
             let none = SiteKey::default();
             match *iv {
                 Intervention::ReturnEarly { site, value } => {
-                    wanted.push((site_key(site, Point::Entry), action(ACTION_RETURN_EARLY, value as u64, none)));
+                    wanted.push((
+                        site_key(site, Point::Entry),
+                        action(ACTION_RETURN_EARLY, value as u64, none),
+                    ));
                 }
                 Intervention::OverrideReturn { site, value } => {
-                    wanted.push((site_key(site, Point::Exit), action(ACTION_OVERRIDE_RETURN, value as u64, none)));
+                    wanted.push((
+                        site_key(site, Point::Exit),
+                        action(ACTION_OVERRIDE_RETURN, value as u64, none),
+                    ));
                 }
                 Intervention::DelayExit { site, delay_us } => {
-                    wanted.push((site_key(site, Point::Exit), action(ACTION_DELAY, delay_us, none)));
+                    wanted
+                        .push((site_key(site, Point::Exit), action(ACTION_DELAY, delay_us, none)));
                 }
                 Intervention::HoldUntil { site, point, until, until_point } => {
                     let other = site_key(until, until_point);
@@ -71,8 +78,14 @@ impl Plan {
                         plan.watch.push(site_key(s, Point::Entry));
                         plan.watch.push(site_key(s, Point::Exit));
                     }
-                    wanted.push((site_key(a, Point::Entry), action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(b, Point::Entry))));
-                    wanted.push((site_key(b, Point::Entry), action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(a, Point::Entry))));
+                    wanted.push((
+                        site_key(a, Point::Entry),
+                        action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(b, Point::Entry)),
+                    ));
+                    wanted.push((
+                        site_key(b, Point::Entry),
+                        action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(a, Point::Entry)),
+                    ));
                 }
             }
             if wanted.iter().any(|(k, _)| plan.actions.iter().any(|(taken, _, _)| taken == k)) {
@@ -94,7 +107,13 @@ impl Plan {
             if self.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
             }
-            let action = Action { kind: ACTION_DELAY, _pad: 0, value: n.delay_us, timeout_us: n.delay_us, other: SiteKey::default() };
+            let action = Action {
+                kind: ACTION_DELAY,
+                _pad: 0,
+                value: n.delay_us,
+                timeout_us: n.delay_us,
+                other: SiteKey::default(),
+            };
             self.actions.push((key, action, usize::MAX));
             self.noise.push(n.clone());
         }
@@ -110,11 +129,17 @@ impl Plan {
             .enumerate()
             .map(|(i, iv)| {
                 if self.conflicts.contains(&i) {
-                    return AppliedIntervention { intervention: iv.clone(), applied: false, timed_out: false };
+                    return AppliedIntervention {
+                        intervention: iv.clone(),
+                        applied: false,
+                        timed_out: false,
+                    };
                 }
                 let mine: Vec<&StopRecord> = stops
                     .iter()
-                    .filter(|s| self.actions.iter().any(|(k, _, owner)| *owner == i && *k == s.site))
+                    .filter(|s| {
+                        self.actions.iter().any(|(k, _, owner)| *owner == i && *k == s.site)
+                    })
                     .collect();
                 AppliedIntervention {
                     intervention: iv.clone(),
@@ -136,9 +161,16 @@ mod tests {
 
     #[test]
     fn serialize_installs_two_holds_and_watches_four_sites() {
-        let plan = Plan::new(&[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }], Duration::from_millis(500));
+        let plan = Plan::new(
+            &[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }],
+            Duration::from_millis(500),
+        );
         assert_eq!(plan.actions.len(), 2);
-        assert!(plan.actions.iter().all(|(_, a, _)| a.kind == ACTION_HOLD_WHILE_RUNNING && a.timeout_us == 500_000));
+        assert!(
+            plan.actions
+                .iter()
+                .all(|(_, a, _)| a.kind == ACTION_HOLD_WHILE_RUNNING && a.timeout_us == 500_000)
+        );
         assert_eq!(plan.watch.len(), 4);
     }
 
@@ -159,7 +191,12 @@ mod tests {
 
     #[test]
     fn timed_out_hold_is_not_applied() {
-        let iv = Intervention::HoldUntil { site: site(1, 2, 1), point: Point::Entry, until: site(0, 1, 1), until_point: Point::Exit };
+        let iv = Intervention::HoldUntil {
+            site: site(1, 2, 1),
+            point: Point::Entry,
+            until: site(0, 1, 1),
+            until_point: Point::Exit,
+        };
         let plan = Plan::new(&[iv], Duration::from_millis(10));
         let stop = StopRecord {
             site: site_key(site(1, 2, 1), Point::Entry),

@@ -53,7 +53,16 @@ pub fn debug_live(
     let tids: Vec<u32> = service.threads.iter().map(|t| t.0).collect();
     tracer.probes.begin_running_target(service.pid, &tids, false)?;
     let attached_ns = monotonic_ns() - start_ns;
-    let Tracer { functions, pthread_create, probes, stream, resolver, unwinder, stop_signal, first_bytes } = tracer;
+    let Tracer {
+        functions,
+        pthread_create,
+        probes,
+        stream,
+        resolver,
+        unwinder,
+        stop_signal,
+        first_bytes,
+    } = tracer;
     let resolver = &*resolver;
     let symbolize = resolver.symbolizer();
     let ctx = recorder::Context {
@@ -75,11 +84,16 @@ pub fn debug_live(
     let mut last_unit = Instant::now();
     loop {
         let (failing, passing) = (observed.failing, observed.passing);
-        if (failing >= opts.min_failing && passing >= opts.min_passing) || observed.runs >= opts.max_runs {
+        if (failing >= opts.min_failing && passing >= opts.min_passing)
+            || observed.runs >= opts.max_runs
+        {
             break;
         }
         if cancel.load(Ordering::Relaxed) {
-            bail!("interrupted by the user during observation; the {} unit(s) so far are saved", observed.runs);
+            bail!(
+                "interrupted by the user during observation; the {} unit(s) so far are saved",
+                observed.runs
+            );
         }
         if !crate::runner::process_exists(service.pid) {
             bail!("pid {} exited during observation", service.pid);
@@ -95,7 +109,13 @@ pub fn debug_live(
         let lost = probes.take_lost()?.total();
         let now = monotonic_ns() - start_ns;
         let threads = rec.threads().to_vec();
-        for u in splitter.complete(rec.rows(), &threads, functions, now.saturating_sub(100_000_000), &mut next_id) {
+        for u in splitter.complete(
+            rec.rows(),
+            &threads,
+            functions,
+            now.saturating_sub(100_000_000),
+            &mut next_id,
+        ) {
             last_unit = Instant::now();
             let mut u = u;
             if lost > 0 {
@@ -118,18 +138,33 @@ pub fn debug_live(
     }
     bar.finish_and_clear();
     if observed.failing == 0 {
-        bail!("no unit failed in {} units: check --fail-if, or observe longer with --runs", observed.runs);
+        bail!(
+            "no unit failed in {} units: check --fail-if, or observe longer with --runs",
+            observed.runs
+        );
     }
     if observed.passing == 0 {
-        bail!("every one of {} units failed: aid needs passing units to compare with", observed.runs);
+        bail!(
+            "every one of {} units failed: aid needs passing units to compare with",
+            observed.runs
+        );
     }
     observed.analysed = basis.len() as u32;
-    ui.say(&format!("observed {} units: {} failing, {} passing", observed.runs, observed.failing, observed.passing));
+    ui.say(&format!(
+        "observed {} units: {} failing, {} passing",
+        observed.runs, observed.failing, observed.passing
+    ));
 
     let session = Session { functions: functions.clone(), runs: basis };
     let analysis = debugger::analyse(&session, opts, true, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
-        return Ok(Outcome { observed, analysis, discovery: None, tagt: None, oracle_runs: Vec::new() });
+        return Ok(Outcome {
+            observed,
+            analysis,
+            discovery: None,
+            tagt: None,
+            oracle_runs: Vec::new(),
+        });
     }
     let config = debugger::engine_config(&analysis, opts, ui)?;
     let traced = control::seize_running(service.pid)?;
@@ -137,7 +172,13 @@ pub fn debug_live(
     probes.set_intervene(true)?;
     let progress = ui.bar(0, "intervening");
     let mut oracle = UnitOracle {
-        controller: Controller { probes, functions, unwinder, stop_signal: *stop_signal, first_bytes },
+        controller: Controller {
+            probes,
+            functions,
+            unwinder,
+            stop_signal: *stop_signal,
+            first_bytes,
+        },
         rec: &mut rec,
         stream,
         service,
@@ -202,7 +243,8 @@ impl Oracle for UnitOracle<'_, '_> {
         if self.cancel.load(Ordering::Relaxed) {
             bail!("interrupted by the user");
         }
-        let interventions: Vec<_> = group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect();
+        let interventions: Vec<_> =
+            group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect();
         let plan = Plan::new(&interventions, self.hold_timeout);
         let probes = &mut *self.controller.probes;
         probes.clear_actions()?;
@@ -211,53 +253,77 @@ impl Oracle for UnitOracle<'_, '_> {
         }
         // Only a unit that starts after this moment has every action in place.
         let installed = monotonic_ns() - self.start_ns;
-        let mut splitter = Splitter::new(self.service.unit, self.service.conditions.clone(), installed);
+        let mut splitter =
+            Splitter::new(self.service.unit, self.service.conditions.clone(), installed);
         let mut next_id = self.next_id;
         let waited = Instant::now();
         let mut found: Option<Unit> = None;
         let mut timed_out = false;
         let (rec, stream, functions) = (&mut *self.rec, self.stream, self.controller.functions);
         let mut last_look = Instant::now();
-        let served = self.controller.serve(self.service.pid, std::mem::take(&mut self.traced), &mut |_| {
-            // Stops are served every few hundred µs; units only need a look
-            // every few ms.
-            if last_look.elapsed() < Duration::from_millis(5) {
-                return Flow::Continue;
-            }
-            last_look = Instant::now();
-            rec.push(&stream.try_take());
-            let now = monotonic_ns();
-            let threads = rec.threads().to_vec();
-            let cutoff = now.saturating_sub(self.start_ns).saturating_sub(20_000_000);
-            if let Some(u) = splitter.complete(rec.rows(), &threads, functions, cutoff, &mut next_id).into_iter().next() {
-                found = Some(u);
-                return Flow::Stop;
-            }
-            if waited.elapsed() > self.service.unit_timeout {
-                timed_out = true;
-                return Flow::Stop;
-            }
-            Flow::Continue
-        })?;
+        let served = self.controller.serve(
+            self.service.pid,
+            std::mem::take(&mut self.traced),
+            &mut |_| {
+                // Stops are served every few hundred µs; units only need a look
+                // every few ms.
+                if last_look.elapsed() < Duration::from_millis(5) {
+                    return Flow::Continue;
+                }
+                last_look = Instant::now();
+                rec.push(&stream.try_take());
+                let now = monotonic_ns();
+                let threads = rec.threads().to_vec();
+                let cutoff = now.saturating_sub(self.start_ns).saturating_sub(20_000_000);
+                if let Some(u) = splitter
+                    .complete(rec.rows(), &threads, functions, cutoff, &mut next_id)
+                    .into_iter()
+                    .next()
+                {
+                    found = Some(u);
+                    return Flow::Stop;
+                }
+                if waited.elapsed() > self.service.unit_timeout {
+                    timed_out = true;
+                    return Flow::Stop;
+                }
+                Flow::Continue
+            },
+        )?;
         self.traced = served.traced;
         if served.status.is_some() {
             bail!("pid {} exited while aid was intervening", self.service.pid);
         }
         if timed_out {
-            bail!("no unit started and completed within {:?} after the interventions were installed", self.service.unit_timeout);
+            bail!(
+                "no unit started and completed within {:?} after the interventions were installed",
+                self.service.unit_timeout
+            );
         }
         let mut unit = found.expect("a unit");
         self.next_id = next_id;
         // What was done in this unit: the stops on its thread in its window.
         let tid = unit.run.threads.iter().find(|t| t.role == 0).map(|t| t.tid).unwrap_or(0);
-        let (lo, hi) = (self.start_ns + unit.start_ns, self.start_ns + unit.start_ns + unit.run.end_ns);
-        let stops: Vec<_> = served.stops.into_iter().filter(|s| s.tid == tid && s.probe_ns >= lo && s.probe_ns <= hi).collect();
+        let (lo, hi) =
+            (self.start_ns + unit.start_ns, self.start_ns + unit.start_ns + unit.run.end_ns);
+        let stops: Vec<_> = served
+            .stops
+            .into_iter()
+            .filter(|s| s.tid == tid && s.probe_ns >= lo && s.probe_ns <= hi)
+            .collect();
         unit.run.interventions = plan.outcome(&stops);
         let truth = self.catalog.evaluate(&unit.run);
-        let valid = unit.run.complete && unit.run.interventions.iter().all(|a| a.applied && !a.timed_out);
+        let valid =
+            unit.run.complete && unit.run.interventions.iter().all(|a| a.applied && !a.timed_out);
         self.writer.append(&unit.stored(self.start_ns), functions)?;
         let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
-        self.log.push(OracleRun { run: unit.run.id, group: group.clone(), failed: obs.failed, valid, held: obs.held.clone() });
+        self.log.push(OracleRun {
+            run: unit.run.id,
+            group: group.clone(),
+            failed: obs.failed,
+            valid,
+            held: obs.held.clone(),
+        });
         self.progress.inc(1);
         Ok(obs)
     }

@@ -26,7 +26,10 @@ impl Level {
 
     /// The next, stronger level (more sites, longer delays), up to a cap.
     pub fn stronger(self) -> Option<Level> {
-        let next = Level { sites: (self.sites * 2).min(16), max_delay_us: (self.max_delay_us * 2).min(50_000) };
+        let next = Level {
+            sites: (self.sites * 2).min(16),
+            max_delay_us: (self.max_delay_us * 2).min(50_000),
+        };
         (next != self).then_some(next)
     }
 }
@@ -35,13 +38,19 @@ impl Level {
 pub fn draw(seen: &[&Run], level: Level, rng: &mut impl rand::Rng) -> Vec<Noise> {
     let mut sites: Vec<Site> = seen
         .iter()
-        .flat_map(|r| r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance }))
+        .flat_map(|r| {
+            r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance })
+        })
         .collect();
     sites.sort();
     sites.dedup();
     let mut out: Vec<Noise> = Vec::new();
     for site in sites.choose_multiple(rng, level.sites) {
-        out.push(Noise { site: *site, point: Point::Entry, delay_us: rng.random_range(50..=level.max_delay_us) });
+        out.push(Noise {
+            site: *site,
+            point: Point::Entry,
+            delay_us: rng.random_range(50..=level.max_delay_us),
+        });
     }
     out
 }
@@ -55,7 +64,16 @@ mod tests {
     #[test]
     fn draws_distinct_seen_sites_within_bounds() {
         let calls = (1..=10)
-            .map(|i| Call { func: 0, role: 0, instance: i, entry_ns: 0, exit_ns: Some(1), args: [0; 3], ret: Some(0), paused_ns: 0 })
+            .map(|i| Call {
+                func: 0,
+                role: 0,
+                instance: i,
+                entry_ns: 0,
+                exit_ns: Some(1),
+                args: [0; 3],
+                ret: Some(0),
+                paused_ns: 0,
+            })
             .collect();
         let run = Run {
             id: 1,

@@ -6,12 +6,7 @@
 //! exits for any reason, SIGKILL included; nothing is pinned.
 
 use std::{
-    num::NonZeroU32,
-    os::fd::AsRawFd,
-    path::Path,
-    sync::mpsc,
-    thread::JoinHandle,
-    time::Duration,
+    num::NonZeroU32, os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration,
 };
 
 use aid_common::{
@@ -37,9 +32,13 @@ pub const MAX_ROLES: u32 = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE) to load eBPF programs: run it with sudo")]
+    #[error(
+        "aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE) to load eBPF programs: run it with sudo"
+    )]
     Privileges,
-    #[error("this kernel has no uprobe support (/sys/bus/event_source/devices/uprobe is missing): it needs CONFIG_UPROBES and CONFIG_UPROBE_EVENTS")]
+    #[error(
+        "this kernel has no uprobe support (/sys/bus/event_source/devices/uprobe is missing): it needs CONFIG_UPROBES and CONFIG_UPROBE_EVENTS"
+    )]
     NoUprobes,
     #[error("cannot mount tracefs, needed for the thread-tracking tracepoints: {0}")]
     Tracefs(String),
@@ -162,13 +161,11 @@ impl Probes {
             let prog: &mut UProbe = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
         }
-        for (name, category, event) in
-            [
-                ("thread_new", "task", "task_newtask"),
-                ("exec_seen", "sched", "sched_process_exec"),
-                ("thread_exit", "sched", "sched_process_exit"),
-            ]
-        {
+        for (name, category, event) in [
+            ("thread_new", "task", "task_newtask"),
+            ("exec_seen", "sched", "sched_process_exec"),
+            ("thread_exit", "sched", "sched_process_exit"),
+        ] {
             let prog: &mut TracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
             prog.attach(category, event).map_err(|e| ProbeError::Attach {
@@ -181,7 +178,8 @@ impl Probes {
             prog.load().is_ok()
         };
         let ring = RingBuf::try_from(
-            ebpf.take_map(MAP_EVENTS).ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
+            ebpf.take_map(MAP_EVENTS)
+                .ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
         )
         .map_err(|e| ProbeError::Map { name: MAP_EVENTS, reason: e.to_string() })?;
         Ok(Probes { ebpf, attached: Vec::new(), reg_write, ring: Some(ring) })
@@ -221,9 +219,12 @@ impl Probes {
     }
 
     fn target(&self) -> Result<TargetState, ProbeError> {
-        let m = self.ebpf.map(MAP_TARGET).ok_or(ProbeError::Map { name: MAP_TARGET, reason: "missing".into() })?;
-        let target: aya::maps::Array<_, TargetState> =
-            aya::maps::Array::try_from(m).map_err(|e| ProbeError::Map { name: MAP_TARGET, reason: e.to_string() })?;
+        let m = self
+            .ebpf
+            .map(MAP_TARGET)
+            .ok_or(ProbeError::Map { name: MAP_TARGET, reason: "missing".into() })?;
+        let target: aya::maps::Array<_, TargetState> = aya::maps::Array::try_from(m)
+            .map_err(|e| ProbeError::Map { name: MAP_TARGET, reason: e.to_string() })?;
         target.get(&0, 0).map_err(|e| map_err(MAP_TARGET, e))
     }
 
@@ -249,10 +250,16 @@ impl Probes {
     /// Registers a process that is already running (attach mode): `tids`
     /// are its threads in creation order, the main thread first; they take
     /// roles 0, 1, ... and threads it creates later continue the sequence.
-    pub fn begin_running_target(&mut self, pid: u32, tids: &[u32], intervene: bool) -> Result<(), ProbeError> {
+    pub fn begin_running_target(
+        &mut self,
+        pid: u32,
+        tids: &[u32],
+        intervene: bool,
+    ) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
-        let flags = aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        let flags =
+            aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
         Ok(())
     }
@@ -285,7 +292,12 @@ impl Probes {
     }
 
     /// Attaches an entry and an exit probe to every function.
-    pub fn attach(&mut self, functions: &[Function], scope: Scope, programs: Programs) -> Result<(), ProbeError> {
+    pub fn attach(
+        &mut self,
+        functions: &[Function],
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<(), ProbeError> {
         let (enter, exit) = match programs {
             Programs::Record => ("enter_fn", "exit_fn"),
             Programs::Empty => ("enter_empty", "exit_empty"),
@@ -301,10 +313,11 @@ impl Probes {
                     location: UProbeAttachLocation::AbsoluteOffset(f.offset),
                     cookie: Some(u64::from(f.id)),
                 };
-                let link = prog.attach(point, &f.module, scope).map_err(|e| ProbeError::Attach {
-                    what: format!("{} probe to {} in {}", name, f.name, f.module.display()),
-                    reason: chain(&e),
-                })?;
+                let link =
+                    prog.attach(point, &f.module, scope).map_err(|e| ProbeError::Attach {
+                        what: format!("{} probe to {} in {}", name, f.name, f.module.display()),
+                        reason: chain(&e),
+                    })?;
                 self.attached.push((name, link));
             }
         }
@@ -327,7 +340,10 @@ impl Probes {
 
     /// Events dropped because the ring buffer was full, since the last call.
     pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
-        Ok(Lost { calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?, thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)? })
+        Ok(Lost {
+            calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?,
+            thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)?,
+        })
     }
 
     /// Probe bodies that failed (a full map, ...), since the last call.
@@ -344,7 +360,8 @@ impl Probes {
 
     /// Marks a thread as rewound to the first instruction of a function.
     pub fn set_replay(&mut self, tid: u32, replay: aid_common::Replay) -> Result<(), ProbeError> {
-        let mut m: BpfHashMap<_, u32, aid_common::Replay> = map(&mut self.ebpf, aid_common::MAP_REPLAY)?;
+        let mut m: BpfHashMap<_, u32, aid_common::Replay> =
+            map(&mut self.ebpf, aid_common::MAP_REPLAY)?;
         m.insert(tid, replay, 0).map_err(|e| map_err(aid_common::MAP_REPLAY, e))
     }
 
@@ -408,7 +425,8 @@ where
     let prog = ebpf
         .program_mut(name)
         .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
-    <&mut T>::try_from(prog).map_err(|_| ProbeError::Load(format!("program {name} has the wrong type")))
+    <&mut T>::try_from(prog)
+        .map_err(|_| ProbeError::Load(format!("program {name} has the wrong type")))
 }
 
 fn map<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<T, ProbeError>

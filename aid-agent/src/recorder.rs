@@ -108,12 +108,24 @@ impl<'a> Recorder<'a> {
         let mut threads: Vec<Thread> = Vec::new();
         let mut role_of: HashMap<u32, Role> = HashMap::new();
         if ctx.existing_threads.is_empty() {
-            threads.push(Thread { role: 0, tid: ctx.pid, name: "main".into(), parent: None, created_ns: 0 });
+            threads.push(Thread {
+                role: 0,
+                tid: ctx.pid,
+                name: "main".into(),
+                parent: None,
+                created_ns: 0,
+            });
             role_of.insert(ctx.pid, 0);
         } else {
             for (role, (tid, name)) in ctx.existing_threads.iter().enumerate() {
                 let name = if role == 0 { "main".to_owned() } else { name.clone() };
-                threads.push(Thread { role: role as Role, tid: *tid, name, parent: None, created_ns: 0 });
+                threads.push(Thread {
+                    role: role as Role,
+                    tid: *tid,
+                    name,
+                    parent: None,
+                    created_ns: 0,
+                });
                 role_of.insert(*tid, role as Role);
             }
         }
@@ -186,7 +198,8 @@ impl<'a> Recorder<'a> {
                 continue;
             }
             if let Some(addr) = self.unnamed.get(&t.role)
-                && let Some(name) = bias.iter().find_map(|(m, b)| (ctx.symbolize)(m, addr.wrapping_sub(*b)))
+                && let Some(name) =
+                    bias.iter().find_map(|(m, b)| (ctx.symbolize)(m, addr.wrapping_sub(*b)))
             {
                 t.name = name;
                 self.unnamed.remove(&t.role);
@@ -212,7 +225,13 @@ impl<'a> Recorder<'a> {
                     self.unnamed.insert(role, *addr);
                 }
                 self.role_of.insert(child, role);
-                self.threads.push(Thread { role, tid: child, name: "thread".into(), parent, created_ns: t_ns });
+                self.threads.push(Thread {
+                    role,
+                    tid: child,
+                    name: "thread".into(),
+                    parent,
+                    created_ns: t_ns,
+                });
             }
             KIND_THREAD_EXIT => {
                 let mut bytes = [0u8; 16];
@@ -231,12 +250,20 @@ impl<'a> Recorder<'a> {
                         self.next_unknown_role += 1;
                         let role = self.next_unknown_role;
                         self.role_of.insert(e.tid, role);
-                        self.threads.push(Thread { role, tid: e.tid, name: "thread".into(), parent: None, created_ns: t_ns });
+                        self.threads.push(Thread {
+                            role,
+                            tid: e.tid,
+                            name: "thread".into(),
+                            parent: None,
+                            created_ns: t_ns,
+                        });
                         role
                     }
                 };
                 if e.kind == KIND_ENTRY {
-                    self.bias.entry(func.module.as_path()).or_insert(e.ret.wrapping_sub(func.address));
+                    self.bias
+                        .entry(func.module.as_path())
+                        .or_insert(e.ret.wrapping_sub(func.address));
                     let n = self.counts.entry((role, func.id)).or_insert(0);
                     *n += 1;
                     let instance = *n;
@@ -248,9 +275,19 @@ impl<'a> Recorder<'a> {
                     for (i, ty) in func.params.iter().take(3).enumerate() {
                         args[i] = ty.normalize(e.args[i]);
                     }
-                    self.rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Entry, instance, args, ret: 0 });
+                    self.rows.push(Row {
+                        t_ns,
+                        tid: e.tid,
+                        role,
+                        func: func.id,
+                        point: Point::Entry,
+                        instance,
+                        args,
+                        ret: 0,
+                    });
                 } else {
-                    let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop) else {
+                    let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop)
+                    else {
                         self.orphan_exits += 1;
                         return;
                     };
@@ -258,7 +295,16 @@ impl<'a> Recorder<'a> {
                         self.creating.remove(&e.tid);
                     }
                     let ret = func.ret.normalize(e.ret);
-                    self.rows.push(Row { t_ns, tid: e.tid, role, func: func.id, point: Point::Exit, instance, args: [0; 3], ret });
+                    self.rows.push(Row {
+                        t_ns,
+                        tid: e.tid,
+                        role,
+                        func: func.id,
+                        point: Point::Exit,
+                        instance,
+                        args: [0; 3],
+                        ret,
+                    });
                 }
             }
             _ => {}
@@ -270,7 +316,9 @@ impl<'a> Recorder<'a> {
 /// was in at the time.
 pub fn apply_pauses(calls: &mut [Call], pauses: &[crate::model::Pause]) {
     for p in pauses {
-        for c in calls.iter_mut().filter(|c| c.role == p.role && c.entry_ns <= p.at_ns && c.exit_ns.is_none_or(|x| x >= p.at_ns)) {
+        for c in calls.iter_mut().filter(|c| {
+            c.role == p.role && c.entry_ns <= p.at_ns && c.exit_ns.is_none_or(|x| x >= p.at_ns)
+        }) {
             c.paused_ns += p.dur_ns;
         }
     }
@@ -279,7 +327,9 @@ pub fn apply_pauses(calls: &mut [Call], pauses: &[crate::model::Pause]) {
 /// Start routines that every thread of a runtime shares, and so say nothing
 /// about the thread (Rust's std, libstdc++'s std::thread).
 fn is_runtime_trampoline(name: &str) -> bool {
-    name.contains("::thread_start") || name == "execute_native_thread_routine" || name.starts_with("std::thread")
+    name.contains("::thread_start")
+        || name == "execute_native_thread_routine"
+        || name.starts_with("std::thread")
 }
 
 /// Pairs entry and exit rows into calls, sorted by entry time.
@@ -362,9 +412,15 @@ mod tests {
         let rec = record(&events, &ctx);
         assert_eq!(rec.start_ns, 10);
         assert_eq!(rec.threads.len(), 2);
-        assert_eq!((rec.threads[1].role, rec.threads[1].tid, rec.threads[1].parent), (1, 101, Some(0)));
+        assert_eq!(
+            (rec.threads[1].role, rec.threads[1].tid, rec.threads[1].parent),
+            (1, 101, Some(0))
+        );
         let calls = calls_from_rows(&rec.rows);
-        let summary: Vec<_> = calls.iter().map(|c| (c.func, c.role, c.instance, c.args[0], c.ret, c.entry_ns, c.exit_ns)).collect();
+        let summary: Vec<_> = calls
+            .iter()
+            .map(|c| (c.func, c.role, c.instance, c.args[0], c.ret, c.entry_ns, c.exit_ns))
+            .collect();
         assert_eq!(
             summary,
             vec![

@@ -56,7 +56,9 @@ fn round_runs<'a>(rounds: &[Round], runs: &'a [OracleRun]) -> Vec<&'a [OracleRun
 
 pub fn build(outcome: &Outcome) -> Report<'_> {
     let a = &outcome.analysis;
-    let desc = |p: PredId| a.catalog.get(p).map(|x| x.description.clone()).unwrap_or_else(|| p.to_string());
+    let desc = |p: PredId| {
+        a.catalog.get(p).map(|x| x.description.clone()).unwrap_or_else(|| p.to_string())
+    };
     let mut path = Vec::new();
     if let Some(d) = &outcome.discovery {
         let per_round = round_runs(&d.rounds, &outcome.oracle_runs);
@@ -68,7 +70,9 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
                     let r = &d.rounds[*round];
                     let discarded = match r.invalid_runs {
                         0 => String::new(),
-                        n => format!(" ({n} more not counted: the intervention could not be applied)"),
+                        n => format!(
+                            " ({n} more not counted: the intervention could not be applied)"
+                        ),
                     };
                     (
                         format!(
@@ -103,7 +107,8 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let intervention = a.catalog.get(p).map(|x| x.intervention_text.clone()).unwrap_or_default();
+            let intervention =
+                a.catalog.get(p).map(|x| x.intervention_text.clone()).unwrap_or_default();
             path.push(Link { id: p, predicate: desc(p), intervention, evidence, effects_gone });
         }
     }
@@ -154,14 +159,17 @@ pub fn render(r: &Report<'_>) -> String {
         o.failing,
         o.passing,
         match o.amplified {
-            Some((sites, us)) => format!(" (failures amplified with random delays: {sites} per run, up to {us} µs)"),
+            Some((sites, us)) =>
+                format!(" (failures amplified with random delays: {sites} per run, up to {us} µs)"),
             None => String::new(),
         }
     );
     let _ = writeln!(
         s,
         "Statistical debugging: {} predicates, {} fully discriminative, {} intervenable.",
-        r.analysis.predicates, r.analysis.fully_discriminative, r.analysis.candidates.len()
+        r.analysis.predicates,
+        r.analysis.fully_discriminative,
+        r.analysis.candidates.len()
     );
     match (r.root_cause, r.discovery) {
         (Some(root), Some(_)) => {
@@ -171,15 +179,26 @@ pub fn render(r: &Report<'_>) -> String {
                 let _ = writeln!(s, "     evidence: {}", link.evidence);
                 let _ = writeln!(s, "     intervention: {}", link.intervention);
                 if !link.effects_gone.is_empty() {
-                    let _ = writeln!(s, "     with it, these no longer happened: {}", link.effects_gone.join("; "));
+                    let _ = writeln!(
+                        s,
+                        "     with it, these no longer happened: {}",
+                        link.effects_gone.join("; ")
+                    );
                 }
             }
             let _ = writeln!(s, "  {}. {}", r.path.len() + 1, r.failure);
         }
         (None, Some(d)) => {
-            let _ = writeln!(s, "\nNo cause was confirmed: no intervention on the candidates stopped the failure.");
+            let _ = writeln!(
+                s,
+                "\nNo cause was confirmed: no intervention on the candidates stopped the failure."
+            );
             if !d.unresolved.is_empty() {
-                let _ = writeln!(s, "Unresolved: {}", d.unresolved.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "));
+                let _ = writeln!(
+                    s,
+                    "Unresolved: {}",
+                    d.unresolved.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+                );
             }
         }
         (_, None) => {

@@ -27,7 +27,9 @@ pub enum RunError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("cannot start {}: {reason}", path.display())]
     Spawn { path: PathBuf, reason: String },
-    #[error("invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)")]
+    #[error(
+        "invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)"
+    )]
     BadRule { rule: String, reason: String },
     #[error("invalid duration `{0}`: use e.g. 500ms, 30s, 2m")]
     BadDuration(String),
@@ -95,7 +97,8 @@ impl FailRule {
     }
 
     pub fn parse(rule: &str) -> Result<FailRule, RunError> {
-        let bad = |reason: &str| RunError::BadRule { rule: rule.to_owned(), reason: reason.to_owned() };
+        let bad =
+            |reason: &str| RunError::BadRule { rule: rule.to_owned(), reason: reason.to_owned() };
         let regex = |r: &str| Regex::new(r).map_err(|e| bad(&e.to_string()));
         Ok(match rule {
             "nonzero" | "exit" => FailRule::NonZero,
@@ -106,7 +109,11 @@ impl FailRule {
             }
             _ if rule.starts_with("signal=") => {
                 let s = &rule[7..];
-                let num = s.parse::<i32>().ok().or_else(|| signal_number(s)).ok_or_else(|| bad("unknown signal"))?;
+                let num = s
+                    .parse::<i32>()
+                    .ok()
+                    .or_else(|| signal_number(s))
+                    .ok_or_else(|| bad("unknown signal"))?;
                 FailRule::Signal(Some(num))
             }
             _ if rule.starts_with("stdout:") => FailRule::Stdout(regex(&rule[7..])?),
@@ -126,8 +133,12 @@ impl FailRule {
                 .filter(|s| want.is_none_or(|w| w == *s))
                 .map(|s| format!("killed by {}", signal_name(s))),
             FailRule::Timeout => exit.timed_out.then(|| "timed out".to_owned()),
-            FailRule::Stdout(r) => r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/")),
-            FailRule::Stderr(r) => r.is_match(&exit.stderr.text).then(|| format!("stderr matched /{r}/")),
+            FailRule::Stdout(r) => {
+                r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/"))
+            }
+            FailRule::Stderr(r) => {
+                r.is_match(&exit.stderr.text).then(|| format!("stderr matched /{r}/"))
+            }
             FailRule::Output(r) => (r.is_match(&exit.stdout.text) || r.is_match(&exit.stderr.text))
                 .then(|| format!("output matched /{r}/")),
         }
@@ -141,7 +152,9 @@ pub fn signal_number(name: &str) -> Option<i32> {
 }
 
 pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_owned()).unwrap_or_else(|_| format!("signal {sig}"))
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
 /// Judges a finished run: fail if any rule says so (the first one's reason
@@ -340,15 +353,21 @@ impl Spawned {
     /// (or failed).
     pub fn release(&mut self) -> Result<(), RunError> {
         let go = self.go.take().expect("released twice");
-        let spawn_err = |reason: String| RunError::Spawn { path: PathBuf::from(format!("pid {}", self.pid)), reason };
+        let spawn_err = |reason: String| RunError::Spawn {
+            path: PathBuf::from(format!("pid {}", self.pid)),
+            reason,
+        };
         let mut file = std::fs::File::from(go);
         std::io::Write::write_all(&mut file, &[1]).map_err(|e| spawn_err(e.to_string()))?;
         drop(file);
         self.started = Some(Instant::now());
         let mut errno = [0u8; 4];
-        let mut reader = std::fs::File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
+        let mut reader =
+            std::fs::File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
         match reader.read(&mut errno) {
-            Ok(4) => Err(spawn_err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string())),
+            Ok(4) => Err(spawn_err(
+                std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string(),
+            )),
             _ => Ok(()),
         }
     }
@@ -365,7 +384,10 @@ impl Spawned {
                 Ok(status) => break status,
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => {
-                    return Err(RunError::Spawn { path: PathBuf::from(format!("pid {pid}")), reason: e.to_string() });
+                    return Err(RunError::Spawn {
+                        path: PathBuf::from(format!("pid {pid}")),
+                        reason: e.to_string(),
+                    });
                 }
             }
             let over = started.elapsed() >= timeout;
@@ -410,7 +432,6 @@ impl Spawned {
             stderr: join(self.stderr.take()).unwrap_or_default(),
         }
     }
-
 }
 
 impl Drop for Spawned {
@@ -451,15 +472,20 @@ mod tests {
 
     #[test]
     fn rules_parse_and_judge() {
-        let rules = vec![FailRule::parse("exit=3").unwrap(), FailRule::parse("stderr:assert").unwrap()];
+        let rules =
+            vec![FailRule::parse("exit=3").unwrap(), FailRule::parse("stderr:assert").unwrap()];
         let mut exit = Exit { code: Some(0), ..Default::default() };
         assert_eq!(judge(&exit, &rules).0, Label::Pass);
         exit.stderr.text = "x: assertion failed".into();
         assert_eq!(judge(&exit, &rules), (Label::Fail, "stderr matched /assert/".into()));
         let exit = Exit { code: Some(3), ..Default::default() };
         assert_eq!(judge(&exit, &rules), (Label::Fail, "exit code 3".into()));
-        assert_eq!(FailRule::parse("signal=SEGV").unwrap().verdict(&Exit { signal: Some(11), ..Default::default() }),
-                   Some("killed by SIGSEGV".into()));
+        assert_eq!(
+            FailRule::parse("signal=SEGV")
+                .unwrap()
+                .verdict(&Exit { signal: Some(11), ..Default::default() }),
+            Some("killed by SIGSEGV".into())
+        );
         assert!(FailRule::parse("exit=abc").is_err());
         assert!(FailRule::parse("whatever").is_err());
     }

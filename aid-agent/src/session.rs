@@ -20,7 +20,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::{
-    model::{AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session, Thread},
+    model::{
+        AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session,
+        Thread,
+    },
     recorder::{RecordedRun, Row, apply_pauses, calls_from_rows},
 };
 
@@ -134,7 +137,11 @@ impl Writer {
         let text = serde_json::to_string_pretty(header).expect("header serializes");
         atomic_write(&header_path, text.as_bytes())?;
         let runs_path = dir.join("runs.jsonl");
-        let runs = OpenOptions::new().create(true).append(true).open(&runs_path).map_err(write_err(&runs_path))?;
+        let runs = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&runs_path)
+            .map_err(write_err(&runs_path))?;
         Ok(Writer { dir: dir.to_owned(), runs, count: 0 })
     }
 
@@ -148,14 +155,36 @@ impl Writer {
 
     /// Writes a run's files, then its record (the record last, so a record
     /// never points at files that were not completely written).
-    pub fn append(&mut self, rec: &RecordedRun, functions: &[Function]) -> Result<(), SessionError> {
-        let RecordedRun { run, rows, start_ns: start_monotonic_ns, orphan_exits, stdout, stderr, .. } = rec;
+    pub fn append(
+        &mut self,
+        rec: &RecordedRun,
+        functions: &[Function],
+    ) -> Result<(), SessionError> {
+        let RecordedRun {
+            run,
+            rows,
+            start_ns: start_monotonic_ns,
+            orphan_exits,
+            stdout,
+            stderr,
+            ..
+        } = rec;
         let (start_monotonic_ns, orphan_exits) = (*start_monotonic_ns, *orphan_exits);
         let rel = format!("runs/{:06}", run.id);
         let run_dir = self.dir.join(&rel);
         fs::create_dir_all(&run_dir).map_err(write_err(&run_dir))?;
-        let events = write_csv(&self.dir, &format!("{rel}/events.csv"), EVENT_COLUMNS, rows.iter().map(|r| event_fields(r, functions)))?;
-        let threads = write_csv(&self.dir, &format!("{rel}/threads.csv"), THREAD_COLUMNS, run.threads.iter().map(thread_fields))?;
+        let events = write_csv(
+            &self.dir,
+            &format!("{rel}/events.csv"),
+            EVENT_COLUMNS,
+            rows.iter().map(|r| event_fields(r, functions)),
+        )?;
+        let threads = write_csv(
+            &self.dir,
+            &format!("{rel}/threads.csv"),
+            THREAD_COLUMNS,
+            run.threads.iter().map(thread_fields),
+        )?;
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
             fs::write(&p, text).map_err(write_err(&p))?;
@@ -192,8 +221,9 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
     fs::rename(&tmp, path).map_err(write_err(path))
 }
 
-const EVENT_COLUMNS: &[&str] =
-    &["t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2", "ret"];
+const EVENT_COLUMNS: &[&str] = &[
+    "t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2", "ret",
+];
 const THREAD_COLUMNS: &[&str] = &["role", "tid", "name", "parent_role", "created_ns"];
 
 fn event_fields(r: &Row, functions: &[Function]) -> Vec<String> {
@@ -240,7 +270,10 @@ fn write_csv(
     let mut count = 0u64;
     {
         let mut w = csv::Writer::from_writer(&mut bytes);
-        let io = |e: csv::Error| SessionError::Write { path: path.clone(), source: std::io::Error::other(e) };
+        let io = |e: csv::Error| SessionError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        };
         w.write_record(columns).map_err(io)?;
         for row in rows {
             w.write_record(&row).map_err(io)?;
@@ -279,20 +312,26 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
     let header: Header = serde_json::from_str(&text)
         .map_err(|e| SessionError::Corrupt { path: header_path.clone(), reason: e.to_string() })?;
     if header.format != FORMAT {
-        return Err(SessionError::Corrupt { path: header_path, reason: format!("format is `{}`, expected `{FORMAT}`", header.format) });
+        return Err(SessionError::Corrupt {
+            path: header_path,
+            reason: format!("format is `{}`, expected `{FORMAT}`", header.format),
+        });
     }
     if header.version > VERSION {
         return Err(SessionError::Version { path: header_path, found: header.version });
     }
     let runs_path = dir.join("runs.jsonl");
-    let file = File::open(&runs_path).map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
+    let file = File::open(&runs_path)
+        .map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
     let mut line = String::new();
     let mut number = 0;
     loop {
         line.clear();
-        let n = reader.read_line(&mut line).map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
         if n == 0 {
             break;
         }
@@ -300,11 +339,15 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
         if !line.ends_with('\n') {
             return Err(SessionError::Corrupt {
                 path: runs_path,
-                reason: format!("line {number} is cut short (the recording was interrupted while writing it)"),
+                reason: format!(
+                    "line {number} is cut short (the recording was interrupted while writing it)"
+                ),
             });
         }
-        let record: RunRecord = serde_json::from_str(&line)
-            .map_err(|e| SessionError::Corrupt { path: runs_path.clone(), reason: format!("line {number}: {e}") })?;
+        let record: RunRecord = serde_json::from_str(&line).map_err(|e| SessionError::Corrupt {
+            path: runs_path.clone(),
+            reason: format!("line {number}: {e}"),
+        })?;
         records.push(record);
     }
     let mut runs = Vec::with_capacity(records.len());
@@ -335,11 +378,18 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
 }
 
 /// Reads a referenced CSV file, checking its digest and row count.
-fn read_verified(dir: &Path, file: &FileRef, run: u32, columns: &[&str]) -> Result<Vec<csv::StringRecord>, SessionError> {
+fn read_verified(
+    dir: &Path,
+    file: &FileRef,
+    run: u32,
+    columns: &[&str],
+) -> Result<Vec<csv::StringRecord>, SessionError> {
     let path = dir.join(&file.path);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SessionError::Missing { path, run }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SessionError::Missing { path, run });
+        }
         Err(source) => return Err(SessionError::Read { path, source }),
     };
     let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
@@ -351,21 +401,30 @@ fn read_verified(dir: &Path, file: &FileRef, run: u32, columns: &[&str]) -> Resu
     if head.iter().collect::<Vec<_>>() != columns {
         return Err(corrupt(format!("unexpected columns {:?}", head.iter().collect::<Vec<_>>())));
     }
-    let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().map_err(|e| corrupt(e.to_string()))?;
+    let records: Vec<csv::StringRecord> =
+        reader.records().collect::<Result<_, _>>().map_err(|e| corrupt(e.to_string()))?;
     if records.len() as u64 != file.rows {
         return Err(corrupt(format!("{} rows, the run record says {}", records.len(), file.rows)));
     }
     Ok(records)
 }
 
-fn field<T: std::str::FromStr>(rec: &csv::StringRecord, i: usize, path: &Path) -> Result<T, SessionError> {
+fn field<T: std::str::FromStr>(
+    rec: &csv::StringRecord,
+    i: usize,
+    path: &Path,
+) -> Result<T, SessionError> {
     rec.get(i).and_then(|s| s.parse().ok()).ok_or_else(|| SessionError::Corrupt {
         path: path.to_owned(),
         reason: format!("bad value `{}` in column {}", rec.get(i).unwrap_or(""), i + 1),
     })
 }
 
-fn read_events(dir: &Path, rec: &RunRecord, functions: &[Function]) -> Result<Vec<Row>, SessionError> {
+fn read_events(
+    dir: &Path,
+    rec: &RunRecord,
+    functions: &[Function],
+) -> Result<Vec<Row>, SessionError> {
     let path = dir.join(&rec.events.path);
     let mut rows = Vec::new();
     for r in read_verified(dir, &rec.events, rec.id, EVENT_COLUMNS)? {
@@ -373,12 +432,18 @@ fn read_events(dir: &Path, rec: &RunRecord, functions: &[Function]) -> Result<Ve
             Some("entry") => Point::Entry,
             Some("exit") => Point::Exit,
             other => {
-                return Err(SessionError::Corrupt { path, reason: format!("bad point `{}`", other.unwrap_or("")) });
+                return Err(SessionError::Corrupt {
+                    path,
+                    reason: format!("bad point `{}`", other.unwrap_or("")),
+                });
             }
         };
         let func: FuncId = field(&r, 3, &path)?;
         if func as usize >= functions.len() {
-            return Err(SessionError::Corrupt { path, reason: format!("function id {func} not in session.json") });
+            return Err(SessionError::Corrupt {
+                path,
+                reason: format!("function id {func} not in session.json"),
+            });
         }
         let (args, ret) = match point {
             Point::Entry => ([field(&r, 7, &path)?, field(&r, 8, &path)?, field(&r, 9, &path)?], 0),
@@ -423,7 +488,10 @@ pub fn default_dir(program: &Path) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "target".into());
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "target".into());
     PathBuf::from("aid-sessions").join(format!("{}-{name}", utc_stamp(secs)))
 }
 
@@ -444,13 +512,16 @@ fn utc_stamp(secs: u64) -> String {
 }
 
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ValueType, Label};
+    use crate::model::{Label, ValueType};
 
     fn header() -> Header {
         Header {
@@ -493,17 +564,45 @@ mod tests {
 
     fn run(id: u32) -> (Run, Vec<Row>) {
         let rows = vec![
-            Row { t_ns: 5, tid: 7, role: 0, func: 0, point: Point::Entry, instance: 1, args: [1, -2, 3], ret: 0 },
-            Row { t_ns: 9, tid: 7, role: 0, func: 0, point: Point::Exit, instance: 1, args: [0; 3], ret: -1 },
+            Row {
+                t_ns: 5,
+                tid: 7,
+                role: 0,
+                func: 0,
+                point: Point::Entry,
+                instance: 1,
+                args: [1, -2, 3],
+                ret: 0,
+            },
+            Row {
+                t_ns: 9,
+                tid: 7,
+                role: 0,
+                func: 0,
+                point: Point::Exit,
+                instance: 1,
+                args: [0; 3],
+                ret: -1,
+            },
         ];
         let run = Run {
             id,
             label: Label::Fail,
-            outcome: Outcome { exit_code: Some(1), reason: "exit code 1".into(), ..Default::default() },
+            outcome: Outcome {
+                exit_code: Some(1),
+                reason: "exit code 1".into(),
+                ..Default::default()
+            },
             lost_events: 0,
             lost_thread_records: 0,
             complete: true,
-            threads: vec![Thread { role: 0, tid: 7, name: "main".into(), parent: None, created_ns: 0 }],
+            threads: vec![Thread {
+                role: 0,
+                tid: 7,
+                name: "main".into(),
+                parent: None,
+                created_ns: 0,
+            }],
             calls: calls_from_rows(&rows),
             end_ns: 12,
             interventions: vec![],

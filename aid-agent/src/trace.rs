@@ -2,20 +2,17 @@
 //! its pid, release it, wait for it, collect its events and turn them into
 //! a recorded run. One target at a time; the eBPF object is loaded once.
 
-use std::{
-    sync::atomic::AtomicBool,
-    time::Duration,
-};
+use std::{sync::atomic::AtomicBool, time::Duration};
 
 use crate::{
     control::{self, ControlError, Controller, StopRecord},
     intervene::Plan,
     model::{FuncId, Function, Point, Run},
-    unwind::Unwinder,
     probe::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
     recorder::{self, RecordedRun, Row},
     runner::{self, FailRule, RunError, Target},
     symbols::Resolver,
+    unwind::Unwinder,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -66,13 +63,18 @@ impl Tracer {
         });
         let mut probes = Probes::load(load)?;
         if probes.kernel_writes_registers() {
-            log::info!("this kernel lets BPF write registers: return overrides need no thread stop");
+            log::info!(
+                "this kernel lets BPF write registers: return overrides need no thread stop"
+            );
         } else {
-            log::info!("this kernel refuses BPF register writes: return overrides use ptrace stops");
+            log::info!(
+                "this kernel refuses BPF register writes: return overrides use ptrace stops"
+            );
         }
         let stream = probes.event_stream();
         probes.attach(&functions, scope, programs)?;
-        let stop_signal = nix::sys::signal::Signal::try_from(load.stop_signal).unwrap_or(nix::sys::signal::SIGURG);
+        let stop_signal = nix::sys::signal::Signal::try_from(load.stop_signal)
+            .unwrap_or(nix::sys::signal::SIGURG);
         Ok(Tracer {
             functions,
             pthread_create,
@@ -118,7 +120,13 @@ impl Tracer {
 
     /// After the target ended: collects its events and counters, judges
     /// the run, and builds it.
-    fn finish(&mut self, id: u32, pid: u32, exit: runner::Exit, policy: &RunPolicy) -> Result<RecordedRun, TraceError> {
+    fn finish(
+        &mut self,
+        id: u32,
+        pid: u32,
+        exit: runner::Exit,
+        policy: &RunPolicy,
+    ) -> Result<RecordedRun, TraceError> {
         let events = self.stream.flush();
         self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
@@ -169,7 +177,11 @@ impl Tracer {
         rec.run.interventions = plan.outcome(&driven.stops);
         rec.run.noise = plan.noise.clone();
         for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
-            log::warn!("run {id}: intervention at {:?} not applied: {}", stop.site, stop.error.as_deref().unwrap_or(""));
+            log::warn!(
+                "run {id}: intervention at {:?} not applied: {}",
+                stop.site,
+                stop.error.as_deref().unwrap_or("")
+            );
         }
         Ok(rec)
     }
@@ -230,9 +242,13 @@ impl Tracer {
 /// time taken on the events' own clock.
 fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
     for stop in stops.iter().filter(|s| s.released_ns > 0) {
-        let point = if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
+        let point =
+            if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
         if let Some(row) = rows.iter_mut().find(|r| {
-            r.tid == stop.tid && r.func == stop.site.func && r.instance == stop.site.instance && r.point == point
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == point
         }) {
             row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
         }
@@ -241,25 +257,44 @@ fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
 
 /// Stops that were only the agent's overhead (register edits, holds that
 /// turned out not to be needed), as pauses of the thread's role.
-fn pauses(stops: &[StopRecord], threads: &[crate::model::Thread], start_ns: u64) -> Vec<crate::model::Pause> {
+fn pauses(
+    stops: &[StopRecord],
+    threads: &[crate::model::Thread],
+    start_ns: u64,
+) -> Vec<crate::model::Pause> {
     stops
         .iter()
         .filter(|s| !s.held && s.released_ns > s.probe_ns && s.probe_ns >= start_ns)
         .filter_map(|s| {
             let role = threads.iter().find(|t| t.tid == s.tid)?.role;
-            Some(crate::model::Pause { role, at_ns: s.probe_ns - start_ns, dur_ns: s.released_ns - s.probe_ns })
+            Some(crate::model::Pause {
+                role,
+                at_ns: s.probe_ns - start_ns,
+                dur_ns: s.released_ns - s.probe_ns,
+            })
         })
         .collect()
 }
 
 /// The exit probe saw the value the function computed; after an override
 /// the caller saw the forced one, and that is what the run records.
-fn record_forced_returns(rows: &mut [Row], stops: &[StopRecord], plan: &Plan, functions: &[Function]) {
-    for stop in stops.iter().filter(|s| s.applied && s.action == aid_common::ACTION_OVERRIDE_RETURN) {
-        let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else { continue };
+fn record_forced_returns(
+    rows: &mut [Row],
+    stops: &[StopRecord],
+    plan: &Plan,
+    functions: &[Function],
+) {
+    for stop in stops.iter().filter(|s| s.applied && s.action == aid_common::ACTION_OVERRIDE_RETURN)
+    {
+        let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else {
+            continue;
+        };
         let Some(f) = functions.get(stop.site.func as usize) else { continue };
         if let Some(row) = rows.iter_mut().find(|r| {
-            r.tid == stop.tid && r.func == stop.site.func && r.instance == stop.site.instance && r.point == Point::Exit
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == Point::Exit
         }) {
             row.ret = f.ret.normalize(action.value);
         }

@@ -14,7 +14,9 @@ use crate::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum UnitError {
-    #[error("invalid --fail-if `{text}`: {reason} (form: 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret > 5', 'FN ret null')")]
+    #[error(
+        "invalid --fail-if `{text}`: {reason} (form: 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret > 5', 'FN ret null')"
+    )]
     BadCondition { text: String, reason: String },
 }
 
@@ -56,7 +58,10 @@ pub struct FailIf {
 
 impl FailIf {
     pub fn parse(text: &str) -> Result<FailIf, UnitError> {
-        let bad = |reason: &str| UnitError::BadCondition { text: text.to_owned(), reason: reason.to_owned() };
+        let bad = |reason: &str| UnitError::BadCondition {
+            text: text.to_owned(),
+            reason: reason.to_owned(),
+        };
         let words: Vec<&str> = text.split_whitespace().collect();
         let (function, rest) = match words.as_slice() {
             [f, "ret", rest @ ..] | [f, "returns", rest @ ..] => (*f, rest),
@@ -80,7 +85,11 @@ impl FailIf {
             [">=", v] => Cond::Ge(value(v)?),
             ["==", v] | ["=", v] => Cond::Eq(value(v)?),
             ["!=", v] => Cond::Ne(value(v)?),
-            _ => return Err(bad("expected an operator (<, <=, >, >=, ==, !=) and a value, or `null`")),
+            _ => {
+                return Err(bad(
+                    "expected an operator (<, <=, >, >=, ==, !=) and a value, or `null`",
+                ));
+            }
         };
         Ok(FailIf { function: function.to_owned(), cond, text: text.to_owned() })
     }
@@ -95,7 +104,11 @@ pub struct Condition {
 }
 
 /// Why a set of calls counts as failed, if it does.
-pub fn failure_reason(calls: &[crate::model::Call], conditions: &[Condition], functions: &[Function]) -> Option<String> {
+pub fn failure_reason(
+    calls: &[crate::model::Call],
+    conditions: &[Condition],
+    functions: &[Function],
+) -> Option<String> {
     for c in calls {
         let Some(ret) = c.ret else { continue };
         for cond in conditions {
@@ -206,7 +219,8 @@ impl Splitter {
         let mut units = Vec::new();
         for (start, end, tid, _) in spans {
             let lo = sorted.partition_point(|r| r.t_ns < start);
-            let window: Vec<&Row> = sorted[lo..].iter().take_while(|r| r.t_ns <= end).copied().collect();
+            let window: Vec<&Row> =
+                sorted[lo..].iter().take_while(|r| r.t_ns <= end).copied().collect();
             let id = *next_id;
             *next_id += 1;
             units.push(self.build(id, start, end, tid, &window, threads, functions));
@@ -301,7 +315,15 @@ mod tests {
         assert!(Cond::Ne(3).holds(4) && Cond::Eq(3).holds(3) && Cond::Null.holds(0));
     }
 
-    fn row(t: u64, tid: u32, role: Role, func: FuncId, point: Point, instance: u32, ret: i64) -> Row {
+    fn row(
+        t: u64,
+        tid: u32,
+        role: Role,
+        func: FuncId,
+        point: Point,
+        instance: u32,
+        ret: i64,
+    ) -> Row {
         Row { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret }
     }
 
@@ -344,8 +366,16 @@ mod tests {
         assert_eq!(units[0].run.label, Label::Pass);
         assert_eq!(units[1].run.label, Label::Fail);
         assert_eq!(units[1].run.outcome.reason, "ret of handle = -1 (handle ret < 0)");
-        let calls: Vec<_> = units[1].run.calls.iter().map(|c| (c.func, c.role, c.instance, c.entry_ns, c.ret)).collect();
-        assert_eq!(calls, vec![(0, 0, 1, 0, Some(-1)), (1, 3, 1, 1, Some(9)), (1, 0, 1, 2, Some(6))]);
+        let calls: Vec<_> = units[1]
+            .run
+            .calls
+            .iter()
+            .map(|c| (c.func, c.role, c.instance, c.entry_ns, c.ret))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![(0, 0, 1, 0, Some(-1)), (1, 3, 1, 1, Some(9)), (1, 0, 1, 2, Some(6))]
+        );
         // Nothing is returned twice.
         assert!(s.complete(&rows, &[], &functions, 100, &mut next).is_empty());
     }

@@ -15,7 +15,10 @@ use std::{
     rc::Rc,
 };
 
-use gimli::{BaseAddresses, CfaRule, EhFrame, EndianRcSlice, RegisterRule, RunTimeEndian, UnwindContext, UnwindSection as _};
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EndianRcSlice, RegisterRule, RunTimeEndian, UnwindContext,
+    UnwindSection as _,
+};
 use object::{Object as _, ObjectSection as _};
 
 type Reader = EndianRcSlice<RunTimeEndian>;
@@ -78,7 +81,8 @@ impl Unwinder {
         let err = |reason: String| UnwindError::Module { module: module.to_owned(), reason };
         let data = std::fs::read(module).map_err(|e| err(e.to_string()))?;
         let file = object::File::parse(&*data).map_err(|e| err(e.to_string()))?;
-        let section = file.section_by_name(".eh_frame").ok_or_else(|| err("no .eh_frame section".into()))?;
+        let section =
+            file.section_by_name(".eh_frame").ok_or_else(|| err("no .eh_frame section".into()))?;
         let bytes = section.uncompressed_data().map_err(|e| err(e.to_string()))?;
         let mut bases = BaseAddresses::default().set_eh_frame(section.address());
         if let Some(text) = file.section_by_name(".text") {
@@ -87,7 +91,8 @@ impl Unwinder {
         if let Some(got) = file.section_by_name(".got") {
             bases = bases.set_got(got.address());
         }
-        let mut eh_frame = EhFrame::from(EndianRcSlice::new(Rc::from(&*bytes), RunTimeEndian::Little));
+        let mut eh_frame =
+            EhFrame::from(EndianRcSlice::new(Rc::from(&*bytes), RunTimeEndian::Little));
         eh_frame.set_address_size(8);
         let table = Rc::new(FrameTable { eh_frame, bases });
         self.tables.insert(module.to_owned(), Rc::clone(&table));
@@ -115,7 +120,8 @@ impl Unwinder {
             .map_err(|_| UnwindError::NoFde(pc))?;
         let cfa = match row.cfa() {
             CfaRule::RegisterAndOffset { register, offset } => {
-                let base = *reg_mut(&mut regs.clone(), register.0).ok_or(UnwindError::Unsupported(pc))?;
+                let base =
+                    *reg_mut(&mut regs.clone(), register.0).ok_or(UnwindError::Unsupported(pc))?;
                 base.wrapping_add_signed(*offset)
             }
             CfaRule::Expression(_) => return Err(UnwindError::Unsupported(pc)),

@@ -28,11 +28,26 @@ fn build(name: &str) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let c = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "c"));
+    let c = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "c"));
     let status = match c {
-        Some(c) => Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).status(),
+        Some(c) => {
+            Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).status()
+        }
         None => Command::new("rustc")
-            .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name.replace('-', "_"), "-o"])
+            .args([
+                "-g",
+                "-C",
+                "opt-level=1",
+                "--edition",
+                "2021",
+                "--crate-name",
+                &name.replace('-', "_"),
+                "-o",
+            ])
             .arg(&out)
             .arg(dir.join("main.rs"))
             .status(),
@@ -58,10 +73,16 @@ fn debug(name: &str) -> Outcome {
         .map(str::to_owned)
         .collect();
     let (_tmp, out) = temp_session();
-    let output = run_ok(agent().arg("debug").args(&args).arg("--out").arg(&out).arg("--").arg(&exe));
+    let output =
+        run_ok(agent().arg("debug").args(&args).arg("--out").arg(&out).arg("--").arg(&exe));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let path = report["path"].as_array().unwrap().iter().map(|l| l["predicate"].as_str().unwrap().to_owned()).collect();
+    let path = report["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["predicate"].as_str().unwrap().to_owned())
+        .collect();
     Outcome {
         path,
         interventions: report["interventions"].as_f64().unwrap(),
@@ -87,7 +108,12 @@ fn check(name: &str, expected: &[&str]) {
         eprintln!("{name}: first session reported {:#?}; retrying once", outcome.path);
         outcome = debug(name);
     }
-    assert!(matches(&outcome.path, expected), "{name}: causal path {:#?}\n{}", outcome.path, outcome.text);
+    assert!(
+        matches(&outcome.path, expected),
+        "{name}: causal path {:#?}\n{}",
+        outcome.path,
+        outcome.text
+    );
     assert!(outcome.text.contains(&format!("Root cause: {}", expected[0])), "{}", outcome.text);
     assert!(
         outcome.interventions < outcome.tagt_mean,
@@ -168,7 +194,11 @@ fn safe_list_is_respected() {
     let exe = build("commit-after-close");
     let (_tmp, out) = temp_session();
     let output = run_ok(
-        agent().args(["debug", "-t", "consumer_*", "-t", "prepare_batch", "--out"]).arg(&out).arg("--").arg(&exe),
+        agent()
+            .args(["debug", "-t", "consumer_*", "-t", "prepare_batch", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
     );
     let text = String::from_utf8_lossy(&output.stdout);
     let loaded = aid::session::load_full(&out).unwrap();
@@ -196,7 +226,11 @@ fn rare_failures_are_amplified() {
     let exe = c_fixture("rare.c", "rare", &[]);
     let (_tmp, out) = temp_session();
     let output = run_ok(
-        agent().args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"]).arg(&out).arg("--").arg(&exe),
+        agent()
+            .args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -22,7 +22,14 @@ fn intervene(exe: &Path, args: &[&str], trace: &[&str], plan: &str, extra: &[&st
     for t in trace {
         cmd.args(["-t", t]);
     }
-    cmd.arg("--plan").arg(&plan_path).arg("--out").arg(&out).args(extra).arg("--").arg(exe).args(args);
+    cmd.arg("--plan")
+        .arg(&plan_path)
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .arg("--")
+        .arg(exe)
+        .args(args);
     run_ok(&mut cmd);
     let s = load(&out);
     drop(tmp);
@@ -65,7 +72,8 @@ fn delay_before_return_holds_only_that_thread() {
         return;
     }
     let exe = c_fixture("intervene.c", "intervene", &[]);
-    let plan = r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":1},"delay_us":80000}]"#;
+    let plan =
+        r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":1},"delay_us":80000}]"#;
     let s = intervene(&exe, &[], &["answer"], plan, &[]);
     let answer = call(&s, "answer", 0);
     let held = answer.duration_ns().unwrap();
@@ -126,7 +134,8 @@ fn hold_at_entry_comes_before_the_first_instruction() {
     assert!(r.interventions[0].applied);
     assert_eq!((r.label, call(&s, "read_flag", 2).ret), (Label::Pass, Some(1)));
     // The repeated entry and the duplicate return are not recorded.
-    let reads: Vec<_> = r.calls.iter().filter(|c| s.functions[c.func as usize].name == "read_flag").collect();
+    let reads: Vec<_> =
+        r.calls.iter().filter(|c| s.functions[c.func as usize].name == "read_flag").collect();
     assert_eq!(reads.len(), 1);
     assert!(reads[0].entry_ns >= call(&s, "set_flag", 1).exit_ns.unwrap());
 }
@@ -142,14 +151,20 @@ fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
                     "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
     let started = Instant::now();
-    let s = intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &["--hold-timeout", "300ms"]);
+    let s =
+        intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &["--hold-timeout", "300ms"]);
     assert!(started.elapsed() < Duration::from_secs(20));
     let r = &s.runs[0];
     assert_eq!(r.label, Label::Pass, "the program finished once released");
     assert!(!r.interventions[0].applied && r.interventions[0].timed_out);
     let b = call(&s, "b_step", 2);
     let a = call(&s, "a_step", 1);
-    assert!(b.entry_ns >= a.entry_ns + 300_000_000 - 50_000_000, "held ~300 ms: {} vs {}", b.entry_ns, a.entry_ns);
+    assert!(
+        b.entry_ns >= a.entry_ns + 300_000_000 - 50_000_000,
+        "held ~300 ms: {} vs {}",
+        b.entry_ns,
+        a.entry_ns
+    );
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
@@ -175,7 +190,11 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
     let progress = tmp.path().join("progress");
     let plan_path = tmp.path().join("plan.json");
     // Hold the third step for a minute.
-    std::fs::write(&plan_path, r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":3},"delay_us":60000000}]"#).unwrap();
+    std::fs::write(
+        &plan_path,
+        r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":3},"delay_us":60000000}]"#,
+    )
+    .unwrap();
     let mut agent_proc = agent()
         .args(["intervene", "-t", "step", "--hold-timeout", "120s", "--timeout", "120s", "--plan"])
         .arg(&plan_path)
@@ -228,22 +247,62 @@ fn debug_a_live_service_on_later_requests() {
     let exe = c_fixture("live_service.c", "live_service", &["-O1"]);
     let mut child = std::process::Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     let svc = Background(child);
     let pid = svc.pid();
     let (_tmp, out) = temp_session();
     let output = run_ok(
         agent()
-            .args(["debug", "--pid", &pid.to_string(), "--unit", "handle_request", "--fail-if", "handle_request ret < 0"])
-            .args(["-t", "fetch", "-t", "parse", "-t", "lookup_user", "-t", "audit", "--safe", "fetch", "--safe", "parse", "--out"])
+            .args([
+                "debug",
+                "--pid",
+                &pid.to_string(),
+                "--unit",
+                "handle_request",
+                "--fail-if",
+                "handle_request ret < 0",
+            ])
+            .args([
+                "-t",
+                "fetch",
+                "-t",
+                "parse",
+                "-t",
+                "lookup_user",
+                "-t",
+                "audit",
+                "--safe",
+                "fetch",
+                "--safe",
+                "parse",
+                "--out",
+            ])
             .arg(&out),
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let path: Vec<&str> = report["path"].as_array().unwrap().iter().map(|l| l["predicate"].as_str().unwrap()).collect();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let path: Vec<&str> = report["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["predicate"].as_str().unwrap())
+        .collect();
     assert_eq!(path.len(), 2, "{text}");
-    assert!(path[0].starts_with("call 1 of fetch on ") && path[0].ends_with("returns an error: a negative value"), "{text}");
-    assert!(path[1].starts_with("call 1 of parse on ") && path[1].contains("returns a value other than 50,"), "{text}");
+    assert!(
+        path[0].starts_with("call 1 of fetch on ")
+            && path[0].ends_with("returns an error: a negative value"),
+        "{text}"
+    );
+    assert!(
+        path[1].starts_with("call 1 of parse on ")
+            && path[1].contains("returns a value other than 50,"),
+        "{text}"
+    );
     // The same process, still running, no longer traced.
     assert!(alive(pid));
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -22,18 +22,32 @@ fn c(name: &str, instance: u32, args: [i64; 3], ret: i64) -> (String, u32, [i64;
 /// The exact calls of two_threads.c, per role.
 fn assert_two_threads(exe: &std::path::Path) {
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "add3", "-t", "scale", "-t", "negate", "--runs", "2", "--out"]).arg(&out).arg("--").arg(exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "add3", "-t", "scale", "-t", "negate", "--runs", "2", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(exe),
+    );
     let s = load(&out);
     assert_eq!(s.runs.len(), 2);
     for run in 0..2 {
         let r = &s.runs[run];
         assert_eq!(r.label, Label::Pass);
         assert!(r.complete && r.lost_events == 0);
-        let threads: Vec<(u32, &str, Option<u32>)> = r.threads.iter().map(|t| (t.role, t.name.as_str(), t.parent)).collect();
-        assert_eq!(threads, vec![(0, "main", None), (1, "worker_a", Some(0)), (2, "worker_b", Some(0))]);
+        let threads: Vec<(u32, &str, Option<u32>)> =
+            r.threads.iter().map(|t| (t.role, t.name.as_str(), t.parent)).collect();
+        assert_eq!(
+            threads,
+            vec![(0, "main", None), (1, "worker_a", Some(0)), (2, "worker_b", Some(0))]
+        );
         let main: Calls = vec![c("add3", 1, [100, 200, 300], 600)];
         let a: Calls = vec![c("add3", 1, [1, 2, 3], 6), c("scale", 1, [7, 0, 0], 70)];
-        let b: Calls = vec![c("add3", 1, [10, 20, 30], 60), c("negate", 1, [5, 0, 0], -5), c("negate", 2, [6, 0, 0], -6)];
+        let b: Calls = vec![
+            c("add3", 1, [10, 20, 30], 60),
+            c("negate", 1, [5, 0, 0], -5),
+            c("negate", 2, [6, 0, 0], -6),
+        ];
         assert_eq!(calls_on(&s, run, 0), main);
         assert_eq!(calls_on(&s, run, 1), a);
         assert_eq!(calls_on(&s, run, 2), b);
@@ -41,7 +55,8 @@ fn assert_two_threads(exe: &std::path::Path) {
         for call in &r.calls {
             assert!(call.exit_ns.unwrap() >= call.entry_ns);
         }
-        let last_a = r.calls.iter().filter(|c| c.role == 1).map(|c| c.exit_ns.unwrap()).max().unwrap();
+        let last_a =
+            r.calls.iter().filter(|c| c.role == 1).map(|c| c.exit_ns.unwrap()).max().unwrap();
         let first_b = r.calls.iter().filter(|c| c.role == 2).map(|c| c.entry_ns).min().unwrap();
         assert!(last_a < first_b);
     }
@@ -73,7 +88,13 @@ fn cpp_names_are_demangled() {
     }
     let exe = c_fixture("cache.cpp", "cache_cpp", &[]);
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "store::Cache::*", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "store::Cache::*", "--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let s = load(&out);
     let calls = calls_on(&s, 0, 0);
     let this = calls[0].2[0];
@@ -86,7 +107,11 @@ fn cpp_names_are_demangled() {
     );
     let put = s.functions.iter().find(|f| f.name.starts_with("store::Cache::put")).unwrap();
     assert_eq!(put.symbol, "_ZN5store5Cache3putEii");
-    assert!(put.source.as_ref().is_some_and(|l| l.file.ends_with("cache.cpp") && l.line == 8), "{:?}", put.source);
+    assert!(
+        put.source.as_ref().is_some_and(|l| l.file.ends_with("cache.cpp") && l.line == 8),
+        "{:?}",
+        put.source
+    );
 }
 
 #[test]
@@ -96,7 +121,13 @@ fn rust_names_are_demangled() {
     }
     let exe = rust_fixture("rust_fixture.rs", "rust_fixture");
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "rust_fixture::worker::*", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "rust_fixture::worker::*", "--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let s = load(&out);
     assert_eq!(calls_on(&s, 0, 0), vec![c("rust_fixture::worker::compute", 1, [14, 0, 0], 42)]);
     assert_eq!(calls_on(&s, 0, 1), vec![c("rust_fixture::worker::compute", 1, [5, 0, 0], 15)]);
@@ -112,10 +143,19 @@ fn shared_library_functions_by_short_name() {
     }
     let exe = c_fixture("two_threads.c", "two_threads_lib", &[]);
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "libc:pthread_join", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "libc:pthread_join", "--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let s = load(&out);
     let joins: Vec<_> = calls_on(&s, 0, 0).into_iter().map(|(n, i, _, r)| (n, i, r)).collect();
-    assert_eq!(joins, vec![("pthread_join".into(), 1, Some(0)), ("pthread_join".into(), 2, Some(0))]);
+    assert_eq!(
+        joins,
+        vec![("pthread_join".into(), 1, Some(0)), ("pthread_join".into(), 2, Some(0))]
+    );
     assert!(s.functions[0].module.to_string_lossy().contains("libc.so"));
 }
 
@@ -126,7 +166,13 @@ fn crash_and_exit_codes_label_runs() {
     }
     let exe = c_fixture("crash.c", "crash", &[]);
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "poke", "--runs", "1", "--out"]).arg(&out).arg("--").arg(&exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "poke", "--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let s = load(&out);
     let r = &s.runs[0];
     assert_eq!(r.label, Label::Fail);
@@ -143,7 +189,13 @@ fn fail_rules_exit_code_output_and_timeout() {
     }
     let exe = c_fixture("two_threads.c", "two_threads_rules", &[]);
     let (_tmp, out) = temp_session();
-    run_ok(agent().args(["record", "-t", "add3", "--runs", "1", "--fail-on", "exit=0", "--out"]).arg(&out).arg("--").arg(&exe));
+    run_ok(
+        agent()
+            .args(["record", "-t", "add3", "--runs", "1", "--fail-on", "exit=0", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let s = load(&out);
     assert_eq!((s.runs[0].label, s.runs[0].outcome.reason.as_str()), (Label::Fail, "exit code 0"));
 
@@ -152,14 +204,28 @@ fn fail_rules_exit_code_output_and_timeout() {
     let (_tmp2, out) = temp_session();
     run_ok(
         agent()
-            .args(["record", "-t", "lookup", "--runs", "1", "--timeout", "300ms", "--fail-on", "stdout:^[0-9]+$", "--out"])
+            .args([
+                "record",
+                "-t",
+                "lookup",
+                "--runs",
+                "1",
+                "--timeout",
+                "300ms",
+                "--fail-on",
+                "stdout:^[0-9]+$",
+                "--out",
+            ])
             .arg(&out)
             .arg("--")
             .arg(&exe),
     );
     let s = load(&out);
     let r = &s.runs[0];
-    assert_eq!((r.label, r.outcome.reason.as_str(), r.outcome.timed_out), (Label::Fail, "timed out", true));
+    assert_eq!(
+        (r.label, r.outcome.reason.as_str(), r.outcome.timed_out),
+        (Label::Fail, "timed out", true)
+    );
     assert_eq!(r.outcome.signal, Some(libc::SIGKILL));
     assert!(r.calls.len() > 10);
 }
@@ -171,7 +237,13 @@ fn lost_events_are_counted_and_runs_marked_incomplete() {
     }
     let exe = c_fixture("hot.c", "hot", &[]);
     let (_tmp, out) = temp_session();
-    let output = run_ok(agent().args(["record", "-t", "hot", "--runs", "1", "--ring-size", "4096", "--out"]).arg(&out).arg("--").arg(&exe));
+    let output = run_ok(
+        agent()
+            .args(["record", "-t", "hot", "--runs", "1", "--ring-size", "4096", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     let loaded = aid::session::load_full(&out).unwrap();
     let (rec, run) = (&loaded.records[0], &loaded.session.runs[0]);
@@ -203,7 +275,15 @@ fn attach_records_units_of_a_running_process() {
     let (_tmp, out) = temp_session();
     run_ok(
         agent()
-            .args(["attach", "--pid", &svc.pid().to_string(), "--unit", "handle_request", "-t", "lookup"])
+            .args([
+                "attach",
+                "--pid",
+                &svc.pid().to_string(),
+                "--unit",
+                "handle_request",
+                "-t",
+                "lookup",
+            ])
             .args(["--fail-if", "handle_request ret < 0", "--duration", "1s", "--out"])
             .arg(&out),
     );
@@ -213,7 +293,15 @@ fn attach_records_units_of_a_running_process() {
         let calls = calls_on(&s, (r.id - 1) as usize, 0);
         let id = calls[0].2[0];
         let expect_ret = if id % 3 == 2 { -1 } else { id * 2 };
-        assert_eq!(calls, vec![c("handle_request", 1, [id, 0, 0], expect_ret), c("lookup", 1, [id, 0, 0], id * 2)], "unit {}", r.id);
+        assert_eq!(
+            calls,
+            vec![
+                c("handle_request", 1, [id, 0, 0], expect_ret),
+                c("lookup", 1, [id, 0, 0], id * 2)
+            ],
+            "unit {}",
+            r.id
+        );
         assert_eq!(r.label == Label::Fail, id % 3 == 2);
         if r.label == Label::Fail {
             assert_eq!(r.outcome.reason, "ret of handle_request = -1 (handle_request ret < 0)");
@@ -228,7 +316,11 @@ fn attach_records_units_of_a_running_process() {
 /// `aid-agent attach` on the service in the background, once it has said
 /// it is attached; the address of handle_request's first instruction, and
 /// the byte that was there before any probe.
-fn attach_in_background(svc: &Background, extra: &[&str], out: &std::path::Path) -> (std::process::Child, u64, u8) {
+fn attach_in_background(
+    svc: &Background,
+    extra: &[&str],
+    out: &std::path::Path,
+) -> (std::process::Child, u64, u8) {
     let exe = c_fixture("service.c", "service", &[]);
     let addr = runtime_address(svc.pid(), &exe, "handle_request");
     let original = code_byte(svc.pid(), addr);
@@ -254,7 +346,8 @@ fn agent_sigkill_leaves_target_running_and_untraced() {
     }
     let svc = start_service();
     let (_tmp, out) = temp_session();
-    let (mut agent_proc, addr, original) = attach_in_background(&svc, &["-t", "handle_request"], &out);
+    let (mut agent_proc, addr, original) =
+        attach_in_background(&svc, &["-t", "handle_request"], &out);
     assert_eq!(code_byte(svc.pid(), addr), 0xcc, "uprobe installed while attached");
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
@@ -275,9 +368,14 @@ fn ctrl_c_detaches_and_keeps_what_was_recorded() {
     }
     let svc = start_service();
     let (_tmp, out) = temp_session();
-    let (mut agent_proc, addr, original) = attach_in_background(&svc, &["--unit", "handle_request"], &out);
+    let (mut agent_proc, addr, original) =
+        attach_in_background(&svc, &["--unit", "handle_request"], &out);
     std::thread::sleep(Duration::from_millis(500));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent_proc.id() as i32), nix::sys::signal::SIGINT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent_proc.id() as i32),
+        nix::sys::signal::SIGINT,
+    )
+    .unwrap();
     let status = agent_proc.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert_eq!(code_byte(svc.pid(), addr), original);
@@ -314,7 +412,12 @@ fn error_not_elf() {
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let line = run_err(agent().args(["record", "-t", "x", "--"]).arg(&script));
-    assert!(line.ends_with("script.sh is not an ELF file: aid traces native executables and shared libraries"), "{line}");
+    assert!(
+        line.ends_with(
+            "script.sh is not an ELF file: aid traces native executables and shared libraries"
+        ),
+        "{line}"
+    );
 }
 
 #[test]
@@ -325,7 +428,16 @@ fn error_stripped_binary() {
     let exe = c_fixture("two_threads.c", "two_threads_strip", &[]);
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("stripped");
-    assert!(Command::new("strip").arg("-s").arg("-o").arg(&stripped).arg(&exe).status().unwrap().success());
+    assert!(
+        Command::new("strip")
+            .arg("-s")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&exe)
+            .status()
+            .unwrap()
+            .success()
+    );
     let line = run_err(agent().args(["record", "-t", "add3", "--"]).arg(&stripped));
     assert!(line.contains("has no symbol table (stripped?)"), "{line}");
 }
@@ -344,7 +456,10 @@ fn error_not_root() {
             .args(["record", "-t", "add3", "--"])
             .arg(&exe),
     );
-    assert!(line.starts_with("aid: aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)"), "{line}");
+    assert!(
+        line.starts_with("aid: aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)"),
+        "{line}"
+    );
 }
 
 #[test]

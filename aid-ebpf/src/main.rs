@@ -12,16 +12,18 @@
 #![no_main]
 
 use aid_common::{
-    Action, CallKey, CallStack, Event, Pending, SiteKey, TargetState, ACTION_DELAY,
-    ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN, ACTION_RETURN_EARLY,
-    CALL_STACK_DEPTH, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT, POINT_ENTRY, POINT_EXIT,
-    TARGET_INTERVENE, TARGET_LIVE, UnitState, Replay, PT_REGS_WORDS,
+    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN,
+    ACTION_RETURN_EARLY, Action, CALL_STACK_DEPTH, CallKey, CallStack, Event, KIND_ENTRY,
+    KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT, POINT_ENTRY, POINT_EXIT, PT_REGS_WORDS,
+    Pending, Replay, SiteKey, TARGET_INTERVENE, TARGET_LIVE, TargetState, UnitState,
 };
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
-    helpers::{bpf_get_attach_cookie, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-              bpf_send_signal_thread},
+    helpers::{
+        bpf_get_attach_cookie, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+        bpf_send_signal_thread,
+    },
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, Queue, RingBuf},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
@@ -105,11 +107,7 @@ fn cookie(ctx: &impl EbpfContext) -> u32 {
 
 #[inline(always)]
 fn entry_args(ctx: &ProbeContext) -> [u64; 3] {
-    [
-        ctx.arg::<u64>(0).unwrap_or(0),
-        ctx.arg::<u64>(1).unwrap_or(0),
-        ctx.arg::<u64>(2).unwrap_or(0),
-    ]
+    [ctx.arg::<u64>(0).unwrap_or(0), ctx.arg::<u64>(1).unwrap_or(0), ctx.arg::<u64>(2).unwrap_or(0)]
 }
 
 #[inline(always)]
@@ -139,7 +137,9 @@ pub fn enter_fn(ctx: ProbeContext) -> u32 {
     }
     let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, func, KIND_ENTRY, entry_args(&ctx), ip);
-    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip, regs_of(&ctx)).is_err() {
+    if flags & TARGET_INTERVENE != 0
+        && try_intervene(ts, pid_tgid, func, POINT_ENTRY, ip, regs_of(&ctx)).is_err()
+    {
         bump(&ERRORS);
     }
     0
@@ -159,7 +159,9 @@ pub fn exit_fn(ctx: RetProbeContext) -> u32 {
     }
     let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, func, KIND_EXIT, [0; 3], ctx.ret::<u64>());
-    if flags & TARGET_INTERVENE != 0 && try_intervene(ts, pid_tgid, func, POINT_EXIT, 0, [0; PT_REGS_WORDS]).is_err() {
+    if flags & TARGET_INTERVENE != 0
+        && try_intervene(ts, pid_tgid, func, POINT_EXIT, 0, [0; PT_REGS_WORDS]).is_err()
+    {
         bump(&ERRORS);
     }
     0
@@ -171,8 +173,8 @@ fn regs_of(ctx: &ProbeContext) -> [u64; PT_REGS_WORDS] {
     // SAFETY: the context of a uprobe is the probed thread's saved registers.
     let r = unsafe { &*(ctx.as_ptr() as *const pt_regs) };
     [
-        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx, r.rsi,
-        r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss,
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss,
     ]
 }
 
@@ -397,8 +399,12 @@ pub fn thread_exit(_ctx: TracePointContext) -> u32 {
     }
     let Ok(comm) = bpf_get_current_comm() else { return 0 };
     let mut words = [0u64; 3];
-    words[0] = u64::from_le_bytes([comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7]]);
-    words[1] = u64::from_le_bytes([comm[8], comm[9], comm[10], comm[11], comm[12], comm[13], comm[14], comm[15]]);
+    words[0] = u64::from_le_bytes([
+        comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
+    ]);
+    words[1] = u64::from_le_bytes([
+        comm[8], comm[9], comm[10], comm[11], comm[12], comm[13], comm[14], comm[15],
+    ]);
     let ts = unsafe { bpf_ktime_get_ns() };
     emit(ts, pid_tgid, 0, KIND_THREAD_EXIT, words, 0);
     0

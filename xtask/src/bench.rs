@@ -11,7 +11,6 @@ use anyhow::{Context as _, bail};
 
 use crate::{agent_binary, exec, root};
 
-
 #[derive(clap::Subcommand)]
 pub enum Which {
     /// `aid-agent debug` on every example: interventions and runs against
@@ -48,13 +47,16 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     }
 }
 
-const EXAMPLES: &[&str] = &["index-race", "commit-after-close", "cache-expiry", "counter-atomicity", "rust-config-race"];
+const EXAMPLES: &[&str] =
+    &["index-race", "commit-after-close", "cache-expiry", "counter-atomicity", "rust-config-race"];
 
 fn examples(sessions: usize) -> anyhow::Result<()> {
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     println!("sessions per example: {sessions}; each cell: mean over the sessions (min-max)");
-    println!("| example | AID interventions | AID runs | TAGT interventions (replayed) | TAGT runs (replayed) | observed runs | wall time (s) |");
+    println!(
+        "| example | AID interventions | AID runs | TAGT interventions (replayed) | TAGT runs (replayed) | observed runs | wall time (s) |"
+    );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for name in EXAMPLES {
         let ex_dir = root().join("examples").join(name);
@@ -83,7 +85,8 @@ fn examples(sessions: usize) -> anyhow::Result<()> {
             if !status.success() {
                 bail!("aid-agent debug on {name} failed ({status})");
             }
-            let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("s/report.json"))?)?;
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("s/report.json"))?)?;
             let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
             rows.push([
                 num(&report["interventions"]),
@@ -98,7 +101,10 @@ fn examples(sessions: usize) -> anyhow::Result<()> {
         let cell = |i: usize, digits: usize| {
             let v: Vec<f64> = rows.iter().map(|r| r[i]).collect();
             let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(f64::MIN, f64::max));
+            let (lo, hi) = (
+                v.iter().copied().fold(f64::MAX, f64::min),
+                v.iter().copied().fold(f64::MIN, f64::max),
+            );
             format!("{mean:.digits$} ({lo:.digits$}-{hi:.digits$})")
         };
         println!(
@@ -160,7 +166,8 @@ fn stop(calls: u64, rounds: usize) -> anyhow::Result<()> {
     println!("| configuration | ns per call |");
     println!("| --- | --- |");
     let row = |name: &str, v: &mut Vec<f64>| {
-        let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
+        let (lo, hi) =
+            (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
         println!("| {name} | {:.0} ({lo:.0}-{hi:.0}) |", median(v));
     };
     row("intervened run, no action due (ptrace'd, instances counted)", &mut without);
@@ -174,14 +181,17 @@ fn ensure_bpftrace() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("bench: installing bpftrace for the comparison");
-    exec(Command::new("apt-get").args(["install", "-y", "-qq", "bpftrace"]).env("DEBIAN_FRONTEND", "noninteractive"))
+    exec(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "bpftrace"])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }
 
 fn ns_per_call(text: &str) -> anyhow::Result<f64> {
-    let field = text
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("ns_per_call="))
-        .with_context(|| format!("no ns_per_call in output: {}", text.chars().take(300).collect::<String>()))?;
+    let field = text.split_whitespace().find_map(|w| w.strip_prefix("ns_per_call=")).with_context(
+        || format!("no ns_per_call in output: {}", text.chars().take(300).collect::<String>()),
+    )?;
     Ok(field.parse()?)
 }
 
@@ -208,19 +218,25 @@ fn aid_record(workload: &Path, calls: u64, empty: bool) -> anyhow::Result<f64> {
 }
 
 fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("aid-bench-{}-{}", std::process::id(), rand_suffix()));
+    let dir =
+        std::env::temp_dir().join(format!("aid-bench-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
 
 fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 fn bpftrace(workload: &Path, calls: u64, body: &str, ret_body: &str) -> anyhow::Result<f64> {
     let w = workload.display();
     let program = format!("uprobe:{w}:traced {{ {body} }} uretprobe:{w}:traced {{ {ret_body} }}");
-    let text = stdout_of(Command::new("bpftrace").args(["-q", "-e", &program, "-c"]).arg(format!("{w} {calls}")))?;
+    let text = stdout_of(
+        Command::new("bpftrace").args(["-q", "-e", &program, "-c"]).arg(format!("{w} {calls}")),
+    )?;
     ns_per_call(&text)
 }
 
@@ -242,10 +258,20 @@ fn tracing(calls: u64, rounds: usize) -> anyhow::Result<()> {
         ("untraced", Box::new(|| ns_per_call(&stdout_of(Command::new(w).arg(calls.to_string()))?))),
         ("uprobe+uretprobe, empty programs (floor)", Box::new(|| aid_record(w, calls, true))),
         ("aid-agent record (entry+exit events)", Box::new(|| aid_record(w, calls, false))),
-        ("bpftrace count() entry+return", Box::new(|| bpftrace(w, calls, "@e = count();", "@r = count();"))),
+        (
+            "bpftrace count() entry+return",
+            Box::new(|| bpftrace(w, calls, "@e = count();", "@r = count();")),
+        ),
         (
             "bpftrace printf entry+return",
-            Box::new(|| bpftrace(w, calls, r#"printf("%d %d\n", tid, arg0);"#, r#"printf("%d %d\n", tid, retval);"#)),
+            Box::new(|| {
+                bpftrace(
+                    w,
+                    calls,
+                    r#"printf("%d %d\n", tid, arg0);"#,
+                    r#"printf("%d %d\n", tid, retval);"#,
+                )
+            }),
         ),
     ];
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
@@ -257,14 +283,22 @@ fn tracing(calls: u64, rounds: usize) -> anyhow::Result<()> {
         eprintln!("bench: round {}/{rounds} done", round + 1);
     }
     const FLOOR: usize = 1;
-    println!("calls per run: {calls}; rounds: {rounds}; ns per call = median (min-max); ratio = median of per-round ratios to the floor");
+    println!(
+        "calls per run: {calls}; rounds: {rounds}; ns per call = median (min-max); ratio = median of per-round ratios to the floor"
+    );
     println!("| configuration | ns per call | ratio to floor |");
     println!("| --- | --- | --- |");
     for (i, (name, _)) in configs.iter().enumerate() {
-        let mut ratios: Vec<f64> = samples[i].iter().zip(&samples[FLOOR]).map(|(a, f)| a / f).collect();
+        let mut ratios: Vec<f64> =
+            samples[i].iter().zip(&samples[FLOOR]).map(|(a, f)| a / f).collect();
         let mut v = samples[i].clone();
-        let (lo, hi) = (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
-        println!("| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.2}x |", median(&mut v), median(&mut ratios));
+        let (lo, hi) =
+            (v.iter().copied().fold(f64::MAX, f64::min), v.iter().copied().fold(0.0, f64::max));
+        println!(
+            "| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.2}x |",
+            median(&mut v),
+            median(&mut ratios)
+        );
     }
     Ok(())
 }

@@ -102,28 +102,35 @@ fn demo(example: &str) -> anyhow::Result<()> {
     let session = out.join(format!("{example}-session"));
     let _ = std::fs::remove_dir_all(&session);
     eprintln!("xtask: aid-agent debug {} -- {}", args.join(" "), exe.display());
-    exec(Command::new(agent_binary())
-        .arg("debug")
-        .args(&args)
-        .arg("--out")
-        .arg(&session)
-        .arg("--")
-        .arg(&exe))
+    exec(
+        Command::new(agent_binary())
+            .arg("debug")
+            .args(&args)
+            .arg("--out")
+            .arg(&session)
+            .arg("--")
+            .arg(&exe),
+    )
 }
 
 /// Compiles an example (its one `.c` file, or `main.rs`) the way its
 /// README says.
 pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let c = std::fs::read_dir(dir)?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "c"));
+    let c = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "c"));
     let rs = dir.join("main.rs");
     if let Some(c) = c {
         exec(Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c))?;
     } else if rs.exists() {
         let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
-        exec(Command::new("rustc")
-            .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name, "-o"])
-            .arg(out)
-            .arg(&rs))?;
+        exec(
+            Command::new("rustc")
+                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name, "-o"])
+                .arg(out)
+                .arg(&rs),
+        )?;
     } else {
         bail!("{} has no .c file or main.rs", dir.display());
     }
@@ -134,6 +141,12 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
 /// argument per line (the command its README suggests).
 fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let path = dir.join("aid.args");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect())
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect())
 }

@@ -30,15 +30,29 @@ fn say(what: &str) {
 }
 
 fn nightly() -> anyhow::Result<()> {
-    let installed = output(Command::new("rustup").args(["component", "list", "--installed", "--toolchain", NIGHTLY]))
-        .unwrap_or_default();
+    let installed = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        NIGHTLY,
+    ]))
+    .unwrap_or_default();
     if installed.lines().any(|l| l.starts_with("rust-src")) {
         say(&format!("{NIGHTLY} with rust-src: present"));
         return Ok(());
     }
     say(&format!("installing {NIGHTLY} (minimal) with rust-src"));
-    exec(Command::new("rustup").args(["toolchain", "install", NIGHTLY, "--profile", "minimal", "--component", "rust-src"]))
-        .context("installing the nightly toolchain for the eBPF build")
+    exec(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        NIGHTLY,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+    ]))
+    .context("installing the nightly toolchain for the eBPF build")
 }
 
 fn dpkg_installed(package: &str) -> bool {
@@ -86,9 +100,11 @@ fn bpf_linker() -> anyhow::Result<()> {
         bail!("{LLVM_PREFIX}/bin/llvm-config missing after installing llvm-22-dev");
     }
     say(&format!("building bpf-linker {BPF_LINKER} against LLVM 22 (a few minutes)"));
-    exec(Command::new("cargo")
-        .args(["install", "bpf-linker", "--version", &format!("~{BPF_LINKER}"), "--locked"])
-        .args(["--no-default-features", "--features", "llvm-22"])
-        .env("LLVM_PREFIX", LLVM_PREFIX))
+    exec(
+        Command::new("cargo")
+            .args(["install", "bpf-linker", "--version", &format!("~{BPF_LINKER}"), "--locked"])
+            .args(["--no-default-features", "--features", "llvm-22"])
+            .env("LLVM_PREFIX", LLVM_PREFIX),
+    )
     .context("building bpf-linker")
 }

@@ -208,7 +208,12 @@ fn analysis_ranks_filters_and_orders_the_race() {
         table.contains("intervention: run call 1 of fetch on fetcher#1 and call 1 of use_cache on reader#2 one after the other"),
         "{table}"
     );
-    assert!(table.contains("intervention: make call 1 of fetch on fetcher#1 return 0 at once, skipping its body"), "{table}");
+    assert!(
+        table.contains(
+            "intervention: make call 1 of fetch on fetcher#1 return 0 at once, skipping its body"
+        ),
+        "{table}"
+    );
     assert!(table.contains(&format!("same as {wrong}")), "{table}");
     let json = serde_json::to_value(a.report(0)).unwrap();
     assert_eq!(json["candidates"].as_array().unwrap().len(), 3);

@@ -67,7 +67,9 @@ pub fn run_with(
     session.runs.retain(|r| r.interventions.is_empty());
     let intervened = before - session.runs.len();
     if intervened > 0 {
-        eprintln!("aid: {intervened} run(s) made under interventions are left out of the statistics");
+        eprintln!(
+            "aid: {intervened} run(s) made under interventions are left out of the statistics"
+        );
     }
     let lost = session.runs.iter().filter(|r| !r.complete).count();
     if lost > 0 {
@@ -88,7 +90,11 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         zero: args.zero_is_error,
         ..ErrorClass::default()
     };
-    let opts = Options { extract: ExtractConfig { error, ..ExtractConfig::default() }, safe, live_unit: false };
+    let opts = Options {
+        extract: ExtractConfig { error, ..ExtractConfig::default() },
+        safe,
+        live_unit: false,
+    };
     let analysis = analyze(session, &opts)
         .with_context(|| format!("cannot analyse {}", args.session.display()))?;
     if let Some(dot) = &args.dot {
@@ -175,7 +181,10 @@ mod tests {
         assert!(table.contains(
             "call 1 of parse on main returns a value other than 0, which every passing run returned"
         ));
-        assert!(table.contains("↳ intervention: force call 1 of parse on main to return 0"), "{table}");
+        assert!(
+            table.contains("↳ intervention: force call 1 of parse on main to return 0"),
+            "{table}"
+        );
         assert!(table.contains("  P1 -> F"));
         let json: serde_json::Value =
             serde_json::from_str(&render(&args(true, &[]), &s).unwrap()).unwrap();

@@ -55,14 +55,18 @@ pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
     let mut threads: Vec<(u64, u32, String)> = Vec::new();
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     for entry in dir.flatten() {
-        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else { continue };
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
         let base = format!("/proc/{pid}/task/{tid}");
         let start = std::fs::read_to_string(format!("{base}/stat"))
             .ok()
             .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_owned()))
             .and_then(|rest| rest.split_whitespace().nth(19).and_then(|v| v.parse().ok()))
             .unwrap_or(u64::MAX);
-        let name = std::fs::read_to_string(format!("{base}/comm")).map(|s| s.trim().to_owned()).unwrap_or_default();
+        let name = std::fs::read_to_string(format!("{base}/comm"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default();
         threads.push((if tid == pid { 0 } else { start }, tid, name));
     }
     threads.sort();
@@ -70,7 +74,8 @@ pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let conditions: Vec<FailIf> = args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
+    let conditions: Vec<FailIf> =
+        args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let duration = args.duration.as_deref().map(runner::parse_duration).transpose()?;
     if !std::path::Path::new(&format!("/proc/{}", args.pid)).exists() {
         bail!("pid {} not found: is the process still running?", args.pid);
@@ -96,7 +101,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             functions.iter().filter(|f| f.name == name || f.symbol == name).map(|f| f.id).collect();
         if ids.is_empty() {
             let matcher = globset::Glob::new(name)?.compile_matcher();
-            return Ok(functions.iter().filter(|f| matcher.is_match(&f.name)).map(|f| f.id).collect());
+            return Ok(functions
+                .iter()
+                .filter(|f| matcher.is_match(&f.name))
+                .map(|f| f.id)
+                .collect());
         }
         Ok(ids)
     };
@@ -114,12 +123,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let program = resolver.executable().path.clone();
     let interrupted = common::interrupt_flag()?;
     let load = LoadOptions { ring_bytes: size, ..LoadOptions::default() };
-    let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(args.pid), Programs::Record)?;
+    let mut tracer =
+        Tracer::new(resolver, functions, load, Scope::Process(args.pid), Programs::Record)?;
     let threads = existing_threads(args.pid);
     let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
 
     let out = args.out.clone().unwrap_or_else(|| session::default_dir(&program));
-    let mut header = common::header(Mode::Attach, program.clone(), &[], args.fail_if.clone(), tracer.functions.clone());
+    let mut header = common::header(
+        Mode::Attach,
+        program.clone(),
+        &[],
+        args.fail_if.clone(),
+        tracer.functions.clone(),
+    );
     header.pid = Some(args.pid);
     header.unit = args.unit.clone();
     let mut writer = Writer::create(&out, &header)?;
@@ -127,7 +143,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start_ns = monotonic_ns();
     let Tracer { functions, pthread_create, probes, stream, resolver, .. } = &mut tracer;
     probes.begin_running_target(args.pid, &tids, false)?;
-    let names: Vec<&str> = functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> =
+        functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
     eprintln!(
         "aid: attached to pid {} ({}), {} thread(s); tracing {}; Ctrl-C to stop",
         args.pid,
@@ -169,7 +186,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         last_poll = now;
         if let Some(splitter) = splitter.as_mut() {
             let threads = rec.threads().to_vec();
-            let units = splitter.complete(rec.rows(), &threads, functions, now.saturating_sub(200_000_000), &mut next_id);
+            let units = splitter.complete(
+                rec.rows(),
+                &threads,
+                functions,
+                now.saturating_sub(200_000_000),
+                &mut next_id,
+            );
             for mut u in units {
                 mark_losses(&mut u.run, u.start_ns, &losses);
                 count(&u.run, &mut passed, &mut failed);
@@ -200,7 +223,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match splitter.as_mut() {
         Some(splitter) => {
             splitter.count_unfinished(rec.rows(), detach_ns);
-            for mut u in splitter.complete(rec.rows(), &threads, functions, detach_ns, &mut next_id) {
+            for mut u in splitter.complete(rec.rows(), &threads, functions, detach_ns, &mut next_id)
+            {
                 mark_losses(&mut u.run, u.start_ns, &losses);
                 count(&u.run, &mut passed, &mut failed);
                 writer.append(&u.stored(start_ns), functions)?;
@@ -249,11 +273,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.display()
     );
     if let Some(s) = splitter.as_ref().filter(|s| s.partial > 0) {
-        eprintln!("aid: {} unit(s) running while probes were attached or removed were not recorded (partially traced)", s.partial);
+        eprintln!(
+            "aid: {} unit(s) running while probes were attached or removed were not recorded (partially traced)",
+            s.partial
+        );
     }
     let total_lost: u64 = losses.iter().map(|l| l.2).sum();
     if total_lost > 0 {
-        eprintln!("aid: warning: the kernel dropped {total_lost} event(s) (ring buffer full); affected runs are marked incomplete and excluded from analysis. Use a larger --ring-size.");
+        eprintln!(
+            "aid: warning: the kernel dropped {total_lost} event(s) (ring buffer full); affected runs are marked incomplete and excluded from analysis. Use a larger --ring-size."
+        );
     }
     Ok(if interrupted.load(Ordering::Relaxed) { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
@@ -269,7 +298,8 @@ fn count(run: &Run, passed: &mut u32, failed: &mut u32) {
 /// some: it is incomplete (the interval's count is an upper bound).
 fn mark_losses(run: &mut Run, start_ns: u64, losses: &[(u64, u64, u64)]) {
     let end = start_ns + run.end_ns;
-    let lost: u64 = losses.iter().filter(|(lo, hi, _)| *lo <= end && *hi >= start_ns).map(|l| l.2).sum();
+    let lost: u64 =
+        losses.iter().filter(|(lo, hi, _)| *lo <= end && *hi >= start_ns).map(|l| l.2).sum();
     if lost > 0 {
         run.lost_events = lost;
         run.complete = false;

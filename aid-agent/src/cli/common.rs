@@ -69,12 +69,19 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
             .context("installing the Ctrl-C handler")?;
-        signal_hook::flag::register(sig, Arc::clone(&flag)).context("installing the Ctrl-C handler")?;
+        signal_hook::flag::register(sig, Arc::clone(&flag))
+            .context("installing the Ctrl-C handler")?;
     }
     Ok(flag)
 }
 
-pub fn header(mode: Mode, program: PathBuf, command: &[OsString], rules: Vec<String>, functions: Vec<crate::model::Function>) -> Header {
+pub fn header(
+    mode: Mode,
+    program: PathBuf,
+    command: &[OsString],
+    rules: Vec<String>,
+    functions: Vec<crate::model::Function>,
+) -> Header {
     Header {
         format: session::FORMAT.into(),
         version: session::VERSION,
@@ -117,7 +124,8 @@ pub fn start(
     let out = run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let interrupted = interrupt_flag()?;
     let tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
-    let header = header(mode, target.program.clone(), command, run.rule_texts(), tracer.functions.clone());
+    let header =
+        header(mode, target.program.clone(), command, run.rule_texts(), tracer.functions.clone());
     let writer = Writer::create(&out, &header)?;
     Ok(Started { target, tracer, writer, out, interrupted })
 }

@@ -109,7 +109,10 @@ fn default_functions(resolver: &Resolver) -> anyhow::Result<Vec<Function>> {
             names.join(", ")
         );
     } else {
-        eprintln!("aid: no --trace given: tracing the program's {total} own functions: {}", names.join(", "));
+        eprintln!(
+            "aid: no --trace given: tracing the program's {total} own functions: {}",
+            names.join(", ")
+        );
     }
     Ok(functions)
 }
@@ -136,14 +139,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
     let common::Started { target, mut tracer, mut writer, out, interrupted } =
         common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
-            let functions = if args.trace.is_empty() { default_functions(r)? } else { r.resolve(&args.trace)? };
+            let functions =
+                if args.trace.is_empty() { default_functions(r)? } else { r.resolve(&args.trace)? };
             check_safe(&args.safe, &functions)?;
             Ok(functions)
         })?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
-    eprintln!("aid: debugging {} ({} traced functions: {})", target.display(), names.len(), super::record::summarize(&names));
+    eprintln!(
+        "aid: debugging {} ({} traced functions: {})",
+        target.display(),
+        names.len(),
+        super::record::summarize(&names)
+    );
 
-    let outcome = debugger::debug(&mut tracer, &target, &policy, &mut writer, &opts, &interrupted, &mut Terminal)?;
+    let outcome = debugger::debug(
+        &mut tracer,
+        &target,
+        &policy,
+        &mut writer,
+        &opts,
+        &interrupted,
+        &mut Terminal,
+    )?;
     let report = report::build(&outcome);
     let text = report::render(&report);
     write_outputs(&out, &text, &report, &outcome)?;
@@ -159,16 +176,24 @@ fn check_safe(safe: &[String], functions: &[Function]) -> anyhow::Result<()> {
     for pattern in safe {
         let matcher = globset::Glob::new(pattern)?.compile_matcher();
         if !functions.iter().any(|f| matcher.is_match(&f.name) || matcher.is_match(&f.symbol)) {
-            anyhow::bail!("--safe `{pattern}` matches none of the traced functions: trace it too, or fix the pattern");
+            anyhow::bail!(
+                "--safe `{pattern}` matches none of the traced functions: trace it too, or fix the pattern"
+            );
         }
     }
     Ok(())
 }
 
 /// `debug --pid`: a running service, one run per call of the unit.
-fn run_live(args: &Args, pid: u32, opts: Options, load: crate::probe::LoadOptions) -> anyhow::Result<ExitCode> {
+fn run_live(
+    args: &Args,
+    pid: u32,
+    opts: Options,
+    load: crate::probe::LoadOptions,
+) -> anyhow::Result<ExitCode> {
     use crate::units::{Condition, FailIf};
-    let conditions: Vec<FailIf> = args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
+    let conditions: Vec<FailIf> =
+        args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
     if !Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("pid {pid} not found: is the process still running?");
@@ -185,15 +210,25 @@ fn run_live(args: &Args, pid: u32, opts: Options, load: crate::probe::LoadOption
     };
     let unit = match find(&unit_name).as_slice() {
         [id] => *id,
-        ids => anyhow::bail!("--unit `{unit_name}` names {} functions: give exactly one", ids.len()),
+        ids => {
+            anyhow::bail!("--unit `{unit_name}` names {} functions: give exactly one", ids.len())
+        }
     };
-    let conditions: Vec<Condition> =
-        conditions.iter().map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() }).collect();
+    let conditions: Vec<Condition> = conditions
+        .iter()
+        .map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() })
+        .collect();
     let program = resolver.executable().path.clone();
     let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&program));
     let interrupted = common::interrupt_flag()?;
     let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(pid), Programs::Record)?;
-    let mut header = common::header(Mode::Debug, program.clone(), &[], args.fail_if.clone(), tracer.functions.clone());
+    let mut header = common::header(
+        Mode::Debug,
+        program.clone(),
+        &[],
+        args.fail_if.clone(),
+        tracer.functions.clone(),
+    );
     header.pid = Some(pid);
     header.unit = Some(unit_name.clone());
     let mut writer = Writer::create(&out, &header)?;
@@ -204,8 +239,18 @@ fn run_live(args: &Args, pid: u32, opts: Options, load: crate::probe::LoadOption
         threads: super::attach::existing_threads(pid),
         unit_timeout: runner::parse_duration(&args.unit_timeout)?,
     };
-    eprintln!("aid: debugging pid {pid} ({}): each call of {unit_name} is one run", program.display());
-    let outcome = crate::live_unit::debug_live(&mut tracer, &service, &mut writer, &opts, &interrupted, &mut Terminal)?;
+    eprintln!(
+        "aid: debugging pid {pid} ({}): each call of {unit_name} is one run",
+        program.display()
+    );
+    let outcome = crate::live_unit::debug_live(
+        &mut tracer,
+        &service,
+        &mut writer,
+        &opts,
+        &interrupted,
+        &mut Terminal,
+    )?;
     let report = report::build(&outcome);
     let text = report::render(&report);
     write_outputs(&out, &text, &report, &outcome)?;
@@ -215,14 +260,20 @@ fn run_live(args: &Args, pid: u32, opts: Options, load: crate::probe::LoadOption
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn write_outputs(out: &Path, text: &str, report: &report::Report<'_>, outcome: &debugger::Outcome) -> anyhow::Result<()> {
+fn write_outputs(
+    out: &Path,
+    text: &str,
+    report: &report::Report<'_>,
+    outcome: &debugger::Outcome,
+) -> anyhow::Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let p = out.join(name);
         std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
     };
     write("report.txt", text.as_bytes())?;
     write("report.json", serde_json::to_string_pretty(report)?.as_bytes())?;
-    let highlight = outcome.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
+    let highlight =
+        outcome.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
     write("dag.dot", outcome.analysis.dot(&highlight).as_bytes())?;
     Ok(())
 }

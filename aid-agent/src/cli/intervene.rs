@@ -39,9 +39,10 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
     let hold_timeout = runner::parse_duration(&args.hold_timeout)?;
-    let text = std::fs::read_to_string(&args.plan).with_context(|| format!("reading {}", args.plan.display()))?;
-    let interventions: Vec<Intervention> =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
+    let text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("reading {}", args.plan.display()))?;
+    let interventions: Vec<Intervention> = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
     let common::Started { target, mut tracer, mut writer, interrupted, .. } =
         common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
             let functions = r.resolve(&args.trace)?;

@@ -19,7 +19,11 @@ pub mod record;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "aid-agent", version, about = "Explains why a native program fails only sometimes.")]
+#[command(
+    name = "aid-agent",
+    version,
+    about = "Explains why a native program fails only sometimes."
+)]
 pub struct Cli {
     /// More logging (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

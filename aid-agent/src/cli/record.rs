@@ -6,11 +6,7 @@ use std::{ffi::OsString, process::ExitCode, sync::atomic::Ordering};
 use anyhow::Context as _;
 
 use super::common::{self, RunArgs};
-use crate::{
-    model::Label,
-    probe::Programs,
-    session::Mode,
-};
+use crate::{model::Label, probe::Programs, session::Mode};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,12 +31,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
     let programs = if args.empty_probes { Programs::Empty } else { Programs::Record };
     let common::Started { target, mut tracer, mut writer, out, interrupted } =
-        common::start(Mode::Record, &args.command, &args.run, programs, |r| Ok(r.resolve(&args.trace)?))?;
+        common::start(Mode::Record, &args.command, &args.run, programs, |r| {
+            Ok(r.resolve(&args.trace)?)
+        })?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
-    eprintln!("aid: tracing {} function(s) of {}: {}", names.len(), target.program.display(), summarize(&names));
+    eprintln!(
+        "aid: tracing {} function(s) of {}: {}",
+        names.len(),
+        target.program.display(),
+        summarize(&names)
+    );
 
     let bar = common::progress(u64::from(args.runs), "recording");
-    let (mut passed, mut failed, mut events, mut lost_runs, mut lost_total) = (0, 0, 0usize, 0, 0u64);
+    let (mut passed, mut failed, mut events, mut lost_runs, mut lost_total) =
+        (0, 0, 0usize, 0, 0u64);
     for id in 1..=args.runs {
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -52,7 +56,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rec.run.outcome.reason = "interrupted by the user".into();
         }
         if rec.probe_errors > 0 {
-            log::warn!("run {id}: {} probe error(s) in the kernel (a map was full)", rec.probe_errors);
+            log::warn!(
+                "run {id}: {} probe error(s) in the kernel (a map was full)",
+                rec.probe_errors
+            );
         }
         match rec.run.label {
             Label::Pass => passed += 1,
@@ -63,9 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             lost_total += rec.run.lost_events;
         }
         events += rec.rows.len();
-        writer
-            .append(&rec, &tracer.functions)
-            .with_context(|| format!("saving run {id}"))?;
+        writer.append(&rec, &tracer.functions).with_context(|| format!("saving run {id}"))?;
         bar.inc(1);
         bar.set_message(format!("{passed} pass, {failed} fail"));
     }

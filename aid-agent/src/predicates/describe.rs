@@ -58,7 +58,11 @@ impl Names {
                 format!("force {} to return {value}", self.call(site))
             }
             Intervention::DelayExit { site, delay_us } => {
-                format!("delay {} by {} before it returns", self.call(site), duration(delay_us * 1000))
+                format!(
+                    "delay {} by {} before it returns",
+                    self.call(site),
+                    duration(delay_us * 1000)
+                )
             }
             Intervention::HoldUntil { site, point, until, until_point } => format!(
                 "hold {} {} until {} {}",

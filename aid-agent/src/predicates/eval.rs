@@ -91,7 +91,9 @@ fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>)
                     at = c.entry_ns.saturating_add(passing_ns).saturating_add(1);
                     c.active_ns(end_of(c, run)) > max_ns
                 }
-                Condition::ShorterThan { min_ns, .. } => c.duration_ns().is_some_and(|d| d < min_ns),
+                Condition::ShorterThan { min_ns, .. } => {
+                    c.duration_ns().is_some_and(|d| d < min_ns)
+                }
                 _ => false,
             };
             (true, holds.then_some(at))

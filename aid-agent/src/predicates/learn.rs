@@ -162,7 +162,8 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
             Kind::TooFast => {
                 let Some(st) = st else { continue };
                 let delay_us = st.min_ns.div_ceil(1000).max(1);
-                let failing_ns = extremes.fast.get(&site).copied().unwrap_or(st.min_ns.saturating_sub(1));
+                let failing_ns =
+                    extremes.fast.get(&site).copied().unwrap_or(st.min_ns.saturating_sub(1));
                 let min_ns = st.min_ns - (st.min_ns - failing_ns).div_ceil(2);
                 (
                     Condition::ShorterThan { min_ns, passing_ns: st.min_ns, failing_ns },
@@ -202,7 +203,8 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
             }
         };
         let id = PredId(predicates.len() as u32);
-        let intervention_text = intervention.as_ref().map(|iv| names.intervention(iv)).unwrap_or_default();
+        let intervention_text =
+            intervention.as_ref().map(|iv| names.intervention(iv)).unwrap_or_default();
         predicates.push(Predicate {
             id,
             key,

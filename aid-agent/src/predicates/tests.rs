@@ -178,7 +178,10 @@ fn too_slow_and_too_fast() {
     );
     let slow = &c.predicates[1];
     // Halfway between the slowest passing run (120) and the failing one (200).
-    assert_eq!(slow.condition, Condition::LongerThan { max_ns: 160, passing_ns: 120, failing_ns: 200 });
+    assert_eq!(
+        slow.condition,
+        Condition::LongerThan { max_ns: 160, passing_ns: 120, failing_ns: 200 }
+    );
     // Void: premature return needs no value.
     assert_eq!(
         slow.intervention,
@@ -189,7 +192,10 @@ fn too_slow_and_too_fast() {
         "call 1 of flush on worker#1 runs too slow: longer than 160 ns (slowest passing run 120 ns, fastest failing run 200 ns)"
     );
     let fast = &c.predicates[2];
-    assert_eq!(fast.condition, Condition::ShorterThan { min_ns: 30, passing_ns: 50, failing_ns: 10 });
+    assert_eq!(
+        fast.condition,
+        Condition::ShorterThan { min_ns: 30, passing_ns: 50, failing_ns: 10 }
+    );
     assert_eq!(
         fast.intervention,
         Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 1 })

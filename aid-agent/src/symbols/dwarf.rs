@@ -21,7 +21,8 @@ impl DebugInfo {
     /// None when the file has no usable `.debug_info`.
     pub fn load(file: &object::File<'_>) -> Option<DebugInfo> {
         file.section_by_name(".debug_info")?;
-        let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let endian =
+            if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
         let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
             let data = file
                 .section_by_name(id.name())
@@ -164,7 +165,9 @@ fn resolve_type(
             gimli::DW_TAG_base_type => {
                 let kind = match entry.attr_value(gimli::DW_AT_encoding)? {
                     Some(AttributeValue::Encoding(gimli::DW_ATE_signed))
-                    | Some(AttributeValue::Encoding(gimli::DW_ATE_signed_char)) => ValueKind::Signed,
+                    | Some(AttributeValue::Encoding(gimli::DW_ATE_signed_char)) => {
+                        ValueKind::Signed
+                    }
                     Some(AttributeValue::Encoding(gimli::DW_ATE_unsigned))
                     | Some(AttributeValue::Encoding(gimli::DW_ATE_unsigned_char))
                     | Some(AttributeValue::Encoding(gimli::DW_ATE_UTF)) => ValueKind::Unsigned,

@@ -8,8 +8,8 @@ use std::{
 };
 
 use object::{
-    Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolFlags, SymbolKind,
-    elf, read::elf::{Dyn as _, ElfFile64},
+    Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolFlags, SymbolKind, elf,
+    read::elf::{Dyn as _, ElfFile64},
 };
 
 use super::{SymbolError, dwarf::DebugInfo};
@@ -75,7 +75,6 @@ impl Module {
             .and_then(|d| d.signature(address))
             .unwrap_or((ValueType::UNKNOWN, vec![ValueType::UNKNOWN; 3]))
     }
-
 }
 
 /// Defined function symbols, one per address (aliases collapse onto the

@@ -30,7 +30,8 @@ pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
         let mut fields = line.split_whitespace();
         let perms = fields.nth(1).unwrap_or("");
         let Some(path) = fields.nth(3) else { continue };
-        if perms.contains('x') && path.starts_with('/') && !out.iter().any(|p| p == Path::new(path)) {
+        if perms.contains('x') && path.starts_with('/') && !out.iter().any(|p| p == Path::new(path))
+        {
             out.push(PathBuf::from(path));
         }
     }
@@ -41,7 +42,9 @@ pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
 /// "libc.so.6" and "libc-2.36.so")?
 fn answers_to(file: &str, name: &str) -> bool {
     file == name
-        || file.strip_prefix(name).is_some_and(|rest| rest.starts_with(".so") || rest.starts_with('-'))
+        || file
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with(".so") || rest.starts_with('-'))
 }
 
 pub fn find_library(name: &str, exe: &Module, mapped: &[PathBuf]) -> Option<PathBuf> {
@@ -76,9 +79,11 @@ pub fn find_library(name: &str, exe: &Module, mapped: &[PathBuf]) -> Option<Path
     }
     // A library the program dlopen()s: look for it directly.
     dirs.iter().find_map(|d| {
-        std::fs::read_dir(d).ok()?.flatten().map(|e| e.path()).find(|p| {
-            p.file_name().is_some_and(|f| answers_to(&f.to_string_lossy(), name))
-        })
+        std::fs::read_dir(d)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|f| answers_to(&f.to_string_lossy(), name)))
     })
 }
 
@@ -111,7 +116,9 @@ fn ld_so_conf_dirs(conf: &Path, depth: u32) -> Vec<PathBuf> {
                 Some((d, p)) => (PathBuf::from(d), p.to_owned()),
                 None => (PathBuf::from("/etc"), glob.to_owned()),
             };
-            let Ok(matcher) = globset::Glob::new(&pattern).map(|g| g.compile_matcher()) else { continue };
+            let Ok(matcher) = globset::Glob::new(&pattern).map(|g| g.compile_matcher()) else {
+                continue;
+            };
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             let mut files: Vec<PathBuf> = entries
                 .flatten()

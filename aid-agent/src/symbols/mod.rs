@@ -66,15 +66,16 @@ impl Pattern {
     pub fn parse(text: &str) -> Result<Pattern, SymbolError> {
         let bytes = text.as_bytes();
         let split = (0..bytes.len()).find(|&i| {
-            bytes[i] == b':'
-                && bytes.get(i + 1) != Some(&b':')
-                && (i == 0 || bytes[i - 1] != b':')
+            bytes[i] == b':' && bytes.get(i + 1) != Some(&b':') && (i == 0 || bytes[i - 1] != b':')
         });
         let (library, glob) = match split {
             Some(i) => (Some(text[..i].to_owned()), text[i + 1..].to_owned()),
             None => (None, text.to_owned()),
         };
-        let bad = |reason: &str| SymbolError::BadPattern { pattern: text.to_owned(), reason: reason.to_owned() };
+        let bad = |reason: &str| SymbolError::BadPattern {
+            pattern: text.to_owned(),
+            reason: reason.to_owned(),
+        };
         if glob.is_empty() {
             return Err(bad("nothing to match after the library name"));
         }
@@ -85,9 +86,10 @@ impl Pattern {
     }
 
     fn matcher(&self, text: &str) -> Result<GlobMatcher, SymbolError> {
-        Glob::new(&self.glob)
-            .map(|g| g.compile_matcher())
-            .map_err(|e| SymbolError::BadPattern { pattern: text.to_owned(), reason: e.kind().to_string() })
+        Glob::new(&self.glob).map(|g| g.compile_matcher()).map_err(|e| SymbolError::BadPattern {
+            pattern: text.to_owned(),
+            reason: e.kind().to_string(),
+        })
     }
 }
 
@@ -107,15 +109,14 @@ impl Resolver {
 
     /// For a running process: its executable and the files it has mapped.
     pub fn for_process(pid: u32) -> Result<Resolver, SymbolError> {
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| SymbolError::Read {
-            path: PathBuf::from(format!("/proc/{pid}/exe")),
-            source,
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| {
+            SymbolError::Read { path: PathBuf::from(format!("/proc/{pid}/exe")), source }
         })?;
         let mapped = libs::mapped_files(pid);
         // Read the executable through /proc so a deleted or replaced file
         // still resolves to what is running.
-        let mut exe_module = Module::load(&PathBuf::from(format!("/proc/{pid}/exe")))
-            .map_err(|e| match e {
+        let mut exe_module =
+            Module::load(&PathBuf::from(format!("/proc/{pid}/exe"))).map_err(|e| match e {
                 SymbolError::NotElf { .. } => SymbolError::NotElf { path: exe.clone() },
                 SymbolError::NoSymbols { .. } => SymbolError::NoSymbols { path: exe.clone() },
                 other => other,
@@ -131,8 +132,9 @@ impl Resolver {
     /// Finds (and loads) the module a pattern refers to.
     pub fn module(&mut self, library: Option<&str>) -> Result<&Module, SymbolError> {
         let Some(name) = library else { return Ok(&self.exe) };
-        let path = libs::find_library(name, &self.exe, &self.mapped)
-            .ok_or_else(|| SymbolError::LibraryNotFound { name: name.to_owned(), exe: self.exe.path.clone() })?;
+        let path = libs::find_library(name, &self.exe, &self.mapped).ok_or_else(|| {
+            SymbolError::LibraryNotFound { name: name.to_owned(), exe: self.exe.path.clone() }
+        })?;
         let path = path.canonicalize().unwrap_or(path);
         if path == self.exe.path {
             return Ok(&self.exe);
@@ -230,14 +232,43 @@ pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Fu
 /// Start-up code, compiler helpers and language runtimes.
 fn is_own_function(sym: &Symbol) -> bool {
     const C_RUNTIME: &[&str] = &[
-        "_start", "_init", "_fini", "frame_dummy", "register_tm_clones", "deregister_tm_clones",
-        "__do_global_dtors_aux", "__libc_csu_init", "__libc_csu_fini", "_dl_relocate_static_pie",
+        "_start",
+        "_init",
+        "_fini",
+        "frame_dummy",
+        "register_tm_clones",
+        "deregister_tm_clones",
+        "__do_global_dtors_aux",
+        "__libc_csu_init",
+        "__libc_csu_fini",
+        "_dl_relocate_static_pie",
     ];
     const RUST_RUNTIME: &[&str] = &[
-        "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "<&", "<[", "<(", "<*",
-        "std_detect::", "compiler_builtins::", "panic_unwind::", "panic_abort::", "gimli::",
-        "addr2line::", "miniz_oxide::", "hashbrown::", "object::", "memchr::", "rustc_demangle::",
-        "adler", "__rust", "rust_", "_<",
+        "std::",
+        "core::",
+        "alloc::",
+        "<std::",
+        "<core::",
+        "<alloc::",
+        "<&",
+        "<[",
+        "<(",
+        "<*",
+        "std_detect::",
+        "compiler_builtins::",
+        "panic_unwind::",
+        "panic_abort::",
+        "gimli::",
+        "addr2line::",
+        "miniz_oxide::",
+        "hashbrown::",
+        "object::",
+        "memchr::",
+        "rustc_demangle::",
+        "adler",
+        "__rust",
+        "rust_",
+        "_<",
     ];
     let name = sym.name.as_str();
     !(C_RUNTIME.contains(&name)
@@ -279,7 +310,10 @@ mod tests {
             Pattern::parse("libc.so.6:pthread_mutex_*").unwrap(),
             Pattern { library: Some("libc.so.6".into()), glob: "pthread_mutex_*".into() }
         );
-        assert_eq!(Pattern::parse("Cache::get").unwrap(), Pattern { library: None, glob: "Cache::get".into() });
+        assert_eq!(
+            Pattern::parse("Cache::get").unwrap(),
+            Pattern { library: None, glob: "Cache::get".into() }
+        );
         assert_eq!(
             Pattern::parse("libfoo:ns::Cache::*").unwrap(),
             Pattern { library: Some("libfoo".into()), glob: "ns::Cache::*".into() }

@@ -64,7 +64,15 @@ pub fn c_fixture(src: &str, name: &str, flags: &[&str]) -> PathBuf {
     let out = fixture_dir().join(name);
     if !out.exists() {
         let compiler = if src.ends_with(".cpp") { "g++" } else { "gcc" };
-        build(&out, Command::new(compiler).args(["-g", "-O0", "-pthread"]).args(flags).arg("-o").arg(&out).arg(source(src)));
+        build(
+            &out,
+            Command::new(compiler)
+                .args(["-g", "-O0", "-pthread"])
+                .args(flags)
+                .arg("-o")
+                .arg(&out)
+                .arg(source(src)),
+        );
     }
     out
 }
@@ -75,7 +83,16 @@ pub fn rust_fixture(src: &str, crate_name: &str) -> PathBuf {
         build(
             &out,
             Command::new("rustc")
-                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", crate_name, "-o"])
+                .args([
+                    "-g",
+                    "-C",
+                    "opt-level=1",
+                    "--edition",
+                    "2021",
+                    "--crate-name",
+                    crate_name,
+                    "-o",
+                ])
                 .arg(&out)
                 .arg(source(src)),
         );
@@ -107,7 +124,12 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 pub fn run_err(cmd: &mut Command) -> String {
     let out = cmd.output().expect("running aid-agent");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "expected exit code 2, got {:?}; stderr: {stderr}", out.status);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "expected exit code 2, got {:?}; stderr: {stderr}",
+        out.status
+    );
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "expected one line on stderr, got: {stderr}");
     assert!(lines[0].starts_with("aid: "), "{stderr}");
