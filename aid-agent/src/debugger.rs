@@ -207,7 +207,7 @@ pub(crate) fn conclude(
 /// the runs to analyse and, when the failure had to be amplified, the noise
 /// to keep injecting during interventions (so the failure rate they are
 /// judged against stays the same).
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, reason = "a private helper returning three results at once")]
 fn observe(
     tracer: &mut Tracer,
     target: &Target,

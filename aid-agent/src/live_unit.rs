@@ -303,7 +303,7 @@ impl Oracle for UnitOracle<'_, '_> {
         let mut unit = found.expect("a unit");
         self.next_id = next_id;
         // What was done in this unit: the stops on its thread in its window.
-        let tid = unit.run.threads.iter().find(|t| t.role == 0).map(|t| t.tid).unwrap_or(0);
+        let tid = unit.run.threads.iter().find(|t| t.role == 0).map_or(0, |t| t.tid);
         let (lo, hi) =
             (self.start_ns + unit.start_ns, self.start_ns + unit.start_ns + unit.run.end_ns);
         let stops: Vec<_> = served

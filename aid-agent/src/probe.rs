@@ -554,7 +554,7 @@ impl Drop for EventStream {
 fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
     let mut out = Vec::new();
     while let Some(item) = ring.next() {
-        if item.len() >= std::mem::size_of::<Event>() {
+        if item.len() >= size_of::<Event>() {
             // SAFETY: the kernel wrote a whole `Event`; read it unaligned.
             out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) });
         }

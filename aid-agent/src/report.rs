@@ -56,9 +56,8 @@ fn round_runs<'a>(rounds: &[Round], runs: &'a [OracleRun]) -> Vec<&'a [OracleRun
 
 pub fn build(outcome: &Outcome) -> Report<'_> {
     let a = &outcome.analysis;
-    let desc = |p: PredId| {
-        a.catalog.get(p).map(|x| x.description.clone()).unwrap_or_else(|| p.to_string())
-    };
+    let desc =
+        |p: PredId| a.catalog.get(p).map_or_else(|| p.to_string(), |x| x.description.clone());
     let mut path = Vec::new();
     if let Some(d) = &outcome.discovery {
         let per_round = round_runs(&d.rounds, &outcome.oracle_runs);
@@ -197,7 +196,7 @@ pub fn render(r: &Report<'_>) -> String {
                 let _ = writeln!(
                     s,
                     "Unresolved: {}",
-                    d.unresolved.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+                    d.unresolved.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
                 );
             }
         }

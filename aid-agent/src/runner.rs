@@ -153,8 +153,7 @@ pub fn signal_number(name: &str) -> Option<i32> {
 
 pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_owned())
-        .unwrap_or_else(|_| format!("signal {sig}"))
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
 }
 
 /// Judges a finished run: fail if any rule says so (the first one's reason
@@ -427,7 +426,7 @@ impl Spawned {
             code,
             signal,
             timed_out: false,
-            wall_ns: self.started.map(|s| s.elapsed().as_nanos() as u64).unwrap_or(0),
+            wall_ns: self.started.map_or(0, |s| s.elapsed().as_nanos() as u64),
             stdout: join(self.stdout.take()).unwrap_or_default(),
             stderr: join(self.stderr.take()).unwrap_or_default(),
         }

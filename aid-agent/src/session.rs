@@ -486,12 +486,9 @@ fn read_threads(dir: &Path, rec: &RunRecord) -> Result<Vec<Thread>, SessionError
 pub fn default_dir(program: &Path) -> PathBuf {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let name = program
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "target".into());
+        .map_or(0, |d| d.as_secs());
+    let name =
+        program.file_name().map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
     PathBuf::from("aid-sessions").join(format!("{}-{name}", utc_stamp(secs)))
 }
 
@@ -512,10 +509,7 @@ fn utc_stamp(secs: u64) -> String {
 }
 
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

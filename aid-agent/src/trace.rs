@@ -187,7 +187,7 @@ impl Tracer {
     }
 
     /// Builds the run from its events and how it ended.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "to be replaced by a run request struct")]
     pub fn assemble(
         &self,
         id: u32,
@@ -210,7 +210,7 @@ impl Tracer {
             existing_threads: &[],
         };
         let rec = recorder::record(events, &ctx);
-        let end_ns = rec.rows.last().map(|r| r.t_ns).unwrap_or(0).max(exit.wall_ns);
+        let end_ns = rec.rows.last().map_or(0, |r| r.t_ns).max(exit.wall_ns);
         let run = Run {
             id,
             label,

@@ -64,7 +64,7 @@ impl FailIf {
         };
         let words: Vec<&str> = text.split_whitespace().collect();
         let (function, rest) = match words.as_slice() {
-            [f, "ret", rest @ ..] | [f, "returns", rest @ ..] => (*f, rest),
+            [f, "ret" | "returns", rest @ ..] => (*f, rest),
             _ => return Err(bad("expected a function name followed by `ret`")),
         };
         let value = |s: &str| -> Result<i64, UnitError> {
@@ -77,13 +77,13 @@ impl FailIf {
             Ok(if neg { -v } else { v })
         };
         let cond = match rest {
-            ["null"] | ["NULL"] => Cond::Null,
-            ["nonnull"] | ["!null"] => Cond::NonNull,
+            ["null" | "NULL"] => Cond::Null,
+            ["nonnull" | "!null"] => Cond::NonNull,
             ["<", v] => Cond::Lt(value(v)?),
             ["<=", v] => Cond::Le(value(v)?),
             [">", v] => Cond::Gt(value(v)?),
             [">=", v] => Cond::Ge(value(v)?),
-            ["==", v] | ["=", v] => Cond::Eq(value(v)?),
+            ["==" | "=", v] => Cond::Eq(value(v)?),
             ["!=", v] => Cond::Ne(value(v)?),
             _ => {
                 return Err(bad(
@@ -113,7 +113,7 @@ pub fn failure_reason(
         let Some(ret) = c.ret else { continue };
         for cond in conditions {
             if cond.funcs.contains(&c.func) && cond.cond.holds(ret) {
-                let name = functions.get(c.func as usize).map(|f| f.name.as_str()).unwrap_or("?");
+                let name = functions.get(c.func as usize).map_or("?", |f| f.name.as_str());
                 return Some(format!("ret of {name} = {ret} ({})", cond.text));
             }
         }
@@ -228,7 +228,7 @@ impl Splitter {
         units
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "to be replaced by a run request struct")]
     fn build(
         &self,
         id: u32,
@@ -270,7 +270,7 @@ impl Splitter {
             unit_threads.push(Thread {
                 role,
                 tid: t,
-                name: process.map(|th| th.name.clone()).unwrap_or_else(|| "thread".into()),
+                name: process.map_or_else(|| "thread".into(), |th| th.name.clone()),
                 parent: None,
                 created_ns: 0,
             });

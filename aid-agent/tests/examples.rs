@@ -102,7 +102,7 @@ fn check(name: &str, expected: &[&str]) {
     if !bpf_available() {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut outcome = debug(name);
     if !matches(&outcome.path, expected) {
         eprintln!("{name}: first session reported {:#?}; retrying once", outcome.path);
@@ -190,7 +190,7 @@ fn safe_list_is_respected() {
     if !bpf_available() {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("commit-after-close");
     let (_tmp, out) = temp_session();
     let output = run_ok(
@@ -222,7 +222,7 @@ fn rare_failures_are_amplified() {
     if !bpf_available() {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("rare.c", "rare", &[]);
     let (_tmp, out) = temp_session();
     let output = run_ok(

@@ -74,7 +74,7 @@ pub struct Event {
     /// address, from which the agent learns where each module is loaded.
     pub ret: u64,
 }
-const _: () = assert!(core::mem::size_of::<Event>() == 56);
+const _: () = assert!(size_of::<Event>() == 56);
 
 /// [`TargetState::flags`]: running the target's image (after its exec, or
 /// attached while running). Before that the process is the agent's forked
@@ -95,7 +95,7 @@ pub struct TargetState {
     /// [`TARGET_LIVE`] | [`TARGET_INTERVENE`].
     pub flags: u64,
 }
-const _: () = assert!(core::mem::size_of::<TargetState>() == 16);
+const _: () = assert!(size_of::<TargetState>() == 16);
 
 /// Key of [`MAP_CALLS`].
 #[repr(C)]
@@ -104,7 +104,7 @@ pub struct CallKey {
     pub tid: u32,
     pub func: u32,
 }
-const _: () = assert!(core::mem::size_of::<CallKey>() == 8);
+const _: () = assert!(size_of::<CallKey>() == 8);
 
 /// Maximum recursion depth for which the kernel tracks which instance an
 /// exit belongs to. Deeper frames share a slot (documented limitation).
@@ -123,7 +123,7 @@ pub struct CallStack {
     pub _pad: u32,
     pub open: [u32; CALL_STACK_DEPTH],
 }
-const _: () = assert!(core::mem::size_of::<CallStack>() == 16 + 4 * CALL_STACK_DEPTH);
+const _: () = assert!(size_of::<CallStack>() == 16 + 4 * CALL_STACK_DEPTH);
 
 /// Array of one `u32`: in live-unit mode, the unit function's id + 1 (0
 /// otherwise). Interventions then only act inside a unit, on the thread
@@ -141,7 +141,7 @@ pub struct UnitState {
     /// Nesting depth of the unit function on this thread.
     pub depth: u32,
 }
-const _: () = assert!(core::mem::size_of::<UnitState>() == 8);
+const _: () = assert!(size_of::<UnitState>() == 8);
 
 /// [`SiteKey::point`]: at function entry.
 pub const POINT_ENTRY: u32 = 0;
@@ -158,7 +158,7 @@ pub struct SiteKey {
     pub instance: u32,
     pub point: u32,
 }
-const _: () = assert!(core::mem::size_of::<SiteKey>() == 16);
+const _: () = assert!(size_of::<SiteKey>() == 16);
 
 /// [`Action::kind`]: stop the thread and hold it for `value` microseconds.
 pub const ACTION_DELAY: u32 = 1;
@@ -188,7 +188,7 @@ pub struct Action {
     /// The site waited for by the hold kinds.
     pub other: SiteKey,
 }
-const _: () = assert!(core::mem::size_of::<Action>() == 40);
+const _: () = assert!(size_of::<Action>() == 40);
 
 /// Number of general registers in x86-64 `struct pt_regs` (r15 .. ss).
 pub const PT_REGS_WORDS: usize = 21;
@@ -211,7 +211,7 @@ pub struct Pending {
     /// to the function's first instruction.
     pub regs: [u64; PT_REGS_WORDS],
 }
-const _: () = assert!(core::mem::size_of::<Pending>() == 40 + 16 + 16 + 8 * PT_REGS_WORDS);
+const _: () = assert!(size_of::<Pending>() == 40 + 16 + 16 + 8 * PT_REGS_WORDS);
 
 impl Default for Pending {
     fn default() -> Self {
@@ -245,19 +245,28 @@ pub struct Replay {
     /// 1 until the repeated entry has been seen.
     pub entry_pending: u32,
 }
-const _: () = assert!(core::mem::size_of::<Replay>() == 24);
+const _: () = assert!(size_of::<Replay>() == 24);
 
 #[cfg(feature = "user")]
 mod user {
-    // SAFETY: all of these are `repr(C)`, `Copy`, made of integers, with no
-    // padding (asserted above), so any bit pattern is a valid value.
+    // SAFETY: this and each type below is `repr(C)`, `Copy`, made of
+    // integers, with no padding (its size is asserted above), so any bit
+    // pattern is a valid value.
     unsafe impl aya::Pod for super::Event {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::TargetState {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::CallKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::CallStack {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::SiteKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::Action {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::Pending {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::UnitState {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::Replay {}
 }

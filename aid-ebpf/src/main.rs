@@ -181,7 +181,7 @@ fn regs_of(ctx: &ProbeContext) -> [u64; PT_REGS_WORDS] {
 /// The same call entered again after the agent rewound the thread: ignore.
 #[inline(always)]
 fn replayed_entry(tid: u32, ip: u64) -> bool {
-    match REPLAY.get_ptr_mut(&tid) {
+    match REPLAY.get_ptr_mut(tid) {
         // SAFETY: only this thread touches its own entry.
         Some(r) => unsafe {
             if (*r).entry_pending != 0 && (*r).ip == ip {
@@ -198,9 +198,9 @@ fn replayed_entry(tid: u32, ip: u64) -> bool {
 /// The first of the two returns the kernel reports for a rewound call.
 #[inline(always)]
 fn replayed_exit(tid: u32, func: u32, sp: u64) -> bool {
-    match unsafe { REPLAY.get(&tid) } {
+    match unsafe { REPLAY.get(tid) } {
         Some(r) if r.entry_pending == 0 && r.func == func && r.exit_sp == sp => {
-            let _ = REPLAY.remove(&tid);
+            let _ = REPLAY.remove(tid);
             true
         }
         _ => false,
@@ -221,7 +221,7 @@ fn try_intervene(
     let tid = pid_tgid as u32;
     let unit = LIVE_UNIT.get(0).copied().unwrap_or(0);
     let (role, epoch) = if unit == 0 {
-        match unsafe { ROLES.get(&tid) } {
+        match unsafe { ROLES.get(tid) } {
             Some(r) => (*r, 0),
             None => return Ok(()),
         }
@@ -234,10 +234,10 @@ fn try_intervene(
         }
     };
     let key = CallKey { tid, func };
-    if point == POINT_ENTRY && CALLS.get_ptr_mut(&key).is_none() {
-        CALLS.insert(&key, &CallStack::default(), 0)?;
+    if point == POINT_ENTRY && CALLS.get_ptr_mut(key).is_none() {
+        CALLS.insert(key, CallStack::default(), 0)?;
     }
-    let stack = CALLS.get_ptr_mut(&key).ok_or(-1i64)?;
+    let stack = CALLS.get_ptr_mut(key).ok_or(-1i64)?;
     // SAFETY: only this thread touches its own (tid, func) entry.
     let instance = unsafe {
         let stack = &mut *stack;
@@ -262,11 +262,11 @@ fn try_intervene(
         leave_unit(tid);
     }
     let site = SiteKey { func, role, instance, point };
-    if let Some(seen) = WATCH.get_ptr_mut(&site) {
+    if let Some(seen) = WATCH.get_ptr_mut(site) {
         // SAFETY: plain store into a map value.
         unsafe { *seen = ts };
     }
-    let Some(action) = (unsafe { ACTIONS.get(&site) }).copied() else {
+    let Some(action) = (unsafe { ACTIONS.get(site) }).copied() else {
         return Ok(());
     };
     let due = match action.kind {
@@ -281,7 +281,7 @@ fn try_intervene(
     if !due {
         return Ok(());
     }
-    PENDING.insert(&tid, &Pending { action, site, func_ip: ip, ts_ns: ts, regs }, 0)?;
+    PENDING.insert(tid, Pending { action, site, func_ip: ip, ts_ns: ts, regs }, 0)?;
     // SAFETY: signals only the current thread; the agent is its tracer and
     // suppresses the signal at the resulting stop.
     let signal = unsafe { core::ptr::read_volatile(&STOP_SIGNAL) };
@@ -294,10 +294,10 @@ fn try_intervene(
 #[inline(always)]
 fn unit_role(tid: u32, is_unit: bool, point: u32) -> Result<Option<u32>, i64> {
     if is_unit && point == POINT_ENTRY {
-        if UNIT_STATE.get_ptr_mut(&tid).is_none() {
-            UNIT_STATE.insert(&tid, &UnitState::default(), 0)?;
+        if UNIT_STATE.get_ptr_mut(tid).is_none() {
+            UNIT_STATE.insert(tid, UnitState::default(), 0)?;
         }
-        let state = UNIT_STATE.get_ptr_mut(&tid).ok_or(-1i64)?;
+        let state = UNIT_STATE.get_ptr_mut(tid).ok_or(-1i64)?;
         // SAFETY: only this thread touches its own entry.
         unsafe {
             if (*state).depth == 0 {
@@ -306,7 +306,7 @@ fn unit_role(tid: u32, is_unit: bool, point: u32) -> Result<Option<u32>, i64> {
             (*state).depth += 1;
         }
     }
-    match unsafe { UNIT_STATE.get(&tid) } {
+    match unsafe { UNIT_STATE.get(tid) } {
         Some(s) if s.depth > 0 => Ok(Some(s.epoch)),
         _ => Ok(None),
     }
@@ -314,7 +314,7 @@ fn unit_role(tid: u32, is_unit: bool, point: u32) -> Result<Option<u32>, i64> {
 
 #[inline(always)]
 fn leave_unit(tid: u32) {
-    if let Some(state) = UNIT_STATE.get_ptr_mut(&tid) {
+    if let Some(state) = UNIT_STATE.get_ptr_mut(tid) {
         // SAFETY: only this thread touches its own entry.
         unsafe {
             if (*state).depth > 0 {
@@ -356,9 +356,9 @@ fn try_thread_new(ctx: &TracePointContext) -> Result<(), i64> {
     // with 1, 2, 3, ...: popping is atomic, and the BPF ISA v1 we build for
     // has no fetch-add.
     let role = ROLE_POOL.pop().map_err(i64::from)?.ok_or(-1i64)?;
-    ROLES.insert(&(child as u32), &role, 0)?;
+    ROLES.insert(child as u32, role, 0)?;
     let ts = unsafe { bpf_ktime_get_ns() };
-    emit(ts, pid_tgid, child as u32, KIND_THREAD, [role as u64, flags, 0], 0);
+    emit(ts, pid_tgid, child as u32, KIND_THREAD, [u64::from(role), flags, 0], 0);
     Ok(())
 }
 

@@ -225,10 +225,7 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
 }
 
 fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
 fn bpftrace(workload: &Path, calls: u64, body: &str, ret_body: &str) -> anyhow::Result<f64> {

@@ -69,10 +69,10 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
                 use_s = fetch_e + 1;
             }
             Intervention::OverrideReturn { site, value } if site == s(2, 2) => {
-                use_ret = Some(value)
+                use_ret = Some(value);
             }
             Intervention::DelayExit { site, delay_us } if site == s(2, 2) => {
-                use_len += delay_us * 1000
+                use_len += delay_us * 1000;
             }
             _ => {}
         }

@@ -111,8 +111,9 @@ impl AcDag {
         if nruns == 0 && n > 0 {
             return Err(CausalError::NoFailingRuns);
         }
-        let mean: Vec<f64> =
-            (0..n).map(|i| if seen[i] == 0 { f64::MAX } else { sum[i] / seen[i] as f64 }).collect();
+        let mean: Vec<f64> = (0..n)
+            .map(|i| if seen[i] == 0 { f64::MAX } else { sum[i] / f64::from(seen[i]) })
+            .collect();
         // Number the nodes in reference order; kept edges then always go
         // from a smaller to a larger index, which is a topological order.
         let mut order: Vec<usize> = (0..n).collect();
@@ -165,8 +166,7 @@ impl AcDag {
         }
         // Kahn's algorithm (smallest id first among the ready) gives a
         // topological order or finds a cycle.
-        let mut ready: std::collections::BTreeSet<usize> =
-            (0..n).filter(|&i| indeg[i] == 0).collect();
+        let mut ready: BTreeSet<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
         let mut topo = Vec::with_capacity(n);
         while let Some(i) = ready.pop_first() {
             topo.push(i);

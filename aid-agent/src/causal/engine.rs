@@ -213,7 +213,7 @@ impl<'a> Experiment<'a> {
 }
 
 fn format_group(ids: &BTreeSet<PredId>) -> String {
-    let v: Vec<String> = ids.iter().map(|p| p.to_string()).collect();
+    let v: Vec<String> = ids.iter().map(ToString::to_string).collect();
     format!("{{{}}}", v.join(", "))
 }
 

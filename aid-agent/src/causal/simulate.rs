@@ -50,7 +50,7 @@ impl CausalModel {
         let mut order = Vec::with_capacity(parent.len());
         let mut stack = vec![root];
         while let Some(p) = stack.pop() {
-            for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+            for &c in children.get(&p).map_or(&[][..], Vec::as_slice) {
                 order.push(c);
                 stack.push(c);
             }

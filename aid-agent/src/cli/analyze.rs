@@ -165,7 +165,7 @@ mod tests {
         Args {
             session: PathBuf::from("mem"),
             json,
-            safe: safe.iter().map(|s| s.to_string()).collect(),
+            safe: safe.iter().map(ToString::to_string).collect(),
             top: 30,
             zero_is_error: false,
             negative_is_ok: false,

@@ -148,7 +148,7 @@ pub fn generate(runs: u32, events: u32, threads: u32, barrier: u32, seed: u64) -
     Session { functions, runs }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "one parameter per column of the benchmark table")]
 fn one_run(
     id: u32,
     fail: bool,
@@ -172,7 +172,7 @@ fn one_run(
         // hand out batches do; a stall delays everyone once, not forever.
         if barrier > 0 && k > 0 && k % barrier == 0 {
             let m = t.iter().copied().max().unwrap_or(0);
-            for x in t.iter_mut() {
+            for x in &mut t {
                 *x = m + rng.random_range(0..500);
             }
         }
@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn generated_workload_contains_its_failure() {
         let s = generate(40, 400, 4, 50, 7);
-        assert!(s.runs.iter().any(|r| r.failed()) && s.runs.iter().any(|r| !r.failed()));
+        assert!(s.runs.iter().any(Run::failed) && s.runs.iter().any(|r| !r.failed()));
         let a =
             analyze(&s, &Options { safe: SafeList::new(&["*"]).unwrap(), ..Options::default() })
                 .unwrap();

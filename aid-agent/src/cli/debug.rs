@@ -189,7 +189,7 @@ fn run_live(
     args: &Args,
     pid: u32,
     opts: Options,
-    load: crate::probe::LoadOptions,
+    load: probe::LoadOptions,
 ) -> anyhow::Result<ExitCode> {
     use crate::units::{Condition, FailIf};
     let conditions: Vec<FailIf> =

@@ -42,7 +42,7 @@ impl SafeList {
             b.add(g);
         }
         let set = b.build().map_err(|source| StatsError::BadPattern {
-            pattern: patterns.iter().map(|p| p.as_ref()).collect::<Vec<_>>().join(","),
+            pattern: patterns.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(","),
             source,
         })?;
         Ok(SafeList { patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(), set })

@@ -164,13 +164,12 @@ fn resolve_type(
             }
             gimli::DW_TAG_base_type => {
                 let kind = match entry.attr_value(gimli::DW_AT_encoding)? {
-                    Some(AttributeValue::Encoding(gimli::DW_ATE_signed))
-                    | Some(AttributeValue::Encoding(gimli::DW_ATE_signed_char)) => {
-                        ValueKind::Signed
-                    }
-                    Some(AttributeValue::Encoding(gimli::DW_ATE_unsigned))
-                    | Some(AttributeValue::Encoding(gimli::DW_ATE_unsigned_char))
-                    | Some(AttributeValue::Encoding(gimli::DW_ATE_UTF)) => ValueKind::Unsigned,
+                    Some(AttributeValue::Encoding(
+                        gimli::DW_ATE_signed | gimli::DW_ATE_signed_char,
+                    )) => ValueKind::Signed,
+                    Some(AttributeValue::Encoding(
+                        gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF,
+                    )) => ValueKind::Unsigned,
                     Some(AttributeValue::Encoding(gimli::DW_ATE_boolean)) => ValueKind::Bool,
                     Some(AttributeValue::Encoding(gimli::DW_ATE_float)) => ValueKind::Float,
                     _ => ValueKind::Unknown,

@@ -1,6 +1,6 @@
 //! Shared by the integration tests: building fixtures at test time, running
 //! the agent binary, and checking what the kernel is doing to a process.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a different part of it")]
 
 use std::{
     path::{Path, PathBuf},
@@ -216,7 +216,7 @@ impl Drop for Background {
 
 pub fn alive(pid: u32) -> bool {
     // A zombie still "exists"; look at its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
-        .unwrap_or(false)
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
 }
