@@ -201,7 +201,7 @@ fn safe_list_is_respected() {
             .arg(&exe),
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     let intervened: Vec<&aid::model::AppliedIntervention> =
         loaded.session.runs.iter().flat_map(|r| r.interventions.iter()).collect();
     assert!(!intervened.is_empty(), "the session has intervened runs");
@@ -239,7 +239,7 @@ fn rare_failures_are_amplified() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(!report["observed"]["amplified"].is_null());
-    let loaded = aid::session::load(&out).unwrap();
+    let loaded = aid::store::load(&out).unwrap();
     assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
     assert!(
         stdout.contains("Root cause: call 1 of consume on reader#2 ends before call 1 of publish on writer#1 starts"),

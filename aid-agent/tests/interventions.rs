@@ -308,7 +308,7 @@ fn debug_a_live_service_on_later_requests() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.contains("TracerPid:\t0"), "{status}");
     // Every intervened unit was a later request of that process.
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     assert_eq!(loaded.header.pid, Some(pid));
     assert!(loaded.session.runs.iter().any(|r| !r.interventions.is_empty()));
 }

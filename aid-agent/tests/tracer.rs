@@ -245,7 +245,7 @@ fn lost_events_are_counted_and_runs_marked_incomplete() {
             .arg(&exe),
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     let (rec, run) = (&loaded.records[0], &loaded.session.runs[0]);
     assert!(run.lost_events > 0, "a 4 KiB ring buffer cannot keep up with 2M events");
     assert!(!run.complete);

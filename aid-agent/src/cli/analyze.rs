@@ -13,9 +13,9 @@ use anyhow::Context;
 
 use crate::{
     analysis::{Options, analyze, render_table},
+    intervene::SafeList,
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
-    stats::SafeList,
 };
 
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads and verifies a session directory (checksums, row counts).
 fn load_session(path: &Path) -> anyhow::Result<Session> {
-    Ok(crate::session::load(path)?)
+    Ok(crate::store::load(path)?)
 }
 
 /// `run` with the loader passed in, so tests drive the command on sessions

@@ -13,14 +13,14 @@ use anyhow::{Context as _, bail};
 
 use super::common;
 use crate::{
+    bpf::{self, LoadOptions, Programs, Scope, monotonic_ns},
     model::{FuncId, Label, Run},
-    probe::{self, LoadOptions, Programs, Scope, monotonic_ns},
-    recorder::{self, RecordedRun, Recorder},
-    runner,
-    session::{self, Mode, Writer},
+    record::recorder::{self, RecordedRun, Recorder},
+    record::tracer::Tracer,
+    record::units::{Condition, FailIf, Splitter, failure_reason},
+    store::{self, Mode, Writer},
     symbols::Resolver,
-    trace::Tracer,
-    units::{Condition, FailIf, Splitter, failure_reason},
+    sys::spawn,
 };
 
 #[derive(Debug, clap::Args)]
@@ -76,7 +76,7 @@ pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let conditions: Vec<FailIf> =
         args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
-    let duration = args.duration.as_deref().map(runner::parse_duration).transpose()?;
+    let duration = args.duration.as_deref().map(spawn::parse_duration).transpose()?;
     if !std::path::Path::new(&format!("/proc/{}", args.pid)).exists() {
         bail!("pid {} not found: is the process still running?", args.pid);
     }
@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !size.is_power_of_two() || size < 4096 {
         bail!("--ring-size {size} must be a power of two of at least 4096");
     }
-    probe::preflight()?;
+    bpf::preflight()?;
     let mut resolver = Resolver::for_process(args.pid)?;
     let functions = resolver.resolve(&patterns)?;
     let one = |name: &str| -> anyhow::Result<Vec<FuncId>> {
@@ -128,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let threads = existing_threads(args.pid);
     let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
 
-    let out = args.out.clone().unwrap_or_else(|| session::default_dir(&program));
+    let out = args.out.clone().unwrap_or_else(|| store::default_dir(&program));
     let mut header = common::header(
         Mode::Attach,
         program.clone(),
@@ -206,7 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ended = "duration reached";
             break;
         }
-        if !runner::process_exists(args.pid) {
+        if !spawn::process_exists(args.pid) {
             ended = "process exited";
             break;
         }

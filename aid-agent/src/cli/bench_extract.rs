@@ -19,8 +19,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::{
     analysis::{Options, analyze_timed},
+    intervene::SafeList,
     model::{Call, Function, Label, Outcome, Run, Session, Thread, ValueKind, ValueType},
-    stats::SafeList,
 };
 
 #[derive(Debug, clap::Args)]

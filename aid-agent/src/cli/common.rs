@@ -9,11 +9,11 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    probe::{self, LoadOptions, Programs, Scope},
-    runner::{self, FailRule, Target},
-    session::{self, Header, Mode, Writer},
+    bpf::{self, LoadOptions, Programs, Scope},
+    record::tracer::{RunPolicy, Tracer},
+    store::{self, Header, Mode, Writer},
     symbols::Resolver,
-    trace::{RunPolicy, Tracer},
+    sys::spawn::{self, FailRule, Target},
 };
 
 /// How runs are judged, bounded and stored.
@@ -43,7 +43,7 @@ impl RunArgs {
         } else {
             self.fail_on.iter().map(|r| FailRule::parse(r)).collect::<Result<_, _>>()?
         };
-        Ok(RunPolicy { rules, timeout: runner::parse_duration(&self.timeout)? })
+        Ok(RunPolicy { rules, timeout: spawn::parse_duration(&self.timeout)? })
     }
 
     pub fn load_options(&self) -> anyhow::Result<LoadOptions> {
@@ -83,10 +83,10 @@ pub fn header(
     functions: Vec<crate::model::Function>,
 ) -> Header {
     Header {
-        format: session::FORMAT.into(),
-        version: session::VERSION,
+        format: store::FORMAT.into(),
+        version: store::VERSION,
         tool: format!("aid-agent {}", env!("CARGO_PKG_VERSION")),
-        created: session::now_unix(),
+        created: store::now_unix(),
         mode,
         program,
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -118,10 +118,10 @@ pub fn start(
 ) -> anyhow::Result<Started> {
     let load = run.load_options()?;
     let target = Target::from_argv(command)?;
-    probe::preflight()?;
+    bpf::preflight()?;
     let mut resolver = Resolver::for_executable(&target.program)?;
     let functions = choose(&mut resolver)?;
-    let out = run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
+    let out = run.out.clone().unwrap_or_else(|| store::default_dir(&target.program));
     let interrupted = interrupt_flag()?;
     let tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
     let header =

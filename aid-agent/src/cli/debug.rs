@@ -8,16 +8,16 @@ use anyhow::Context as _;
 
 use super::common::{self, RunArgs};
 use crate::{
+    bpf::{self, Programs, Scope},
     causal::Strategy,
-    debugger::{self, Options, Progress},
+    debug::{self, Options, Progress},
+    intervene::SafeList,
     model::Function,
-    probe::{self, Programs, Scope},
+    record::tracer::Tracer,
     report,
-    runner::{self},
-    session::{self, Mode, Writer},
-    stats::SafeList,
+    store::{self, Mode, Writer},
     symbols::{self, Resolver},
-    trace::Tracer,
+    sys::spawn::{self},
 };
 
 /// With no --trace, at most this many of the program's own functions are
@@ -128,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         min_failing: args.min_runs,
         min_passing: args.min_runs,
         max_runs: args.runs,
-        hold_timeout: runner::parse_duration(&args.hold_timeout)?,
+        hold_timeout: spawn::parse_duration(&args.hold_timeout)?,
         safe,
         seed: args.seed,
         ..Options::default()
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         super::record::summarize(&names)
     );
 
-    let outcome = debugger::debug(
+    let outcome = debug::debug(
         &mut tracer,
         &target,
         &policy,
@@ -189,16 +189,16 @@ fn run_live(
     args: &Args,
     pid: u32,
     opts: Options,
-    load: probe::LoadOptions,
+    load: bpf::LoadOptions,
 ) -> anyhow::Result<ExitCode> {
-    use crate::units::{Condition, FailIf};
+    use crate::record::units::{Condition, FailIf};
     let conditions: Vec<FailIf> =
         args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
     if !Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("pid {pid} not found: is the process still running?");
     }
-    probe::preflight()?;
+    bpf::preflight()?;
     let mut resolver = Resolver::for_process(pid)?;
     let mut patterns = args.trace.clone();
     patterns.push(unit_name.clone());
@@ -219,7 +219,7 @@ fn run_live(
         .map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() })
         .collect();
     let program = resolver.executable().path.clone();
-    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&program));
+    let out = args.run.out.clone().unwrap_or_else(|| store::default_dir(&program));
     let interrupted = common::interrupt_flag()?;
     let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(pid), Programs::Record)?;
     let mut header = common::header(
@@ -232,18 +232,18 @@ fn run_live(
     header.pid = Some(pid);
     header.unit = Some(unit_name.clone());
     let mut writer = Writer::create(&out, &header)?;
-    let service = crate::live_unit::Service {
+    let service = debug::service::Service {
         pid,
         unit,
         conditions,
         threads: super::attach::existing_threads(pid),
-        unit_timeout: runner::parse_duration(&args.unit_timeout)?,
+        unit_timeout: spawn::parse_duration(&args.unit_timeout)?,
     };
     eprintln!(
         "aid: debugging pid {pid} ({}): each call of {unit_name} is one run",
         program.display()
     );
-    let outcome = crate::live_unit::debug_live(
+    let outcome = debug::service::debug_live(
         &mut tracer,
         &service,
         &mut writer,
@@ -264,7 +264,7 @@ fn write_outputs(
     out: &Path,
     text: &str,
     report: &report::Report<'_>,
-    outcome: &debugger::Outcome,
+    outcome: &debug::Outcome,
 ) -> anyhow::Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let p = out.join(name);

@@ -9,11 +9,11 @@ use anyhow::Context as _;
 
 use super::common::{self, RunArgs};
 use crate::{
+    bpf::Programs,
     intervene::Plan,
     model::Intervention,
-    probe::Programs,
-    runner::{self},
-    session::Mode,
+    store::Mode,
+    sys::spawn::{self},
 };
 
 #[derive(Debug, clap::Args)]
@@ -38,7 +38,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
-    let hold_timeout = runner::parse_duration(&args.hold_timeout)?;
+    let hold_timeout = spawn::parse_duration(&args.hold_timeout)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> = serde_json::from_str(&text)

@@ -53,7 +53,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     // Before any thread exists: the ptrace controller waits for tracee
     // stops with sigtimedwait(SIGCHLD).
-    crate::control::block_sigchld();
+    crate::sys::ptrace::block_sigchld();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => log::LevelFilter::Warn,

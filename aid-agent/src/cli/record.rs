@@ -6,7 +6,7 @@ use std::{ffi::OsString, process::ExitCode, sync::atomic::Ordering};
 use anyhow::Context as _;
 
 use super::common::{self, RunArgs};
-use crate::{model::Label, probe::Programs, session::Mode};
+use crate::{bpf::Programs, model::Label, store::Mode};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -8,7 +8,7 @@ use std::{
     sync::OnceLock,
 };
 
-use aid::{model::Session, session};
+use aid::{model::Session, store};
 
 /// The agent binary under test.
 pub fn agent() -> Command {
@@ -137,7 +137,7 @@ pub fn run_err(cmd: &mut Command) -> String {
 }
 
 pub fn load(dir: &Path) -> Session {
-    session::load(dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
+    store::load(dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
 }
 
 /// (function name, role, instance, args, ret) of every call of a user

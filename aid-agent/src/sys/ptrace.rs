@@ -31,7 +31,7 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::{model::Function, probe::Probes, runner, unwind::Unwinder};
+use crate::{bpf::Probes, model::Function, sys::spawn, sys::unwind::Unwinder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -220,7 +220,7 @@ fn wait_for_child(timeout: Duration) {
 
 fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
     rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
-    rec.released_ns = crate::probe::monotonic_ns();
+    rec.released_ns = crate::bpf::monotonic_ns();
     rec.applied = done;
     rec.timed_out = expired;
     resume(h.tid, None);
@@ -264,7 +264,7 @@ impl Controller<'_> {
                 timed_out = started.elapsed() >= timeout;
                 killed = true;
                 // SIGKILL ends even threads held in a ptrace stop.
-                runner::kill_group(pid);
+                spawn::kill_group(pid);
             }
             Flow::Continue
         })?;
@@ -399,7 +399,7 @@ impl Controller<'_> {
         };
         // A stop that ends at once: all of it was the agent's overhead.
         let done = |mut record: StopRecord, stops: &mut Vec<StopRecord>| {
-            record.released_ns = crate::probe::monotonic_ns();
+            record.released_ns = crate::bpf::monotonic_ns();
             stops.push(record);
             resume(tid, None);
         };
@@ -461,7 +461,7 @@ impl Controller<'_> {
                 b
             }
         };
-        if !crate::insn::reexecutable(&bytes) {
+        if !crate::sys::rewind::reexecutable(&bytes) {
             return Err(format!(
                 "first instruction {:02x?} may have effects if run twice",
                 &bytes[..bytes.len().min(4)]

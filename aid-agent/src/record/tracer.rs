@@ -5,14 +5,14 @@
 use std::{sync::atomic::AtomicBool, time::Duration};
 
 use crate::{
-    control::{self, ControlError, Controller, StopRecord},
+    bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
     intervene::Plan,
     model::{FuncId, Function, Point, Run},
-    probe::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
-    recorder::{self, RecordedRun, Row},
-    runner::{self, FailRule, RunError, Target},
+    record::recorder::{self, RecordedRun, Row},
     symbols::Resolver,
-    unwind::Unwinder,
+    sys::ptrace::{self, ControlError, Controller, StopRecord},
+    sys::spawn::{self, FailRule, RunError, Target},
+    sys::unwind::Unwinder,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -111,9 +111,9 @@ impl Tracer {
     /// Starts the target held before its exec and registers it with the
     /// probes (the stream is flushed first, so nothing of an earlier run
     /// is taken for this one).
-    fn start(&mut self, target: &Target, intervene: bool) -> Result<runner::Spawned, TraceError> {
+    fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
         let _stale = self.stream.flush();
-        let child = runner::spawn_held(target)?;
+        let child = spawn::spawn_held(target)?;
         self.probes.begin_target(child.pid, intervene)?;
         Ok(child)
     }
@@ -124,14 +124,14 @@ impl Tracer {
         &mut self,
         id: u32,
         pid: u32,
-        exit: runner::Exit,
+        exit: spawn::Exit,
         policy: &RunPolicy,
     ) -> Result<RecordedRun, TraceError> {
         let events = self.stream.flush();
         self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
-        let (label, reason) = runner::judge(&exit, &policy.rules);
+        let (label, reason) = spawn::judge(&exit, &policy.rules);
         Ok(self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors))
     }
 
@@ -154,7 +154,7 @@ impl Tracer {
         for site in &plan.watch {
             self.probes.watch(*site)?;
         }
-        control::seize(pid)?;
+        ptrace::seize(pid)?;
         child.release()?;
         let started = std::time::Instant::now();
         let mut controller = Controller {
@@ -193,10 +193,10 @@ impl Tracer {
         id: u32,
         pid: u32,
         events: &[aid_common::Event],
-        exit: runner::Exit,
+        exit: spawn::Exit,
         label: crate::model::Label,
         reason: String,
-        lost: crate::probe::Lost,
+        lost: crate::bpf::Lost,
         probe_errors: u64,
     ) -> RecordedRun {
         let resolver = &self.resolver;

@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::{
     analysis::{Exclusion, Report as AnalysisReport},
     causal::{Discovery, Reason, Round, TagtEstimate},
-    debugger::{Observed, Outcome},
-    live::OracleRun,
+    debug::oracle::OracleRun,
+    debug::{Observed, Outcome},
     predicates::PredId,
 };
 

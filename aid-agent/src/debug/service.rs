@@ -16,18 +16,18 @@ use anyhow::bail;
 use nix::unistd::Pid;
 
 use crate::{
+    bpf::monotonic_ns,
     causal::{self, Observation, Oracle},
-    control::{self, Controller, Flow},
-    debugger::{self, Observed, Options, Outcome, Progress},
+    debug::oracle::OracleRun,
+    debug::{self, Observed, Options, Outcome, Progress},
     intervene::Plan,
-    live::OracleRun,
     model::{FuncId, Label, Run, Session},
     predicates::{Catalog, PredId},
-    probe::monotonic_ns,
-    recorder::{self, Recorder},
-    session::Writer,
-    trace::Tracer,
-    units::{Condition, Splitter, Unit},
+    record::recorder::{self, Recorder},
+    record::tracer::Tracer,
+    record::units::{Condition, Splitter, Unit},
+    store::Writer,
+    sys::ptrace::{self, Controller, Flow},
 };
 
 /// The live process and how its units are recognised.
@@ -95,7 +95,7 @@ pub fn debug_live(
                 observed.runs
             );
         }
-        if !crate::runner::process_exists(service.pid) {
+        if !crate::sys::spawn::process_exists(service.pid) {
             bail!("pid {} exited during observation", service.pid);
         }
         if last_unit.elapsed() > service.unit_timeout {
@@ -156,7 +156,7 @@ pub fn debug_live(
     ));
 
     let session = Session { functions: functions.clone(), runs: basis };
-    let analysis = debugger::analyse(&session, opts, true, ui)?;
+    let analysis = debug::analyse(&session, opts, true, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Outcome {
             observed,
@@ -166,8 +166,8 @@ pub fn debug_live(
             oracle_runs: Vec::new(),
         });
     }
-    let config = debugger::engine_config(&analysis, opts, ui)?;
-    let traced = control::seize_running(service.pid)?;
+    let config = debug::engine_config(&analysis, opts, ui)?;
+    let traced = ptrace::seize_running(service.pid)?;
     probes.set_live_unit(Some(service.unit))?;
     probes.set_intervene(true)?;
     let progress = ui.bar(0, "intervening");
@@ -197,7 +197,7 @@ pub fn debug_live(
     let log = std::mem::take(&mut oracle.log);
     oracle.finish();
     drop(oracle);
-    let (discovery, tagt) = debugger::conclude(&analysis, discovery, &config, opts)?;
+    let (discovery, tagt) = debug::conclude(&analysis, discovery, &config, opts)?;
     Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs: log })
 }
 
@@ -205,7 +205,7 @@ pub fn debug_live(
 struct UnitOracle<'a, 'c> {
     controller: Controller<'a>,
     rec: &'a mut Recorder<'c>,
-    stream: &'a crate::probe::EventStream,
+    stream: &'a crate::bpf::EventStream,
     service: &'a Service,
     catalog: &'a Catalog,
     writer: &'a mut Writer,
@@ -225,7 +225,7 @@ impl UnitOracle<'_, '_> {
         let _ = probes.clear_actions();
         let _ = probes.set_intervene(false);
         let _ = probes.set_live_unit(None);
-        control::release_running(probes, &self.traced, self.controller.stop_signal);
+        ptrace::release_running(probes, &self.traced, self.controller.stop_signal);
         self.traced.clear();
     }
 }

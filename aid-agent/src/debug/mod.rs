@@ -4,6 +4,9 @@
 //! causal path with live interventions, and estimate what TAGT would have
 //! needed on the same session.
 
+pub mod oracle;
+pub mod service;
+
 use std::{
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
@@ -15,14 +18,14 @@ use serde::{Deserialize, Serialize};
 use crate::{
     analysis::{self, Analysis},
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
-    live::{LiveOracle, NoiseSource, OracleRun},
+    debug::oracle::{LiveOracle, NoiseSource, OracleRun},
+    intervene::SafeList,
+    intervene::noise::Level,
     model::{Label, Run, Session},
-    noise::Level,
     predicates::ExtractConfig,
-    runner::Target,
-    session::Writer,
-    stats::SafeList,
-    trace::{RunPolicy, Tracer},
+    record::tracer::{RunPolicy, Tracer},
+    store::Writer,
+    sys::spawn::Target,
 };
 
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::{
     model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
-    recorder::{RecordedRun, Row, calls_from_rows},
+    record::recorder::{RecordedRun, Row, calls_from_rows},
 };
 
 #[derive(Debug, thiserror::Error)]

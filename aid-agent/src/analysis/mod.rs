@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     causal::{AcDag, CausalError},
+    intervene::SafeList,
     model::{Intervention, Session},
     predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn},
-    stats::{SafeList, Scores, Totals, rank, score_all, tally},
+    stats::{Scores, Totals, rank, score_all, tally},
 };
 
 #[derive(Debug, thiserror::Error)]

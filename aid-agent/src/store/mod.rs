@@ -24,7 +24,7 @@ use crate::{
         AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session,
         Thread,
     },
-    recorder::{RecordedRun, Row, apply_pauses, calls_from_rows},
+    record::recorder::{RecordedRun, Row, apply_pauses, calls_from_rows},
 };
 
 pub const FORMAT: &str = "aid-session";

@@ -17,12 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::{
     causal::{Observation, Oracle},
     intervene::Plan,
+    intervene::noise::{self, Level},
     model::{Intervention, Run},
-    noise::{self, Level},
     predicates::{Catalog, PredId},
-    runner::Target,
-    session::Writer,
-    trace::{RunPolicy, Tracer},
+    record::tracer::{RunPolicy, Tracer},
+    store::Writer,
+    sys::spawn::Target,
 };
 
 /// Random delays drawn for every run, from call sites seen before.
