@@ -19,7 +19,9 @@ use rand::{
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::{AcDag, CausalError, CausalModel, Config, SimulatedOracle, Strategy, Ties, discover};
+use crate::causal::{
+    AcDag, CausalError, CausalModel, Config, SimulatedOracle, Strategy, Ties, discover,
+};
 use crate::{bitset::BitSet, predicates::PredId};
 
 /// Predicates per thread.

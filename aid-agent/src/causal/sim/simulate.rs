@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{CausalError, Observation, Oracle};
+use crate::causal::{CausalError, Observation, Oracle};
 use crate::predicates::PredId;
 
 /// The true causal structure: a tree rooted at the root cause. Every other

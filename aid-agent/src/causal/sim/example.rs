@@ -21,7 +21,7 @@
 //! step 6), P2→P3 and P3→P10 (P10 vanishes when P3 is intervened while F
 //! persists: pruned at step 7), P3→P4→P5→P6 and P7→P8→P9.
 
-use super::{AcDag, CausalModel};
+use crate::causal::{AcDag, CausalModel};
 use crate::predicates::PredId;
 
 /// F's id in the example; P1..P11 are `PredId(1)`..`PredId(11)`.
