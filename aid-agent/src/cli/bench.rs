@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
+use super::args::{StrategyArg, ThreadsArg};
 use crate::causal::{
     Strategy,
-    synthetic::{SettingResult, StudyConfig, Threads, run_study},
+    synthetic::{SettingResult, StudyConfig, run_study},
 };
 
 #[derive(Debug, clap::Args)]
@@ -41,10 +42,10 @@ pub struct SyntheticArgs {
     pub maxt: String,
     /// Approaches to run (default: all).
     #[arg(long, value_delimiter = ',')]
-    pub strategies: Vec<Strategy>,
+    pub strategies: Vec<StrategyArg>,
     /// Threads per application: up to MAXt (the paper's wording) or exactly MAXt.
-    #[arg(long, value_enum, default_value_t = Threads::UpTo)]
-    pub threads: Threads,
+    #[arg(long, value_enum, default_value_t = ThreadsArg::UpTo)]
+    pub threads: ThreadsArg,
     /// Confidence of "the failure stopped" per round.
     #[arg(long, default_value_t = 1.0 - 1e-9)]
     pub confidence: f64,
@@ -100,14 +101,17 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     if !(a.confidence > 0.0 && a.confidence < 1.0) {
         bail!("--confidence {}: must be between 0 and 1 (exclusive)", a.confidence);
     }
-    let strategies =
-        if a.strategies.is_empty() { Strategy::ALL.to_vec() } else { a.strategies.clone() };
+    let strategies = if a.strategies.is_empty() {
+        Strategy::ALL.to_vec()
+    } else {
+        a.strategies.iter().map(|&s| s.into()).collect()
+    };
     let cfg = StudyConfig {
         seed: a.seed,
         apps: a.apps,
         max_threads,
         strategies,
-        threads: a.threads,
+        threads: a.threads.into(),
         confidence: a.confidence,
     };
     if !a.json {

@@ -6,10 +6,12 @@ use std::{ffi::OsString, path::Path, process::ExitCode};
 
 use anyhow::Context as _;
 
-use super::common::{self, RunArgs};
+use super::{
+    args::StrategyArg,
+    common::{self, RunArgs},
+};
 use crate::{
     bpf::{self, Programs, Scope},
-    causal::Strategy,
     debug::{self, Options, Progress},
     intervene::SafeList,
     model::Function,
@@ -36,8 +38,8 @@ pub struct Args {
     #[arg(long = "safe", value_name = "PATTERN")]
     pub safe: Vec<String>,
     /// Intervention strategy.
-    #[arg(long, value_enum, default_value_t = Strategy::Aid)]
-    pub strategy: Strategy,
+    #[arg(long, value_enum, default_value_t = StrategyArg::Aid)]
+    pub strategy: StrategyArg,
     /// Most runs to observe before intervening.
     #[arg(long, default_value_t = 200)]
     pub runs: u32,
@@ -123,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
     let opts = Options {
-        strategy: args.strategy,
+        strategy: args.strategy.into(),
         confidence: args.confidence,
         min_failing: args.min_runs,
         min_passing: args.min_runs,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod analyze;
+pub mod args;
 pub mod attach;
 pub mod bench;
 pub mod bench_extract;

@@ -61,7 +61,7 @@ pub fn max_causal(n: usize) -> usize {
 }
 
 /// How many threads an application of a MAXt setting has.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Threads {
     /// Uniform in 2..=MAXt: MAXt is the maximum, as the paper words it.
