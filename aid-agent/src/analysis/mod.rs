@@ -28,7 +28,7 @@ pub enum AnalysisError {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Options {
+pub struct AnalysisOptions {
     pub extract: ExtractConfig,
     pub safe: SafeList,
     /// Interventions will be applied to a live service's units: only those
@@ -99,14 +99,14 @@ impl Timings {
     }
 }
 
-pub fn analyze(session: &Session, opts: &Options) -> Result<Analysis, AnalysisError> {
+pub fn analyze(session: &Session, opts: &AnalysisOptions) -> Result<Analysis, AnalysisError> {
     analyze_timed(session, opts).map(|(a, _)| a)
 }
 
 /// [`analyze`], timing each stage.
 pub fn analyze_timed(
     session: &Session,
-    opts: &Options,
+    opts: &AnalysisOptions,
 ) -> Result<(Analysis, Timings), AnalysisError> {
     let mut time = Timings::default();
     let t = Instant::now();
@@ -177,7 +177,7 @@ pub fn analyze_timed(
 
 /// One row of the report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Row {
+pub struct RankedRow {
     pub rank: usize,
     pub id: PredId,
     pub key: String,
@@ -192,7 +192,7 @@ pub struct Row {
 
 /// The machine-readable form of `analyze --json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
+pub struct AnalysisReport {
     pub failing_runs: u32,
     pub passing_runs: u32,
     pub runs_skipped: u32,
@@ -200,7 +200,7 @@ pub struct Report {
     pub predicates: usize,
     pub fully_discriminative: usize,
     pub candidates: Vec<PredId>,
-    pub rows: Vec<Row>,
+    pub rows: Vec<RankedRow>,
     /// Transitive reduction of the AC-DAG, F included.
     pub dag_edges: Vec<(PredId, PredId)>,
     pub failure: PredId,
@@ -221,14 +221,14 @@ impl Analysis {
     }
 
     /// The top `top` rows of the ranking (all when `top` is 0).
-    pub fn report(&self, top: usize) -> Report {
+    pub fn report(&self, top: usize) -> AnalysisReport {
         let n = if top == 0 { self.ranking.len() } else { top.min(self.ranking.len()) };
         let rows = self.ranking[..n]
             .iter()
             .enumerate()
             .filter_map(|(i, &id)| {
                 let p = self.catalog.get(id)?;
-                Some(Row {
+                Some(RankedRow {
                     rank: i + 1,
                     id,
                     key: p.key.to_string(),
@@ -240,7 +240,7 @@ impl Analysis {
                 })
             })
             .collect();
-        Report {
+        AnalysisReport {
             failing_runs: self.totals.failing,
             passing_runs: self.totals.passing,
             runs_skipped: self.runs_skipped,

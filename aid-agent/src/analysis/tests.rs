@@ -171,7 +171,7 @@ fn find(a: &Analysis, kind: Kind, func: u32, role: u32, other: Option<Site>) -> 
 fn analysis_ranks_filters_and_orders_the_race() {
     let sess = session(60, 0.4, 11);
     let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
-    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    let a = analyze(&sess, &AnalysisOptions { safe, ..AnalysisOptions::default() }).unwrap();
     assert_eq!(a.totals.failing + a.totals.passing, 60);
     let slow = find(&a, Kind::TooSlow, 1, 1, None);
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
@@ -223,7 +223,7 @@ fn analysis_ranks_filters_and_orders_the_race() {
 #[test]
 fn unsafe_value_changes_are_left_out_of_the_dag() {
     let sess = session(60, 0.4, 11);
-    let a = analyze(&sess, &Options::default()).unwrap();
+    let a = analyze(&sess, &AnalysisOptions::default()).unwrap();
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     assert_eq!(a.candidates, vec![race]);
     let unsafe_ids: BTreeSet<PredId> =
@@ -265,7 +265,7 @@ impl Oracle for ProgramOracle<'_> {
 fn interventions_on_the_recorded_program_find_the_causal_path() {
     let sess = session(60, 0.4, 11);
     let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
-    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    let a = analyze(&sess, &AnalysisOptions { safe, ..AnalysisOptions::default() }).unwrap();
     let slow = find(&a, Kind::TooSlow, 1, 1, None);
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     let wrong = find(&a, Kind::RetDiffers, 2, 2, None);

@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    analysis::{Options, analyze, render_table},
+    analysis::{AnalysisOptions, analyze, render_table},
     intervene::SafeList,
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
@@ -90,7 +90,7 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         zero: args.zero_is_error,
         ..ErrorClass::default()
     };
-    let opts = Options {
+    let opts = AnalysisOptions {
         extract: ExtractConfig { error, ..ExtractConfig::default() },
         safe,
         live_unit: false,

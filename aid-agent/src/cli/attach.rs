@@ -17,7 +17,7 @@ use crate::{
     model::{FuncId, Label, Run},
     record::recorder::{self, RecordedRun, Recorder},
     record::tracer::Tracer,
-    record::units::{Condition, FailIf, Splitter, failure_reason},
+    record::units::{FailIf, ReturnCheck, Splitter, failure_reason},
     store::{self, Mode, Writer},
     symbols::Resolver,
     sys::spawn,
@@ -116,9 +116,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         None => None,
     };
-    let conditions: Vec<Condition> = conditions
+    let conditions: Vec<ReturnCheck> = conditions
         .iter()
-        .map(|c| Ok(Condition { funcs: one(&c.function)?, cond: c.cond, text: c.text.clone() }))
+        .map(|c| Ok(ReturnCheck { funcs: one(&c.function)?, cond: c.cond, text: c.text.clone() }))
         .collect::<anyhow::Result<_>>()?;
     let program = resolver.executable().path.clone();
     let interrupted = common::interrupt_flag()?;

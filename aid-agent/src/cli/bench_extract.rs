@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::{
-    analysis::{Options, analyze_timed},
+    analysis::{AnalysisOptions, analyze_timed},
     intervene::SafeList,
     model::{Call, Function, Label, Outcome, Run, Session, Thread, ValueKind, ValueType},
 };
@@ -60,7 +60,7 @@ pub fn run(a: ExtractArgs) -> anyhow::Result<ExitCode> {
     let session = generate(a.runs, a.events, a.threads, a.barrier, a.seed);
     let generated = t.elapsed();
     let events: u64 = session.runs.iter().map(|r| 2 * r.calls.len() as u64).sum();
-    let opts = Options { safe: SafeList::new(&["*"])?, ..Options::default() };
+    let opts = AnalysisOptions { safe: SafeList::new(&["*"])?, ..AnalysisOptions::default() };
     let (analysis, time) = analyze_timed(&session, &opts)?;
     let total = time.total().as_secs_f64();
     let rate = events as f64 / total;
@@ -280,9 +280,11 @@ mod tests {
     fn generated_workload_contains_its_failure() {
         let s = generate(40, 400, 4, 50, 7);
         assert!(s.runs.iter().any(Run::failed) && s.runs.iter().any(|r| !r.failed()));
-        let a =
-            analyze(&s, &Options { safe: SafeList::new(&["*"]).unwrap(), ..Options::default() })
-                .unwrap();
+        let a = analyze(
+            &s,
+            &AnalysisOptions { safe: SafeList::new(&["*"]).unwrap(), ..AnalysisOptions::default() },
+        )
+        .unwrap();
         let fd: Vec<Kind> = a
             .scores
             .iter()

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     bpf::{self, Programs, Scope},
-    debug::{self, Options, Progress},
+    debug::{self, DebugOptions, Progress},
     intervene::SafeList,
     model::Function,
     record::tracer::Tracer,
@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         anyhow::bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
-    let opts = Options {
+    let opts = DebugOptions {
         strategy: args.strategy.into(),
         confidence: args.confidence,
         min_failing: args.min_runs,
@@ -133,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hold_timeout: spawn::parse_duration(&args.hold_timeout)?,
         safe,
         seed: args.seed,
-        ..Options::default()
+        ..DebugOptions::default()
     };
     if let Some(pid) = args.pid {
         return run_live(&args, pid, opts, args.run.load_options()?);
@@ -190,10 +190,10 @@ fn check_safe(safe: &[String], functions: &[Function]) -> anyhow::Result<()> {
 fn run_live(
     args: &Args,
     pid: u32,
-    opts: Options,
+    opts: DebugOptions,
     load: bpf::LoadOptions,
 ) -> anyhow::Result<ExitCode> {
-    use crate::record::units::{Condition, FailIf};
+    use crate::record::units::{FailIf, ReturnCheck};
     let conditions: Vec<FailIf> =
         args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
@@ -216,9 +216,9 @@ fn run_live(
             anyhow::bail!("--unit `{unit_name}` names {} functions: give exactly one", ids.len())
         }
     };
-    let conditions: Vec<Condition> = conditions
+    let conditions: Vec<ReturnCheck> = conditions
         .iter()
-        .map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() })
+        .map(|c| ReturnCheck { funcs: find(&c.function), cond: c.cond, text: c.text.clone() })
         .collect();
     let program = resolver.executable().path.clone();
     let out = args.run.out.clone().unwrap_or_else(|| store::default_dir(&program));
@@ -265,8 +265,8 @@ fn run_live(
 fn write_outputs(
     out: &Path,
     text: &str,
-    report: &report::Report<'_>,
-    outcome: &debug::Outcome,
+    report: &report::DebugReport<'_>,
+    outcome: &debug::Diagnosis,
 ) -> anyhow::Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let p = out.join(name);

@@ -29,7 +29,7 @@ use crate::{
 };
 
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct DebugOptions {
     pub strategy: Strategy,
     /// Probability that a round in which a cause is still present shows the
     /// failure at least once (chooses runs per round).
@@ -51,9 +51,9 @@ pub struct Options {
     pub tagt_seeds: u32,
 }
 
-impl Default for Options {
+impl Default for DebugOptions {
     fn default() -> Self {
-        Options {
+        DebugOptions {
             strategy: Strategy::Aid,
             confidence: 0.99,
             min_failing: 10,
@@ -85,7 +85,7 @@ pub struct Observed {
     pub analysed: u32,
 }
 
-pub struct Outcome {
+pub struct Diagnosis {
     pub observed: Observed,
     pub analysis: Analysis,
     pub discovery: Option<Discovery>,
@@ -104,15 +104,15 @@ pub fn debug(
     target: &Target,
     policy: &RunPolicy,
     writer: &mut Writer,
-    opts: &Options,
+    opts: &DebugOptions,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Diagnosis> {
     let (observed, basis, noise) = observe(tracer, target, policy, writer, opts, cancel, ui)?;
     let session = Session { functions: tracer.functions.clone(), runs: basis };
     let analysis = analyse(&session, opts, false, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
-        return Ok(Outcome {
+        return Ok(Diagnosis {
             observed,
             analysis,
             discovery: None,
@@ -139,19 +139,22 @@ pub fn debug(
     progress.finish_and_clear();
     let oracle_runs = std::mem::take(&mut oracle.log);
     let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
-    Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, with a line
 /// for the user.
 pub(crate) fn analyse(
     session: &Session,
-    opts: &Options,
+    opts: &DebugOptions,
     live_unit: bool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Analysis> {
-    let options =
-        analysis::Options { extract: opts.extract.clone(), safe: opts.safe.clone(), live_unit };
+    let options = analysis::AnalysisOptions {
+        extract: opts.extract.clone(),
+        safe: opts.safe.clone(),
+        live_unit,
+    };
     let analysis = analysis::analyze(session, &options).context("analysing the observed runs")?;
     let fd = analysis
         .scores
@@ -170,7 +173,7 @@ pub(crate) fn analyse(
 /// observed failure rate.
 pub(crate) fn engine_config(
     analysis: &Analysis,
-    opts: &Options,
+    opts: &DebugOptions,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Config> {
     let config = Config {
@@ -195,7 +198,7 @@ pub(crate) fn conclude(
     analysis: &Analysis,
     discovery: Result<Discovery, causal::CausalError>,
     config: &Config,
-    opts: &Options,
+    opts: &DebugOptions,
 ) -> anyhow::Result<(Discovery, Option<TagtEstimate>)> {
     let discovery = discovery.context("causal path discovery")?;
     let tagt = if discovery.path.is_empty() {
@@ -216,7 +219,7 @@ fn observe(
     target: &Target,
     policy: &RunPolicy,
     writer: &mut Writer,
-    opts: &Options,
+    opts: &DebugOptions,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<(Observed, Vec<Run>, Option<NoiseSource>)> {

@@ -19,13 +19,13 @@ use crate::{
     bpf::monotonic_ns,
     causal::{self, Observation, Oracle},
     debug::oracle::OracleRun,
-    debug::{self, Observed, Options, Outcome, Progress},
+    debug::{self, DebugOptions, Diagnosis, Observed, Progress},
     intervene::Plan,
     model::{FuncId, Label, Run, Session},
     predicates::{Catalog, PredId},
     record::recorder::{self, Recorder},
     record::tracer::Tracer,
-    record::units::{Condition, Splitter, Unit},
+    record::units::{ReturnCheck, Splitter, Unit},
     store::Writer,
     sys::ptrace::{self, Controller, Flow},
 };
@@ -34,7 +34,7 @@ use crate::{
 pub struct Service {
     pub pid: u32,
     pub unit: FuncId,
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<ReturnCheck>,
     /// Threads that existed at attach time, main first, with names.
     pub threads: Vec<(u32, String)>,
     /// Longest wait for one unit to complete.
@@ -45,10 +45,10 @@ pub fn debug_live(
     tracer: &mut Tracer,
     service: &Service,
     writer: &mut Writer,
-    opts: &Options,
+    opts: &DebugOptions,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Diagnosis> {
     let start_ns = monotonic_ns();
     let tids: Vec<u32> = service.threads.iter().map(|t| t.0).collect();
     tracer.probes.begin_running_target(service.pid, &tids, false)?;
@@ -158,7 +158,7 @@ pub fn debug_live(
     let session = Session { functions: functions.clone(), runs: basis };
     let analysis = debug::analyse(&session, opts, true, ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
-        return Ok(Outcome {
+        return Ok(Diagnosis {
             observed,
             analysis,
             discovery: None,
@@ -198,7 +198,7 @@ pub fn debug_live(
     oracle.finish();
     drop(oracle);
     let (discovery, tagt) = debug::conclude(&analysis, discovery, &config, opts)?;
-    Ok(Outcome { observed, analysis, discovery: Some(discovery), tagt, oracle_runs: log })
+    Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs: log })
 }
 
 /// Answers the engine with units of the running service.

@@ -7,4 +7,4 @@ pub mod plan;
 mod safe;
 
 pub use plan::{Plan, site_key};
-pub use safe::{SafeList, StatsError};
+pub use safe::{SafeList, SafeListError};

@@ -9,7 +9,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use crate::model::{Function, Intervention};
 
 #[derive(Debug, thiserror::Error)]
-pub enum StatsError {
+pub enum SafeListError {
     #[error("bad safe-function pattern {pattern:?}: use a glob such as 'get_*' or 'cache::lookup'")]
     BadPattern {
         pattern: String,
@@ -33,15 +33,15 @@ impl Default for SafeList {
 }
 
 impl SafeList {
-    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<SafeList, StatsError> {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<SafeList, SafeListError> {
         let mut b = GlobSetBuilder::new();
         for p in patterns {
             let p = p.as_ref();
             let g = Glob::new(p)
-                .map_err(|source| StatsError::BadPattern { pattern: p.to_string(), source })?;
+                .map_err(|source| SafeListError::BadPattern { pattern: p.to_string(), source })?;
             b.add(g);
         }
-        let set = b.build().map_err(|source| StatsError::BadPattern {
+        let set = b.build().map_err(|source| SafeListError::BadPattern {
             pattern: patterns.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(","),
             source,
         })?;

@@ -3,7 +3,7 @@
 //! order) and a name (its start routine), number call instances per role,
 //! normalise values by their DWARF types, and pair entries with exits.
 //!
-//! [`Row`] is also the on-disk event record, and [`calls_from_rows`] is the
+//! [`EventRow`] is also the on-disk event record, and [`calls_from_rows`] is the
 //! one place calls are built, so a session read back from disk yields
 //! exactly the calls the recorder saw.
 
@@ -15,7 +15,7 @@ use crate::model::{Call, FuncId, Function, Point, Role, Run, Thread};
 
 /// One recorded entry or exit, as stored in `events.csv`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+pub struct EventRow {
     /// Nanoseconds since the run started.
     pub t_ns: u64,
     pub tid: u32,
@@ -33,7 +33,7 @@ pub struct Row {
 /// A finished run with everything the session stores about it.
 pub struct RecordedRun {
     pub run: Run,
-    pub rows: Vec<Row>,
+    pub rows: Vec<EventRow>,
     pub start_ns: u64,
     pub orphan_exits: u64,
     pub stdout: String,
@@ -61,7 +61,7 @@ pub struct Context<'a> {
 
 /// The rows and threads of one run, and its time origin.
 pub struct Recorded {
-    pub rows: Vec<Row>,
+    pub rows: Vec<EventRow>,
     pub threads: Vec<Thread>,
     /// Monotonic ns of time zero.
     pub start_ns: u64,
@@ -98,7 +98,7 @@ pub struct Recorder<'a> {
     /// Where each module is loaded, learnt from entry events (they carry
     /// the function's runtime address).
     bias: HashMap<&'a std::path::Path, u64>,
-    rows: Vec<Row>,
+    rows: Vec<EventRow>,
     orphan_exits: u64,
     next_unknown_role: Role,
 }
@@ -161,7 +161,7 @@ impl<'a> Recorder<'a> {
     }
 
     /// Rows recorded so far (attach mode reads them while tracing goes on).
-    pub fn rows(&self) -> &[Row] {
+    pub fn rows(&self) -> &[EventRow] {
         &self.rows
     }
 
@@ -275,7 +275,7 @@ impl<'a> Recorder<'a> {
                     for (i, ty) in func.params.iter().take(3).enumerate() {
                         args[i] = ty.normalize(e.args[i]);
                     }
-                    self.rows.push(Row {
+                    self.rows.push(EventRow {
                         t_ns,
                         tid: e.tid,
                         role,
@@ -295,7 +295,7 @@ impl<'a> Recorder<'a> {
                         self.creating.remove(&e.tid);
                     }
                     let ret = func.ret.normalize(e.ret);
-                    self.rows.push(Row {
+                    self.rows.push(EventRow {
                         t_ns,
                         tid: e.tid,
                         role,
@@ -333,7 +333,7 @@ fn is_runtime_trampoline(name: &str) -> bool {
 }
 
 /// Pairs entry and exit rows into calls, sorted by entry time.
-pub fn calls_from_rows(rows: &[Row]) -> Vec<Call> {
+pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
     let mut calls: Vec<Call> = Vec::new();
     let mut index: HashMap<(Role, FuncId, u32), usize> = HashMap::new();
     for r in rows {

@@ -8,7 +8,7 @@ use crate::{
     bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
     intervene::Plan,
     model::{FuncId, Function, Point, Run},
-    record::recorder::{self, RecordedRun, Row},
+    record::recorder::{self, EventRow, RecordedRun},
     symbols::Resolver,
     sys::ptrace::{self, ControlError, Controller, StopRecord},
     sys::spawn::{self, FailRule, RunError, Target},
@@ -240,7 +240,7 @@ impl Tracer {
 /// A held thread's probe fired before the hold: the call really proceeded
 /// (entered its body, or returned to its caller) only when released, at a
 /// time taken on the events' own clock.
-fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
+fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
     for stop in stops.iter().filter(|s| s.released_ns > 0) {
         let point =
             if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
@@ -279,7 +279,7 @@ fn pauses(
 /// The exit probe saw the value the function computed; after an override
 /// the caller saw the forced one, and that is what the run records.
 fn record_forced_returns(
-    rows: &mut [Row],
+    rows: &mut [EventRow],
     stops: &[StopRecord],
     plan: &Plan,
     functions: &[Function],

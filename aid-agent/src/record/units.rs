@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::{
     model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
-    record::recorder::{RecordedRun, Row, calls_from_rows},
+    record::recorder::{EventRow, RecordedRun, calls_from_rows},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -22,7 +22,7 @@ pub enum UnitError {
 
 /// A comparison of a return value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cond {
+pub enum Comparison {
     Lt(i64),
     Le(i64),
     Gt(i64),
@@ -33,17 +33,17 @@ pub enum Cond {
     NonNull,
 }
 
-impl Cond {
+impl Comparison {
     pub fn holds(self, v: i64) -> bool {
         match self {
-            Cond::Lt(x) => v < x,
-            Cond::Le(x) => v <= x,
-            Cond::Gt(x) => v > x,
-            Cond::Ge(x) => v >= x,
-            Cond::Eq(x) => v == x,
-            Cond::Ne(x) => v != x,
-            Cond::Null => v == 0,
-            Cond::NonNull => v != 0,
+            Comparison::Lt(x) => v < x,
+            Comparison::Le(x) => v <= x,
+            Comparison::Gt(x) => v > x,
+            Comparison::Ge(x) => v >= x,
+            Comparison::Eq(x) => v == x,
+            Comparison::Ne(x) => v != x,
+            Comparison::Null => v == 0,
+            Comparison::NonNull => v != 0,
         }
     }
 }
@@ -52,7 +52,7 @@ impl Cond {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailIf {
     pub function: String,
-    pub cond: Cond,
+    pub cond: Comparison,
     pub text: String,
 }
 
@@ -77,14 +77,14 @@ impl FailIf {
             Ok(if neg { -v } else { v })
         };
         let cond = match rest {
-            ["null" | "NULL"] => Cond::Null,
-            ["nonnull" | "!null"] => Cond::NonNull,
-            ["<", v] => Cond::Lt(value(v)?),
-            ["<=", v] => Cond::Le(value(v)?),
-            [">", v] => Cond::Gt(value(v)?),
-            [">=", v] => Cond::Ge(value(v)?),
-            ["==" | "=", v] => Cond::Eq(value(v)?),
-            ["!=", v] => Cond::Ne(value(v)?),
+            ["null" | "NULL"] => Comparison::Null,
+            ["nonnull" | "!null"] => Comparison::NonNull,
+            ["<", v] => Comparison::Lt(value(v)?),
+            ["<=", v] => Comparison::Le(value(v)?),
+            [">", v] => Comparison::Gt(value(v)?),
+            [">=", v] => Comparison::Ge(value(v)?),
+            ["==" | "=", v] => Comparison::Eq(value(v)?),
+            ["!=", v] => Comparison::Ne(value(v)?),
             _ => {
                 return Err(bad(
                     "expected an operator (<, <=, >, >=, ==, !=) and a value, or `null`",
@@ -97,16 +97,16 @@ impl FailIf {
 
 /// A resolved failure condition.
 #[derive(Clone, Debug)]
-pub struct Condition {
+pub struct ReturnCheck {
     pub funcs: Vec<FuncId>,
-    pub cond: Cond,
+    pub cond: Comparison,
     pub text: String,
 }
 
 /// Why a set of calls counts as failed, if it does.
 pub fn failure_reason(
     calls: &[crate::model::Call],
-    conditions: &[Condition],
+    conditions: &[ReturnCheck],
     functions: &[Function],
 ) -> Option<String> {
     for c in calls {
@@ -124,7 +124,7 @@ pub fn failure_reason(
 /// One unit, ready to be stored as a run.
 pub struct Unit {
     pub run: Run,
-    pub rows: Vec<Row>,
+    pub rows: Vec<EventRow>,
     /// Process-level time (ns since attach) of the unit's start.
     pub start_ns: u64,
 }
@@ -148,7 +148,7 @@ impl Unit {
 /// Cuts units out of the rows recorded so far.
 pub struct Splitter {
     unit: FuncId,
-    conditions: Vec<Condition>,
+    conditions: Vec<ReturnCheck>,
     done: HashSet<(u32, u32)>,
     /// Units starting before this (process ns) began while probes were
     /// still being attached: partially traced, never returned.
@@ -159,13 +159,13 @@ pub struct Splitter {
 
 impl Splitter {
     /// `not_before`: when the last probe was attached.
-    pub fn new(unit: FuncId, conditions: Vec<Condition>, not_before: u64) -> Splitter {
+    pub fn new(unit: FuncId, conditions: Vec<ReturnCheck>, not_before: u64) -> Splitter {
         Splitter { unit, conditions, done: HashSet::new(), not_before, partial: 0 }
     }
 
     /// Counts the units that had started by `cutoff_ns` but will never be
     /// returned (probes were removed before they ended).
-    pub fn count_unfinished(&mut self, rows: &[Row], cutoff_ns: u64) {
+    pub fn count_unfinished(&mut self, rows: &[EventRow], cutoff_ns: u64) {
         let mut open: HashSet<(u32, u32)> = HashSet::new();
         for r in rows.iter().filter(|r| r.func == self.unit && r.t_ns >= self.not_before) {
             match r.point {
@@ -185,13 +185,13 @@ impl Splitter {
     /// and were not returned before, in order of their start.
     pub fn complete(
         &mut self,
-        rows: &[Row],
+        rows: &[EventRow],
         threads: &[Thread],
         functions: &[Function],
         cutoff_ns: u64,
         next_id: &mut u32,
     ) -> Vec<Unit> {
-        let mut sorted: Vec<&Row> = rows.iter().collect();
+        let mut sorted: Vec<&EventRow> = rows.iter().collect();
         sorted.sort_by_key(|r| r.t_ns);
         // Pair the unit function's entries and exits (per thread, instance).
         let mut entries: HashMap<(u32, u32), u64> = HashMap::new();
@@ -219,7 +219,7 @@ impl Splitter {
         let mut units = Vec::new();
         for (start, end, tid, _) in spans {
             let lo = sorted.partition_point(|r| r.t_ns < start);
-            let window: Vec<&Row> =
+            let window: Vec<&EventRow> =
                 sorted[lo..].iter().take_while(|r| r.t_ns <= end).copied().collect();
             let id = *next_id;
             *next_id += 1;
@@ -235,11 +235,11 @@ impl Splitter {
         start: u64,
         end: u64,
         tid: u32,
-        window: &[&Row],
+        window: &[&EventRow],
         threads: &[Thread],
         functions: &[Function],
     ) -> Unit {
-        let role_of = |r: &Row| if r.tid == tid { 0 } else { r.role + 1 };
+        let role_of = |r: &EventRow| if r.tid == tid { 0 } else { r.role + 1 };
         let mut counts: HashMap<(Role, FuncId), u32> = HashMap::new();
         let mut renumber: HashMap<(u32, FuncId, u32), u32> = HashMap::new();
         let mut rows = Vec::new();
@@ -259,7 +259,7 @@ impl Splitter {
                     None => continue,
                 },
             };
-            rows.push(Row { t_ns: r.t_ns - start, role, instance, ..(*r).clone() });
+            rows.push(EventRow { t_ns: r.t_ns - start, role, instance, ..(*r).clone() });
         }
         let mut unit_threads: Vec<Thread> = Vec::new();
         let mut roles_seen: Vec<(Role, u32)> = rows.iter().map(|r| (r.role, r.tid)).collect();
@@ -305,14 +305,16 @@ mod tests {
 
     #[test]
     fn fail_if_parses() {
-        assert_eq!(FailIf::parse("handle_request ret < 0").unwrap().cond, Cond::Lt(0));
-        assert_eq!(FailIf::parse("f ret == -1").unwrap().cond, Cond::Eq(-1));
-        assert_eq!(FailIf::parse("f ret != 0x10").unwrap().cond, Cond::Ne(16));
-        assert_eq!(FailIf::parse("lookup ret null").unwrap().cond, Cond::Null);
+        assert_eq!(FailIf::parse("handle_request ret < 0").unwrap().cond, Comparison::Lt(0));
+        assert_eq!(FailIf::parse("f ret == -1").unwrap().cond, Comparison::Eq(-1));
+        assert_eq!(FailIf::parse("f ret != 0x10").unwrap().cond, Comparison::Ne(16));
+        assert_eq!(FailIf::parse("lookup ret null").unwrap().cond, Comparison::Null);
         assert!(FailIf::parse("f < 0").is_err());
         assert!(FailIf::parse("f ret < zero").is_err());
-        assert!(Cond::Lt(0).holds(-1) && !Cond::Lt(0).holds(0));
-        assert!(Cond::Ne(3).holds(4) && Cond::Eq(3).holds(3) && Cond::Null.holds(0));
+        assert!(Comparison::Lt(0).holds(-1) && !Comparison::Lt(0).holds(0));
+        assert!(
+            Comparison::Ne(3).holds(4) && Comparison::Eq(3).holds(3) && Comparison::Null.holds(0)
+        );
     }
 
     fn row(
@@ -323,8 +325,8 @@ mod tests {
         point: Point,
         instance: u32,
         ret: i64,
-    ) -> Row {
-        Row { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret }
+    ) -> EventRow {
+        EventRow { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret }
     }
 
     #[test]
@@ -358,7 +360,8 @@ mod tests {
             row(25, 11, 1, 0, Exit, 2, -1),
             row(30, 11, 1, 0, Entry, 3, 0), // still running: not complete
         ];
-        let cond = Condition { funcs: vec![0], cond: Cond::Lt(0), text: "handle ret < 0".into() };
+        let cond =
+            ReturnCheck { funcs: vec![0], cond: Comparison::Lt(0), text: "handle ret < 0".into() };
         let mut s = Splitter::new(0, vec![cond], 0);
         let mut next = 1;
         let units = s.complete(&rows, &[], &functions, 100, &mut next);

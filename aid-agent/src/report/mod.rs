@@ -7,10 +7,10 @@ use std::{collections::BTreeSet, fmt::Write as _};
 use serde::Serialize;
 
 use crate::{
-    analysis::{Exclusion, Report as AnalysisReport},
+    analysis::{AnalysisReport, Exclusion},
     causal::{Discovery, Reason, Round, TagtEstimate},
     debug::oracle::OracleRun,
-    debug::{Observed, Outcome},
+    debug::{Diagnosis, Observed},
     predicates::PredId,
 };
 
@@ -27,7 +27,7 @@ pub struct Link {
 }
 
 #[derive(Serialize)]
-pub struct Report<'a> {
+pub struct DebugReport<'a> {
     pub observed: &'a Observed,
     pub root_cause: Option<&'a str>,
     pub path: Vec<Link>,
@@ -54,7 +54,7 @@ fn round_runs<'a>(rounds: &[Round], runs: &'a [OracleRun]) -> Vec<&'a [OracleRun
     out
 }
 
-pub fn build(outcome: &Outcome) -> Report<'_> {
+pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
     let a = &outcome.analysis;
     let desc =
         |p: PredId| a.catalog.get(p).map_or_else(|| p.to_string(), |x| x.description.clone());
@@ -132,7 +132,7 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
         analysis.failing_runs,
         analysis.failing_runs + analysis.passing_runs
     );
-    Report {
+    DebugReport {
         observed: &outcome.observed,
         root_cause,
         path,
@@ -148,7 +148,7 @@ pub fn build(outcome: &Outcome) -> Report<'_> {
 }
 
 /// The report in words.
-pub fn render(r: &Report<'_>) -> String {
+pub fn render(r: &DebugReport<'_>) -> String {
     let mut s = String::new();
     let o = r.observed;
     let _ = writeln!(

@@ -24,7 +24,7 @@ use crate::{
         AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session,
         Thread,
     },
-    record::recorder::{RecordedRun, Row, apply_pauses, calls_from_rows},
+    record::recorder::{EventRow, RecordedRun, apply_pauses, calls_from_rows},
 };
 
 pub const FORMAT: &str = "aid-session";
@@ -226,7 +226,7 @@ const EVENT_COLUMNS: &[&str] = &[
 ];
 const THREAD_COLUMNS: &[&str] = &["role", "tid", "name", "parent_role", "created_ns"];
 
-fn event_fields(r: &Row, functions: &[Function]) -> Vec<String> {
+fn event_fields(r: &EventRow, functions: &[Function]) -> Vec<String> {
     let name = functions.get(r.func as usize).map(|f| f.name.clone()).unwrap_or_default();
     let (point, args, ret) = match r.point {
         Point::Entry => ("entry", r.args.map(|a| a.to_string()), String::new()),
@@ -424,7 +424,7 @@ fn read_events(
     dir: &Path,
     rec: &RunRecord,
     functions: &[Function],
-) -> Result<Vec<Row>, SessionError> {
+) -> Result<Vec<EventRow>, SessionError> {
     let path = dir.join(&rec.events.path);
     let mut rows = Vec::new();
     for r in read_verified(dir, &rec.events, rec.id, EVENT_COLUMNS)? {
@@ -449,7 +449,7 @@ fn read_events(
             Point::Entry => ([field(&r, 7, &path)?, field(&r, 8, &path)?, field(&r, 9, &path)?], 0),
             Point::Exit => ([0; 3], field(&r, 10, &path)?),
         };
-        rows.push(Row {
+        rows.push(EventRow {
             t_ns: field(&r, 0, &path)?,
             tid: field(&r, 1, &path)?,
             role: field(&r, 2, &path)?,
@@ -544,7 +544,7 @@ mod tests {
         }
     }
 
-    fn stored(run: &Run, rows: &[Row], stdout: &str, stderr: &str) -> RecordedRun {
+    fn stored(run: &Run, rows: &[EventRow], stdout: &str, stderr: &str) -> RecordedRun {
         RecordedRun {
             run: run.clone(),
             rows: rows.to_vec(),
@@ -556,9 +556,9 @@ mod tests {
         }
     }
 
-    fn run(id: u32) -> (Run, Vec<Row>) {
+    fn run(id: u32) -> (Run, Vec<EventRow>) {
         let rows = vec![
-            Row {
+            EventRow {
                 t_ns: 5,
                 tid: 7,
                 role: 0,
@@ -568,7 +568,7 @@ mod tests {
                 args: [1, -2, 3],
                 ret: 0,
             },
-            Row {
+            EventRow {
                 t_ns: 9,
                 tid: 7,
                 role: 0,
