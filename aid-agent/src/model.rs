@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub mod testing;
+
 /// Index into [`Session::functions`]; also the attach cookie in the kernel.
 pub type FuncId = u32;
 /// Stable thread role: 0 is the main thread, then threads in creation order.

@@ -111,50 +111,15 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Call, Function, Label, Outcome, Run, Thread, ValueKind, ValueType};
+    use crate::model::{
+        Label, ValueKind, ValueType,
+        testing::{call, function, run},
+    };
 
     fn session() -> Session {
-        let f = Function {
-            id: 0,
-            name: "parse".into(),
-            symbol: "parse".into(),
-            module: PathBuf::from("/bin/t"),
-            address: 0,
-            offset: 0,
-            source: None,
-            ret: ValueType { kind: ValueKind::Signed, size: 4 },
-            params: vec![],
-            internal: false,
-        };
-        let run = |id, label, ret| Run {
-            id,
-            label,
-            outcome: Outcome::default(),
-            lost_events: 0,
-            lost_thread_records: 0,
-            complete: true,
-            threads: vec![Thread {
-                role: 0,
-                tid: 1,
-                name: "main".into(),
-                parent: None,
-                created_ns: 0,
-            }],
-            calls: vec![Call {
-                func: 0,
-                role: 0,
-                instance: 1,
-                entry_ns: 5,
-                exit_ns: Some(9),
-                args: [0; 3],
-                ret: Some(ret),
-                paused_ns: 0,
-            }],
-            end_ns: 20,
-            interventions: vec![],
-            noise: vec![],
-            pauses: vec![],
-        };
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        let f = function(0, "parse").in_module("/bin/t", 0).with_types(int, vec![]);
+        let run = |id, label, ret| run(id, label, vec![call(0, 0, 1, 5, Some(9), Some(ret))], 20);
         Session {
             functions: vec![f],
             runs: vec![run(0, Label::Pass, 0), run(1, Label::Pass, 0), run(2, Label::Fail, -22)],

@@ -20,7 +20,10 @@ use rand_chacha::ChaCha8Rng;
 use crate::{
     analysis::{AnalysisOptions, analyze_timed},
     intervene::SafeList,
-    model::{Call, Function, Label, Outcome, Run, Session, Thread, ValueKind, ValueType},
+    model::{
+        Call, Function, Label, Outcome, Run, Session, ValueKind,
+        testing::{self, function},
+    },
 };
 
 #[derive(Debug, clap::Args)]
@@ -104,10 +107,6 @@ pub fn run(a: ExtractArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ty(kind: ValueKind) -> ValueType {
-    ValueType { kind, size: if kind == ValueKind::Void { 0 } else { 8 } }
-}
-
 /// The generated session: `runs` runs of about `events` events each.
 pub fn generate(runs: u32, events: u32, threads: u32, barrier: u32, seed: u64) -> Session {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -122,18 +121,12 @@ pub fn generate(runs: u32, events: u32, threads: u32, barrier: u32, seed: u64) -
                 2 => (ValueKind::Pointer, vec![ValueKind::Pointer, ValueKind::Unsigned]),
                 _ => (ValueKind::Signed, vec![ValueKind::Pointer]),
             };
-            Function {
-                id,
-                name: if id == handler { "on_error".into() } else { format!("fn_{id}") },
-                symbol: format!("fn_{id}"),
-                module: "/bench/pool".into(),
-                address: 0x1000 + u64::from(id) * 64,
-                offset: 0x1000 + u64::from(id) * 64,
-                source: None,
-                ret: ty(ret),
-                params: params.into_iter().map(ty).collect(),
-                internal: false,
-            }
+            let name = if id == handler { "on_error".into() } else { format!("fn_{id}") };
+            function(id, &name)
+                .with_symbol(&format!("fn_{id}"))
+                .in_module("/bench/pool", 0x1000 + u64::from(id) * 64)
+                .with_ret(ret)
+                .with_params(&params)
         })
         .collect();
     // Per-function base duration (ns).
@@ -241,31 +234,10 @@ fn one_run(
             }
         }
     }
-    calls.sort_by_key(|c| c.entry_ns);
     let end = calls.iter().filter_map(|c| c.exit_ns).max().unwrap_or(0) + 1_000;
-    let threads = (0..threads)
-        .map(|r| Thread {
-            role: r,
-            tid: 100 + r,
-            name: if r == 0 { "main".into() } else { "worker".into() },
-            parent: (r > 0).then_some(0),
-            created_ns: 0,
-        })
-        .collect();
-    Run {
-        id,
-        label: if fail { Label::Fail } else { Label::Pass },
-        outcome: Outcome { exit_code: Some(i32::from(fail)), ..Outcome::default() },
-        lost_events: 0,
-        lost_thread_records: 0,
-        complete: true,
-        threads,
-        calls,
-        end_ns: end,
-        interventions: vec![],
-        noise: vec![],
-        pauses: vec![],
-    }
+    let label = if fail { Label::Fail } else { Label::Pass };
+    testing::run(id, label, calls, end)
+        .with_outcome(Outcome { exit_code: Some(i32::from(fail)), ..Outcome::default() })
 }
 
 #[cfg(test)]

@@ -58,37 +58,16 @@ pub fn draw(seen: &[&Run], level: Level, rng: &mut impl rand::Rng) -> Vec<Noise>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Call, Label, Outcome};
+    use crate::model::{
+        Label,
+        testing::{call, run},
+    };
     use rand::SeedableRng as _;
 
     #[test]
     fn draws_distinct_seen_sites_within_bounds() {
-        let calls = (1..=10)
-            .map(|i| Call {
-                func: 0,
-                role: 0,
-                instance: i,
-                entry_ns: 0,
-                exit_ns: Some(1),
-                args: [0; 3],
-                ret: Some(0),
-                paused_ns: 0,
-            })
-            .collect();
-        let run = Run {
-            id: 1,
-            label: Label::Pass,
-            outcome: Outcome::default(),
-            lost_events: 0,
-            lost_thread_records: 0,
-            complete: true,
-            threads: vec![],
-            calls,
-            end_ns: 1,
-            interventions: vec![],
-            noise: vec![],
-            pauses: vec![],
-        };
+        let calls = (1..=10).map(|i| call(0, 0, i, 0, Some(1), Some(0))).collect();
+        let run = run(1, Label::Pass, calls, 1);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let noise = draw(&[&run], Level { sites: 4, max_delay_us: 300 }, &mut rng);
         assert_eq!(noise.len(), 4);

@@ -69,24 +69,11 @@ impl SafeList {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
-    use crate::model::{Point, Site, ValueType};
+    use crate::model::{Point, Site, testing::function};
 
     fn f(id: u32, name: &str, symbol: &str) -> Function {
-        Function {
-            id,
-            name: name.into(),
-            symbol: symbol.into(),
-            module: PathBuf::from("/bin/x"),
-            address: 0,
-            offset: 0,
-            source: None,
-            ret: ValueType::UNKNOWN,
-            params: vec![],
-            internal: false,
-        }
+        function(id, name).with_symbol(symbol).in_module("/bin/x", 0)
     }
 
     #[test]

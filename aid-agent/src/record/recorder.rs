@@ -366,21 +366,11 @@ pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ValueKind, ValueType};
+    use crate::model::{ValueKind, ValueType, testing::function};
 
     fn func(id: FuncId, name: &str) -> Function {
-        Function {
-            id,
-            name: name.into(),
-            symbol: name.into(),
-            module: "/bin/x".into(),
-            address: 0,
-            offset: 0,
-            source: None,
-            ret: ValueType { kind: ValueKind::Signed, size: 4 },
-            params: vec![ValueType { kind: ValueKind::Signed, size: 4 }],
-            internal: false,
-        }
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        function(id, name).in_module("/bin/x", 0).with_types(int, vec![int])
     }
 
     fn ev(ts: u64, tid: u32, func: u32, kind: u32, args: [u64; 3], ret: u64) -> Event {

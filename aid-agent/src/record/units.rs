@@ -302,6 +302,7 @@ impl Splitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::testing::function;
 
     #[test]
     fn fail_if_parses() {
@@ -332,18 +333,7 @@ mod tests {
     #[test]
     fn units_renumber_roles_and_instances() {
         use Point::*;
-        let f = |id: u32, name: &str| Function {
-            id,
-            name: name.into(),
-            symbol: name.into(),
-            module: "/x".into(),
-            address: 0,
-            offset: 0,
-            source: None,
-            ret: Default::default(),
-            params: vec![],
-            internal: false,
-        };
+        let f = |id: u32, name: &str| function(id, name).in_module("/x", 0);
         let functions = vec![f(0, "handle"), f(1, "work")];
         // Thread 11 (process role 1) handles two requests, thread 12 (role
         // 2) does background work during the second.

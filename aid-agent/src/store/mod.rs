@@ -515,7 +515,10 @@ pub fn now_unix() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Label, ValueType};
+    use crate::model::{
+        Label,
+        testing::{self, function, thread},
+    };
 
     fn header() -> Header {
         Header {
@@ -529,18 +532,9 @@ mod tests {
             pid: None,
             unit: None,
             fail_rules: vec![],
-            functions: vec![Function {
-                id: 0,
-                name: "f(int, int)".into(),
-                symbol: "_Z1fii".into(),
-                module: "/bin/x".into(),
-                address: 0x1000,
-                offset: 0x1000,
-                source: None,
-                ret: ValueType::UNKNOWN,
-                params: vec![],
-                internal: false,
-            }],
+            functions: vec![
+                function(0, "f(int, int)").with_symbol("_Z1fii").in_module("/bin/x", 0x1000),
+            ],
         }
     }
 
@@ -579,30 +573,13 @@ mod tests {
                 ret: -1,
             },
         ];
-        let run = Run {
-            id,
-            label: Label::Fail,
-            outcome: Outcome {
-                exit_code: Some(1),
-                reason: "exit code 1".into(),
-                ..Default::default()
-            },
-            lost_events: 0,
-            lost_thread_records: 0,
-            complete: true,
-            threads: vec![Thread {
-                role: 0,
-                tid: 7,
-                name: "main".into(),
-                parent: None,
-                created_ns: 0,
-            }],
-            calls: calls_from_rows(&rows),
-            end_ns: 12,
-            interventions: vec![],
-            noise: vec![],
-            pauses: vec![],
-        };
+        let outcome =
+            Outcome { exit_code: Some(1), reason: "exit code 1".into(), ..Default::default() };
+        let mut main = thread(0, "main");
+        main.tid = 7;
+        let run = testing::run(id, Label::Fail, calls_from_rows(&rows), 12)
+            .with_threads(vec![main])
+            .with_outcome(outcome);
         (run, rows)
     }
 
