@@ -110,12 +110,7 @@ fn has_privileges() -> bool {
     const CAP_SYS_PTRACE: u32 = 19;
     const CAP_PERFMON: u32 = 38;
     const CAP_BPF: u32 = 39;
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
-    let effective = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .unwrap_or(0);
+    let effective = crate::sys::proc::effective_capabilities().unwrap_or(0);
     [CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE].iter().all(|c| effective & (1 << c) != 0)
 }
 

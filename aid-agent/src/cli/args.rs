@@ -1,7 +1,20 @@
 //! Argument types shared by several subcommands: the library's enums as
 //! clap values (the library itself never sees clap).
 
+use std::time::Duration;
+
 use crate::causal::{Strategy, synthetic::Threads};
+
+/// Parses a duration as humantime writes them ("500ms", "30s", "2m",
+/// "1h 30m", "1.5s"), or a bare number of seconds.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let bad = || anyhow::anyhow!("invalid duration `{text}`: use e.g. 500ms, 30s, 2m");
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
+    }
+    humantime::parse_duration(t).map_err(|_| bad())
+}
 
 /// `--strategy` values; [`Strategy`] is the library's name for each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -55,6 +68,20 @@ mod tests {
     use clap::ValueEnum as _;
 
     use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert_eq!(
+            parse_duration("-1").unwrap_err().to_string(),
+            "invalid duration `-1`: use e.g. 500ms, 30s, 2m"
+        );
+    }
 
     /// Every library strategy has a command-line name, the one clap
     /// derived from the library enum before it moved here.

@@ -20,7 +20,7 @@ use crate::{
     record::units::{FailIf, ReturnCheck, Splitter, failure_reason},
     store::{self, Mode, Writer},
     symbols::Resolver,
-    sys::spawn,
+    sys::proc,
 };
 
 #[derive(Debug, clap::Args)]
@@ -49,35 +49,11 @@ pub struct Args {
     pub ring_size: u32,
 }
 
-/// Threads of a running process in creation order (start time, then tid),
-/// main thread first, with their names.
-pub fn existing_threads(pid: u32) -> Vec<(u32, String)> {
-    let mut threads: Vec<(u64, u32, String)> = Vec::new();
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    for entry in dir.flatten() {
-        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
-            continue;
-        };
-        let base = format!("/proc/{pid}/task/{tid}");
-        let start = std::fs::read_to_string(format!("{base}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_owned()))
-            .and_then(|rest| rest.split_whitespace().nth(19).and_then(|v| v.parse().ok()))
-            .unwrap_or(u64::MAX);
-        let name = std::fs::read_to_string(format!("{base}/comm"))
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default();
-        threads.push((if tid == pid { 0 } else { start }, tid, name));
-    }
-    threads.sort();
-    threads.into_iter().map(|(_, tid, name)| (tid, name)).collect()
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let conditions: Vec<FailIf> =
         args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
-    let duration = args.duration.as_deref().map(spawn::parse_duration).transpose()?;
-    if !std::path::Path::new(&format!("/proc/{}", args.pid)).exists() {
+    let duration = args.duration.as_deref().map(super::args::parse_duration).transpose()?;
+    if !proc::exists(args.pid) {
         bail!("pid {} not found: is the process still running?", args.pid);
     }
     if args.pid == std::process::id() {
@@ -125,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let load = LoadOptions { ring_bytes: size, ..LoadOptions::default() };
     let mut tracer =
         Tracer::new(resolver, functions, load, Scope::Process(args.pid), Programs::Record)?;
-    let threads = existing_threads(args.pid);
+    let threads = proc::threads(args.pid);
     let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
 
     let out = args.out.clone().unwrap_or_else(|| store::default_dir(&program));
@@ -206,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ended = "duration reached";
             break;
         }
-        if !spawn::process_exists(args.pid) {
+        if !proc::exists(args.pid) {
             ended = "process exited";
             break;
         }

@@ -13,7 +13,7 @@ use crate::{
     record::tracer::{RunPolicy, Tracer},
     store::{self, Header, Mode, Writer},
     symbols::Resolver,
-    sys::spawn::{self, FailRule, Target},
+    sys::spawn::{FailRule, Target},
 };
 
 /// How runs are judged, bounded and stored.
@@ -43,7 +43,7 @@ impl RunArgs {
         } else {
             self.fail_on.iter().map(|r| FailRule::parse(r)).collect::<Result<_, _>>()?
         };
-        Ok(RunPolicy { rules, timeout: spawn::parse_duration(&self.timeout)? })
+        Ok(RunPolicy { rules, timeout: super::args::parse_duration(&self.timeout)? })
     }
 
     pub fn load_options(&self) -> anyhow::Result<LoadOptions> {

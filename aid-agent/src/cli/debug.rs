@@ -19,7 +19,6 @@ use crate::{
     report,
     store::{self, Mode, Writer},
     symbols::{self, Resolver},
-    sys::spawn::{self},
 };
 
 /// With no --trace, at most this many of the program's own functions are
@@ -130,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         min_failing: args.min_runs,
         min_passing: args.min_runs,
         max_runs: args.runs,
-        hold_timeout: spawn::parse_duration(&args.hold_timeout)?,
+        hold_timeout: super::args::parse_duration(&args.hold_timeout)?,
         safe,
         seed: args.seed,
         ..DebugOptions::default()
@@ -197,7 +196,7 @@ fn run_live(
     let conditions: Vec<FailIf> =
         args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
     let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
-    if !Path::new(&format!("/proc/{pid}")).exists() {
+    if !crate::sys::proc::exists(pid) {
         anyhow::bail!("pid {pid} not found: is the process still running?");
     }
     bpf::preflight()?;
@@ -238,8 +237,8 @@ fn run_live(
         pid,
         unit,
         conditions,
-        threads: super::attach::existing_threads(pid),
-        unit_timeout: spawn::parse_duration(&args.unit_timeout)?,
+        threads: crate::sys::proc::threads(pid),
+        unit_timeout: super::args::parse_duration(&args.unit_timeout)?,
     };
     eprintln!(
         "aid: debugging pid {pid} ({}): each call of {unit_name} is one run",

@@ -8,13 +8,7 @@ use std::{ffi::OsString, path::PathBuf, process::ExitCode, sync::atomic::Orderin
 use anyhow::Context as _;
 
 use super::common::{self, RunArgs};
-use crate::{
-    bpf::Programs,
-    intervene::Plan,
-    model::Intervention,
-    store::Mode,
-    sys::spawn::{self},
-};
+use crate::{bpf::Programs, intervene::Plan, model::Intervention, store::Mode};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -38,7 +32,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
-    let hold_timeout = spawn::parse_duration(&args.hold_timeout)?;
+    let hold_timeout = super::args::parse_duration(&args.hold_timeout)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> = serde_json::from_str(&text)

@@ -95,7 +95,7 @@ pub fn debug_live(
                 observed.runs
             );
         }
-        if !crate::sys::spawn::process_exists(service.pid) {
+        if !crate::sys::proc::exists(service.pid) {
             bail!("pid {} exited during observation", service.pid);
         }
         if last_unit.elapsed() > service.unit_timeout {

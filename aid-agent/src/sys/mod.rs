@@ -1,7 +1,8 @@
 //! The operating system side of a target: starting it held before exec,
-//! ptrace control of its threads, and what a stopped thread needs (is its
+//! what `/proc` says about it, ptrace control of its threads, and what a stopped thread needs (is its
 //! first instruction safe to rerun, how to unwind out of a function).
 
+pub mod proc;
 pub mod ptrace;
 pub mod rewind;
 pub mod spawn;

@@ -25,13 +25,17 @@ use nix::{
     errno::Errno,
     sys::{
         ptrace,
-        signal::Signal,
+        signal::{SigSet, Signal},
         wait::{WaitPidFlag, WaitStatus, waitpid},
     },
     unistd::Pid,
 };
 
-use crate::{bpf::Probes, model::Function, sys::spawn, sys::unwind::Unwinder};
+use crate::{
+    bpf::Probes,
+    model::Function,
+    sys::{proc, spawn, unwind::Unwinder},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -101,14 +105,10 @@ pub fn seize_running(pid: u32) -> Result<std::collections::BTreeSet<Pid>, Contro
     let mut traced = std::collections::BTreeSet::new();
     let mut considered = std::collections::BTreeSet::new();
     loop {
-        let tids: Vec<Pid> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map_err(|e| ControlError::Seize {
-                pid,
-                source: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-            })?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()))
-            .map(Pid::from_raw)
+        let tids: Vec<Pid> = proc::thread_ids(pid)
+            .ok_or(ControlError::Seize { pid, source: Errno::ESRCH })?
+            .into_iter()
+            .map(|t| Pid::from_raw(t as i32))
             .filter(|t| !considered.contains(t))
             .collect();
         if tids.is_empty() {
@@ -186,36 +186,33 @@ pub struct Controller<'a> {
 /// that does not block SIGCHLD would receive it, and its default action
 /// discards it.
 pub fn block_sigchld() {
-    // SAFETY: plain signal-mask manipulation of this thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+    // Blocking one signal in the calling thread cannot fail.
+    let _ = sigchld().thread_block();
+}
+
+fn sigchld() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGCHLD);
+    set
 }
 
 /// Sleeps until a child or tracee changes state (SIGCHLD) or `timeout`
 /// passes, whichever is first. With SIGCHLD not blocked (a library user
 /// who did not call [`block_sigchld`]) it degrades to a plain sleep.
 fn wait_for_child(timeout: Duration) {
-    // SAFETY: plain signal-mask queries and a timed wait on SIGCHLD only.
-    unsafe {
-        let mut current: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut current);
-        if libc::sigismember(&current, libc::SIGCHLD) != 1 {
-            std::thread::sleep(timeout.min(Duration::from_micros(200)));
-            return;
-        }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as i64,
-            tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
-        libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
+    if !SigSet::thread_get_mask().is_ok_and(|m| m.contains(Signal::SIGCHLD)) {
+        std::thread::sleep(timeout.min(Duration::from_micros(200)));
+        return;
     }
+    let set = sigchld();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    // nix has no sigtimedwait. SAFETY: `set` and `ts` are valid for the
+    // call, no siginfo is asked for, and SIGCHLD is blocked in this thread,
+    // so the wait consumes it instead of its (default: ignore) action.
+    unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
 }
 
 fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {

@@ -5,16 +5,19 @@
 use std::{
     ffi::{CString, OsString},
     io::Read as _,
-    os::{
-        fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
-        unix::ffi::OsStrExt as _,
-    },
+    os::{fd::OwnedFd, unix::ffi::OsStrExt as _},
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
+use nix::{
+    errno::Errno,
+    fcntl::OFlag,
+    sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal},
+    unistd::{self, ForkResult, Pid},
+};
 use regex::Regex;
 
 use crate::model::{Label, Outcome};
@@ -31,8 +34,6 @@ pub enum RunError {
         "invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)"
     )]
     BadRule { rule: String, reason: String },
-    #[error("invalid duration `{0}`: use e.g. 500ms, 30s, 2m")]
-    BadDuration(String),
 }
 
 /// The program to run and its arguments.
@@ -57,26 +58,6 @@ impl Target {
     pub fn display(&self) -> String {
         self.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
     }
-}
-
-/// Parses "500ms", "30s", "2m", "1h" or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, RunError> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| RunError::BadDuration(text.to_owned()))?;
-    let secs = match unit {
-        "" | "s" => value,
-        "ms" => value / 1e3,
-        "us" => value / 1e6,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(RunError::BadDuration(text.to_owned())),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(RunError::BadDuration(text.to_owned()));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// One way a run can count as failed.
@@ -148,12 +129,11 @@ impl FailRule {
 pub fn signal_number(name: &str) -> Option<i32> {
     let upper = name.to_ascii_uppercase();
     let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    full.parse::<nix::sys::signal::Signal>().ok().map(|s| s as i32)
+    full.parse::<Signal>().ok().map(|s| s as i32)
 }
 
 pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
+    Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
 }
 
 /// Judges a finished run: fail if any rule says so (the first one's reason
@@ -233,16 +213,6 @@ fn cstring(bytes: &[u8]) -> Result<CString, String> {
     CString::new(bytes).map_err(|_| "argument contains a NUL byte".to_owned())
 }
 
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: fds has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by us.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Forks the target. The child puts itself in its own process group,
 /// connects stdin to /dev/null and stdout/stderr to pipes, and blocks until
 /// released; if the agent disappears first it exits without running the
@@ -266,61 +236,91 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
             CString::new(kv).ok()
         })
         .collect();
-    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-    envp_ptrs.push(std::ptr::null());
-
     let io = |e: std::io::Error| spawn_err(e.to_string());
-    let (go_r, go_w) = pipe().map_err(io)?;
-    let (err_r, err_w) = pipe().map_err(io)?;
-    let (out_r, out_w) = pipe().map_err(io)?;
-    let (errout_r, errout_w) = pipe().map_err(io)?;
+    let pipe = || unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| io(e.into()));
+    let (go_r, go_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (errout_r, errout_w) = pipe()?;
     let devnull = std::fs::File::open("/dev/null").map_err(io)?;
 
-    // SAFETY: the child only calls async-signal-safe functions below.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io(std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        // SAFETY: async-signal-safe calls on descriptors we own.
-        unsafe {
-            libc::close(go_w.as_raw_fd());
-            libc::dup2(devnull.as_raw_fd(), 0);
-            libc::dup2(out_w.as_raw_fd(), 1);
-            libc::dup2(errout_w.as_raw_fd(), 2);
-            libc::setpgid(0, 0);
-            // Undo what the Rust runtime and the agent changed.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            let mut byte = 0u8;
-            loop {
-                let n = libc::read(go_r.as_raw_fd(), (&raw mut byte).cast(), 1);
-                if n == 1 {
-                    break;
-                }
-                if n == 0 || *libc::__errno_location() != libc::EINTR {
-                    libc::_exit(127);
-                }
-            }
-            libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
-            let errno = *libc::__errno_location();
-            libc::write(err_w.as_raw_fd(), (&raw const errno).cast(), 4);
-            libc::_exit(127);
+    // SAFETY: the child runs `exec_when_released` alone, which only makes
+    // async-signal-safe calls (see there) and never returns.
+    match unsafe { unistd::fork() }.map_err(|e| io(e.into()))? {
+        ForkResult::Child => {
+            drop(go_w);
+            let child = Child { go: go_r, exec_error: err_w, stdout: out_w, stderr: errout_w };
+            exec_when_released(&child, &devnull, &program, &argv, &envp)
+        }
+        ForkResult::Parent { child } => {
+            drop((go_r, err_w, out_w, errout_w, devnull));
+            Ok(Spawned {
+                pid: child.as_raw() as u32,
+                go: Some(go_w),
+                exec_error: err_r,
+                stdout: Some(capture(out_r)),
+                stderr: Some(capture(errout_r)),
+                started: None,
+            })
         }
     }
-    drop((go_r, err_w, out_w, errout_w, devnull));
-    Ok(Spawned {
-        pid: pid as u32,
-        go: Some(go_w),
-        exec_error: err_r,
-        stdout: Some(capture(out_r)),
-        stderr: Some(capture(errout_r)),
-        started: None,
-    })
+}
+
+/// The child's ends of the pipes to the agent.
+struct Child {
+    go: OwnedFd,
+    exec_error: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+/// In the forked child: set up its descriptors, process group and signal
+/// state, wait for the agent's go, and exec the target. If the exec fails,
+/// its errno goes back to the agent through `exec_error`.
+///
+/// Only async-signal-safe calls, with one exception: nix's `execve` builds
+/// its argument and environment pointer arrays with one allocation each.
+/// glibc resets its allocator's locks in the child of a fork, so that
+/// allocation cannot deadlock on a lock another agent thread held.
+fn exec_when_released(
+    child: &Child,
+    devnull: &std::fs::File,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> ! {
+    let quit = || -> ! {
+        // SAFETY: `_exit` is async-signal-safe and skips the parent's
+        // atexit handlers and buffered output, which this copy must not run.
+        unsafe { libc::_exit(127) }
+    };
+    let setup = unistd::dup2_stdin(devnull)
+        .and_then(|()| unistd::dup2_stdout(&child.stdout))
+        .and_then(|()| unistd::dup2_stderr(&child.stderr))
+        .and_then(|()| unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)))
+        // Undo what the Rust runtime and the agent changed.
+        .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None));
+    if setup.is_err() {
+        quit();
+    }
+    // SAFETY: restoring the default action installs no handler.
+    if unsafe { signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) }.is_err() {
+        quit();
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        match unistd::read(&child.go, &mut byte) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => {}
+            _ => quit(),
+        }
+    }
+    let errno = match unistd::execve(program, argv, envp) {
+        Err(e) => e as i32,
+        Ok(never) => match never {},
+    };
+    let _ = unistd::write(&child.exec_error, &errno.to_ne_bytes());
+    quit()
 }
 
 fn capture(fd: OwnedFd) -> JoinHandle<Captured> {
@@ -375,13 +375,13 @@ impl Spawned {
     /// `timeout` passes or `cancel` is set.
     pub fn wait(mut self, timeout: Duration, cancel: &AtomicBool) -> Result<Exit, RunError> {
         let started = self.started.unwrap_or_else(Instant::now);
-        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
+        let pid = Pid::from_raw(self.pid as i32);
         let mut timed_out = false;
         let status = loop {
             match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
                 Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
                 Ok(status) => break status,
-                Err(nix::errno::Errno::EINTR) => continue,
+                Err(Errno::EINTR) => continue,
                 Err(e) => {
                     return Err(RunError::Spawn {
                         path: PathBuf::from(format!("pid {pid}")),
@@ -438,36 +438,23 @@ impl Drop for Spawned {
     fn drop(&mut self) {
         if self.go.is_some() {
             kill_group(self.pid);
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid as i32), None);
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(self.pid as i32), None);
         }
     }
 }
 
-/// True while a process with this pid exists (signal 0 delivers nothing).
-pub fn process_exists(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
-}
-
+/// Kills the target's process group (it made one of its own before
+/// exec), and the target itself should it have left the group.
 pub fn kill_group(pid: u32) {
-    // SAFETY: plain signal delivery to a process group we created.
-    unsafe {
-        libc::kill(-(pid as i32), libc::SIGKILL);
-        libc::kill(pid as i32, libc::SIGKILL);
-    }
+    let pid = Pid::from_raw(pid as i32);
+    // Either may already be gone; nothing to do then.
+    let _ = signal::killpg(pid, Signal::SIGKILL);
+    let _ = signal::kill(pid, Signal::SIGKILL);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("soon").is_err());
-    }
 
     #[test]
     fn rules_parse_and_judge() {
