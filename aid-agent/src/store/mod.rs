@@ -21,8 +21,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::{
     model::{
-        AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Run, Session,
-        Thread,
+        AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Role, Run,
+        Session, Thread,
     },
     record::recorder::{EventRow, RecordedRun, apply_pauses, calls_from_rows},
 };
@@ -177,13 +177,13 @@ impl Writer {
             &self.dir,
             &format!("{rel}/events.csv"),
             EVENT_COLUMNS,
-            rows.iter().map(|r| event_fields(r, functions)),
+            rows.iter().map(|r| EventLine::new(r, functions)),
         )?;
         let threads = write_csv(
             &self.dir,
             &format!("{rel}/threads.csv"),
             THREAD_COLUMNS,
-            run.threads.iter().map(thread_fields),
+            run.threads.iter().map(ThreadLine::from),
         )?;
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
@@ -221,62 +221,128 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
     fs::rename(&tmp, path).map_err(write_err(path))
 }
 
+/// One line of `events.csv`: arguments on entries, the return value on
+/// exits, the other cells empty.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct EventLine {
+    t_ns: u64,
+    tid: u32,
+    role: Role,
+    func: FuncId,
+    /// The function's name, for people reading the file.
+    function: String,
+    point: Point,
+    instance: u32,
+    arg0: Option<i64>,
+    arg1: Option<i64>,
+    arg2: Option<i64>,
+    ret: Option<i64>,
+}
+
 const EVENT_COLUMNS: &[&str] = &[
     "t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2", "ret",
 ];
+
+impl EventLine {
+    fn new(r: &EventRow, functions: &[Function]) -> EventLine {
+        let entry = r.point == Point::Entry;
+        let arg = |i: usize| entry.then_some(r.args[i]);
+        EventLine {
+            t_ns: r.t_ns,
+            tid: r.tid,
+            role: r.role,
+            func: r.func,
+            function: functions.get(r.func as usize).map(|f| f.name.clone()).unwrap_or_default(),
+            point: r.point,
+            instance: r.instance,
+            arg0: arg(0),
+            arg1: arg(1),
+            arg2: arg(2),
+            ret: (!entry).then_some(r.ret),
+        }
+    }
+
+    fn row(self) -> Result<EventRow, String> {
+        let (args, ret) = match (self.point, self.arg0, self.arg1, self.arg2, self.ret) {
+            (Point::Entry, Some(a0), Some(a1), Some(a2), None) => ([a0, a1, a2], 0),
+            (Point::Exit, None, None, None, Some(ret)) => ([0; 3], ret),
+            _ => {
+                return Err(format!(
+                    "{:?} at {} ns has the wrong cells filled",
+                    self.point, self.t_ns
+                ));
+            }
+        };
+        Ok(EventRow {
+            t_ns: self.t_ns,
+            tid: self.tid,
+            role: self.role,
+            func: self.func,
+            point: self.point,
+            instance: self.instance,
+            args,
+            ret,
+        })
+    }
+}
+
+/// One line of `threads.csv`.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct ThreadLine {
+    role: Role,
+    tid: u32,
+    name: String,
+    parent_role: Option<Role>,
+    created_ns: u64,
+}
+
 const THREAD_COLUMNS: &[&str] = &["role", "tid", "name", "parent_role", "created_ns"];
 
-fn event_fields(r: &EventRow, functions: &[Function]) -> Vec<String> {
-    let name = functions.get(r.func as usize).map(|f| f.name.clone()).unwrap_or_default();
-    let (point, args, ret) = match r.point {
-        Point::Entry => ("entry", r.args.map(|a| a.to_string()), String::new()),
-        Point::Exit => ("exit", [String::new(), String::new(), String::new()], r.ret.to_string()),
-    };
-    let [a0, a1, a2] = args;
-    vec![
-        r.t_ns.to_string(),
-        r.tid.to_string(),
-        r.role.to_string(),
-        r.func.to_string(),
-        name,
-        point.into(),
-        r.instance.to_string(),
-        a0,
-        a1,
-        a2,
-        ret,
-    ]
+impl From<&Thread> for ThreadLine {
+    fn from(t: &Thread) -> ThreadLine {
+        ThreadLine {
+            role: t.role,
+            tid: t.tid,
+            name: t.name.clone(),
+            parent_role: t.parent,
+            created_ns: t.created_ns,
+        }
+    }
 }
 
-fn thread_fields(t: &Thread) -> Vec<String> {
-    vec![
-        t.role.to_string(),
-        t.tid.to_string(),
-        t.name.clone(),
-        t.parent.map(|p| p.to_string()).unwrap_or_default(),
-        t.created_ns.to_string(),
-    ]
+impl From<ThreadLine> for Thread {
+    fn from(t: ThreadLine) -> Thread {
+        Thread {
+            role: t.role,
+            tid: t.tid,
+            name: t.name,
+            parent: t.parent_role,
+            created_ns: t.created_ns,
+        }
+    }
 }
 
-/// Writes a CSV file and returns its reference (rows, SHA-256).
-fn write_csv(
+/// Writes a CSV file (the header, then one line per item) and returns its
+/// reference (rows, SHA-256).
+fn write_csv<L: Serialize>(
     dir: &Path,
     rel: &str,
     columns: &[&str],
-    rows: impl Iterator<Item = Vec<String>>,
+    lines: impl Iterator<Item = L>,
 ) -> Result<FileRef, SessionError> {
     let path = dir.join(rel);
     let mut bytes = Vec::new();
     let mut count = 0u64;
     {
-        let mut w = csv::Writer::from_writer(&mut bytes);
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(&mut bytes);
         let io = |e: csv::Error| SessionError::Write {
             path: path.clone(),
             source: std::io::Error::other(e),
         };
+        // Written by hand so that a file without lines still names them.
         w.write_record(columns).map_err(io)?;
-        for row in rows {
-            w.write_record(&row).map_err(io)?;
+        for line in lines {
+            w.serialize(line).map_err(io)?;
             count += 1;
         }
         w.flush().map_err(|e| SessionError::Write { path: path.clone(), source: e })?;
@@ -378,12 +444,12 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
 }
 
 /// Reads a referenced CSV file, checking its digest and row count.
-fn read_verified(
+fn read_verified<L: serde::de::DeserializeOwned>(
     dir: &Path,
     file: &FileRef,
     run: u32,
     columns: &[&str],
-) -> Result<Vec<csv::StringRecord>, SessionError> {
+) -> Result<Vec<L>, SessionError> {
     let path = dir.join(&file.path);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
@@ -401,23 +467,12 @@ fn read_verified(
     if head.iter().collect::<Vec<_>>() != columns {
         return Err(corrupt(format!("unexpected columns {:?}", head.iter().collect::<Vec<_>>())));
     }
-    let records: Vec<csv::StringRecord> =
-        reader.records().collect::<Result<_, _>>().map_err(|e| corrupt(e.to_string()))?;
-    if records.len() as u64 != file.rows {
-        return Err(corrupt(format!("{} rows, the run record says {}", records.len(), file.rows)));
+    let lines: Vec<L> =
+        reader.deserialize().collect::<Result<_, _>>().map_err(|e| corrupt(e.to_string()))?;
+    if lines.len() as u64 != file.rows {
+        return Err(corrupt(format!("{} rows, the run record says {}", lines.len(), file.rows)));
     }
-    Ok(records)
-}
-
-fn field<T: std::str::FromStr>(
-    rec: &csv::StringRecord,
-    i: usize,
-    path: &Path,
-) -> Result<T, SessionError> {
-    rec.get(i).and_then(|s| s.parse().ok()).ok_or_else(|| SessionError::Corrupt {
-        path: path.to_owned(),
-        reason: format!("bad value `{}` in column {}", rec.get(i).unwrap_or(""), i + 1),
-    })
+    Ok(lines)
 }
 
 fn read_events(
@@ -426,60 +481,21 @@ fn read_events(
     functions: &[Function],
 ) -> Result<Vec<EventRow>, SessionError> {
     let path = dir.join(&rec.events.path);
-    let mut rows = Vec::new();
-    for r in read_verified(dir, &rec.events, rec.id, EVENT_COLUMNS)? {
-        let point = match r.get(5) {
-            Some("entry") => Point::Entry,
-            Some("exit") => Point::Exit,
-            other => {
-                return Err(SessionError::Corrupt {
-                    path,
-                    reason: format!("bad point `{}`", other.unwrap_or("")),
-                });
+    let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
+    read_verified::<EventLine>(dir, &rec.events, rec.id, EVENT_COLUMNS)?
+        .into_iter()
+        .map(|line| {
+            if line.func as usize >= functions.len() {
+                return Err(corrupt(format!("function id {} not in session.json", line.func)));
             }
-        };
-        let func: FuncId = field(&r, 3, &path)?;
-        if func as usize >= functions.len() {
-            return Err(SessionError::Corrupt {
-                path,
-                reason: format!("function id {func} not in session.json"),
-            });
-        }
-        let (args, ret) = match point {
-            Point::Entry => ([field(&r, 7, &path)?, field(&r, 8, &path)?, field(&r, 9, &path)?], 0),
-            Point::Exit => ([0; 3], field(&r, 10, &path)?),
-        };
-        rows.push(EventRow {
-            t_ns: field(&r, 0, &path)?,
-            tid: field(&r, 1, &path)?,
-            role: field(&r, 2, &path)?,
-            func,
-            point,
-            instance: field(&r, 6, &path)?,
-            args,
-            ret,
-        });
-    }
-    Ok(rows)
+            line.row().map_err(corrupt)
+        })
+        .collect()
 }
 
 fn read_threads(dir: &Path, rec: &RunRecord) -> Result<Vec<Thread>, SessionError> {
-    let path = dir.join(&rec.threads.path);
-    read_verified(dir, &rec.threads, rec.id, THREAD_COLUMNS)?
-        .iter()
-        .map(|r| {
-            Ok(Thread {
-                role: field(r, 0, &path)?,
-                tid: field(r, 1, &path)?,
-                name: r.get(2).unwrap_or("").to_owned(),
-                parent: match r.get(3) {
-                    Some("") | None => None,
-                    Some(_) => Some(field(r, 3, &path)?),
-                },
-                created_ns: field(r, 4, &path)?,
-            })
-        })
-        .collect()
+    let lines = read_verified::<ThreadLine>(dir, &rec.threads, rec.id, THREAD_COLUMNS)?;
+    Ok(lines.into_iter().map(Thread::from).collect())
 }
 
 /// A default session directory name: `aid-sessions/<UTC time>-<program>`.
@@ -629,6 +645,21 @@ mod tests {
         assert!(matches!(load(dir.path()), Err(SessionError::NotASession(_))));
         fs::write(dir.path().join("x"), "").unwrap();
         assert!(matches!(Writer::create(dir.path(), &header()), Err(SessionError::Exists(_))));
+    }
+
+    /// The columns the reader checks are the fields the writer fills, in
+    /// the same order.
+    #[test]
+    fn csv_columns_are_the_line_fields() {
+        fn header<L: Serialize>(line: &L) -> String {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.serialize(line).unwrap();
+            let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+            text.lines().next().unwrap().to_owned()
+        }
+        let (r, rows) = run(1);
+        assert_eq!(header(&EventLine::new(&rows[0], &[])), EVENT_COLUMNS.join(","));
+        assert_eq!(header(&ThreadLine::from(&r.threads[0])), THREAD_COLUMNS.join(","));
     }
 
     #[test]
