@@ -11,6 +11,7 @@
 //! vocabulary.
 
 pub mod analysis;
+pub mod bench;
 pub mod bpf;
 pub mod causal;
 pub mod cli;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     causal::{AcDag, CausalError},
-    intervene::SafeList,
+    intervene::{Reach, SafeList},
     model::{Intervention, Session},
     predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn},
     stats::{Scores, Totals, rank, score_all, tally},
@@ -31,21 +31,9 @@ pub enum AnalysisError {
 pub struct AnalysisOptions {
     pub extract: ExtractConfig,
     pub safe: SafeList,
-    /// Interventions will be applied to a live service's units: only those
-    /// acting on the unit's own thread alone are possible there.
-    pub live_unit: bool,
-}
-
-/// Can this intervention be applied to later units of a live service? The
-/// kernel numbers instances per unit on the thread running it (role 0);
-/// holds would need per-unit "happened" marks, which it does not keep.
-pub fn live_unit_supported(iv: &Intervention) -> bool {
-    match iv {
-        Intervention::ReturnEarly { site, .. }
-        | Intervention::OverrideReturn { site, .. }
-        | Intervention::DelayExit { site, .. } => site.role == 0,
-        Intervention::HoldUntil { .. } | Intervention::Serialize { .. } => false,
-    }
+    /// What the run source can carry out: predicates whose intervention it
+    /// cannot apply are left out.
+    pub reach: Reach,
 }
 
 /// Why a fully-discriminative predicate is not a node of the AC-DAG.
@@ -60,9 +48,9 @@ pub enum Exclusion {
     /// Same intervention, and (being fully discriminative) the same truth in
     /// every run, as a better-ranked candidate.
     SameAs { id: PredId },
-    /// Its intervention involves another thread or a hold, which cannot be
-    /// applied to the units of a live service.
-    NotLive,
+    /// The run source cannot carry out its intervention (another thread or
+    /// a hold, on the units of a live service).
+    OutOfReach,
 }
 
 #[derive(Clone, Debug)]
@@ -97,6 +85,15 @@ impl Timings {
     pub fn total(&self) -> Duration {
         self.learn + self.evaluate + self.statistics + self.dag
     }
+}
+
+/// Leaves out the runs `debug` made under interventions: they are
+/// experiments, not observations of the program, and the statistics are
+/// about the program. Returns how many were left out.
+pub fn keep_observations(session: &mut Session) -> usize {
+    let before = session.runs.len();
+    session.runs.retain(|r| r.interventions.is_empty());
+    before - session.runs.len()
 }
 
 pub fn analyze(session: &Session, opts: &AnalysisOptions) -> Result<Analysis, AnalysisError> {
@@ -138,8 +135,8 @@ pub fn analyze_timed(
             excluded.push((id, Exclusion::Unsafe));
             continue;
         }
-        if opts.live_unit && !live_unit_supported(iv) {
-            excluded.push((id, Exclusion::NotLive));
+        if !opts.reach.allows(iv) {
+            excluded.push((id, Exclusion::OutOfReach));
             continue;
         }
         if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
@@ -215,7 +212,7 @@ impl Analysis {
             Some((_, Exclusion::NoIntervention)) => "no_intervention".into(),
             Some((_, Exclusion::Unsafe)) => "unsafe".into(),
             Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
-            Some((_, Exclusion::NotLive)) => "not_live".into(),
+            Some((_, Exclusion::OutOfReach)) => "not_live".into(),
             None => "not_discriminative".into(),
         }
     }

@@ -22,7 +22,10 @@ use aya::{
     },
 };
 
-use crate::model::Function;
+use crate::{model::Function, sys::poll};
+
+/// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
+const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
 
 /// The eBPF object built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/aid"));
@@ -496,7 +499,7 @@ impl EventStream {
                 loop {
                     let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
                     // SAFETY: one valid pollfd; a timeout bounds the wait.
-                    unsafe { libc::poll(&mut pfd, 1, 10) };
+                    unsafe { libc::poll(&mut pfd, 1, EVENT_POLL_MS) };
                     let batch = drain(&mut ring);
                     if !batch.is_empty() && batch_tx.send(batch).is_err() {
                         return;

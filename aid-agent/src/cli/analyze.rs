@@ -12,8 +12,8 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    analysis::{AnalysisOptions, analyze, render_table},
-    intervene::SafeList,
+    analysis::{AnalysisOptions, analyze, keep_observations, render_table},
+    intervene::{Reach, SafeList},
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
 };
@@ -61,11 +61,7 @@ pub fn run_with(
     load: impl FnOnce(&Path) -> anyhow::Result<Session>,
 ) -> anyhow::Result<ExitCode> {
     let mut session = load(&args.session)?;
-    // Runs `debug` made under interventions are experiments, not
-    // observations of the program: the statistics leave them out.
-    let before = session.runs.len();
-    session.runs.retain(|r| r.interventions.is_empty());
-    let intervened = before - session.runs.len();
+    let intervened = keep_observations(&mut session);
     if intervened > 0 {
         eprintln!(
             "aid: {intervened} run(s) made under interventions are left out of the statistics"
@@ -93,7 +89,7 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
     let opts = AnalysisOptions {
         extract: ExtractConfig { error, ..ExtractConfig::default() },
         safe,
-        live_unit: false,
+        reach: Reach::PROGRAM,
     };
     let analysis = analyze(session, &opts)
         .with_context(|| format!("cannot analyse {}", args.session.display()))?;

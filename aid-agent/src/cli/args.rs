@@ -1,9 +1,53 @@
-//! Argument types shared by several subcommands: the library's enums as
+//! Arguments shared by several subcommands, and the library's enums as
 //! clap values (the library itself never sees clap).
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
-use crate::causal::{Strategy, synthetic::Threads};
+use anyhow::bail;
+
+use crate::{
+    bpf::LoadOptions,
+    causal::{Strategy, synthetic::Threads},
+    record::fail::RunPolicy,
+};
+
+/// How runs of a program are judged, bounded and stored.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// When a run counts as failed (repeatable): nonzero, exit=N, signal,
+    /// signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX.
+    /// Default: nonzero, signal, timeout.
+    #[arg(long = "fail-on", value_name = "RULE")]
+    pub fail_on: Vec<String>,
+    /// Kill a run (and count it as failed) after this long.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub timeout: String,
+    /// Session directory to write (default: aid-sessions/<time>-<program>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Ring buffer size in bytes between the kernel and the agent (a power
+    /// of two). Raise it if runs lose events.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub ring_size: u32,
+}
+
+impl RunArgs {
+    pub fn policy(&self) -> anyhow::Result<RunPolicy> {
+        Ok(RunPolicy::new(&self.fail_on, parse_duration(&self.timeout)?)?)
+    }
+
+    pub fn load_options(&self) -> anyhow::Result<LoadOptions> {
+        load_options(self.ring_size)
+    }
+}
+
+/// `--ring-size` checked: the kernel wants a power of two of at least a page.
+pub fn load_options(ring_size: u32) -> anyhow::Result<LoadOptions> {
+    if !ring_size.is_power_of_two() || ring_size < 4096 {
+        bail!("--ring-size {ring_size} must be a power of two of at least 4096");
+    }
+    Ok(LoadOptions { ring_bytes: ring_size, ..LoadOptions::default() })
+}
 
 /// Parses a duration as humantime writes them ("500ms", "30s", "2m",
 /// "1h 30m", "1.5s"), or a bare number of seconds.

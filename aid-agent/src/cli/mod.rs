@@ -1,6 +1,8 @@
-//! The command line: argument definitions and dispatch. Each subcommand
-//! lives in its own file; errors are printed once, with their cause chain,
-//! and map to the exit codes documented in README.md.
+//! The command line: argument definitions, rendering and exit codes. Each
+//! subcommand lives in its own file and calls one library entry point;
+//! errors are printed once, with their cause chain, and map to the exit
+//! codes documented in README.md. The only module that knows clap and
+//! indicatif.
 
 use std::process::ExitCode;
 
@@ -10,11 +12,10 @@ pub mod analyze;
 pub mod args;
 pub mod attach;
 pub mod bench;
-pub mod bench_extract;
-pub mod common;
 pub mod debug;
 pub mod intervene;
 pub mod record;
+pub mod terminal;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;

@@ -1,13 +1,17 @@
-//! The `debug` pipeline on a program aid starts itself: observe runs until
-//! there are enough passing and failing ones (amplifying a rare failure
-//! with random delays), learn the predicates and the AC-DAG, discover the
-//! causal path with live interventions, and estimate what TAGT would have
+//! The one debug pipeline, over any run source (a program aid starts, or
+//! the units of a running service): observe runs until there are enough
+//! passing and failing ones (amplifying a rare failure with random delays
+//! where the source allows), learn the predicates and the AC-DAG, discover
+//! the causal path with interventions, and estimate what TAGT would have
 //! needed on the same session.
 
 pub mod oracle;
+pub mod program;
 pub mod service;
+pub mod source;
 
 use std::{
+    path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -15,17 +19,21 @@ use std::{
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
+use self::{
+    oracle::{OracleRun, SourceOracle},
+    source::RunSource,
+};
+pub use crate::record::progress::{Progress, Quiet};
 use crate::{
     analysis::{self, Analysis},
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
-    debug::oracle::{LiveOracle, NoiseSource, OracleRun},
-    intervene::SafeList,
-    intervene::noise::Level,
+    intervene::{
+        Reach, SafeList,
+        noise::{Level, NoiseSource},
+    },
     model::{Label, Run, Session},
     predicates::ExtractConfig,
-    record::tracer::{RunPolicy, Tracer},
     store::Writer,
-    sys::spawn::Target,
 };
 
 #[derive(Clone, Debug)]
@@ -85,6 +93,8 @@ pub struct Observed {
     pub analysed: u32,
 }
 
+/// What `debug` found: how observation went, the analysis, and the causal
+/// path with the runs that confirmed it.
 pub struct Diagnosis {
     pub observed: Observed,
     pub analysis: Analysis,
@@ -93,24 +103,25 @@ pub struct Diagnosis {
     pub oracle_runs: Vec<OracleRun>,
 }
 
-/// Messages for the user while the pipeline runs.
-pub trait Progress {
-    fn say(&mut self, line: &str);
-    fn bar(&mut self, len: u64, what: &str) -> indicatif::ProgressBar;
+/// A finished `debug`: the diagnosis, and the session directory holding
+/// every run it made.
+pub struct Debugged {
+    pub diagnosis: Diagnosis,
+    pub out: PathBuf,
 }
 
+/// Observe, analyse, intervene, conclude. Every run is stored with
+/// `writer`; `cancel` stops it between runs (the runs so far are kept).
 pub fn debug(
-    tracer: &mut Tracer,
-    target: &Target,
-    policy: &RunPolicy,
+    source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
-    let (observed, basis, noise) = observe(tracer, target, policy, writer, opts, cancel, ui)?;
-    let session = Session { functions: tracer.functions.clone(), runs: basis };
-    let analysis = analyse(&session, opts, false, ui)?;
+    let (observed, basis, noise) = observe(source, writer, opts, cancel, ui)?;
+    let session = Session { functions: source.functions().to_vec(), runs: basis };
+    let analysis = analyse(&session, opts, source.reach(), ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Diagnosis {
             observed,
@@ -121,40 +132,38 @@ pub fn debug(
         });
     }
     let config = engine_config(&analysis, opts, ui)?;
-    let progress = ui.bar(0, "intervening");
-    let mut oracle = LiveOracle {
-        tracer,
-        target,
-        policy,
+    source.begin_interventions()?;
+    ui.begin("intervening", None);
+    let mut oracle = SourceOracle {
+        source: &mut *source,
         catalog: &analysis.catalog,
         writer,
         hold_timeout: opts.hold_timeout,
         noise,
         cancel,
-        next_id: observed.runs + 1,
         log: Vec::new(),
-        progress: progress.clone(),
+        ui: &mut *ui,
     };
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
-    progress.finish_and_clear();
     let oracle_runs = std::mem::take(&mut oracle.log);
+    drop(oracle);
+    ui.end();
+    source.end_interventions();
     let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
     Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
 }
 
-/// Predicates, statistics and the AC-DAG of the observed runs, with a line
-/// for the user.
-pub(crate) fn analyse(
+/// Predicates, statistics and the AC-DAG of the observed runs, keeping as
+/// candidates only what the source can intervene on, with a line for the
+/// user.
+fn analyse(
     session: &Session,
     opts: &DebugOptions,
-    live_unit: bool,
+    reach: Reach,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Analysis> {
-    let options = analysis::AnalysisOptions {
-        extract: opts.extract.clone(),
-        safe: opts.safe.clone(),
-        live_unit,
-    };
+    let options =
+        analysis::AnalysisOptions { extract: opts.extract.clone(), safe: opts.safe.clone(), reach };
     let analysis = analysis::analyze(session, &options).context("analysing the observed runs")?;
     let fd = analysis
         .scores
@@ -171,7 +180,7 @@ pub(crate) fn analyse(
 
 /// The engine's settings for this session: k runs per round from the
 /// observed failure rate.
-pub(crate) fn engine_config(
+fn engine_config(
     analysis: &Analysis,
     opts: &DebugOptions,
     ui: &mut dyn Progress,
@@ -194,7 +203,7 @@ pub(crate) fn engine_config(
 
 /// The engine's answer, and what TAGT would have needed on the same AC-DAG
 /// against the causal path found.
-pub(crate) fn conclude(
+fn conclude(
     analysis: &Analysis,
     discovery: Result<Discovery, causal::CausalError>,
     config: &Config,
@@ -209,36 +218,36 @@ pub(crate) fn conclude(
     Ok((discovery, tagt))
 }
 
-/// Runs the target until enough failing and passing runs exist. Returns
-/// the runs to analyse and, when the failure had to be amplified, the noise
-/// to keep injecting during interventions (so the failure rate they are
-/// judged against stays the same).
+/// Takes runs from the source until enough failing and passing ones exist.
+/// Returns the runs to analyse and, when the failure had to be amplified,
+/// the noise to keep injecting during interventions (so the failure rate
+/// they are judged against stays the same).
 #[allow(clippy::type_complexity, reason = "a private helper returning three results at once")]
 fn observe(
-    tracer: &mut Tracer,
-    target: &Target,
-    policy: &RunPolicy,
+    source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<(Observed, Vec<Run>, Option<NoiseSource>)> {
+    let noun = source.noun();
     let mut observed = Observed::default();
     let mut basis: Vec<Run> = Vec::new();
     let mut plain: Vec<Run> = Vec::new();
     let mut noise: Option<NoiseSource> = None;
-    let bar = ui.bar(u64::from(opts.max_runs), "observing");
     let counts = |runs: &[Run]| {
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
     };
+    ui.begin(&format!("observing {noun}s"), Some(u64::from(opts.max_runs)));
     while observed.runs < opts.max_runs && !cancel.load(Ordering::Relaxed) {
         let (failing, passing) = counts(&basis);
         if failing >= opts.min_failing && passing >= opts.min_passing {
             break;
         }
         // Amplify a rare failure, or raise the noise if it is still rare.
-        if basis.len() as u32 >= opts.amplify_after
+        if source.can_amplify()
+            && basis.len() as u32 >= opts.amplify_after
             && f64::from(failing) < opts.amplify_below * basis.len() as f64
         {
             let level = match &noise {
@@ -247,7 +256,7 @@ fn observe(
             };
             let Some(level) = level else { break };
             ui.say(&format!(
-                "failures are rare ({failing} of {} runs): injecting random delays at traced calls ({} per run, up to {} µs) to make them more frequent; the runs record them",
+                "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({} per {noun}, up to {} µs) to make them more frequent; the {noun}s record them",
                 basis.len(),
                 level.sites,
                 level.max_delay_us
@@ -256,19 +265,14 @@ fn observe(
             noise = Some(NoiseSource::new(level, seen, opts.seed));
             basis.clear();
         }
-        let id = observed.runs + 1;
-        let rec = match noise.as_mut() {
-            None => tracer.observe(target, id, policy, cancel)?,
-            Some(n) => {
-                let plan = crate::intervene::Plan::default().with_noise(&n.draw());
-                tracer.intervene(target, id, policy, &plan, cancel)?
-            }
-        };
-        writer.append(&rec, &tracer.functions)?;
+        let delays = noise.as_mut().map(NoiseSource::draw).unwrap_or_default();
+        let Some(rec) = source.observe(&delays, cancel)? else { break };
+        writer.append(&rec, source.functions())?;
         observed.runs += 1;
-        bar.inc(1);
-        if !rec.run.complete || cancel.load(Ordering::Relaxed) {
+        if !rec.run.complete {
             observed.incomplete += 1;
+            let (f, p) = counts(&basis);
+            ui.step(&format!("{f} failing, {p} passing"));
             continue;
         }
         match rec.run.label {
@@ -280,39 +284,36 @@ fn observe(
         }
         basis.push(rec.run);
         let (f, p) = counts(&basis);
-        bar.set_message(format!("{f} failing, {p} passing"));
+        ui.step(&format!("{f} failing, {p} passing"));
     }
-    bar.finish_and_clear();
+    ui.end();
     if cancel.load(Ordering::Relaxed) {
         bail!(
-            "interrupted by the user during observation; the {} run(s) so far are saved",
+            "interrupted by the user during observation; the {} {noun}(s) so far are saved",
             observed.runs
         );
     }
     if observed.incomplete > 0 {
         ui.say(&format!(
-            "warning: {} run(s) lost events (ring buffer full) and are left out; a larger --ring-size helps",
+            "warning: {} {noun}(s) lost events (ring buffer full) and are left out; a larger --ring-size helps",
             observed.incomplete
         ));
     }
     let (failing, passing) = counts(&basis);
     if failing == 0 {
-        bail!(
-            "no run failed in {} runs (rules: {}): aid needs to see the failure; try more --runs or check --fail-on",
-            observed.runs,
-            policy.rules.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join(", ")
-        );
+        bail!("no {noun} failed in {} {noun}s{}", observed.runs, source.hint_no_failure());
     }
     if passing == 0 {
         bail!(
-            "every one of {} runs failed: aid needs passing runs to compare with; check --fail-on and --timeout",
-            observed.runs
+            "every one of {} {noun}s failed: aid needs passing {noun}s to compare with{}",
+            observed.runs,
+            source.hint_all_failed()
         );
     }
     observed.amplified = noise.as_ref().map(|n| (n.level.sites, n.level.max_delay_us));
     observed.analysed = basis.len() as u32;
     ui.say(&format!(
-        "observed {} runs: {failing} failing and {passing} passing runs analysed",
+        "observed {} {noun}s: {failing} failing and {passing} passing {noun}s analysed",
         observed.runs
     ));
     Ok((observed, basis, noise))

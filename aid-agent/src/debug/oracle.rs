@@ -1,8 +1,8 @@
-//! The live oracle: the causal engine's "run once with these predicates
-//! forced to their passing value" carried out on the real program. Each
-//! call starts the target under the group's interventions (plus the noise
-//! used to amplify a rare failure, if any), stores the run in the session,
-//! and judges it with the same catalog the predicates were learned with.
+//! The causal engine's oracle over any run source: "run once with these
+//! predicates forced to their passing value" becomes a run of the source
+//! under the group's interventions (plus the noise that amplified a rare
+//! failure, if any), stored in the session and judged with the same
+//! catalog the predicates were learned with.
 
 use std::{
     collections::BTreeSet,
@@ -11,37 +11,17 @@ use std::{
 };
 
 use anyhow::bail;
-use rand::SeedableRng as _;
 use serde::{Deserialize, Serialize};
 
+use super::source::RunSource;
 use crate::{
     causal::{Observation, Oracle},
-    intervene::Plan,
-    intervene::noise::{self, Level},
+    intervene::{Plan, noise::NoiseSource},
     model::{Intervention, Run},
     predicates::{Catalog, PredId},
-    record::tracer::{RunPolicy, Tracer},
+    record::progress::Progress,
     store::Writer,
-    sys::spawn::Target,
 };
-
-/// Random delays drawn for every run, from call sites seen before.
-pub struct NoiseSource {
-    pub level: Level,
-    pub seen: Vec<Run>,
-    pub rng: rand_chacha::ChaCha8Rng,
-}
-
-impl NoiseSource {
-    pub fn new(level: Level, seen: Vec<Run>, seed: u64) -> NoiseSource {
-        NoiseSource { level, seen, rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed) }
-    }
-
-    pub fn draw(&mut self) -> Vec<crate::model::Noise> {
-        let seen: Vec<&Run> = self.seen.iter().collect();
-        noise::draw(&seen, self.level, &mut self.rng)
-    }
-}
 
 /// One run made for the engine.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -54,29 +34,33 @@ pub struct OracleRun {
     pub held: BTreeSet<PredId>,
 }
 
-pub struct LiveOracle<'a> {
-    pub tracer: &'a mut Tracer,
-    pub target: &'a Target,
-    pub policy: &'a RunPolicy,
+/// The one validity rule: an intervened run is evidence only if nothing
+/// of it was lost or cut short (it is complete) and everything due in it
+/// was done — a hold that timed out, or a frame that could not be
+/// unwound, leaves the predicate as it was.
+pub fn is_evidence(run: &Run) -> bool {
+    run.complete && run.interventions.iter().all(|a| a.applied && !a.timed_out)
+}
+
+pub struct SourceOracle<'a> {
+    pub source: &'a mut dyn RunSource,
     pub catalog: &'a Catalog,
     pub writer: &'a mut Writer,
     pub hold_timeout: Duration,
     pub noise: Option<NoiseSource>,
     pub cancel: &'a AtomicBool,
-    /// Id of the next run in the session.
-    pub next_id: u32,
     /// Every run made, in order (rounds are consecutive slices of it).
     pub log: Vec<OracleRun>,
-    pub progress: indicatif::ProgressBar,
+    pub ui: &'a mut dyn Progress,
 }
 
-impl LiveOracle<'_> {
+impl SourceOracle<'_> {
     fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
         group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect()
     }
 }
 
-impl Oracle for LiveOracle<'_> {
+impl Oracle for SourceOracle<'_> {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
         if self.cancel.load(Ordering::Relaxed) {
             bail!("interrupted by the user");
@@ -85,17 +69,12 @@ impl Oracle for LiveOracle<'_> {
         if let Some(noise) = self.noise.as_mut() {
             plan = plan.with_noise(&noise.draw());
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        let rec = self.tracer.intervene(self.target, id, self.policy, &plan, self.cancel)?;
-        self.writer.append(&rec, &self.tracer.functions)?;
+        let rec = self.source.intervene(&plan, self.cancel)?;
+        self.writer.append(&rec, self.source.functions())?;
         let truth = self.catalog.evaluate(&rec.run);
-        // Evidence only if everything due was done: a hold that timed out or
-        // a frame we could not unwind leaves the predicate as it was.
-        let valid = rec.run.complete
-            && !self.cancel.load(Ordering::Relaxed)
-            && rec.run.interventions.iter().all(|a| a.applied && !a.timed_out);
+        let valid = is_evidence(&rec.run);
         let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
+        let id = rec.run.id;
         self.log.push(OracleRun {
             run: id,
             group: group.clone(),
@@ -103,12 +82,35 @@ impl Oracle for LiveOracle<'_> {
             valid,
             held: obs.held.clone(),
         });
-        self.progress.inc(1);
-        self.progress.set_message(format!(
-            "run {id}: {} with {} intervention(s)",
+        self.ui.step(&format!(
+            "{} {id}: {} with {} intervention(s)",
+            self.source.noun(),
             if obs.failed { "failed" } else { "passed" },
             plan.interventions.len()
         ));
         Ok(obs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AppliedIntervention, Label, Site, testing::run};
+
+    #[test]
+    fn evidence_needs_a_complete_run_with_everything_applied() {
+        let iv =
+            Intervention::DelayExit { site: Site { func: 0, role: 0, instance: 1 }, delay_us: 1 };
+        let with = |applied, timed_out, complete| {
+            let mut r = run(1, Label::Pass, vec![], 1);
+            r.complete = complete;
+            r.interventions =
+                vec![AppliedIntervention { intervention: iv.clone(), applied, timed_out }];
+            r
+        };
+        assert!(is_evidence(&with(true, false, true)));
+        assert!(!is_evidence(&with(false, false, true)));
+        assert!(!is_evidence(&with(true, true, true)));
+        assert!(!is_evidence(&with(true, false, false)));
     }
 }

@@ -1,10 +1,13 @@
 //! Interventions as the kernel and the agent carry them out: plans of kernel
-//! actions, random delays that amplify a rare failure, and the list of
-//! functions whose return values may be forced.
+//! actions, random delays that amplify a rare failure, the list of
+//! functions whose return values may be forced, and what a run source can
+//! carry out at all.
 
 pub mod noise;
 pub mod plan;
+mod reach;
 mod safe;
 
 pub use plan::{Plan, site_key};
+pub use reach::Reach;
 pub use safe::{SafeList, SafeListError};

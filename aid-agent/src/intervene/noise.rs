@@ -8,7 +8,7 @@
 //! already happened, and blur the "A ended before B started" orders the
 //! predicates look for.
 
-use rand::seq::IndexedRandom as _;
+use rand::{SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::model::{Noise, Point, Run, Site};
 
@@ -31,6 +31,26 @@ impl Level {
             max_delay_us: (self.max_delay_us * 2).min(50_000),
         };
         (next != self).then_some(next)
+    }
+}
+
+/// Random delays drawn for every run at one level, from the call sites of
+/// the runs seen before amplification began.
+pub struct NoiseSource {
+    pub level: Level,
+    seen: Vec<Run>,
+    rng: rand_chacha::ChaCha8Rng,
+}
+
+impl NoiseSource {
+    pub fn new(level: Level, seen: Vec<Run>, seed: u64) -> NoiseSource {
+        NoiseSource { level, seen, rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed) }
+    }
+
+    /// The delays for the next run.
+    pub fn draw(&mut self) -> Vec<Noise> {
+        let seen: Vec<&Run> = self.seen.iter().collect();
+        draw(&seen, self.level, &mut self.rng)
     }
 }
 
@@ -62,7 +82,6 @@ mod tests {
         Label,
         testing::{call, run},
     };
-    use rand::SeedableRng as _;
 
     #[test]
     fn draws_distinct_seen_sites_within_bounds() {

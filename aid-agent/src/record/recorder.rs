@@ -7,11 +7,14 @@
 //! one place calls are built, so a session read back from disk yields
 //! exactly the calls the recorder saw.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, path::Path};
 
 use aid_common::{Event, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT};
 
-use crate::model::{Call, FuncId, Function, Point, Role, Run, Thread};
+use crate::{
+    model::{Call, FuncId, Function, Point, Role, Run, Thread},
+    symbols::Resolver,
+};
 
 /// One recorded entry or exit, as stored in `events.csv`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,15 +51,31 @@ pub struct Context<'a> {
     pub functions: &'a [Function],
     /// The internal `pthread_create` probe, used to name threads.
     pub pthread_create: Option<FuncId>,
-    /// Names the function starting at an ELF virtual address of a module
-    /// (start routines of threads).
-    pub symbolize: &'a dyn Fn(&std::path::Path, u64) -> Option<String>,
+    /// Names start routines of threads.
+    pub symbolize: &'a dyn Symbolize,
     /// Monotonic time the run starts at when no exec event marks it (a
     /// process we attached to).
     pub start_ns: Option<u64>,
     /// Threads that existed before tracing began (attach mode), in role
     /// order, as (tid, name).
-    pub existing_threads: &'a [(u32, String)],
+    pub existing_threads: Vec<(u32, String)>,
+}
+
+/// Names the function starting at an ELF virtual address of a module.
+pub trait Symbolize {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String>;
+}
+
+impl Symbolize for Resolver {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String> {
+        Resolver::function_at(self, module, address).map(str::to_owned)
+    }
+}
+
+impl<F: Fn(&Path, u64) -> Option<String>> Symbolize for F {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String> {
+        self(module, address)
+    }
 }
 
 /// The rows and threads of one run, and its time origin.
@@ -70,7 +89,7 @@ pub struct Recorded {
 }
 
 /// Turns the events of `ctx.pid` into rows and threads (a whole run).
-pub fn record(events: &[Event], ctx: &Context<'_>) -> Recorded {
+pub fn record(events: &[Event], ctx: Context<'_>) -> Recorded {
     let mut events: Vec<Event> = events.iter().filter(|e| e.pid == ctx.pid).copied().collect();
     events.sort_by_key(|e| (e.ts_ns, e.kind != KIND_EXEC));
     let mut recorder = Recorder::new(ctx);
@@ -81,7 +100,7 @@ pub fn record(events: &[Event], ctx: &Context<'_>) -> Recorded {
 /// Incremental form of [`record`]: events are pushed as they arrive (in
 /// per-thread order, which the ring buffer preserves), rows come out.
 pub struct Recorder<'a> {
-    ctx: &'a Context<'a>,
+    ctx: Context<'a>,
     /// Before the exec event only the agent's forked child runs.
     waiting_for_exec: bool,
     start_ns: Option<u64>,
@@ -97,14 +116,14 @@ pub struct Recorder<'a> {
     creating: HashMap<u32, u64>,
     /// Where each module is loaded, learnt from entry events (they carry
     /// the function's runtime address).
-    bias: HashMap<&'a std::path::Path, u64>,
+    bias: HashMap<&'a Path, u64>,
     rows: Vec<EventRow>,
     orphan_exits: u64,
     next_unknown_role: Role,
 }
 
 impl<'a> Recorder<'a> {
-    pub fn new(ctx: &'a Context<'a>) -> Recorder<'a> {
+    pub fn new(ctx: Context<'a>) -> Recorder<'a> {
         let mut threads: Vec<Thread> = Vec::new();
         let mut role_of: HashMap<u32, Role> = HashMap::new();
         if ctx.existing_threads.is_empty() {
@@ -130,9 +149,9 @@ impl<'a> Recorder<'a> {
             }
         }
         Recorder {
-            ctx,
             waiting_for_exec: ctx.start_ns.is_none(),
             start_ns: ctx.start_ns,
+            ctx,
             threads,
             unnamed: HashMap::new(),
             comms: HashMap::new(),
@@ -148,7 +167,8 @@ impl<'a> Recorder<'a> {
     }
 
     pub fn push(&mut self, events: &[Event]) {
-        for e in events.iter().filter(|e| e.pid == self.ctx.pid) {
+        let pid = self.ctx.pid;
+        for e in events.iter().filter(|e| e.pid == pid) {
             if self.waiting_for_exec {
                 if e.kind != KIND_EXEC {
                     continue;
@@ -190,7 +210,7 @@ impl<'a> Recorder<'a> {
     /// one), or unknown, the name the thread gave itself is used instead, if
     /// it gave itself one.
     fn name_threads(&mut self) {
-        let ctx = self.ctx;
+        let ctx = &self.ctx;
         let bias = &self.bias;
         let main_comm = self.comms.get(&ctx.pid).cloned();
         for t in &mut self.threads {
@@ -198,8 +218,9 @@ impl<'a> Recorder<'a> {
                 continue;
             }
             if let Some(addr) = self.unnamed.get(&t.role)
-                && let Some(name) =
-                    bias.iter().find_map(|(m, b)| (ctx.symbolize)(m, addr.wrapping_sub(*b)))
+                && let Some(name) = bias
+                    .iter()
+                    .find_map(|(m, b)| ctx.symbolize.function_at(m, addr.wrapping_sub(*b)))
             {
                 t.name = name;
                 self.unnamed.remove(&t.role);
@@ -395,11 +416,11 @@ mod tests {
             pid: 100,
             functions: &functions,
             pthread_create: None,
-            symbolize: &|_, _| None,
+            symbolize: &|_: &Path, _: u64| None::<String>,
             start_ns: None,
-            existing_threads: &[],
+            existing_threads: Vec::new(),
         };
-        let rec = record(&events, &ctx);
+        let rec = record(&events, ctx);
         assert_eq!(rec.start_ns, 10);
         assert_eq!(rec.threads.len(), 2);
         assert_eq!(

@@ -1,18 +1,30 @@
-//! Observed runs: start the target held before exec, attach the probes to
-//! its pid, release it, wait for it, collect its events and turn them into
-//! a recorded run. One target at a time; the eBPF object is loaded once.
+//! The tracer: the probes attached once for a whole session, the event
+//! stream, the resolver that names what they report, and the state the
+//! ptrace controller keeps between stops. It runs a program once at a
+//! time — observed, or intervened on as the ptrace tracer of all its
+//! threads — and records the run; or it watches a process that is already
+//! running ([`Running`]).
 
-use std::{sync::atomic::AtomicBool, time::Duration};
+use std::{collections::BTreeSet, sync::atomic::AtomicBool};
+
+use nix::{sys::signal::Signal, unistd::Pid};
 
 use crate::{
-    bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope},
+    bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, monotonic_ns},
     intervene::Plan,
     model::{FuncId, Function, Point, Run},
-    record::recorder::{self, EventRow, RecordedRun},
+    record::{
+        fail::{ReturnCheck, RunPolicy, judge},
+        lost,
+        recorder::{self, EventRow, RecordedRun, Recorder},
+        watch::{Finished, UnitWatcher},
+    },
     symbols::Resolver,
-    sys::ptrace::{self, ControlError, Controller, StopRecord},
-    sys::spawn::{self, FailRule, RunError, Target},
-    sys::unwind::Unwinder,
+    sys::{
+        proc,
+        ptrace::{self, ControlError, Controller, Flow, Served, StopRecord, StopState},
+        spawn::{self, RunError, Target},
+    },
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -25,25 +37,14 @@ pub enum TraceError {
     Control(#[from] ControlError),
 }
 
-/// How runs are judged and bounded.
-#[derive(Clone, Debug)]
-pub struct RunPolicy {
-    pub rules: Vec<FailRule>,
-    pub timeout: Duration,
-}
-
-/// Fields are public so callers can borrow them separately (recording
-/// reads `functions` and `resolver` while `probes` changes).
 pub struct Tracer {
     /// User functions first, then aid's internal ones.
-    pub functions: Vec<Function>,
-    pub pthread_create: Option<FuncId>,
-    pub probes: Probes,
-    pub stream: EventStream,
-    pub resolver: Resolver,
-    pub unwinder: Unwinder,
-    pub stop_signal: nix::sys::signal::Signal,
-    pub first_bytes: std::collections::HashMap<u32, Vec<u8>>,
+    functions: Vec<Function>,
+    pthread_create: Option<FuncId>,
+    probes: Probes,
+    stream: EventStream,
+    resolver: Resolver,
+    stops: StopState,
 }
 
 impl Tracer {
@@ -73,18 +74,27 @@ impl Tracer {
         }
         let stream = probes.event_stream();
         probes.attach(&functions, scope, programs)?;
-        let stop_signal = nix::sys::signal::Signal::try_from(load.stop_signal)
-            .unwrap_or(nix::sys::signal::SIGURG);
+        let stop_signal = Signal::try_from(load.stop_signal).unwrap_or(Signal::SIGURG);
         Ok(Tracer {
             functions,
             pthread_create,
             probes,
             stream,
             resolver,
-            unwinder: Unwinder::default(),
-            stop_signal,
-            first_bytes: Default::default(),
+            stops: StopState::new(stop_signal),
         })
+    }
+
+    /// Every traced function, aid's internal ones last: a session's
+    /// function table.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// Probes attached (an entry and an exit probe per function); removing
+    /// each takes the kernel a while.
+    pub fn probe_count(&self) -> usize {
+        2 * self.functions.len()
     }
 
     /// Functions the user asked for (not aid's internal probes).
@@ -93,7 +103,8 @@ impl Tracer {
     }
 
     /// Runs the target once under observation (no ptrace, no
-    /// interventions) and records it.
+    /// interventions) and records it. A run cut short by `cancel` is kept
+    /// but marked incomplete: it is never evidence.
     pub fn observe(
         &mut self,
         target: &Target,
@@ -105,7 +116,9 @@ impl Tracer {
         let pid = child.pid;
         child.release()?;
         let exit = child.wait(policy.timeout, cancel)?;
-        self.finish(id, pid, exit, policy)
+        let mut rec = self.finish(id, pid, exit, policy)?;
+        mark_interrupted(&mut rec.run, cancel);
+        Ok(rec)
     }
 
     /// Starts the target held before its exec and registers it with the
@@ -131,13 +144,14 @@ impl Tracer {
         self.probes.end_target(pid)?;
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
-        let (label, reason) = spawn::judge(&exit, &policy.rules);
+        let (label, reason) = judge(&exit, &policy.rules);
         Ok(self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors))
     }
 
     /// Runs the target once as the ptrace tracer of all its threads, with
     /// the plan's actions installed in the kernel, and records it with what
-    /// became of each intervention.
+    /// became of each intervention (cut short by `cancel`: as in
+    /// [`Tracer::observe`]).
     pub fn intervene(
         &mut self,
         target: &Target,
@@ -160,9 +174,7 @@ impl Tracer {
         let mut controller = Controller {
             probes: &mut self.probes,
             functions: &self.functions,
-            unwinder: &mut self.unwinder,
-            stop_signal: self.stop_signal,
-            first_bytes: &mut self.first_bytes,
+            state: &mut self.stops,
         };
         let driven = controller.drive(pid, policy.timeout, cancel)?;
         let mut exit = child.finish(driven.status);
@@ -176,6 +188,7 @@ impl Tracer {
         recorder::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&driven.stops);
         rec.run.noise = plan.noise.clone();
+        mark_interrupted(&mut rec.run, cancel);
         for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
             log::warn!(
                 "run {id}: intervention at {:?} not applied: {}",
@@ -188,7 +201,7 @@ impl Tracer {
 
     /// Builds the run from its events and how it ended.
     #[allow(clippy::too_many_arguments, reason = "to be replaced by a run request struct")]
-    pub fn assemble(
+    fn assemble(
         &self,
         id: u32,
         pid: u32,
@@ -199,25 +212,23 @@ impl Tracer {
         lost: crate::bpf::Lost,
         probe_errors: u64,
     ) -> RecordedRun {
-        let resolver = &self.resolver;
-        let symbolize = resolver.symbolizer();
         let ctx = recorder::Context {
             pid,
             functions: &self.functions,
             pthread_create: self.pthread_create,
-            symbolize: &symbolize,
+            symbolize: &self.resolver,
             start_ns: None,
-            existing_threads: &[],
+            existing_threads: Vec::new(),
         };
-        let rec = recorder::record(events, &ctx);
+        let rec = recorder::record(events, ctx);
         let end_ns = rec.rows.last().map_or(0, |r| r.t_ns).max(exit.wall_ns);
-        let run = Run {
+        let mut run = Run {
             id,
             label,
             outcome: exit.outcome(reason),
-            lost_events: lost.total(),
-            lost_thread_records: lost.thread_records,
-            complete: lost.total() == 0,
+            lost_events: 0,
+            lost_thread_records: 0,
+            complete: true,
             threads: rec.threads,
             calls: recorder::calls_from_rows(&rec.rows),
             end_ns,
@@ -225,6 +236,8 @@ impl Tracer {
             noise: Vec::new(),
             pauses: Vec::new(),
         };
+        // Counters are read once, at the run's end: all of it is charged.
+        lost::charge(&mut run, lost);
         RecordedRun {
             run,
             rows: rec.rows,
@@ -234,6 +247,125 @@ impl Tracer {
             stderr: exit.stderr.tail().to_owned(),
             probe_errors,
         }
+    }
+
+    /// Starts recording a process that is already running: its threads
+    /// take roles 0, 1, ... in creation order (main first), threads it
+    /// creates later continue the sequence. With a `unit`, each invocation
+    /// of it is one run, failed when one of `checks` holds in it.
+    pub fn watch(
+        &mut self,
+        pid: u32,
+        unit: Option<FuncId>,
+        checks: Vec<ReturnCheck>,
+    ) -> Result<Running<'_>, TraceError> {
+        let threads = proc::threads(pid);
+        let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
+        let start_ns = monotonic_ns();
+        self.probes.begin_running_target(pid, &tids, false)?;
+        // Units are only whole between the moment every probe is attached
+        // and the moment the first one is removed.
+        let attached_ns = monotonic_ns() - start_ns;
+        let ctx = recorder::Context {
+            pid,
+            functions: &self.functions,
+            pthread_create: self.pthread_create,
+            symbolize: &self.resolver,
+            start_ns: Some(start_ns),
+            existing_threads: threads,
+        };
+        let watcher = UnitWatcher::new(
+            Recorder::new(ctx),
+            &self.stream,
+            &self.functions,
+            start_ns,
+            attached_ns,
+            unit,
+            checks,
+        );
+        Ok(Running {
+            pid,
+            threads: tids.len(),
+            probes: &mut self.probes,
+            stops: &mut self.stops,
+            functions: &self.functions,
+            watcher,
+        })
+    }
+}
+
+/// A running process being recorded: the watcher of its events and units,
+/// and the probes and stop state to intervene on it with.
+pub struct Running<'t> {
+    pid: u32,
+    threads: usize,
+    probes: &'t mut Probes,
+    stops: &'t mut StopState,
+    functions: &'t [Function],
+    watcher: UnitWatcher<'t>,
+}
+
+impl<'t> Running<'t> {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Threads the process had when the watch began.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn functions(&self) -> &'t [Function] {
+        self.functions
+    }
+
+    pub fn probes(&mut self) -> &mut Probes {
+        self.probes
+    }
+
+    pub fn watcher(&mut self) -> &mut UnitWatcher<'t> {
+        &mut self.watcher
+    }
+
+    /// Drains events and lost-event counters.
+    pub fn look(&mut self) -> Result<(), ProbeError> {
+        self.watcher.look(self.probes)
+    }
+
+    /// Serves the stops of the `traced` threads until the process ends or
+    /// `tick` (given the watcher and the probes) says stop.
+    pub fn serve(
+        &mut self,
+        traced: BTreeSet<Pid>,
+        tick: &mut dyn FnMut(&mut UnitWatcher<'t>, &mut Probes) -> Flow,
+    ) -> Result<Served, ControlError> {
+        let watcher = &mut self.watcher;
+        let mut controller =
+            Controller { probes: self.probes, functions: self.functions, state: self.stops };
+        controller.serve(self.pid, traced, &mut |probes| tick(watcher, probes))
+    }
+
+    /// Stops tracing the `traced` threads with ptrace; the process keeps
+    /// running.
+    pub fn release(&mut self, traced: &BTreeSet<Pid>) {
+        ptrace::release_running(self.probes, traced, self.stops.stop_signal());
+    }
+
+    /// Removes every probe, then collects what is left (see
+    /// [`UnitWatcher::finish`]); `ended` says why, for a whole-recording run.
+    pub fn finish(self, ended: &str) -> Result<Finished, ProbeError> {
+        let detach_ns = self.watcher.now_ns();
+        self.probes.detach_all();
+        self.watcher.finish(self.probes, detach_ns, ended)
+    }
+}
+
+/// A run the user interrupted (its process killed by us) is kept, but
+/// never as evidence.
+fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        run.complete = false;
+        run.outcome.reason = "interrupted by the user".into();
     }
 }
 

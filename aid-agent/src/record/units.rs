@@ -3,123 +3,17 @@
 //! and exit, on its thread and on every other thread. Inside a unit, the
 //! thread running FN is role 0 and any other thread of process role r is
 //! role r + 1; instances count from the unit's start; times are relative to
-//! FN's entry. `--fail-if 'FN ret < 0'` labels units.
+//! FN's entry. `--fail-if 'FN ret < 0'` labels units ([`super::fail`]).
 
 use std::collections::{HashMap, HashSet};
 
 use crate::{
     model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
-    record::recorder::{EventRow, RecordedRun, calls_from_rows},
+    record::{
+        fail::{ReturnCheck, failure_reason},
+        recorder::{EventRow, RecordedRun, calls_from_rows},
+    },
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum UnitError {
-    #[error(
-        "invalid --fail-if `{text}`: {reason} (form: 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret > 5', 'FN ret null')"
-    )]
-    BadCondition { text: String, reason: String },
-}
-
-/// A comparison of a return value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Comparison {
-    Lt(i64),
-    Le(i64),
-    Gt(i64),
-    Ge(i64),
-    Eq(i64),
-    Ne(i64),
-    Null,
-    NonNull,
-}
-
-impl Comparison {
-    pub fn holds(self, v: i64) -> bool {
-        match self {
-            Comparison::Lt(x) => v < x,
-            Comparison::Le(x) => v <= x,
-            Comparison::Gt(x) => v > x,
-            Comparison::Ge(x) => v >= x,
-            Comparison::Eq(x) => v == x,
-            Comparison::Ne(x) => v != x,
-            Comparison::Null => v == 0,
-            Comparison::NonNull => v != 0,
-        }
-    }
-}
-
-/// `FN ret < 0` and friends, with the function still to be resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FailIf {
-    pub function: String,
-    pub cond: Comparison,
-    pub text: String,
-}
-
-impl FailIf {
-    pub fn parse(text: &str) -> Result<FailIf, UnitError> {
-        let bad = |reason: &str| UnitError::BadCondition {
-            text: text.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let (function, rest) = match words.as_slice() {
-            [f, "ret" | "returns", rest @ ..] => (*f, rest),
-            _ => return Err(bad("expected a function name followed by `ret`")),
-        };
-        let value = |s: &str| -> Result<i64, UnitError> {
-            let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
-            let v = match digits.strip_prefix("0x") {
-                Some(h) => i64::from_str_radix(h, 16),
-                None => digits.parse(),
-            }
-            .map_err(|_| bad("the value must be an integer"))?;
-            Ok(if neg { -v } else { v })
-        };
-        let cond = match rest {
-            ["null" | "NULL"] => Comparison::Null,
-            ["nonnull" | "!null"] => Comparison::NonNull,
-            ["<", v] => Comparison::Lt(value(v)?),
-            ["<=", v] => Comparison::Le(value(v)?),
-            [">", v] => Comparison::Gt(value(v)?),
-            [">=", v] => Comparison::Ge(value(v)?),
-            ["==" | "=", v] => Comparison::Eq(value(v)?),
-            ["!=", v] => Comparison::Ne(value(v)?),
-            _ => {
-                return Err(bad(
-                    "expected an operator (<, <=, >, >=, ==, !=) and a value, or `null`",
-                ));
-            }
-        };
-        Ok(FailIf { function: function.to_owned(), cond, text: text.to_owned() })
-    }
-}
-
-/// A resolved failure condition.
-#[derive(Clone, Debug)]
-pub struct ReturnCheck {
-    pub funcs: Vec<FuncId>,
-    pub cond: Comparison,
-    pub text: String,
-}
-
-/// Why a set of calls counts as failed, if it does.
-pub fn failure_reason(
-    calls: &[crate::model::Call],
-    conditions: &[ReturnCheck],
-    functions: &[Function],
-) -> Option<String> {
-    for c in calls {
-        let Some(ret) = c.ret else { continue };
-        for cond in conditions {
-            if cond.funcs.contains(&c.func) && cond.cond.holds(ret) {
-                let name = functions.get(c.func as usize).map_or("?", |f| f.name.as_str());
-                return Some(format!("ret of {name} = {ret} ({})", cond.text));
-            }
-        }
-    }
-    None
-}
 
 /// One unit, ready to be stored as a run.
 pub struct Unit {
@@ -302,21 +196,7 @@ impl Splitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::testing::function;
-
-    #[test]
-    fn fail_if_parses() {
-        assert_eq!(FailIf::parse("handle_request ret < 0").unwrap().cond, Comparison::Lt(0));
-        assert_eq!(FailIf::parse("f ret == -1").unwrap().cond, Comparison::Eq(-1));
-        assert_eq!(FailIf::parse("f ret != 0x10").unwrap().cond, Comparison::Ne(16));
-        assert_eq!(FailIf::parse("lookup ret null").unwrap().cond, Comparison::Null);
-        assert!(FailIf::parse("f < 0").is_err());
-        assert!(FailIf::parse("f ret < zero").is_err());
-        assert!(Comparison::Lt(0).holds(-1) && !Comparison::Lt(0).holds(0));
-        assert!(
-            Comparison::Ne(3).holds(4) && Comparison::Eq(3).holds(3) && Comparison::Null.holds(0)
-        );
-    }
+    use crate::{model::testing::function, record::fail::Comparison};
 
     fn row(
         t: u64,

@@ -2,7 +2,9 @@
 //! as data (`report.json`): the root cause, the causal path with the
 //! evidence for each link, what it cost, and what TAGT would have needed.
 
-use std::{collections::BTreeSet, fmt::Write as _};
+use std::{collections::BTreeSet, fmt::Write as _, path::Path};
+
+use anyhow::Context as _;
 
 use serde::Serialize;
 
@@ -117,7 +119,7 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         .filter_map(|(p, why)| match why {
             Exclusion::Unsafe => Some(format!("{} (needs a return-value intervention: declare the function --safe if forcing it is harmless)", desc(*p))),
             Exclusion::NoIntervention => Some(format!("{} (no intervention can force it)", desc(*p))),
-            Exclusion::NotLive => Some(format!("{} (its intervention needs another thread or a hold: not possible on a live service's units; reproduce with `aid-agent debug -- CMD`)", desc(*p))),
+            Exclusion::OutOfReach => Some(format!("{} (its intervention needs another thread or a hold: not possible on a live service's units; reproduce with `aid-agent debug -- CMD`)", desc(*p))),
             Exclusion::SameAs { .. } => None,
         })
         .collect();
@@ -225,4 +227,24 @@ pub fn render(r: &DebugReport<'_>) -> String {
         }
     }
     s
+}
+
+/// Writes `report.txt` (the words, `text`), `report.json` and `dag.dot`
+/// (the AC-DAG, causal path highlighted) into the session directory.
+pub fn save(
+    dir: &Path,
+    text: &str,
+    report: &DebugReport<'_>,
+    diagnosis: &Diagnosis,
+) -> anyhow::Result<()> {
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
+    };
+    write("report.txt", text.as_bytes())?;
+    write("report.json", serde_json::to_string_pretty(report)?.as_bytes())?;
+    let highlight =
+        diagnosis.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
+    write("dag.dot", diagnosis.analysis.dot(&highlight).as_bytes())?;
+    Ok(())
 }

@@ -199,12 +199,6 @@ impl Resolver {
         self.exe.symbols.iter().filter(|s| is_own_function(s)).collect()
     }
 
-    /// [`Resolver::function_at`] in the form the recorder takes, to name
-    /// threads after their start routine.
-    pub fn symbolizer(&self) -> impl Fn(&Path, u64) -> Option<String> + '_ {
-        |module, address| self.function_at(module, address).map(str::to_owned)
-    }
-
     /// Name of the function starting at ELF virtual address `address` of
     /// `module` (the executable or a library already loaded).
     pub fn function_at(&self, module: &Path, address: u64) -> Option<&str> {

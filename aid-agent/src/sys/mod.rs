@@ -2,6 +2,7 @@
 //! what `/proc` says about it, ptrace control of its threads, and what a stopped thread needs (is its
 //! first instruction safe to rerun, how to unwind out of a function).
 
+pub mod poll;
 pub mod proc;
 pub mod ptrace;
 pub mod rewind;

@@ -13,6 +13,7 @@
 //! holding resumes, and the stop signal (ignored by default) is harmless.
 
 use std::{
+    collections::HashMap,
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
@@ -33,8 +34,8 @@ use nix::{
 
 use crate::{
     bpf::Probes,
-    model::Function,
-    sys::{proc, spawn, unwind::Unwinder},
+    model::{FuncId, Function},
+    sys::{poll, proc, spawn, unwind::Unwinder},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -144,11 +145,11 @@ pub fn release_running(
         if ptrace::interrupt(tid).is_err() {
             continue; // gone
         }
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + poll::RELEASE_DEADLINE;
         loop {
             match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_micros(100));
+                    std::thread::sleep(poll::RELEASE_STOP);
                 }
                 Ok(WaitStatus::Stopped(_, sig)) => {
                     let pass = if sig == stop_signal
@@ -171,13 +172,31 @@ pub fn release_running(
     }
 }
 
+/// What the agent keeps between stops: the signal its probes stop threads
+/// with, the call-frame tables for premature returns, and the first bytes
+/// of each function (read from its file once) for rewinds.
+pub struct StopState {
+    stop_signal: Signal,
+    unwinder: Unwinder,
+    first_bytes: HashMap<FuncId, Vec<u8>>,
+}
+
+impl StopState {
+    pub fn new(stop_signal: Signal) -> StopState {
+        StopState { stop_signal, unwinder: Unwinder::default(), first_bytes: HashMap::new() }
+    }
+
+    pub fn stop_signal(&self) -> Signal {
+        self.stop_signal
+    }
+}
+
+/// Serves the stops of a traced process: the probes that ask for them, the
+/// functions they are in, and the state kept between stops.
 pub struct Controller<'a> {
     pub probes: &'a mut Probes,
     pub functions: &'a [Function],
-    pub unwinder: &'a mut Unwinder,
-    pub stop_signal: Signal,
-    /// First bytes of each function, read from its file once.
-    pub first_bytes: &'a mut std::collections::HashMap<u32, Vec<u8>>,
+    pub state: &'a mut StopState,
 }
 
 /// Blocks SIGCHLD in the calling thread (and the threads it creates later)
@@ -201,7 +220,7 @@ fn sigchld() -> SigSet {
 /// who did not call [`block_sigchld`]) it degrades to a plain sleep.
 fn wait_for_child(timeout: Duration) {
     if !SigSet::thread_get_mask().is_ok_and(|m| m.contains(Signal::SIGCHLD)) {
-        std::thread::sleep(timeout.min(Duration::from_micros(200)));
+        std::thread::sleep(timeout.min(poll::NO_SIGCHLD_NAP));
         return;
     }
     let set = sigchld();
@@ -306,7 +325,7 @@ impl Controller<'_> {
                         traced.insert(tid);
                         resume(tid, None);
                     }
-                    WaitStatus::Stopped(tid, sig) if sig == self.stop_signal => {
+                    WaitStatus::Stopped(tid, sig) if sig == self.state.stop_signal => {
                         traced.insert(tid);
                         match self.probes.take_pending(tid.as_raw() as u32) {
                             Some(p) => self.act(tid, p, &mut holds, &mut stops),
@@ -347,12 +366,12 @@ impl Controller<'_> {
             let nap = holds
                 .iter()
                 .map(|h| match h.release {
-                    Release::WhenHappened(_) => Duration::from_micros(50),
+                    Release::WhenHappened(_) => poll::HOLD_EVENT,
                     Release::At => h.deadline.saturating_duration_since(now),
                 })
                 .min()
-                .unwrap_or(Duration::from_millis(2))
-                .min(Duration::from_millis(2));
+                .unwrap_or(poll::SERVE_NAP)
+                .min(poll::SERVE_NAP);
             wait_for_child(nap);
         }
     }
@@ -446,7 +465,7 @@ impl Controller<'_> {
     /// same call.
     fn rewind(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
         let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;
-        let bytes = match self.first_bytes.get(&f.id) {
+        let bytes = match self.state.first_bytes.get(&f.id) {
             Some(b) => b.clone(),
             None => {
                 use std::os::unix::fs::FileExt as _;
@@ -454,7 +473,7 @@ impl Controller<'_> {
                 let mut b = vec![0u8; 16];
                 let n = file.read_at(&mut b, f.offset).map_err(|e| e.to_string())?;
                 b.truncate(n);
-                self.first_bytes.insert(f.id, b.clone());
+                self.state.first_bytes.insert(f.id, b.clone());
                 b
             }
         };
@@ -494,7 +513,8 @@ impl Controller<'_> {
                     .map(|w| w as u64)
                     .map_err(|e| e.to_string())
             };
-            self.unwinder
+            self.state
+                .unwinder
                 .return_early(&f.module, bias, &mut regs, p.action.value, &mut read)
                 .map_err(|e| format!("returning early from {}: {e}", f.name))?;
         }

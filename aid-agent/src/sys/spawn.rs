@@ -18,9 +18,8 @@ use nix::{
     sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal},
     unistd::{self, ForkResult, Pid},
 };
-use regex::Regex;
 
-use crate::model::{Label, Outcome};
+use crate::{model::Outcome, sys::poll};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -30,10 +29,6 @@ pub enum RunError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("cannot start {}: {reason}", path.display())]
     Spawn { path: PathBuf, reason: String },
-    #[error(
-        "invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)"
-    )]
-    BadRule { rule: String, reason: String },
 }
 
 /// The program to run and its arguments.
@@ -58,102 +53,6 @@ impl Target {
     pub fn display(&self) -> String {
         self.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
     }
-}
-
-/// One way a run can count as failed.
-#[derive(Clone, Debug)]
-pub enum FailRule {
-    NonZero,
-    Exit(i32),
-    Signal(Option<i32>),
-    Timeout,
-    Stdout(Regex),
-    Stderr(Regex),
-    Output(Regex),
-}
-
-impl FailRule {
-    pub fn defaults() -> Vec<FailRule> {
-        vec![FailRule::NonZero, FailRule::Signal(None), FailRule::Timeout]
-    }
-
-    pub fn parse(rule: &str) -> Result<FailRule, RunError> {
-        let bad =
-            |reason: &str| RunError::BadRule { rule: rule.to_owned(), reason: reason.to_owned() };
-        let regex = |r: &str| Regex::new(r).map_err(|e| bad(&e.to_string()));
-        Ok(match rule {
-            "nonzero" | "exit" => FailRule::NonZero,
-            "signal" => FailRule::Signal(None),
-            "timeout" => FailRule::Timeout,
-            _ if rule.starts_with("exit=") => {
-                FailRule::Exit(rule[5..].parse().map_err(|_| bad("exit code must be a number"))?)
-            }
-            _ if rule.starts_with("signal=") => {
-                let s = &rule[7..];
-                let num = s
-                    .parse::<i32>()
-                    .ok()
-                    .or_else(|| signal_number(s))
-                    .ok_or_else(|| bad("unknown signal"))?;
-                FailRule::Signal(Some(num))
-            }
-            _ if rule.starts_with("stdout:") => FailRule::Stdout(regex(&rule[7..])?),
-            _ if rule.starts_with("stderr:") => FailRule::Stderr(regex(&rule[7..])?),
-            _ if rule.starts_with("output:") => FailRule::Output(regex(&rule[7..])?),
-            _ => return Err(bad("unknown rule")),
-        })
-    }
-
-    /// Why this rule says the run failed, or None.
-    fn verdict(&self, exit: &Exit) -> Option<String> {
-        match self {
-            FailRule::NonZero => exit.code.filter(|c| *c != 0).map(|c| format!("exit code {c}")),
-            FailRule::Exit(n) => (exit.code == Some(*n)).then(|| format!("exit code {n}")),
-            FailRule::Signal(want) => exit
-                .signal
-                .filter(|s| want.is_none_or(|w| w == *s))
-                .map(|s| format!("killed by {}", signal_name(s))),
-            FailRule::Timeout => exit.timed_out.then(|| "timed out".to_owned()),
-            FailRule::Stdout(r) => {
-                r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/"))
-            }
-            FailRule::Stderr(r) => {
-                r.is_match(&exit.stderr.text).then(|| format!("stderr matched /{r}/"))
-            }
-            FailRule::Output(r) => (r.is_match(&exit.stdout.text) || r.is_match(&exit.stderr.text))
-                .then(|| format!("output matched /{r}/")),
-        }
-    }
-}
-
-pub fn signal_number(name: &str) -> Option<i32> {
-    let upper = name.to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    full.parse::<Signal>().ok().map(|s| s as i32)
-}
-
-pub fn signal_name(sig: i32) -> String {
-    Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
-}
-
-/// Judges a finished run: fail if any rule says so (the first one's reason
-/// is kept), pass otherwise.
-pub fn judge(exit: &Exit, rules: &[FailRule]) -> (Label, String) {
-    // A timed-out run is killed by us; it never counts as a clean pass.
-    if exit.timed_out {
-        return (Label::Fail, "timed out".to_owned());
-    }
-    for rule in rules {
-        if let Some(reason) = rule.verdict(exit) {
-            return (Label::Fail, reason);
-        }
-    }
-    let reason = match (exit.code, exit.signal) {
-        (Some(c), _) => format!("exit code {c}"),
-        (_, Some(s)) => format!("killed by {}", signal_name(s)),
-        _ => String::new(),
-    };
-    (Label::Pass, reason)
 }
 
 /// What a stream of the target printed: the last bytes for the report, and
@@ -394,7 +293,7 @@ impl Spawned {
                 timed_out |= over;
                 kill_group(self.pid);
             }
-            std::thread::sleep(Duration::from_micros(500));
+            std::thread::sleep(poll::RUN_EXIT);
         };
         let wall_ns = started.elapsed().as_nanos() as u64;
         let mut exit = self.finish(status);
@@ -416,9 +315,9 @@ impl Spawned {
         // for a daemon the target left behind.
         let join = |h: Option<JoinHandle<Captured>>| {
             let h = h?;
-            let deadline = Instant::now() + Duration::from_secs(2);
+            let deadline = Instant::now() + poll::OUTPUT_DEADLINE;
             while !h.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(poll::OUTPUT_JOIN);
             }
             if h.is_finished() { h.join().ok() } else { None }
         };
@@ -450,29 +349,4 @@ pub fn kill_group(pid: u32) {
     // Either may already be gone; nothing to do then.
     let _ = signal::killpg(pid, Signal::SIGKILL);
     let _ = signal::kill(pid, Signal::SIGKILL);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules_parse_and_judge() {
-        let rules =
-            vec![FailRule::parse("exit=3").unwrap(), FailRule::parse("stderr:assert").unwrap()];
-        let mut exit = Exit { code: Some(0), ..Default::default() };
-        assert_eq!(judge(&exit, &rules).0, Label::Pass);
-        exit.stderr.text = "x: assertion failed".into();
-        assert_eq!(judge(&exit, &rules), (Label::Fail, "stderr matched /assert/".into()));
-        let exit = Exit { code: Some(3), ..Default::default() };
-        assert_eq!(judge(&exit, &rules), (Label::Fail, "exit code 3".into()));
-        assert_eq!(
-            FailRule::parse("signal=SEGV")
-                .unwrap()
-                .verdict(&Exit { signal: Some(11), ..Default::default() }),
-            Some("killed by SIGSEGV".into())
-        );
-        assert!(FailRule::parse("exit=abc").is_err());
-        assert!(FailRule::parse("whatever").is_err());
-    }
 }

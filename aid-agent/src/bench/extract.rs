@@ -1,24 +1,25 @@
-//! `aid-agent bench extract`: throughput of the offline pipeline —
-//! predicate extraction, evaluation of every run, statistics and the AC-DAG
-//! — over a generated session held in memory. A benchmark, not a test: it
-//! prints times and events per second for BENCHMARKS.md.
+//! The extraction benchmark (`aid-agent bench extract`): throughput of the
+//! offline pipeline — predicate extraction, evaluation of every run,
+//! statistics and the AC-DAG — over a generated session held in memory. A
+//! benchmark, not a test: it times, and the command line prints the times
+//! and events per second for BENCHMARKS.md.
 //!
 //! The workload is a worker pool: main plus `threads − 1` workers, each
 //! calling functions from its own repertoire in a fixed cycle (so
 //! instances line up across runs) with jittered durations, some of them on
-//! a shared object, meeting at a barrier every 50 calls. In a failing run (30%) one call of worker#1 stalls;
-//! worker#2 then uses the shared object while the stalled call still holds
+//! a shared object, meeting at a barrier every 50 calls. In a failing run
+//! (30%) one call of worker#1 stalls; worker#2 then uses the shared object while the stalled call still holds
 //! it, gets an error back and calls an error handler. Rare slow calls in
 //! every run add non-discriminative predicates, as real traces have.
 
-use std::{process::ExitCode, time::Instant};
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::{
-    analysis::{AnalysisOptions, analyze_timed},
+    analysis::{AnalysisOptions, Timings, analyze_timed},
     intervene::SafeList,
     model::{
         Call, Function, Label, Outcome, Run, Session, ValueKind,
@@ -26,26 +27,19 @@ use crate::{
     },
 };
 
-#[derive(Debug, clap::Args)]
-pub struct ExtractArgs {
+/// The generated workload.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
     /// Runs in the session.
-    #[arg(long, default_value_t = 1000)]
     pub runs: u32,
     /// Events per run (two per call: entry and exit).
-    #[arg(long, default_value_t = 10_000)]
     pub events: u32,
     /// Thread roles per run (main + workers).
-    #[arg(long, default_value_t = 4)]
     pub threads: u32,
-    /// Calls between barriers where all workers meet (0: no barriers, so a
-    /// stall shifts a worker's whole later timeline — the stress case).
-    #[arg(long, default_value_t = 50)]
+    /// Calls between barriers where all workers meet (0: no barriers, so
+    /// a stall shifts a worker's whole later timeline — the stress case).
     pub barrier: u32,
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Functions per role in the generated program.
@@ -53,58 +47,44 @@ const FUNCS_PER_ROLE: u32 = 10;
 /// Where worker#1 stalls and worker#2 collides with it in failing runs.
 const STALL_AT: u32 = 40;
 
-pub fn run(a: ExtractArgs) -> anyhow::Result<ExitCode> {
-    if a.runs < 2 || a.events < 20 || a.threads < 3 {
+/// What one measurement found.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    pub functions: usize,
+    /// Entry and exit events in the session.
+    pub events: u64,
+    /// Generating the session (not part of the measurement).
+    pub generate: Duration,
+    pub time: Timings,
+    pub predicates: usize,
+    pub fully_discriminative: usize,
+    pub candidates: usize,
+    pub dag_edges: usize,
+}
+
+/// Generates the workload's session and times its analysis.
+pub fn measure(w: &Workload) -> anyhow::Result<Measured> {
+    if w.runs < 2 || w.events < 20 || w.threads < 3 {
         bail!(
             "bench extract needs --runs ≥ 2, --events ≥ 20 and --threads ≥ 3 (the failure involves two workers)"
         );
     }
     let t = Instant::now();
-    let session = generate(a.runs, a.events, a.threads, a.barrier, a.seed);
-    let generated = t.elapsed();
+    let session = generate(w.runs, w.events, w.threads, w.barrier, w.seed);
+    let generate = t.elapsed();
     let events: u64 = session.runs.iter().map(|r| 2 * r.calls.len() as u64).sum();
     let opts = AnalysisOptions { safe: SafeList::new(&["*"])?, ..AnalysisOptions::default() };
     let (analysis, time) = analyze_timed(&session, &opts)?;
-    let total = time.total().as_secs_f64();
-    let rate = events as f64 / total;
-    let fd = analysis.scores.iter().filter(|s| s.fully_discriminative).count() - 1;
-    if a.json {
-        let v = serde_json::json!({
-            "runs": a.runs, "events_per_run": a.events, "threads": a.threads, "barrier": a.barrier, "seed": a.seed,
-            "events": events, "generate_s": generated.as_secs_f64(),
-            "learn_s": time.learn.as_secs_f64(), "evaluate_s": time.evaluate.as_secs_f64(),
-            "statistics_s": time.statistics.as_secs_f64(), "dag_s": time.dag.as_secs_f64(),
-            "total_s": total, "events_per_s": rate,
-            "predicates": analysis.catalog.len() - 1, "fully_discriminative": fd,
-            "candidates": analysis.candidates.len(), "dag_edges": analysis.dag.reduction().len(),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "extract benchmark: {} runs × {} events ({:.1} M events), {} roles, {} functions, barrier {}, seed {}",
-            a.runs,
-            a.events,
-            events as f64 / 1e6,
-            a.threads,
-            session.functions.len(),
-            a.barrier,
-            a.seed
-        );
-        println!("  generate    {:>8.2} s  (not part of the measurement)", generated.as_secs_f64());
-        println!("  learn       {:>8.2} s", time.learn.as_secs_f64());
-        println!("  evaluate    {:>8.2} s", time.evaluate.as_secs_f64());
-        println!("  statistics  {:>8.2} s", time.statistics.as_secs_f64());
-        println!("  ac-dag      {:>8.2} s", time.dag.as_secs_f64());
-        println!("  total       {:>8.2} s  = {:.2} M events/s", total, rate / 1e6);
-        println!(
-            "  {} predicates, {} fully discriminative, {} AC-DAG candidates, {} reduced edges",
-            analysis.catalog.len() - 1,
-            fd,
-            analysis.candidates.len(),
-            analysis.dag.reduction().len()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Measured {
+        functions: session.functions.len(),
+        events,
+        generate,
+        time,
+        predicates: analysis.catalog.len() - 1,
+        fully_discriminative: analysis.scores.iter().filter(|s| s.fully_discriminative).count() - 1,
+        candidates: analysis.candidates.len(),
+        dag_edges: analysis.dag.reduction().len(),
+    })
 }
 
 /// The generated session: `runs` runs of about `events` events each.
