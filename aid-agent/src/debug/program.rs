@@ -10,11 +10,10 @@ use super::{DebugOptions, Debugged, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
-    model::{Function, Noise},
+    model::{Function, Noise, RecordedRun},
     record::{
         fail::RunPolicy,
         progress::Progress,
-        recorder::RecordedRun,
         start::{self, ProgramSession},
         tracer::Tracer,
     },

@@ -18,19 +18,16 @@ use nix::unistd::Pid;
 use super::{DebugOptions, Debugged, debug, source::RunSource};
 use crate::{
     bpf::LoadOptions,
+    intervene::control::Flow,
     intervene::{Plan, Reach},
-    model::{FuncId, Function, Noise},
+    model::{FuncId, Function, Noise, RecordedRun},
     record::{
         progress::Progress,
-        recorder::RecordedRun,
         start::{self, ProcessSpec},
         tracer::Running,
     },
     store::Mode,
-    sys::{
-        poll, proc,
-        ptrace::{self, Flow},
-    },
+    sys::{poll, proc, ptrace},
 };
 
 /// The units of a running process.

@@ -8,8 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::{
     intervene::{Plan, Reach},
-    model::{Function, Noise},
-    record::recorder::RecordedRun,
+    model::{Function, Noise, RecordedRun},
 };
 
 pub trait RunSource {

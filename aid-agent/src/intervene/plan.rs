@@ -10,8 +10,8 @@ use aid_common::{
 };
 
 use crate::{
+    intervene::control::StopRecord,
     model::{AppliedIntervention, Intervention, Noise, Point, Site},
-    sys::ptrace::StopRecord,
 };
 
 pub fn site_key(site: Site, point: Point) -> SiteKey {

@@ -13,10 +13,9 @@ use anyhow::Context as _;
 
 use crate::{
     bpf::LoadOptions,
-    model::Label,
+    model::{Label, RecordedRun},
     record::{
         progress::Progress,
-        recorder::RecordedRun,
         start::{self, ProcessSpec},
     },
     store::{Mode, Writer},

@@ -11,18 +11,21 @@ use nix::{sys::signal::Signal, unistd::Pid};
 
 use crate::{
     bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, monotonic_ns},
-    intervene::Plan,
-    model::{FuncId, Function, Point, Run},
+    intervene::{
+        Plan,
+        control::{Controller, Flow, Served, StopRecord, StopState},
+    },
+    model::{EventRow, FuncId, Function, Point, RecordedRun, Run, apply_pauses, calls_from_rows},
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
         lost,
-        recorder::{self, EventRow, RecordedRun, Recorder},
+        recorder::{self, Recorder},
         watch::{Finished, UnitWatcher},
     },
     symbols::Resolver,
     sys::{
         proc,
-        ptrace::{self, ControlError, Controller, Flow, Served, StopRecord, StopState},
+        ptrace::{self, ControlError},
         spawn::{self, RunError, Target},
     },
 };
@@ -184,8 +187,8 @@ impl Tracer {
         shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
         record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
         rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);
-        rec.run.calls = recorder::calls_from_rows(&rec.rows);
-        recorder::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        rec.run.calls = calls_from_rows(&rec.rows);
+        apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&driven.stops);
         rec.run.noise = plan.noise.clone();
         mark_interrupted(&mut rec.run, cancel);
@@ -230,7 +233,7 @@ impl Tracer {
             lost_thread_records: 0,
             complete: true,
             threads: rec.threads,
-            calls: recorder::calls_from_rows(&rec.rows),
+            calls: calls_from_rows(&rec.rows),
             end_ns,
             interventions: Vec::new(),
             noise: Vec::new(),
@@ -348,7 +351,10 @@ impl<'t> Running<'t> {
     /// Stops tracing the `traced` threads with ptrace; the process keeps
     /// running.
     pub fn release(&mut self, traced: &BTreeSet<Pid>) {
-        ptrace::release_running(self.probes, traced, self.stops.stop_signal());
+        let probes = &mut *self.probes;
+        ptrace::release_running(traced, self.stops.stop_signal(), &mut |tid| {
+            probes.take_pending(tid).is_some()
+        });
     }
 
     /// Removes every probe, then collects what is left (see

@@ -8,11 +8,11 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    model::{FuncId, Function, Label, Outcome, Point, Role, Run, Thread},
-    record::{
-        fail::{ReturnCheck, failure_reason},
-        recorder::{EventRow, RecordedRun, calls_from_rows},
+    model::{
+        EventRow, FuncId, Function, Label, Outcome, Point, RecordedRun, Role, Run, Thread,
+        calls_from_rows,
     },
+    record::fail::{ReturnCheck, failure_reason},
 };
 
 /// One unit, ready to be stored as a run.

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use crate::{
     bpf::{EventStream, ProbeError, Probes, monotonic_ns},
-    model::{FuncId, Function, Label, Outcome, Run},
+    model::{FuncId, Function, Label, Outcome, RecordedRun, Run, calls_from_rows},
     record::{
         fail::{ReturnCheck, failure_reason},
         lost::{self, LossLog},
-        recorder::{self, RecordedRun, Recorder},
+        recorder::Recorder,
         units::Splitter,
     },
 };
@@ -155,7 +155,7 @@ impl<'t> UnitWatcher<'t> {
         let lost = self.losses.during(0, end);
         let start_ns = self.start_ns;
         let recorded = self.recorder.finish();
-        let calls = recorder::calls_from_rows(&recorded.rows);
+        let calls = calls_from_rows(&recorded.rows);
         let (label, reason) = match failure_reason(&calls, &self.checks, self.functions) {
             Some(r) => (Label::Fail, r),
             None => (Label::Pass, format!("traced for {:.1} s ({ended})", end as f64 / 1e9)),

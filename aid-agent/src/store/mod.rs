@@ -19,12 +19,9 @@ use std::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::{
-    model::{
-        AppliedIntervention, FuncId, Function, Label, Noise, Outcome, Pause, Point, Role, Run,
-        Session, Thread,
-    },
-    record::recorder::{EventRow, RecordedRun, apply_pauses, calls_from_rows},
+use crate::model::{
+    AppliedIntervention, EventRow, FuncId, Function, Label, Noise, Outcome, Pause, Point,
+    RecordedRun, Role, Run, Session, Thread, apply_pauses, calls_from_rows,
 };
 
 pub const FORMAT: &str = "aid-session";

@@ -1,6 +1,7 @@
-//! The operating system side of a target: starting it held before exec,
-//! what `/proc` says about it, ptrace control of its threads, and what a stopped thread needs (is its
-//! first instruction safe to rerun, how to unwind out of a function).
+//! The operating system side of a target, nothing aid-specific: starting it
+//! held before exec, what `/proc` says about it, ptrace primitives, what a
+//! stopped thread needs (is its first instruction safe to rerun, how to
+//! unwind out of a function), and every polling interval of the agent.
 
 pub mod poll;
 pub mod proc;

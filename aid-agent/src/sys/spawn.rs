@@ -1,6 +1,7 @@
 //! Running the target once: start it held just before `execve` (so probes
 //! can be attached to its pid first), release it, wait for it with a
-//! timeout, capture its output, and judge the run pass or fail.
+//! timeout, and capture its output (how the run is judged:
+//! [`crate::record::fail`]).
 
 use std::{
     ffi::{CString, OsString},
