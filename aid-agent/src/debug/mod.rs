@@ -36,6 +36,8 @@ use crate::{
     store::Writer,
 };
 
+/// How `debug` observes, which interventions it may use, and how sure it
+/// must be.
 #[derive(Clone, Debug)]
 pub struct DebugOptions {
     pub strategy: Strategy,
