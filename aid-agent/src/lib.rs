@@ -27,5 +27,6 @@ pub mod session;
 pub mod stats;
 pub mod symbols;
 pub mod trace;
+pub mod tracepoint;
 pub mod units;
 pub mod unwind;

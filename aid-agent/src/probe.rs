@@ -10,8 +10,10 @@ use std::{
 };
 
 use aid_common::{
-    Action, Event, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LOST, MAP_PENDING,
-    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_WATCH, Pending, SiteKey, TargetState,
+    Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
+    GLOBAL_STOP_SIGNAL, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT,
+    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE,
+    MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -22,7 +24,10 @@ use aya::{
     },
 };
 
-use crate::model::Function;
+use crate::{
+    model::Function,
+    tracepoint::{self, FormatError},
+};
 
 /// The eBPF object built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/aid"));
@@ -48,6 +53,8 @@ pub enum ProbeError {
     Attach { what: String, reason: String },
     #[error("eBPF map {name}: {reason}")]
     Map { name: &'static str, reason: String },
+    #[error(transparent)]
+    Format(#[from] FormatError),
 }
 
 /// Which program pair to attach: the recorder (which also triggers
@@ -152,9 +159,12 @@ impl Probes {
     /// kernel lets BPF write registers.
     pub fn load(options: LoadOptions) -> Result<Probes, ProbeError> {
         let signal = options.stop_signal as u32;
+        let (newtask_pid, newtask_clone_flags) = tracepoint::newtask_offsets()?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, options.ring_bytes)
-            .override_global(aid_common::GLOBAL_STOP_SIGNAL, &signal, true)
+            .override_global(GLOBAL_STOP_SIGNAL, &signal, true)
+            .override_global(GLOBAL_NEWTASK_PID, &newtask_pid, true)
+            .override_global(GLOBAL_NEWTASK_CLONE_FLAGS, &newtask_clone_flags, true)
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
         for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
@@ -185,6 +195,16 @@ impl Probes {
         Ok(Probes { ebpf, attached: Vec::new(), reg_write, ring: Some(ring) })
     }
 
+    /// Names of the maps of the loaded object. The ring buffer is among
+    /// them: loading took it out of the object by that name (and fails
+    /// without it) to hand it to the event stream.
+    pub fn map_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.ebpf.maps().map(|(n, _)| n.to_owned()).collect();
+        names.push(MAP_EVENTS.to_owned());
+        names.sort();
+        names
+    }
+
     /// Whether uprobe programs may write registers on this kernel (then
     /// return overrides could be done in BPF without stopping the thread).
     pub fn kernel_writes_registers(&self) -> bool {
@@ -209,7 +229,7 @@ impl Probes {
         }
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
-        let flags = if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        let flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })
     }
 
@@ -240,9 +260,9 @@ impl Probes {
     pub fn set_intervene(&mut self, intervene: bool) -> Result<(), ProbeError> {
         let mut state = self.target()?;
         state.flags = if intervene {
-            state.flags | aid_common::TARGET_INTERVENE
+            state.flags.with(TargetFlags::INTERVENE)
         } else {
-            state.flags & !aid_common::TARGET_INTERVENE
+            state.flags.without(TargetFlags::INTERVENE)
         };
         self.set_target(state)
     }
@@ -258,8 +278,11 @@ impl Probes {
     ) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
-        let flags =
-            aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        let flags = if intervene {
+            TargetFlags::LIVE.with(TargetFlags::INTERVENE)
+        } else {
+            TargetFlags::LIVE
+        };
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
         Ok(())
     }
@@ -282,12 +305,12 @@ impl Probes {
     pub fn clear_run_state(&mut self) -> Result<(), ProbeError> {
         self.set_target(TargetState::default())?;
         clear::<u32, u32>(&mut self.ebpf, MAP_ROLES)?;
-        clear::<aid_common::CallKey, aid_common::CallStack>(&mut self.ebpf, MAP_CALLS)?;
+        clear::<CallKey, CallStack>(&mut self.ebpf, MAP_CALLS)?;
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;
         clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
-        clear::<u32, aid_common::UnitState>(&mut self.ebpf, aid_common::MAP_UNIT_STATE)?;
-        clear::<u32, aid_common::Replay>(&mut self.ebpf, aid_common::MAP_REPLAY)?;
+        clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
+        clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
         self.set_live_unit(None)
     }
 
@@ -341,28 +364,42 @@ impl Probes {
     /// Events dropped because the ring buffer was full, since the last call.
     pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
         Ok(Lost {
-            calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?,
-            thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)?,
+            calls: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::Calls as u32)?,
+            thread_records: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::ThreadRecords as u32)?,
         })
     }
 
-    /// Probe bodies that failed (a full map, ...), since the last call.
+    /// Probe bodies that failed (a full map, ...), since the last call;
+    /// each kind that occurred is logged as a warning.
     pub fn take_errors(&mut self) -> Result<u64, ProbeError> {
-        take_counter(&mut self.ebpf, MAP_ERRORS, 0)
+        let counts = self.take_error_counts()?;
+        for (kind, n) in &counts {
+            if *n > 0 {
+                log::warn!("eBPF probes: {n} time(s) {}", kind.describe());
+            }
+        }
+        Ok(counts.iter().map(|(_, n)| n).sum())
+    }
+
+    /// Probe failures since the last call, by kind.
+    pub fn take_error_counts(&mut self) -> Result<Vec<(ProbeErrorKind, u64)>, ProbeError> {
+        ProbeErrorKind::ALL
+            .iter()
+            .map(|kind| Ok((*kind, take_counter(&mut self.ebpf, MAP_ERRORS, *kind as u32)?)))
+            .collect()
     }
 
     /// Live-unit mode: interventions act only inside invocations of `unit`,
     /// on the thread running it, with unit-relative instances.
     pub fn set_live_unit(&mut self, unit: Option<crate::model::FuncId>) -> Result<(), ProbeError> {
-        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, aid_common::MAP_LIVE_UNIT)?;
-        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(aid_common::MAP_LIVE_UNIT, e))
+        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, MAP_LIVE_UNIT)?;
+        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(MAP_LIVE_UNIT, e))
     }
 
     /// Marks a thread as rewound to the first instruction of a function.
-    pub fn set_replay(&mut self, tid: u32, replay: aid_common::Replay) -> Result<(), ProbeError> {
-        let mut m: BpfHashMap<_, u32, aid_common::Replay> =
-            map(&mut self.ebpf, aid_common::MAP_REPLAY)?;
-        m.insert(tid, replay, 0).map_err(|e| map_err(aid_common::MAP_REPLAY, e))
+    pub fn set_replay(&mut self, tid: u32, replay: Replay) -> Result<(), ProbeError> {
+        let mut m: BpfHashMap<_, u32, Replay> = map(&mut self.ebpf, MAP_REPLAY)?;
+        m.insert(tid, replay, 0).map_err(|e| map_err(MAP_REPLAY, e))
     }
 
     /// Removes every action (the watch marks stay).
@@ -560,4 +597,28 @@ fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object has exactly the maps aid-common names (the names the
+    /// loader looks them up by), and the globals the loader patches.
+    #[test]
+    fn object_has_every_named_map_and_global() {
+        let obj = aya_obj::Object::parse(OBJECT).expect("the eBPF object parses");
+        let mut in_object: Vec<&str> =
+            obj.maps.keys().map(String::as_str).filter(|m| !m.starts_with('.')).collect();
+        in_object.sort_unstable();
+        let mut named: Vec<&str> = aid_common::ALL_MAPS.to_vec();
+        named.sort_unstable();
+        assert_eq!(in_object, named);
+        assert!(named.iter().all(|m| m.starts_with("AID_") && m.len() < 16), "{named:?}");
+        let symbols = object::File::parse(OBJECT).expect("ELF");
+        use object::{Object as _, ObjectSymbol as _};
+        for global in [GLOBAL_STOP_SIGNAL, GLOBAL_NEWTASK_PID, GLOBAL_NEWTASK_CLONE_FLAGS] {
+            assert!(symbols.symbols().any(|s| s.name() == Ok(global)), "global {global} missing");
+        }
+    }
 }

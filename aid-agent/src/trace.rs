@@ -242,8 +242,11 @@ impl Tracer {
 /// time taken on the events' own clock.
 fn shift_held_rows(rows: &mut [Row], stops: &[StopRecord], start_ns: u64) {
     for stop in stops.iter().filter(|s| s.released_ns > 0) {
-        let point =
-            if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
+        let point = if stop.site.point == aid_common::SitePoint::ENTRY {
+            Point::Entry
+        } else {
+            Point::Exit
+        };
         if let Some(row) = rows.iter_mut().find(|r| {
             r.tid == stop.tid
                 && r.func == stop.site.func
@@ -284,7 +287,8 @@ fn record_forced_returns(
     plan: &Plan,
     functions: &[Function],
 ) {
-    for stop in stops.iter().filter(|s| s.applied && s.action == aid_common::ACTION_OVERRIDE_RETURN)
+    for stop in
+        stops.iter().filter(|s| s.applied && s.action == aid_common::ActionKind::OVERRIDE_RETURN)
     {
         let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else {
             continue;
