@@ -5,9 +5,7 @@
 //! process (perf events, links, maps), so probes disappear when the agent
 //! exits for any reason, SIGKILL included; nothing is pinned.
 
-use std::{
-    num::NonZeroU32, os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration,
-};
+use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
 
 use aid_common::{
     Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
@@ -26,7 +24,9 @@ use aya::{
 
 use crate::{
     model::Function,
+    scope::{Attachment, Mechanism, Reaper},
     tracepoint::{self, FormatError},
+    uprobe_multi::{self, MultiError, MultiProgram},
 };
 
 /// The eBPF object built by `build.rs`.
@@ -54,6 +54,8 @@ pub enum ProbeError {
     #[error("eBPF map {name}: {reason}")]
     Map { name: &'static str, reason: String },
     #[error(transparent)]
+    Multi(#[from] MultiError),
+    #[error(transparent)]
     Format(#[from] FormatError),
 }
 
@@ -66,15 +68,30 @@ pub enum Programs {
     Empty,
 }
 
+impl Programs {
+    /// Names of the entry and exit programs in the eBPF object.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Programs::Record => ("enter_fn", "exit_fn"),
+            Programs::Empty => ("enter_empty", "exit_empty"),
+        }
+    }
+}
+
 /// Which processes the probes fire in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// Every process running the traced code; the target map filters.
-    /// Used when the agent starts runs itself: attaching once per session
-    /// avoids the kernel's ~100 ms per probe removal between runs.
+    /// Every process running the traced code, attached once per session;
+    /// the target map filters. Bystanders running the same code trap into
+    /// the probes (and may get SIGILL from return probes): kept as the
+    /// benchmark baseline only.
     AllProcesses,
-    /// One process (attach mode).
+    /// One running process (attach mode), for the whole session.
     Process(u32),
+    /// The target of each run: attached by [`Probes::begin_target`] to the
+    /// child held before its exec (the probes follow it into the new
+    /// image), detached in the background by [`Probes::end_target`].
+    Target,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -83,11 +100,13 @@ pub struct LoadOptions {
     pub ring_bytes: u32,
     /// Signal used to stop a thread for the agent.
     pub stop_signal: i32,
+    /// How probes are scoped to one process.
+    pub mechanism: Mechanism,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG }
+        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG, mechanism: Mechanism::Auto }
     }
 }
 
@@ -148,7 +167,17 @@ fn ensure_tracefs() -> Result<(), ProbeError> {
 /// The loaded eBPF object and the probes currently attached.
 pub struct Probes {
     ebpf: Ebpf,
+    /// Probes for all processes ([`Scope::AllProcesses`]).
     attached: Vec<(&'static str, UProbeLinkId)>,
+    /// The entry/exit programs loaded a second time for uprobe_multi links
+    /// (empty when the scoping mechanism is perf events).
+    multi: Vec<MultiProgram>,
+    mechanism: Mechanism,
+    /// [`Scope::Target`]: what to attach to each run's target.
+    per_run: Option<(Vec<Function>, Programs)>,
+    /// Probes scoped to one process, and that process.
+    scoped: Option<(u32, Attachment)>,
+    reaper: Reaper,
     reg_write: bool,
     ring: Option<RingBuf<MapData>>,
 }
@@ -187,22 +216,25 @@ impl Probes {
             let prog: &mut UProbe = program(&mut ebpf, "probe_reg_write")?;
             prog.load().is_ok()
         };
+        // Before any map is taken out of `ebpf`: the second load binds to
+        // all of them.
+        let (multi, mechanism) = load_multi(&ebpf, options.mechanism)?;
         let ring = RingBuf::try_from(
             ebpf.take_map(MAP_EVENTS)
                 .ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
         )
         .map_err(|e| ProbeError::Map { name: MAP_EVENTS, reason: e.to_string() })?;
-        Ok(Probes { ebpf, attached: Vec::new(), reg_write, ring: Some(ring) })
-    }
-
-    /// Names of the maps of the loaded object. The ring buffer is among
-    /// them: loading took it out of the object by that name (and fails
-    /// without it) to hand it to the event stream.
-    pub fn map_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.ebpf.maps().map(|(n, _)| n.to_owned()).collect();
-        names.push(MAP_EVENTS.to_owned());
-        names.sort();
-        names
+        Ok(Probes {
+            ebpf,
+            attached: Vec::new(),
+            multi,
+            mechanism,
+            per_run: None,
+            scoped: None,
+            reaper: Reaper::new(),
+            reg_write,
+            ring: Some(ring),
+        })
     }
 
     /// Whether uprobe programs may write registers on this kernel (then
@@ -216,11 +248,35 @@ impl Probes {
         EventStream::spawn(self.ring.take().expect("event stream taken twice"))
     }
 
+    /// Names of the maps of the loaded object. The ring buffer is among
+    /// them: loading took it out of the object by that name (and fails
+    /// without it) to hand it to the event stream.
+    pub fn map_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.ebpf.maps().map(|(n, _)| n.to_owned()).collect();
+        names.push(MAP_EVENTS.to_owned());
+        names.sort();
+        names
+    }
+
+    /// How probes are scoped to one process on this kernel.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
     /// Registers `pid` (held before its exec) as the target of a run: it is
     /// recorded from its exec on, its main thread is role 0, the role pool
     /// is refilled for the threads it will create, and `intervene` says
-    /// whether the action map applies.
+    /// whether the action map applies. With [`Scope::Target`], the probes
+    /// are attached to it here.
     pub fn begin_target(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
+        if let Some((functions, programs)) = self.per_run.take() {
+            if let Some((_, old)) = self.scoped.take() {
+                self.reaper.detach(old);
+            }
+            let attached = self.attach_scoped(&functions, pid, programs);
+            self.per_run = Some((functions, programs));
+            self.scoped = Some((pid, attached?));
+        }
         self.clear_run_state()?;
         let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
         while pool.pop(0).is_ok() {}
@@ -248,8 +304,18 @@ impl Probes {
         target.get(&0, 0).map_err(|e| map_err(MAP_TARGET, e))
     }
 
-    /// Stops recording `pid` (its number may be reused by another process).
+    /// Stops recording `pid` (its number may be reused by another process)
+    /// and, with [`Scope::Target`], detaches its probes in the background.
     pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
+        if self.per_run.is_some()
+            && let Some((owner, attachment)) = self.scoped.take()
+        {
+            if owner == pid {
+                self.reaper.detach(attachment);
+            } else {
+                self.scoped = Some((owner, attachment));
+            }
+        }
         if self.target()?.tgid == pid {
             self.set_target(TargetState::default())?;
         }
@@ -314,21 +380,29 @@ impl Probes {
         self.set_live_unit(None)
     }
 
-    /// Attaches an entry and an exit probe to every function.
+    /// Attaches an entry and an exit probe to every function: now for
+    /// [`Scope::AllProcesses`] and [`Scope::Process`], at each
+    /// [`Probes::begin_target`] for [`Scope::Target`].
     pub fn attach(
         &mut self,
         functions: &[Function],
         scope: Scope,
         programs: Programs,
     ) -> Result<(), ProbeError> {
-        let (enter, exit) = match programs {
-            Programs::Record => ("enter_fn", "exit_fn"),
-            Programs::Empty => ("enter_empty", "exit_empty"),
-        };
-        let scope = match scope {
-            Scope::AllProcesses => UProbeScope::AllProcesses,
-            Scope::Process(pid) => UProbeScope::OneProcess(NonZeroU32::new(pid).expect("pid 0")),
-        };
+        let (enter, exit) = programs.names();
+        match scope {
+            Scope::AllProcesses => {}
+            Scope::Process(pid) => {
+                let attachment = self.attach_scoped(functions, pid, programs)?;
+                self.scoped = Some((pid, attachment));
+                return Ok(());
+            }
+            Scope::Target => {
+                self.per_run = Some((functions.to_vec(), programs));
+                return Ok(());
+            }
+        }
+        let scope = UProbeScope::AllProcesses;
         for f in functions {
             for name in [enter, exit] {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
@@ -347,10 +421,76 @@ impl Probes {
         Ok(())
     }
 
-    /// Removes every uprobe attached by [`Probes::attach`]. Each removal
-    /// waits for an RCU grace period in the kernel (about 100 ms here,
-    /// serialised), which is why probes are attached once per session.
+    /// Attaches entry and exit probes to every function in `pid` only,
+    /// with this kernel's scoping mechanism. Dropping the result detaches
+    /// them (waiting for the kernel); [`Probes::detach_later`] does it in
+    /// the background.
+    pub fn attach_scoped(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+    ) -> Result<Attachment, ProbeError> {
+        self.attach_scoped_with(functions, pid, programs, self.mechanism)
+    }
+
+    /// [`Probes::attach_scoped`] with a given mechanism (uprobe_multi only
+    /// if this kernel has it; the benchmark compares them).
+    pub fn attach_scoped_with(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+        mechanism: Mechanism,
+    ) -> Result<Attachment, ProbeError> {
+        let (enter, exit) = programs.names();
+        if mechanism == Mechanism::UprobeMulti
+            || (mechanism == Mechanism::Auto && !self.multi.is_empty())
+        {
+            let find = |name: &str| {
+                self.multi
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .ok_or_else(|| MultiError::MissingProgram(name.to_owned()))
+            };
+            return Ok(Attachment::multi(find(enter)?, find(exit)?, functions, pid)?);
+        }
+        Attachment::perf_events(&mut self.ebpf, functions, pid, enter, exit)
+            .map_err(|(what, e)| ProbeError::Attach { what, reason: chain(&e) })
+    }
+
+    /// The descriptor of a loaded program (for attachments made outside
+    /// this module, such as the benchmark's inherited perf events).
+    pub fn program_fd(&self, name: &str) -> Result<std::os::fd::RawFd, ProbeError> {
+        let prog = self
+            .ebpf
+            .program(name)
+            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
+        let fd = prog.fd().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+        Ok(std::os::fd::AsFd::as_fd(fd).as_raw_fd())
+    }
+
+    /// Kernel ids of the programs loaded for uprobe_multi links (their
+    /// links name them).
+    pub fn multi_program_ids(&self) -> Vec<u32> {
+        self.multi.iter().filter_map(|p| p.id().ok()).collect()
+    }
+
+    /// Detaches `attachment` on a background thread.
+    pub fn detach_later(&self, attachment: Attachment) {
+        self.reaper.detach(attachment);
+    }
+
+    /// Removes every probe, and waits for the kernel to finish removing
+    /// those detached in the background. Each perf-event uprobe removal
+    /// waits for a grace period in the kernel (about 100 ms here,
+    /// serialised); a uprobe_multi link waits for one for all its probes.
     pub fn detach_all(&mut self) {
+        self.per_run = None;
+        if let Some((_, attachment)) = self.scoped.take() {
+            attachment.detach();
+        }
+        self.reaper.wait();
         for (name, link) in self.attached.drain(..) {
             if let Some(prog) = self.ebpf.program_mut(name)
                 && let Ok(prog) = <&mut UProbe>::try_from(prog)
@@ -442,6 +582,29 @@ impl Drop for Probes {
     fn drop(&mut self) {
         self.detach_all();
     }
+}
+
+/// Loads the entry/exit programs for uprobe_multi links when `wanted`
+/// allows it and the kernel has them; says which mechanism scopes probes.
+fn load_multi(
+    ebpf: &Ebpf,
+    wanted: Mechanism,
+) -> Result<(Vec<MultiProgram>, Mechanism), ProbeError> {
+    if wanted == Mechanism::PerfEvents {
+        return Ok((Vec::new(), Mechanism::PerfEvents));
+    }
+    if !uprobe_multi::supported() {
+        if wanted == Mechanism::Auto {
+            log::info!(
+                "{}; scoping probes with perf events (slower to remove)",
+                MultiError::Unsupported
+            );
+            return Ok((Vec::new(), Mechanism::PerfEvents));
+        }
+        return Err(MultiError::Unsupported.into());
+    }
+    let names = ["enter_fn", "exit_fn", "enter_empty", "exit_empty"];
+    Ok((uprobe_multi::load_programs(ebpf, OBJECT, &names)?, Mechanism::UprobeMulti))
 }
 
 fn chain(e: &dyn std::error::Error) -> String {

@@ -48,8 +48,9 @@ pub struct Tracer {
 
 impl Tracer {
     /// Loads the eBPF object and attaches it to `functions` (resolved by
-    /// `resolver`) for the whole session, plus aid's own `pthread_create`
-    /// probe to name threads.
+    /// `resolver`), plus aid's own `pthread_create` probe to name threads:
+    /// for the whole session, or to each run's target with
+    /// [`Scope::Target`].
     pub fn new(
         mut resolver: Resolver,
         mut functions: Vec<Function>,

@@ -3,11 +3,11 @@
 //! a stable role, and — for intervened runs only — numbers call instances
 //! and stops a thread for the agent when an intervention is due.
 //!
-//! The probes are attached once per session and fire for every process
-//! running the traced code; the target map says which processes are
-//! recorded, and whether a run is intervened on (only then are instances
-//! numbered and the action map consulted, so observation runs pay for one
-//! map lookup).
+//! The target map says which process is recorded and whether a run is
+//! intervened on (only then are instances numbered and the action map
+//! consulted, so observation runs pay for one map lookup). The agent
+//! attaches the probes to the target only; the check also covers probes
+//! attached for all processes (the benchmark baseline).
 //!
 //! Each entry point is thin: it calls a fallible `try_*` body and counts a
 //! failure in the error map by kind; nothing panics.

@@ -123,7 +123,7 @@ pub fn start(
     let functions = choose(&mut resolver)?;
     let out = run.out.clone().unwrap_or_else(|| session::default_dir(&target.program));
     let interrupted = interrupt_flag()?;
-    let tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
+    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
     let header =
         header(mode, target.program.clone(), command, run.rule_texts(), tracer.functions.clone());
     let writer = Writer::create(&out, &header)?;
