@@ -398,6 +398,11 @@ impl Probes {
                 return Ok(());
             }
             Scope::Target => {
+                if self.mechanism == Mechanism::PerfEvents {
+                    log::warn!(
+                        "this kernel has no uprobe_multi links: probes are attached to each run with perf events, and removing each of them takes ~100 ms (in the background)"
+                    );
+                }
                 self.per_run = Some((functions.to_vec(), programs));
                 return Ok(());
             }

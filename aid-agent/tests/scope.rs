@@ -252,3 +252,38 @@ fn uprobe_multi_links(programs: &[u32]) -> Vec<u32> {
         .map(|l| l.id())
         .collect()
 }
+
+/// Kernels without uprobe_multi get pid-scoped perf events per run: slower
+/// to remove, but just as scoped.
+#[test]
+fn perf_event_fallback_is_scoped_too() {
+    if !bpf_available() {
+        return;
+    }
+    aid::probe::preflight().unwrap();
+    let exe = c_fixture("scoped.c", "scoped_perf", &[]);
+    let (bystander, out_b) = spinner(&exe);
+    let mut resolver = Resolver::for_executable(&exe).unwrap();
+    let functions = resolver.resolve(&["libc:getppid".to_owned()]).unwrap();
+    let options = LoadOptions { mechanism: Mechanism::PerfEvents, ..LoadOptions::default() };
+    let mut probes = Probes::load(options).unwrap();
+    assert_eq!(probes.mechanism(), Mechanism::PerfEvents);
+    let stream = probes.event_stream();
+    probes.attach(&functions, Scope::Target, Programs::Record).unwrap();
+    let mut child = held(&exe, &["getppid", "3"]);
+    let pid = child.pid;
+    probes.begin_target(pid, false).unwrap();
+    child.release().unwrap();
+    let exit = child.wait(Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+    assert_eq!(exit.code, Some(0));
+    let exits = stream
+        .flush()
+        .iter()
+        .filter(|e| e.pid == pid && e.kind == aid_common::EventKind::EXIT)
+        .count();
+    assert_eq!(exits, 3);
+    probes.end_target(pid).unwrap();
+    probes.detach_all();
+    assert!(!has_uprobes_mapping(bystander.pid()), "a breakpoint was hit in the bystander");
+    assert!(stop_spinner(bystander, out_b) > 0);
+}
