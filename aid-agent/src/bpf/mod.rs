@@ -5,13 +5,13 @@
 //! process (perf events, links, maps), so probes disappear when the agent
 //! exits for any reason, SIGKILL included; nothing is pinned.
 
-use std::{
-    num::NonZeroU32, os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration,
-};
+use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
 
 use aid_common::{
-    Action, Event, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LOST, MAP_PENDING,
-    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_WATCH, Pending, SiteKey, TargetState,
+    Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
+    GLOBAL_STOP_SIGNAL, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT,
+    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE,
+    MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -22,7 +22,20 @@ use aya::{
     },
 };
 
-use crate::{model::Function, sys::poll};
+mod scope;
+pub mod tracepoint;
+pub mod uprobe_multi;
+
+pub use scope::{Attachment, Mechanism, Reaper};
+
+use crate::{
+    bpf::{
+        tracepoint::FormatError,
+        uprobe_multi::{MultiError, MultiProgram},
+    },
+    model::Function,
+    sys::poll,
+};
 
 /// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
 const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
@@ -51,6 +64,10 @@ pub enum ProbeError {
     Attach { what: String, reason: String },
     #[error("eBPF map {name}: {reason}")]
     Map { name: &'static str, reason: String },
+    #[error(transparent)]
+    Multi(#[from] MultiError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
 }
 
 /// Which program pair to attach: the recorder (which also triggers
@@ -62,15 +79,30 @@ pub enum Programs {
     Empty,
 }
 
+impl Programs {
+    /// Names of the entry and exit programs in the eBPF object.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Programs::Record => ("enter_fn", "exit_fn"),
+            Programs::Empty => ("enter_empty", "exit_empty"),
+        }
+    }
+}
+
 /// Which processes the probes fire in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// Every process running the traced code; the target map filters.
-    /// Used when the agent starts runs itself: attaching once per session
-    /// avoids the kernel's ~100 ms per probe removal between runs.
+    /// Every process running the traced code, attached once per session;
+    /// the target map filters. Bystanders running the same code trap into
+    /// the probes (and may get SIGILL from return probes): kept as the
+    /// benchmark baseline only.
     AllProcesses,
-    /// One process (attach mode).
+    /// One running process (attach mode), for the whole session.
     Process(u32),
+    /// The target of each run: attached by [`Probes::begin_target`] to the
+    /// child held before its exec (the probes follow it into the new
+    /// image), detached in the background by [`Probes::end_target`].
+    Target,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -79,11 +111,13 @@ pub struct LoadOptions {
     pub ring_bytes: u32,
     /// Signal used to stop a thread for the agent.
     pub stop_signal: i32,
+    /// How probes are scoped to one process.
+    pub mechanism: Mechanism,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG }
+        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG, mechanism: Mechanism::Auto }
     }
 }
 
@@ -139,7 +173,17 @@ fn ensure_tracefs() -> Result<(), ProbeError> {
 /// The loaded eBPF object and the probes currently attached.
 pub struct Probes {
     ebpf: Ebpf,
+    /// Probes for all processes ([`Scope::AllProcesses`]).
     attached: Vec<(&'static str, UProbeLinkId)>,
+    /// The entry/exit programs loaded a second time for uprobe_multi links
+    /// (empty when the scoping mechanism is perf events).
+    multi: Vec<MultiProgram>,
+    mechanism: Mechanism,
+    /// [`Scope::Target`]: what to attach to each run's target.
+    per_run: Option<(Vec<Function>, Programs)>,
+    /// Probes scoped to one process, and that process.
+    scoped: Option<(u32, Attachment)>,
+    reaper: Reaper,
     reg_write: bool,
     ring: Option<RingBuf<MapData>>,
 }
@@ -150,9 +194,12 @@ impl Probes {
     /// kernel lets BPF write registers.
     pub fn load(options: LoadOptions) -> Result<Probes, ProbeError> {
         let signal = options.stop_signal as u32;
+        let (newtask_pid, newtask_clone_flags) = tracepoint::newtask_offsets()?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, options.ring_bytes)
-            .override_global(aid_common::GLOBAL_STOP_SIGNAL, &signal, true)
+            .override_global(GLOBAL_STOP_SIGNAL, &signal, true)
+            .override_global(GLOBAL_NEWTASK_PID, &newtask_pid, true)
+            .override_global(GLOBAL_NEWTASK_CLONE_FLAGS, &newtask_clone_flags, true)
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
         for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
@@ -175,12 +222,25 @@ impl Probes {
             let prog: &mut UProbe = program(&mut ebpf, "probe_reg_write")?;
             prog.load().is_ok()
         };
+        // Before any map is taken out of `ebpf`: the second load binds to
+        // all of them.
+        let (multi, mechanism) = load_multi(&ebpf, options.mechanism)?;
         let ring = RingBuf::try_from(
             ebpf.take_map(MAP_EVENTS)
                 .ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
         )
         .map_err(|e| ProbeError::Map { name: MAP_EVENTS, reason: e.to_string() })?;
-        Ok(Probes { ebpf, attached: Vec::new(), reg_write, ring: Some(ring) })
+        Ok(Probes {
+            ebpf,
+            attached: Vec::new(),
+            multi,
+            mechanism,
+            per_run: None,
+            scoped: None,
+            reaper: Reaper::new(),
+            reg_write,
+            ring: Some(ring),
+        })
     }
 
     /// Whether uprobe programs may write registers on this kernel (then
@@ -194,11 +254,35 @@ impl Probes {
         EventStream::spawn(self.ring.take().expect("event stream taken twice"))
     }
 
+    /// Names of the maps of the loaded object. The ring buffer is among
+    /// them: loading took it out of the object by that name (and fails
+    /// without it) to hand it to the event stream.
+    pub fn map_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.ebpf.maps().map(|(n, _)| n.to_owned()).collect();
+        names.push(MAP_EVENTS.to_owned());
+        names.sort();
+        names
+    }
+
+    /// How probes are scoped to one process on this kernel.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
     /// Registers `pid` (held before its exec) as the target of a run: it is
     /// recorded from its exec on, its main thread is role 0, the role pool
     /// is refilled for the threads it will create, and `intervene` says
-    /// whether the action map applies.
+    /// whether the action map applies. With [`Scope::Target`], the probes
+    /// are attached to it here.
     pub fn begin_target(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
+        if let Some((functions, programs)) = self.per_run.take() {
+            if let Some((_, old)) = self.scoped.take() {
+                self.reaper.detach(old);
+            }
+            let attached = self.attach_scoped(&functions, pid, programs);
+            self.per_run = Some((functions, programs));
+            self.scoped = Some((pid, attached?));
+        }
         self.clear_run_state()?;
         let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
         while pool.pop(0).is_ok() {}
@@ -207,7 +291,7 @@ impl Probes {
         }
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
-        let flags = if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        let flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })
     }
 
@@ -226,8 +310,18 @@ impl Probes {
         target.get(&0, 0).map_err(|e| map_err(MAP_TARGET, e))
     }
 
-    /// Stops recording `pid` (its number may be reused by another process).
+    /// Stops recording `pid` (its number may be reused by another process)
+    /// and, with [`Scope::Target`], detaches its probes in the background.
     pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
+        if self.per_run.is_some()
+            && let Some((owner, attachment)) = self.scoped.take()
+        {
+            if owner == pid {
+                self.reaper.detach(attachment);
+            } else {
+                self.scoped = Some((owner, attachment));
+            }
+        }
         if self.target()?.tgid == pid {
             self.set_target(TargetState::default())?;
         }
@@ -238,9 +332,9 @@ impl Probes {
     pub fn set_intervene(&mut self, intervene: bool) -> Result<(), ProbeError> {
         let mut state = self.target()?;
         state.flags = if intervene {
-            state.flags | aid_common::TARGET_INTERVENE
+            state.flags.with(TargetFlags::INTERVENE)
         } else {
-            state.flags & !aid_common::TARGET_INTERVENE
+            state.flags.without(TargetFlags::INTERVENE)
         };
         self.set_target(state)
     }
@@ -256,8 +350,11 @@ impl Probes {
     ) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
-        let flags =
-            aid_common::TARGET_LIVE | if intervene { aid_common::TARGET_INTERVENE } else { 0 };
+        let flags = if intervene {
+            TargetFlags::LIVE.with(TargetFlags::INTERVENE)
+        } else {
+            TargetFlags::LIVE
+        };
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
         Ok(())
     }
@@ -280,30 +377,43 @@ impl Probes {
     pub fn clear_run_state(&mut self) -> Result<(), ProbeError> {
         self.set_target(TargetState::default())?;
         clear::<u32, u32>(&mut self.ebpf, MAP_ROLES)?;
-        clear::<aid_common::CallKey, aid_common::CallStack>(&mut self.ebpf, MAP_CALLS)?;
+        clear::<CallKey, CallStack>(&mut self.ebpf, MAP_CALLS)?;
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;
         clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
-        clear::<u32, aid_common::UnitState>(&mut self.ebpf, aid_common::MAP_UNIT_STATE)?;
-        clear::<u32, aid_common::Replay>(&mut self.ebpf, aid_common::MAP_REPLAY)?;
+        clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
+        clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
         self.set_live_unit(None)
     }
 
-    /// Attaches an entry and an exit probe to every function.
+    /// Attaches an entry and an exit probe to every function: now for
+    /// [`Scope::AllProcesses`] and [`Scope::Process`], at each
+    /// [`Probes::begin_target`] for [`Scope::Target`].
     pub fn attach(
         &mut self,
         functions: &[Function],
         scope: Scope,
         programs: Programs,
     ) -> Result<(), ProbeError> {
-        let (enter, exit) = match programs {
-            Programs::Record => ("enter_fn", "exit_fn"),
-            Programs::Empty => ("enter_empty", "exit_empty"),
-        };
-        let scope = match scope {
-            Scope::AllProcesses => UProbeScope::AllProcesses,
-            Scope::Process(pid) => UProbeScope::OneProcess(NonZeroU32::new(pid).expect("pid 0")),
-        };
+        let (enter, exit) = programs.names();
+        match scope {
+            Scope::AllProcesses => {}
+            Scope::Process(pid) => {
+                let attachment = self.attach_scoped(functions, pid, programs)?;
+                self.scoped = Some((pid, attachment));
+                return Ok(());
+            }
+            Scope::Target => {
+                if self.mechanism == Mechanism::PerfEvents {
+                    log::warn!(
+                        "this kernel has no uprobe_multi links: probes are attached to each run with perf events, and removing each of them takes ~100 ms (in the background)"
+                    );
+                }
+                self.per_run = Some((functions.to_vec(), programs));
+                return Ok(());
+            }
+        }
+        let scope = UProbeScope::AllProcesses;
         for f in functions {
             for name in [enter, exit] {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
@@ -322,10 +432,76 @@ impl Probes {
         Ok(())
     }
 
-    /// Removes every uprobe attached by [`Probes::attach`]. Each removal
-    /// waits for an RCU grace period in the kernel (about 100 ms here,
-    /// serialised), which is why probes are attached once per session.
+    /// Attaches entry and exit probes to every function in `pid` only,
+    /// with this kernel's scoping mechanism. Dropping the result detaches
+    /// them (waiting for the kernel); [`Probes::detach_later`] does it in
+    /// the background.
+    pub fn attach_scoped(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+    ) -> Result<Attachment, ProbeError> {
+        self.attach_scoped_with(functions, pid, programs, self.mechanism)
+    }
+
+    /// [`Probes::attach_scoped`] with a given mechanism (uprobe_multi only
+    /// if this kernel has it; the benchmark compares them).
+    pub fn attach_scoped_with(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+        mechanism: Mechanism,
+    ) -> Result<Attachment, ProbeError> {
+        let (enter, exit) = programs.names();
+        if mechanism == Mechanism::UprobeMulti
+            || (mechanism == Mechanism::Auto && !self.multi.is_empty())
+        {
+            let find = |name: &str| {
+                self.multi
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .ok_or_else(|| MultiError::MissingProgram(name.to_owned()))
+            };
+            return Ok(Attachment::multi(find(enter)?, find(exit)?, functions, pid)?);
+        }
+        Attachment::perf_events(&mut self.ebpf, functions, pid, enter, exit)
+            .map_err(|(what, e)| ProbeError::Attach { what, reason: chain(&e) })
+    }
+
+    /// The descriptor of a loaded program (for attachments made outside
+    /// this module, such as the benchmark's inherited perf events).
+    pub fn program_fd(&self, name: &str) -> Result<std::os::fd::RawFd, ProbeError> {
+        let prog = self
+            .ebpf
+            .program(name)
+            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
+        let fd = prog.fd().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+        Ok(std::os::fd::AsFd::as_fd(fd).as_raw_fd())
+    }
+
+    /// Kernel ids of the programs loaded for uprobe_multi links (their
+    /// links name them).
+    pub fn multi_program_ids(&self) -> Vec<u32> {
+        self.multi.iter().filter_map(|p| p.id().ok()).collect()
+    }
+
+    /// Detaches `attachment` on a background thread.
+    pub fn detach_later(&self, attachment: Attachment) {
+        self.reaper.detach(attachment);
+    }
+
+    /// Removes every probe, and waits for the kernel to finish removing
+    /// those detached in the background. Each perf-event uprobe removal
+    /// waits for a grace period in the kernel (about 100 ms here,
+    /// serialised); a uprobe_multi link waits for one for all its probes.
     pub fn detach_all(&mut self) {
+        self.per_run = None;
+        if let Some((_, attachment)) = self.scoped.take() {
+            attachment.detach();
+        }
+        self.reaper.wait();
         for (name, link) in self.attached.drain(..) {
             if let Some(prog) = self.ebpf.program_mut(name)
                 && let Ok(prog) = <&mut UProbe>::try_from(prog)
@@ -339,28 +515,42 @@ impl Probes {
     /// Events dropped because the ring buffer was full, since the last call.
     pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
         Ok(Lost {
-            calls: take_counter(&mut self.ebpf, MAP_LOST, 0)?,
-            thread_records: take_counter(&mut self.ebpf, MAP_LOST, 1)?,
+            calls: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::Calls as u32)?,
+            thread_records: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::ThreadRecords as u32)?,
         })
     }
 
-    /// Probe bodies that failed (a full map, ...), since the last call.
+    /// Probe bodies that failed (a full map, ...), since the last call;
+    /// each kind that occurred is logged as a warning.
     pub fn take_errors(&mut self) -> Result<u64, ProbeError> {
-        take_counter(&mut self.ebpf, MAP_ERRORS, 0)
+        let counts = self.take_error_counts()?;
+        for (kind, n) in &counts {
+            if *n > 0 {
+                log::warn!("eBPF probes: {n} time(s) {}", kind.describe());
+            }
+        }
+        Ok(counts.iter().map(|(_, n)| n).sum())
+    }
+
+    /// Probe failures since the last call, by kind.
+    pub fn take_error_counts(&mut self) -> Result<Vec<(ProbeErrorKind, u64)>, ProbeError> {
+        ProbeErrorKind::ALL
+            .iter()
+            .map(|kind| Ok((*kind, take_counter(&mut self.ebpf, MAP_ERRORS, *kind as u32)?)))
+            .collect()
     }
 
     /// Live-unit mode: interventions act only inside invocations of `unit`,
     /// on the thread running it, with unit-relative instances.
     pub fn set_live_unit(&mut self, unit: Option<crate::model::FuncId>) -> Result<(), ProbeError> {
-        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, aid_common::MAP_LIVE_UNIT)?;
-        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(aid_common::MAP_LIVE_UNIT, e))
+        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, MAP_LIVE_UNIT)?;
+        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(MAP_LIVE_UNIT, e))
     }
 
     /// Marks a thread as rewound to the first instruction of a function.
-    pub fn set_replay(&mut self, tid: u32, replay: aid_common::Replay) -> Result<(), ProbeError> {
-        let mut m: BpfHashMap<_, u32, aid_common::Replay> =
-            map(&mut self.ebpf, aid_common::MAP_REPLAY)?;
-        m.insert(tid, replay, 0).map_err(|e| map_err(aid_common::MAP_REPLAY, e))
+    pub fn set_replay(&mut self, tid: u32, replay: Replay) -> Result<(), ProbeError> {
+        let mut m: BpfHashMap<_, u32, Replay> = map(&mut self.ebpf, MAP_REPLAY)?;
+        m.insert(tid, replay, 0).map_err(|e| map_err(MAP_REPLAY, e))
     }
 
     /// Removes every action (the watch marks stay).
@@ -403,6 +593,29 @@ impl Drop for Probes {
     fn drop(&mut self) {
         self.detach_all();
     }
+}
+
+/// Loads the entry/exit programs for uprobe_multi links when `wanted`
+/// allows it and the kernel has them; says which mechanism scopes probes.
+fn load_multi(
+    ebpf: &Ebpf,
+    wanted: Mechanism,
+) -> Result<(Vec<MultiProgram>, Mechanism), ProbeError> {
+    if wanted == Mechanism::PerfEvents {
+        return Ok((Vec::new(), Mechanism::PerfEvents));
+    }
+    if !uprobe_multi::supported() {
+        if wanted == Mechanism::Auto {
+            log::info!(
+                "{}; scoping probes with perf events (slower to remove)",
+                MultiError::Unsupported
+            );
+            return Ok((Vec::new(), Mechanism::PerfEvents));
+        }
+        return Err(MultiError::Unsupported.into());
+    }
+    let names = ["enter_fn", "exit_fn", "enter_empty", "exit_empty"];
+    Ok((uprobe_multi::load_programs(ebpf, OBJECT, &names)?, Mechanism::UprobeMulti))
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
@@ -558,4 +771,28 @@ fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object has exactly the maps aid-common names (the names the
+    /// loader looks them up by), and the globals the loader patches.
+    #[test]
+    fn object_has_every_named_map_and_global() {
+        let obj = aya_obj::Object::parse(OBJECT).expect("the eBPF object parses");
+        let mut in_object: Vec<&str> =
+            obj.maps.keys().map(String::as_str).filter(|m| !m.starts_with('.')).collect();
+        in_object.sort_unstable();
+        let mut named: Vec<&str> = aid_common::ALL_MAPS.to_vec();
+        named.sort_unstable();
+        assert_eq!(in_object, named);
+        assert!(named.iter().all(|m| m.starts_with("AID_") && m.len() < 16), "{named:?}");
+        let symbols = object::File::parse(OBJECT).expect("ELF");
+        use object::{Object as _, ObjectSymbol as _};
+        for global in [GLOBAL_STOP_SIGNAL, GLOBAL_NEWTASK_PID, GLOBAL_NEWTASK_CLONE_FLAGS] {
+            assert!(symbols.symbols().any(|s| s.name() == Ok(global)), "global {global} missing");
+        }
+    }
 }

@@ -16,10 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aid_common::{
-    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN,
-    ACTION_RETURN_EARLY, POINT_EXIT, Pending, SiteKey,
-};
+use aid_common::{ActionKind, Pending, SiteKey, SitePoint};
 use nix::{
     errno::Errno,
     sys::{
@@ -46,7 +43,7 @@ use crate::{
 pub struct StopRecord {
     pub site: SiteKey,
     pub tid: u32,
-    pub action: u32,
+    pub action: ActionKind,
     /// The action was carried out (a hold that gave up is not).
     pub applied: bool,
     pub timed_out: bool,
@@ -265,8 +262,11 @@ impl Controller<'_> {
         // A hold or delay at an entry must come before the function does
         // anything: rewind the thread to its first instruction when that
         // instruction can safely run again.
-        if p.site.point == aid_common::POINT_ENTRY
-            && matches!(p.action.kind, ACTION_DELAY | ACTION_HOLD_UNTIL | ACTION_HOLD_WHILE_RUNNING)
+        if p.site.point == SitePoint::ENTRY
+            && matches!(
+                p.action.kind,
+                ActionKind::DELAY | ActionKind::HOLD_UNTIL | ActionKind::HOLD_WHILE_RUNNING
+            )
             && let Err(e) = self.rewind(tid, &p)
         {
             log::debug!(
@@ -290,7 +290,7 @@ impl Controller<'_> {
             resume(tid, None);
         };
         match p.action.kind {
-            ACTION_DELAY => {
+            ActionKind::DELAY => {
                 hold(
                     Release::At,
                     now + Duration::from_micros(p.action.value),
@@ -299,7 +299,7 @@ impl Controller<'_> {
                     record,
                 );
             }
-            ACTION_HOLD_UNTIL => {
+            ActionKind::HOLD_UNTIL => {
                 if self.probes.happened(&p.action.other).is_some() {
                     record.applied = true;
                     done(record, stops);
@@ -307,8 +307,8 @@ impl Controller<'_> {
                     hold(Release::WhenHappened(p.action.other), deadline, holds, stops, record);
                 }
             }
-            ACTION_HOLD_WHILE_RUNNING => {
-                let exit = SiteKey { point: POINT_EXIT, ..p.action.other };
+            ActionKind::HOLD_WHILE_RUNNING => {
+                let exit = SiteKey { point: SitePoint::EXIT, ..p.action.other };
                 if self.probes.happened(&exit).is_some() {
                     record.applied = true;
                     done(record, stops);
@@ -316,7 +316,7 @@ impl Controller<'_> {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
             }
-            ACTION_RETURN_EARLY | ACTION_OVERRIDE_RETURN => {
+            ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => {
                 match self.edit_registers(tid, &p) {
                     Ok(()) => record.applied = true,
                     Err(e) => record.error = Some(e),
@@ -324,7 +324,7 @@ impl Controller<'_> {
                 done(record, stops);
             }
             other => {
-                record.error = Some(format!("unknown action {other}"));
+                record.error = Some(format!("unknown action {other:?}"));
                 done(record, stops);
             }
         }
@@ -373,7 +373,7 @@ impl Controller<'_> {
 
     fn edit_registers(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
         let mut regs = ptrace::getregs(tid).map_err(|e| format!("reading registers: {e}"))?;
-        if p.action.kind == ACTION_OVERRIDE_RETURN {
+        if p.action.kind == ActionKind::OVERRIDE_RETURN {
             regs.rax = p.action.value;
         } else {
             let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;

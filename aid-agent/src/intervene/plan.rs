@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use aid_common::{
-    ACTION_DELAY, ACTION_HOLD_UNTIL, ACTION_HOLD_WHILE_RUNNING, ACTION_OVERRIDE_RETURN,
-    ACTION_RETURN_EARLY, Action, POINT_ENTRY, POINT_EXIT, SiteKey,
-};
+use aid_common::{Action, ActionKind, SiteKey, SitePoint};
 
 use crate::{
     intervene::control::StopRecord,
@@ -20,8 +17,8 @@ pub fn site_key(site: Site, point: Point) -> SiteKey {
         role: site.role,
         instance: site.instance,
         point: match point {
-            Point::Entry => POINT_ENTRY,
-            Point::Exit => POINT_EXIT,
+            Point::Entry => SitePoint::ENTRY,
+            Point::Exit => SitePoint::EXIT,
         },
     }
 }
@@ -55,23 +52,25 @@ impl Plan {
                 Intervention::ReturnEarly { site, value } => {
                     wanted.push((
                         site_key(site, Point::Entry),
-                        action(ACTION_RETURN_EARLY, value as u64, none),
+                        action(ActionKind::RETURN_EARLY, value as u64, none),
                     ));
                 }
                 Intervention::OverrideReturn { site, value } => {
                     wanted.push((
                         site_key(site, Point::Exit),
-                        action(ACTION_OVERRIDE_RETURN, value as u64, none),
+                        action(ActionKind::OVERRIDE_RETURN, value as u64, none),
                     ));
                 }
                 Intervention::DelayExit { site, delay_us } => {
-                    wanted
-                        .push((site_key(site, Point::Exit), action(ACTION_DELAY, delay_us, none)));
+                    wanted.push((
+                        site_key(site, Point::Exit),
+                        action(ActionKind::DELAY, delay_us, none),
+                    ));
                 }
                 Intervention::HoldUntil { site, point, until, until_point } => {
                     let other = site_key(until, until_point);
                     plan.watch.push(other);
-                    wanted.push((site_key(site, point), action(ACTION_HOLD_UNTIL, 0, other)));
+                    wanted.push((site_key(site, point), action(ActionKind::HOLD_UNTIL, 0, other)));
                 }
                 Intervention::Serialize { a, b } => {
                     for s in [a, b] {
@@ -80,11 +79,11 @@ impl Plan {
                     }
                     wanted.push((
                         site_key(a, Point::Entry),
-                        action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(b, Point::Entry)),
+                        action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(b, Point::Entry)),
                     ));
                     wanted.push((
                         site_key(b, Point::Entry),
-                        action(ACTION_HOLD_WHILE_RUNNING, 0, site_key(a, Point::Entry)),
+                        action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(a, Point::Entry)),
                     ));
                 }
             }
@@ -108,7 +107,7 @@ impl Plan {
                 continue;
             }
             let action = Action {
-                kind: ACTION_DELAY,
+                kind: ActionKind::DELAY,
                 _pad: 0,
                 value: n.delay_us,
                 timeout_us: n.delay_us,
@@ -167,9 +166,9 @@ mod tests {
         );
         assert_eq!(plan.actions.len(), 2);
         assert!(
-            plan.actions
-                .iter()
-                .all(|(_, a, _)| a.kind == ACTION_HOLD_WHILE_RUNNING && a.timeout_us == 500_000)
+            plan.actions.iter().all(
+                |(_, a, _)| a.kind == ActionKind::HOLD_WHILE_RUNNING && a.timeout_us == 500_000
+            )
         );
         assert_eq!(plan.watch.len(), 4);
     }
@@ -201,7 +200,7 @@ mod tests {
         let stop = StopRecord {
             site: site_key(site(1, 2, 1), Point::Entry),
             tid: 7,
-            action: ACTION_HOLD_UNTIL,
+            action: ActionKind::HOLD_UNTIL,
             applied: false,
             timed_out: true,
             held_ns: 10_000_000,

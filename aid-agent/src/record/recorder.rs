@@ -9,7 +9,7 @@
 
 use std::{collections::HashMap, path::Path};
 
-use aid_common::{Event, KIND_ENTRY, KIND_EXEC, KIND_EXIT, KIND_THREAD, KIND_THREAD_EXIT};
+use aid_common::{Event, EventKind};
 
 use crate::{
     model::{EventRow, FuncId, Function, Point, Role, Thread},
@@ -62,7 +62,7 @@ pub struct Recorded {
 /// Turns the events of `ctx.pid` into rows and threads (a whole run).
 pub fn record(events: &[Event], ctx: Context<'_>) -> Recorded {
     let mut events: Vec<Event> = events.iter().filter(|e| e.pid == ctx.pid).copied().collect();
-    events.sort_by_key(|e| (e.ts_ns, e.kind != KIND_EXEC));
+    events.sort_by_key(|e| (e.ts_ns, e.kind != EventKind::EXEC));
     let mut recorder = Recorder::new(ctx);
     recorder.push(&events);
     recorder.finish()
@@ -141,7 +141,7 @@ impl<'a> Recorder<'a> {
         let pid = self.ctx.pid;
         for e in events.iter().filter(|e| e.pid == pid) {
             if self.waiting_for_exec {
-                if e.kind != KIND_EXEC {
+                if e.kind != EventKind::EXEC {
                     continue;
                 }
                 self.waiting_for_exec = false;
@@ -209,7 +209,7 @@ impl<'a> Recorder<'a> {
     fn one(&mut self, e: &Event) {
         let t_ns = e.ts_ns.saturating_sub(self.start_ns.unwrap_or(0));
         match e.kind {
-            KIND_THREAD => {
+            EventKind::THREAD => {
                 let child = e.func;
                 let role = e.args[0] as Role;
                 let parent = self.role_of.get(&e.tid).copied();
@@ -225,14 +225,14 @@ impl<'a> Recorder<'a> {
                     created_ns: t_ns,
                 });
             }
-            KIND_THREAD_EXIT => {
+            EventKind::THREAD_EXIT => {
                 let mut bytes = [0u8; 16];
                 bytes[..8].copy_from_slice(&e.args[0].to_le_bytes());
                 bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
                 let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
                 self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
             }
-            KIND_ENTRY | KIND_EXIT => {
+            EventKind::ENTRY | EventKind::EXIT => {
                 let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
                 let role = match self.role_of.get(&e.tid) {
                     Some(r) => *r,
@@ -252,7 +252,7 @@ impl<'a> Recorder<'a> {
                         role
                     }
                 };
-                if e.kind == KIND_ENTRY {
+                if e.kind == EventKind::ENTRY {
                     self.bias
                         .entry(func.module.as_path())
                         .or_insert(e.ret.wrapping_sub(func.address));
@@ -322,7 +322,7 @@ mod tests {
         function(id, name).in_module("/bin/x", 0).with_types(int, vec![int])
     }
 
-    fn ev(ts: u64, tid: u32, func: u32, kind: u32, args: [u64; 3], ret: u64) -> Event {
+    fn ev(ts: u64, tid: u32, func: u32, kind: EventKind, args: [u64; 3], ret: u64) -> Event {
         Event { ts_ns: ts, pid: 100, tid, func, kind, args, ret }
     }
 
@@ -330,15 +330,15 @@ mod tests {
     fn roles_instances_and_recursion_are_exact() {
         let functions = vec![func(0, "f"), func(1, "g")];
         let events = vec![
-            ev(5, 100, 0, KIND_ENTRY, [9, 0, 0], 0), // before exec: dropped
-            ev(10, 100, 0, KIND_EXEC, [0; 3], 0),
-            ev(20, 100, 0, KIND_ENTRY, [1, 0, 0], 0),
-            ev(21, 100, 0, KIND_ENTRY, [2, 0, 0], 0), // recursion
-            ev(22, 100, 0, KIND_EXIT, [0; 3], 0xffff_ffff),
-            ev(23, 100, 0, KIND_EXIT, [0; 3], 7),
-            ev(30, 100, 101, KIND_THREAD, [1, 0x3d0f00, 0], 0),
-            ev(40, 101, 1, KIND_ENTRY, [0xffff_fffe, 0, 0], 0),
-            ev(41, 101, 1, KIND_EXIT, [0; 3], 3),
+            ev(5, 100, 0, EventKind::ENTRY, [9, 0, 0], 0), // before exec: dropped
+            ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
+            ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
+            ev(21, 100, 0, EventKind::ENTRY, [2, 0, 0], 0), // recursion
+            ev(22, 100, 0, EventKind::EXIT, [0; 3], 0xffff_ffff),
+            ev(23, 100, 0, EventKind::EXIT, [0; 3], 7),
+            ev(30, 100, 101, EventKind::THREAD, [1, 0x3d0f00, 0], 0),
+            ev(40, 101, 1, EventKind::ENTRY, [0xffff_fffe, 0, 0], 0),
+            ev(41, 101, 1, EventKind::EXIT, [0; 3], 3),
         ];
         let ctx = Context {
             pid: 100,

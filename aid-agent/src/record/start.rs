@@ -47,7 +47,7 @@ pub fn program(
     let mut resolver = Resolver::for_executable(&target.program)?;
     let functions = choose(&mut resolver)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
-    let tracer = Tracer::new(resolver, functions, load, Scope::AllProcesses, programs)?;
+    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
     let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let header = header(mode, target.program.clone(), args, rules, tracer.functions());
     let writer = Writer::create(&out, &header)?;

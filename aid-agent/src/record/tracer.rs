@@ -52,8 +52,9 @@ pub struct Tracer {
 
 impl Tracer {
     /// Loads the eBPF object and attaches it to `functions` (resolved by
-    /// `resolver`) for the whole session, plus aid's own `pthread_create`
-    /// probe to name threads.
+    /// `resolver`), plus aid's own `pthread_create` probe to name threads:
+    /// for the whole session, or to each run's target with
+    /// [`Scope::Target`].
     pub fn new(
         mut resolver: Resolver,
         mut functions: Vec<Function>,
@@ -380,8 +381,11 @@ fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
 /// time taken on the events' own clock.
 fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
     for stop in stops.iter().filter(|s| s.released_ns > 0) {
-        let point =
-            if stop.site.point == aid_common::POINT_ENTRY { Point::Entry } else { Point::Exit };
+        let point = if stop.site.point == aid_common::SitePoint::ENTRY {
+            Point::Entry
+        } else {
+            Point::Exit
+        };
         if let Some(row) = rows.iter_mut().find(|r| {
             r.tid == stop.tid
                 && r.func == stop.site.func
@@ -422,7 +426,8 @@ fn record_forced_returns(
     plan: &Plan,
     functions: &[Function],
 ) {
-    for stop in stops.iter().filter(|s| s.applied && s.action == aid_common::ACTION_OVERRIDE_RETURN)
+    for stop in
+        stops.iter().filter(|s| s.applied && s.action == aid_common::ActionKind::OVERRIDE_RETURN)
     {
         let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else {
             continue;
