@@ -10,23 +10,26 @@
 //! - **witnessed runs** — runs in which some candidate predicate held. Every
 //!   candidate is fully discriminative, so such a run is one in which the
 //!   failure was under way; with no cause in the group it fails with a
-//!   probability q close to 1. The posterior for q starts from the failing
-//!   baseline runs (all witnessed, all failed) and gains every witnessed run
-//!   of a round that failed (its group held no cause). It does not depend on
-//!   the failure rate, so an intervention that makes the failure rarer
-//!   cannot fool it.
-//! - **all runs** — with no cause in the group each run fails with the
-//!   failure rate p. The posterior for p starts from the baseline runs and
-//!   gains every run of a round that failed. Only used when the group hides
-//!   every predicate that could witness (nothing upstream of it is left).
+//!   probability q, 1 under the paper's assumptions. Its posterior (Beta,
+//!   uniform prior) starts from the failing baseline runs (all witnessed,
+//!   all failed) and gains every witnessed run of a round that failed (its
+//!   group held no cause); a round's risk is the posterior predictive
+//!   probability of its witnessed runs without a failure. It does not
+//!   depend on the failure rate, so an intervention that makes the failure
+//!   rarer cannot fool it.
+//! - **all runs** — only when the group hides every predicate that could
+//!   witness (nothing upstream of it is left): each run fails with the
+//!   failure rate p if the group holds no cause. Here the bound is
+//!   frequentist, valid whatever p is: a Clopper–Pearson lower bound p_lo on
+//!   p from every run whose outcome is evidence about it (the baseline and
+//!   the rounds that failed), and the round's risk is (1 − p_lo)^n. The
+//!   bounds are recomputed as evidence accumulates, the u-th at level
+//!   δ_p·6/(π²u²), so that all of them hold at once with probability
+//!   1 − δ_p (δ_p = δ/2, spent only if such a round is used).
 //!
-//! Both posteriors are Beta distributions from a uniform prior, and the risk
-//! of a round is the posterior predictive probability of its failure-free
-//! runs under "no cause in the group". The session spends its error budget
-//! δ = 1 − confidence over the rounds that stopped the failure with
-//! α_j = δ·6/(π²j²) for the j-th (Σ α_j = δ): a union bound over rounds whose
-//! number is not known in advance. As evidence accumulates the posteriors
-//! sharpen, so later rounds need fewer runs for the same α.
+//! The rounds that stop the failure share the rest of the budget, α_j =
+//! δ_r·6/(π²j²) for the j-th (Σ α_j = δ_r = δ/2, or δ when no round was
+//! blind): a union bound over rounds whose number is not known in advance.
 
 use std::f64::consts::PI;
 
@@ -48,6 +51,8 @@ pub struct SessionConfidence {
 #[derive(Clone, Debug)]
 pub(crate) struct Ledger {
     delta: f64,
+    /// Lower bounds on p computed so far (each spends part of δ_p).
+    p_bounds: u32,
     /// Beta(a, b) for p: a = failing runs + 1, b = passing runs + 1.
     p_fail: f64,
     p_pass: f64,
@@ -63,6 +68,7 @@ impl Ledger {
     pub fn new(confidence: f64, failing: u32, passing: u32) -> Ledger {
         Ledger {
             delta: 1.0 - confidence,
+            p_bounds: 0,
             p_fail: f64::from(failing) + 1.0,
             p_pass: f64::from(passing) + 1.0,
             // Every failing baseline run was witnessed (all candidates held)
@@ -77,7 +83,7 @@ impl Ledger {
     /// α for the next round that stops the failure.
     pub fn alpha(&self) -> f64 {
         let j = f64::from(self.stops + 1);
-        self.delta * 6.0 / (PI * PI * j * j)
+        self.delta / 2.0 * 6.0 / (PI * PI * j * j)
     }
 
     /// Posterior mean of the failure rate.
@@ -86,25 +92,28 @@ impl Ledger {
         self.p_fail / (self.p_fail + self.p_pass)
     }
 
-    /// Probability, under "no cause in the group", of `runs` valid runs
-    /// without a failure of which `witnessed` had a candidate holding. With
-    /// `blind` false only witnessed runs count (something upstream of the
-    /// group must show up in any run where the failure was under way).
-    pub fn risk(&self, runs: u32, witnessed: u32, blind: bool) -> f64 {
-        let w = predictive_zeros(self.q_fail, self.q_pass, witnessed);
-        if blind { w.min(predictive_zeros(self.p_fail, self.p_pass, runs)) } else { w }
+    /// Probability, under "no cause in the group", of `witnessed` runs
+    /// with a candidate holding and no failure.
+    pub fn witnessed_risk(&self, witnessed: u32) -> f64 {
+        predictive_zeros(self.q_fail, self.q_pass, witnessed)
     }
 
-    /// Runs the all-runs rule needs for the next α (for messages and caps).
+    /// A new lower bound on p for a round nothing can witness: spends the
+    /// next share of δ_p. The round then needs (1 − p_lo)^n ≤ α.
+    pub fn rate_lower_bound(&mut self) -> f64 {
+        self.p_bounds += 1;
+        let u = f64::from(self.p_bounds);
+        let level = self.delta / 2.0 * 6.0 / (PI * PI * u * u);
+        let failing = (self.p_fail - 1.0).round() as u64;
+        let runs = failing + (self.p_pass - 1.0).round() as u64;
+        clopper_pearson_lower(failing, runs, level)
+    }
+
+    /// Runs a round nothing can witness needs at the next α, with the
+    /// current evidence (for messages and caps; spends nothing).
     pub fn blind_runs_needed(&self) -> u32 {
-        let alpha = self.alpha();
-        let mut n = 0u32;
-        let mut r = 1.0;
-        while r > alpha && n < 1_000_000 {
-            r *= (self.p_pass + f64::from(n)) / (self.p_fail + self.p_pass + f64::from(n));
-            n += 1;
-        }
-        n
+        let mut probe = self.clone();
+        runs_for(probe.rate_lower_bound(), self.alpha())
     }
 
     /// A round stopped the failure with `risk` ≤ α: spend it.
@@ -130,12 +139,64 @@ impl Ledger {
     }
 
     pub fn summary(&self, requested: f64) -> SessionConfidence {
+        // δ_p is only at stake if some round relied on a bound on p.
+        let p_part = if self.p_bounds > 0 { self.delta / 2.0 } else { 0.0 };
         SessionConfidence {
             requested,
-            achieved: (1.0 - self.spent).max(0.0),
+            achieved: (1.0 - self.spent - p_part).max(0.0),
             stopped_rounds: self.stops,
         }
     }
+}
+
+/// Smallest n with (1 − p)^n ≤ alpha (capped).
+pub(crate) fn runs_for(p: f64, alpha: f64) -> u32 {
+    if p <= 0.0 {
+        return u32::MAX;
+    }
+    if p >= 1.0 {
+        return 1;
+    }
+    let n = (alpha.ln() / (1.0 - p).ln()).ceil().max(1.0);
+    if n > f64::from(u32::MAX) { u32::MAX } else { n as u32 }
+}
+
+/// One-sided Clopper–Pearson lower bound on a binomial proportion: the p
+/// at which `k` or more successes in `n` trials have probability `level`.
+fn clopper_pearson_lower(k: u64, n: u64, level: f64) -> f64 {
+    if k == 0 || n == 0 {
+        return 0.0;
+    }
+    // P(X ≥ k) grows with p: bisect.
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if upper_tail(k, n, mid) < level {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// P(X ≥ k) for X ~ Binomial(n, p), summed in log space.
+fn upper_tail(k: u64, n: u64, p: f64) -> f64 {
+    if p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return 1.0;
+    }
+    // 1 − P(X < k); terms by the recurrence pmf(i+1) = pmf(i)·(n−i)/(i+1)·p/(1−p).
+    let ratio = (p / (1.0 - p)).ln();
+    let mut log_pmf = n as f64 * (1.0 - p).ln();
+    let mut below = 0.0f64;
+    for i in 0..k {
+        below += log_pmf.exp();
+        log_pmf += ((n - i) as f64).ln() - ((i + 1) as f64).ln() + ratio;
+    }
+    (1.0 - below).clamp(0.0, 1.0)
 }
 
 /// P(n Bernoulli trials all fail to fail) when the failure probability is
@@ -161,7 +222,7 @@ mod tests {
             total += l.alpha();
             l.accept_stop(0.0);
         }
-        assert!(total < 0.01 && total > 0.0099, "{total}");
+        assert!(total < 0.005 && total > 0.00499, "{total}");
     }
 
     #[test]
@@ -169,27 +230,37 @@ mod tests {
         // 20 failing baseline runs: q ~ Beta(21, 1); one witnessed run
         // without failure has predictive probability 1/22.
         let l = Ledger::new(0.99, 20, 20);
-        assert!((l.risk(100, 1, false) - 1.0 / 22.0).abs() < 1e-12);
-        // Unwitnessed runs count only in a blind round.
-        assert!((l.risk(100, 0, false) - 1.0).abs() < 1e-12);
-        assert!(l.risk(100, 0, true) < 1e-10);
+        assert!((l.witnessed_risk(1) - 1.0 / 22.0).abs() < 1e-12);
+        assert!((l.witnessed_risk(0) - 1.0).abs() < 1e-12);
         // The same number of witnessed runs is enough at any failure rate.
         let rare = Ledger::new(0.99, 20, 980);
-        assert_eq!(rare.risk(7, 3, false), l.risk(7, 3, false));
+        assert_eq!(rare.witnessed_risk(3), l.witnessed_risk(3));
+    }
+
+    #[test]
+    fn clopper_pearson_matches_known_values() {
+        // k = n: the lower bound is level^(1/n).
+        assert!((clopper_pearson_lower(10, 10, 0.05) - 0.05f64.powf(0.1)).abs() < 1e-9);
+        // 10 of 20, one-sided 95 %: 0.3020 (0.2720 is the two-sided bound).
+        assert!((clopper_pearson_lower(10, 20, 0.05) - 0.3020).abs() < 1e-3);
+        assert_eq!(clopper_pearson_lower(0, 20, 0.05), 0.0);
+        assert_eq!(runs_for(0.5, 0.01), 7);
+        assert_eq!(runs_for(0.1, 0.01), 44);
     }
 
     #[test]
     fn blind_rounds_follow_the_uncertainty_of_p() {
-        // p̂ = 0.5 from 40 runs: about the point estimate's 7 runs, a bit more.
-        let l = Ledger::new(0.99, 20, 20);
+        let mut l = Ledger::new(0.99, 20, 20);
         let n = l.blind_runs_needed();
-        assert!((8..=11).contains(&n), "{n}");
-        // A failed round of 3 runs (2 passing, 1 failing) is more evidence.
-        let mut m = l.clone();
-        m.learn_from_failed_round(2, 1, 0, 1);
-        assert!((m.rate() - 22.0 / 45.0).abs() < 1e-12);
-        // 2% from 200 runs: far more than the point estimate's 228.
+        // p_lo ≈ 0.30 at level 0.003 from 20 of 40: about 17 runs for α ≈ 0.003.
+        assert!((14..=20).contains(&n), "{n}");
+        // Evidence from failed rounds tightens the bound.
+        let before = l.rate_lower_bound();
+        l.learn_from_failed_round(100, 100, 0, 100);
+        assert!((l.rate() - 121.0 / 242.0).abs() < 1e-12);
+        assert!(l.rate_lower_bound() > before);
+        // 2 % from 200 runs: far more than the point estimate's 228.
         let rare = Ledger::new(0.99, 4, 196);
-        assert!(rare.blind_runs_needed() > 300, "{}", rare.blind_runs_needed());
+        assert!(rare.blind_runs_needed() > 1000, "{}", rare.blind_runs_needed());
     }
 }

@@ -165,8 +165,11 @@ impl<'a> Experiment<'a> {
         let cap = if self.max_round_runs > 0 {
             self.max_round_runs
         } else {
-            10 * self.ledger.blind_runs_needed().max(10)
+            self.ledger.blind_runs_needed().max(10).saturating_mul(10)
         };
+        // A blind round is judged by its number of runs, against a lower
+        // bound on the failure rate.
+        let p_lo = if blind { self.ledger.rate_lower_bound() } else { 0.0 };
 
         let mut valid = 0u32;
         let mut invalid = 0u32;
@@ -247,8 +250,11 @@ impl<'a> Experiment<'a> {
                 if missing_all.is_empty() && settled {
                     break (Outcome::Persisted, None, None);
                 }
-            } else if missing_all.is_empty() && (blind || witnessed_pass > 0) {
-                let risk = self.ledger.risk(valid, witnessed_pass, blind);
+            } else if missing_all.is_empty() {
+                let mut risk = self.ledger.witnessed_risk(witnessed_pass);
+                if blind {
+                    risk = risk.min((1.0 - p_lo).powf(f64::from(valid)));
+                }
                 if risk <= alpha {
                     break (Outcome::Stopped, None, Some(risk));
                 }
@@ -374,7 +380,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::causal::{Baseline, Observation, discover};
+    use crate::causal::{Baseline, Observation, confidence, discover};
 
     /// Replays scripted observations and records the groups asked for.
     struct Script {
@@ -418,43 +424,52 @@ mod tests {
     #[test]
     fn a_blind_round_takes_the_runs_the_budget_needs_and_invalid_runs_do_not_count() {
         // AID tests P1 alone (the frontier). Nothing is upstream of it, so
-        // the round is blind: with 20/40 failing baseline runs and the first
-        // share of a 0.01 budget it needs 9 runs without failure. Then P2:
-        // the first run fails with P1 held → pruned at once.
+        // the round is blind: with 20 of 40 baseline runs failing, the
+        // Clopper–Pearson bound at level δ/2·6/π² is p_lo ≈ 0.28, and the
+        // first share of the budget, α ≈ 0.003, needs n runs without failure
+        // with (1 − p_lo)^n ≤ α. Then P2: the first run fails with P1 held →
+        // pruned at once.
         let dag = chain();
+        let mut probe = Ledger::new(0.99, 20, 20);
+        let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+        assert!((14..=20).contains(&n), "{n}");
         let mut answers = vec![obs(false, &[], false)];
-        answers.extend((0..9).map(|_| obs(false, &[], true)));
+        answers.extend((0..n).map(|_| obs(false, &[], true)));
         answers.push(obs(true, &[1], true));
         let mut o = script(answers);
         let d = discover(&dag, Strategy::Aid, &mut o, &config()).unwrap();
-        assert_eq!(d.runs, 11);
+        assert_eq!(d.runs, u64::from(n) + 2);
         assert_eq!(d.interventions, 2);
         assert_eq!(
             (d.rounds[0].runs, d.rounds[0].invalid_runs, d.rounds[0].failure_stopped),
-            (9, 1, true)
+            (n, 1, true)
         );
-        assert!(d.rounds[0].risk.unwrap() <= 0.01 * 6.0 / (std::f64::consts::PI.powi(2)));
+        assert!(d.rounds[0].risk.unwrap() <= probe.alpha());
         assert_eq!((d.rounds[1].runs, d.rounds[1].failure_stopped), (1, false));
         assert_eq!(d.path, vec![PredId(1)]);
         assert_eq!(o.asked[0], BTreeSet::from([PredId(1)]));
-        assert_eq!(o.asked[10], BTreeSet::from([PredId(2)]));
+        assert_eq!(o.asked[n as usize + 1], BTreeSet::from([PredId(2)]));
         assert_eq!(d.confidence.stopped_rounds, 1);
         assert!(d.confidence.achieved >= 0.99 && d.confidence.achieved < 1.0);
     }
 
     #[test]
     fn witnessed_runs_stop_a_round_whatever_the_failure_rate() {
-        // {2} with 1 upstream: two runs in which 1 held and F did not are
-        // enough (q ~ Beta(21, 1): 1/22 · 2/23 < α), even though the
-        // baseline says the failure is rare.
+        // {2} with 1 upstream: three runs in which 1 held and F did not are
+        // enough (q ~ Beta(21, 1): 1/22 · 2/23 · 3/24 < α ≈ 0.003), even
+        // though the baseline says the failure is rare.
         let dag = chain();
         let cfg = Config { baseline: Baseline { failing: 20, passing: 980 }, ..config() };
-        let mut o =
-            script(vec![obs(false, &[], true), obs(false, &[1], true), obs(false, &[1], true)]);
+        let mut o = script(vec![
+            obs(false, &[], true),
+            obs(false, &[1], true),
+            obs(false, &[1], true),
+            obs(false, &[1], true),
+        ]);
         let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
         assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
         let d = ex.finish(Strategy::Aid);
-        assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (3, 2));
+        assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (4, 3));
         assert_eq!(d.path, vec![PredId(2)]);
     }
 

@@ -312,8 +312,15 @@ pub struct StrategyStats {
     /// Of those, the ones where the discovery itself said it was unsure
     /// (predicates set aside as untestable, or left unresolved).
     pub flagged: u32,
-    /// Wrong among the applications where the paper's assumptions hold.
+    /// Of those, the ones where a round believed "the failure stopped"
+    /// although its group could not stop it: the failure never got under
+    /// way in its runs. The risk the session's confidence bounds.
+    pub by_chance: u32,
+    /// Wrong, not by chance, where the paper's assumptions hold (exact
+    /// condition): an unsound deduction. Must be 0.
     pub wrong_within_assumptions: u32,
+    /// Wrong by chance where the paper's assumptions hold (exact condition).
+    pub chance_within_assumptions: u32,
     /// Mean session confidence the engine reported achieving.
     pub mean_confidence: f64,
 }
@@ -479,8 +486,18 @@ pub fn run_study(
                         if !d.untestable.is_empty() || !d.unresolved.is_empty() {
                             st.flagged += 1;
                         }
+                        let chance = d.rounds.iter().any(|r| {
+                            r.unused.is_none()
+                                && r.failure_stopped
+                                && c.world.evaluate(&r.group, true, noise.side_effects).1
+                        });
+                        st.by_chance += u32::from(chance);
                         if within && condition == Condition::Exact {
-                            st.wrong_within_assumptions += 1;
+                            if chance {
+                                st.chance_within_assumptions += 1;
+                            } else {
+                                st.wrong_within_assumptions += 1;
+                            }
                         }
                     }
                 }
