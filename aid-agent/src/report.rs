@@ -180,6 +180,10 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String) -> String {
                 r.runs
             )
         }
+        Some(Unused::NotApplied) => format!(
+            "{what} was not used: its interventions could not all be applied in the same run ({} tries), so its predicates were tested in smaller groups",
+            r.invalid_runs
+        ),
         None => what,
     }
 }
@@ -286,4 +290,48 @@ pub fn render(r: &Report<'_>) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::causal::Phase;
+
+    fn round(unused: Option<Unused>) -> Round {
+        Round {
+            index: 2,
+            phase: Phase::Giwp,
+            group: BTreeSet::from([PredId(3)]),
+            runs: 9,
+            invalid_runs: 20,
+            witnessed: 3,
+            failing_runs: 0,
+            failure_stopped: true,
+            risk: None,
+            unused,
+            confirmed: Vec::new(),
+            pruned: Vec::new(),
+            set_aside: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unused_rounds_are_explained_in_words() {
+        let desc = |p: PredId| format!("P{}", p.0);
+        let confounded = round(Some(Unused::Confounded { changed: vec![PredId(1), PredId(2)] }));
+        assert_eq!(
+            unused_words(&confounded, &desc),
+            "round 3 (intervening on P3) was confounded and not used: it also changed P1; P2, which come before the intervened predicates or are unordered with them, so the intervention did more than it was meant to"
+        );
+        assert_eq!(
+            unused_words(&round(Some(Unused::NoWitness)), &desc),
+            "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
+        );
+        assert!(
+            unused_words(&round(Some(Unused::NotApplied)), &desc)
+                .contains("could not all be applied in the same run (20 tries)")
+        );
+    }
 }

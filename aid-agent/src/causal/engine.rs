@@ -191,6 +191,11 @@ impl<'a> Experiment<'a> {
                 invalid += 1;
                 streak += 1;
                 if streak >= self.max_invalid {
+                    // Interventions that cannot all be applied in one run
+                    // (one skips another's call site) may still work apart.
+                    if ids.len() > 1 {
+                        break (Outcome::Unused, Some(Unused::NotApplied), None);
+                    }
                     return Err(CausalError::NoValidRuns {
                         group: format_group(&ids),
                         runs: streak,
@@ -546,6 +551,21 @@ mod tests {
             "intervention on {P1} could not be applied in 3 consecutive runs: check that the target \
              reaches those call sites"
         );
+    }
+
+    #[test]
+    fn a_group_whose_interventions_cannot_all_be_applied_is_split() {
+        // {1, 2} never applies; {1} alone does (TAGT tests the pool first).
+        let dag = chain();
+        let mut answers: Vec<Observation> = (0..3).map(|_| obs(false, &[], false)).collect();
+        answers.push(obs(true, &[2], true));
+        answers.push(obs(true, &[1], true));
+        let mut o = script(answers);
+        let cfg = Config { max_invalid_runs: 3, ties: Ties::ById, ..config() };
+        let d = discover(&dag, Strategy::Tagt, &mut o, &cfg).unwrap();
+        assert_eq!(d.rounds[0].unused, Some(Unused::NotApplied));
+        assert_eq!(d.rounds.len(), 3);
+        assert!(d.path.is_empty() && d.untestable.is_empty());
     }
 
     #[test]

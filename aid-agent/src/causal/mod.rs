@@ -282,6 +282,9 @@ pub enum Unused {
     /// the failure under way, and the round ended before it could be told
     /// apart from a missed observation.
     Unsettled { missing: Vec<PredId> },
+    /// The group's interventions could not all be applied in one run (one
+    /// of them kept another's call site from being reached).
+    NotApplied,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
