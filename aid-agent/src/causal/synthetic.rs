@@ -341,6 +341,9 @@ pub struct SettingResult {
     /// Applications where the paper's assumptions hold (a unique causal
     /// path: every counterfactual cause of F causes the next).
     pub within_assumptions: u32,
+    /// Applications where a counterfactual cause's own intervention has a
+    /// side effect: under noise no strategy can confirm that cause.
+    pub cause_confounded: u32,
     pub mean_predicates: f64,
     pub min_predicates: usize,
     pub max_predicates: usize,
@@ -443,7 +446,10 @@ pub fn run_study(
                 continue;
             }
             res.apps += 1;
-            let truth_len = c.world.causes(&c.dag.topological()).len();
+            let causes = c.world.causes(&c.dag.topological());
+            let truth_len = causes.len();
+            res.cause_confounded +=
+                u32::from(causes.iter().any(|p| c.world.side_effects().contains_key(p)));
             let within = c.world.unique_path(&c.dag).is_some();
             res.within_assumptions += u32::from(within);
             res.mean_predicates += c.predicates as f64;

@@ -198,6 +198,12 @@ fn tables(results: &[SettingResult]) -> String {
             out.push_str(&line);
             out.push('\n');
         }
+        if cond.condition == Condition::Noisy {
+            let hit: u32 = results.iter().map(|r| r.cause_confounded).sum();
+            out.push_str(&format!(
+                "{hit} applications where a true cause's own intervention has the side effect: no strategy can confirm that cause\n"
+            ));
+        }
         out.push_str(&summary(results, ci));
     }
     out
