@@ -217,7 +217,10 @@ fn interventions_on_the_recorded_program_find_the_causal_path() {
             next_id: 1000,
         };
         let config = Config {
-            failure_rate: a.failure_rate,
+            baseline: crate::causal::Baseline {
+                failing: a.totals.failing,
+                passing: a.totals.passing,
+            },
             confidence: 0.999,
             seed: 3,
             ..Config::default()

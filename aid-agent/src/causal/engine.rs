@@ -1,13 +1,30 @@
 //! The round runner every strategy drives: it turns "intervene on this
 //! group" into repeated runs of the target, decides when "no failure" is
-//! believable under nondeterminism, feeds the evidence to the knowledge
-//! store, and records each round for the report.
+//! believable under nondeterminism, sets aside rounds that are no evidence,
+//! feeds the rest to the knowledge store, and records each round for the
+//! report.
 //!
-//! A round stops at the first failing run — one counter-example is enough
-//! to prune (Def. 2, footnote) — and otherwise takes k valid runs, k chosen
-//! from the failure rate without intervention so that a still-present cause
-//! would have shown the failure with probability ≥ the configured
-//! confidence.
+//! A round ends at its first failing run — one counter-example is enough
+//! to prune (Def. 2, footnote) — unless that run leaves something unsettled
+//! (below). Otherwise it runs until the session's error control
+//! (`confidence`) accepts "the failure stopped": enough *witnessed* runs
+//! (some candidate held, so the failure was under way) without a failure, or,
+//! when the group hides every predicate that could witness, enough runs.
+//!
+//! Confounding guard (seed 001, Def. 3). Intervening on a group cannot
+//! change a predicate that precedes it or is unordered with it in the
+//! AC-DAG (causes precede effects, Sec. 4), and every candidate held in
+//! every failing run. So in each run where the failure was under way, all
+//! of those upstream predicates must hold. One that is missing from every
+//! such run of a round (at least `confound_runs` of them, so a single
+//! missed observation is not mistaken for it) was changed by the
+//! intervention: the round is confounded and is not used to prune or to
+//! confirm. A round whose upstream predicates never held at all is not
+//! used either: nothing shows the failure was ever under way.
+//!
+//! Absences prune only when seen in `absence_runs` failing runs of the
+//! round, and only for descendants of the group (for any other predicate an
+//! absence is a missed observation or confounding).
 
 use std::collections::BTreeSet;
 
@@ -15,10 +32,23 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    AcDag, CausalError, Config, Decision, Discovery, Oracle, Phase, Round, Strategy, Ties,
+    AcDag, CausalError, Config, Decision, Discovery, Oracle, Phase, Reason, Round, Strategy, Ties,
+    Unused,
+    confidence::Ledger,
     knowledge::{Evidence, Knowledge, Rules, Status},
 };
 use crate::{bitset::BitSet, predicates::PredId};
+
+/// What a round showed, as far as the strategies are concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// No failure, and the session's error control believes it.
+    Stopped,
+    /// A run failed despite the intervention.
+    Persisted,
+    /// Confounded or inconclusive: no evidence either way.
+    Unused,
+}
 
 pub(crate) struct Experiment<'a> {
     pub dag: &'a AcDag,
@@ -26,8 +56,12 @@ pub(crate) struct Experiment<'a> {
     pub kb: Knowledge,
     pub rng: ChaCha8Rng,
     pub ties: Ties,
-    k: u32,
+    ledger: Ledger,
+    confidence: f64,
     max_invalid: u32,
+    absence_runs: u32,
+    confound_runs: u32,
+    max_round_runs: u32,
     rounds: Vec<Round>,
     /// Decisions taken before the first round (none in practice).
     early: Vec<Decision>,
@@ -41,6 +75,7 @@ impl<'a> Experiment<'a> {
         config: &Config,
         strategy: Strategy,
     ) -> Result<Self, CausalError> {
+        config.validate()?;
         let rules = match strategy {
             Strategy::Aid => Rules { def2: true, extended: true },
             Strategy::AidPaper => Rules { def2: true, extended: false },
@@ -52,8 +87,16 @@ impl<'a> Experiment<'a> {
             kb: Knowledge::new(dag, rules),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             ties: config.ties,
-            k: config.runs_per_round()?,
+            ledger: Ledger::new(
+                config.confidence,
+                config.baseline.failing,
+                config.baseline.passing,
+            ),
+            confidence: config.confidence,
             max_invalid: config.max_invalid_runs.max(1),
+            absence_runs: config.absence_runs.max(1),
+            confound_runs: config.confound_runs.max(1),
+            max_round_runs: config.max_round_runs,
             rounds: Vec::new(),
             early: Vec::new(),
             runs: 0,
@@ -94,29 +137,65 @@ impl<'a> Experiment<'a> {
         }
     }
 
-    /// One round of intervention on `group` (node indices). Returns true
-    /// when the failure stopped in every one of the k valid runs.
-    pub fn intervene(&mut self, group: &BitSet, phase: Phase) -> Result<bool, CausalError> {
+    /// One round of intervention on `group` (node indices).
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one loop over the runs of a round with its stopping rules side by side"
+    )]
+    pub fn intervene(&mut self, group: &BitSet, phase: Phase) -> Result<Outcome, CausalError> {
         let n = self.dag.nodes();
         let f = self.dag.f_index();
         if group.contains(f) {
             return Err(CausalError::FailureIntervened(self.dag.failure()));
         }
         let ids: BTreeSet<PredId> = group.iter().map(|i| self.dag.id(i)).collect();
+        // Descendants of the group may vanish with it; nothing else may.
+        let mut below = BitSet::new(n);
+        for g in group.iter() {
+            below.union_with(self.dag.reach(g));
+        }
+        below.remove(f);
+        below.difference_with(group);
+        let mut upstream = BitSet::full(n);
+        upstream.remove(f);
+        upstream.difference_with(group);
+        upstream.difference_with(&below);
+        let blind = upstream.is_empty();
+        let alpha = self.ledger.alpha();
+        let cap = if self.max_round_runs > 0 {
+            self.max_round_runs
+        } else {
+            self.ledger.blind_runs_needed().max(10).saturating_mul(10)
+        };
+        // A blind round is judged by its number of runs, against a lower
+        // bound on the failure rate.
+        let p_lo = if blind { self.ledger.rate_lower_bound() } else { 0.0 };
+
         let mut valid = 0u32;
         let mut invalid = 0u32;
         let mut streak = 0u32;
-        let mut failed = false;
+        let mut fails = 0u32;
+        let mut witnessed_pass = 0u32;
+        let mut witnessed_fail = 0u32;
+        let mut evident = 0u32;
         let mut held_no_fail = BitSet::new(n);
-        let mut absent_fail = BitSet::new(n);
         let mut held_any = BitSet::new(n);
-        while valid < self.k {
+        // Descendants absent from every failing run so far.
+        let mut absent_all = BitSet::new(n);
+        // Upstream predicates missing from every run with the failure under way.
+        let mut missing_all = BitSet::new(n);
+        let (outcome, unused, risk) = loop {
             let obs = self.oracle.run(&ids).map_err(CausalError::Oracle)?;
             self.runs += 1;
             if !obs.valid {
                 invalid += 1;
                 streak += 1;
                 if streak >= self.max_invalid {
+                    // Interventions that cannot all be applied in one run
+                    // (one skips another's call site) may still work apart.
+                    if ids.len() > 1 {
+                        break (Outcome::Unused, Some(Unused::NotApplied), None);
+                    }
                     return Err(CausalError::NoValidRuns {
                         group: format_group(&ids),
                         runs: streak,
@@ -135,50 +214,120 @@ impl<'a> Experiment<'a> {
                 }
             }
             held_any.union_with(&held);
-            if obs.failed {
-                let mut absent = BitSet::full(n);
-                absent.difference_with(&held);
-                absent.remove(f);
-                absent_fail.union_with(&absent);
-                failed = true;
-                break;
+            if obs.failed || !held.is_empty() {
+                evident += 1;
+                let mut missing = upstream.clone();
+                missing.difference_with(&held);
+                if evident == 1 {
+                    missing_all = missing;
+                } else {
+                    missing_all.intersect_with(&missing);
+                }
+                if obs.failed {
+                    witnessed_fail += 1;
+                } else {
+                    witnessed_pass += 1;
+                }
             }
-            held_no_fail.union_with(&held);
+            if obs.failed {
+                fails += 1;
+                let mut absent = below.clone();
+                absent.difference_with(&held);
+                if fails == 1 {
+                    absent_all = absent;
+                } else {
+                    absent_all.intersect_with(&absent);
+                }
+            } else {
+                held_no_fail.union_with(&held);
+            }
+
+            if !missing_all.is_empty() && evident >= self.confound_runs {
+                let changed = missing_all.iter().map(|i| self.dag.id(i)).collect();
+                break (Outcome::Unused, Some(Unused::Confounded { changed }), None);
+            }
+            if fails > 0 {
+                // Absences are only worth confirming if a rule will use them.
+                let mut pending = absent_all.clone();
+                pending.intersect_with(self.kb.open());
+                let settled =
+                    fails >= self.absence_runs || pending.is_empty() || !self.kb.uses_absences();
+                if missing_all.is_empty() && settled {
+                    break (Outcome::Persisted, None, None);
+                }
+            } else if missing_all.is_empty() {
+                let mut risk = self.ledger.witnessed_risk(witnessed_pass);
+                if blind {
+                    risk = risk.min((1.0 - p_lo).powf(f64::from(valid)));
+                }
+                if risk <= alpha {
+                    break (Outcome::Stopped, None, Some(risk));
+                }
+            }
+            if valid >= cap {
+                if !missing_all.is_empty() {
+                    let missing = missing_all.iter().map(|i| self.dag.id(i)).collect();
+                    break (Outcome::Unused, Some(Unused::Unsettled { missing }), None);
+                }
+                if fails > 0 {
+                    break (Outcome::Persisted, None, None);
+                }
+                break (Outcome::Unused, Some(Unused::NoWitness), None);
+            }
+        };
+        if fails < self.absence_runs {
+            absent_all.clear();
+        }
+        match outcome {
+            Outcome::Stopped => self.ledger.accept_stop(risk.unwrap_or(alpha)),
+            Outcome::Persisted => self.ledger.learn_from_failed_round(
+                valid - fails,
+                fails,
+                witnessed_pass,
+                witnessed_fail,
+            ),
+            Outcome::Unused => {}
         }
         let index = self.rounds.len();
-        let ev = Evidence {
-            round: index,
-            group: group.clone(),
-            stopped: !failed,
-            held_no_fail,
-            absent_fail,
-            held_any,
-        };
-        let changes = self.kb.absorb(self.dag, ev);
         let mut round = Round {
             index,
             phase,
             group: ids,
             runs: valid,
             invalid_runs: invalid,
-            failure_stopped: !failed,
+            witnessed: witnessed_pass + witnessed_fail,
+            failing_runs: fails,
+            failure_stopped: fails == 0,
+            risk,
+            unused,
             confirmed: Vec::new(),
             pruned: Vec::new(),
+            set_aside: Vec::new(),
         };
-        for (i, status, reason) in changes {
-            let d = Decision { pred: self.dag.id(i), reason };
-            match status {
-                Status::Causal => round.confirmed.push(d),
-                _ => round.pruned.push(d),
+        if outcome != Outcome::Unused {
+            let ev = Evidence {
+                round: index,
+                group: group.clone(),
+                stopped: outcome == Outcome::Stopped,
+                held_no_fail,
+                absent_fail: absent_all,
+                held_any,
+            };
+            for (i, status, reason) in self.kb.absorb(self.dag, ev) {
+                let d = Decision { pred: self.dag.id(i), reason };
+                match status {
+                    Status::Causal => round.confirmed.push(d),
+                    _ => round.pruned.push(d),
+                }
             }
         }
         self.rounds.push(round);
-        Ok(!failed)
+        Ok(outcome)
     }
 
     /// Prunes without new evidence (Alg. 2 line 18); recorded with the
     /// latest round.
-    pub fn prune(&mut self, i: usize, reason: super::Reason) {
+    pub fn prune(&mut self, i: usize, reason: Reason) {
         if let Some((i, _, reason)) = self.kb.prune(i, reason) {
             let d = Decision { pred: self.dag.id(i), reason };
             match self.rounds.last_mut() {
@@ -188,11 +337,24 @@ impl<'a> Experiment<'a> {
         }
     }
 
+    /// Sets `i` aside after the latest round, on it alone, was not evidence.
+    pub fn set_untestable(&mut self, i: usize) {
+        let round = self.rounds.len().saturating_sub(1);
+        if let Some((i, _, reason)) = self.kb.set_untestable(i, Reason::Confounded { round }) {
+            let d = Decision { pred: self.dag.id(i), reason };
+            if let Some(r) = self.rounds.last_mut() {
+                r.set_aside.push(d);
+            }
+        }
+    }
+
     pub fn finish(self, strategy: Strategy) -> Discovery {
         let mut path: Vec<usize> = self.kb.causal().iter().collect();
         path.sort_by_key(|&i| (self.dag.depth(i), self.dag.id(i)));
         let path: Vec<PredId> = path.into_iter().map(|i| self.dag.id(i)).collect();
         let unresolved = self.kb.open().iter().map(|i| self.dag.id(i)).collect();
+        let untestable = self.kb.untestable().iter().map(|i| self.dag.id(i)).collect();
+        let confidence = self.ledger.summary(self.confidence);
         let mut rounds = self.rounds;
         if let Some(first) = rounds.first_mut() {
             let mut early = self.early;
@@ -205,9 +367,10 @@ impl<'a> Experiment<'a> {
             path,
             interventions: rounds.len() as u32,
             runs: self.runs,
-            runs_per_round: self.k,
             rounds,
             unresolved,
+            untestable,
+            confidence,
         }
     }
 }
@@ -222,7 +385,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::causal::{Observation, discover};
+    use crate::causal::{Baseline, Observation, confidence, discover};
 
     /// Replays scripted observations and records the groups asked for.
     struct Script {
@@ -241,50 +404,148 @@ mod tests {
         Observation { failed, held: held.iter().map(|&i| PredId(i)).collect(), valid }
     }
 
+    fn script(answers: Vec<Observation>) -> Script {
+        Script { answers: answers.into(), asked: vec![] }
+    }
+
     fn chain() -> AcDag {
         AcDag::from_edges(&[PredId(1), PredId(2)], PredId(0), &[(PredId(1), PredId(2))]).unwrap()
     }
 
+    /// 1 → 2, and 3 unordered with both.
+    fn with_bystander() -> AcDag {
+        AcDag::from_edges(&[PredId(1), PredId(2), PredId(3)], PredId(0), &[(PredId(1), PredId(2))])
+            .unwrap()
+    }
+
+    fn group(dag: &AcDag, ids: &[u32]) -> BitSet {
+        BitSet::from_iter(dag.nodes(), ids.iter().map(|&i| dag.index_of(PredId(i)).unwrap()))
+    }
+
+    fn config() -> Config {
+        Config { baseline: Baseline { failing: 20, passing: 20 }, ..Config::default() }
+    }
+
     #[test]
-    fn a_round_takes_k_runs_unless_one_fails_and_invalid_runs_do_not_count() {
-        // p = 0.5, confidence 0.9: k = 4. AID tests P1 alone (the frontier):
-        // an invalid run, then four passing runs → P1 confirmed; then P2:
-        // the first run fails → pruned at once.
+    fn a_blind_round_takes_the_runs_the_budget_needs_and_invalid_runs_do_not_count() {
+        // AID tests P1 alone (the frontier). Nothing is upstream of it, so
+        // the round is blind: with 20 of 40 baseline runs failing, the
+        // Clopper–Pearson bound at level δ/2·6/π² is p_lo ≈ 0.28, and the
+        // first share of the budget, α ≈ 0.003, needs n runs without failure
+        // with (1 − p_lo)^n ≤ α. Then P2: the first run fails with P1 held →
+        // pruned at once.
         let dag = chain();
-        let mut o = Script {
-            answers: [
-                obs(false, &[], false),
-                obs(false, &[], true),
-                obs(false, &[], true),
-                obs(false, &[], true),
-                obs(false, &[], true),
-                obs(true, &[1], true),
-            ]
-            .into(),
-            asked: vec![],
-        };
-        let config = Config { failure_rate: 0.5, confidence: 0.9, ..Config::default() };
-        let d = discover(&dag, Strategy::Aid, &mut o, &config).unwrap();
-        assert_eq!(d.runs_per_round, 4);
-        assert_eq!(d.runs, 6);
+        let mut probe = Ledger::new(0.99, 20, 20);
+        let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+        assert!((14..=20).contains(&n), "{n}");
+        let mut answers = vec![obs(false, &[], false)];
+        answers.extend((0..n).map(|_| obs(false, &[], true)));
+        answers.push(obs(true, &[1], true));
+        let mut o = script(answers);
+        let d = discover(&dag, Strategy::Aid, &mut o, &config()).unwrap();
+        assert_eq!(d.runs, u64::from(n) + 2);
         assert_eq!(d.interventions, 2);
         assert_eq!(
             (d.rounds[0].runs, d.rounds[0].invalid_runs, d.rounds[0].failure_stopped),
-            (4, 1, true)
+            (n, 1, true)
         );
+        assert!(d.rounds[0].risk.unwrap() <= probe.alpha());
         assert_eq!((d.rounds[1].runs, d.rounds[1].failure_stopped), (1, false));
         assert_eq!(d.path, vec![PredId(1)]);
         assert_eq!(o.asked[0], BTreeSet::from([PredId(1)]));
-        assert_eq!(o.asked[5], BTreeSet::from([PredId(2)]));
+        assert_eq!(o.asked[n as usize + 1], BTreeSet::from([PredId(2)]));
+        assert_eq!(d.confidence.stopped_rounds, 1);
+        assert!(d.confidence.achieved >= 0.99 && d.confidence.achieved < 1.0);
+    }
+
+    #[test]
+    fn witnessed_runs_stop_a_round_whatever_the_failure_rate() {
+        // {2} with 1 upstream: three runs in which 1 held and F did not are
+        // enough (q ~ Beta(21, 1): 1/22 · 2/23 · 3/24 < α ≈ 0.003), even
+        // though the baseline says the failure is rare.
+        let dag = chain();
+        let cfg = Config { baseline: Baseline { failing: 20, passing: 980 }, ..config() };
+        let mut o = script(vec![
+            obs(false, &[], true),
+            obs(false, &[1], true),
+            obs(false, &[1], true),
+            obs(false, &[1], true),
+        ]);
+        let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (4, 3));
+        assert_eq!(d.path, vec![PredId(2)]);
+    }
+
+    #[test]
+    fn a_round_that_changed_an_unordered_predicate_is_confounded_and_unused() {
+        // Intervening on 2 cannot affect 3 (unordered), yet 3 is missing
+        // from all three runs in which the failure was under way.
+        let dag = with_bystander();
+        let mut o =
+            script(vec![obs(false, &[1], true), obs(false, &[1], true), obs(false, &[1], true)]);
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Unused);
+        ex.set_untestable(dag.index_of(PredId(2)).unwrap());
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!(d.rounds[0].unused, Some(Unused::Confounded { changed: vec![PredId(3)] }));
+        assert!(d.rounds[0].confirmed.is_empty() && d.rounds[0].pruned.is_empty());
+        assert!(d.path.is_empty());
+        assert_eq!(d.untestable, vec![PredId(2)]);
+        assert_eq!(d.confidence.stopped_rounds, 0, "an unused round spends no budget");
+    }
+
+    #[test]
+    fn a_single_missed_observation_is_not_confounding() {
+        // 3 missing from the first failing run only: a missed observation.
+        let dag = with_bystander();
+        let mut o = script(vec![obs(true, &[1], true), obs(true, &[1, 3], true)]);
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Persisted);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!(d.rounds[0].failing_runs, 2);
+        assert_eq!(d.rounds[0].pruned.iter().map(|x| x.pred).collect::<Vec<_>>(), vec![PredId(2)]);
+    }
+
+    #[test]
+    fn an_absence_prunes_only_when_two_failing_runs_agree() {
+        let dag = chain();
+        // 2 missing from the first failing run but back in the second.
+        let mut o = script(vec![obs(true, &[], true), obs(true, &[2], true)]);
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[1]), Phase::Giwp).unwrap(), Outcome::Persisted);
+        assert!(ex.kb.is_open(dag.index_of(PredId(2)).unwrap()));
+        // Missing from both: it vanished with 1 while F happened anyway.
+        let mut o = script(vec![obs(true, &[], true), obs(false, &[], true), obs(true, &[], true)]);
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[1]), Phase::Giwp).unwrap(), Outcome::Persisted);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!(
+            d.rounds[0].pruned,
+            vec![
+                Decision { pred: PredId(1), reason: Reason::FailurePersisted { round: 0 } },
+                Decision { pred: PredId(2), reason: Reason::AbsentWithFailure { round: 0 } }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_round_whose_upstream_never_shows_is_no_evidence() {
+        let dag = chain();
+        let cfg = Config { max_round_runs: 5, ..config() };
+        let mut o = script((0..5).map(|_| obs(false, &[], true)).collect());
+        let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Unused);
+        assert_eq!(ex.finish(Strategy::Aid).rounds[0].unused, Some(Unused::NoWitness));
     }
 
     #[test]
     fn runs_that_never_apply_the_intervention_end_in_an_error() {
         let dag = chain();
-        let mut o =
-            Script { answers: (0..5).map(|_| obs(false, &[], false)).collect(), asked: vec![] };
-        let config = Config { max_invalid_runs: 3, ..Config::default() };
-        let err = discover(&dag, Strategy::AidPaper, &mut o, &config).unwrap_err();
+        let mut o = script((0..5).map(|_| obs(false, &[], false)).collect());
+        let cfg = Config { max_invalid_runs: 3, ..config() };
+        let err = discover(&dag, Strategy::AidPaper, &mut o, &cfg).unwrap_err();
         assert_eq!(
             err.to_string(),
             "intervention on {P1} could not be applied in 3 consecutive runs: check that the target \
@@ -293,15 +554,30 @@ mod tests {
     }
 
     #[test]
-    fn oracle_errors_and_bad_rates_surface() {
+    fn a_group_whose_interventions_cannot_all_be_applied_is_split() {
+        // {1, 2} never applies; {1} alone does (TAGT tests the pool first).
         let dag = chain();
-        let mut o = Script { answers: VecDeque::new(), asked: vec![] };
-        let err = discover(&dag, Strategy::Tagt, &mut o, &Config::default()).unwrap_err();
+        let mut answers: Vec<Observation> = (0..3).map(|_| obs(false, &[], false)).collect();
+        answers.push(obs(true, &[2], true));
+        answers.push(obs(true, &[1], true));
+        let mut o = script(answers);
+        let cfg = Config { max_invalid_runs: 3, ties: Ties::ById, ..config() };
+        let d = discover(&dag, Strategy::Tagt, &mut o, &cfg).unwrap();
+        assert_eq!(d.rounds[0].unused, Some(Unused::NotApplied));
+        assert_eq!(d.rounds.len(), 3);
+        assert!(d.path.is_empty() && d.untestable.is_empty());
+    }
+
+    #[test]
+    fn oracle_errors_and_bad_baselines_surface() {
+        let dag = chain();
+        let mut o = script(vec![]);
+        let err = discover(&dag, Strategy::Tagt, &mut o, &config()).unwrap_err();
         assert!(matches!(err, CausalError::Oracle(_)));
-        let bad = Config { failure_rate: 0.0, ..Config::default() };
+        let bad = Config { baseline: Baseline { failing: 0, passing: 40 }, ..config() };
         assert!(matches!(
             discover(&dag, Strategy::Aid, &mut o, &bad),
-            Err(CausalError::BadFailureRate(_))
+            Err(CausalError::NoBaselineFailure(40))
         ));
     }
 }

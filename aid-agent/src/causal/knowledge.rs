@@ -1,29 +1,32 @@
 //! What the interventions so far have established about each predicate:
-//! open, confirmed causal, or pruned as spurious — and why. Each strategy
-//! is allowed a different set of deductions:
+//! open, confirmed causal, pruned as spurious, or untestable (every round
+//! that could test it was confounded) — and why. Each strategy is allowed a
+//! different set of deductions; docs/causal.md proves each one and states
+//! the assumptions it needs:
 //!
 //! - the intervened group itself (every strategy, TAGT included): a run
 //!   that failed despite the intervention prunes every member; a single
 //!   predicate whose intervention stopped the failure is a cause (Alg. 1
 //!   lines 6-8, 14-15);
-//! - Def. 2 (AID, AID-paper): predicates outside the group that are not
-//!   ancestors of a member are pruned on a counterfactual violation;
-//! - our extensions (AID only, docs/causal.md), each a consequence of the
-//!   paper's assumptions (single root cause, deterministic effects, a unique
-//!   causal path that is a chain of the AC-DAG):
-//!   * a predicate absent from a failing run is no cause even when it
-//!     precedes an intervened one (intervening later cannot hide an earlier
-//!     predicate's effect on F when F happened anyway);
-//!   * Def. 2's ancestor exemption only protects ancestors of members that
-//!     may still be causes;
+//! - Def. 2 (AID, AID-paper): a predicate outside the group that is not an
+//!   ancestor of a member is pruned when it held in a run that did not fail,
+//!   or was absent from the failing runs while F happened anyway (the round
+//!   runner only reports absences of descendants of the group, seen in
+//!   every failing run of the round: anything else is noise or confounding);
+//! - our extensions (AID only), each a consequence of the unique causal
+//!   path being a chain of the AC-DAG whose members each counterfactually
+//!   cause the next (Def. 1, Assumption 2):
 //!   * a confirmed cause that still held shows the intervention cut the
 //!     path below it, so members not after it are no causes ("witness");
 //!   * predicates not ordered with a confirmed cause are no causes
-//!     (the path is a chain);
-//!   * a group that stopped the failure holds a cause; when every other
-//!     member is pruned, the last one is it ("elimination").
+//!     (the path is a chain).
 //!
-//! Extended deductions are re-applied to the whole history until nothing
+//! There is no elimination ("a group that stopped the failure holds a
+//! cause, so its last unpruned member is one"): with redundant causes
+//! (C = X ∨ Y) the group {X, Y} stops the failure while neither member is a
+//! cause, so a cause is only ever confirmed by a round on it alone.
+//!
+//! The witness rule is re-applied to the whole history until nothing
 //! changes, because a later confirmation can unlock an earlier round.
 
 use super::{AcDag, Reason};
@@ -34,6 +37,9 @@ pub(crate) enum Status {
     Open,
     Causal,
     Spurious,
+    /// Every round that could test it was confounded: neither confirmed
+    /// nor pruned, and no longer a candidate for intervention.
+    Untestable,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -44,7 +50,8 @@ pub(crate) struct Rules {
     pub extended: bool,
 }
 
-/// One round, summarised by the sets the rules need.
+/// One round that the round runner judged usable (not confounded),
+/// summarised by the sets the rules need.
 #[derive(Clone, Debug)]
 pub(crate) struct Evidence {
     pub round: usize,
@@ -53,7 +60,8 @@ pub(crate) struct Evidence {
     pub stopped: bool,
     /// Held in some run that did not fail.
     pub held_no_fail: BitSet,
-    /// Absent from some run that failed.
+    /// Descendants of the group absent from every failing run of the round
+    /// (at least the configured number of them).
     pub absent_fail: BitSet,
     /// Held in some run.
     pub held_any: BitSet,
@@ -65,10 +73,9 @@ pub(crate) struct Knowledge {
     status: Vec<Status>,
     open: BitSet,
     causal: BitSet,
+    untestable: BitSet,
     rules: Rules,
     history: Vec<Evidence>,
-    /// Groups known to contain a cause, with the round that showed it.
-    facts: Vec<(BitSet, usize)>,
 }
 
 impl Knowledge {
@@ -80,9 +87,9 @@ impl Knowledge {
             status: vec![Status::Open; n],
             open,
             causal: BitSet::new(n),
+            untestable: BitSet::new(n),
             rules,
             history: Vec::new(),
-            facts: Vec::new(),
         }
     }
 
@@ -94,8 +101,21 @@ impl Knowledge {
         &self.causal
     }
 
+    pub fn untestable(&self) -> &BitSet {
+        &self.untestable
+    }
+
     pub fn is_open(&self, i: usize) -> bool {
         self.open.contains(i)
+    }
+
+    /// Whether absences from failing runs can prune anything (Def. 2).
+    pub fn uses_absences(&self) -> bool {
+        self.rules.def2
+    }
+
+    pub fn status(&self, i: usize) -> Status {
+        self.status[i]
     }
 
     fn set(&mut self, i: usize, s: Status, reason: Reason, out: &mut Vec<Change>) -> bool {
@@ -104,8 +124,14 @@ impl Knowledge {
         }
         self.status[i] = s;
         self.open.remove(i);
-        if s == Status::Causal {
-            self.causal.insert(i);
+        match s {
+            Status::Causal => {
+                self.causal.insert(i);
+            }
+            Status::Untestable => {
+                self.untestable.insert(i);
+            }
+            Status::Open | Status::Spurious => {}
         }
         out.push((i, s, reason));
         true
@@ -118,7 +144,15 @@ impl Knowledge {
         out.pop()
     }
 
-    /// Applies one round's evidence; returns every status change it caused.
+    /// Sets an open predicate aside: its rounds were confounded.
+    pub fn set_untestable(&mut self, i: usize, reason: Reason) -> Option<Change> {
+        let mut out = Vec::new();
+        self.set(i, Status::Untestable, reason, &mut out);
+        out.pop()
+    }
+
+    /// Applies one usable round's evidence; returns every status change it
+    /// caused.
     pub fn absorb(&mut self, dag: &AcDag, ev: Evidence) -> Vec<Change> {
         let mut out = Vec::new();
         let r = ev.round;
@@ -152,9 +186,6 @@ impl Knowledge {
             }
         }
         if self.rules.extended {
-            if ev.stopped {
-                self.facts.push((ev.group.clone(), r));
-            }
             self.history.push(ev);
             self.fixpoint(dag, &mut out);
         }
@@ -168,21 +199,6 @@ impl Knowledge {
             for h in 0..self.history.len() {
                 let ev = &self.history[h];
                 let r = ev.round;
-                let mut absent = ev.absent_fail.clone();
-                absent.intersect_with(&self.open);
-                absent.difference_with(&ev.group);
-                let mut held = ev.held_no_fail.clone();
-                held.intersect_with(&self.open);
-                held.difference_with(&ev.group);
-                if !held.is_empty() {
-                    let mut anc = BitSet::new(dag.nodes());
-                    for s in ev.group.iter() {
-                        if self.status[s] != Status::Spurious {
-                            anc.union_with(dag.ancestors(s));
-                        }
-                    }
-                    held.difference_with(&anc);
-                }
                 let mut witnesses = ev.held_any.clone();
                 witnesses.intersect_with(&self.causal);
                 witnesses.difference_with(&ev.group);
@@ -193,12 +209,6 @@ impl Knowledge {
                             cut.push((s, x));
                         }
                     }
-                }
-                for p in absent.iter() {
-                    self.set(p, Status::Spurious, Reason::AbsentWithFailure { round: r }, out);
-                }
-                for p in held.iter() {
-                    self.set(p, Status::Spurious, Reason::HeldWithoutFailure { round: r }, out);
                 }
                 for (s, x) in cut {
                     self.set(
@@ -217,19 +227,6 @@ impl Knowledge {
                     self.open.iter().filter(|&p| !dag.comparable(x, p)).collect();
                 for p in unordered {
                     self.set(p, Status::Spurious, Reason::NotOrderedWith { cause: dag.id(x) }, out);
-                }
-            }
-            for f in 0..self.facts.len() {
-                let (set, r) = &self.facts[f];
-                if set.intersects(&self.causal) {
-                    continue;
-                }
-                let mut left = set.clone();
-                left.intersect_with(&self.open);
-                if left.count() == 1 {
-                    let p = left.iter().next().unwrap_or_default();
-                    let r = *r;
-                    self.set(p, Status::Causal, Reason::Elimination { round: r }, out);
                 }
             }
             if out.len() == before {
@@ -262,17 +259,23 @@ mod tests {
         BitSet::from_iter(dag.nodes(), ids.iter().map(|&i| dag.index_of(p(i)).unwrap()))
     }
 
-    fn ev(dag: &AcDag, round: usize, group: &[u32], stopped: bool, held: &[u32]) -> Evidence {
+    /// A round on `group`; `held`: what held in its runs; `absent`: the
+    /// confirmed absences of a failing round.
+    fn ev(
+        dag: &AcDag,
+        round: usize,
+        group: &[u32],
+        stopped: bool,
+        held: &[u32],
+        absent: &[u32],
+    ) -> Evidence {
         let held = set(dag, held);
-        let mut absent = BitSet::full(dag.nodes());
-        absent.difference_with(&held);
-        absent.remove(dag.f_index());
         Evidence {
             round,
             group: set(dag, group),
             stopped,
             held_no_fail: if stopped { held.clone() } else { BitSet::new(dag.nodes()) },
-            absent_fail: if stopped { BitSet::new(dag.nodes()) } else { absent },
+            absent_fail: set(dag, absent),
             held_any: held,
         }
     }
@@ -281,28 +284,45 @@ mod tests {
         changes.iter().map(|&(i, s, _)| (dag.id(i), s)).collect()
     }
 
+    fn reasons(dag: &AcDag, changes: &[Change]) -> Vec<(PredId, Reason)> {
+        changes.iter().map(|(i, _, r)| (dag.id(*i), r.clone())).collect()
+    }
+
     #[test]
     fn def2_spares_ancestors_of_the_group() {
         let d = dag();
         let mut kb = Knowledge::new(&d, Rules { def2: true, extended: false });
         // Intervening on 3 stops F; 1, 2 and 4 still hold. 4 is pruned;
         // 1 and 2 precede 3 and might be its cause.
-        let c = kb.absorb(&d, ev(&d, 0, &[3], true, &[1, 2, 4]));
+        let c = kb.absorb(&d, ev(&d, 0, &[3], true, &[1, 2, 4], &[]));
         assert_eq!(named(&d, &c), vec![(p(3), Status::Causal), (p(4), Status::Spurious)]);
         assert!(kb.is_open(d.index_of(p(1)).unwrap()) && kb.is_open(d.index_of(p(2)).unwrap()));
     }
 
     #[test]
-    fn failure_with_a_predicate_absent_prunes_even_an_ancestor_in_our_rules() {
+    fn absence_with_failure_prunes_what_vanished_with_the_group() {
         let d = dag();
-        // Intervening on {3} while F persists and 2 was absent: Def. 2
-        // exempts 2 (it precedes 3); our rule does not need to.
-        let mut paper = Knowledge::new(&d, Rules { def2: true, extended: false });
-        let c = paper.absorb(&d, ev(&d, 0, &[3], false, &[1, 4]));
-        assert_eq!(named(&d, &c), vec![(p(3), Status::Spurious)]);
-        let mut ours = Knowledge::new(&d, Rules { def2: true, extended: true });
-        let c = ours.absorb(&d, ev(&d, 0, &[3], false, &[1, 4]));
-        assert_eq!(named(&d, &c), vec![(p(3), Status::Spurious), (p(2), Status::Spurious)]);
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: false });
+        // {2} fails and 3 vanished with it: neither causes F.
+        let c = kb.absorb(&d, ev(&d, 0, &[2], false, &[1, 4], &[3]));
+        assert_eq!(named(&d, &c), vec![(p(2), Status::Spurious), (p(3), Status::Spurious)]);
+    }
+
+    /// Bug: the old "exemption only for live suspects" rule pruned A once
+    /// the redundant X and Y it precedes were pruned, although A is the
+    /// cause of C = X ∨ Y. Def. 2's exemption must stand for ancestors of
+    /// every intervened predicate, pruned or not.
+    #[test]
+    fn an_ancestor_of_redundant_causes_keeps_its_exemption_after_they_are_pruned() {
+        // A → X, A → Y (X, Y unordered).
+        let (a, x, y) = (1, 2, 3);
+        let d =
+            AcDag::from_edges(&[p(a), p(x), p(y)], p(0), &[(p(a), p(x)), (p(a), p(y))]).unwrap();
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
+        assert!(kb.absorb(&d, ev(&d, 0, &[x, y], true, &[a], &[])).is_empty());
+        kb.absorb(&d, ev(&d, 1, &[x], false, &[a, y], &[]));
+        kb.absorb(&d, ev(&d, 2, &[y], false, &[a, x], &[]));
+        assert!(kb.is_open(d.index_of(p(a)).unwrap()), "A is still a suspect");
     }
 
     #[test]
@@ -310,18 +330,15 @@ mod tests {
         let d = dag();
         let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
         // Round 0: {2, 3} stops F (a cause is among them); nothing held.
-        assert!(kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[])).is_empty());
+        assert!(kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[], &[])).is_empty());
         // Round 1: 1 alone stops F: confirmed; it is ordered with everything.
-        let c = kb.absorb(&d, ev(&d, 1, &[1], true, &[]));
+        let c = kb.absorb(&d, ev(&d, 1, &[1], true, &[], &[]));
         assert_eq!(named(&d, &c), vec![(p(1), Status::Causal)]);
         // Round 2: 2 alone stops F: confirmed, and 4, which is not ordered
-        // with 2, cannot be on the same causal path. Round 0 is explained
-        // by 2, so nothing follows about 3.
-        let c = kb.absorb(&d, ev(&d, 2, &[2], true, &[1]));
-        let reasons: Vec<(PredId, Reason)> =
-            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
+        // with 2, cannot be on the same causal path. Nothing follows about 3.
+        let c = kb.absorb(&d, ev(&d, 2, &[2], true, &[1], &[]));
         assert_eq!(
-            reasons,
+            reasons(&d, &c),
             vec![
                 (p(2), Reason::StoppedFailure { round: 2 }),
                 (p(4), Reason::NotOrderedWith { cause: p(2) })
@@ -330,22 +347,17 @@ mod tests {
         assert!(kb.is_open(d.index_of(p(3)).unwrap()));
     }
 
+    /// Bug: elimination confirmed the last unpruned member of a group that
+    /// stopped the failure. With C = X ∨ Y the group {X, Y} stops it while
+    /// neither is a cause; only a round on a predicate alone confirms it.
     #[test]
-    fn elimination_confirms_the_last_member_of_a_stopping_group() {
+    fn a_stopping_group_confirms_nothing_by_elimination() {
         let d = dag();
         let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
-        kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[1, 4]));
-        // {3} alone: F persists → 3 pruned, so 2 must be the cause of round 0.
-        let c = kb.absorb(&d, ev(&d, 1, &[3], false, &[1, 2, 4]));
-        let reasons: Vec<(PredId, Reason)> =
-            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
-        assert_eq!(
-            reasons,
-            vec![
-                (p(3), Reason::FailurePersisted { round: 1 }),
-                (p(2), Reason::Elimination { round: 0 })
-            ]
-        );
+        kb.absorb(&d, ev(&d, 0, &[2, 3], true, &[1, 4], &[]));
+        let c = kb.absorb(&d, ev(&d, 1, &[3], false, &[1, 2, 4], &[]));
+        assert_eq!(reasons(&d, &c), vec![(p(3), Reason::FailurePersisted { round: 1 })]);
+        assert!(kb.is_open(d.index_of(p(2)).unwrap()));
     }
 
     #[test]
@@ -358,18 +370,22 @@ mod tests {
         )
         .unwrap();
         let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
-        kb.absorb(&d, ev(&d, 0, &[2], true, &[1]));
+        kb.absorb(&d, ev(&d, 0, &[2], true, &[1], &[]));
         // {1, 3} stops F while 2 still held: 1 cannot be on the path (it
-        // would have removed 2), so the cause is 3.
-        let c = kb.absorb(&d, ev(&d, 1, &[1, 3], true, &[2]));
-        let reasons: Vec<(PredId, Reason)> =
-            c.iter().map(|(i, _, r)| (d.id(*i), r.clone())).collect();
-        assert_eq!(
-            reasons,
-            vec![
-                (p(1), Reason::WitnessHeld { witness: p(2), round: 1 }),
-                (p(3), Reason::Elimination { round: 1 })
-            ]
-        );
+        // would have removed 2). 3 stays open: the group's stop is no proof
+        // that 3 is a cause.
+        let c = kb.absorb(&d, ev(&d, 1, &[1, 3], true, &[2], &[]));
+        assert_eq!(reasons(&d, &c), vec![(p(1), Reason::WitnessHeld { witness: p(2), round: 1 })]);
+        assert!(kb.is_open(d.index_of(p(3)).unwrap()));
+    }
+
+    #[test]
+    fn untestable_predicates_leave_the_open_set() {
+        let d = dag();
+        let mut kb = Knowledge::new(&d, Rules::default());
+        let i = d.index_of(p(4)).unwrap();
+        assert!(kb.set_untestable(i, Reason::Confounded { round: 0 }).is_some());
+        assert!(!kb.is_open(i) && kb.untestable().contains(i));
+        assert_eq!(kb.status(i), Status::Untestable);
     }
 }

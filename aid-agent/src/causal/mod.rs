@@ -7,8 +7,9 @@
 //!
 //! Entry point: [`discover`]. Every strategy shares the round runner
 //! (`engine`), which decides how many runs an intervention needs under
-//! nondeterminism, and the evidence store (`knowledge`), which applies the
-//! pruning rules a strategy is allowed to use.
+//! nondeterminism (`confidence`: the error budget of the whole session) and
+//! sets aside confounded rounds, and the evidence store (`knowledge`), which
+//! applies the pruning rules a strategy is allowed to use.
 
 use std::{collections::BTreeSet, fmt};
 
@@ -18,6 +19,7 @@ use crate::predicates::PredId;
 
 mod aid;
 mod branch_prune;
+mod confidence;
 pub mod dag;
 mod engine;
 mod giwp;
@@ -25,8 +27,11 @@ mod knowledge;
 pub mod oracle;
 mod replay;
 pub mod sim;
+#[cfg(test)]
+mod soundness;
 mod tagt;
 
+pub use confidence::SessionConfidence;
 pub use dag::{AcDag, RunAnchors};
 pub use oracle::{Observation, Oracle};
 pub use replay::{TagtEstimate, estimate_tagt};
@@ -42,9 +47,9 @@ pub enum CausalError {
     #[error("predicate {0} lies on a cycle: precedence edges must form a DAG")]
     Cycle(PredId),
     #[error(
-        "failure rate {0} is outside (0, 1]: the target must fail sometimes without intervention"
+        "no failing run among the {0} runs observed before intervening: the target must fail sometimes without intervention"
     )]
-    BadFailureRate(f64),
+    NoBaselineFailure(u32),
     #[error("confidence {0} is outside (0, 1)")]
     BadConfidence(f64),
     #[error("the failure predicate {0} cannot be intervened on")]
@@ -66,7 +71,7 @@ pub enum CausalError {
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Our default: a frontier walk down the AC-DAG with every sound
-    /// deduction (docs/causal.md): Def. 2 and its extensions, elimination.
+    /// deduction (docs/causal.md): Def. 2, witness and order rules.
     #[default]
     Aid,
     /// Alg. 3 with branch pruning, exactly as the paper defines it.
@@ -75,8 +80,9 @@ pub enum Strategy {
     AidP,
     /// AID without predicate or branch pruning: GIWP in topological order only.
     AidPB,
-    /// Traditional adaptive group testing: random groups, decisions only
-    /// about intervened predicates.
+    /// Traditional adaptive group testing, the paper's baseline: binary
+    /// splitting over the predicates in random order (about D·log2 N
+    /// rounds), decisions only about intervened predicates.
     Tagt,
 }
 
@@ -112,60 +118,95 @@ pub enum Ties {
     ById,
 }
 
+/// The runs observed without intervention before the session: the evidence
+/// for the failure rate and for how reliably the candidates announce the
+/// failure (every candidate held in every failing one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub failing: u32,
+    pub passing: u32,
+}
+
+impl Baseline {
+    /// `runs` runs with a fraction `p` failing (tests, replays).
+    pub fn from_rate(p: f64, runs: u32) -> Baseline {
+        let failing = (p.clamp(0.0, 1.0) * f64::from(runs)).round() as u32;
+        Baseline { failing, passing: runs - failing.min(runs) }
+    }
+
+    pub fn runs(&self) -> u32 {
+        self.failing + self.passing
+    }
+
+    /// The observed failure rate (0 without runs).
+    pub fn rate(&self) -> f64 {
+        if self.runs() == 0 { 0.0 } else { f64::from(self.failing) / f64::from(self.runs()) }
+    }
+}
+
 /// Knobs shared by every strategy.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
-    /// Fraction of runs that fail without intervention (p).
-    pub failure_rate: f64,
-    /// Probability that a round with a still-present cause shows the
-    /// failure at least once; k is the smallest count with 1-(1-p)^k ≥ this.
+    /// Runs observed before intervening (`debug`'s observation phase).
+    pub baseline: Baseline,
+    /// Probability that the whole session is right: the sum of the risks
+    /// taken by every round that believed "the failure stopped" stays
+    /// below 1 − confidence (see `confidence`).
     pub confidence: f64,
-    /// Seed for random tie-breaking and TAGT's groups.
+    /// Seed for random tie-breaking and TAGT's order.
     pub seed: u64,
     pub ties: Ties,
     /// Consecutive runs in which the intervention could not be applied
     /// before the round is abandoned with an error.
     pub max_invalid_runs: u32,
+    /// Failing runs of a round from which a descendant of the group must
+    /// be absent before that absence prunes it: 1 trusts one run; 2
+    /// tolerates a predicate that held but was not observed.
+    pub absence_runs: u32,
+    /// Runs with the failure under way from which a predicate the group
+    /// cannot affect must be missing before the round counts as
+    /// confounded (fewer could be observation dropout).
+    pub confound_runs: u32,
+    /// Most valid runs one round may take before it is given up as
+    /// inconclusive; 0: ten times what a round without witnesses needs at
+    /// the start of the session.
+    pub max_round_runs: u32,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            failure_rate: 0.5,
+            baseline: Baseline { failing: 20, passing: 20 },
             confidence: 0.99,
             seed: 0,
             ties: Ties::Random,
             max_invalid_runs: 20,
+            absence_runs: 2,
+            confound_runs: 3,
+            max_round_runs: 0,
         }
     }
 }
 
 impl Config {
-    /// k: runs without failure needed before "the failure stopped" is
-    /// believed. One failing run ends a round early (Def. 2, footnote).
-    pub fn runs_per_round(&self) -> Result<u32, CausalError> {
-        runs_per_round(self.failure_rate, self.confidence)
+    pub fn validate(&self) -> Result<(), CausalError> {
+        if self.baseline.failing == 0 {
+            return Err(CausalError::NoBaselineFailure(self.baseline.runs()));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(CausalError::BadConfidence(self.confidence));
+        }
+        Ok(())
     }
-}
 
-/// Smallest k with 1-(1-p)^k ≥ confidence.
-pub fn runs_per_round(p: f64, confidence: f64) -> Result<u32, CausalError> {
-    if !(p > 0.0 && p <= 1.0) {
-        return Err(CausalError::BadFailureRate(p));
+    /// Runs the first round needs when nothing upstream of its group can
+    /// witness the failure (for messages: rounds with witnesses usually
+    /// need fewer, later rounds fewer still).
+    pub fn first_round_runs(&self) -> Result<u32, CausalError> {
+        self.validate()?;
+        Ok(confidence::Ledger::new(self.confidence, self.baseline.failing, self.baseline.passing)
+            .blind_runs_needed())
     }
-    if !(confidence > 0.0 && confidence < 1.0) {
-        return Err(CausalError::BadConfidence(confidence));
-    }
-    if p >= 1.0 {
-        return Ok(1);
-    }
-    let k = ((1.0 - confidence).ln() / (1.0 - p).ln()).ceil();
-    let mut k = k.max(1.0) as u32;
-    // Guard against rounding just below the target.
-    while 1.0 - (1.0 - p).powi(k as i32) < confidence {
-        k += 1;
-    }
-    Ok(k)
 }
 
 /// Which part of the algorithm a round belongs to.
@@ -188,9 +229,6 @@ pub enum Phase {
 pub enum Reason {
     /// Intervening on it alone stopped the failure in every run of `round`.
     StoppedFailure { round: usize },
-    /// The group of `round` stopped the failure, so it holds a cause; every
-    /// other member has since been shown not to be one.
-    Elimination { round: usize },
     /// Intervened on in `round` and the failure still happened (Def. 2).
     FailurePersisted { round: usize },
     /// Held in a run of `round` that did not fail, and precedes no
@@ -204,12 +242,35 @@ pub enum Reason {
     /// Not ordered with the confirmed cause `cause`; the causal path is a
     /// chain of the AC-DAG (Def. 1, Assumption 2).
     NotOrderedWith { cause: PredId },
-    /// Another branch at the same junction was shown in `round` to hold a
-    /// cause; branches are unordered, so only one can be on the path
-    /// (Sec. 6.3.1).
-    OtherBranchCausal { round: usize },
-    /// Alg. 2 line 18: no longer reachable from the potential causal chain.
-    Unreachable,
+    /// Alg. 2 line 18: not reachable from the branches at a junction whose
+    /// intervention in `round` stopped the failure. Every causal route to F
+    /// passes through those branches, and branches at a junction are
+    /// unordered, so the path cannot run through it (Sec. 6.3.1).
+    OutsideStoppedBranches { round: usize },
+    /// Every round that could test it alone was confounded (the last one is
+    /// `round`): it was set aside, neither confirmed nor pruned.
+    Confounded { round: usize },
+}
+
+/// Why a round is not evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Unused {
+    /// Predicates that precede the group or are unordered with it — which
+    /// intervening on the group cannot affect — were missing from every
+    /// run in which the failure was under way: the intervention changed
+    /// them (confounding, seed 001 Def. 3).
+    Confounded { changed: Vec<PredId> },
+    /// Predicates upstream of the group never held in any of the round's
+    /// runs, so nothing shows the failure was ever under way.
+    NoWitness,
+    /// A predicate the group cannot affect was missing from the runs with
+    /// the failure under way, and the round ended before it could be told
+    /// apart from a missed observation.
+    Unsettled { missing: Vec<PredId> },
+    /// The group's interventions could not all be applied in one run (one
+    /// of them kept another's call site from being reached).
+    NotApplied,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,10 +290,24 @@ pub struct Round {
     pub runs: u32,
     /// Runs where the intervention could not be applied (not evidence).
     pub invalid_runs: u32,
+    /// Valid runs in which some candidate held: the failure was under way.
+    pub witnessed: u32,
+    /// Valid runs that failed.
+    pub failing_runs: u32,
     /// No run of the round failed.
     pub failure_stopped: bool,
+    /// For a round that stopped the failure: the probability, given all the
+    /// evidence so far, of its failure-free runs had the group held no
+    /// cause — the share of the session's error budget it spent.
+    pub risk: Option<f64>,
+    /// Set when the round is not evidence; it then confirmed and pruned
+    /// nothing.
+    pub unused: Option<Unused>,
     pub confirmed: Vec<Decision>,
     pub pruned: Vec<Decision>,
+    /// Predicates set aside as untestable after this round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<Decision>,
 }
 
 /// The result of causal path discovery (Def. 1).
@@ -247,12 +322,22 @@ pub struct Discovery {
     pub interventions: u32,
     /// Executions of the target, valid or not.
     pub runs: u64,
-    /// Runs per round when the failure stopped (k).
-    pub runs_per_round: u32,
     pub rounds: Vec<Round>,
     /// Predicates neither confirmed nor pruned (empty unless evidence was
-    /// contradictory, e.g. a cause that did not show in k runs).
+    /// contradictory).
     pub unresolved: Vec<PredId>,
+    /// Predicates set aside because every round that could test them was
+    /// confounded: the path may be missing one of them.
+    pub untestable: Vec<PredId>,
+    /// The session-level confidence achieved.
+    pub confidence: SessionConfidence,
+}
+
+impl Discovery {
+    /// Rounds that were not used as evidence.
+    pub fn unused_rounds(&self) -> impl Iterator<Item = &Round> {
+        self.rounds.iter().filter(|r| r.unused.is_some())
+    }
 }
 
 /// Finds the causal path from the root cause to F (Alg. 3) with the chosen
@@ -281,13 +366,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runs_per_round_reaches_the_confidence() {
-        // p = 0.5: 1 - 0.5^7 = 0.992 ≥ 0.99 > 1 - 0.5^6.
-        assert_eq!(runs_per_round(0.5, 0.99).unwrap(), 7);
-        // p = 0.1: 44 runs give 0.9903.
-        assert_eq!(runs_per_round(0.1, 0.99).unwrap(), 44);
-        assert_eq!(runs_per_round(1.0, 0.99).unwrap(), 1);
-        assert!(matches!(runs_per_round(0.0, 0.99), Err(CausalError::BadFailureRate(_))));
-        assert!(matches!(runs_per_round(0.5, 1.0), Err(CausalError::BadConfidence(_))));
+    fn baselines_and_bad_configs() {
+        assert_eq!(Baseline::from_rate(0.5, 40), Baseline { failing: 20, passing: 20 });
+        assert!((Baseline::from_rate(0.1, 200).rate() - 0.1).abs() < 1e-12);
+        let none = Config { baseline: Baseline { failing: 0, passing: 9 }, ..Config::default() };
+        assert_eq!(
+            none.validate().unwrap_err().to_string(),
+            "no failing run among the 9 runs observed before intervening: the target must fail sometimes without intervention"
+        );
+        let bad = Config { confidence: 1.0, ..Config::default() };
+        assert!(matches!(bad.validate(), Err(CausalError::BadConfidence(_))));
+        assert!(Config::default().first_round_runs().unwrap() >= 7);
     }
 }

@@ -55,7 +55,7 @@ pub fn estimate_tagt(
     let mut disagreements = 0;
     for s in 0..seeds {
         let seed = config.seed.wrapping_add(u64::from(s));
-        let mut oracle = SimulatedOracle::new(model.clone(), config.failure_rate, seed);
+        let mut oracle = SimulatedOracle::new(model.clone(), config.baseline.rate(), seed);
         let cfg = Config { seed, ..config.clone() };
         let d = discover(dag, Strategy::Tagt, &mut oracle, &cfg)?;
         sum += u64::from(d.interventions);
@@ -77,14 +77,18 @@ pub fn estimate_tagt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::causal::example::figure4_dag;
+    use crate::causal::{Baseline, example::figure4_dag};
 
     #[test]
     fn tagt_estimate_on_figure4_needs_more_than_aid() {
         let dag = figure4_dag();
         let path = [PredId(1), PredId(2), PredId(11)];
-        let config =
-            Config { failure_rate: 0.5, confidence: 0.999_999, seed: 7, ..Config::default() };
+        let config = Config {
+            baseline: Baseline::from_rate(0.5, 40),
+            confidence: 0.999_999,
+            seed: 7,
+            ..Config::default()
+        };
         let est = estimate_tagt(&dag, &path, &config, 50).unwrap();
         assert_eq!(est.seeds, 50);
         assert_eq!(est.disagreements, 0);

@@ -40,7 +40,9 @@ pub struct Args {
     /// Failing (and passing) runs wanted before intervening.
     #[arg(long, default_value_t = 10)]
     pub min_runs: u32,
-    /// Confidence that a round still showing no failure really stopped it.
+    /// Confidence that the whole session's path is right: the rounds that
+    /// believed "the failure stopped" may together be wrong with at most
+    /// 1 − this probability. The report prints the confidence achieved.
     #[arg(long, default_value_t = 0.99)]
     pub confidence: f64,
     /// Longest any hold may last before the run is given up as evidence.

@@ -41,8 +41,8 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct DebugOptions {
     pub strategy: Strategy,
-    /// Probability that a round in which a cause is still present shows the
-    /// failure at least once (chooses runs per round).
+    /// Probability that the whole session reports a right path: bounds the
+    /// risk summed over every round that believed the failure stopped.
     pub confidence: f64,
     /// Observation stops once this many failing and passing runs exist...
     pub min_failing: u32,
@@ -180,25 +180,29 @@ fn analyse(
     Ok(analysis)
 }
 
-/// The engine's settings for this session: k runs per round from the
-/// observed failure rate.
+/// The engine's settings for this session: the observed runs are the
+/// evidence for the failure rate; runs per round follow from it and from the
+/// session's error budget.
 fn engine_config(
     analysis: &Analysis,
     opts: &DebugOptions,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Config> {
     let config = Config {
-        failure_rate: analysis.failure_rate,
+        baseline: causal::Baseline {
+            failing: analysis.totals.failing,
+            passing: analysis.totals.passing,
+        },
         confidence: opts.confidence,
         seed: opts.seed,
         ..Config::default()
     };
     ui.say(&format!(
-        "intervening with {} (up to {} runs per round: failure rate {:.0}%, confidence {})",
+        "intervening with {} (failure rate {:.0}%; confidence {} for the whole session: about {} runs for a round that nothing upstream of it can witness, fewer for most)",
         opts.strategy,
-        config.runs_per_round()?,
         analysis.failure_rate * 100.0,
-        opts.confidence
+        opts.confidence,
+        config.first_round_runs()?,
     ));
     Ok(config)
 }

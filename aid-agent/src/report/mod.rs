@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::{
     analysis::{AnalysisReport, Exclusion},
-    causal::{Discovery, Reason, Round, TagtEstimate},
+    causal::{Discovery, Reason, Round, SessionConfidence, TagtEstimate, Unused},
     debug::oracle::OracleRun,
     debug::{Diagnosis, Observed},
     predicates::PredId,
@@ -37,6 +37,12 @@ pub struct DebugReport<'a> {
     pub interventions: Option<u32>,
     pub runs: Option<u64>,
     pub tagt: Option<&'a TagtEstimate>,
+    /// Confidence that the whole path is right, as achieved.
+    pub confidence: Option<SessionConfidence>,
+    /// Rounds that were not used as evidence, in words.
+    pub unused_rounds: Vec<String>,
+    /// Predicates set aside because their rounds were confounded.
+    pub untestable: Vec<String>,
     pub not_tested: Vec<String>,
     pub analysis: AnalysisReport,
     pub discovery: Option<&'a Discovery>,
@@ -84,13 +90,6 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
                         Some(*round),
                     )
                 }
-                Some(Reason::Elimination { round }) => (
-                    format!(
-                        "round {} (a group containing it) stopped the failure, and every other member was ruled out",
-                        round + 1
-                    ),
-                    Some(*round),
-                ),
                 Some(other) => (format!("{other:?}"), None),
                 None => ("confirmed".into(), None),
             };
@@ -123,6 +122,13 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
             Exclusion::SameAs { .. } => None,
         })
         .collect();
+    let (unused_rounds, untestable) = match &outcome.discovery {
+        Some(d) => (
+            d.unused_rounds().map(|r| unused_words(r, &desc)).collect(),
+            d.untestable.iter().map(|&p| desc(p)).collect(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     let root_cause = outcome
         .discovery
         .as_ref()
@@ -142,10 +148,45 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         interventions: outcome.discovery.as_ref().map(|d| d.interventions),
         runs: outcome.discovery.as_ref().map(|d| d.runs),
         tagt: outcome.tagt.as_ref(),
+        confidence: outcome.discovery.as_ref().map(|d| d.confidence),
+        unused_rounds,
+        untestable,
         not_tested,
         analysis,
         discovery: outcome.discovery.as_ref(),
         oracle_runs: &outcome.oracle_runs,
+    }
+}
+
+/// Why a round was not used as evidence, in words.
+fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String) -> String {
+    let group: Vec<String> = r.group.iter().map(|&p| desc(p)).collect();
+    let what = format!("round {} (intervening on {})", r.index + 1, group.join("; "));
+    match &r.unused {
+        Some(Unused::Confounded { changed }) => {
+            let changed: Vec<String> = changed.iter().map(|&p| desc(p)).collect();
+            format!(
+                "{what} was confounded and not used: it also changed {}, which come before the intervened predicates or are unordered with them, so the intervention did more than it was meant to",
+                changed.join("; ")
+            )
+        }
+        Some(Unused::NoWitness) => format!(
+            "{what} was not used: in {} runs nothing upstream of the intervention held, so nothing shows the failure was ever under way",
+            r.runs
+        ),
+        Some(Unused::Unsettled { missing }) => {
+            let missing: Vec<String> = missing.iter().map(|&p| desc(p)).collect();
+            format!(
+                "{what} was not used: {} went missing in the runs where the failure was under way, and {} runs were not enough to tell a changed predicate from a missed observation",
+                missing.join("; "),
+                r.runs
+            )
+        }
+        Some(Unused::NotApplied) => format!(
+            "{what} was not used: its interventions could not all be applied in the same run ({} tries), so its predicates were tested in smaller groups",
+            r.invalid_runs
+        ),
+        None => what,
     }
 }
 
@@ -214,11 +255,35 @@ pub fn render(r: &DebugReport<'_>) -> String {
         if let Some(t) = r.tagt {
             let _ = write!(
                 s,
-                " TAGT on the same session would need about {:.1} (mean of {} replays against the causal path found, worst {}).",
+                " TAGT (binary splitting in random order, the paper's baseline) on the same session would need about {:.1} (mean of {} replays against the causal path found, worst {}).",
                 t.mean_interventions, t.seeds, t.max_interventions
             );
         }
         let _ = writeln!(s);
+    }
+    if let Some(c) = r.confidence {
+        let _ = writeln!(
+            s,
+            "Confidence that the whole path is right: {:.2}% (asked for {}%; {} round(s) concluded from their runs that the failure stopped, and their risks add up to the rest).",
+            c.achieved * 100.0,
+            c.requested * 100.0,
+            c.stopped_rounds
+        );
+    }
+    if !r.untestable.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCould not be tested (every round on it alone was confounded, so it was neither confirmed nor ruled out; the path may be missing it):"
+        );
+        for t in &r.untestable {
+            let _ = writeln!(s, "  - {t}");
+        }
+    }
+    if !r.unused_rounds.is_empty() {
+        let _ = writeln!(s, "\nRounds not used as evidence:");
+        for t in &r.unused_rounds {
+            let _ = writeln!(s, "  - {t}");
+        }
     }
     if !r.not_tested.is_empty() {
         let _ = writeln!(s, "\nAlso in every failing run, but not tested:");
@@ -247,4 +312,48 @@ pub fn save(
         diagnosis.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
     write("dag.dot", diagnosis.analysis.dot(&highlight).as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::causal::Phase;
+
+    fn round(unused: Option<Unused>) -> Round {
+        Round {
+            index: 2,
+            phase: Phase::Giwp,
+            group: BTreeSet::from([PredId(3)]),
+            runs: 9,
+            invalid_runs: 20,
+            witnessed: 3,
+            failing_runs: 0,
+            failure_stopped: true,
+            risk: None,
+            unused,
+            confirmed: Vec::new(),
+            pruned: Vec::new(),
+            set_aside: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unused_rounds_are_explained_in_words() {
+        let desc = |p: PredId| format!("P{}", p.0);
+        let confounded = round(Some(Unused::Confounded { changed: vec![PredId(1), PredId(2)] }));
+        assert_eq!(
+            unused_words(&confounded, &desc),
+            "round 3 (intervening on P3) was confounded and not used: it also changed P1; P2, which come before the intervened predicates or are unordered with them, so the intervention did more than it was meant to"
+        );
+        assert_eq!(
+            unused_words(&round(Some(Unused::NoWitness)), &desc),
+            "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
+        );
+        assert!(
+            unused_words(&round(Some(Unused::NotApplied)), &desc)
+                .contains("could not all be applied in the same run (20 tries)")
+        );
+    }
 }

@@ -67,7 +67,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::causal::{Config, Phase, SimulatedOracle, Strategy, Ties, discover};
+    use crate::causal::{Baseline, Config, Phase, SimulatedOracle, Strategy, Ties, discover};
 
     fn set(ids: &[u32]) -> BTreeSet<PredId> {
         ids.iter().map(|&i| p(i)).collect()
@@ -76,8 +76,13 @@ mod tests {
     fn run(strategy: Strategy, ties: Ties, seed: u64) -> crate::causal::Discovery {
         let dag = figure4_dag();
         let mut oracle = SimulatedOracle::new(figure4_model(), 0.5, seed);
-        let config =
-            Config { failure_rate: 0.5, confidence: 0.999_999, seed, ties, ..Config::default() };
+        let config = Config {
+            baseline: Baseline::from_rate(0.5, 40),
+            confidence: 0.999_999,
+            seed,
+            ties,
+            ..Config::default()
+        };
         discover(&dag, strategy, &mut oracle, &config).unwrap()
     }
 

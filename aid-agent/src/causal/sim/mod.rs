@@ -2,6 +2,8 @@
 //! live oracle (unit tests, TAGT replays), the paper's Fig. 4 example, and
 //! the synthetic applications of the sensitivity study (benchmarks only).
 
+pub mod adversarial;
 pub mod example;
 pub mod simulate;
 pub mod synthetic;
+pub mod world;

@@ -74,6 +74,11 @@ impl CausalModel {
         self.failure
     }
 
+    /// (effect, cause) pairs, causes before their effects.
+    pub fn edges(&self) -> impl Iterator<Item = (PredId, PredId)> + '_ {
+        self.order.iter().map(|&c| (c, self.parent[&c]))
+    }
+
     /// The true causal path: root cause .. F's parent.
     pub fn path(&self) -> Vec<PredId> {
         let mut path = Vec::new();

@@ -19,9 +19,11 @@ use rand::{
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::causal::{
-    AcDag, CausalError, CausalModel, Config, SimulatedOracle, Strategy, Ties, discover,
+use super::{
+    adversarial,
+    world::{Noise, Schedule, Verdict, World, WorldOracle},
 };
+use crate::causal::{AcDag, Baseline, CausalError, CausalModel, Config, Strategy, Ties, discover};
 use crate::{bitset::BitSet, predicates::PredId};
 
 /// Predicates per thread.
@@ -71,17 +73,61 @@ pub enum Threads {
     Exactly,
 }
 
-pub fn generate(
-    max_threads: u32,
-    threads: Threads,
-    rng: &mut ChaCha8Rng,
-) -> Result<App, CausalError> {
+/// The time structure every generated application shares: predicates on
+/// threads, each in a window of time, and the precedence that holds in
+/// every run (windows that do not overlap).
+pub(crate) struct Timeline {
+    pub threads: u32,
+    pub windows: Vec<(f64, f64)>,
+    /// Shuffled ids: `ids[i]` is predicate i's id.
+    ids: Vec<u32>,
+    /// `after[i]`: every predicate whose window starts after i's ends.
+    pub after: Vec<BitSet>,
+    /// Immediate successors and predecessors (Hasse edges of `after`).
+    pub succ: Vec<BitSet>,
+    pub pred: Vec<BitSet>,
+    /// Longest chain (in predicates) starting at each predicate.
+    pub height: Vec<usize>,
+}
+
+impl Timeline {
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
+    pub fn id(&self, i: usize) -> PredId {
+        PredId(self.ids[i])
+    }
+
+    /// The AC-DAG AID would see: precedence in every one of
+    /// [`FAILING_RUNS`] failing runs whose anchors are drawn inside the
+    /// windows, built by the production code.
+    pub fn dag(&self, rng: &mut ChaCha8Rng) -> Result<AcDag, CausalError> {
+        let mut runs: Vec<Vec<(PredId, u64)>> = Vec::with_capacity(FAILING_RUNS);
+        for _ in 0..FAILING_RUNS {
+            let mut run: Vec<(PredId, u64)> = self
+                .windows
+                .iter()
+                .enumerate()
+                .map(|(i, &(lo, hi))| (self.id(i), (rng.random_range(lo..=hi) * 1e6) as u64))
+                .collect();
+            run.sort_unstable();
+            runs.push(run);
+        }
+        let all: Vec<PredId> = (0..self.len()).map(|i| self.id(i)).collect();
+        AcDag::build(&all, F, runs.iter().map(Vec::as_slice))
+    }
+}
+
+/// Threads, windows and precedence (steps 1-3 of docs/synthetic.md).
+/// Predicate 0 is the main thread's first, before every thread starts.
+pub(crate) fn timeline(max_threads: u32, threads: Threads, rng: &mut ChaCha8Rng) -> Timeline {
     let max_threads = max_threads.max(2);
     let threads = match threads {
         Threads::UpTo => rng.random_range(2..=max_threads),
         Threads::Exactly => max_threads,
     };
-    // Windows [lo, hi]: R first, alone, on the main thread.
+    // Windows [lo, hi]: predicate 0 first, alone, on the main thread.
     let mut windows: Vec<(f64, f64)> = vec![(0.0, 1.0)];
     for t in 0..threads {
         let count = rng.random_range(THREAD_PREDICATES.0..=THREAD_PREDICATES.1);
@@ -103,7 +149,6 @@ pub fn generate(
     // Ids are shuffled so that nothing can read the time order from them.
     let mut ids: Vec<u32> = (1..=n as u32).collect();
     ids.shuffle(rng);
-    let id = |i: usize| PredId(ids[i]);
 
     // Precedence that holds in every run: the windows do not overlap.
     let mut after: Vec<BitSet> = vec![BitSet::new(n); n];
@@ -129,22 +174,30 @@ pub fn generate(
     };
     let succ: Vec<BitSet> = (0..n).map(|i| immediate(&after, i)).collect();
     let pred: Vec<BitSet> = (0..n).map(|i| immediate(&before, i)).collect();
-    // Longest chain (in predicates) starting at each node; sorting by the
-    // window end is a topological order of the precedence.
+    // Sorting by the window end is a topological order of the precedence.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| windows[a].1.total_cmp(&windows[b].1));
     let mut height = vec![1usize; n];
     for &i in order.iter().rev() {
         height[i] = 1 + succ[i].iter().map(|j| height[j]).max().unwrap_or(0);
     }
+    Timeline { threads, windows, ids, after, succ, pred, height }
+}
 
-    let causal_drawn = rng.random_range(1..=max_causal(n));
-    let causal = causal_drawn.min(height[0]);
-    let mut path = vec![0usize];
-    while path.len() < causal {
-        let need = causal - path.len();
-        let at = *path.last().unwrap_or(&0);
-        let options: Vec<usize> = succ[at].iter().filter(|&s| height[s] >= need).collect();
+/// A random walk of `len` predicates from `start` along immediate
+/// successors, each step among those from which a long enough chain
+/// remains (`len` ≤ `height[start]`).
+pub(crate) fn walk(
+    tl: &Timeline,
+    start: usize,
+    len: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<usize>, CausalError> {
+    let mut path = vec![start];
+    while path.len() < len {
+        let need = len - path.len();
+        let at = *path.last().unwrap_or(&start);
+        let options: Vec<usize> = tl.succ[at].iter().filter(|&s| tl.height[s] >= need).collect();
         let Some(&next) = options.choose(rng) else {
             return Err(CausalError::Model(
                 "no immediate successor can extend the causal path".into(),
@@ -152,11 +205,25 @@ pub fn generate(
         };
         path.push(next);
     }
+    Ok(path)
+}
+
+pub fn generate(
+    max_threads: u32,
+    threads: Threads,
+    rng: &mut ChaCha8Rng,
+) -> Result<App, CausalError> {
+    let tl = timeline(max_threads, threads, rng);
+    let n = tl.len();
+    let id = |i: usize| tl.id(i);
+    let causal_drawn = rng.random_range(1..=max_causal(n));
+    let causal = causal_drawn.min(tl.height[0]);
+    let path = walk(&tl, 0, causal, rng)?;
     let on_path = BitSet::from_iter(n, path.iter().copied());
     let mut parents: Vec<(PredId, PredId)> =
         path.windows(2).map(|w| (id(w[1]), id(w[0]))).collect();
     parents.push((F, id(*path.last().unwrap_or(&0))));
-    for (q, before_q) in pred.iter().enumerate().skip(1) {
+    for (q, before_q) in tl.pred.iter().enumerate().skip(1) {
         if on_path.contains(q) {
             continue;
         }
@@ -167,22 +234,34 @@ pub fn generate(
         parents.push((id(q), id(p)));
     }
     let model = CausalModel::new(id(0), F, parents)?;
-
-    // The AC-DAG AID would see: precedence in every one of the failing runs.
-    let mut runs: Vec<Vec<(PredId, u64)>> = Vec::with_capacity(FAILING_RUNS);
-    for _ in 0..FAILING_RUNS {
-        let mut run: Vec<(PredId, u64)> = windows
-            .iter()
-            .enumerate()
-            .map(|(i, &(lo, hi))| (id(i), (rng.random_range(lo..=hi) * 1e6) as u64))
-            .collect();
-        run.sort_unstable();
-        runs.push(run);
-    }
-    let all: Vec<PredId> = (0..n).map(id).collect();
-    let dag = AcDag::build(&all, F, runs.iter().map(Vec::as_slice))?;
+    let dag = tl.dag(rng)?;
     let failure_rate = rng.random_range(0.2..0.8);
-    Ok(App { dag, model, failure_rate, threads, predicates: n, causal_drawn, causal })
+    Ok(App { dag, model, failure_rate, threads: tl.threads, predicates: n, causal_drawn, causal })
+}
+
+/// Which generator the study draws applications from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Model {
+    /// The paper's setting: the root cause is the DAG's source and every
+    /// predicate descends from it through a single-parent tree.
+    #[default]
+    Easy,
+    /// `adversarial`: co-occurring predicates, a root cause that is not a
+    /// source, redundant and conjunctive causes; run once exactly and once
+    /// with noise.
+    Adversarial,
+}
+
+/// How the target behaves during interventions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// Exact observation, interventions do exactly what they should.
+    Exact,
+    /// 1 % observation dropout, a confounding side effect, interventions
+    /// that shift the failure rate.
+    Noisy,
 }
 
 /// Parameters of the sensitivity study.
@@ -193,9 +272,16 @@ pub struct StudyConfig {
     pub max_threads: Vec<u32>,
     pub strategies: Vec<Strategy>,
     pub threads: Threads,
-    /// Round confidence. The study runs millions of rounds, so it needs a
-    /// far higher confidence than a live session to get every path right.
+    pub model: Model,
+    /// The session-level confidence every discovery is run with.
     pub confidence: f64,
+    /// Failure rate of every application; None draws it in [0.2, 0.8).
+    pub failure_rate: Option<f64>,
+    /// The observation phase before intervening, as `debug` runs it: until
+    /// this many failing and passing runs, or `observe_max` runs. The
+    /// failure rate the engine works with is estimated from it.
+    pub observe_min: u32,
+    pub observe_max: u32,
 }
 
 impl Default for StudyConfig {
@@ -206,7 +292,11 @@ impl Default for StudyConfig {
             max_threads: (1..=20).map(|i| 2 * i).collect(),
             strategies: Strategy::ALL.to_vec(),
             threads: Threads::UpTo,
-            confidence: 1.0 - 1e-9,
+            model: Model::Easy,
+            confidence: 0.99,
+            failure_rate: None,
+            observe_min: 10,
+            observe_max: 200,
         }
     }
 }
@@ -217,23 +307,54 @@ pub struct StrategyStats {
     pub mean_interventions: f64,
     pub max_interventions: u32,
     pub mean_runs: f64,
-    /// Applications where the path found differs from the true one.
-    pub misses: u32,
+    /// Applications where the path found is not a causal path of Def. 1
+    /// (the brute-force oracle, `World::judge`).
+    pub wrong: u32,
+    /// Of those, the ones where the discovery itself said it was unsure
+    /// (predicates set aside as untestable, or left unresolved).
+    pub flagged: u32,
+    /// Of those, the ones where a round believed "the failure stopped"
+    /// although its group could not stop it: the failure never got under
+    /// way in its runs. The risk the session's confidence bounds.
+    pub by_chance: u32,
+    /// Wrong, not by chance, where the paper's assumptions hold (exact
+    /// condition): an unsound deduction. Must be 0.
+    pub wrong_within_assumptions: u32,
+    /// Wrong by chance where the paper's assumptions hold (exact condition).
+    pub chance_within_assumptions: u32,
+    /// Mean session confidence the engine reported achieving.
+    pub mean_confidence: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConditionResult {
+    pub condition: Condition,
+    pub strategies: Vec<StrategyStats>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SettingResult {
     pub max_threads: u32,
+    /// Applications run (those whose observation phase saw a failure).
     pub apps: u32,
+    /// Applications `debug` would stop at: no failing run observed.
+    pub no_failure_observed: u32,
+    /// Applications where the paper's assumptions hold (a unique causal
+    /// path: every counterfactual cause of F causes the next).
+    pub within_assumptions: u32,
+    /// Applications where a counterfactual cause's own intervention has a
+    /// side effect: under noise no strategy can confirm that cause.
+    pub cause_confounded: u32,
     pub mean_predicates: f64,
     pub min_predicates: usize,
     pub max_predicates: usize,
+    /// Mean number of counterfactual causes of F (the true path's length).
     pub mean_causal: f64,
     pub max_causal: usize,
     /// Applications whose drawn causal count exceeded the longest possible
     /// path and was capped.
     pub capped: u32,
-    pub strategies: Vec<StrategyStats>,
+    pub conditions: Vec<ConditionResult>,
 }
 
 fn mix(a: u64, b: u64, c: u64) -> u64 {
@@ -244,66 +365,167 @@ fn mix(a: u64, b: u64, c: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// One application of either generator, as the study needs it.
+struct Case {
+    dag: AcDag,
+    world: World,
+    failure_rate: f64,
+    predicates: usize,
+    capped: bool,
+}
+
+fn case(cfg: &StudyConfig, maxt: u32, rng: &mut ChaCha8Rng) -> Result<Case, CausalError> {
+    Ok(match cfg.model {
+        Model::Easy => {
+            let a = generate(maxt, cfg.threads, rng)?;
+            Case {
+                world: World::from(&a.model),
+                dag: a.dag,
+                failure_rate: a.failure_rate,
+                predicates: a.predicates,
+                capped: a.causal < a.causal_drawn,
+            }
+        }
+        Model::Adversarial => {
+            let a = adversarial::generate(maxt, cfg.threads, rng)?;
+            Case {
+                dag: a.dag,
+                world: a.world,
+                failure_rate: a.failure_rate,
+                predicates: a.predicates,
+                capped: a.causal < a.causal_drawn,
+            }
+        }
+    })
+}
+
+/// `debug`'s observation phase without intervention: runs until
+/// `min` failing and `min` passing runs, or `max` runs.
+pub fn observe(p: f64, min: u32, max: u32, rng: &mut ChaCha8Rng) -> Baseline {
+    let mut b = Baseline::default();
+    while b.runs() < max && (b.failing < min || b.passing < min) {
+        if rng.random_bool(p.clamp(0.0, 1.0)) {
+            b.failing += 1;
+        } else {
+            b.passing += 1;
+        }
+    }
+    b
+}
+
 /// Runs every strategy on `apps` generated applications per MAXt setting.
 /// `progress` sees each setting as it completes.
 pub fn run_study(
     cfg: &StudyConfig,
     mut progress: impl FnMut(&SettingResult),
 ) -> Result<Vec<SettingResult>, CausalError> {
+    let conditions: &[Condition] = match cfg.model {
+        Model::Easy => &[Condition::Exact],
+        Model::Adversarial => &[Condition::Exact, Condition::Noisy],
+    };
     let mut out = Vec::new();
     for &maxt in &cfg.max_threads {
-        let mut res = SettingResult {
-            max_threads: maxt,
-            apps: cfg.apps,
-            min_predicates: usize::MAX,
-            ..Default::default()
-        };
-        let mut stats: Vec<StrategyStats> = cfg
-            .strategies
+        let mut res =
+            SettingResult { max_threads: maxt, min_predicates: usize::MAX, ..Default::default() };
+        let mut stats: Vec<Vec<StrategyStats>> = conditions
             .iter()
-            .map(|&s| StrategyStats { strategy: s, ..Default::default() })
+            .map(|_| {
+                cfg.strategies
+                    .iter()
+                    .map(|&s| StrategyStats { strategy: s, ..Default::default() })
+                    .collect()
+            })
             .collect();
         for app_no in 0..cfg.apps {
             let mut rng =
                 ChaCha8Rng::seed_from_u64(mix(cfg.seed, u64::from(maxt), u64::from(app_no)));
-            let app = generate(maxt, cfg.threads, &mut rng)?;
-            res.mean_predicates += app.predicates as f64;
-            res.min_predicates = res.min_predicates.min(app.predicates);
-            res.max_predicates = res.max_predicates.max(app.predicates);
-            res.mean_causal += app.causal as f64;
-            res.max_causal = res.max_causal.max(app.causal);
-            if app.causal < app.causal_drawn {
-                res.capped += 1;
+            let c = case(cfg, maxt, &mut rng)?;
+            let p = cfg.failure_rate.unwrap_or(c.failure_rate);
+            let baseline = observe(p, cfg.observe_min, cfg.observe_max, &mut rng);
+            if baseline.failing == 0 {
+                res.no_failure_observed += 1;
+                continue;
             }
-            let truth = app.model.path();
-            for (k, st) in stats.iter_mut().enumerate() {
-                let seed =
-                    mix(cfg.seed ^ 0x5eed, u64::from(maxt) << 32 | u64::from(app_no), k as u64);
-                let mut oracle = SimulatedOracle::new(app.model.clone(), app.failure_rate, seed);
-                let config = Config {
-                    failure_rate: app.failure_rate,
-                    confidence: cfg.confidence,
-                    seed,
-                    ties: Ties::Random,
-                    max_invalid_runs: 1,
+            res.apps += 1;
+            let causes = c.world.causes(&c.dag.topological());
+            let truth_len = causes.len();
+            res.cause_confounded +=
+                u32::from(causes.iter().any(|p| c.world.side_effects().contains_key(p)));
+            let within = c.world.unique_path(&c.dag).is_some();
+            res.within_assumptions += u32::from(within);
+            res.mean_predicates += c.predicates as f64;
+            res.min_predicates = res.min_predicates.min(c.predicates);
+            res.max_predicates = res.max_predicates.max(c.predicates);
+            res.mean_causal += truth_len as f64;
+            res.max_causal = res.max_causal.max(truth_len);
+            res.capped += u32::from(c.capped);
+            for (ci, &condition) in conditions.iter().enumerate() {
+                let noise = match condition {
+                    Condition::Exact => Noise::default(),
+                    Condition::Noisy => Noise {
+                        dropout: adversarial::DROPOUT,
+                        side_effects: true,
+                        rate_shifts: true,
+                    },
                 };
-                let d = discover(&app.dag, st.strategy, &mut oracle, &config)?;
-                st.mean_interventions += f64::from(d.interventions);
-                st.max_interventions = st.max_interventions.max(d.interventions);
-                st.mean_runs += d.runs as f64;
-                if d.path != truth || !d.unresolved.is_empty() {
-                    st.misses += 1;
+                for (k, st) in stats[ci].iter_mut().enumerate() {
+                    let seed = mix(
+                        cfg.seed ^ 0x5eed ^ (ci as u64) << 40,
+                        u64::from(maxt) << 32 | u64::from(app_no),
+                        k as u64,
+                    );
+                    let mut oracle =
+                        WorldOracle::new(c.world.clone(), Schedule::Random(p), noise, seed);
+                    let config = Config {
+                        baseline,
+                        confidence: cfg.confidence,
+                        seed,
+                        ties: Ties::Random,
+                        ..Config::default()
+                    };
+                    let d = discover(&c.dag, st.strategy, &mut oracle, &config)?;
+                    st.mean_interventions += f64::from(d.interventions);
+                    st.max_interventions = st.max_interventions.max(d.interventions);
+                    st.mean_runs += d.runs as f64;
+                    st.mean_confidence += d.confidence.achieved;
+                    if c.world.judge(&c.dag, &d.path) == Verdict::Wrong {
+                        st.wrong += 1;
+                        if !d.untestable.is_empty() || !d.unresolved.is_empty() {
+                            st.flagged += 1;
+                        }
+                        let chance = d.rounds.iter().any(|r| {
+                            r.unused.is_none()
+                                && r.failure_stopped
+                                && c.world.evaluate(&r.group, true, noise.side_effects).1
+                        });
+                        st.by_chance += u32::from(chance);
+                        if within && condition == Condition::Exact {
+                            if chance {
+                                st.chance_within_assumptions += 1;
+                            } else {
+                                st.wrong_within_assumptions += 1;
+                            }
+                        }
+                    }
                 }
             }
         }
-        let apps = f64::from(cfg.apps.max(1));
+        let apps = f64::from(res.apps.max(1));
         res.mean_predicates /= apps;
         res.mean_causal /= apps;
-        for st in &mut stats {
+        if res.apps == 0 {
+            res.min_predicates = 0;
+        }
+        for st in stats.iter_mut().flatten() {
             st.mean_interventions /= apps;
             st.mean_runs /= apps;
+            st.mean_confidence /= apps;
         }
-        res.strategies = stats;
+        res.conditions = conditions
+            .iter()
+            .zip(stats)
+            .map(|(&condition, strategies)| ConditionResult { condition, strategies })
+            .collect();
         progress(&res);
         out.push(res);
     }
@@ -352,10 +574,22 @@ mod tests {
         let res = run_study(&cfg, |_| {}).unwrap();
         assert_eq!(res.len(), 2);
         for s in &res {
-            for st in &s.strategies {
-                assert_eq!(st.misses, 0, "{} at MAXt={}", st.strategy, s.max_threads);
+            assert_eq!(s.within_assumptions, s.apps);
+            for st in &s.conditions[0].strategies {
+                assert_eq!(st.wrong, 0, "{} at MAXt={}", st.strategy, s.max_threads);
                 assert!(st.mean_interventions >= 1.0);
+                assert!(st.mean_confidence >= 0.99);
             }
         }
+    }
+
+    #[test]
+    fn the_observation_phase_stops_like_debug() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let b = observe(0.5, 10, 200, &mut rng);
+        assert!(b.failing >= 10 && b.passing >= 10 && b.runs() < 200);
+        assert!(b.failing == 10 || b.passing == 10);
+        let rare = observe(0.02, 10, 200, &mut rng);
+        assert_eq!(rare.runs(), 200);
     }
 }
