@@ -13,7 +13,9 @@ pub mod args;
 pub mod attach;
 pub mod bench;
 pub mod debug;
+pub mod export;
 pub mod intervene;
+pub mod man;
 pub mod record;
 pub mod terminal;
 
@@ -24,10 +26,12 @@ pub const EXIT_USAGE: u8 = 2;
 #[command(
     name = "aid-agent",
     version,
-    about = "Explains why a native program fails only sometimes."
+    about = "Explains why a native program fails only sometimes.",
+    after_help = "Examples:\n  aid-agent debug ./flaky-test --arg\n  aid-agent debug -p 4242 --unit handle_request --fail-if 'handle_request ret < 0'\n  aid-agent debug -l 'cache_*' ./flaky-test\n  aid-agent analyze\n  aid-agent export --run 3 --format perfetto -o run3.pftrace"
 )]
 pub struct Cli {
-    /// More logging (-v info, -vv debug).
+    /// More detail: statistics and the TAGT comparison in the report, and
+    /// logging (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -47,6 +51,13 @@ pub enum Command {
     Intervene(intervene::Args),
     /// Rank the predicates that separate failing from passing runs of a session.
     Analyze(analyze::Args),
+    /// Write recorded runs as a trace for Perfetto or chrome://tracing.
+    Export(export::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(man::CompletionArgs),
+    /// Write the man pages (`cargo xtask man`).
+    #[command(hide = true)]
+    Man(man::ManArgs),
     /// Benchmarks (synthetic sensitivity study, ...).
     Bench(bench::Args),
 }
@@ -67,12 +78,16 @@ pub fn main() -> ExitCode {
         .format_timestamp(None)
         .format_target(false)
         .init();
+    let verbose = cli.verbose > 0;
     let result = match cli.command {
         Command::Record(args) => record::run(args),
-        Command::Debug(args) => debug::run(args),
+        Command::Debug(args) => debug::run(args, verbose),
         Command::Attach(args) => attach::run(args),
         Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Completions(args) => man::completions(&args),
+        Command::Man(args) => man::man_pages(&args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

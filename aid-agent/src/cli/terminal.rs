@@ -1,17 +1,50 @@
-//! What the user sees and presses: progress rendered with indicatif, and
-//! Ctrl-C turned into a flag the library polls.
+//! What the user sees and presses: progress rendered with indicatif (a bar
+//! where the length is known, a spinner where it is not, nothing when
+//! stderr is not a terminal), the report's layout for stdout (wrapped to
+//! the terminal's width, colour unless `NO_COLOR` is set, plain when
+//! redirected), and Ctrl-C turned into a flag the library polls.
 
-use std::sync::{Arc, atomic::AtomicBool};
+use std::{
+    io::IsTerminal as _,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::record::progress::Progress;
+use crate::{record::progress::Progress, report::Layout};
 
-/// Lines on stderr prefixed `aid: `, phases as progress bars.
-#[derive(Default)]
+/// Lines on stderr prefixed `aid: `, phases as progress bars or spinners
+/// (only on a terminal).
 pub struct Terminal {
     bar: Option<ProgressBar>,
+    draw: bool,
+}
+
+impl Default for Terminal {
+    fn default() -> Self {
+        Terminal { bar: None, draw: std::io::stderr().is_terminal() }
+    }
+}
+
+/// `NO_COLOR` (no-color.org): set to anything but the empty string, no
+/// colour anywhere.
+pub fn color_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// How the report is laid out on stdout: the terminal's width and colour
+/// when stdout is a terminal, plain lines otherwise.
+pub fn report_layout(verbose: bool, explain: bool) -> Layout {
+    let out = std::io::stdout();
+    let tty = out.is_terminal();
+    let width = if tty {
+        Some(terminal_size::terminal_size_of(&out).map_or(80, |(w, _)| usize::from(w.0)))
+    } else {
+        None
+    };
+    Layout { width, color: tty && color_allowed(), verbose, explain }
 }
 
 impl Progress for Terminal {
@@ -23,12 +56,32 @@ impl Progress for Terminal {
     }
 
     fn begin(&mut self, what: &str, total: Option<u64>) {
-        let bar = ProgressBar::new(total.unwrap_or(0));
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
+        if let Some(old) = self.bar.take() {
+            old.finish_and_clear();
+        }
+        if !self.draw {
+            return;
+        }
+        let bar = match total {
+            Some(n) => {
+                let bar = ProgressBar::new(n);
+                bar.set_style(
+                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}")
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
+                bar
+            }
+            None => {
+                let bar = ProgressBar::new_spinner();
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {prefix} {wide_msg}")
+                        .expect("valid template"),
+                );
+                bar.enable_steady_tick(Duration::from_millis(120));
+                bar
+            }
+        };
         bar.set_prefix(what.to_owned());
         bar.set_draw_target(ProgressDrawTarget::stderr());
         self.bar = Some(bar);
@@ -37,6 +90,13 @@ impl Progress for Terminal {
     fn step(&mut self, status: &str) {
         if let Some(bar) = &self.bar {
             bar.inc(1);
+            bar.set_message(status.to_owned());
+        }
+    }
+
+    fn step_to(&mut self, pos: u64, status: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(pos);
             bar.set_message(status.to_owned());
         }
     }

@@ -33,7 +33,7 @@ use crate::{
     },
     model::{Label, Run, Session},
     predicates::ExtractConfig,
-    store::Writer,
+    store::{Settings, Writer},
 };
 
 /// How `debug` observes, which interventions it may use, and how sure it
@@ -49,6 +49,9 @@ pub struct DebugOptions {
     pub min_passing: u32,
     /// ...or after this many runs.
     pub max_runs: u32,
+    /// `--runs N`: observe exactly N runs, as `record --runs N` records N
+    /// (no early stop; `max_runs` is then ignored).
+    pub runs: Option<u32>,
     /// Below this failure rate (after `amplify_after` runs), random delays
     /// are injected to make the failure more frequent.
     pub amplify_below: f64,
@@ -69,6 +72,7 @@ impl Default for DebugOptions {
             min_failing: 10,
             min_passing: 10,
             max_runs: 200,
+            runs: None,
             amplify_below: 0.05,
             amplify_after: 40,
             hold_timeout: Duration::from_secs(1),
@@ -80,9 +84,30 @@ impl Default for DebugOptions {
     }
 }
 
+impl DebugOptions {
+    /// The options as `session.json` stores them, so that `analyze` judges
+    /// the session the way `debug` did.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            safe: self.safe.patterns().to_vec(),
+            zero_is_error: self.extract.error.zero,
+            negative_is_ok: !self.extract.error.negative,
+            strategy: self.strategy.name().to_owned(),
+            confidence: self.confidence,
+            min_runs: self.min_failing.min(self.min_passing),
+            max_runs: self.runs.unwrap_or(self.max_runs),
+            hold_timeout_ms: self.hold_timeout.as_millis() as u64,
+            seed: self.seed,
+        }
+    }
+}
+
 /// How the observation phase went.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Observed {
+    /// What one run is called: "run", or "unit" for a live service.
+    #[serde(default)]
+    pub noun: String,
     pub runs: u32,
     pub failing: u32,
     pub passing: u32,
@@ -99,6 +124,8 @@ pub struct Observed {
 /// path with the runs that confirmed it.
 pub struct Diagnosis {
     pub observed: Observed,
+    /// The runs the analysis was made from.
+    pub session: Session,
     pub analysis: Analysis,
     pub discovery: Option<Discovery>,
     pub tagt: Option<TagtEstimate>,
@@ -121,12 +148,14 @@ pub fn debug(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
+    writer.set_settings(opts.settings())?;
     let (observed, basis, noise) = observe(source, writer, opts, cancel, ui)?;
     let session = Session { functions: source.functions().to_vec(), runs: basis };
     let analysis = analyse(&session, opts, source.reach(), ui)?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Diagnosis {
             observed,
+            session,
             analysis,
             discovery: None,
             tagt: None,
@@ -135,24 +164,21 @@ pub fn debug(
     }
     let config = engine_config(&analysis, opts, ui)?;
     source.begin_interventions()?;
-    ui.begin("intervening", None);
-    let mut oracle = SourceOracle {
-        source: &mut *source,
-        catalog: &analysis.catalog,
+    let mut oracle = SourceOracle::new(
+        &mut *source,
+        &analysis.catalog,
         writer,
-        hold_timeout: opts.hold_timeout,
+        opts.hold_timeout,
         noise,
         cancel,
-        log: Vec::new(),
-        ui: &mut *ui,
-    };
+        config.runs_per_round()?,
+        &mut *ui,
+    );
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
-    let oracle_runs = std::mem::take(&mut oracle.log);
-    drop(oracle);
-    ui.end();
+    let oracle_runs = oracle.finish();
     source.end_interventions();
     let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
-    Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    Ok(Diagnosis { observed, session, analysis, discovery: Some(discovery), tagt, oracle_runs })
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as
@@ -194,11 +220,12 @@ fn engine_config(
         ..Config::default()
     };
     ui.say(&format!(
-        "intervening with {} (up to {} runs per round: failure rate {:.0}%, confidence {})",
+        "intervening with {}: up to {} runs per round (the failure showed in {:.0}% of runs; {} passing runs in a row make \"it stopped\" {}% sure)",
         opts.strategy,
         config.runs_per_round()?,
         analysis.failure_rate * 100.0,
-        opts.confidence
+        config.runs_per_round()?,
+        opts.confidence * 100.0
     ));
     Ok(config)
 }
@@ -241,10 +268,21 @@ fn observe(
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
     };
-    ui.begin(&format!("observing {noun}s"), Some(u64::from(opts.max_runs)));
-    while observed.runs < opts.max_runs && !cancel.load(Ordering::Relaxed) {
+    let limit = opts.runs.unwrap_or(opts.max_runs);
+    observed.noun = noun.to_owned();
+    ui.begin(
+        &match opts.runs {
+            Some(n) => format!("observing {n} {noun}s"),
+            None => format!(
+                "observing up to {limit} {noun}s (until {} fail and {} pass)",
+                opts.min_failing, opts.min_passing
+            ),
+        },
+        Some(u64::from(limit)),
+    );
+    while observed.runs < limit && !cancel.load(Ordering::Relaxed) {
         let (failing, passing) = counts(&basis);
-        if failing >= opts.min_failing && passing >= opts.min_passing {
+        if opts.runs.is_none() && failing >= opts.min_failing && passing >= opts.min_passing {
             break;
         }
         // Amplify a rare failure, or raise the noise if it is still rare.
@@ -257,12 +295,22 @@ fn observe(
                 Some(n) => n.level.stronger(),
             };
             let Some(level) = level else { break };
-            ui.say(&format!(
-                "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({} per {noun}, up to {} µs) to make them more frequent; the {noun}s record them",
-                basis.len(),
+            let delays = format!(
+                "{} per {noun}, up to {}",
                 level.sites,
-                level.max_delay_us
-            ));
+                crate::util::human::duration(level.max_delay_us * 1000)
+            );
+            ui.say(&if noise.is_none() {
+                format!(
+                    "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({delays}) to make them more frequent; the {noun}s record them",
+                    basis.len()
+                )
+            } else {
+                format!(
+                    "still rare with those delays ({failing} of {} {noun}s): stronger delays ({delays})",
+                    basis.len()
+                )
+            });
             let seen = if plain.is_empty() { basis.clone() } else { plain.clone() };
             noise = Some(NoiseSource::new(level, seen, opts.seed));
             basis.clear();

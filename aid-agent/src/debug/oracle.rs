@@ -43,20 +43,94 @@ pub fn is_evidence(run: &Run) -> bool {
 }
 
 pub struct SourceOracle<'a> {
-    pub source: &'a mut dyn RunSource,
-    pub catalog: &'a Catalog,
-    pub writer: &'a mut Writer,
-    pub hold_timeout: Duration,
-    pub noise: Option<NoiseSource>,
-    pub cancel: &'a AtomicBool,
+    source: &'a mut dyn RunSource,
+    catalog: &'a Catalog,
+    writer: &'a mut Writer,
+    hold_timeout: Duration,
+    noise: Option<NoiseSource>,
+    cancel: &'a AtomicBool,
     /// Every run made, in order (rounds are consecutive slices of it).
-    pub log: Vec<OracleRun>,
-    pub ui: &'a mut dyn Progress,
+    log: Vec<OracleRun>,
+    ui: &'a mut dyn Progress,
+    /// Valid runs a round takes when the failure does not show (k).
+    per_round: u32,
+    /// The round being shown: its number (from 1) and valid runs so far;
+    /// None between rounds.
+    round: Option<(u32, u32)>,
+    rounds: u32,
 }
 
-impl SourceOracle<'_> {
+impl<'a> SourceOracle<'a> {
+    #[allow(clippy::too_many_arguments, reason = "the oracle's parts, each borrowed from the pipeline")]
+    pub fn new(
+        source: &'a mut dyn RunSource,
+        catalog: &'a Catalog,
+        writer: &'a mut Writer,
+        hold_timeout: Duration,
+        noise: Option<NoiseSource>,
+        cancel: &'a AtomicBool,
+        per_round: u32,
+        ui: &'a mut dyn Progress,
+    ) -> Self {
+        SourceOracle {
+            source,
+            catalog,
+            writer,
+            hold_timeout,
+            noise,
+            cancel,
+            log: Vec::new(),
+            ui,
+            per_round,
+            round: None,
+            rounds: 0,
+        }
+    }
+
+    /// Every run made, in order; ends the progress display.
+    pub fn finish(mut self) -> Vec<OracleRun> {
+        if self.round.take().is_some() {
+            self.ui.end();
+        }
+        std::mem::take(&mut self.log)
+    }
+
     fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
         group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect()
+    }
+
+    /// Progress of the rounds, by the engine's rule (a round ends at its
+    /// first valid failing run, or after k valid runs): display only.
+    fn show(&mut self, group: &BTreeSet<PredId>, valid: bool, failed: bool, id: u32) {
+        let noun = self.source.noun();
+        let (number, mut done) = match self.round {
+            Some(r) => r,
+            None => {
+                self.rounds += 1;
+                let what = group.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                self.ui.begin(
+                    &format!(
+                        "round {}: intervening on {what}, up to {} {noun}s",
+                        self.rounds, self.per_round
+                    ),
+                    Some(u64::from(self.per_round)),
+                );
+                (self.rounds, 0)
+            }
+        };
+        let status = if !valid {
+            format!("{noun} {id}: intervention not applied, not counted")
+        } else {
+            done += 1;
+            format!("{noun} {id} {}", if failed { "failed" } else { "passed" })
+        };
+        self.ui.step_to(u64::from(done), &status);
+        if valid && (failed || done >= self.per_round) {
+            self.round = None;
+            self.ui.end();
+        } else {
+            self.round = Some((number, done));
+        }
     }
 }
 
@@ -82,12 +156,7 @@ impl Oracle for SourceOracle<'_> {
             valid,
             held: obs.held.clone(),
         });
-        self.ui.step(&format!(
-            "{} {id}: {} with {} intervention(s)",
-            self.source.noun(),
-            if obs.failed { "failed" } else { "passed" },
-            plan.interventions.len()
-        ));
+        self.show(group, valid, obs.failed, id);
         Ok(obs)
     }
 }
