@@ -339,3 +339,6 @@ pub fn save(
     write("report.html", page.as_bytes())?;
     Ok(saved)
 }
+
+#[cfg(test)]
+mod tests;

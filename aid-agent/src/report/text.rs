@@ -22,13 +22,14 @@ pub struct Layout {
     pub explain: bool,
 }
 
-/// The guide `--explain` prints first: five lines.
+/// The guide `--explain` prints first: five lines, each under 80 columns
+/// with its indent.
 pub const HOW_TO_READ: [&str; 5] = [
-    "A predicate is something one call did in every failing run and in no passing run: returned another value, ran too long, ran before or at the same time as a call on another thread.",
-    "aid orders these by time into a graph of possible causes, then reruns the program while forcing one of them back to its passing behaviour (an intervention).",
-    "If the failure stops whenever a predicate is prevented, that predicate is a cause; the root cause is the first such, and the causal path is the chain from it to the failure.",
-    "\"call 2 of f on worker#1\" is the second call of f on the first thread started, named by its start routine; main is the program's main thread.",
-    "Evidence counts the runs of each round; the session directory keeps every run (`aid-agent analyze`, `aid-agent export`, report.html).",
+    "A predicate: something one call did in every failing run and no passing one.",
+    "aid orders them in time, then reruns with one forced back (an intervention).",
+    "If that stops the failure, it is a cause; the first cause is the root cause.",
+    "\"call 2 of f on worker#1\": the 2nd call of f on thread 1, which runs worker.",
+    "Evidence counts runs; report.html shows the graph and a timeline of two runs.",
 ];
 
 struct Out<'l> {

@@ -7,7 +7,8 @@
 /// 8_200_000 → "8.2 ms", 15_634_000 → "15.6 ms". From a minute on, minutes
 /// and whole seconds ("2 min 5 s").
 pub fn duration(ns: u64) -> String {
-    if ns >= 60_000_000_000 {
+    // From 59.95 s on, "60 s" would be the three-digit rounding: minutes.
+    if ns >= 59_950_000_000 {
         let secs = (ns + 500_000_000) / 1_000_000_000;
         return match secs % 60 {
             0 => format!("{} min", secs / 60),
