@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | man`.
 //!
 //! Every task that builds starts with `setup`, which installs what a fresh
 //! machine lacks (pinned nightly with rust-src, llvm-22-dev, bpf-linker
@@ -43,6 +43,9 @@ enum Task {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// Write the man pages (aid-agent.1 and one per subcommand) into
+    /// target/man; `man -l target/man/aid-agent-debug.1` reads one.
+    Man,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +78,11 @@ fn main() -> anyhow::Result<()> {
             setup::run()?;
             cargo(&["build", "--release", "--package", "aid-agent"])?;
             bench::run(which)
+        }
+        Task::Man => {
+            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            let out = root().join("target/man");
+            exec(Command::new(agent_binary()).arg("man").arg("--out").arg(&out))
         }
     }
 }

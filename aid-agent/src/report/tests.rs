@@ -8,7 +8,7 @@
 //! change, `AID_BLESS=1 cargo test -p aid-agent --lib report::` rewrites
 //! them (review the diff).
 
-use std::{collections::BTreeSet, path::PathBuf};
+use std::{collections::BTreeSet, path::PathBuf, process::Command};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -312,4 +312,64 @@ fn html_page_is_self_contained_with_every_part() {
             assert!(hits.is_empty(), "{remote} in the page");
         }
     }
+}
+
+/// Pixels of a PNG screenshot as RGB triples, with its size.
+fn pixels(path: &std::path::Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    let rgb = buf[..info.buffer_size()].chunks(step).map(|p| [p[0], p[1], p[2]]).collect();
+    (info.width, info.height, rgb)
+}
+
+/// Headless Chromium (installed by `cargo xtask setup`) loads report.html
+/// from disk with the network off: the DOM it builds has every part, and
+/// its screenshot shows the red causal path and both timelines.
+#[test]
+#[ignore = "needs chromium: `cargo xtask test` runs it"]
+fn report_html_in_headless_chromium() {
+    let (d, intervened) = diagnosis();
+    let r = build(&d);
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("report.html");
+    std::fs::write(&page, html::render(&r, &d, intervened.iter().find(|x| !x.failed()))).unwrap();
+    let chromium = |extra: &[String]| {
+        let profile = tempfile::tempdir().unwrap();
+        let out = Command::new("timeout")
+            .args(["120", "chromium", "--headless", "--no-sandbox", "--disable-gpu"])
+            .args(["--disable-quic", "--no-first-run", "--disable-background-networking"])
+            .args(["--disable-component-update", "--disable-sync"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(extra)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium: run `cargo xtask setup`");
+        assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dom = chromium(&["--dump-dom".into()]);
+    let path = &d.discovery.as_ref().unwrap().path;
+    assert_eq!(dom.matches("class=\"node on-path\"").count(), path.len(), "{dom}");
+    assert_eq!(dom.matches("class=\"node failure\"").count(), 1);
+    // Every link of the path, and the last to F, drawn in red.
+    assert_eq!(dom.matches("class=\"edge on-path\"").count(), path.len());
+    assert_eq!(dom.matches("<section class=\"timeline").count(), 2);
+    assert_eq!(dom.matches("<li data-pred=").count(), path.len());
+    let rows = r.analysis.rows.len().min(30);
+    assert_eq!(dom.matches("<tr data-pred=").count() + dom.matches("<tr class=\"on-path\"").count(), rows);
+    let shot = tmp.path().join("shot.png");
+    chromium(&["--window-size=1300,2600".into(), format!("--screenshot={}", shot.display())]);
+    let (w, h, px) = pixels(&shot);
+    assert_eq!((w, h), (1300, 2600));
+    let near = |p: &[u8; 3], c: [u8; 3]| p.iter().zip(c).all(|(a, b)| a.abs_diff(b) < 24);
+    // The path's red (#d0341b): boxes, edges, the root cause bar, the F node.
+    let red = px.iter().filter(|p| near(p, [0xd0, 0x34, 0x1b])).count();
+    // The timeline's bars of causal-path calls (#f19a86); the legend's
+    // swatch alone is 100 pixels.
+    let bars = px.iter().filter(|p| near(p, [0xf1, 0x9a, 0x86])).count();
+    assert!(red > 2_000, "{red} red pixels: the path is not drawn");
+    assert!(bars > 1_000, "{bars} call-bar pixels: the timeline is not drawn");
 }
