@@ -25,7 +25,10 @@ use common::*;
 /// ones; run 7 is intervened on, run 8 has a random delay.
 fn write_session(dir: &Path, created: u64) {
     let f = |id, name: &str, ret, params: &[ValueKind]| {
-        function(id, name).in_module("/bin/cachetest", 0x1000 + u64::from(id) * 16).with_ret(ret).with_params(params)
+        function(id, name)
+            .in_module("/bin/cachetest", 0x1000 + u64::from(id) * 16)
+            .with_ret(ret)
+            .with_params(params)
     };
     let functions = vec![
         f(0, "fetch", ValueKind::Pointer, &[ValueKind::Pointer]),
@@ -50,7 +53,11 @@ fn write_session(dir: &Path, created: u64) {
         let fail = id % 3 == 0;
         let ret = if fail { 4 } else { 3 };
         let calls = vec![
-            call(0, 1, 1, 1_000, Some(50_000), Some(0x5555_0000)).with_args([0x7f00_0000_1000, 0, 0]),
+            call(0, 1, 1, 1_000, Some(50_000), Some(0x5555_0000)).with_args([
+                0x7f00_0000_1000,
+                0,
+                0,
+            ]),
             call(1, 2, 1, 60_000, Some(61_000), Some(ret)).with_args([0x7f00_0000_1000, 2, 0]),
         ];
         let label = if fail { Label::Fail } else { Label::Pass };
@@ -91,9 +98,11 @@ fn sessions() -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn completions_for_every_shell() {
-    for (shell, mark) in
-        [("bash", "_aid__agent()"), ("zsh", "#compdef aid-agent"), ("fish", "complete -c aid-agent")]
-    {
+    for (shell, mark) in [
+        ("bash", "_aid__agent()"),
+        ("zsh", "#compdef aid-agent"),
+        ("fish", "complete -c aid-agent"),
+    ] {
         let out = run_ok(agent().args(["completions", shell]));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(mark), "{shell}: {text}");
@@ -142,9 +151,8 @@ fn list_shows_what_a_pattern_matches_with_module_and_address() {
     assert!(line.contains("nothing_like_this"), "{line}");
     // A running process: the executable and its libraries.
     let service = c_fixture("service.c", "service_list", &[]);
-    let child = Background(
-        Command::new(&service).stdout(std::process::Stdio::null()).spawn().unwrap(),
-    );
+    let child =
+        Background(Command::new(&service).stdout(std::process::Stdio::null()).spawn().unwrap());
     let pid = child.pid().to_string();
     let out = run_ok(agent().args(["attach", "-p", &pid, "-l", "handle_*"]));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -163,9 +171,13 @@ fn analyze_and_export_default_to_the_newest_session() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1 run(s) made under interventions are left out"), "{stderr}");
     let explained = run_ok(agent().args(["analyze", "--explain"]).current_dir(tmp.path()));
-    assert!(String::from_utf8_lossy(&explained.stdout).contains("\nHow to read this:\n  importance"));
+    assert!(
+        String::from_utf8_lossy(&explained.stdout).contains("\nHow to read this:\n  importance")
+    );
     let trace = tmp.path().join("t.json");
-    run_ok(agent().args(["export", "--format", "chrome", "-o"]).arg(&trace).current_dir(tmp.path()));
+    run_ok(
+        agent().args(["export", "--format", "chrome", "-o"]).arg(&trace).current_dir(tmp.path()),
+    );
     assert!(trace.exists());
     let empty = tempfile::tempdir().unwrap();
     let line = run_err(agent().arg("analyze").current_dir(empty.path()));
@@ -173,7 +185,8 @@ fn analyze_and_export_default_to_the_newest_session() {
         line,
         "aid: no session given and none in aid-sessions/: give a session directory (written by `aid-agent record`, `attach` or `debug`)"
     );
-    let line = run_err(agent().args(["export", "--run", "99", "-o", "x.json"]).current_dir(tmp.path()));
+    let line =
+        run_err(agent().args(["export", "--run", "99", "-o", "x.json"]).current_dir(tmp.path()));
     assert!(line.starts_with("aid: the session has no run 99 (runs 1-8)"), "{line}");
 }
 
@@ -181,7 +194,13 @@ fn analyze_and_export_default_to_the_newest_session() {
 fn chrome_export_has_a_track_per_role_slices_with_args_and_instants() {
     let (tmp, dir) = sessions();
     let trace = tmp.path().join("trace.json");
-    run_ok(agent().arg("export").arg(&dir).args(["--run", "6,7", "--run", "8", "-f", "chrome", "-o"]).arg(&trace));
+    run_ok(
+        agent()
+            .arg("export")
+            .arg(&dir)
+            .args(["--run", "6,7", "--run", "8", "-f", "chrome", "-o"])
+            .arg(&trace),
+    );
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
     let of = |ph: &str| events.iter().filter(|e| e["ph"] == ph).collect::<Vec<_>>();
@@ -190,11 +209,24 @@ fn chrome_export_has_a_track_per_role_slices_with_args_and_instants() {
         .filter(|e| e["name"] == "process_name")
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(processes, ["observe 6: fail (exit code 1)", "intervene 7: pass (exit code 0)", "amplify 8: pass (exit code 0)"]);
+    assert_eq!(
+        processes,
+        [
+            "observe 6: fail (exit code 1)",
+            "intervene 7: pass (exit code 0)",
+            "amplify 8: pass (exit code 0)"
+        ]
+    );
     let threads: Vec<(u64, u64, &str)> = of("M")
         .iter()
         .filter(|e| e["name"] == "thread_name")
-        .map(|e| (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["tid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(&threads[..3], [(6, 1, "main"), (6, 2, "fetcher#1"), (6, 3, "reader#2")]);
     let slices = of("X");
@@ -203,11 +235,17 @@ fn chrome_export_has_a_track_per_role_slices_with_args_and_instants() {
     assert_eq!(use_cache["tid"], 3);
     assert_eq!(use_cache["ts"].as_f64().unwrap(), 6_060.0);
     assert_eq!(use_cache["dur"].as_f64().unwrap(), 1.0);
-    assert_eq!(use_cache["args"], serde_json::json!({"instance": 1, "arg0": "0x7f0000001000", "arg1": 2, "ret": 4}));
+    assert_eq!(
+        use_cache["args"],
+        serde_json::json!({"instance": 1, "arg0": "0x7f0000001000", "arg1": 2, "ret": 4})
+    );
     let fetch = slices.iter().find(|e| e["name"] == "fetch" && e["pid"] == 6).unwrap();
     assert_eq!(fetch["args"]["ret"], "0x55550000");
     let instants = of("i");
-    let names: Vec<(&str, u64)> = instants.iter().map(|e| (e["name"].as_str().unwrap(), e["pid"].as_u64().unwrap())).collect();
+    let names: Vec<(&str, u64)> = instants
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["pid"].as_u64().unwrap()))
+        .collect();
     assert_eq!(names, [("intervention", 7), ("random delay", 8)]);
     assert_eq!(instants[0]["args"]["kind"], "override_return");
     assert_eq!(instants[1]["args"]["delay_us"], 250);
@@ -284,15 +322,22 @@ assert all(not v for v in open_slices.values())
 #[ignore = "needs Python with duckdb: `cargo xtask test` runs it"]
 fn session_format_example_runs() {
     let (_tmp, dir) = sessions();
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/session-format.md")).unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/session-format.md"),
+    )
+    .unwrap();
     let script = doc
         .split("```python\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
         .expect("a ```python block in docs/session-format.md");
-    let out = Command::new("python3").arg("-c").arg(script).current_dir(&dir).output().expect("python3");
+    let out =
+        Command::new("python3").arg("-c").arg(script).current_dir(&dir).output().expect("python3");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let expected = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/session-format-example.txt")).unwrap();
+    let expected = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/session-format-example.txt"),
+    )
+    .unwrap();
     assert_eq!(text, expected);
 }

@@ -272,6 +272,10 @@ fn rare_failures_are_amplified() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
     assert!(stderr.contains("injecting random delays at traced calls"), "{stderr}");
+    // Not a terminal: no progress bars, spinners or colour, only lines.
+    assert!(!stderr.contains('\r') && !stderr.contains('\x1b'), "{stderr:?}");
+    assert!(!stdout.contains('\x1b'), "{stdout:?}");
+    assert!(stderr.lines().all(|l| l.starts_with("aid: ")), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(!report["observed"]["amplified"].is_null());
@@ -305,7 +309,11 @@ fn default_functions_and_no_failure() {
         "{stderr}"
     );
     assert!(
-        stderr.lines().last().unwrap().starts_with("aid: no run failed in 5 runs (a run fails on: nonzero, signal, timeout)"),
+        stderr
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("aid: no run failed in 5 runs (a run fails on: nonzero, signal, timeout)"),
         "{stderr}"
     );
 }

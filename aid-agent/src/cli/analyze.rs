@@ -215,12 +215,10 @@ mod tests {
         let s = session();
         let stored = Settings { safe: vec!["parse".into()], ..Settings::default() };
         let merged = with_settings(args(true, &[]), Some(stored));
-        let json: serde_json::Value =
-            serde_json::from_str(&render(&merged, &s).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&render(&merged, &s).unwrap()).unwrap();
         assert_eq!(json["rows"][0]["status"], "candidate");
         let without = with_settings(args(true, &[]), None);
-        let json: serde_json::Value =
-            serde_json::from_str(&render(&without, &s).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&render(&without, &s).unwrap()).unwrap();
         assert_eq!(json["rows"][0]["status"], "unsafe");
     }
 

@@ -98,3 +98,107 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}")).command
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// `debug ./prog args` needs no `--`; flags after the program are its own.
+    #[test]
+    fn debug_without_double_dash() {
+        let Command::Debug(a) =
+            parse(&["aid-agent", "debug", "-t", "f*", "./prog", "--fast", "-v", "x"])
+        else {
+            panic!()
+        };
+        assert_eq!(a.trace, ["f*"]);
+        assert_eq!(a.command, os(&["./prog", "--fast", "-v", "x"]));
+        let Command::Debug(a) = parse(&["aid-agent", "debug", "--", "./prog", "--runs", "3"])
+        else {
+            panic!()
+        };
+        assert_eq!(a.command, os(&["./prog", "--runs", "3"]));
+        assert_eq!(a.runs, None);
+        let Command::Record(a) = parse(&["aid-agent", "record", "./prog", "-n", "2"]) else {
+            panic!()
+        };
+        assert_eq!((a.runs, a.command), (10, os(&["./prog", "-n", "2"])));
+    }
+
+    /// -p, -o, -d, -n, -l, -t, humantime durations.
+    #[test]
+    fn short_flags_and_durations() {
+        let Command::Attach(a) =
+            parse(&["aid-agent", "attach", "-p", "42", "-d", "1m30s", "-o", "s", "-t", "h*"])
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (a.pid, a.duration.as_deref(), a.out.as_deref()),
+            (42, Some("1m30s"), Some(std::path::Path::new("s")))
+        );
+        let Command::Debug(a) = parse(&[
+            "aid-agent",
+            "debug",
+            "-p",
+            "42",
+            "--unit",
+            "u",
+            "--fail-if",
+            "u ret < 0",
+            "-o",
+            "dir",
+            "--timeout",
+            "1m30s",
+            "--explain",
+            "--svg",
+        ]) else {
+            panic!()
+        };
+        assert_eq!(a.pid, Some(42));
+        assert!(a.explain && a.svg);
+        assert_eq!(args::parse_duration(&a.run.timeout).unwrap().as_secs(), 90);
+        let Command::Debug(a) =
+            parse(&["aid-agent", "debug", "-n", "40", "--max-runs", "80", "-l", "c*", "./p"])
+        else {
+            panic!()
+        };
+        assert_eq!((a.runs, a.max_runs, a.list.as_deref()), (Some(40), 80, Some("c*")));
+        let Command::Record(a) = parse(&["aid-agent", "record", "-l", "c*", "-o", "d", "./p"])
+        else {
+            panic!()
+        };
+        assert!(a.trace.is_empty(), "record needs no --trace");
+        assert_eq!(a.list.as_deref(), Some("c*"));
+        let Command::Export(a) = parse(&[
+            "aid-agent",
+            "export",
+            "--run",
+            "1,2",
+            "-r",
+            "5",
+            "-f",
+            "chrome",
+            "-o",
+            "t.json",
+        ]) else {
+            panic!()
+        };
+        assert_eq!((a.session, a.runs, a.format), (None, vec![1, 2, 5], export::FormatArg::Chrome));
+        let Command::Analyze(a) = parse(&["aid-agent", "analyze"]) else { panic!() };
+        assert_eq!(a.session, None);
+        assert!(Cli::try_parse_from(["aid-agent", "debug", "-p", "1", "./prog"]).is_err());
+    }
+}

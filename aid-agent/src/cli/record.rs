@@ -38,7 +38,12 @@ pub struct Args {
     pub empty_probes: bool,
     /// The program and its arguments (`--` before them only when the
     /// program's name starts with `-`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 

@@ -31,7 +31,12 @@ impl Default for Terminal {
 /// `NO_COLOR` (no-color.org): set to anything but the empty string, no
 /// colour anywhere.
 pub fn color_allowed() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    no_color_allows(std::env::var_os("NO_COLOR"))
+}
+
+/// The `NO_COLOR` rule on the variable's value.
+fn no_color_allows(value: Option<std::ffi::OsString>) -> bool {
+    value.is_none_or(|v| v.is_empty())
 }
 
 /// How the report is laid out on stdout: the terminal's width and colour
@@ -118,4 +123,16 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
             .context("installing the Ctrl-C handler")?;
     }
     Ok(flag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_color_is_honoured() {
+        assert!(no_color_allows(None));
+        assert!(no_color_allows(Some("".into())));
+        assert!(!no_color_allows(Some("1".into())));
+    }
 }

@@ -92,7 +92,11 @@ impl DebugOptions {
             safe: self.safe.patterns().to_vec(),
             zero_is_error: self.extract.error.zero,
             negative_is_ok: !self.extract.error.negative,
-            strategy: self.strategy.name().to_owned(),
+            // The --strategy value ("aid", "aid-paper", ...).
+            strategy: serde_json::to_value(self.strategy)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
             confidence: self.confidence,
             min_runs: self.min_failing.min(self.min_passing),
             max_runs: self.runs.unwrap_or(self.max_runs),

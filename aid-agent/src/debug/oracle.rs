@@ -61,7 +61,10 @@ pub struct SourceOracle<'a> {
 }
 
 impl<'a> SourceOracle<'a> {
-    #[allow(clippy::too_many_arguments, reason = "the oracle's parts, each borrowed from the pipeline")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the oracle's parts, each borrowed from the pipeline"
+    )]
     pub fn new(
         source: &'a mut dyn RunSource,
         catalog: &'a Catalog,

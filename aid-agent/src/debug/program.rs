@@ -145,4 +145,3 @@ pub fn debug_program(
     drop(tracer);
     Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
 }
-

@@ -189,7 +189,10 @@ pub fn summarize<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// The program's own functions, first ones in address order, capped.
-pub fn default_functions(resolver: &Resolver, ui: &mut dyn Progress) -> anyhow::Result<Vec<Function>> {
+pub fn default_functions(
+    resolver: &Resolver,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Vec<Function>> {
     let mut own = resolver.own_functions();
     if own.is_empty() {
         bail!(

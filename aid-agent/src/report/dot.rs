@@ -32,10 +32,13 @@ pub fn label(a: &Analysis, p: PredId, noun: &str) -> String {
     }
 }
 
+/// An edge of the drawing.
+pub type Edge = (PredId, PredId);
+
 /// The edges to draw: the transitive reduction, plus the causal path's
 /// consecutive links and its last link to F (which the reduction omits
-/// when another predicate lies between them).
-pub fn edges(a: &Analysis, path: &[PredId]) -> (Vec<(PredId, PredId)>, BTreeSet<(PredId, PredId)>) {
+/// when another predicate lies between them); and those on the path.
+pub fn edges(a: &Analysis, path: &[PredId]) -> (Vec<Edge>, BTreeSet<Edge>) {
     let f = a.catalog.failure();
     let mut on_path = BTreeSet::new();
     for w in path.windows(2) {

@@ -102,9 +102,10 @@ impl<'a> Facts<'a> {
     }
 
     pub fn role(&self, r: Role) -> String {
-        self.roles.get(&r).cloned().unwrap_or_else(|| {
-            if r == 0 { "main".into() } else { format!("thread#{r}") }
-        })
+        self.roles
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
     }
 
     fn site(&self, s: Site) -> SiteView {
@@ -185,7 +186,8 @@ fn measure(session: &Session, p: &Predicate) -> Option<Values> {
         }
         _ => return None,
     };
-    let pointer = measure == "return_value" && ret_type.is_some_and(|t| t.kind == ValueKind::Pointer);
+    let pointer =
+        measure == "return_value" && ret_type.is_some_and(|t| t.kind == ValueKind::Pointer);
     Some(Values { measure, pointer, failing: failing.seen(), passing: passing.seen() })
 }
 

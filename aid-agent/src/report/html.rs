@@ -84,7 +84,10 @@ pub fn render(r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) -> S
         .iter()
         .find(|f| !f.internal)
         .and_then(|f| f.module.file_name())
-        .map_or_else(|| "aid report".to_owned(), |n| format!("aid report: {}", n.to_string_lossy()));
+        .map_or_else(
+            || "aid report".to_owned(),
+            |n| format!("aid report: {}", n.to_string_lossy()),
+        );
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n<h1>{}</h1>\n",
@@ -213,7 +216,10 @@ fn dag(s: &mut String, d: &Diagnosis, path: &[PredId], noun: &str) {
         .flatten()
         .map(|&p| {
             let label = dot::label(a, p, noun);
-            let wrapped = textwrap::wrap(&label, WRAP).into_iter().map(|l| l.into_owned()).collect();
+            let wrapped = textwrap::wrap(&label, WRAP)
+                .into_iter()
+                .map(std::borrow::Cow::into_owned)
+                .collect();
             (p, wrapped)
         })
         .collect();
@@ -255,7 +261,11 @@ fn dag(s: &mut String, d: &Diagnosis, path: &[PredId], noun: &str) {
         let skips = layer_of[&yv].saturating_sub(layer_of[&x]) > 1;
         let d = if skips {
             let out = sx.max(tx) + BOX_W * 0.5 + GAP_X;
-            format!("M{sx:.1},{sy:.1} C{out:.1},{:.1} {out:.1},{:.1} {tx:.1},{ty:.1}", sy + 30.0, ty - 30.0)
+            format!(
+                "M{sx:.1},{sy:.1} C{out:.1},{:.1} {out:.1},{:.1} {tx:.1},{ty:.1}",
+                sy + 30.0,
+                ty - 30.0
+            )
         } else {
             format!("M{sx:.1},{sy:.1} C{sx:.1},{mid:.1} {tx:.1},{mid:.1} {tx:.1},{ty:.1}")
         };
@@ -365,11 +375,14 @@ fn describe_iv(d: &Diagnosis, iv: &crate::model::Intervention) -> String {
 /// One failing and one passing run side by side.
 fn timelines(s: &mut String, r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) {
     let root = r.path.first().map(|l| l.id);
-    let failing = d.session.runs.iter().filter(|x| x.complete && x.label == Label::Fail).find(|x| {
-        root.is_none_or(|p| d.analysis.catalog.evaluate(x).holds(p))
-    });
-    let passing = intervened
-        .or_else(|| d.session.runs.iter().find(|x| x.complete && x.label == Label::Pass));
+    let failing = d
+        .session
+        .runs
+        .iter()
+        .filter(|x| x.complete && x.label == Label::Fail)
+        .find(|x| root.is_none_or(|p| d.analysis.catalog.evaluate(x).holds(p)));
+    let passing =
+        intervened.or_else(|| d.session.runs.iter().find(|x| x.complete && x.label == Label::Pass));
     let (Some(failing), Some(passing)) = (failing, passing) else { return };
     let names: BTreeMap<PredId, String> = r
         .predicates

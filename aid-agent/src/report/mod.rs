@@ -17,8 +17,8 @@ use std::{collections::BTreeSet, path::Path};
 use anyhow::Context as _;
 use serde::Serialize;
 
-pub use self::text::{Layout, render};
 use self::facts::{Facts, PredicateView};
+pub use self::text::{Layout, render};
 use crate::{
     analysis::{AnalysisReport, Exclusion},
     causal::{Discovery, Reason, Round, TagtEstimate},

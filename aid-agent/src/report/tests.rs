@@ -8,7 +8,11 @@
 //! change, `AID_BLESS=1 cargo test -p aid-agent --lib report::` rewrites
 //! them (review the diff).
 
-use std::{collections::BTreeSet, path::PathBuf, process::Command};
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,8 +24,7 @@ use crate::{
     debug::{Diagnosis, Observed, oracle::OracleRun},
     intervene::SafeList,
     model::{
-        AppliedIntervention, Function, Intervention, Label, Outcome, Run, Session, Site,
-        ValueKind,
+        AppliedIntervention, Function, Intervention, Label, Outcome, Run, Session, Site, ValueKind,
         testing::{call, function, run, thread},
     },
     predicates::Catalog,
@@ -208,7 +211,9 @@ fn the_words_show_values_and_no_jargon_or_dumps() {
     let plain = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
     assert!(plain.contains("Root cause: call 1 of fetch on fetcher#1 runs too slow: "), "{plain}");
     assert!(
-        plain.contains("call 1 of use_cache on reader#2 returns 4 in every failing run, 3 in every passing run"),
+        plain.contains(
+            "call 1 of use_cache on reader#2 returns 4 in every failing run, 3 in every passing run"
+        ),
         "{plain}"
     );
     for jargon in ["TAGT", "fully discriminative", "intervenable", "Some(", "None", "{", "µs."] {
@@ -224,7 +229,8 @@ fn the_words_show_values_and_no_jargon_or_dumps() {
     let guide: Vec<&str> = explain.lines().skip(1).take_while(|l| !l.is_empty()).collect();
     assert_eq!(guide.len(), 5, "{explain}");
     assert!(!plain.contains('\x1b'));
-    let color = render(&r, &Layout { width: Some(80), color: true, verbose: false, explain: false });
+    let color =
+        render(&r, &Layout { width: Some(80), color: true, verbose: false, explain: false });
     assert!(color.contains("\x1b[1m"));
 }
 
@@ -263,7 +269,10 @@ fn report_json_has_structured_predicates_next_to_the_prose() {
         .expect("the overlap predicate");
     assert_eq!(overlap["other"]["function"], "use_cache");
     assert_eq!(overlap["other"]["role"], "reader#2");
-    assert_eq!(json["failure_reasons"], serde_json::json!([["exit code 1", r.analysis.failing_runs]]));
+    assert_eq!(
+        json["failure_reasons"],
+        serde_json::json!([["exit code 1", r.analysis.failing_runs]])
+    );
 }
 
 #[test]
@@ -315,7 +324,7 @@ fn html_page_is_self_contained_with_every_part() {
 }
 
 /// Pixels of a PNG screenshot as RGB triples, with its size.
-fn pixels(path: &std::path::Path) -> (u32, u32, Vec<[u8; 3]>) {
+fn pixels(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
@@ -359,7 +368,10 @@ fn report_html_in_headless_chromium() {
     assert_eq!(dom.matches("<section class=\"timeline").count(), 2);
     assert_eq!(dom.matches("<li data-pred=").count(), path.len());
     let rows = r.analysis.rows.len().min(30);
-    assert_eq!(dom.matches("<tr data-pred=").count() + dom.matches("<tr class=\"on-path\"").count(), rows);
+    assert_eq!(
+        dom.matches("<tr data-pred=").count() + dom.matches("<tr class=\"on-path\"").count(),
+        rows
+    );
     let shot = tmp.path().join("shot.png");
     chromium(&["--window-size=1300,2600".into(), format!("--screenshot={}", shot.display())]);
     let (w, h, px) = pixels(&shot);

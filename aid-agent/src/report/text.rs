@@ -189,11 +189,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
     }
     if let (Some(n), Some(runs)) = (r.interventions, r.runs) {
         o.blank();
-        o.para(
-            "",
-            "",
-            &format!("It took {} ({}).", count(n, "intervention"), count(runs, noun)),
-        );
+        o.para("", "", &format!("It took {} ({}).", count(n, "intervention"), count(runs, noun)));
         if layout.verbose
             && let Some(t) = r.tagt
         {

@@ -122,12 +122,7 @@ fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process
     roles.dedup();
     let mut tracks: Vec<Track<'a>> = roles
         .iter()
-        .map(|&r| Track {
-            pid: run.id,
-            tid: r + 1,
-            name: run.role_name(r),
-            items: Vec::new(),
-        })
+        .map(|&r| Track { pid: run.id, tid: r + 1, name: run.role_name(r), items: Vec::new() })
         .collect();
     let track = |tracks: &mut Vec<Track<'a>>, role: u32| {
         let i = roles.binary_search(&role).unwrap_or(0);
@@ -209,7 +204,9 @@ fn encode(loaded: &Loaded, runs: &[u32], format: Format) -> anyhow::Result<(Vec<
 }
 
 fn name_of(functions: &[Function], c: &Call) -> String {
-    functions.get(c.func as usize).map_or_else(|| format!("function#{}", c.func), |f| f.name.clone())
+    functions
+        .get(c.func as usize)
+        .map_or_else(|| format!("function#{}", c.func), |f| f.name.clone())
 }
 
 /// Chrome's JSON trace event format: `X` slices and `i` instants in µs.
@@ -217,7 +214,9 @@ fn chrome(procs: &[Process<'_>], functions: &[Function]) -> Vec<u8> {
     let us = |base: u64, t: u64| (base + t) as f64 / 1000.0;
     let mut events = Vec::new();
     for p in procs {
-        events.push(json!({"ph": "M", "name": "process_name", "pid": p.pid, "args": {"name": p.name}}));
+        events.push(
+            json!({"ph": "M", "name": "process_name", "pid": p.pid, "args": {"name": p.name}}),
+        );
         events.push(json!({"ph": "M", "name": "process_sort_index", "pid": p.pid, "args": {"sort_index": p.pid}}));
         for t in &p.tracks {
             events.push(json!({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid, "args": {"name": t.name}}));
@@ -225,7 +224,9 @@ fn chrome(procs: &[Process<'_>], functions: &[Function]) -> Vec<u8> {
                 events.push(match item {
                     Item::Slice { call, end_ns } => {
                         let args: serde_json::Map<String, Value> =
-                            call_args(call, functions.get(call.func as usize)).into_iter().collect();
+                            call_args(call, functions.get(call.func as usize))
+                                .into_iter()
+                                .collect();
                         json!({
                             "ph": "X", "cat": "call", "name": name_of(functions, call),
                             "pid": t.pid, "tid": t.tid,
@@ -304,11 +305,12 @@ fn annotation(name: &str, v: &Value) -> Pb {
         Value::Bool(b) => a.uint(2, u64::from(*b)),
         Value::Number(n) if n.is_i64() => a.int(4, n.as_i64().unwrap_or(0)),
         Value::Number(n) => a.uint(3, n.as_u64().unwrap_or(0)),
-        Value::String(s) => match s.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok())
-        {
-            Some(p) => a.uint(7, p),
-            None => a.bytes(6, s.as_bytes()),
-        },
+        Value::String(s) => {
+            match s.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) {
+                Some(p) => a.uint(7, p),
+                None => a.bytes(6, s.as_bytes()),
+            }
+        }
         other => a.bytes(6, other.to_string().as_bytes()),
     }
     a

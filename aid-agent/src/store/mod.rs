@@ -334,7 +334,9 @@ impl EventLine {
     fn row(self) -> Result<EventRow, String> {
         let num = |c: &str| parse_cell(c);
         let (args, ret) = match (self.point, &self.arg0, &self.arg1, &self.arg2, &self.ret) {
-            (Point::Entry, Some(a0), Some(a1), Some(a2), None) => ([num(a0)?, num(a1)?, num(a2)?], 0),
+            (Point::Entry, Some(a0), Some(a1), Some(a2), None) => {
+                ([num(a0)?, num(a1)?, num(a2)?], 0)
+            }
             (Point::Exit, None, None, None, Some(ret)) => ([0; 3], num(ret)?),
             _ => {
                 return Err(format!(
@@ -558,7 +560,11 @@ fn read_verified<L: serde::de::DeserializeOwned>(
     Ok(lines)
 }
 
-fn read_events(dir: &Path, rec: &RunRecord, header: &Header) -> Result<Vec<EventRow>, SessionError> {
+fn read_events(
+    dir: &Path,
+    rec: &RunRecord,
+    header: &Header,
+) -> Result<Vec<EventRow>, SessionError> {
     let path = dir.join(&rec.events.path);
     let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
     let cols = columns(EVENT_COLUMNS, header.version);
@@ -569,7 +575,11 @@ fn read_events(dir: &Path, rec: &RunRecord, header: &Header) -> Result<Vec<Event
                 return Err(corrupt(format!("function id {} not in session.json", line.func)));
             }
             if line.run.is_some_and(|r| r != rec.id) {
-                return Err(corrupt(format!("a row of run {} in run {}", line.run.unwrap_or(0), rec.id)));
+                return Err(corrupt(format!(
+                    "a row of run {} in run {}",
+                    line.run.unwrap_or(0),
+                    rec.id
+                )));
             }
             line.row().map_err(corrupt)
         })
@@ -777,7 +787,8 @@ mod tests {
         let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
         h.functions[0] = h.functions[0].clone().with_types(ptr, vec![ptr, ValueType::UNKNOWN]);
         let mut w = Writer::create(dir.path(), &h).unwrap();
-        let settings = Settings { safe: vec!["f*".into()], confidence: 0.99, ..Settings::default() };
+        let settings =
+            Settings { safe: vec!["f*".into()], confidence: 0.99, ..Settings::default() };
         w.set_settings(settings.clone()).unwrap();
         let (mut r, mut rows) = run(3);
         rows[0].args = [0x7ffd_1234, -2, 0];
