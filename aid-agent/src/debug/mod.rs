@@ -155,7 +155,10 @@ pub fn debug(
     writer.set_settings(opts.settings())?;
     let (observed, basis, noise) = observe(source, writer, opts, cancel, ui)?;
     let session = Session { functions: source.functions().to_vec(), runs: basis };
-    let analysis = analyse(&session, opts, source.reach(), ui)?;
+    ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
+    let analysis = analyse(&session, opts, source.reach(), ui);
+    ui.end();
+    let analysis = analysis?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Diagnosis {
             observed,
@@ -181,7 +184,10 @@ pub fn debug(
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = oracle.finish();
     source.end_interventions();
-    let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
+    ui.begin("replaying TAGT on the same graph for the comparison", None);
+    let concluded = conclude(&analysis, discovery, &config, opts);
+    ui.end();
+    let (discovery, tagt) = concluded?;
     Ok(Diagnosis { observed, session, analysis, discovery: Some(discovery), tagt, oracle_runs })
 }
 

@@ -385,3 +385,16 @@ fn report_html_in_headless_chromium() {
     assert!(red > 2_000, "{red} red pixels: the path is not drawn");
     assert!(bars > 1_000, "{bars} call-bar pixels: the timeline is not drawn");
 }
+
+/// `debug --svg`: Graphviz (installed by `cargo xtask setup`) draws
+/// dag.dot, path in red.
+#[test]
+#[ignore = "needs graphviz: `cargo xtask test` runs it"]
+fn graphviz_draws_the_dag() {
+    let (d, _) = diagnosis();
+    let path = d.discovery.as_ref().unwrap().path.clone();
+    let svg = dot::svg(&dot::render(&d.analysis, &path, "run")).unwrap().expect("graphviz `dot`");
+    assert!(svg.contains("<svg"), "{svg}");
+    assert!(svg.contains("F: the run fails"));
+    assert!(svg.matches("stroke=\"red\"").count() > path.len(), "{svg}");
+}
