@@ -67,28 +67,20 @@ impl Progress for Terminal {
         if !self.draw {
             return;
         }
-        let bar = match total {
-            Some(n) => {
-                let bar = ProgressBar::new(n);
-                bar.set_style(
-                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}")
-                        .expect("valid template")
-                        .progress_chars("=> "),
-                );
-                bar
-            }
-            None => {
-                let bar = ProgressBar::new_spinner();
-                bar.set_style(
-                    ProgressStyle::with_template("{spinner} {prefix} {wide_msg}")
-                        .expect("valid template"),
-                );
-                bar.enable_steady_tick(Duration::from_millis(120));
-                bar
-            }
+        // The target is given at creation: a bar moved to another target
+        // leaves its first drawing behind on the screen.
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+        let template = match total {
+            Some(_) => "{prefix} [{bar:25}] {pos}/{len} {wide_msg}",
+            None => "{spinner} {prefix} {wide_msg}",
         };
+        bar.set_style(
+            ProgressStyle::with_template(template).expect("valid template").progress_chars("=> "),
+        );
         bar.set_prefix(what.to_owned());
-        bar.set_draw_target(ProgressDrawTarget::stderr());
+        if total.is_none() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
         self.bar = Some(bar);
     }
 

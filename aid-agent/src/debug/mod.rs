@@ -280,16 +280,12 @@ fn observe(
     };
     let limit = opts.runs.unwrap_or(opts.max_runs);
     observed.noun = noun.to_owned();
-    ui.begin(
-        &match opts.runs {
-            Some(n) => format!("observing {n} {noun}s"),
-            None => format!(
-                "observing up to {limit} {noun}s (until {} fail and {} pass)",
-                opts.min_failing, opts.min_passing
-            ),
-        },
-        Some(u64::from(limit)),
-    );
+    // The bar's length is the most runs it may take.
+    ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
+    let wanted = match opts.runs {
+        Some(_) => String::new(),
+        None => format!(" (until {} and {})", opts.min_failing, opts.min_passing),
+    };
     while observed.runs < limit && !cancel.load(Ordering::Relaxed) {
         let (failing, passing) = counts(&basis);
         if opts.runs.is_none() && failing >= opts.min_failing && passing >= opts.min_passing {
@@ -332,7 +328,7 @@ fn observe(
         if !rec.run.complete {
             observed.incomplete += 1;
             let (f, p) = counts(&basis);
-            ui.step(&format!("{f} failing, {p} passing"));
+            ui.step(&format!("{f} failing, {p} passing{wanted}"));
             continue;
         }
         match rec.run.label {
@@ -344,7 +340,7 @@ fn observe(
         }
         basis.push(rec.run);
         let (f, p) = counts(&basis);
-        ui.step(&format!("{f} failing, {p} passing"));
+        ui.step(&format!("{f} failing, {p} passing{wanted}"));
     }
     ui.end();
     if cancel.load(Ordering::Relaxed) {

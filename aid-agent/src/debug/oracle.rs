@@ -110,19 +110,22 @@ impl<'a> SourceOracle<'a> {
             Some(r) => r,
             None => {
                 self.rounds += 1;
-                let what = group.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                const SHOWN: usize = 3;
+                let mut what =
+                    group.iter().take(SHOWN).map(ToString::to_string).collect::<Vec<_>>().join(",");
+                if group.len() > SHOWN {
+                    what.push_str(&format!(" +{}", group.len() - SHOWN));
+                }
+                // The bar's length is the round's most runs (k).
                 self.ui.begin(
-                    &format!(
-                        "round {}: intervening on {what}, up to {} {noun}s",
-                        self.rounds, self.per_round
-                    ),
+                    &format!("round {} on {what}", self.rounds),
                     Some(u64::from(self.per_round)),
                 );
                 (self.rounds, 0)
             }
         };
         let status = if !valid {
-            format!("{noun} {id}: intervention not applied, not counted")
+            format!("{noun} {id}: not applied, not counted")
         } else {
             done += 1;
             format!("{noun} {id} {}", if failed { "failed" } else { "passed" })
