@@ -390,8 +390,19 @@ fn timelines(s: &mut String, r: &DebugReport<'_>, d: &Diagnosis, intervened: Opt
         .chain(r.path.iter().map(|l| &l.structured))
         .map(|v: &PredicateView| (v.id, v.headline.clone()))
         .collect();
-    let span = failing.end_ns.max(passing.end_ns).max(1);
-    s.push_str("<h2>Timeline</h2>\n<p class=\"guide\">One failing and one passing run on the same time scale: each lane is a thread, each bar a call of a traced function (hover for its name, duration and return value).</p>\n<div class=\"timelines\">\n");
+    // Each run from its first traced call to its last, on one scale: the
+    // start-up before the first call (longer under ptrace) is not shown.
+    let window = |run: &Run| {
+        let calls = run
+            .calls
+            .iter()
+            .filter(|c| d.session.functions.get(c.func as usize).is_some_and(|f| !f.internal));
+        let first = calls.clone().map(|c| c.entry_ns).min().unwrap_or(0);
+        let last = calls.map(|c| c.exit_ns.unwrap_or(run.end_ns)).max().unwrap_or(run.end_ns);
+        (first, last.saturating_sub(first))
+    };
+    let span = window(failing).1.max(window(passing).1).max(1);
+    s.push_str("<h2>Timeline</h2>\n<p class=\"guide\">One failing and one passing run on the same time scale, each from its first traced call: each lane is a thread, each bar a call of a traced function (hover for its name, duration and return value).</p>\n<div class=\"timelines\">\n");
     let noun = r.noun;
     let title_fail = format!("failing {noun} {} ({})", failing.id, failing.outcome.reason);
     let title_pass = if intervened.is_some_and(|x| x.id == passing.id) {
@@ -399,8 +410,8 @@ fn timelines(s: &mut String, r: &DebugReport<'_>, d: &Diagnosis, intervened: Opt
     } else {
         format!("passing {noun} {}", passing.id)
     };
-    lanes(s, d, failing, "fail", &title_fail, span, &names);
-    lanes(s, d, passing, "pass", &title_pass, span, &names);
+    lanes(s, d, failing, "fail", &title_fail, (window(failing).0, span), &names);
+    lanes(s, d, passing, "pass", &title_pass, (window(passing).0, span), &names);
     s.push_str("</div>\n<p class=\"legend\"><i style=\"background:#7aa6d8\"></i>call<i style=\"background:#f19a86\"></i>call of a causal-path site<i style=\"background:#d0341b\"></i>predicate held<i style=\"background:#1c7a3a\"></i>intervention<i style=\"background:#b7791f\"></i>random delay</p>\n");
 }
 
@@ -410,7 +421,7 @@ fn lanes(
     run: &Run,
     class: &str,
     title: &str,
-    span: u64,
+    (origin, span): (u64, u64),
     names: &BTreeMap<PredId, String>,
 ) {
     const W: f64 = 560.0;
@@ -460,7 +471,9 @@ fn lanes(
         y += h + 4.0;
     }
     let height = y + 6.0;
-    let x_of = |t: u64| LEFT + (t as f64 / span as f64) * (W - LEFT - 8.0);
+    let x_of = |t: u64| {
+        (LEFT + (t.saturating_sub(origin) as f64 / span as f64) * (W - LEFT - 8.0)).min(W - 8.0)
+    };
     let _ = writeln!(
         s,
         "<section class=\"timeline {class}\" data-run=\"{}\" data-label=\"{class}\"><h3>{}</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height:.0}\" viewBox=\"0 0 {W} {height:.0}\">",
@@ -469,9 +482,9 @@ fn lanes(
     );
     let _ = writeln!(
         s,
-        "<text x=\"{LEFT}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\">0</text><text x=\"{:.0}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\" text-anchor=\"end\">{}</text>",
+        "<text x=\"{LEFT}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\">first call</text><text x=\"{:.0}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\" text-anchor=\"end\">{}</text>",
         W - 8.0,
-        duration(span)
+        format!("+{}", duration(span))
     );
     for &r in &roles {
         let (ly, lh) = lane_y[&r];
