@@ -341,3 +341,25 @@ fn session_format_example_runs() {
     .unwrap();
     assert_eq!(text, expected);
 }
+
+/// `record` without `--trace` traces the program's own functions as
+/// `debug` does, `-n` runs it exactly that many times, `-o` names the
+/// session, and the runs are stored with their phase and `run` column.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn record_defaults_to_the_programs_own_functions() {
+    require_bpf();
+    let exe = c_fixture("two_threads.c", "two_threads_record_default", &[]);
+    let (_tmp, out) = temp_session();
+    let output = run_ok(agent().args(["record", "-n", "2", "-o"]).arg(&out).arg(&exe));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no --trace given: tracing the program's 6 own functions: add3, scale, negate, worker_a, worker_b, main"),
+        "{stderr}"
+    );
+    let loaded = aid::store::load_full(&out).unwrap();
+    assert_eq!(loaded.session.runs.len(), 2);
+    assert!(loaded.records.iter().all(|r| r.phase == Some(aid::model::RunPhase::Observe)));
+    let events = std::fs::read_to_string(out.join("runs/000002/events.csv")).unwrap();
+    assert!(events.lines().skip(1).all(|l| l.starts_with("2,")), "{events}");
+}
