@@ -482,9 +482,9 @@ fn lanes(
     );
     let _ = writeln!(
         s,
-        "<text x=\"{LEFT}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\">first call</text><text x=\"{:.0}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\" text-anchor=\"end\">{}</text>",
+        "<text x=\"{LEFT}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\">first call</text><text x=\"{:.0}\" y=\"12\" font-size=\"10\" fill=\"#6b7482\" text-anchor=\"end\">+{}</text>",
         W - 8.0,
-        format!("+{}", duration(span))
+        duration(span)
     );
     for &r in &roles {
         let (ly, lh) = lane_y[&r];
