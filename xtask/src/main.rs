@@ -120,16 +120,13 @@ fn demo(example: &str) -> anyhow::Result<()> {
     let args = demo_args(&dir)?;
     let session = out.join(format!("{example}-session"));
     let _ = std::fs::remove_dir_all(&session);
-    eprintln!("xtask: aid-agent debug {} -- {}", args.join(" "), exe.display());
-    exec(
-        Command::new(agent_binary())
-            .arg("debug")
-            .args(&args)
-            .arg("--out")
-            .arg(&session)
-            .arg("--")
-            .arg(&exe),
-    )
+    eprintln!(
+        "xtask: aid-agent debug {} -o {} {}",
+        args.join(" "),
+        session.display(),
+        exe.display()
+    );
+    exec(Command::new(agent_binary()).arg("debug").args(&args).arg("-o").arg(&session).arg(&exe))
 }
 
 /// Compiles an example (its one `.c` file, or `main.rs`) the way its
