@@ -219,12 +219,47 @@ impl Run {
         self.label == Label::Fail
     }
 
+    /// Which part of a session the run belongs to: intervened runs are
+    /// experiments, runs with random delays amplified a rare failure, the
+    /// rest are plain observations.
+    pub fn phase(&self) -> RunPhase {
+        if !self.interventions.is_empty() {
+            RunPhase::Intervene
+        } else if !self.noise.is_empty() {
+            RunPhase::Amplify
+        } else {
+            RunPhase::Observe
+        }
+    }
+
     /// The display name of a role in this run ("main", "worker#1", ...).
     pub fn role_name(&self, role: Role) -> String {
         match self.threads.iter().find(|t| t.role == role) {
             Some(t) if role == 0 => t.name.clone(),
             Some(t) => format!("{}#{}", t.name, role),
             None => format!("thread#{role}"),
+        }
+    }
+}
+
+/// What a run was made for (the `phase` of `runs.jsonl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunPhase {
+    /// The program as it is.
+    Observe,
+    /// With random delays that make a rare failure more frequent.
+    Amplify,
+    /// Under interventions chosen by the causal engine (or `intervene`).
+    Intervene,
+}
+
+impl RunPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunPhase::Observe => "observe",
+            RunPhase::Amplify => "amplify",
+            RunPhase::Intervene => "intervene",
         }
     }
 }

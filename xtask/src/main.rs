@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | man`.
 //!
 //! Every task that builds starts with `setup`, which installs what a fresh
 //! machine lacks (pinned nightly with rust-src, llvm-22-dev, bpf-linker
@@ -43,6 +43,9 @@ enum Task {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// Write the man pages (aid-agent.1 and one per subcommand) into
+    /// target/man; `man -l target/man/aid-agent-debug.1` reads one.
+    Man,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +78,11 @@ fn main() -> anyhow::Result<()> {
             setup::run()?;
             cargo(&["build", "--release", "--package", "aid-agent"])?;
             bench::run(which)
+        }
+        Task::Man => {
+            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            let out = root().join("target/man");
+            exec(Command::new(agent_binary()).arg("man").arg("--out").arg(&out))
         }
     }
 }
@@ -112,16 +120,13 @@ fn demo(example: &str) -> anyhow::Result<()> {
     let args = demo_args(&dir)?;
     let session = out.join(format!("{example}-session"));
     let _ = std::fs::remove_dir_all(&session);
-    eprintln!("xtask: aid-agent debug {} -- {}", args.join(" "), exe.display());
-    exec(
-        Command::new(agent_binary())
-            .arg("debug")
-            .args(&args)
-            .arg("--out")
-            .arg(&session)
-            .arg("--")
-            .arg(&exe),
-    )
+    eprintln!(
+        "xtask: aid-agent debug {} -o {} {}",
+        args.join(" "),
+        session.display(),
+        exe.display()
+    );
+    exec(Command::new(agent_binary()).arg("debug").args(&args).arg("-o").arg(&session).arg(&exe))
 }
 
 /// Compiles an example (its one `.c` file, or `main.rs`) the way its

@@ -17,7 +17,42 @@ pub fn run() -> anyhow::Result<()> {
     nightly()?;
     apt_packages()?;
     bpf_linker()?;
+    python_packages()?;
     Ok(())
+}
+
+/// Python packages the test suite uses: DuckDB runs the session-format
+/// example of the docs, perfetto's protobuf schema parses the exported
+/// Perfetto traces (its trace processor would download a binary at run
+/// time, so the suite does not use it).
+const PYTHON_PACKAGES: &[(&str, &str)] = &[("duckdb", "duckdb"), ("perfetto", "perfetto")];
+
+fn python_packages() -> anyhow::Result<()> {
+    let missing: Vec<&str> = PYTHON_PACKAGES
+        .iter()
+        .filter(|(_, module)| {
+            !Command::new("python3")
+                .args(["-c", &format!("import {module}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(|(package, _)| *package)
+        .collect();
+    let names: Vec<&str> = PYTHON_PACKAGES.iter().map(|(p, _)| *p).collect();
+    if missing.is_empty() {
+        say(&format!("python3 with {}: present", names.join(", ")));
+        return Ok(());
+    }
+    say(&format!("installing {} with pip", missing.join(", ")));
+    exec(
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            // Debian's own python3 refuses installs outside a venv (PEP 668);
+            // these are test tools only.
+            .arg("--break-system-packages")
+            .args(&missing),
+    )
+    .context("pip install (the tests read sessions with DuckDB and traces with perfetto)")
 }
 
 fn output(cmd: &mut Command) -> Option<String> {
@@ -72,8 +107,20 @@ fn dpkg_installed(package: &str) -> bool {
 
 fn apt_packages() -> anyhow::Result<()> {
     // llvm-22-dev for bpf-linker; the compilers and binutils the tests use
-    // to build fixtures; util-linux for setpriv.
-    let wanted = ["llvm-22-dev", "gcc", "g++", "binutils", "util-linux"];
+    // to build fixtures; util-linux for setpriv; chromium to check
+    // report.html headless, graphviz for `debug --svg`; python3-pip for
+    // the Python packages the tests use.
+    let wanted = [
+        "llvm-22-dev",
+        "gcc",
+        "g++",
+        "binutils",
+        "util-linux",
+        "chromium",
+        "graphviz",
+        "python3",
+        "python3-pip",
+    ];
     let missing: Vec<&str> = wanted.iter().copied().filter(|p| !dpkg_installed(p)).collect();
     if missing.is_empty() {
         say(&format!("{}: present", wanted.join(", ")));

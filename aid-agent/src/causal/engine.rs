@@ -184,8 +184,15 @@ impl<'a> Experiment<'a> {
         let mut absent_all = BitSet::new(n);
         // Upstream predicates missing from every run with the failure under way.
         let mut missing_all = BitSet::new(n);
+        self.oracle.round_begins(&ids, cap);
         let (outcome, unused, risk) = loop {
-            let obs = self.oracle.run(&ids).map_err(CausalError::Oracle)?;
+            let obs = match self.oracle.run(&ids) {
+                Ok(obs) => obs,
+                Err(e) => {
+                    self.oracle.round_ends();
+                    return Err(CausalError::Oracle(e));
+                }
+            };
             self.runs += 1;
             if !obs.valid {
                 invalid += 1;
@@ -196,6 +203,7 @@ impl<'a> Experiment<'a> {
                     if ids.len() > 1 {
                         break (Outcome::Unused, Some(Unused::NotApplied), None);
                     }
+                    self.oracle.round_ends();
                     return Err(CausalError::NoValidRuns {
                         group: format_group(&ids),
                         runs: streak,
@@ -275,6 +283,7 @@ impl<'a> Experiment<'a> {
                 break (Outcome::Unused, Some(Unused::NoWitness), None);
             }
         };
+        self.oracle.round_ends();
         if fails < self.absence_runs {
             absent_all.clear();
         }

@@ -38,10 +38,26 @@ impl Observation {
 pub trait Oracle {
     /// One run with every predicate of `group` intervened on.
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation>;
+
+    /// A round on `group` begins; it takes at most `max_runs` valid runs
+    /// (most end far sooner). For progress displays; does nothing unless
+    /// overridden.
+    fn round_begins(&mut self, _group: &BTreeSet<PredId>, _max_runs: u32) {}
+
+    /// The round that began last is over.
+    fn round_ends(&mut self) {}
 }
 
 impl<O: Oracle + ?Sized> Oracle for &mut O {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
         (**self).run(group)
+    }
+
+    fn round_begins(&mut self, group: &BTreeSet<PredId>, max_runs: u32) {
+        (**self).round_begins(group, max_runs);
+    }
+
+    fn round_ends(&mut self) {
+        (**self).round_ends();
     }
 }

@@ -1,10 +1,11 @@
-//! `aid-agent analyze SESSION`: the ranked predicate table (or `--json`),
-//! and optionally the AC-DAG as DOT. The analysis itself is
-//! [`crate::analysis::analyze`]; this file only reads arguments, loads the
-//! session and prints.
+//! `aid-agent analyze [SESSION]`: the ranked predicate table (or
+//! `--json`), and optionally the AC-DAG as DOT. The session defaults to the
+//! newest one in `aid-sessions/`, and is judged with the options `debug`
+//! stored in it (`--safe` and the error class) unless given again. The
+//! analysis itself is [`crate::analysis::analyze`]; this file only reads
+//! arguments, loads the session and prints.
 
 use std::{
-    collections::BTreeSet,
     path::{Path, PathBuf},
     process::ExitCode,
 };
@@ -16,12 +17,15 @@ use crate::{
     intervene::{Reach, SafeList},
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
+    report,
+    store::{self, Settings},
 };
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record`, `attach` or `debug`.
-    pub session: PathBuf,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -43,24 +47,55 @@ pub struct Args {
     /// Write the AC-DAG (transitive reduction) as Graphviz DOT to this file.
     #[arg(long, value_name = "FILE")]
     pub dot: Option<PathBuf>,
+    /// Explain the table's columns after it.
+    #[arg(long)]
+    pub explain: bool,
 }
+
+/// What the columns of the table mean (`--explain`).
+pub const COLUMNS: &str = "\
+How to read this:
+  importance  CBI's harmonic mean of increase and how many failing runs the predicate covers: the ranking key
+  increase    failure (below) minus context: how much more often runs fail when it holds than when its call is merely reached
+  failure     of the runs where it held, the share that failed
+  context     of the runs that reached its call at all, the share that failed
+  recall      of the failing runs, the share where it held
+  F(P), S(P)  failing and passing runs where it held
+  status      candidate: held in every failing run and no passing one (fully discriminative) and aid can force it back
+              to its passing behaviour (intervenable); unsafe: that needs forcing a return value, declare it --safe;
+              no_intervention: nothing can force it; same as Pn: the same intervention as a better-ranked predicate;
+              not_discriminative: not in every failing run, or also in a passing one
+";
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     run_with(args, load_session)
 }
 
-/// Reads and verifies a session directory (checksums, row counts).
-fn load_session(path: &Path) -> anyhow::Result<Session> {
-    Ok(crate::store::load(path)?)
+/// The session to analyse: the one given, or the newest in aid-sessions/.
+pub fn session_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_owned()),
+        None => Ok(store::latest(Path::new(store::SESSIONS_DIR))?),
+    }
+}
+
+/// Reads and verifies a session directory (checksums, row counts), with
+/// the settings it was analysed with.
+fn load_session(path: &Path) -> anyhow::Result<(Session, Option<Settings>)> {
+    let loaded = store::load_full(path)?;
+    Ok((loaded.session, loaded.header.settings))
 }
 
 /// `run` with the loader passed in, so tests drive the command on sessions
 /// built in memory.
 pub fn run_with(
-    args: Args,
-    load: impl FnOnce(&Path) -> anyhow::Result<Session>,
+    mut args: Args,
+    load: impl FnOnce(&Path) -> anyhow::Result<(Session, Option<Settings>)>,
 ) -> anyhow::Result<ExitCode> {
-    let mut session = load(&args.session)?;
+    let dir = session_dir(args.session.as_deref())?;
+    let (mut session, settings) = load(&dir)?;
+    args.session = Some(dir);
+    let args = with_settings(args, settings);
     let intervened = keep_observations(&mut session);
     if intervened > 0 {
         eprintln!(
@@ -75,7 +110,24 @@ pub fn run_with(
     }
     let out = render(&args, &session)?;
     print!("{out}");
+    if args.explain && !args.json {
+        print!("\n{COLUMNS}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The options `debug` stored in the session, where the command line does
+/// not give them again: a predicate `debug` tested is not called unsafe
+/// later.
+fn with_settings(mut args: Args, settings: Option<Settings>) -> Args {
+    if let Some(s) = settings {
+        if args.safe.is_empty() {
+            args.safe = s.safe;
+        }
+        args.zero_is_error |= s.zero_is_error;
+        args.negative_is_ok |= s.negative_is_ok;
+    }
+    args
 }
 
 /// The command's output for `session`.
@@ -91,10 +143,11 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         safe,
         reach: Reach::PROGRAM,
     };
-    let analysis = analyze(session, &opts)
-        .with_context(|| format!("cannot analyse {}", args.session.display()))?;
+    let name = args.session.as_deref().unwrap_or(Path::new("the session"));
+    let analysis =
+        analyze(session, &opts).with_context(|| format!("cannot analyse {}", name.display()))?;
     if let Some(dot) = &args.dot {
-        std::fs::write(dot, analysis.dot(&BTreeSet::new()))
+        std::fs::write(dot, report::dot::render(&analysis, &[], "run"))
             .with_context(|| format!("cannot write {}", dot.display()))?;
     }
     if args.json {
@@ -124,13 +177,14 @@ mod tests {
 
     fn args(json: bool, safe: &[&str]) -> Args {
         Args {
-            session: PathBuf::from("mem"),
+            session: Some(PathBuf::from("mem")),
             json,
             safe: safe.iter().map(ToString::to_string).collect(),
             top: 30,
             zero_is_error: false,
             negative_is_ok: false,
             dot: None,
+            explain: false,
         }
     }
 
@@ -154,6 +208,20 @@ mod tests {
         assert_eq!(json["candidates"].as_array().unwrap().len(), 0);
     }
 
+    /// The issue-14 regression: `--safe` given to `debug` is stored, so
+    /// `analyze` later does not call the predicate it tested unsafe.
+    #[test]
+    fn stored_safe_list_is_used() {
+        let s = session();
+        let stored = Settings { safe: vec!["parse".into()], ..Settings::default() };
+        let merged = with_settings(args(true, &[]), Some(stored));
+        let json: serde_json::Value = serde_json::from_str(&render(&merged, &s).unwrap()).unwrap();
+        assert_eq!(json["rows"][0]["status"], "candidate");
+        let without = with_settings(args(true, &[]), None);
+        let json: serde_json::Value = serde_json::from_str(&render(&without, &s).unwrap()).unwrap();
+        assert_eq!(json["rows"][0]["status"], "unsafe");
+    }
+
     #[test]
     fn bad_sessions_and_patterns_are_one_line_errors() {
         let dir = tempfile::tempdir().unwrap();
@@ -163,7 +231,7 @@ mod tests {
         assert!(format!("{err:#}").starts_with("bad safe-function pattern"));
         let mut only_pass = session();
         only_pass.runs.pop();
-        let err = run_with(args(false, &[]), |_| Ok(only_pass)).unwrap_err();
+        let err = run_with(args(false, &[]), |_| Ok((only_pass, None))).unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             "cannot analyse mem: cannot extract predicates: no failing runs: record runs until the failure shows up at least once"

@@ -1,14 +1,17 @@
 //! Arguments shared by several subcommands, and the library's enums as
 //! clap values (the library itself never sees clap).
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::bail;
 
 use crate::{
     bpf::LoadOptions,
     causal::{Strategy, synthetic::Threads},
-    record::fail::RunPolicy,
+    record::{
+        fail::RunPolicy,
+        list::{ListIn, list},
+    },
 };
 
 /// How runs of a program are judged, bounded and stored.
@@ -19,11 +22,12 @@ pub struct RunArgs {
     /// Default: nonzero, signal, timeout.
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
-    /// Kill a run (and count it as failed) after this long.
+    /// Kill a run (and count it as failed) after this long (30s, 1m30s,
+    /// 500ms).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
     /// Session directory to write (default: aid-sessions/<time>-<program>).
-    #[arg(long, value_name = "DIR")]
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Ring buffer size in bytes between the kernel and the agent (a power
     /// of two). Raise it if runs lose events.
@@ -58,6 +62,16 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
         return Duration::try_from_secs_f64(secs).map_err(|_| bad());
     }
     humantime::parse_duration(t).map_err(|_| bad())
+}
+
+/// Prints what `-l/--list` patterns match, one function a line, as
+/// `bpftrace -l` lists probes: `module:function  address  file:line`.
+pub fn print_list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<ExitCode> {
+    for f in list(target, patterns)? {
+        let source = f.source.map_or(String::new(), |s| format!("  {}:{}", s.file, s.line));
+        println!("{}:{}  {:#x}{source}", f.module.display(), f.name, f.address);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--strategy` values; [`Strategy`] is the library's name for each.
@@ -121,6 +135,8 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(
             parse_duration("-1").unwrap_err().to_string(),
             "invalid duration `-1`: use e.g. 500ms, 30s, 2m"

@@ -5,21 +5,25 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, print_list},
     terminal::{Terminal, interrupt_flag},
 };
-use crate::record::attach::{AttachRequest, attach};
+use crate::record::{
+    attach::{AttachRequest, attach},
+    list::ListIn,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The process to trace (all its threads, existing and future).
-    #[arg(long)]
+    #[arg(short, long)]
     pub pid: u32,
     /// Functions to trace (globs, optionally 'lib:glob'). Repeatable.
     #[arg(long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
-    /// Stop after this long (default: until Ctrl-C or the process exits).
-    #[arg(long, value_name = "DURATION")]
+    /// Stop after this long (30s, 1m30s; default: until Ctrl-C or the
+    /// process exits).
+    #[arg(short, long, value_name = "DURATION")]
     pub duration: Option<String>,
     /// Each invocation of this function is one run (execution unit).
     #[arg(long, value_name = "FN")]
@@ -29,14 +33,21 @@ pub struct Args {
     #[arg(long = "fail-if", value_name = "CONDITION")]
     pub fail_if: Vec<String>,
     /// Session directory to write (default: aid-sessions/<time>-<program>).
-    #[arg(long, value_name = "DIR")]
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// List the functions PATTERN matches in the process and its
+    /// libraries, with library and address, and exit (like `bpftrace -l`).
+    #[arg(short, long, value_name = "PATTERN")]
+    pub list: Option<String>,
     /// Ring buffer size in bytes (a power of two).
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub ring_size: u32,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(pattern) = &args.list {
+        return print_list(ListIn::Process(args.pid), std::slice::from_ref(pattern));
+    }
     let req = AttachRequest {
         duration: args.duration.as_deref().map(parse_duration).transpose()?,
         load: load_options(args.ring_size)?,

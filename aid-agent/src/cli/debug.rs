@@ -7,8 +7,8 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{RunArgs, StrategyArg, parse_duration},
-    terminal::{Terminal, interrupt_flag},
+    args::{RunArgs, StrategyArg, parse_duration, print_list},
+    terminal::{Terminal, interrupt_flag, report_layout},
 };
 use crate::{
     debug::{
@@ -17,6 +17,7 @@ use crate::{
         service::{ServiceRequest, debug_service},
     },
     intervene::SafeList,
+    record::list::ListIn,
     report,
 };
 
@@ -34,9 +35,14 @@ pub struct Args {
     /// Intervention strategy.
     #[arg(long, value_enum, default_value_t = StrategyArg::Aid)]
     pub strategy: StrategyArg,
-    /// Most runs to observe before intervening.
-    #[arg(long, default_value_t = 200)]
-    pub runs: u32,
+    /// Observe exactly N runs before analysing, as `record --runs N` records
+    /// N. Without it, observation stops once --min-runs failing and passing
+    /// runs are seen, or after --max-runs.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub runs: Option<u32>,
+    /// Most runs to observe before intervening (without --runs).
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub max_runs: u32,
     /// Failing (and passing) runs wanted before intervening.
     #[arg(long, default_value_t = 10)]
     pub min_runs: u32,
@@ -53,7 +59,7 @@ pub struct Args {
     pub seed: u64,
     /// Debug a running service instead of starting a program: each call of
     /// --unit is one run, and interventions go to later calls.
-    #[arg(long, requires_all = ["unit", "fail_if"], conflicts_with = "command")]
+    #[arg(short, long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// With --pid: the function each invocation of which is one run.
     #[arg(long, value_name = "FN")]
@@ -64,14 +70,37 @@ pub struct Args {
     /// With --pid: longest wait for a unit to complete.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub unit_timeout: String,
+    /// List the functions PATTERN matches in the program (or -p PID), with
+    /// library and address, and exit (like `bpftrace -l`).
+    #[arg(short, long, value_name = "PATTERN")]
+    pub list: Option<String>,
+    /// Start the report with five lines on how to read it.
+    #[arg(long)]
+    pub explain: bool,
+    /// Also draw the AC-DAG as dag.svg with Graphviz (when `dot` is installed).
+    #[arg(long)]
+    pub svg: bool,
     #[command(flatten)]
     pub run: RunArgs,
-    /// The program and its arguments.
-    #[arg(last = true, required_unless_present = "pid", value_name = "CMD")]
+    /// The program and its arguments (`--` before them only when the
+    /// program's name starts with `-`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "pid",
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
+    if let Some(pattern) = &args.list {
+        let target = match args.pid {
+            Some(pid) => ListIn::Process(pid),
+            None => ListIn::Program(&args.command),
+        };
+        return print_list(target, std::slice::from_ref(pattern));
+    }
     let safe = SafeList::new(&args.safe)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence {} must be between 0 and 1", args.confidence);
@@ -81,7 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         confidence: args.confidence,
         min_failing: args.min_runs,
         min_passing: args.min_runs,
-        max_runs: args.runs,
+        max_runs: args.max_runs,
+        runs: args.runs,
         hold_timeout: parse_duration(&args.hold_timeout)?,
         safe,
         seed: args.seed,
@@ -91,10 +121,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut ui = Terminal::default();
     let debugged = match args.pid {
         Some(pid) => {
+            if args.fail_if.is_empty() {
+                bail!("--pid needs --fail-if CONDITION (when a unit failed, e.g. 'FN ret < 0')");
+            }
             let req = ServiceRequest {
                 pid,
                 trace: args.trace,
-                unit: args.unit.expect("clap requires --unit with --pid"),
+                unit: args.unit.ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--pid needs --unit FN (each call of FN is one run) and --fail-if CONDITION"
+                    )
+                })?,
                 fail_if: args.fail_if,
                 safe: args.safe,
                 unit_timeout: parse_duration(&args.unit_timeout)?,
@@ -118,9 +155,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let report = report::build(&debugged.diagnosis);
-    let text = report::render(&report);
-    report::save(&debugged.out, &text, &report, &debugged.diagnosis)?;
-    println!("{text}");
-    println!("Session and report: {}", debugged.out.display());
+    let saved = report::save(&debugged.out, &report, &debugged.diagnosis, args.svg)?;
+    if saved.no_graphviz {
+        eprintln!(
+            "aid: warning: --svg needs Graphviz (`dot` not found): apt-get install graphviz; dag.dot and report.html are written"
+        );
+    }
+    print!("{}", report::render(&report, &report_layout(verbose, args.explain)));
+    println!(
+        "\nSession and report (report.html, report.json, dag.dot): {}",
+        debugged.out.display()
+    );
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -13,7 +13,9 @@ pub mod args;
 pub mod attach;
 pub mod bench;
 pub mod debug;
+pub mod export;
 pub mod intervene;
+pub mod man;
 pub mod record;
 pub mod terminal;
 
@@ -24,10 +26,12 @@ pub const EXIT_USAGE: u8 = 2;
 #[command(
     name = "aid-agent",
     version,
-    about = "Explains why a native program fails only sometimes."
+    about = "Explains why a native program fails only sometimes.",
+    after_help = "Examples:\n  aid-agent debug ./flaky-test --arg\n  aid-agent debug -p 4242 --unit handle_request --fail-if 'handle_request ret < 0'\n  aid-agent debug -l 'cache_*' ./flaky-test\n  aid-agent analyze\n  aid-agent export --run 3 --format perfetto -o run3.pftrace"
 )]
 pub struct Cli {
-    /// More logging (-v info, -vv debug).
+    /// More detail: statistics and the TAGT comparison in the report, and
+    /// logging (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -47,6 +51,13 @@ pub enum Command {
     Intervene(intervene::Args),
     /// Rank the predicates that separate failing from passing runs of a session.
     Analyze(analyze::Args),
+    /// Write recorded runs as a trace for Perfetto or chrome://tracing.
+    Export(export::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(man::CompletionArgs),
+    /// Write the man pages (`cargo xtask man`).
+    #[command(hide = true)]
+    Man(man::ManArgs),
     /// Benchmarks (synthetic sensitivity study, ...).
     Bench(bench::Args),
 }
@@ -67,12 +78,16 @@ pub fn main() -> ExitCode {
         .format_timestamp(None)
         .format_target(false)
         .init();
+    let verbose = cli.verbose > 0;
     let result = match cli.command {
         Command::Record(args) => record::run(args),
-        Command::Debug(args) => debug::run(args),
+        Command::Debug(args) => debug::run(args, verbose),
         Command::Attach(args) => attach::run(args),
         Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Completions(args) => man::completions(&args),
+        Command::Man(args) => man::man_pages(&args),
         Command::Bench(args) => bench::run(args),
     };
     match result {
@@ -81,5 +96,109 @@ pub fn main() -> ExitCode {
             eprintln!("aid: {err:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}")).command
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// `debug ./prog args` needs no `--`; flags after the program are its own.
+    #[test]
+    fn debug_without_double_dash() {
+        let Command::Debug(a) =
+            parse(&["aid-agent", "debug", "-t", "f*", "./prog", "--fast", "-v", "x"])
+        else {
+            panic!()
+        };
+        assert_eq!(a.trace, ["f*"]);
+        assert_eq!(a.command, os(&["./prog", "--fast", "-v", "x"]));
+        let Command::Debug(a) = parse(&["aid-agent", "debug", "--", "./prog", "--runs", "3"])
+        else {
+            panic!()
+        };
+        assert_eq!(a.command, os(&["./prog", "--runs", "3"]));
+        assert_eq!(a.runs, None);
+        let Command::Record(a) = parse(&["aid-agent", "record", "./prog", "-n", "2"]) else {
+            panic!()
+        };
+        assert_eq!((a.runs, a.command), (10, os(&["./prog", "-n", "2"])));
+    }
+
+    /// -p, -o, -d, -n, -l, -t, humantime durations.
+    #[test]
+    fn short_flags_and_durations() {
+        let Command::Attach(a) =
+            parse(&["aid-agent", "attach", "-p", "42", "-d", "1m30s", "-o", "s", "-t", "h*"])
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (a.pid, a.duration.as_deref(), a.out.as_deref()),
+            (42, Some("1m30s"), Some(std::path::Path::new("s")))
+        );
+        let Command::Debug(a) = parse(&[
+            "aid-agent",
+            "debug",
+            "-p",
+            "42",
+            "--unit",
+            "u",
+            "--fail-if",
+            "u ret < 0",
+            "-o",
+            "dir",
+            "--timeout",
+            "1m30s",
+            "--explain",
+            "--svg",
+        ]) else {
+            panic!()
+        };
+        assert_eq!(a.pid, Some(42));
+        assert!(a.explain && a.svg);
+        assert_eq!(args::parse_duration(&a.run.timeout).unwrap().as_secs(), 90);
+        let Command::Debug(a) =
+            parse(&["aid-agent", "debug", "-n", "40", "--max-runs", "80", "-l", "c*", "./p"])
+        else {
+            panic!()
+        };
+        assert_eq!((a.runs, a.max_runs, a.list.as_deref()), (Some(40), 80, Some("c*")));
+        let Command::Record(a) = parse(&["aid-agent", "record", "-l", "c*", "-o", "d", "./p"])
+        else {
+            panic!()
+        };
+        assert!(a.trace.is_empty(), "record needs no --trace");
+        assert_eq!(a.list.as_deref(), Some("c*"));
+        let Command::Export(a) = parse(&[
+            "aid-agent",
+            "export",
+            "--run",
+            "1,2",
+            "-r",
+            "5",
+            "-f",
+            "chrome",
+            "-o",
+            "t.json",
+        ]) else {
+            panic!()
+        };
+        assert_eq!((a.session, a.runs, a.format), (None, vec![1, 2, 5], export::FormatArg::Chrome));
+        let Command::Analyze(a) = parse(&["aid-agent", "analyze"]) else { panic!() };
+        assert_eq!(a.session, None);
+        assert!(Cli::try_parse_from(["aid-agent", "debug", "-p", "1", "./prog"]).is_err());
     }
 }

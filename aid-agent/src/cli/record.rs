@@ -4,34 +4,53 @@
 use std::{ffi::OsString, process::ExitCode};
 
 use super::{
-    args::RunArgs,
+    args::{RunArgs, print_list},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::{
     bpf::Programs,
-    record::program::{RecordRequest, record},
+    record::{
+        list::ListIn,
+        program::{RecordRequest, record},
+    },
 };
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Functions to trace: a glob over (demangled) names, optionally in a
     /// library: 'cache_*', 'Cache::*', 'libc:pthread_mutex_*'. Repeatable.
-    #[arg(long = "trace", short = 't', value_name = "PATTERN", required = true)]
+    /// Default: the program's own functions (not libraries), up to 32, as
+    /// `debug` does.
+    #[arg(long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
-    /// How many times to run the program.
-    #[arg(long, default_value_t = 10)]
+    /// Observe exactly N runs of the program (`debug --runs N` observes N
+    /// too before analysing).
+    #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
     pub runs: u32,
+    /// List the functions PATTERN matches in the program, with library and
+    /// address, and exit (like `bpftrace -l`).
+    #[arg(short, long, value_name = "PATTERN")]
+    pub list: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
     /// Attach programs that record nothing (benchmark floor).
     #[arg(long, hide = true)]
     pub empty_probes: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The program and its arguments (`--` before them only when the
+    /// program's name starts with `-`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(pattern) = &args.list {
+        return print_list(ListIn::Program(&args.command), std::slice::from_ref(pattern));
+    }
     let req = RecordRequest {
         policy: args.run.policy()?,
         load: args.run.load_options()?,

@@ -1,17 +1,55 @@
-//! What the user sees and presses: progress rendered with indicatif, and
-//! Ctrl-C turned into a flag the library polls.
+//! What the user sees and presses: progress rendered with indicatif (a bar
+//! where the length is known, a spinner where it is not, nothing when
+//! stderr is not a terminal), the report's layout for stdout (wrapped to
+//! the terminal's width, colour unless `NO_COLOR` is set, plain when
+//! redirected), and Ctrl-C turned into a flag the library polls.
 
-use std::sync::{Arc, atomic::AtomicBool};
+use std::{
+    io::IsTerminal as _,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::record::progress::Progress;
+use crate::{record::progress::Progress, report::Layout};
 
-/// Lines on stderr prefixed `aid: `, phases as progress bars.
-#[derive(Default)]
+/// Lines on stderr prefixed `aid: `, phases as progress bars or spinners
+/// (only on a terminal).
 pub struct Terminal {
     bar: Option<ProgressBar>,
+    draw: bool,
+}
+
+impl Default for Terminal {
+    fn default() -> Self {
+        Terminal { bar: None, draw: std::io::stderr().is_terminal() }
+    }
+}
+
+/// `NO_COLOR` (no-color.org): set to anything but the empty string, no
+/// colour anywhere.
+pub fn color_allowed() -> bool {
+    no_color_allows(std::env::var_os("NO_COLOR"))
+}
+
+/// The `NO_COLOR` rule on the variable's value.
+fn no_color_allows(value: Option<std::ffi::OsString>) -> bool {
+    value.is_none_or(|v| v.is_empty())
+}
+
+/// How the report is laid out on stdout: the terminal's width and colour
+/// when stdout is a terminal, plain lines otherwise.
+pub fn report_layout(verbose: bool, explain: bool) -> Layout {
+    let out = std::io::stdout();
+    let tty = out.is_terminal();
+    let width = if tty {
+        Some(terminal_size::terminal_size_of(&out).map_or(80, |(w, _)| usize::from(w.0)))
+    } else {
+        None
+    };
+    Layout { width, color: tty && color_allowed(), verbose, explain }
 }
 
 impl Progress for Terminal {
@@ -23,20 +61,39 @@ impl Progress for Terminal {
     }
 
     fn begin(&mut self, what: &str, total: Option<u64>) {
-        let bar = ProgressBar::new(total.unwrap_or(0));
+        if let Some(old) = self.bar.take() {
+            old.finish_and_clear();
+        }
+        if !self.draw {
+            return;
+        }
+        // The target is given at creation: a bar moved to another target
+        // leaves its first drawing behind on the screen.
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+        let template = match total {
+            Some(_) => "{prefix} [{bar:25}] {pos}/{len} {wide_msg}",
+            None => "{spinner} {prefix} {wide_msg}",
+        };
         bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(template).expect("valid template").progress_chars("=> "),
         );
         bar.set_prefix(what.to_owned());
-        bar.set_draw_target(ProgressDrawTarget::stderr());
+        if total.is_none() {
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
         self.bar = Some(bar);
     }
 
     fn step(&mut self, status: &str) {
         if let Some(bar) = &self.bar {
             bar.inc(1);
+            bar.set_message(status.to_owned());
+        }
+    }
+
+    fn step_to(&mut self, pos: u64, status: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(pos);
             bar.set_message(status.to_owned());
         }
     }
@@ -58,4 +115,16 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
             .context("installing the Ctrl-C handler")?;
     }
     Ok(flag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_color_is_honoured() {
+        assert!(no_color_allows(None));
+        assert!(no_color_allows(Some("".into())));
+        assert!(!no_color_allows(Some("1".into())));
+    }
 }

@@ -33,7 +33,7 @@ use crate::{
     },
     model::{Label, Run, Session},
     predicates::ExtractConfig,
-    store::Writer,
+    store::{Settings, Writer},
 };
 
 /// How `debug` observes, which interventions it may use, and how sure it
@@ -49,6 +49,9 @@ pub struct DebugOptions {
     pub min_passing: u32,
     /// ...or after this many runs.
     pub max_runs: u32,
+    /// `--runs N`: observe exactly N runs, as `record --runs N` records N
+    /// (no early stop; `max_runs` is then ignored).
+    pub runs: Option<u32>,
     /// Below this failure rate (after `amplify_after` runs), random delays
     /// are injected to make the failure more frequent.
     pub amplify_below: f64,
@@ -69,6 +72,7 @@ impl Default for DebugOptions {
             min_failing: 10,
             min_passing: 10,
             max_runs: 200,
+            runs: None,
             amplify_below: 0.05,
             amplify_after: 40,
             hold_timeout: Duration::from_secs(1),
@@ -80,9 +84,34 @@ impl Default for DebugOptions {
     }
 }
 
+impl DebugOptions {
+    /// The options as `session.json` stores them, so that `analyze` judges
+    /// the session the way `debug` did.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            safe: self.safe.patterns().to_vec(),
+            zero_is_error: self.extract.error.zero,
+            negative_is_ok: !self.extract.error.negative,
+            // The --strategy value ("aid", "aid-paper", ...).
+            strategy: serde_json::to_value(self.strategy)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            confidence: self.confidence,
+            min_runs: self.min_failing.min(self.min_passing),
+            max_runs: self.runs.unwrap_or(self.max_runs),
+            hold_timeout_ms: self.hold_timeout.as_millis() as u64,
+            seed: self.seed,
+        }
+    }
+}
+
 /// How the observation phase went.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Observed {
+    /// What one run is called: "run", or "unit" for a live service.
+    #[serde(default)]
+    pub noun: String,
     pub runs: u32,
     pub failing: u32,
     pub passing: u32,
@@ -99,6 +128,8 @@ pub struct Observed {
 /// path with the runs that confirmed it.
 pub struct Diagnosis {
     pub observed: Observed,
+    /// The runs the analysis was made from.
+    pub session: Session,
     pub analysis: Analysis,
     pub discovery: Option<Discovery>,
     pub tagt: Option<TagtEstimate>,
@@ -121,38 +152,42 @@ pub fn debug(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
+    writer.set_settings(opts.settings())?;
     let (observed, basis, noise) = observe(source, writer, opts, cancel, ui)?;
     let session = Session { functions: source.functions().to_vec(), runs: basis };
-    let analysis = analyse(&session, opts, source.reach(), ui)?;
+    ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
+    let analysis = analyse(&session, opts, source.reach(), ui);
+    ui.end();
+    let analysis = analysis?;
     if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
         return Ok(Diagnosis {
             observed,
+            session,
             analysis,
             discovery: None,
             tagt: None,
             oracle_runs: Vec::new(),
         });
     }
-    let config = engine_config(&analysis, opts, ui)?;
+    let config = engine_config(&analysis, opts, source.noun(), ui)?;
     source.begin_interventions()?;
-    ui.begin("intervening", None);
-    let mut oracle = SourceOracle {
-        source: &mut *source,
-        catalog: &analysis.catalog,
+    let mut oracle = SourceOracle::new(
+        &mut *source,
+        &analysis.catalog,
         writer,
-        hold_timeout: opts.hold_timeout,
+        opts.hold_timeout,
         noise,
         cancel,
-        log: Vec::new(),
-        ui: &mut *ui,
-    };
+        &mut *ui,
+    );
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
-    let oracle_runs = std::mem::take(&mut oracle.log);
-    drop(oracle);
-    ui.end();
+    let oracle_runs = oracle.finish();
     source.end_interventions();
-    let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
-    Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    ui.begin("replaying TAGT on the same graph for the comparison", None);
+    let concluded = conclude(&analysis, discovery, &config, opts);
+    ui.end();
+    let (discovery, tagt) = concluded?;
+    Ok(Diagnosis { observed, session, analysis, discovery: Some(discovery), tagt, oracle_runs })
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as
@@ -186,6 +221,7 @@ fn analyse(
 fn engine_config(
     analysis: &Analysis,
     opts: &DebugOptions,
+    noun: &str,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Config> {
     let config = Config {
@@ -198,11 +234,13 @@ fn engine_config(
         ..Config::default()
     };
     ui.say(&format!(
-        "intervening with {} (failure rate {:.0}%; confidence {} for the whole session: about {} runs for a round that nothing upstream of it can witness, fewer for most)",
+        "intervening with {}: the failure showed in {:.0}% of {}s; a round that nothing upstream of it can witness takes about {} {}s in a row without the failure to be sure at {}% for the whole session (fewer for most)",
         opts.strategy,
         analysis.failure_rate * 100.0,
-        opts.confidence,
+        noun,
         config.first_round_runs()?,
+        noun,
+        opts.confidence * 100.0
     ));
     Ok(config)
 }
@@ -245,10 +283,17 @@ fn observe(
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
     };
-    ui.begin(&format!("observing {noun}s"), Some(u64::from(opts.max_runs)));
-    while observed.runs < opts.max_runs && !cancel.load(Ordering::Relaxed) {
+    let limit = opts.runs.unwrap_or(opts.max_runs);
+    observed.noun = noun.to_owned();
+    // The bar's length is the most runs it may take.
+    ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
+    let wanted = match opts.runs {
+        Some(_) => String::new(),
+        None => format!(" (until {} and {})", opts.min_failing, opts.min_passing),
+    };
+    while observed.runs < limit && !cancel.load(Ordering::Relaxed) {
         let (failing, passing) = counts(&basis);
-        if failing >= opts.min_failing && passing >= opts.min_passing {
+        if opts.runs.is_none() && failing >= opts.min_failing && passing >= opts.min_passing {
             break;
         }
         // Amplify a rare failure, or raise the noise if it is still rare.
@@ -261,12 +306,22 @@ fn observe(
                 Some(n) => n.level.stronger(),
             };
             let Some(level) = level else { break };
-            ui.say(&format!(
-                "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({} per {noun}, up to {} µs) to make them more frequent; the {noun}s record them",
-                basis.len(),
+            let delays = format!(
+                "{} per {noun}, up to {}",
                 level.sites,
-                level.max_delay_us
-            ));
+                crate::util::human::duration(level.max_delay_us * 1000)
+            );
+            ui.say(&if noise.is_none() {
+                format!(
+                    "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({delays}) to make them more frequent; the {noun}s record them",
+                    basis.len()
+                )
+            } else {
+                format!(
+                    "still rare with those delays ({failing} of {} {noun}s): stronger delays ({delays})",
+                    basis.len()
+                )
+            });
             let seen = if plain.is_empty() { basis.clone() } else { plain.clone() };
             noise = Some(NoiseSource::new(level, seen, opts.seed));
             basis.clear();
@@ -278,7 +333,7 @@ fn observe(
         if !rec.run.complete {
             observed.incomplete += 1;
             let (f, p) = counts(&basis);
-            ui.step(&format!("{f} failing, {p} passing"));
+            ui.step(&format!("{f} failing, {p} passing{wanted}"));
             continue;
         }
         match rec.run.label {
@@ -290,7 +345,7 @@ fn observe(
         }
         basis.push(rec.run);
         let (f, p) = counts(&basis);
-        ui.step(&format!("{f} failing, {p} passing"));
+        ui.step(&format!("{f} failing, {p} passing{wanted}"));
     }
     ui.end();
     if cancel.load(Ordering::Relaxed) {

@@ -43,20 +43,72 @@ pub fn is_evidence(run: &Run) -> bool {
 }
 
 pub struct SourceOracle<'a> {
-    pub source: &'a mut dyn RunSource,
-    pub catalog: &'a Catalog,
-    pub writer: &'a mut Writer,
-    pub hold_timeout: Duration,
-    pub noise: Option<NoiseSource>,
-    pub cancel: &'a AtomicBool,
+    source: &'a mut dyn RunSource,
+    catalog: &'a Catalog,
+    writer: &'a mut Writer,
+    hold_timeout: Duration,
+    noise: Option<NoiseSource>,
+    cancel: &'a AtomicBool,
     /// Every run made, in order (rounds are consecutive slices of it).
-    pub log: Vec<OracleRun>,
-    pub ui: &'a mut dyn Progress,
+    log: Vec<OracleRun>,
+    ui: &'a mut dyn Progress,
+    /// Valid runs of the round under way (None between rounds).
+    round: Option<u32>,
+    rounds: u32,
 }
 
-impl SourceOracle<'_> {
+impl<'a> SourceOracle<'a> {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the oracle's parts, each borrowed from the pipeline"
+    )]
+    pub fn new(
+        source: &'a mut dyn RunSource,
+        catalog: &'a Catalog,
+        writer: &'a mut Writer,
+        hold_timeout: Duration,
+        noise: Option<NoiseSource>,
+        cancel: &'a AtomicBool,
+        ui: &'a mut dyn Progress,
+    ) -> Self {
+        SourceOracle {
+            source,
+            catalog,
+            writer,
+            hold_timeout,
+            noise,
+            cancel,
+            log: Vec::new(),
+            ui,
+            round: None,
+            rounds: 0,
+        }
+    }
+
+    /// Every run made, in order; ends the progress display.
+    pub fn finish(mut self) -> Vec<OracleRun> {
+        if self.round.take().is_some() {
+            self.ui.end();
+        }
+        std::mem::take(&mut self.log)
+    }
+
     fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
         group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect()
+    }
+
+    /// One more run of the round under way, shown.
+    fn show(&mut self, valid: bool, failed: bool, id: u32) {
+        let noun = self.source.noun();
+        let Some(done) = self.round.as_mut() else { return };
+        let status = if valid {
+            *done += 1;
+            format!("{noun} {id} {}", if failed { "failed" } else { "passed" })
+        } else {
+            format!("{noun} {id}: not applied, not counted")
+        };
+        let done = u64::from(*done);
+        self.ui.step_to(done, &status);
     }
 }
 
@@ -82,13 +134,29 @@ impl Oracle for SourceOracle<'_> {
             valid,
             held: obs.held.clone(),
         });
-        self.ui.step(&format!(
-            "{} {id}: {} with {} intervention(s)",
-            self.source.noun(),
-            if obs.failed { "failed" } else { "passed" },
-            plan.interventions.len()
-        ));
+        self.show(valid, obs.failed, id);
         Ok(obs)
+    }
+
+    fn round_begins(&mut self, group: &BTreeSet<PredId>, max_runs: u32) {
+        self.rounds += 1;
+        const SHOWN: usize = 3;
+        let mut what =
+            group.iter().take(SHOWN).map(ToString::to_string).collect::<Vec<_>>().join(",");
+        if group.len() > SHOWN {
+            what.push_str(&format!(" +{}", group.len() - SHOWN));
+        }
+        // The bar's length is the most runs the round may take; most
+        // rounds end far sooner (at a failing run, or once enough runs
+        // passed).
+        self.ui.begin(&format!("round {} on {what}", self.rounds), Some(u64::from(max_runs)));
+        self.round = Some(0);
+    }
+
+    fn round_ends(&mut self) {
+        if self.round.take().is_some() {
+            self.ui.end();
+        }
     }
 }
 

@@ -4,8 +4,6 @@
 
 use std::{ffi::OsString, path::PathBuf, sync::atomic::AtomicBool};
 
-use anyhow::bail;
-
 use super::{DebugOptions, Debugged, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
@@ -18,13 +16,8 @@ use crate::{
         tracer::Tracer,
     },
     store::Mode,
-    symbols::{self, Resolver},
     sys::spawn::Target,
 };
-
-/// With no --trace, at most this many of the program's own functions are
-/// traced (each costs two probes and ~100 ms to remove at the end).
-pub const DEFAULT_FUNCTIONS: usize = 32;
 
 /// Runs of a program, one process each.
 pub struct ProgramSource<'t> {
@@ -64,10 +57,9 @@ impl RunSource for ProgramSource<'_> {
     }
 
     fn hint_no_failure(&self) -> String {
-        let rules: Vec<String> = self.policy.rules.iter().map(|r| format!("{r:?}")).collect();
         format!(
-            " (rules: {}): aid needs to see the failure; try more --runs or check --fail-on",
-            rules.join(", ")
+            " (a run fails on: {}): aid needs to see the failure; try more --max-runs or check --fail-on",
+            self.policy.texts.join(", ")
         )
     }
 
@@ -107,7 +99,7 @@ pub struct ProgramRequest {
     /// The program and its arguments.
     pub command: Vec<OsString>,
     /// `--trace` patterns; none: the program's own functions, up to
-    /// [`DEFAULT_FUNCTIONS`].
+    /// [`start::DEFAULT_FUNCTIONS`].
     pub trace: Vec<String>,
     /// `--safe` patterns (also in `options.safe`), each of which must name
     /// a traced function.
@@ -133,7 +125,7 @@ pub fn debug_program(
         Programs::Record,
         |r| {
             let functions = if req.trace.is_empty() {
-                default_functions(r, &mut *ui)?
+                start::default_functions(r, &mut *ui)?
             } else {
                 r.resolve(&req.trace)?
             };
@@ -150,40 +142,6 @@ pub fn debug_program(
     ));
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
-    // Probes are removed when the tracer is dropped; say why it may take a moment.
-    ui.say(&format!("removing {} probes", tracer.probe_count()));
     drop(tracer);
     Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
-}
-
-/// The program's own functions, first ones in address order, capped.
-fn default_functions(resolver: &Resolver, ui: &mut dyn Progress) -> anyhow::Result<Vec<Function>> {
-    let mut own = resolver.own_functions();
-    if own.is_empty() {
-        bail!(
-            "{} has no functions of its own to trace (only start-up code and libraries): pass --trace PATTERN",
-            resolver.executable().path.display()
-        );
-    }
-    own.sort_by_key(|s| s.address);
-    let total = own.len();
-    own.truncate(DEFAULT_FUNCTIONS);
-    let functions: Vec<Function> = own
-        .iter()
-        .enumerate()
-        .map(|(i, s)| symbols::function(resolver.executable(), s, i as u32, false))
-        .collect();
-    let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
-    if total > DEFAULT_FUNCTIONS {
-        ui.say(&format!(
-            "no --trace given: tracing the first {DEFAULT_FUNCTIONS} of the program's {total} own functions (in address order): {}; pass --trace to choose",
-            names.join(", ")
-        ));
-    } else {
-        ui.say(&format!(
-            "no --trace given: tracing the program's {total} own functions: {}",
-            names.join(", ")
-        ));
-    }
-    Ok(functions)
 }

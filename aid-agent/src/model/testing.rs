@@ -6,7 +6,10 @@
 
 use std::path::PathBuf;
 
-use super::{Call, FuncId, Function, Label, Outcome, Role, Run, Thread, ValueKind, ValueType};
+use super::{
+    Call, EventRow, FuncId, Function, Label, Outcome, Point, RecordedRun, Role, Run, Thread,
+    ValueKind, ValueType,
+};
 
 /// A value of `kind`, 8 bytes wide (0 for `Void`).
 pub fn ty(kind: ValueKind) -> ValueType {
@@ -140,5 +143,38 @@ impl Run {
     pub fn with_outcome(mut self, outcome: Outcome) -> Run {
         self.outcome = outcome;
         self
+    }
+}
+
+/// `run` as the recorder hands it to the session writer: an entry row and
+/// (for calls that returned) an exit row per call, in time order.
+pub fn recorded(run: Run) -> RecordedRun {
+    let mut rows = Vec::new();
+    for c in &run.calls {
+        let tid = run.threads.iter().find(|t| t.role == c.role).map_or(100 + c.role, |t| t.tid);
+        let row = |t_ns, point, ret| EventRow {
+            t_ns,
+            tid,
+            role: c.role,
+            func: c.func,
+            point,
+            instance: c.instance,
+            args: if point == Point::Entry { c.args } else { [0; 3] },
+            ret,
+        };
+        rows.push(row(c.entry_ns, Point::Entry, 0));
+        if let Some(x) = c.exit_ns {
+            rows.push(row(x, Point::Exit, c.ret.unwrap_or(0)));
+        }
+    }
+    rows.sort_by_key(|r| (r.t_ns, r.point == Point::Entry));
+    RecordedRun {
+        run,
+        rows,
+        start_ns: 0,
+        orphan_exits: 0,
+        stdout: String::new(),
+        stderr: String::new(),
+        probe_errors: 0,
     }
 }

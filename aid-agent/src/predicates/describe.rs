@@ -168,16 +168,7 @@ impl Names {
     }
 }
 
-/// 1234 ns → "1.23 µs", in the largest unit that keeps the number ≥ 1.
+/// A duration for people ("792 µs", "8.2 ms"): [`crate::util::human::duration`].
 pub(crate) fn duration(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3} µs", ns / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
+    crate::util::human::duration(ns)
 }

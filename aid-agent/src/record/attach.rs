@@ -89,11 +89,17 @@ pub fn attach(
         Ok(())
     };
     let began = Instant::now();
+    // Open-ended (or as long as --duration): a spinner with the count.
+    let noun = if unit.is_some() { "unit" } else { "run" };
+    ui.begin(&format!("tracing pid {}", req.pid), None);
+    let mut seen = 0u64;
     let ended = loop {
         std::thread::sleep(poll::UNIT_LOOK);
         running.look()?;
         for rec in running.watcher().finished_units(poll::UNIT_SETTLE) {
             store(&rec, &mut writer)?;
+            seen += 1;
+            ui.step_to(seen, &format!("{seen} {noun}(s) recorded"));
         }
         if cancel.load(Ordering::Relaxed) {
             break "stopped";
@@ -105,6 +111,7 @@ pub fn attach(
             break "process exited";
         }
     };
+    ui.end();
     let finished = running.finish(ended)?;
     for rec in &finished.runs {
         store(rec, &mut writer)?;

@@ -6,6 +6,7 @@
 
 pub mod attach;
 pub mod fail;
+pub mod list;
 pub mod lost;
 pub mod program;
 pub mod progress;

@@ -26,7 +26,8 @@ use crate::{
 pub struct RecordRequest {
     /// The program and its arguments.
     pub command: Vec<OsString>,
-    /// `--trace` patterns.
+    /// `--trace` patterns; none: the program's own functions, up to
+    /// [`start::DEFAULT_FUNCTIONS`] (as `debug` does).
     pub trace: Vec<String>,
     pub runs: u32,
     pub policy: RunPolicy,
@@ -73,7 +74,11 @@ pub fn record(
         req.out.as_deref(),
         req.programs,
         |r| {
-            let functions = r.resolve(&req.trace)?;
+            let functions = if req.trace.is_empty() && req.plan.is_none() {
+                start::default_functions(r, &mut *ui)?
+            } else {
+                r.resolve(&req.trace)?
+            };
             for iv in req.plan.iter().flat_map(|(ivs, _)| ivs) {
                 for site in iv.acting_sites() {
                     ensure!(
@@ -108,7 +113,7 @@ pub fn record(
         lost_events: 0,
         interrupted: false,
     };
-    ui.begin("recording", Some(u64::from(req.runs)));
+    ui.begin(&format!("recording {} runs", req.runs), Some(u64::from(req.runs)));
     for id in 1..=req.runs {
         if cancel.load(Ordering::Relaxed) {
             break;
@@ -136,8 +141,11 @@ pub fn record(
         let status = match &plan {
             None => format!("{} pass, {} fail", summary.passed, summary.failed),
             Some(_) => format!(
-                "run {id}: {:?} ({}); {}/{} intervention(s) applied",
-                rec.run.label,
+                "run {id}: {} ({}); {}/{} intervention(s) applied",
+                match rec.run.label {
+                    Label::Pass => "pass",
+                    Label::Fail => "fail",
+                },
                 rec.run.outcome.reason,
                 rec.run.interventions.iter().filter(|a| a.applied).count(),
                 rec.run.interventions.len()

@@ -12,6 +12,12 @@ pub trait Progress {
     /// One step of the current phase is done; `status` sums up where it
     /// stands ("3 pass, 1 fail").
     fn step(&mut self, _status: &str) {}
+    /// The current phase has reached `pos` of its steps (a step that does
+    /// not count, such as a run whose intervention could not be applied,
+    /// leaves it where it was).
+    fn step_to(&mut self, _pos: u64, status: &str) {
+        self.step(status);
+    }
     /// The current phase is over.
     fn end(&mut self) {}
 }

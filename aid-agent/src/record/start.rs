@@ -15,12 +15,17 @@ use crate::{
     model::{FuncId, Function},
     record::{
         fail::{FailIf, ReturnCheck},
+        progress::Progress,
         tracer::Tracer,
     },
     store::{self, Header, Mode, Writer},
-    symbols::Resolver,
+    symbols::{self, Resolver},
     sys::{proc, spawn::Target},
 };
+
+/// With no --trace, at most this many of the program's own functions are
+/// traced (each costs two probes).
+pub const DEFAULT_FUNCTIONS: usize = 32;
 
 /// A session on a program aid starts itself, ready for its first run.
 pub struct ProgramSession {
@@ -169,6 +174,7 @@ fn header(
         unit: None,
         fail_rules: rules.to_vec(),
         functions: functions.to_vec(),
+        settings: None,
     }
 }
 
@@ -180,4 +186,39 @@ pub fn summarize<S: AsRef<str>>(names: &[S]) -> String {
         s.push_str(&format!(", and {} more", names.len() - SHOWN));
     }
     s
+}
+
+/// The program's own functions, first ones in address order, capped.
+pub fn default_functions(
+    resolver: &Resolver,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Vec<Function>> {
+    let mut own = resolver.own_functions();
+    if own.is_empty() {
+        bail!(
+            "{} has no functions of its own to trace (only start-up code and libraries): pass --trace PATTERN",
+            resolver.executable().path.display()
+        );
+    }
+    own.sort_by_key(|s| s.address);
+    let total = own.len();
+    own.truncate(DEFAULT_FUNCTIONS);
+    let functions: Vec<Function> = own
+        .iter()
+        .enumerate()
+        .map(|(i, s)| symbols::function(resolver.executable(), s, i as u32, false))
+        .collect();
+    let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
+    if total > DEFAULT_FUNCTIONS {
+        ui.say(&format!(
+            "no --trace given: tracing the first {DEFAULT_FUNCTIONS} of the program's {total} own functions (in address order): {}; pass --trace to choose",
+            names.join(", ")
+        ));
+    } else {
+        ui.say(&format!(
+            "no --trace given: tracing the program's {total} own functions: {}",
+            names.join(", ")
+        ));
+    }
+    Ok(functions)
 }

@@ -1,39 +1,86 @@
-//! Explaining a `debug` outcome in words (terminal and `report.txt`) and
-//! as data (`report.json`): the root cause, the causal path with the
-//! evidence for each link, what it cost, and what TAGT would have needed.
+//! Explaining a `debug` outcome: the root cause, the causal path with the
+//! evidence for each link, what it cost and what TAGT would have needed —
+//! as data ([`DebugReport`], `report.json`, documented in
+//! docs/report-format.md), in words for the terminal and `report.txt`
+//! ([`text`]), as a graph (`dag.dot`, [`dot`]), as one self-contained web
+//! page (`report.html`, [`html`]), and as a trace for Perfetto
+//! ([`trace`], `aid-agent export`).
 
-use std::{collections::BTreeSet, fmt::Write as _, path::Path};
+pub mod dot;
+pub mod facts;
+pub mod html;
+pub mod text;
+pub mod trace;
+
+use std::{collections::BTreeSet, path::Path};
 
 use anyhow::Context as _;
-
 use serde::Serialize;
 
+use self::facts::{Facts, PredicateView};
+pub use self::text::{Layout, render};
 use crate::{
     analysis::{AnalysisReport, Exclusion},
     causal::{Discovery, Reason, Round, SessionConfidence, TagtEstimate, Unused},
-    debug::oracle::OracleRun,
-    debug::{Diagnosis, Observed},
+    debug::{Diagnosis, Observed, oracle::OracleRun},
+    model::{Intervention, Label},
     predicates::PredId,
+    stats::Scores,
+    util::human::count,
 };
+
+/// `report.json`'s `format` and `version`.
+pub const FORMAT: &str = "aid-report";
+pub const VERSION: u32 = 1;
 
 /// One link of the causal path with its evidence.
 #[derive(Clone, Debug, Serialize)]
 pub struct Link {
     pub id: PredId,
+    /// The catalog's description.
     pub predicate: String,
+    /// The predicate in structured form, with the values runs showed.
+    pub structured: PredicateView,
+    /// The intervention that forced it to its passing behaviour, in words
+    /// and as data.
     pub intervention: String,
+    pub intervention_detail: Option<Intervention>,
     /// Why it was confirmed, in words.
     pub evidence: String,
-    /// Predicates that no longer held while it was intervened on.
+    /// The round (index into `discovery.rounds`) that confirmed it.
+    pub round: Option<usize>,
+    /// Predicates that no longer held while it was intervened on, in words
+    /// and structured.
     pub effects_gone: Vec<String>,
+    pub effects: Vec<PredicateView>,
+    pub scores: Option<Scores>,
+}
+
+/// A fully-discriminative predicate no intervention was tried on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Untested {
+    pub predicate: PredicateView,
+    /// `unsafe`, `no_intervention` or `not_live`.
+    pub why: &'static str,
+    /// What to do about it, in words.
+    pub hint: String,
 }
 
 #[derive(Serialize)]
 pub struct DebugReport<'a> {
+    pub format: &'static str,
+    pub version: u32,
+    /// What one run is called: `run`, or `unit` for a live service.
+    pub noun: &'static str,
     pub observed: &'a Observed,
+    /// The root cause's description, and its id.
     pub root_cause: Option<&'a str>,
+    pub root_cause_id: Option<PredId>,
     pub path: Vec<Link>,
+    /// The failure in words, and why the failing runs were labelled so
+    /// (reason, runs).
     pub failure: String,
+    pub failure_reasons: Vec<(String, u32)>,
     pub interventions: Option<u32>,
     pub runs: Option<u64>,
     pub tagt: Option<&'a TagtEstimate>,
@@ -44,6 +91,11 @@ pub struct DebugReport<'a> {
     /// Predicates set aside because their rounds were confounded.
     pub untestable: Vec<String>,
     pub not_tested: Vec<String>,
+    pub untested: Vec<Untested>,
+    /// Predicates left undecided by contradictory evidence.
+    pub unresolved: Vec<PredicateView>,
+    /// Every fully-discriminative predicate, in ranking order, structured.
+    pub predicates: Vec<PredicateView>,
     pub analysis: AnalysisReport,
     pub discovery: Option<&'a Discovery>,
     pub oracle_runs: &'a [OracleRun],
@@ -62,8 +114,59 @@ fn round_runs<'a>(rounds: &[Round], runs: &'a [OracleRun]) -> Vec<&'a [OracleRun
     out
 }
 
+/// Why a predicate was confirmed, in words.
+fn confirmed_because(reason: &Reason, rounds: &[Round], noun: &str) -> String {
+    let round = |i: usize| {
+        let r = &rounds[i];
+        let skipped = match r.invalid_runs {
+            0 => String::new(),
+            n => format!(
+                " ({} more not counted: the intervention could not be applied)",
+                count(n, noun)
+            ),
+        };
+        (r.runs, skipped)
+    };
+    match *reason {
+        Reason::StoppedFailure { round: i } => {
+            let (n, skipped) = round(i);
+            format!(
+                "intervening on it alone stopped the failure: all {} of round {} passed{skipped}",
+                count(n, noun),
+                i + 1
+            )
+        }
+        Reason::FailurePersisted { round: i } => {
+            format!("round {}: the failure still happened with it intervened on", i + 1)
+        }
+        Reason::HeldWithoutFailure { round: i } => {
+            format!("round {}: it held in a {noun} that did not fail", i + 1)
+        }
+        Reason::AbsentWithFailure { round: i } => {
+            format!("round {}: a {noun} failed without it", i + 1)
+        }
+        Reason::WitnessHeld { witness, round: i } => {
+            format!("round {}: the confirmed cause {witness} still held", i + 1)
+        }
+        Reason::NotOrderedWith { cause } => {
+            format!("not ordered in time with the confirmed cause {cause}")
+        }
+        Reason::OutsideStoppedBranches { round: i } => format!(
+            "round {}: the branches of the graph whose intervention stopped the failure cannot reach it",
+            i + 1
+        ),
+        Reason::Confounded { round: i } => format!(
+            "every round that could test it alone was confounded (the last: round {})",
+            i + 1
+        ),
+    }
+}
+
 pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
     let a = &outcome.analysis;
+    let noun = if outcome.observed.noun == "unit" { "unit" } else { "run" };
+    let facts = Facts::new(&outcome.session, &a.catalog);
+    let view = |p: PredId| facts.view(p);
     let desc =
         |p: PredId| a.catalog.get(p).map_or_else(|| p.to_string(), |x| x.description.clone());
     let mut path = Vec::new();
@@ -73,78 +176,111 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         for &p in &d.path {
             let decision = d.rounds.iter().flat_map(|r| r.confirmed.iter()).find(|c| c.pred == p);
             let (evidence, round) = match decision.map(|c| &c.reason) {
-                Some(Reason::StoppedFailure { round }) => {
-                    let r = &d.rounds[*round];
-                    let discarded = match r.invalid_runs {
-                        0 => String::new(),
-                        n => format!(
-                            " ({n} more not counted: the intervention could not be applied)"
-                        ),
-                    };
-                    (
-                        format!(
-                            "intervening on it alone stopped the failure: round {} passed all {} runs{discarded}",
-                            round + 1,
-                            r.runs
-                        ),
-                        Some(*round),
-                    )
-                }
-                Some(other) => (format!("{other:?}"), None),
+                Some(r) => (
+                    confirmed_because(r, &d.rounds, noun),
+                    match *r {
+                        Reason::StoppedFailure { round } => Some(round),
+                        _ => None,
+                    },
+                ),
                 None => ("confirmed".into(), None),
             };
             // Candidates that held in no valid run of that round, besides
             // the intervened ones: its effects.
-            let effects_gone = round
+            let effects: Vec<PredId> = round
                 .and_then(|i| per_round.get(i).map(|runs| (i, *runs)))
                 .map(|(i, runs)| {
                     let valid: Vec<&OracleRun> = runs.iter().filter(|r| r.valid).collect();
                     candidates
                         .iter()
+                        .copied()
                         .filter(|c| !d.rounds[i].group.contains(c))
                         .filter(|c| !valid.is_empty() && valid.iter().all(|r| !r.held.contains(c)))
-                        .map(|&c| desc(c))
                         .collect()
                 })
                 .unwrap_or_default();
-            let intervention =
-                a.catalog.get(p).map(|x| x.intervention_text.clone()).unwrap_or_default();
-            path.push(Link { id: p, predicate: desc(p), intervention, evidence, effects_gone });
+            let predicate = a.catalog.get(p);
+            let Some(structured) = view(p) else { continue };
+            path.push(Link {
+                id: p,
+                predicate: desc(p),
+                structured,
+                intervention: predicate.map(|x| x.intervention_text.clone()).unwrap_or_default(),
+                intervention_detail: predicate.and_then(|x| x.intervention.clone()),
+                evidence,
+                round,
+                effects_gone: effects.iter().map(|&c| desc(c)).collect(),
+                effects: effects.iter().filter_map(|&c| view(c)).collect(),
+                scores: a.scores.get(p.0 as usize).copied(),
+            });
         }
     }
-    let not_tested = a
-        .excluded
-        .iter()
-        .filter_map(|(p, why)| match why {
-            Exclusion::Unsafe => Some(format!("{} (needs a return-value intervention: declare the function --safe if forcing it is harmless)", desc(*p))),
-            Exclusion::NoIntervention => Some(format!("{} (no intervention can force it)", desc(*p))),
-            Exclusion::OutOfReach => Some(format!("{} (its intervention needs another thread or a hold: not possible on a live service's units; reproduce with `aid-agent debug -- CMD`)", desc(*p))),
-            Exclusion::SameAs { .. } => None,
-        })
-        .collect();
+    let mut untested = Vec::new();
+    for &(p, why) in &a.excluded {
+        let (why, hint) = match why {
+            Exclusion::Unsafe => (
+                "unsafe",
+                "needs a return-value intervention: declare the function --safe if forcing it is harmless",
+            ),
+            Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
+            Exclusion::OutOfReach => (
+                "not_live",
+                "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
+            ),
+            Exclusion::SameAs { .. } => continue,
+        };
+        if let Some(v) = view(p) {
+            untested.push(Untested { predicate: v, why, hint: hint.to_owned() });
+        }
+    }
+    let not_tested =
+        untested.iter().map(|u| format!("{} ({})", u.predicate.text, u.hint)).collect();
+    let root_cause_id = outcome.discovery.as_ref().and_then(|d| d.root_cause);
+    let root_cause = root_cause_id.and_then(|p| a.catalog.get(p).map(|x| x.description.as_str()));
     let (unused_rounds, untestable) = match &outcome.discovery {
         Some(d) => (
-            d.unused_rounds().map(|r| unused_words(r, &desc)).collect(),
+            d.unused_rounds().map(|r| unused_words(r, &desc, noun)).collect(),
             d.untestable.iter().map(|&p| desc(p)).collect(),
         ),
         None => (Vec::new(), Vec::new()),
     };
-    let root_cause = outcome
-        .discovery
-        .as_ref()
-        .and_then(|d| d.root_cause)
-        .and_then(|p| a.catalog.get(p).map(|x| x.description.as_str()));
     let analysis = a.report(0);
     let failure = format!(
-        "the run fails ({} of {} analysed runs)",
+        "the {noun} fails ({} of {} analysed {noun}s)",
         analysis.failing_runs,
         analysis.failing_runs + analysis.passing_runs
     );
+    let mut reasons: Vec<(String, u32)> = Vec::new();
+    for r in outcome.session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
+        match reasons.iter_mut().find(|(t, _)| *t == r.outcome.reason) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((r.outcome.reason.clone(), 1)),
+        }
+    }
+    reasons.sort_by_key(|(t, n)| (std::cmp::Reverse(*n), t.clone()));
+    const LISTED: usize = 100;
+    let predicates = a
+        .ranking
+        .iter()
+        .filter(|p| a.scores.get(p.0 as usize).is_some_and(|s| s.fully_discriminative))
+        .take(LISTED)
+        .filter_map(|&p| view(p))
+        .collect();
+    let unresolved = outcome
+        .discovery
+        .as_ref()
+        .map(|d| d.unresolved.iter().filter_map(|&p| view(p)).collect())
+        .unwrap_or_default();
     DebugReport {
+        format: FORMAT,
+        version: VERSION,
+        noun,
         observed: &outcome.observed,
         root_cause,
+        root_cause_id,
         path,
         failure,
+        failure_reasons: reasons,
         interventions: outcome.discovery.as_ref().map(|d| d.interventions),
         runs: outcome.discovery.as_ref().map(|d| d.runs),
         tagt: outcome.tagt.as_ref(),
@@ -152,6 +288,9 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         unused_rounds,
         untestable,
         not_tested,
+        untested,
+        unresolved,
+        predicates,
         analysis,
         discovery: outcome.discovery.as_ref(),
         oracle_runs: &outcome.oracle_runs,
@@ -159,7 +298,7 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
 }
 
 /// Why a round was not used as evidence, in words.
-fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String) -> String {
+fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> String {
     let group: Vec<String> = r.group.iter().map(|&p| desc(p)).collect();
     let what = format!("round {} (intervening on {})", r.index + 1, group.join("; "));
     match &r.unused {
@@ -171,189 +310,81 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String) -> String {
             )
         }
         Some(Unused::NoWitness) => format!(
-            "{what} was not used: in {} runs nothing upstream of the intervention held, so nothing shows the failure was ever under way",
-            r.runs
+            "{what} was not used: in {} nothing upstream of the intervention held, so nothing shows the failure was ever under way",
+            count(r.runs, noun)
         ),
         Some(Unused::Unsettled { missing }) => {
             let missing: Vec<String> = missing.iter().map(|&p| desc(p)).collect();
             format!(
-                "{what} was not used: {} went missing in the runs where the failure was under way, and {} runs were not enough to tell a changed predicate from a missed observation",
+                "{what} was not used: {} went missing in the {noun}s where the failure was under way, and {} were not enough to tell a changed predicate from a missed observation",
                 missing.join("; "),
-                r.runs
+                count(r.runs, noun)
             )
         }
         Some(Unused::NotApplied) => format!(
-            "{what} was not used: its interventions could not all be applied in the same run ({} tries), so its predicates were tested in smaller groups",
+            "{what} was not used: its interventions could not all be applied in the same {noun} ({} tries), so its predicates were tested in smaller groups",
             r.invalid_runs
         ),
         None => what,
     }
 }
 
-/// The report in words.
-pub fn render(r: &DebugReport<'_>) -> String {
-    let mut s = String::new();
-    let o = r.observed;
-    let _ = writeln!(
-        s,
-        "Observed {} runs: {} failing, {} passing{}.",
-        o.runs,
-        o.failing,
-        o.passing,
-        match o.amplified {
-            Some((sites, us)) =>
-                format!(" (failures amplified with random delays: {sites} per run, up to {us} µs)"),
-            None => String::new(),
-        }
-    );
-    let _ = writeln!(
-        s,
-        "Statistical debugging: {} predicates, {} fully discriminative, {} intervenable.",
-        r.analysis.predicates,
-        r.analysis.fully_discriminative,
-        r.analysis.candidates.len()
-    );
-    match (r.root_cause, r.discovery) {
-        (Some(root), Some(_)) => {
-            let _ = writeln!(s, "\nRoot cause: {root}\n\nCausal path:");
-            for (i, link) in r.path.iter().enumerate() {
-                let _ = writeln!(s, "  {}. {}", i + 1, link.predicate);
-                let _ = writeln!(s, "     evidence: {}", link.evidence);
-                let _ = writeln!(s, "     intervention: {}", link.intervention);
-                if !link.effects_gone.is_empty() {
-                    let _ = writeln!(
-                        s,
-                        "     with it, these no longer happened: {}",
-                        link.effects_gone.join("; ")
-                    );
-                }
-            }
-            let _ = writeln!(s, "  {}. {}", r.path.len() + 1, r.failure);
-        }
-        (None, Some(d)) => {
-            let _ = writeln!(
-                s,
-                "\nNo cause was confirmed: no intervention on the candidates stopped the failure."
-            );
-            if !d.unresolved.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "Unresolved: {}",
-                    d.unresolved.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-                );
-            }
-        }
-        (_, None) => {
-            let _ = writeln!(
-                s,
-                "\nNo predicate both separates every failing run from every passing one and can be intervened on, so no cause could be tested. The ranking above (aid-agent analyze SESSION) is the statistical evidence."
-            );
-        }
-    }
-    if let (Some(n), Some(runs)) = (r.interventions, r.runs) {
-        let _ = write!(s, "\nIt took {n} interventions ({runs} runs).");
-        if let Some(t) = r.tagt {
-            let _ = write!(
-                s,
-                " TAGT (binary splitting in random order, the paper's baseline) on the same session would need about {:.1} (mean of {} replays against the causal path found, worst {}).",
-                t.mean_interventions, t.seeds, t.max_interventions
-            );
-        }
-        let _ = writeln!(s);
-    }
-    if let Some(c) = r.confidence {
-        let _ = writeln!(
-            s,
-            "Confidence that the whole path is right: {:.2}% (asked for {}%; {} round(s) concluded from their runs that the failure stopped, and their risks add up to the rest).",
-            c.achieved * 100.0,
-            c.requested * 100.0,
-            c.stopped_rounds
-        );
-    }
-    if !r.untestable.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nCould not be tested (every round on it alone was confounded, so it was neither confirmed nor ruled out; the path may be missing it):"
-        );
-        for t in &r.untestable {
-            let _ = writeln!(s, "  - {t}");
-        }
-    }
-    if !r.unused_rounds.is_empty() {
-        let _ = writeln!(s, "\nRounds not used as evidence:");
-        for t in &r.unused_rounds {
-            let _ = writeln!(s, "  - {t}");
-        }
-    }
-    if !r.not_tested.is_empty() {
-        let _ = writeln!(s, "\nAlso in every failing run, but not tested:");
-        for t in &r.not_tested {
-            let _ = writeln!(s, "  - {t}");
-        }
-    }
-    s
+/// What [`save`] wrote.
+pub struct Saved {
+    /// `dag.svg`, when asked for and Graphviz' `dot` was there to draw it.
+    pub svg: Option<std::path::PathBuf>,
+    /// `--svg` was asked for but Graphviz is not installed.
+    pub no_graphviz: bool,
 }
 
-/// Writes `report.txt` (the words, `text`), `report.json` and `dag.dot`
-/// (the AC-DAG, causal path highlighted) into the session directory.
+/// Writes `report.txt` (the words, plain), `report.json`, `dag.dot` (the
+/// AC-DAG, causal path highlighted and joined to the failure),
+/// `report.html`, and with `svg` `dag.svg` (when Graphviz is installed)
+/// into the session directory.
 pub fn save(
     dir: &Path,
-    text: &str,
     report: &DebugReport<'_>,
     diagnosis: &Diagnosis,
-) -> anyhow::Result<()> {
+    svg: bool,
+) -> anyhow::Result<Saved> {
     let write = |name: &str, bytes: &[u8]| {
         let p = dir.join(name);
         std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
     };
-    write("report.txt", text.as_bytes())?;
+    let plain = Layout { width: None, color: false, verbose: true, explain: false };
+    write("report.txt", render(report, &plain).as_bytes())?;
     write("report.json", serde_json::to_string_pretty(report)?.as_bytes())?;
-    let highlight =
-        diagnosis.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
-    write("dag.dot", diagnosis.analysis.dot(&highlight).as_bytes())?;
-    Ok(())
+    let path = diagnosis.discovery.as_ref().map(|d| d.path.clone()).unwrap_or_default();
+    let graph = dot::render(&diagnosis.analysis, &path, report.noun);
+    write("dag.dot", graph.as_bytes())?;
+    let mut saved = Saved { svg: None, no_graphviz: false };
+    if svg {
+        match dot::svg(&graph)? {
+            Some(image) => {
+                write("dag.svg", image.as_bytes())?;
+                saved.svg = Some(dir.join("dag.svg"));
+            }
+            None => saved.no_graphviz = true,
+        }
+    }
+    // The intervened run the timeline shows next to a failing one: the
+    // first passing run of the round that confirmed the root cause.
+    let shown = report.path.first().and_then(|l| l.round).and_then(|round| {
+        let runs = round_runs(&diagnosis.discovery.as_ref()?.rounds, &diagnosis.oracle_runs);
+        runs.get(round)?.iter().find(|r| r.valid && !r.failed).map(|r| r.run)
+    });
+    let intervened = match shown {
+        Some(id) => crate::store::load(dir)
+            .with_context(|| format!("reading {} back for the report", dir.display()))?
+            .runs
+            .into_iter()
+            .find(|r| r.id == id),
+        None => None,
+    };
+    let page = html::render(report, diagnosis, intervened.as_ref());
+    write("report.html", page.as_bytes())?;
+    Ok(saved)
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use super::*;
-    use crate::causal::Phase;
-
-    fn round(unused: Option<Unused>) -> Round {
-        Round {
-            index: 2,
-            phase: Phase::Giwp,
-            group: BTreeSet::from([PredId(3)]),
-            runs: 9,
-            invalid_runs: 20,
-            witnessed: 3,
-            failing_runs: 0,
-            failure_stopped: true,
-            risk: None,
-            unused,
-            confirmed: Vec::new(),
-            pruned: Vec::new(),
-            set_aside: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn unused_rounds_are_explained_in_words() {
-        let desc = |p: PredId| format!("P{}", p.0);
-        let confounded = round(Some(Unused::Confounded { changed: vec![PredId(1), PredId(2)] }));
-        assert_eq!(
-            unused_words(&confounded, &desc),
-            "round 3 (intervening on P3) was confounded and not used: it also changed P1; P2, which come before the intervened predicates or are unordered with them, so the intervention did more than it was meant to"
-        );
-        assert_eq!(
-            unused_words(&round(Some(Unused::NoWitness)), &desc),
-            "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
-        );
-        assert!(
-            unused_words(&round(Some(Unused::NotApplied)), &desc)
-                .contains("could not all be applied in the same run (20 tries)")
-        );
-    }
-}
+mod tests;

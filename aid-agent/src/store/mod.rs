@@ -21,11 +21,15 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::{
     AppliedIntervention, EventRow, FuncId, Function, Label, Noise, Outcome, Pause, Point,
-    RecordedRun, Role, Run, Session, Thread, apply_pauses, calls_from_rows,
+    RecordedRun, Role, Run, RunPhase, Session, Thread, ValueKind, ValueType, apply_pauses,
+    calls_from_rows,
 };
 
 pub const FORMAT: &str = "aid-session";
-pub const VERSION: u32 = 1;
+/// 2: a `run` column in events.csv and threads.csv, pointers in hex, a
+/// `phase` per run, the analysis settings in session.json. Version 1
+/// sessions are still read.
+pub const VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -33,6 +37,8 @@ pub enum SessionError {
     NotASession(PathBuf),
     #[error("{} was written by a newer aid (format version {found}, this one reads {VERSION}): upgrade aid-agent", path.display())]
     Version { path: PathBuf, found: u32 },
+    #[error("no session given and none in {}/: give a session directory (written by `aid-agent record`, `attach` or `debug`)", .0.display())]
+    NoSessions(PathBuf),
     #[error("session directory {} already exists and is not empty: choose another --out or remove it", .0.display())]
     Exists(PathBuf),
     #[error("session file {} is corrupt: {reason}", path.display())]
@@ -74,6 +80,34 @@ pub struct Header {
     /// The rules runs were labelled by, as given.
     pub fail_rules: Vec<String>,
     pub functions: Vec<Function>,
+    /// How `debug` analysed the runs (absent for `record` and `attach`,
+    /// and in version 1 sessions), so that `analyze` later judges them the
+    /// same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
+}
+
+/// The options a session was analysed with, as the user gave them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// `--safe` patterns: functions whose return value may be forced.
+    pub safe: Vec<String>,
+    /// Zero (false) returns of integer and bool functions count as errors.
+    pub zero_is_error: bool,
+    /// Negative returns do not count as errors.
+    pub negative_is_ok: bool,
+    /// The intervention strategy (`--strategy`).
+    pub strategy: String,
+    /// `--confidence`.
+    pub confidence: f64,
+    /// `--min-runs` (failing and passing runs wanted before intervening).
+    pub min_runs: u32,
+    /// `--max-runs` (most runs observed before intervening).
+    pub max_runs: u32,
+    /// `--hold-timeout`, ms.
+    pub hold_timeout_ms: u64,
+    /// `--seed`.
+    pub seed: u64,
 }
 
 /// One line of `runs.jsonl`.
@@ -81,6 +115,10 @@ pub struct Header {
 pub struct RunRecord {
     pub id: u32,
     pub label: Label,
+    /// What the run was made for (absent in version 1: derived from the
+    /// interventions and noise).
+    #[serde(default)]
+    pub phase: Option<RunPhase>,
     pub outcome: Outcome,
     pub lost_events: u64,
     #[serde(default)]
@@ -115,6 +153,7 @@ pub struct FileRef {
 /// Appends runs to a new session directory.
 pub struct Writer {
     dir: PathBuf,
+    header: Header,
     runs: File,
     count: usize,
 }
@@ -139,7 +178,15 @@ impl Writer {
             .append(true)
             .open(&runs_path)
             .map_err(write_err(&runs_path))?;
-        Ok(Writer { dir: dir.to_owned(), runs, count: 0 })
+        Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0 })
+    }
+
+    /// Stores the analysis settings in `session.json` (rewritten whole,
+    /// atomically).
+    pub fn set_settings(&mut self, settings: Settings) -> Result<(), SessionError> {
+        self.header.settings = Some(settings);
+        let text = serde_json::to_string_pretty(&self.header).expect("header serializes");
+        atomic_write(&self.dir.join("session.json"), text.as_bytes())
     }
 
     pub fn dir(&self) -> &Path {
@@ -174,13 +221,13 @@ impl Writer {
             &self.dir,
             &format!("{rel}/events.csv"),
             EVENT_COLUMNS,
-            rows.iter().map(|r| EventLine::new(r, functions)),
+            rows.iter().map(|r| EventLine::new(run.id, r, functions)),
         )?;
         let threads = write_csv(
             &self.dir,
             &format!("{rel}/threads.csv"),
             THREAD_COLUMNS,
-            run.threads.iter().map(ThreadLine::from),
+            run.threads.iter().map(|t| ThreadLine::new(run.id, t)),
         )?;
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
@@ -189,6 +236,7 @@ impl Writer {
         let record = RunRecord {
             id: run.id,
             label: run.label,
+            phase: Some(run.phase()),
             outcome: run.outcome.clone(),
             lost_events: run.lost_events,
             lost_thread_records: run.lost_thread_records,
@@ -219,9 +267,13 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
 }
 
 /// One line of `events.csv`: arguments on entries, the return value on
-/// exits, the other cells empty.
+/// exits, the other cells empty. Values of pointer type are written in hex
+/// (`0x7ffd1234`), the others in decimal; both are read back.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct EventLine {
+    /// The run's id (version 2; version 1 files have no such column).
+    #[serde(default)]
+    run: Option<u32>,
     t_ns: u64,
     tid: u32,
     role: Role,
@@ -230,43 +282,70 @@ struct EventLine {
     function: String,
     point: Point,
     instance: u32,
-    arg0: Option<i64>,
-    arg1: Option<i64>,
-    arg2: Option<i64>,
-    ret: Option<i64>,
+    arg0: Option<String>,
+    arg1: Option<String>,
+    arg2: Option<String>,
+    ret: Option<String>,
 }
 
 const EVENT_COLUMNS: &[&str] = &[
-    "t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2", "ret",
+    "run", "t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2",
+    "ret",
 ];
 
+/// Writes a value as its type wants it read: pointers in hex.
+fn cell(value: i64, ty: Option<&ValueType>) -> String {
+    match ty.map(|t| t.kind) {
+        Some(ValueKind::Pointer) => format!("{:#x}", value as u64),
+        _ => value.to_string(),
+    }
+}
+
+/// Reads a cell written by [`cell`] (or by version 1: always decimal).
+fn parse_cell(text: &str) -> Result<i64, String> {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).map(|v| v as i64),
+        None => text.parse::<i64>(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a number"))
+}
+
 impl EventLine {
-    fn new(r: &EventRow, functions: &[Function]) -> EventLine {
+    fn new(run: u32, r: &EventRow, functions: &[Function]) -> EventLine {
+        let f = functions.get(r.func as usize);
         let entry = r.point == Point::Entry;
-        let arg = |i: usize| entry.then_some(r.args[i]);
+        let arg = |i: usize| entry.then(|| cell(r.args[i], f.and_then(|f| f.params.get(i))));
         EventLine {
+            run: Some(run),
             t_ns: r.t_ns,
             tid: r.tid,
             role: r.role,
             func: r.func,
-            function: functions.get(r.func as usize).map(|f| f.name.clone()).unwrap_or_default(),
+            function: f.map(|f| f.name.clone()).unwrap_or_default(),
             point: r.point,
             instance: r.instance,
             arg0: arg(0),
             arg1: arg(1),
             arg2: arg(2),
-            ret: (!entry).then_some(r.ret),
+            ret: (!entry).then(|| cell(r.ret, f.map(|f| &f.ret))),
         }
     }
 
     fn row(self) -> Result<EventRow, String> {
-        let (args, ret) = match (self.point, self.arg0, self.arg1, self.arg2, self.ret) {
-            (Point::Entry, Some(a0), Some(a1), Some(a2), None) => ([a0, a1, a2], 0),
-            (Point::Exit, None, None, None, Some(ret)) => ([0; 3], ret),
+        let num = |c: &str| parse_cell(c);
+        let (args, ret) = match (self.point, &self.arg0, &self.arg1, &self.arg2, &self.ret) {
+            (Point::Entry, Some(a0), Some(a1), Some(a2), None) => {
+                ([num(a0)?, num(a1)?, num(a2)?], 0)
+            }
+            (Point::Exit, None, None, None, Some(ret)) => ([0; 3], num(ret)?),
             _ => {
                 return Err(format!(
-                    "{:?} at {} ns has the wrong cells filled",
-                    self.point, self.t_ns
+                    "the {} at {} ns has the wrong cells filled",
+                    match self.point {
+                        Point::Entry => "entry",
+                        Point::Exit => "exit",
+                    },
+                    self.t_ns
                 ));
             }
         };
@@ -286,6 +365,9 @@ impl EventLine {
 /// One line of `threads.csv`.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct ThreadLine {
+    /// The run's id (version 2).
+    #[serde(default)]
+    run: Option<u32>,
     role: Role,
     tid: u32,
     name: String,
@@ -293,11 +375,17 @@ struct ThreadLine {
     created_ns: u64,
 }
 
-const THREAD_COLUMNS: &[&str] = &["role", "tid", "name", "parent_role", "created_ns"];
+const THREAD_COLUMNS: &[&str] = &["run", "role", "tid", "name", "parent_role", "created_ns"];
 
-impl From<&Thread> for ThreadLine {
-    fn from(t: &Thread) -> ThreadLine {
+/// The columns a session of `version` has (version 1: no `run` column).
+fn columns(all: &'static [&'static str], version: u32) -> &'static [&'static str] {
+    if version < 2 { &all[1..] } else { all }
+}
+
+impl ThreadLine {
+    fn new(run: u32, t: &Thread) -> ThreadLine {
         ThreadLine {
+            run: Some(run),
             role: t.role,
             tid: t.tid,
             name: t.name.clone(),
@@ -415,8 +503,8 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
     }
     let mut runs = Vec::with_capacity(records.len());
     for rec in &records {
-        let rows = read_events(dir, rec, &header.functions)?;
-        let threads = read_threads(dir, rec)?;
+        let rows = read_events(dir, rec, &header)?;
+        let threads = read_threads(dir, rec, header.version)?;
         runs.push(Run {
             id: rec.id,
             label: rec.label,
@@ -475,24 +563,54 @@ fn read_verified<L: serde::de::DeserializeOwned>(
 fn read_events(
     dir: &Path,
     rec: &RunRecord,
-    functions: &[Function],
+    header: &Header,
 ) -> Result<Vec<EventRow>, SessionError> {
     let path = dir.join(&rec.events.path);
     let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
-    read_verified::<EventLine>(dir, &rec.events, rec.id, EVENT_COLUMNS)?
+    let cols = columns(EVENT_COLUMNS, header.version);
+    read_verified::<EventLine>(dir, &rec.events, rec.id, cols)?
         .into_iter()
         .map(|line| {
-            if line.func as usize >= functions.len() {
+            if line.func as usize >= header.functions.len() {
                 return Err(corrupt(format!("function id {} not in session.json", line.func)));
+            }
+            if line.run.is_some_and(|r| r != rec.id) {
+                return Err(corrupt(format!(
+                    "a row of run {} in run {}",
+                    line.run.unwrap_or(0),
+                    rec.id
+                )));
             }
             line.row().map_err(corrupt)
         })
         .collect()
 }
 
-fn read_threads(dir: &Path, rec: &RunRecord) -> Result<Vec<Thread>, SessionError> {
-    let lines = read_verified::<ThreadLine>(dir, &rec.threads, rec.id, THREAD_COLUMNS)?;
+fn read_threads(dir: &Path, rec: &RunRecord, version: u32) -> Result<Vec<Thread>, SessionError> {
+    let cols = columns(THREAD_COLUMNS, version);
+    let lines = read_verified::<ThreadLine>(dir, &rec.threads, rec.id, cols)?;
     Ok(lines.into_iter().map(Thread::from).collect())
+}
+
+/// Where sessions go when no `--out` is given.
+pub const SESSIONS_DIR: &str = "aid-sessions";
+
+/// The newest session in `root` (`aid-sessions` for the commands): the
+/// one whose header was created last, by name when two were created in
+/// the same second.
+pub fn latest(root: &Path) -> Result<PathBuf, SessionError> {
+    let entries = fs::read_dir(root).map_err(|_| SessionError::NoSessions(root.to_owned()))?;
+    let mut best: Option<(u64, PathBuf)> = None;
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(text) = fs::read_to_string(dir.join("session.json")) else { continue };
+        let Ok(header) = serde_json::from_str::<Header>(&text) else { continue };
+        let key = (header.created, dir);
+        if best.as_ref().is_none_or(|b| (b.0, &b.1) < (key.0, &key.1)) {
+            best = Some(key);
+        }
+    }
+    best.map(|(_, d)| d).ok_or_else(|| SessionError::NoSessions(root.to_owned()))
 }
 
 /// A default session directory name: `aid-sessions/<UTC time>-<program>`.
@@ -502,7 +620,7 @@ pub fn default_dir(program: &Path) -> PathBuf {
         .map_or(0, |d| d.as_secs());
     let name =
         program.file_name().map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
-    PathBuf::from("aid-sessions").join(format!("{}-{name}", utc_stamp(secs)))
+    PathBuf::from(SESSIONS_DIR).join(format!("{}-{name}", utc_stamp(secs)))
 }
 
 /// `YYYYmmdd-HHMMSS` in UTC (civil-from-days, H. Hinnant).
@@ -545,6 +663,7 @@ mod tests {
             pid: None,
             unit: None,
             fail_rules: vec![],
+            settings: None,
             functions: vec![
                 function(0, "f(int, int)").with_symbol("_Z1fii").in_module("/bin/x", 0x1000),
             ],
@@ -655,8 +774,90 @@ mod tests {
             text.lines().next().unwrap().to_owned()
         }
         let (r, rows) = run(1);
-        assert_eq!(header(&EventLine::new(&rows[0], &[])), EVENT_COLUMNS.join(","));
-        assert_eq!(header(&ThreadLine::from(&r.threads[0])), THREAD_COLUMNS.join(","));
+        assert_eq!(header(&EventLine::new(1, &rows[0], &[])), EVENT_COLUMNS.join(","));
+        assert_eq!(header(&ThreadLine::new(1, &r.threads[0])), THREAD_COLUMNS.join(","));
+    }
+
+    /// Version 2 files: a `run` column, pointers in hex, a phase per run,
+    /// the settings in session.json; all read back exactly.
+    #[test]
+    fn run_column_hex_pointers_phase_and_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = header();
+        let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
+        h.functions[0] = h.functions[0].clone().with_types(ptr, vec![ptr, ValueType::UNKNOWN]);
+        let mut w = Writer::create(dir.path(), &h).unwrap();
+        let settings =
+            Settings { safe: vec!["f*".into()], confidence: 0.99, ..Settings::default() };
+        w.set_settings(settings.clone()).unwrap();
+        let (mut r, mut rows) = run(3);
+        rows[0].args = [0x7ffd_1234, -2, 0];
+        rows[1].ret = 0x5555_0000;
+        r.calls = calls_from_rows(&rows);
+        w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
+        let events = fs::read_to_string(dir.path().join("runs/000003/events.csv")).unwrap();
+        assert_eq!(
+            events,
+            "run,t_ns,tid,role,func,function,point,instance,arg0,arg1,arg2,ret\n\
+             3,5,7,0,0,\"f(int, int)\",entry,1,0x7ffd1234,-2,0,\n\
+             3,9,7,0,0,\"f(int, int)\",exit,1,,,,0x55550000\n"
+        );
+        let threads = fs::read_to_string(dir.path().join("runs/000003/threads.csv")).unwrap();
+        assert_eq!(threads, "run,role,tid,name,parent_role,created_ns\n3,0,7,main,,0\n");
+        let loaded = load_full(dir.path()).unwrap();
+        assert_eq!(loaded.session.runs, vec![r]);
+        assert_eq!(loaded.records[0].phase, Some(RunPhase::Observe));
+        assert_eq!(loaded.header.settings, Some(settings));
+    }
+
+    /// A version 1 session (no `run` column, decimal pointers, no phase)
+    /// is still read.
+    #[test]
+    fn version_1_sessions_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = header();
+        h.version = 1;
+        fs::create_dir_all(dir.path().join("runs/000001")).unwrap();
+        fs::write(dir.path().join("session.json"), serde_json::to_string(&h).unwrap()).unwrap();
+        let events = "t_ns,tid,role,func,function,point,instance,arg0,arg1,arg2,ret\n\
+                      5,7,0,0,f,entry,1,140724908732980,-2,3,\n9,7,0,0,f,exit,1,,,,-1\n";
+        let threads = "role,tid,name,parent_role,created_ns\n0,7,main,,0\n";
+        let file = |name: &str, text: &str| {
+            fs::write(dir.path().join("runs/000001").join(name), text).unwrap();
+            FileRef {
+                path: format!("runs/000001/{name}"),
+                rows: 2 - u64::from(name == "threads.csv"),
+                sha256: hex(&Sha256::digest(text.as_bytes())),
+            }
+        };
+        let mut record = serde_json::json!({
+            "id": 1, "label": "fail", "outcome": {"exit_code": 1, "signal": null,
+            "timed_out": false, "wall_ns": 10, "reason": "exit code 1"},
+            "lost_events": 0, "complete": true, "end_ns": 12, "start_monotonic_ns": 100,
+            "orphan_exits": 0,
+        });
+        record["events"] = serde_json::to_value(file("events.csv", events)).unwrap();
+        record["threads"] = serde_json::to_value(file("threads.csv", threads)).unwrap();
+        fs::write(dir.path().join("runs.jsonl"), format!("{record}\n")).unwrap();
+        let loaded = load_full(dir.path()).unwrap();
+        assert_eq!(loaded.records[0].phase, None);
+        let call = &loaded.session.runs[0].calls[0];
+        assert_eq!((call.args, call.ret), ([140_724_908_732_980, -2, 3], Some(-1)));
+        assert_eq!(loaded.session.runs[0].phase(), RunPhase::Observe);
+    }
+
+    #[test]
+    fn latest_is_the_newest_session() {
+        let root = tempfile::tempdir().unwrap();
+        let err = latest(&root.path().join("none")).unwrap_err().to_string();
+        assert!(err.starts_with("no session given and none in "), "{err}");
+        for (name, created) in [("b", 20), ("a", 30), ("c", 10)] {
+            let mut h = header();
+            h.created = created;
+            Writer::create(&root.path().join(name), &h).unwrap();
+        }
+        fs::create_dir(root.path().join("not-a-session")).unwrap();
+        assert_eq!(latest(root.path()).unwrap(), root.path().join("a"));
     }
 
     #[test]

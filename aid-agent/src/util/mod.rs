@@ -1,3 +1,5 @@
-//! Small data structures that know nothing of aid's domain.
+//! Small data structures and formatting helpers that know nothing of aid's
+//! domain.
 
 pub mod bitset;
+pub mod human;

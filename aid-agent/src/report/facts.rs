@@ -1,0 +1,334 @@
+//! Predicates as the report shows them: a structured form (kind, function,
+//! role, instance, the other call, the values the runs showed) next to
+//! the prose, and a headline that says what failing and passing runs
+//! actually did ("returns 4 in every failing run, 3 in every passing run")
+//! instead of only the rule that separates them.
+//!
+//! A kind this file does not know yet falls back to the catalog's
+//! description, so new predicate kinds show up in words at once; adding
+//! their values is one arm in [`measure`] and one in [`headline`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::{
+    model::{Label, Role, Run, Session, Site, ValueKind},
+    predicates::{Catalog, Kind, PredId, Predicate},
+    util::human::{count, duration},
+};
+
+/// One call site in the structured form.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SiteView {
+    pub function: String,
+    /// The thread role's display name ("main", "committer#1").
+    pub role: String,
+    pub role_id: Role,
+    /// The k-th call of the function on that role (from 1).
+    pub instance: u32,
+}
+
+/// What one label's runs showed for a predicate's measure.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Seen {
+    /// Runs of this label the measure was taken in.
+    pub runs: u32,
+    /// Distinct values, most frequent first, with how many runs showed
+    /// each (return values or call counts); empty for durations.
+    pub values: Vec<(i64, u32)>,
+    /// Smallest and largest value (durations in ns; counts; returns).
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+    /// Runs of this label that never returned from the call (it was still
+    /// running when the run ended).
+    pub unfinished: u32,
+}
+
+/// The values behind a predicate: what it measures and what each label's
+/// runs showed.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Values {
+    /// `return_value`, `duration_ns` or `calls`.
+    pub measure: &'static str,
+    /// Return values are addresses: show them in hex.
+    #[serde(skip)]
+    pub pointer: bool,
+    pub failing: Seen,
+    pub passing: Seen,
+}
+
+/// A predicate in structured form, with its prose.
+#[derive(Clone, Debug, Serialize)]
+pub struct PredicateView {
+    pub id: PredId,
+    /// As in `analyze --json` (`ret_differs`, `too_slow`, `order`, ...).
+    pub kind: Kind,
+    /// The catalog's description.
+    pub text: String,
+    /// What the runs showed, in words (the terminal report's line).
+    pub headline: String,
+    pub function: Option<String>,
+    /// The thread role's display name, and its number.
+    pub role: Option<String>,
+    pub role_id: Option<Role>,
+    /// The k-th call (None for per-function kinds such as call counts).
+    pub instance: Option<u32>,
+    /// The second call of pairwise kinds (order, overlap).
+    pub other: Option<SiteView>,
+    pub values: Option<Values>,
+}
+
+/// Builds [`PredicateView`]s from the analysed runs.
+pub struct Facts<'a> {
+    session: &'a Session,
+    catalog: &'a Catalog,
+    roles: HashMap<Role, String>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn new(session: &'a Session, catalog: &'a Catalog) -> Facts<'a> {
+        let mut roles = HashMap::new();
+        for run in &session.runs {
+            for t in &run.threads {
+                roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
+            }
+        }
+        Facts { session, catalog, roles }
+    }
+
+    fn function(&self, f: u32) -> String {
+        self.session.function(f).map_or_else(|| format!("function#{f}"), |f| f.name.clone())
+    }
+
+    pub fn role(&self, r: Role) -> String {
+        self.roles
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
+    }
+
+    fn site(&self, s: Site) -> SiteView {
+        SiteView {
+            function: self.function(s.func),
+            role: self.role(s.role),
+            role_id: s.role,
+            instance: s.instance,
+        }
+    }
+
+    /// The predicate's structured form; None for an unknown id.
+    pub fn view(&self, id: PredId) -> Option<PredicateView> {
+        let p = self.catalog.get(id)?;
+        let k = p.key;
+        let per_call = k.instance > 0;
+        let whole_run = k.kind == Kind::Failure;
+        let values = measure(self.session, p);
+        let mut view = PredicateView {
+            id,
+            kind: k.kind,
+            text: p.description.clone(),
+            headline: String::new(),
+            function: (!whole_run).then(|| self.function(k.func)),
+            role: (!whole_run).then(|| self.role(k.role)),
+            role_id: (!whole_run).then_some(k.role),
+            instance: per_call.then_some(k.instance),
+            other: k.other.map(|o| self.site(o)),
+            values,
+        };
+        view.headline = headline(&view, p);
+        Some(view)
+    }
+}
+
+/// The values a predicate is about, in every analysed run.
+fn measure(session: &Session, p: &Predicate) -> Option<Values> {
+    let k = p.key;
+    let site = k.site();
+    let ret_type = session.function(k.func).map(|f| f.ret);
+    let runs = session.runs.iter().filter(|r| r.complete);
+    let mut failing = Tally::default();
+    let mut passing = Tally::default();
+    let measure = match k.kind {
+        Kind::RetDiffers | Kind::ErrorReturn => {
+            for run in runs {
+                let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
+                match find(run, site) {
+                    Some(c) if c.ret.is_some() => t.add(c.ret.unwrap_or(0)),
+                    Some(_) => t.unfinished += 1,
+                    None => {}
+                }
+            }
+            "return_value"
+        }
+        Kind::TooSlow | Kind::TooFast => {
+            for run in runs {
+                let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
+                if let Some(c) = find(run, site) {
+                    match c.exit_ns {
+                        Some(_) => t.add(c.duration_ns().unwrap_or(0) as i64),
+                        None => {
+                            t.unfinished += 1;
+                            t.add(c.active_ns(run.end_ns) as i64);
+                        }
+                    }
+                }
+            }
+            "duration_ns"
+        }
+        Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled => {
+            for run in runs {
+                let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
+                let n = run.calls.iter().filter(|c| c.func == k.func && c.role == k.role).count();
+                t.add(n as i64);
+            }
+            "calls"
+        }
+        _ => return None,
+    };
+    let pointer =
+        measure == "return_value" && ret_type.is_some_and(|t| t.kind == ValueKind::Pointer);
+    Some(Values { measure, pointer, failing: failing.seen(), passing: passing.seen() })
+}
+
+fn find(run: &Run, s: Site) -> Option<&crate::model::Call> {
+    run.calls.iter().find(|c| c.func == s.func && c.role == s.role && c.instance == s.instance)
+}
+
+#[derive(Default)]
+struct Tally {
+    values: BTreeMap<i64, u32>,
+    runs: u32,
+    unfinished: u32,
+}
+
+impl Tally {
+    fn add(&mut self, v: i64) {
+        *self.values.entry(v).or_default() += 1;
+        self.runs += 1;
+    }
+
+    fn seen(self) -> Seen {
+        let min = self.values.keys().next().copied();
+        let max = self.values.keys().next_back().copied();
+        let mut values: Vec<(i64, u32)> = self.values.into_iter().collect();
+        values.sort_by_key(|&(v, n)| (std::cmp::Reverse(n), v));
+        Seen { runs: self.runs, values, min, max, unfinished: self.unfinished }
+    }
+}
+
+/// A return value for people: NULL and hex for pointers.
+fn value(v: i64, pointer: bool) -> String {
+    match (pointer, v) {
+        (true, 0) => "NULL".into(),
+        (true, v) => format!("{:#x}", v as u64),
+        (false, v) => v.to_string(),
+    }
+}
+
+/// "4 in every failing run", "4 (7 runs) or -1 (3 runs) in failing runs".
+fn values_in(seen: &Seen, label: &str, show: impl Fn(i64) -> String) -> String {
+    const SHOWN: usize = 3;
+    match seen.values.as_slice() {
+        [] => format!("none in {label} runs"),
+        [(v, _)] => format!("{} in every {label} run", show(*v)),
+        many => {
+            let mut parts: Vec<String> = many
+                .iter()
+                .take(SHOWN)
+                .map(|&(v, n)| format!("{} ({})", show(v), count(n, "run")))
+                .collect();
+            if many.len() > SHOWN {
+                parts.push(format!("{} other values", many.len() - SHOWN));
+            }
+            let last = parts.pop().unwrap_or_default();
+            if parts.is_empty() {
+                format!("{last} in {label} runs")
+            } else {
+                format!("{} or {last} in {label} runs", parts.join(", "))
+            }
+        }
+    }
+}
+
+/// "15.6 ms in every failing run", "15.6 ms to 31.2 ms in failing runs".
+fn range_in(seen: &Seen, label: &str) -> String {
+    match (seen.min, seen.max) {
+        (Some(a), Some(b)) if a == b => format!("{} in every {label} run", duration(a as u64)),
+        (Some(a), Some(b)) => {
+            format!("{} to {} in {label} runs", duration(a as u64), duration(b as u64))
+        }
+        _ => format!("never reached in {label} runs"),
+    }
+}
+
+/// "call 2 of f on worker#1".
+fn call(v: &PredicateView) -> String {
+    format!(
+        "call {} of {} on {}",
+        v.instance.unwrap_or(0),
+        v.function.as_deref().unwrap_or("?"),
+        v.role.as_deref().unwrap_or("?")
+    )
+}
+
+/// What the runs showed, in words, for the kinds whose values are known;
+/// the catalog's description otherwise.
+fn headline(v: &PredicateView, p: &Predicate) -> String {
+    let Some(vals) = &v.values else { return p.description.clone() };
+    let (f, s) = (&vals.failing, &vals.passing);
+    let unfinished = |seen: &Seen, label: &str| match seen.unfinished {
+        0 => String::new(),
+        n => format!(" ({} still inside it when the {label} run ended)", count(n, "run")),
+    };
+    let show = |x: i64| value(x, vals.pointer);
+    match v.kind {
+        Kind::RetDiffers => format!(
+            "{} returns {}, {}{}",
+            call(v),
+            values_in(f, "failing", show),
+            values_in(s, "passing", show),
+            unfinished(f, "failing")
+        ),
+        Kind::ErrorReturn => format!(
+            "{} returns an error: {}; {}",
+            call(v),
+            values_in(f, "failing", show),
+            values_in(s, "passing", show)
+        ),
+        Kind::TooSlow => format!(
+            "{} runs too slow: {}{}, {}",
+            call(v),
+            range_in(f, "failing"),
+            unfinished(f, "failing"),
+            match s.max {
+                Some(m) => format!("at most {} in passing runs", duration(m as u64)),
+                None => "never reached in passing runs".into(),
+            }
+        ),
+        Kind::TooFast => format!(
+            "{} runs too fast: {}, {}",
+            call(v),
+            range_in(f, "failing"),
+            match s.min {
+                Some(m) => format!("at least {} in passing runs", duration(m as u64)),
+                None => "never reached in passing runs".into(),
+            }
+        ),
+        Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled => {
+            let times = |x: i64| match x {
+                0 => "never".to_owned(),
+                1 => "once".to_owned(),
+                n => format!("{n} times"),
+            };
+            format!(
+                "{} is called on {} {}, {}",
+                v.function.as_deref().unwrap_or("?"),
+                v.role.as_deref().unwrap_or("?"),
+                values_in(f, "failing", times),
+                values_in(s, "passing", times)
+            )
+        }
+        _ => p.description.clone(),
+    }
+}

@@ -1,0 +1,449 @@
+//! The report on a whole in-memory debug session (a cache test whose
+//! fetcher sometimes overruns and whose reader then sees an empty cache):
+//! golden terminal output at widths 80 and 200 and as plain lines, the
+//! structured predicates of report.json, the DOT picture, the HTML page's
+//! parts, and the exported traces.
+//!
+//! Golden files live in `aid-agent/tests/golden/`; after an intended
+//! change, `AID_BLESS=1 cargo test -p aid-agent --lib report::` rewrites
+//! them (review the diff).
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::{
+    analysis::{AnalysisOptions, analyze},
+    causal::{Config, Observation, Oracle, Strategy, discover, estimate_tagt},
+    debug::{Diagnosis, Observed, oracle::OracleRun},
+    intervene::SafeList,
+    model::{
+        AppliedIntervention, Function, Intervention, Label, Outcome, Run, Session, Site, ValueKind,
+        testing::{call, function, run, thread},
+    },
+    predicates::Catalog,
+};
+
+const CACHE: i64 = 0x7f00_0000_1000;
+const US: u64 = 1000;
+
+fn functions() -> Vec<Function> {
+    let f = |id: u32, name: &str, ret, params: &[ValueKind]| {
+        function(id, name)
+            .in_module("/bin/cachetest", 0x1000 + u64::from(id) * 16)
+            .with_ret(ret)
+            .with_params(params)
+    };
+    vec![
+        f(0, "init_cache", ValueKind::Signed, &[ValueKind::Pointer]),
+        f(1, "fetch", ValueKind::Signed, &[ValueKind::Pointer]),
+        f(2, "use_cache", ValueKind::Signed, &[ValueKind::Pointer]),
+    ]
+}
+
+fn site(func: u32, role: u32) -> Site {
+    Site { func, role, instance: 1 }
+}
+
+/// One run: `slow` is the nondeterministic root cause. Times in µs.
+fn execute(id: u32, slow: bool, ivs: &[Intervention], rng: &mut ChaCha8Rng) -> Run {
+    let mut j = || rng.random_range(0..40u64) * US;
+    let (init_s, init_e) = (j(), 100 * US + j());
+    let fetch_s = 110 * US + j();
+    let mut fetch_e = if slow { 9_000 * US + j() * 20 } else { 200 * US + j() };
+    let mut use_s = 3_000 * US + j();
+    let use_len = 20 * US + j();
+    for iv in ivs {
+        match *iv {
+            Intervention::ReturnEarly { site: s, .. } if s == site(1, 1) => fetch_e = fetch_s + US,
+            Intervention::Serialize { .. } if use_s < fetch_e => use_s = fetch_e + US,
+            _ => {}
+        }
+    }
+    let ret = if fetch_e <= use_s { 3 } else { 4 };
+    let calls = vec![
+        call(0, 0, 1, init_s, Some(init_e), Some(0)).with_args([CACHE, 0, 0]),
+        call(1, 1, 1, fetch_s, Some(fetch_e), Some(0)).with_args([CACHE, 0, 0]),
+        call(2, 2, 1, use_s, Some(use_s + use_len), Some(ret)).with_args([CACHE, 0, 0]),
+    ];
+    let label = if ret == 4 { Label::Fail } else { Label::Pass };
+    let end = use_s.max(fetch_e) + 50 * US;
+    let mut r = run(id, label, calls, end)
+        .with_threads(vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")])
+        .with_outcome(Outcome {
+            exit_code: Some(if label == Label::Fail { 1 } else { 0 }),
+            reason: if label == Label::Fail { "exit code 1".into() } else { "exit code 0".into() },
+            ..Outcome::default()
+        });
+    r.interventions = ivs
+        .iter()
+        .map(|iv| AppliedIntervention { intervention: iv.clone(), applied: true, timed_out: false })
+        .collect();
+    r
+}
+
+/// Re-runs the program under the group's interventions, logging each run
+/// as the live oracle does.
+struct Replay<'a> {
+    catalog: &'a Catalog,
+    rng: ChaCha8Rng,
+    next_id: u32,
+    log: Vec<OracleRun>,
+    runs: Vec<Run>,
+}
+
+impl Oracle for Replay<'_> {
+    fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+        let ivs: Vec<Intervention> = group
+            .iter()
+            .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
+            .collect();
+        self.next_id += 1;
+        let slow = self.rng.random_bool(0.4);
+        let run = execute(self.next_id, slow, &ivs, &mut self.rng);
+        let truth = self.catalog.evaluate(&run);
+        let obs = Observation::from_truth(&truth, self.catalog.failure(), true);
+        self.log.push(OracleRun {
+            run: run.id,
+            group: group.clone(),
+            failed: obs.failed,
+            valid: true,
+            held: obs.held.clone(),
+        });
+        self.runs.push(run);
+        Ok(obs)
+    }
+}
+
+/// A whole debug session in memory, and the intervened runs it made.
+fn diagnosis() -> (Diagnosis, Vec<Run>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let runs: Vec<Run> = (1..=40)
+        .map(|i| {
+            let slow = rng.random_bool(0.4);
+            execute(i, slow, &[], &mut rng)
+        })
+        .collect();
+    let session = Session { functions: functions(), runs };
+    let safe = SafeList::new(&["fetch"]).unwrap();
+    let analysis = analyze(&session, &AnalysisOptions { safe, ..AnalysisOptions::default() })
+        .expect("analysis");
+    let config = Config {
+        baseline: crate::causal::Baseline {
+            failing: analysis.totals.failing,
+            passing: analysis.totals.passing,
+        },
+        confidence: 0.99,
+        seed: 3,
+        ..Config::default()
+    };
+    let mut oracle = Replay {
+        catalog: &analysis.catalog,
+        rng: ChaCha8Rng::seed_from_u64(5),
+        next_id: 40,
+        log: Vec::new(),
+        runs: Vec::new(),
+    };
+    let discovery = discover(&analysis.dag, Strategy::Aid, &mut oracle, &config).unwrap();
+    let (oracle_runs, intervened) = (oracle.log, oracle.runs);
+    let tagt = estimate_tagt(&analysis.dag, &discovery.path, &config, 20).unwrap();
+    let failing = session.runs.iter().filter(|r| r.failed()).count() as u32;
+    let observed = Observed {
+        noun: "run".into(),
+        runs: 40,
+        failing,
+        passing: 40 - failing,
+        incomplete: 0,
+        amplified: None,
+        analysed: 40,
+    };
+    let d = Diagnosis {
+        observed,
+        session,
+        analysis,
+        discovery: Some(discovery),
+        tagt: Some(tagt),
+        oracle_runs,
+    };
+    (d, intervened)
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("AID_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing: run with AID_BLESS=1", path.display()));
+    assert_eq!(actual, expected, "{name} differs from the golden file (AID_BLESS=1 rewrites it)");
+}
+
+#[test]
+fn terminal_report_is_golden_at_80_200_and_plain() {
+    let (d, _) = diagnosis();
+    let r = build(&d);
+    for (name, width) in [("report-80.txt", Some(80)), ("report-200.txt", Some(200))] {
+        let layout = Layout { width, color: false, verbose: false, explain: false };
+        let text = render(&r, &layout);
+        let w = width.unwrap();
+        for line in text.lines() {
+            assert!(line.chars().count() <= w, "{name}: line longer than {w}: {line}");
+        }
+        golden(name, &text);
+    }
+    let plain = Layout { width: None, color: false, verbose: false, explain: false };
+    golden("report-plain.txt", &render(&r, &plain));
+    let full = Layout { width: Some(80), color: false, verbose: true, explain: true };
+    golden("report-80-verbose-explain.txt", &render(&r, &full));
+}
+
+/// What the issue asked of the words: actual values, rounded durations,
+/// no debug dumps, the jargon said in words, colour only on request.
+#[test]
+fn the_words_show_values_and_no_jargon_or_dumps() {
+    let (d, _) = diagnosis();
+    let r = build(&d);
+    let plain = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
+    assert!(plain.contains("Root cause: call 1 of fetch on fetcher#1 runs too slow: "), "{plain}");
+    assert!(
+        plain.contains(
+            "call 1 of use_cache on reader#2 returns 4 in every failing run, 3 in every passing run"
+        ),
+        "{plain}"
+    );
+    for jargon in ["TAGT", "fully discriminative", "intervenable", "Some(", "None", "{", "µs."] {
+        assert!(!plain.contains(jargon), "`{jargon}` in the default report:\n{plain}");
+    }
+    let verbose = render(&r, &Layout { width: None, color: false, verbose: true, explain: false });
+    assert!(verbose.contains("Traditional adaptive group testing (TAGT: "), "{verbose}");
+    assert!(
+        verbose.contains("fully discriminative (held in every failing run and in no passing one)"),
+        "{verbose}"
+    );
+    let explain = render(&r, &Layout { width: None, color: false, verbose: false, explain: true });
+    let guide: Vec<&str> = explain.lines().skip(1).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(guide.len(), 5, "{explain}");
+    assert!(!plain.contains('\x1b'));
+    let color =
+        render(&r, &Layout { width: Some(80), color: true, verbose: false, explain: false });
+    assert!(color.contains("\x1b[1m"));
+}
+
+#[test]
+fn report_json_has_structured_predicates_next_to_the_prose() {
+    let (d, _) = diagnosis();
+    let r = build(&d);
+    let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["format"], "aid-report");
+    assert_eq!(json["version"], 1);
+    let root = &json["path"][0]["structured"];
+    assert_eq!(root["kind"], "too_slow");
+    assert_eq!(root["function"], "fetch");
+    assert_eq!(root["role"], "fetcher#1");
+    assert_eq!(root["role_id"], 1);
+    assert_eq!(root["instance"], 1);
+    assert_eq!(root["values"]["measure"], "duration_ns");
+    assert!(root["values"]["failing"]["min"].as_i64().unwrap() > 8_000_000);
+    assert!(json["path"][0]["predicate"].as_str().unwrap().starts_with("call 1 of fetch"));
+    let wrong = &json["untested"][0];
+    assert_eq!(wrong["why"], "unsafe");
+    assert_eq!(wrong["predicate"]["kind"], "ret_differs");
+    assert_eq!(
+        wrong["predicate"]["values"]["failing"]["values"],
+        serde_json::json!([[4, r.analysis.failing_runs]])
+    );
+    assert_eq!(
+        wrong["predicate"]["values"]["passing"]["values"],
+        serde_json::json!([[3, r.analysis.passing_runs]])
+    );
+    let overlap = json["predicates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "overlap")
+        .expect("the overlap predicate");
+    assert_eq!(overlap["other"]["function"], "use_cache");
+    assert_eq!(overlap["other"]["role"], "reader#2");
+    assert_eq!(
+        json["failure_reasons"],
+        serde_json::json!([["exit code 1", r.analysis.failing_runs]])
+    );
+}
+
+#[test]
+fn dot_joins_the_path_to_the_failure_with_solid_red_edges() {
+    let (d, _) = diagnosis();
+    let path = d.discovery.as_ref().unwrap().path.clone();
+    let text = dot::render(&d.analysis, &path, "run");
+    let last = path.last().unwrap();
+    assert!(text.contains(&format!("n{} -> n0 [color=red, penwidth=2.5];", last.0)), "{text}");
+    assert!(!text.contains("dashed"), "{text}");
+    for line in text.lines().filter(|l| l.contains("label=")) {
+        let label = line.split("label=\"").nth(1).unwrap().split('"').next().unwrap();
+        for part in label.split("\\l") {
+            assert!(part.chars().count() <= dot::LABEL_WIDTH, "{part}");
+        }
+    }
+}
+
+#[test]
+fn html_page_is_self_contained_with_every_part() {
+    let (d, intervened) = diagnosis();
+    let r = build(&d);
+    let shown = intervened.iter().find(|x| x.label == Label::Pass);
+    let page = html::render(&r, &d, shown);
+    for part in [
+        "id=\"root-cause\"",
+        "id=\"causal-path\"",
+        "<svg id=\"dag\"",
+        "class=\"edge on-path\" data-from=",
+        "data-to=\"F\"",
+        "class=\"timeline fail\"",
+        "class=\"timeline pass\"",
+        "class=\"mark mark-pred\"",
+        "class=\"mark mark-iv\"",
+        "id=\"ranking\"",
+    ] {
+        assert!(page.contains(part), "no {part} in the page");
+    }
+    for remote in ["http://", "https://", "<script", "<link", "@import"] {
+        let hits: Vec<&str> = page.matches(remote).collect();
+        // The SVG namespace is a name, not a fetch.
+        let allowed = page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count();
+        if remote == "http://" {
+            assert_eq!(hits.len(), allowed, "a remote reference in the page");
+        } else {
+            assert!(hits.is_empty(), "{remote} in the page");
+        }
+    }
+}
+
+/// Pixels of a PNG screenshot as RGB triples, with its size.
+fn pixels(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    let rgb = buf[..info.buffer_size()].chunks(step).map(|p| [p[0], p[1], p[2]]).collect();
+    (info.width, info.height, rgb)
+}
+
+/// Headless Chromium (installed by `cargo xtask setup`) loads report.html
+/// from disk with the network off: the DOM it builds has every part, and
+/// its screenshot shows the red causal path and both timelines.
+#[test]
+#[ignore = "needs chromium: `cargo xtask test` runs it"]
+fn report_html_in_headless_chromium() {
+    let (d, intervened) = diagnosis();
+    let r = build(&d);
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("report.html");
+    std::fs::write(&page, html::render(&r, &d, intervened.iter().find(|x| !x.failed()))).unwrap();
+    let chromium = |extra: &[String]| {
+        let profile = tempfile::tempdir().unwrap();
+        let out = Command::new("timeout")
+            .args(["120", "chromium", "--headless", "--no-sandbox", "--disable-gpu"])
+            .args(["--disable-quic", "--no-first-run", "--disable-background-networking"])
+            .args(["--disable-component-update", "--disable-sync"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(extra)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium: run `cargo xtask setup`");
+        assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dom = chromium(&["--dump-dom".into()]);
+    let path = &d.discovery.as_ref().unwrap().path;
+    assert_eq!(dom.matches("class=\"node on-path\"").count(), path.len(), "{dom}");
+    assert_eq!(dom.matches("class=\"node failure\"").count(), 1);
+    // Every link of the path, and the last to F, drawn in red.
+    assert_eq!(dom.matches("class=\"edge on-path\"").count(), path.len());
+    assert_eq!(dom.matches("<section class=\"timeline").count(), 2);
+    assert_eq!(dom.matches("<li data-pred=").count(), path.len());
+    let rows = r.analysis.rows.len().min(30);
+    assert_eq!(
+        dom.matches("<tr data-pred=").count() + dom.matches("<tr class=\"on-path\"").count(),
+        rows
+    );
+    let shot = tmp.path().join("shot.png");
+    chromium(&["--window-size=1300,2600".into(), format!("--screenshot={}", shot.display())]);
+    let (w, h, px) = pixels(&shot);
+    assert_eq!((w, h), (1300, 2600));
+    let near = |p: &[u8; 3], c: [u8; 3]| p.iter().zip(c).all(|(a, b)| a.abs_diff(b) < 24);
+    // The path's red (#d0341b): boxes, edges, the root cause bar, the F node.
+    let red = px.iter().filter(|p| near(p, [0xd0, 0x34, 0x1b])).count();
+    // The timeline's bars of causal-path calls (#f19a86); the legend's
+    // swatch alone is 100 pixels.
+    let bars = px.iter().filter(|p| near(p, [0xf1, 0x9a, 0x86])).count();
+    assert!(red > 2_000, "{red} red pixels: the path is not drawn");
+    assert!(bars > 1_000, "{bars} call-bar pixels: the timeline is not drawn");
+}
+
+/// `debug --svg`: Graphviz (installed by `cargo xtask setup`) draws
+/// dag.dot, path in red.
+#[test]
+#[ignore = "needs graphviz: `cargo xtask test` runs it"]
+fn graphviz_draws_the_dag() {
+    let (d, _) = diagnosis();
+    let path = d.discovery.as_ref().unwrap().path.clone();
+    let svg = dot::svg(&dot::render(&d.analysis, &path, "run")).unwrap().expect("graphviz `dot`");
+    assert!(svg.contains("<svg"), "{svg}");
+    assert!(svg.contains("F: the run fails"));
+    assert!(svg.matches("stroke=\"red\"").count() > path.len(), "{svg}");
+}
+
+mod unused {
+    use std::collections::BTreeSet;
+
+    use super::super::unused_words;
+    use crate::{
+        causal::{Phase, Round, Unused},
+        predicates::PredId,
+    };
+
+    fn round(unused: Option<Unused>) -> Round {
+        Round {
+            index: 2,
+            phase: Phase::Giwp,
+            group: BTreeSet::from([PredId(3)]),
+            runs: 9,
+            invalid_runs: 20,
+            witnessed: 3,
+            failing_runs: 0,
+            failure_stopped: true,
+            risk: None,
+            unused,
+            confirmed: Vec::new(),
+            pruned: Vec::new(),
+            set_aside: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unused_rounds_are_explained_in_words() {
+        let desc = |p: PredId| format!("P{}", p.0);
+        let confounded = round(Some(Unused::Confounded { changed: vec![PredId(1), PredId(2)] }));
+        assert_eq!(
+            unused_words(&confounded, &desc, "run"),
+            "round 3 (intervening on P3) was confounded and not used: it also changed P1; P2, which come before the intervened predicates or are unordered with them, so the intervention did more than it was meant to"
+        );
+        assert_eq!(
+            unused_words(&round(Some(Unused::NoWitness)), &desc, "run"),
+            "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
+        );
+        assert!(
+            unused_words(&round(Some(Unused::NotApplied)), &desc, "run")
+                .contains("could not all be applied in the same run (20 tries)")
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! The report in words, for the terminal and `report.txt`: wrapped to the
+//! terminal's width with hanging indents (plain lines when not a
+//! terminal), one bullet per effect, the values the runs showed, rounded
+//! durations; statistics and the TAGT comparison with `-v`, a short guide
+//! with `--explain`. The jargon is said in words where it appears.
+
+use std::fmt::Write as _;
+
+use super::{DebugReport, facts::PredicateView};
+use crate::util::human::{count, duration};
+
+/// How the words are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Wrap to this many columns; None: one line per paragraph.
+    pub width: Option<usize>,
+    /// ANSI bold for headings.
+    pub color: bool,
+    /// Statistics and the TAGT comparison.
+    pub verbose: bool,
+    /// The "how to read this" guide.
+    pub explain: bool,
+}
+
+/// The guide `--explain` prints first: five lines, each under 80 columns
+/// with its indent.
+pub const HOW_TO_READ: [&str; 5] = [
+    "A predicate: something one call did in every failing run and no passing one.",
+    "aid orders them in time, then reruns with one forced back (an intervention).",
+    "If that stops the failure, it is a cause; the first cause is the root cause.",
+    "\"call 2 of f on worker#1\": the 2nd call of f on thread 1, which runs worker.",
+    "Evidence counts runs; report.html shows the graph and a timeline of two runs.",
+];
+
+struct Out<'l> {
+    s: String,
+    layout: &'l Layout,
+}
+
+impl Out<'_> {
+    /// A paragraph: `first` before its first line, `rest` before the
+    /// others, wrapped to the width.
+    fn para(&mut self, first: &str, rest: &str, text: &str) {
+        match self.layout.width {
+            Some(w) => {
+                let opts = textwrap::Options::new(w.max(40))
+                    .initial_indent(first)
+                    .subsequent_indent(rest)
+                    .break_words(false);
+                for line in textwrap::wrap(text, opts) {
+                    let _ = writeln!(self.s, "{}", line.trim_end());
+                }
+            }
+            None => {
+                let _ = writeln!(self.s, "{first}{text}");
+            }
+        }
+    }
+
+    fn heading(&mut self, text: &str) {
+        if self.layout.color {
+            let _ = writeln!(self.s, "\x1b[1m{text}\x1b[0m");
+        } else {
+            let _ = writeln!(self.s, "{text}");
+        }
+    }
+
+    fn blank(&mut self) {
+        if !self.s.is_empty() && !self.s.ends_with("\n\n") {
+            self.s.push('\n');
+        }
+    }
+}
+
+/// Statistics of one predicate in words (for `-v`).
+fn scores(link: &super::Link) -> Option<String> {
+    let s = link.scores?;
+    Some(format!(
+        "statistics: held in {} of {} failing runs and {} passing runs; CBI importance {:.2}, increase {:.2}",
+        s.counts.failing_true,
+        s.counts.failing_observed.max(s.counts.failing_true),
+        s.counts.passing_true,
+        s.importance,
+        s.increase
+    ))
+}
+
+/// The report in words.
+pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
+    let mut o = Out { s: String::new(), layout };
+    let noun = r.noun;
+    if layout.explain {
+        o.heading("How to read this");
+        for line in HOW_TO_READ {
+            o.para("  ", "  ", line);
+        }
+        o.blank();
+    }
+    let ob = r.observed;
+    let amplified = match ob.amplified {
+        Some((sites, us)) => format!(
+            " (failures made more frequent with random delays at traced calls: {sites} per {noun}, up to {})",
+            duration(us * 1000)
+        ),
+        None => String::new(),
+    };
+    let incomplete = match ob.incomplete {
+        0 => String::new(),
+        n => format!("; {} lost events and were left out", count(n, noun)),
+    };
+    o.para(
+        "",
+        "",
+        &format!(
+            "Observed {}: {} failing, {} passing{amplified}{incomplete}.",
+            count(ob.runs, noun),
+            ob.failing,
+            ob.passing
+        ),
+    );
+    if layout.verbose {
+        let a = &r.analysis;
+        o.para(
+            "",
+            "  ",
+            &format!(
+                "Statistics: {} predicates; {} fully discriminative (held in every failing {noun} and in no passing one); {} of those can be intervened on (aid can force them back to their passing behaviour).",
+                a.predicates,
+                a.fully_discriminative,
+                a.candidates.len()
+            ),
+        );
+    }
+    o.blank();
+    match (&r.root_cause_id, r.discovery) {
+        (Some(_), Some(_)) => {
+            let root = r.path.first().map_or("", |l| l.structured.headline.as_str());
+            o.para("", "  ", &format!("Root cause: {root}"));
+            o.blank();
+            o.heading("Causal path, from the root cause to the failure:");
+            for (i, link) in r.path.iter().enumerate() {
+                let n = format!("  {}. ", i + 1);
+                let pad = " ".repeat(n.len());
+                o.para(&n, &pad, &link.structured.headline);
+                o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
+                if !link.intervention.is_empty() {
+                    o.para(
+                        &format!("{pad}intervention: "),
+                        &format!("{pad}  "),
+                        &link.intervention,
+                    );
+                }
+                if layout.verbose
+                    && let Some(line) = scores(link)
+                {
+                    o.para(&pad, &format!("{pad}  "), &line);
+                }
+                if !link.effects.is_empty() {
+                    o.para(&pad, &pad, "with it, these no longer happened:");
+                    for e in &link.effects {
+                        o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
+                    }
+                }
+            }
+            let n = format!("  {}. ", r.path.len() + 1);
+            let pad = " ".repeat(n.len());
+            o.para(&n, &pad, &failure_line(r));
+        }
+        (None, Some(_)) => {
+            o.para(
+                "",
+                "",
+                "No cause was confirmed: no intervention on the candidates stopped the failure.",
+            );
+            if !r.unresolved.is_empty() {
+                o.para("", "", "Left undecided by contradictory evidence:");
+                bullets(&mut o, &r.unresolved);
+            }
+        }
+        (_, None) => {
+            o.para(
+                "",
+                "",
+                &format!(
+                    "No predicate both held in every failing {noun} and in no passing one and could be intervened on, so no cause could be tested. `aid-agent analyze` ranks what the {noun}s showed; tracing more functions (--trace) often helps."
+                ),
+            );
+        }
+    }
+    if let (Some(n), Some(runs)) = (r.interventions, r.runs) {
+        o.blank();
+        o.para("", "", &format!("It took {} ({}).", count(n, "intervention"), count(runs, noun)));
+        if layout.verbose
+            && let Some(t) = r.tagt
+        {
+            o.para(
+                "",
+                "",
+                &format!(
+                    "Traditional adaptive group testing (TAGT: halving the candidates without their order in time) would need about {:.1} interventions on the same graph (mean of {} replays, worst {}).",
+                    t.mean_interventions, t.seeds, t.max_interventions
+                ),
+            );
+        }
+    }
+    if let Some(c) = r.confidence {
+        o.para(
+            "",
+            "",
+            &format!(
+                "Confidence that the whole path is right: {} (asked for {}).",
+                percent(c.achieved),
+                percent(c.requested)
+            ),
+        );
+        if layout.verbose {
+            o.para(
+                "",
+                "",
+                &format!(
+                    "{} concluded from their {noun}s that the failure stopped; their risks of being wrong add up to the rest.",
+                    count(c.stopped_rounds, "round")
+                ),
+            );
+        }
+    }
+    if !r.untestable.is_empty() {
+        o.blank();
+        o.para(
+            "",
+            "",
+            "Could not be tested (every round on it alone was confounded, so it was neither confirmed nor ruled out; the path may be missing it):",
+        );
+        for t in &r.untestable {
+            o.para("  • ", "    ", t);
+        }
+    }
+    if !r.unused_rounds.is_empty() {
+        o.blank();
+        o.para("", "", "Rounds not used as evidence:");
+        for t in &r.unused_rounds {
+            o.para("  • ", "    ", t);
+        }
+    }
+    if !r.untested.is_empty() {
+        o.blank();
+        o.para("", "", &format!("Also in every failing {noun}, but not tested:"));
+        for u in &r.untested {
+            o.para("  • ", "    ", &format!("{} ({})", u.predicate.headline, u.hint));
+        }
+    }
+    o.s
+}
+
+fn bullets(o: &mut Out<'_>, views: &[PredicateView]) {
+    for v in views {
+        o.para("  • ", "    ", &v.headline);
+    }
+}
+
+/// "the run fails: exit code 1 (10 of 32 analysed runs)".
+fn failure_line(r: &DebugReport<'_>) -> String {
+    let a = &r.analysis;
+    let total = a.failing_runs + a.passing_runs;
+    let noun = r.noun;
+    let why = match r.failure_reasons.as_slice() {
+        [] => String::new(),
+        [(reason, _)] => format!(": {reason}"),
+        many => format!(
+            ": {}",
+            many.iter()
+                .take(3)
+                .map(|(t, n)| format!("{t} ({})", count(*n, noun)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!("the {noun} fails{why} ({} of {total} analysed {noun}s)", a.failing_runs)
+}
+
+/// "99.12%": two decimals, enough to tell 99% from 99.5%.
+fn percent(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
