@@ -12,6 +12,7 @@ pub mod causal;
 pub mod cli;
 pub mod control;
 pub mod debugger;
+pub mod explain;
 pub mod insn;
 pub mod intervene;
 pub mod live;

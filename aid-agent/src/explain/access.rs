@@ -1,0 +1,547 @@
+//! Access events (spec §0): what mining, slicing and comparison see of a
+//! recorded run. A traced call that passes a *shared* object (one passed as
+//! a pointer argument by at least two roles in the run) becomes reads and
+//! writes of that object, and sync calls become writes of their lock:
+//!
+//! - without watchpoints we do not know what a call does to the object, so
+//!   a call is R at entry and W at exit (read-modify-write) unless the user
+//!   says it only reads (`--reads`) or only writes (`--writes`); two
+//!   overlapping `upd(A)` from two roles then look like the paper's lost
+//!   update `R1 R2 W1 W2`;
+//! - a lock acquisition is W(m) at its exit (when it holds the lock), a
+//!   release W(m) at its entry (as both papers model locks);
+//! - a call is the innermost traced frame that touches the object: when a
+//!   traced call inside it (same thread, nested in time) passes the same
+//!   object, the inner calls carry the accesses and the outer one carries
+//!   none (`increment(c)` is `load(c)` then `store(c)`).
+//!
+//! Dependences between accesses of different roles are *immediate*
+//! (seed 002 §2.2, seed 003 Eq. 4): flow when the write is the last one
+//! before the read, anti when it is the first one after the read, output
+//! for two consecutive writes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+
+use super::{
+    ExplainError,
+    objects::{self, Globals, Slot},
+    roles::RoleNames,
+};
+use crate::model::{FuncId, Function, Point, Role, Run, Session};
+
+/// Index into [`Substrate::objects`].
+pub type ObjId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Access {
+    R,
+    W,
+}
+
+/// What a function does to the objects it is passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessClass {
+    Read,
+    Write,
+    ReadWrite,
+    /// Takes a lock, semaphore or similar (W at exit).
+    Acquire,
+    /// Releases one (W at entry).
+    Release,
+}
+
+/// How functions are classed: sync calls by name, the rest read-write
+/// unless the user declared them pure reads or pure writes.
+#[derive(Clone, Debug, Default)]
+pub struct AccessSpec {
+    reads: Option<GlobSet>,
+    writes: Option<GlobSet>,
+}
+
+fn globs(option: &'static str, patterns: &[String]) -> Result<Option<GlobSet>, ExplainError> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        for one in p.split(',').filter(|s| !s.is_empty()) {
+            let g = Glob::new(one).map_err(|e| ExplainError::Pattern {
+                option,
+                pattern: one.to_owned(),
+                reason: e.kind().to_string(),
+            })?;
+            b.add(g);
+        }
+    }
+    b.build().map(Some).map_err(|e| ExplainError::Pattern {
+        option,
+        pattern: p(patterns),
+        reason: e.to_string(),
+    })
+}
+
+fn p(patterns: &[String]) -> String {
+    patterns.join(",")
+}
+
+const ACQUIRE: &[&str] = &[
+    "pthread_mutex_lock",
+    "pthread_mutex_trylock",
+    "pthread_mutex_timedlock",
+    "pthread_spin_lock",
+    "pthread_spin_trylock",
+    "pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "pthread_rwlock_tryrdlock",
+    "pthread_rwlock_trywrlock",
+    "pthread_rwlock_timedrdlock",
+    "pthread_rwlock_timedwrlock",
+    "sem_wait",
+    "sem_trywait",
+    "sem_timedwait",
+    "mtx_lock",
+    "mtx_trylock",
+    "mtx_timedlock",
+];
+const RELEASE: &[&str] = &[
+    "pthread_mutex_unlock",
+    "pthread_spin_unlock",
+    "pthread_rwlock_unlock",
+    "sem_post",
+    "mtx_unlock",
+];
+
+impl AccessSpec {
+    /// `reads` and `writes` are globs over function names (comma-separated
+    /// lists allowed), as given to `--reads` and `--writes`.
+    pub fn new(reads: &[String], writes: &[String]) -> Result<AccessSpec, ExplainError> {
+        Ok(AccessSpec { reads: globs("reads", reads)?, writes: globs("writes", writes)? })
+    }
+
+    pub fn class(&self, f: &Function) -> AccessClass {
+        let name = f.name.as_str();
+        if ACQUIRE.contains(&name) || name.ends_with("::lock") || name.ends_with("::try_lock") {
+            return AccessClass::Acquire;
+        }
+        if RELEASE.contains(&name) || name.ends_with("::unlock") {
+            return AccessClass::Release;
+        }
+        let matches = |set: &Option<GlobSet>| set.as_ref().is_some_and(|s| s.is_match(name));
+        match (matches(&self.reads), matches(&self.writes)) {
+            (true, false) => AccessClass::Read,
+            (false, true) => AccessClass::Write,
+            _ => AccessClass::ReadWrite,
+        }
+    }
+}
+
+/// One read or write of a shared object by a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Index into the run's `calls`.
+    pub call: usize,
+    pub role: Role,
+    pub func: FuncId,
+    pub instance: u32,
+    pub point: Point,
+    pub access: Access,
+    pub object: ObjId,
+    pub t_ns: u64,
+}
+
+/// The access trace of one run.
+#[derive(Clone, Debug)]
+pub struct RunAccesses {
+    pub run: u32,
+    pub failed: bool,
+    pub roles: RoleNames,
+    /// In time order.
+    pub events: Vec<Event>,
+    /// Every pointer each call passed or returned, by canonical name.
+    pub pointers: Vec<Vec<(Slot, ObjId)>>,
+    /// Objects passed by at least two roles.
+    pub shared: BTreeSet<ObjId>,
+}
+
+impl RunAccesses {
+    /// The events of call `call`, in order.
+    pub fn of_call(&self, call: usize) -> impl Iterator<Item = (usize, &Event)> {
+        self.events.iter().enumerate().filter(move |(_, e)| e.call == call)
+    }
+}
+
+/// Object names shared by every run of a session.
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    names: Vec<String>,
+    index: HashMap<String, ObjId>,
+}
+
+impl Objects {
+    pub fn intern(&mut self, name: &str) -> ObjId {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.names.len() as ObjId;
+        self.names.push(name.to_owned());
+        self.index.insert(name.to_owned(), id);
+        id
+    }
+
+    pub fn name(&self, id: ObjId) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+
+    pub fn id(&self, name: &str) -> Option<ObjId> {
+        self.index.get(name).copied()
+    }
+}
+
+/// The access traces of a session's runs.
+#[derive(Clone, Debug)]
+pub struct Substrate {
+    pub functions: Vec<Function>,
+    pub objects: Objects,
+    pub runs: Vec<RunAccesses>,
+}
+
+impl Substrate {
+    /// Access traces of `runs` (ids; all complete runs made without
+    /// interventions when empty).
+    pub fn build(
+        session: &Session,
+        globals: Option<&Globals>,
+        spec: &AccessSpec,
+        runs: &[u32],
+    ) -> Substrate {
+        let mut objects = Objects::default();
+        let chosen = session.runs.iter().filter(|r| {
+            if runs.is_empty() {
+                r.complete && r.interventions.is_empty()
+            } else {
+                runs.contains(&r.id)
+            }
+        });
+        let runs =
+            chosen.map(|r| accesses(r, &session.functions, globals, spec, &mut objects)).collect();
+        Substrate { functions: session.functions.clone(), objects, runs }
+    }
+
+    pub fn run(&self, id: u32) -> Option<&RunAccesses> {
+        self.runs.iter().find(|r| r.run == id)
+    }
+
+    pub fn function_name(&self, id: FuncId) -> &str {
+        self.functions.get(id as usize).map_or("?", |f| f.name.as_str())
+    }
+}
+
+/// The access trace of one run.
+pub fn accesses(
+    run: &Run,
+    functions: &[Function],
+    globals: Option<&Globals>,
+    spec: &AccessSpec,
+    objects: &mut Objects,
+) -> RunAccesses {
+    let roles = RoleNames::of(run);
+    let named = objects::name_pointers(run, functions, &roles, globals);
+    let pointers: Vec<Vec<(Slot, ObjId)>> = named
+        .iter()
+        .map(|slots| slots.iter().map(|(s, n)| (*s, objects.intern(n))).collect())
+        .collect();
+    let mut passed_by: BTreeMap<ObjId, BTreeSet<Role>> = BTreeMap::new();
+    for (c, slots) in run.calls.iter().zip(&pointers) {
+        for (slot, obj) in slots {
+            if matches!(slot, Slot::Arg(_)) {
+                passed_by.entry(*obj).or_default().insert(c.role);
+            }
+        }
+    }
+    let shared: BTreeSet<ObjId> =
+        passed_by.iter().filter(|(_, r)| r.len() >= 2).map(|(o, _)| *o).collect();
+    let classes: Vec<AccessClass> = functions.iter().map(|f| spec.class(f)).collect();
+    // Objects each call passes that its accesses are about.
+    let touched: Vec<Vec<ObjId>> = run
+        .calls
+        .iter()
+        .zip(&pointers)
+        .map(|(c, slots)| {
+            let class = classes.get(c.func as usize).copied().unwrap_or(AccessClass::ReadWrite);
+            let sync = matches!(class, AccessClass::Acquire | AccessClass::Release);
+            let mut objs: Vec<ObjId> = slots
+                .iter()
+                .filter(|(s, o)| match s {
+                    Slot::Arg(0) if sync => true,
+                    Slot::Arg(_) => !sync && shared.contains(o),
+                    Slot::Ret => false,
+                })
+                .map(|(_, o)| *o)
+                .collect();
+            objs.sort_unstable();
+            objs.dedup();
+            objs
+        })
+        .collect();
+    let inner = touched_inside(run, &touched);
+    let mut events = Vec::new();
+    for (i, c) in run.calls.iter().enumerate() {
+        let class = classes.get(c.func as usize).copied().unwrap_or(AccessClass::ReadWrite);
+        let sync = matches!(class, AccessClass::Acquire | AccessClass::Release);
+        for &object in &touched[i] {
+            if !sync && inner[i].contains(&object) {
+                continue;
+            }
+            let ev = |point, access, t_ns| Event {
+                call: i,
+                role: c.role,
+                func: c.func,
+                instance: c.instance,
+                point,
+                access,
+                object,
+                t_ns,
+            };
+            let (read, write_at_exit, write_at_entry) = match class {
+                AccessClass::Read => (true, false, false),
+                AccessClass::Write | AccessClass::Acquire => (false, true, false),
+                AccessClass::ReadWrite => (true, true, false),
+                AccessClass::Release => (false, false, true),
+            };
+            if read {
+                events.push(ev(Point::Entry, Access::R, c.entry_ns));
+            }
+            if write_at_entry {
+                events.push(ev(Point::Entry, Access::W, c.entry_ns));
+            }
+            if write_at_exit && let Some(x) = c.exit_ns {
+                events.push(ev(Point::Exit, Access::W, x));
+            }
+        }
+    }
+    events.sort_by_key(|e| (e.t_ns, e.point == Point::Exit, e.call));
+    RunAccesses { run: run.id, failed: run.failed(), roles, events, pointers, shared }
+}
+
+/// For each call, the objects that traced calls nested inside it (same
+/// role, entered after it and before it returned) touch.
+fn touched_inside(run: &Run, touched: &[Vec<ObjId>]) -> Vec<BTreeSet<ObjId>> {
+    let mut inside: Vec<BTreeSet<ObjId>> = vec![BTreeSet::new(); run.calls.len()];
+    let mut by_role: BTreeMap<Role, Vec<usize>> = BTreeMap::new();
+    for (i, c) in run.calls.iter().enumerate() {
+        by_role.entry(c.role).or_default().push(i);
+    }
+    for calls in by_role.values() {
+        // Calls are in entry order; a stack of the open ones gives each
+        // call its enclosing frames.
+        let mut open: Vec<usize> = Vec::new();
+        for &i in calls {
+            let c = &run.calls[i];
+            while let Some(&top) = open.last() {
+                if run.calls[top].exit_ns.is_some_and(|x| x < c.entry_ns) {
+                    open.pop();
+                } else {
+                    break;
+                }
+            }
+            for &outer in &open {
+                inside[outer].extend(touched[i].iter().copied());
+            }
+            open.push(i);
+        }
+    }
+    inside
+}
+
+/// Kind of an immediate cross-thread dependence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepKind {
+    /// The write is the last one before the read.
+    Flow,
+    /// The write is the first one after the read.
+    Anti,
+    /// Two consecutive writes.
+    Output,
+}
+
+impl DepKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepKind::Flow => "flow",
+            DepKind::Anti => "anti",
+            DepKind::Output => "output",
+        }
+    }
+}
+
+/// A dependence between the events at positions `from` < `to` of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Dep {
+    pub from: usize,
+    pub to: usize,
+    pub kind: DepKind,
+}
+
+/// The immediate cross-thread dependences of an access trace.
+pub fn dependences(events: &[Event]) -> Vec<Dep> {
+    dependences_of(events.iter().map(|e| (e.role, e.object, e.access)))
+}
+
+/// [`dependences`] over (role, object, access) triples in trace order.
+pub fn dependences_of(touches: impl IntoIterator<Item = (Role, ObjId, Access)>) -> Vec<Dep> {
+    #[derive(Default)]
+    struct State {
+        last_write: Option<(usize, Role)>,
+        reads_since: Vec<(usize, Role)>,
+    }
+    let mut state: HashMap<ObjId, State> = HashMap::new();
+    let mut deps = Vec::new();
+    for (i, (role, object, access)) in touches.into_iter().enumerate() {
+        let s = state.entry(object).or_default();
+        match access {
+            Access::R => {
+                if let Some((w, wr)) = s.last_write
+                    && wr != role
+                {
+                    deps.push(Dep { from: w, to: i, kind: DepKind::Flow });
+                }
+                s.reads_since.push((i, role));
+            }
+            Access::W => {
+                for &(r, rr) in &s.reads_since {
+                    if rr != role {
+                        deps.push(Dep { from: r, to: i, kind: DepKind::Anti });
+                    }
+                }
+                if let Some((w, wr)) = s.last_write
+                    && wr != role
+                {
+                    deps.push(Dep { from: w, to: i, kind: DepKind::Output });
+                }
+                s.reads_since.clear();
+                s.last_write = Some((i, role));
+            }
+        }
+    }
+    deps.sort_unstable();
+    deps
+}
+
+/// Positions `i` where events `i-1` and `i` come from different roles.
+pub fn context_switches(roles: impl IntoIterator<Item = Role>) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut prev = None;
+    for (i, r) in roles.into_iter().enumerate() {
+        if prev.is_some_and(|p| p != r) {
+            out.push(i);
+        }
+        prev = Some(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        explain::testkit::{call, function, run_with},
+        model::ValueKind,
+    };
+
+    /// The paper's 4-trace sample (seed 002 §2.4), one object x.
+    pub(crate) fn sample() -> Vec<Vec<(Role, ObjId, Access)>> {
+        use Access::{R, W};
+        let t = |s: &[(Role, Access)]| s.iter().map(|&(r, a)| (r, 0, a)).collect();
+        vec![
+            t(&[(1, R), (1, W), (2, R), (2, W), (1, R), (1, W)]),
+            t(&[(1, R), (1, W), (1, R), (1, W), (2, R), (2, W)]),
+            t(&[(1, R), (2, R), (1, W), (2, W), (1, R), (1, W)]),
+            t(&[(2, R), (1, R), (2, W), (1, W), (1, R), (1, W)]),
+        ]
+    }
+
+    #[test]
+    fn r1_w2_is_anti_dependent_only_in_trace_4_at_positions_2_3() {
+        let traces = sample();
+        let mut found = Vec::new();
+        for (n, t) in traces.iter().enumerate() {
+            for d in dependences_of(t.iter().copied()) {
+                let (from, to) = (t[d.from], t[d.to]);
+                if from.0 == 1 && from.2 == Access::R && to.0 == 2 && to.2 == Access::W {
+                    found.push((n + 1, d.from + 1, d.to + 1, d.kind));
+                }
+            }
+        }
+        assert_eq!(found, vec![(4, 2, 3, DepKind::Anti)]);
+    }
+
+    #[test]
+    fn dependences_are_immediate_and_cross_thread() {
+        // R1 W1 R2 W2 R1 W1 (trace 1).
+        let deps = dependences_of(sample()[0].iter().copied());
+        let got: Vec<(usize, usize, DepKind)> =
+            deps.iter().map(|d| (d.from, d.to, d.kind)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 2, DepKind::Flow),
+                (1, 3, DepKind::Output),
+                (3, 4, DepKind::Flow),
+                (3, 5, DepKind::Output)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_is_r_at_entry_and_w_at_exit_and_inner_calls_carry_the_accesses() {
+        let ptr = ValueKind::Pointer;
+        let fs = vec![
+            function(0, "increment", &[ptr, ValueKind::Signed], ValueKind::Signed),
+            function(1, "load_counter", &[ptr], ValueKind::Signed),
+            function(2, "store_counter", &[ptr, ValueKind::Signed], ValueKind::Signed),
+            function(3, "check_total", &[ptr], ValueKind::Signed),
+            function(4, "pthread_mutex_lock", &[ptr], ValueKind::Signed),
+        ];
+        let c = 0x5600_0000_40c0;
+        let m = 0x5600_0000_4200;
+        let run = run_with(
+            &["main", "first_worker", "second_worker"],
+            vec![
+                call(0, 1, 1, 10, 60, [c, 1, 0], 1),
+                call(1, 1, 1, 11, 12, [c, 0, 0], 0),
+                call(1, 2, 1, 20, 21, [c, 0, 0], 0),
+                call(2, 1, 1, 50, 51, [c, 1, 0], 1),
+                call(4, 0, 1, 90, 91, [m, 0, 0], 0),
+                call(3, 0, 1, 100, 101, [c, 0, 0], 1),
+            ],
+        );
+        let spec = AccessSpec::new(&["check_*".into()], &[]).unwrap();
+        let mut objects = Objects::default();
+        let acc = accesses(&run, &fs, None, &spec, &mut objects);
+        let got: Vec<(&str, Role, Access, &str)> = acc
+            .events
+            .iter()
+            .map(|e| (fs[e.func as usize].name.as_str(), e.role, e.access, objects.name(e.object)))
+            .collect();
+        let obj = "first_worker:increment#1.arg0";
+        let lock = "main:pthread_mutex_lock#1.arg0";
+        assert_eq!(
+            got,
+            vec![
+                ("load_counter", 1, Access::R, obj),
+                ("load_counter", 1, Access::W, obj),
+                ("load_counter", 2, Access::R, obj),
+                ("load_counter", 2, Access::W, obj),
+                ("store_counter", 1, Access::R, obj),
+                ("store_counter", 1, Access::W, obj),
+                ("pthread_mutex_lock", 0, Access::W, lock),
+                ("check_total", 0, Access::R, obj),
+            ]
+        );
+        assert_eq!(context_switches(acc.events.iter().map(|e| e.role)), vec![2, 4, 6]);
+    }
+}
