@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     ExplainError,
@@ -35,7 +35,7 @@ use crate::model::{FuncId, Function, Point, Role, Run, Session};
 /// Index into [`Substrate::objects`].
 pub type ObjId = u32;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Access {
     R,
     W,
@@ -197,6 +197,11 @@ impl Objects {
 
     pub fn id(&self, name: &str) -> Option<ObjId> {
         self.index.get(name).copied()
+    }
+
+    /// Every name, indexed by id.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 }
 

@@ -3,8 +3,9 @@
 //! that depends on timing), so every pointer a traced call passes or
 //! returns is named:
 //!
-//! - a global by `module:symbol+offset`, when the address falls inside a
-//!   data symbol of the executable;
+//! - a global by `symbol+offset`, when the address falls inside a data
+//!   symbol of the executable (the module is implicit: only the
+//!   executable's symbols are read);
 //! - anything else by its first appearance in the run,
 //!   `role:function#k.argN` (or `.ret` for a returned pointer);
 //! - a `free` (or `realloc`'s old pointer) ends the object: the same
@@ -95,7 +96,7 @@ impl Globals {
         None
     }
 
-    /// `module:symbol+offset` for a runtime address inside a data symbol.
+    /// `symbol+offset` for a runtime address inside a data symbol.
     pub fn name(&self, address: u64, bias: u64) -> Option<String> {
         let elf = address.checked_sub(bias)?;
         let i = self.data.partition_point(|(a, _, _)| *a <= elf);
@@ -104,11 +105,20 @@ impl Globals {
         if off >= (*size).max(1) {
             return None;
         }
-        Some(if off == 0 {
-            format!("{}:{name}", self.module)
-        } else {
-            format!("{}:{name}+{off:#x}", self.module)
-        })
+        Some(if off == 0 { name.clone() } else { format!("{name}+{off:#x}") })
+    }
+
+    /// Data symbols given directly (tests, and callers that read the
+    /// symbol table themselves): (ELF address, size, name).
+    pub fn new(module: &str, pie: bool, data: Vec<(u64, u64, String)>) -> Globals {
+        let mut data = data;
+        data.sort_unstable();
+        Globals { module: module.to_owned(), pie, data, text: HashMap::new() }
+    }
+
+    /// The executable's file name.
+    pub fn module(&self) -> &str {
+        &self.module
     }
 }
 
@@ -261,8 +271,8 @@ mod tests {
         );
         run.threads[1].name = "first_worker".into();
         assert_eq!(g.bias(&run, &fs), Some(bias));
-        assert_eq!(g.name(bias + 0x40c0, bias).as_deref(), Some("prog:events"));
-        assert_eq!(g.name(bias + 0x4108, bias).as_deref(), Some("prog:plan+0x8"));
+        assert_eq!(g.name(bias + 0x40c0, bias).as_deref(), Some("events"));
+        assert_eq!(g.name(bias + 0x4108, bias).as_deref(), Some("plan+0x8"));
         assert_eq!(g.name(bias + 0x40c8, bias), None);
     }
 }

@@ -88,3 +88,64 @@ pub fn labelled(id: u32, failed: bool, names: &[&str], calls: Vec<Call>) -> Run 
     }
     r
 }
+
+/// A run made of `steps` (role, function, args, ret), one after the
+/// other: step i is a call entered at 10·(i+1) ns and left 5 ns later,
+/// numbered per (role, function).
+pub fn scripted(
+    id: u32,
+    failed: bool,
+    names: &[&str],
+    steps: &[(Role, FuncId, [i64; 3], i64)],
+) -> Run {
+    let mut count: std::collections::HashMap<(Role, FuncId), u32> = Default::default();
+    let calls = steps
+        .iter()
+        .enumerate()
+        .map(|(i, &(role, func, args, ret))| {
+            let k = count.entry((role, func)).or_default();
+            *k += 1;
+            let t = 10 * (i as u64 + 1);
+            call(func, role, *k, t, t + 5, args, ret)
+        })
+        .collect();
+    labelled(id, failed, names, calls)
+}
+
+/// The bank account of the spec's worked examples: `get(A)` reads,
+/// `set(A, v)` writes, `check(A)` reads; main is role 0, T1 role 1, T2
+/// role 2; A is the global `A` at 0x4000.
+pub mod bank {
+    use super::*;
+    use crate::{
+        explain::{AccessSpec, objects::Globals},
+        model::Session,
+    };
+
+    pub const A: i64 = 0x4000;
+    pub const GET: FuncId = 0;
+    pub const SET: FuncId = 1;
+    pub const CHECK: FuncId = 2;
+    pub const NAMES: &[&str] = &["main", "T1", "T2"];
+
+    pub fn functions() -> Vec<Function> {
+        use ValueKind::{Pointer, Signed, Void};
+        vec![
+            function(GET, "get", &[Pointer], Signed),
+            function(SET, "set", &[Pointer, Signed], Void),
+            function(CHECK, "check", &[Pointer], Signed),
+        ]
+    }
+
+    pub fn globals() -> Globals {
+        Globals::new("bank", false, vec![(A as u64, 8, "A".into())])
+    }
+
+    pub fn spec() -> AccessSpec {
+        AccessSpec::new(&["get".into(), "check".into()], &["set".into()]).unwrap()
+    }
+
+    pub fn session(runs: Vec<Run>) -> Session {
+        Session { functions: functions(), runs }
+    }
+}
