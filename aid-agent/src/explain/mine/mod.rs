@@ -124,10 +124,6 @@ impl Dataset {
         }
         d
     }
-
-    fn failing(&self) -> usize {
-        self.traces.iter().filter(|t| t.failed).count()
-    }
 }
 
 /// A dependence between two events of a pattern, by event id.
