@@ -287,42 +287,10 @@ pub fn slice(
     };
     while let Some(c) = work.pop() {
         let mut pulled: Vec<usize> = Vec::new();
-        let mine: Vec<usize> = (0..ev.len()).filter(|&p| ev[p].call == c).collect();
-        let mut unexplained_write = mine.is_empty();
-        for &p in &mine {
-            let e = ev[p];
-            match e.access {
-                Access::R => {
-                    let w = (0..p)
-                        .rev()
-                        .find(|&q| ev[q].object == e.object && ev[q].access == Access::W);
-                    reads.push((p, w));
-                    if let Some(q) = w {
-                        add(ev[q].call, c, EdgeKind::Raw, Some(e.object), &mut edges);
-                        pulled.push(ev[q].call);
-                    }
-                }
-                Access::W => {
-                    let r = (0..p).rev().find(|&q| {
-                        ev[q].object == e.object
-                            && ev[q].access == Access::R
-                            && ev[q].role == e.role
-                            && ev[q].call != c
-                    });
-                    match r {
-                        Some(q) => {
-                            add(ev[q].call, c, EdgeKind::Rmw, Some(e.object), &mut edges);
-                            pulled.push(ev[q].call);
-                        }
-                        // A read-write call's own read feeds its write.
-                        None if mine.iter().any(|&q| ev[q].access == Access::R) => {}
-                        None => unexplained_write = true,
-                    }
-                }
-            }
-        }
-        if unexplained_write && let Some(d) = value_source(run, acc, functions, &user, c) {
-            add(d, c, EdgeKind::Val, None, &mut edges);
+        let sources = data_sources(run, acc, functions, &user, c);
+        reads.extend(sources.reads);
+        for (d, kind, object) in sources.edges {
+            add(d, c, kind, object, &mut edges);
             pulled.push(d);
         }
         if levels.cs {
@@ -394,6 +362,64 @@ pub fn slice(
         total_calls: user.iter().filter(|u| **u).count(),
         total_roles,
     }
+}
+
+/// The ds dependences of one call.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// (source call, kind, object) for `raw`, `rmw` and `val`.
+    pub edges: Vec<(usize, EdgeKind, Option<ObjId>)>,
+    /// (position of each of the call's reads, position of its last writer).
+    pub reads: Vec<(usize, Option<usize>)>,
+}
+
+/// The ds rules for call `c`: each read's last writer (`raw`); for each
+/// write, the role's latest earlier read of the object (`rmw`), or, when
+/// the call does not read it itself, an earlier return value of the role
+/// equal to one of its arguments (`val`, also used for calls that touch no
+/// shared object).
+pub fn data_sources(
+    run: &Run,
+    acc: &RunAccesses,
+    functions: &[Function],
+    user: &[bool],
+    c: usize,
+) -> Sources {
+    let ev = &acc.events;
+    let mut out = Sources::default();
+    let mine: Vec<usize> = (0..ev.len()).filter(|&p| ev[p].call == c).collect();
+    let mut unexplained_write = mine.is_empty();
+    for &p in &mine {
+        let e = ev[p];
+        match e.access {
+            Access::R => {
+                let w =
+                    (0..p).rev().find(|&q| ev[q].object == e.object && ev[q].access == Access::W);
+                out.reads.push((p, w));
+                if let Some(q) = w {
+                    out.edges.push((ev[q].call, EdgeKind::Raw, Some(e.object)));
+                }
+            }
+            Access::W => {
+                let r = (0..p).rev().find(|&q| {
+                    ev[q].object == e.object
+                        && ev[q].access == Access::R
+                        && ev[q].role == e.role
+                        && ev[q].call != c
+                });
+                match r {
+                    Some(q) => out.edges.push((ev[q].call, EdgeKind::Rmw, Some(e.object))),
+                    // A read-write call's own read feeds its write.
+                    None if mine.iter().any(|&q| ev[q].access == Access::R) => {}
+                    None => unexplained_write = true,
+                }
+            }
+        }
+    }
+    if unexplained_write && let Some(d) = value_source(run, acc, functions, user, c) {
+        out.edges.push((d, EdgeKind::Val, None));
+    }
+    out
 }
 
 /// The latest earlier call of the same role whose return value equals one
