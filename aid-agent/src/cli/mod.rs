@@ -11,9 +11,12 @@ pub mod attach;
 pub mod bench;
 pub mod bench_extract;
 pub mod common;
+pub mod compare;
 pub mod debug;
 pub mod intervene;
+pub mod mine;
 pub mod record;
+pub mod slice;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -47,6 +50,12 @@ pub enum Command {
     Analyze(analyze::Args),
     /// Benchmarks (synthetic sensitivity study, ...).
     Bench(bench::Args),
+    /// Mine cross-thread access patterns that explain the failing runs.
+    Mine(mine::Args),
+    /// Keep the calls of a failing run that carry its failure.
+    Slice(slice::Args),
+    /// Explain how a failing run differs from a passing one, re-running to test each link.
+    Compare(compare::Args),
 }
 
 /// Parses the command line, runs the subcommand, prints any error once.
@@ -72,6 +81,9 @@ pub fn main() -> ExitCode {
         Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Mine(args) => mine::run(args),
+        Command::Slice(args) => slice::run(args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(code) => code,

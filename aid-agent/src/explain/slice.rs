@@ -492,8 +492,7 @@ fn control_sources(
     // Locks held: acquisitions of this role not released before the call.
     let class = |d: usize| functions.get(run.calls[d].func as usize).map(|f| spec.class(f));
     let mut held: BTreeMap<ObjId, usize> = BTreeMap::new();
-    for d in 0..c {
-        let e = &run.calls[d];
+    for (d, e) in run.calls.iter().enumerate().take(c) {
         if !user[d] || e.role != call.role || e.entry_ns > call.entry_ns {
             continue;
         }

@@ -69,6 +69,16 @@ impl<R: Rerun + ?Sized> Rerun for &mut R {
     }
 }
 
+/// The executor of `compare --repeat 0`: nothing is re-run, the chain is
+/// the dual slice's.
+pub struct Offline;
+
+impl Rerun for Offline {
+    fn rerun(&mut self, _: Side, _: &[Replacement]) -> anyhow::Result<Observed> {
+        anyhow::bail!("re-execution is off (--repeat 0)")
+    }
+}
+
 /// How differences become replacements, toward one side.
 pub fn replacement(
     d: &Diff,

@@ -28,7 +28,7 @@ use serde::Serialize;
 use self::{
     align::{CallKey, Field, View, differing_fields},
     dual::{Diff, DualSlice, Graph, Side},
-    minimize::{Context, Observed, Replacement, Rerun, Test, Tester},
+    minimize::{Context, Replacement, Rerun, Test, Tester},
 };
 use super::{
     ExplainError,
@@ -121,6 +121,30 @@ pub fn closest_pass(views: &[View], fail: &View) -> Option<usize> {
             (omitted, differ, v.id)
         })
         .map(|(i, _)| i)
+}
+
+/// The id of the passing run most like run `fail` ([`closest_pass`]).
+pub fn pick_pass(
+    session: &Session,
+    fail: u32,
+    globals: Option<&Globals>,
+    spec: &AccessSpec,
+) -> Result<u32, ExplainError> {
+    let mut objects = Objects::default();
+    let usable = |r: &&crate::model::Run| r.complete && r.interventions.is_empty();
+    let f =
+        session.runs.iter().filter(usable).find(|r| r.id == fail).ok_or_else(|| {
+            ExplainError::NoSuchRun(fail, id_list(session.runs.iter().map(|r| r.id)))
+        })?;
+    let fv = View::new(f, &session.functions, globals, spec, &mut objects);
+    let views: Vec<View> = session
+        .runs
+        .iter()
+        .filter(usable)
+        .filter(|r| !r.failed())
+        .map(|r| View::new(r, &session.functions, globals, spec, &mut objects))
+        .collect();
+    closest_pass(&views, &fv).map(|i| views[i].id).ok_or(ExplainError::NoPassingRuns)
 }
 
 /// Checks the runs: `fail` must be a failing run and `pass`, if given, a
@@ -355,7 +379,7 @@ fn chain<R: Rerun>(
             return Ok((steps_rev, failed));
         };
         // The region nodes downstream of the chosen causes.
-        let downstream = reachable_from(&t.ctx.graph, &causes, &region);
+        let downstream = reachable_from(t.ctx.graph, &causes, &region);
         push_region(t, &mut steps_rev, &downstream);
         let test =
             t.tests.iter().rev().find(|x| x.causes == causes && x.effects == effects).cloned();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use super::{minimize::Observed, *};
 use crate::{
     explain::testkit::{
         bank::{self, A, CHECK, GET, SET},

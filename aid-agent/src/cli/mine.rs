@@ -1,0 +1,125 @@
+//! `aid-agent mine SESSION`: bug explanation patterns mined from the
+//! session's failing runs (seed 002; [`crate::explain::mine`]). Also the
+//! access options `slice` and `compare` share.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use anyhow::Context as _;
+
+use crate::{
+    explain::{
+        AccessSpec, ExplainError, Substrate,
+        mine::{self, Dataset, Options, predicates, report},
+        objects::Globals,
+    },
+    session::{self, Loaded},
+};
+
+/// How calls are typed as reads and writes of the objects they are passed.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AccessArgs {
+    /// Functions that only read the objects they are passed (globs,
+    /// repeatable or comma-separated). Other calls count as a read at
+    /// entry and a write at exit.
+    #[arg(long = "reads", value_name = "GLOB")]
+    pub reads: Vec<String>,
+    /// Functions that only write the objects they are passed.
+    #[arg(long = "writes", value_name = "GLOB")]
+    pub writes: Vec<String>,
+}
+
+impl AccessArgs {
+    pub fn spec(&self) -> Result<AccessSpec, ExplainError> {
+        AccessSpec::new(&self.reads, &self.writes)
+    }
+}
+
+/// Loads a session and the executable's data symbols (for naming globals).
+pub fn load(dir: &Path) -> anyhow::Result<(Loaded, Option<Globals>)> {
+    let loaded = session::load_full(dir)?;
+    let globals = Globals::load(&loaded.header.program);
+    if globals.is_none() {
+        log::warn!(
+            "cannot read {}: globals are named by their first appearance",
+            loaded.header.program.display()
+        );
+    }
+    Ok((loaded, globals))
+}
+
+/// Says which runs the analysis leaves out, and why.
+pub fn note_excluded(session: &crate::model::Session) {
+    let intervened = session.runs.iter().filter(|r| !r.interventions.is_empty()).count();
+    if intervened > 0 {
+        eprintln!("aid: {intervened} run(s) made under interventions are left out");
+    }
+    let lost = session.runs.iter().filter(|r| !r.complete && r.interventions.is_empty()).count();
+    if lost > 0 {
+        eprintln!(
+            "aid: warning: {lost} run(s) lost events or were interrupted and are left out; record with a larger --ring-size"
+        );
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session directory written by `record`, `attach` or `debug`.
+    pub session: PathBuf,
+    /// First support threshold, as a fraction of the failing runs.
+    #[arg(long, default_value_t = 1.0, value_name = "FRACTION")]
+    pub min_supp: f64,
+    /// How much to lower the threshold each time no pattern explains.
+    #[arg(long, default_value_t = 0.1, value_name = "FRACTION")]
+    pub step: f64,
+    /// Longest pattern mined, in abstract events (the paper's 4).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub max_len: usize,
+    #[command(flatten)]
+    pub access: AccessArgs,
+    /// Write the patterns as "pattern occurs" predicates to FILE (format:
+    /// docs/explain.md).
+    #[arg(long, value_name = "FILE")]
+    pub emit_predicates: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.min_supp > 0.0 && args.min_supp <= 1.0,
+        "--min-supp {} must be in (0, 1]: a fraction of the failing runs",
+        args.min_supp
+    );
+    anyhow::ensure!(args.step > 0.0 && args.step <= 1.0, "--step {} must be in (0, 1]", args.step);
+    anyhow::ensure!(
+        (1..=8).contains(&args.max_len),
+        "--max-len {} must be between 1 and 8 (mining is exponential in it)",
+        args.max_len
+    );
+    let spec = args.access.spec()?;
+    let (loaded, globals) = load(&args.session)?;
+    note_excluded(&loaded.session);
+    let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
+    if !substrate.runs.iter().any(|r| r.failed) {
+        return Err(ExplainError::NoFailingRuns.into());
+    }
+    let data = Dataset::from_substrate(&substrate, &spec);
+    let opts =
+        Options { min_supp: args.min_supp, step: args.step, max_len: args.max_len, prune: true };
+    let mined = mine::mine(&data, &opts);
+    if let Some(path) = &args.emit_predicates {
+        let file = predicates::export(&data, &mined, &args.access.reads, &args.access.writes);
+        let text = serde_json::to_string_pretty(&file).expect("patterns serialize") + "\n";
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report::report(&data, &mined))?);
+    } else {
+        print!("{}", report::render_text(&data, &mined));
+    }
+    Ok(ExitCode::SUCCESS)
+}
