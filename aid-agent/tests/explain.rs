@@ -74,6 +74,28 @@ fn json(cmd: &mut Command) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// Which worker's update survived a failing counter-atomicity run: the
+/// role name of the worker whose store came last (its stale value is the
+/// total), and of the other one. Usually worker 2 survives; when worker 1
+/// was delayed past worker 2's set-up, either may.
+fn survivor(session: &Path, run: u32) -> (String, String) {
+    let s = load(session);
+    let r = s.runs.iter().find(|r| r.id == run).unwrap();
+    let store = s.functions.iter().find(|f| f.name == "store_counter").unwrap().id;
+    let mut stores: Vec<(u64, &str)> = r
+        .calls
+        .iter()
+        .filter(|c| c.func == store)
+        .map(|c| {
+            let name = &r.threads.iter().find(|t| t.role == c.role).unwrap().name;
+            (c.exit_ns.unwrap_or(u64::MAX), name.as_str())
+        })
+        .collect();
+    stores.sort_unstable();
+    assert_eq!(stores.len(), 2, "run {run}: {stores:?}");
+    (stores[1].1.to_owned(), stores[0].1.to_owned())
+}
+
 /// `mine` on counter-atomicity: the top group is worker 2's load before
 /// worker 1's store, with the anti-dependence between them — the lost
 /// update — whichever way the session's failing runs interleave otherwise.
@@ -129,9 +151,9 @@ fn mine_ranks_the_racing_pair_first() {
     );
 }
 
-/// `slice` on counter-atomicity keeps both racing calls: worker 2's stale
-/// load and worker 1's store it raced with (a hazard), and not worker 1's
-/// own load.
+/// `slice` on counter-atomicity keeps both racing calls: the surviving
+/// worker's stale load (usually worker 2's) and the other worker's store
+/// it raced with (a hazard), and not the other worker's own load.
 #[test]
 fn slice_keeps_both_racing_calls() {
     if !bpf_available() {
@@ -139,6 +161,7 @@ fn slice_keeps_both_racing_calls() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (_, session, fail, _) = counter_session();
+    let (won, lost) = survivor(session, fail[0]);
     let s = json(agent().arg("slice").arg(session).args(["--run", &fail[0].to_string()]).args([
         "--reads",
         "load_counter,check_total",
@@ -162,10 +185,10 @@ fn slice_keeps_both_racing_calls() {
             )
         })
         .collect();
-    assert!(kept.contains(&("second_worker:load_counter#1".into(), false)), "{s:#}");
-    assert!(kept.contains(&("first_worker:store_counter#1".into(), true)), "{s:#}");
+    assert!(kept.contains(&(format!("{won}:load_counter#1"), false)), "{s:#}");
+    assert!(kept.contains(&(format!("{lost}:store_counter#1"), true)), "{s:#}");
     assert!(kept.contains(&("main:check_total#1".into(), false)), "{s:#}");
-    assert!(!kept.iter().any(|(k, _)| k == "first_worker:load_counter#1"), "{s:#}");
+    assert!(!kept.iter().any(|(k, _)| *k == format!("{lost}:load_counter#1")), "{s:#}");
 }
 
 /// `slice` on the bank_audit fixture, exactly: the withdrawal's read and
@@ -235,13 +258,17 @@ fn slice_drops_the_unrelated_thread() {
 /// the failure, and the order link passes both symmetric tests (holding
 /// worker 2's load until worker 1's store has returned cures a failing
 /// run; holding worker 1's store until worker 2's load has returned
-/// induces the failure in a passing one).
+/// induces the failure in a passing one). The failing run compared is the
+/// first one where worker 2's update survived (the usual lost update;
+/// [`survivor`]), with the access types declared, as the README's
+/// `--safe load_counter` declares what may be forced.
 ///
 /// Acceptance: each side of each test is 5 fresh runs and passes when at
 /// least 3 are usable and at least 80 % of those show the effect. Under
 /// the holds the outcome does not depend on the schedule (the load reads
 /// 1 after the store, 0 before it), so a side fails only when holds time
-/// out (1 s, against ~15 ms runs) or runs lose events; a passing no-op
+/// out (1 s, against ~15 ms runs), runs lose events, or re-runs are
+/// confounded (a thread ordering neither original run had); a no-op
 /// replacement would need ≥ 4 of 5 natural failures and ≥ 4 of 5 natural
 /// passes at once, which cannot happen.
 #[test]
@@ -251,13 +278,18 @@ fn compare_tests_the_order_both_ways() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (_, session, fail, _) = counter_session();
+    let run = *fail
+        .iter()
+        .find(|&&r| survivor(session, r).0 == "second_worker")
+        .expect("a failing run where worker 2's update survived");
     let tmp = tempfile::tempdir().unwrap();
     let reruns = tmp.path().join("reruns");
     let c = json(
         agent()
             .arg("compare")
             .arg(session)
-            .args(["--fail", &fail[0].to_string(), "--safe", "load_counter", "--repeat", "5"])
+            .args(["--fail", &run.to_string(), "--safe", "load_counter", "--repeat", "5"])
+            .args(["--reads", "load_counter,check_total", "--writes", "store_counter"])
             .arg("--out")
             .arg(&reruns)
             .arg("--json"),

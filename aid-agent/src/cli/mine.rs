@@ -77,6 +77,12 @@ pub struct Args {
     /// Longest pattern mined, in abstract events (the paper's 4).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub max_len: usize,
+    /// Count a run toward a pattern's support only where the pattern
+    /// occurs with dependences between all its macros, in passing runs as
+    /// in failing ones (not the paper's definition; for long, looping
+    /// traces, where every short pattern occurs in every run).
+    #[arg(long)]
+    pub witnessed: bool,
     #[command(flatten)]
     pub access: AccessArgs,
     /// Write the patterns as "pattern occurs" predicates to FILE (format:
@@ -108,8 +114,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Err(ExplainError::NoFailingRuns.into());
     }
     let data = Dataset::from_substrate(&substrate, &spec);
-    let opts =
-        Options { min_supp: args.min_supp, step: args.step, max_len: args.max_len, prune: true };
+    let opts = Options {
+        min_supp: args.min_supp,
+        step: args.step,
+        max_len: args.max_len,
+        prune: true,
+        witnessed: args.witnessed,
+    };
     let mined = mine::mine(&data, &opts);
     if let Some(path) = &args.emit_predicates {
         let file = predicates::export(&data, &mined, &args.access.reads, &args.access.writes);

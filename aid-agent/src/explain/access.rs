@@ -145,6 +145,10 @@ pub struct Event {
     pub call: usize,
     pub role: Role,
     pub func: FuncId,
+    /// The function of the enclosing traced call, if any: with `func`,
+    /// where in the program the access comes from (the "line" of seed 002
+    /// Def. 1 at function level).
+    pub caller: Option<FuncId>,
     pub instance: u32,
     pub point: Point,
     pub access: Access,
@@ -291,7 +295,8 @@ pub fn accesses(
             objs
         })
         .collect();
-    let inner = touched_inside(run, &touched);
+    let parent = parents(run, functions);
+    let inner = touched_inside(&parent, &touched);
     let mut events = Vec::new();
     for (i, c) in run.calls.iter().enumerate() {
         let class = classes.get(c.func as usize).copied().unwrap_or(AccessClass::ReadWrite);
@@ -300,10 +305,12 @@ pub fn accesses(
             if !sync && inner[i].contains(&object) {
                 continue;
             }
+            let caller = parent[i].map(|p| run.calls[p].func);
             let ev = |point, access, t_ns| Event {
                 call: i,
                 role: c.role,
                 func: c.func,
+                caller,
                 instance: c.instance,
                 point,
                 access,
@@ -331,13 +338,15 @@ pub fn accesses(
     RunAccesses { run: run.id, failed: run.failed(), roles, events, pointers, shared }
 }
 
-/// For each call, the objects that traced calls nested inside it (same
-/// role, entered after it and before it returned) touch.
-fn touched_inside(run: &Run, touched: &[Vec<ObjId>]) -> Vec<BTreeSet<ObjId>> {
-    let mut inside: Vec<BTreeSet<ObjId>> = vec![BTreeSet::new(); run.calls.len()];
+/// Each call's innermost enclosing traced call on the same role (its
+/// caller frame, as far as tracing shows), from the calls' nesting in time.
+pub fn parents(run: &Run, functions: &[Function]) -> Vec<Option<usize>> {
+    let mut parent = vec![None; run.calls.len()];
     let mut by_role: BTreeMap<Role, Vec<usize>> = BTreeMap::new();
     for (i, c) in run.calls.iter().enumerate() {
-        by_role.entry(c.role).or_default().push(i);
+        if functions.get(c.func as usize).is_some_and(|f| !f.internal) {
+            by_role.entry(c.role).or_default().push(i);
+        }
     }
     for calls in by_role.values() {
         // Calls are in entry order; a stack of the open ones gives each
@@ -352,10 +361,21 @@ fn touched_inside(run: &Run, touched: &[Vec<ObjId>]) -> Vec<BTreeSet<ObjId>> {
                     break;
                 }
             }
-            for &outer in &open {
-                inside[outer].extend(touched[i].iter().copied());
-            }
+            parent[i] = open.last().copied();
             open.push(i);
+        }
+    }
+    parent
+}
+
+/// For each call, the objects that traced calls nested inside it touch.
+fn touched_inside(parent: &[Option<usize>], touched: &[Vec<ObjId>]) -> Vec<BTreeSet<ObjId>> {
+    let mut inside: Vec<BTreeSet<ObjId>> = vec![BTreeSet::new(); parent.len()];
+    for (i, objs) in touched.iter().enumerate() {
+        let mut up = parent[i];
+        while let Some(p) = up {
+            inside[p].extend(objs.iter().copied());
+            up = parent[p];
         }
     }
     inside
@@ -548,5 +568,28 @@ mod tests {
             ]
         );
         assert_eq!(context_switches(acc.events.iter().map(|e| e.role)), vec![2, 4, 6]);
+        // The enclosing traced call is kept as the access's caller.
+        let callers: Vec<Option<FuncId>> = acc.events.iter().map(|e| e.caller).collect();
+        assert_eq!(callers, vec![Some(0), Some(0), None, None, Some(0), Some(0), None, None]);
+        let data = crate::explain::mine::Dataset::from_substrate(
+            &Substrate { functions: fs.clone(), objects: objects.clone(), runs: vec![acc] },
+            &spec,
+        );
+        let both: Vec<String> = data
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.func == 1)
+            .map(|(e, _)| data.event_text(e as u32))
+            .collect();
+        assert_eq!(
+            both,
+            [
+                "R first_worker:increment>load_counter(first_worker:increment#1.arg0)",
+                "W first_worker:increment>load_counter(first_worker:increment#1.arg0)",
+                "R second_worker:(top)>load_counter(first_worker:increment#1.arg0)",
+                "W second_worker:(top)>load_counter(first_worker:increment#1.arg0)",
+            ]
+        );
     }
 }

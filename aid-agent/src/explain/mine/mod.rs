@@ -18,7 +18,7 @@ pub mod prefixspan;
 pub mod report;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     time::Instant,
 };
 
@@ -38,11 +38,18 @@ pub struct Options {
     pub max_len: usize,
     /// Drop the macro prefix and suffix common to all traces (§3.3).
     pub prune: bool,
+    /// Count a run for the relative support only if the pattern occurs in
+    /// it *with* related dependences (Def. 3's condition), in passing runs
+    /// as in failing ones. Not the paper's definition (which counts
+    /// occurrences): on long looping traces every short pattern occurs as
+    /// a gapped subsequence of every run, and occurrence support cannot
+    /// tell failing from passing runs.
+    pub witnessed: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { min_supp: 1.0, step: 0.1, max_len: 4, prune: true }
+        Options { min_supp: 1.0, step: 0.1, max_len: 4, prune: true, witnessed: false }
     }
 }
 
@@ -58,6 +65,7 @@ const INSTANCE_CAP: usize = 1_000;
 pub struct EventKey {
     pub role: u32,
     pub func: FuncId,
+    pub caller: Option<FuncId>,
     pub access: Access,
     pub object: ObjId,
 }
@@ -82,6 +90,9 @@ pub struct Dataset {
     pub read_write: Vec<bool>,
     pub object_names: Vec<String>,
     pub traces: Vec<TraceData>,
+    /// Functions traced calls of which come from more than one caller:
+    /// their events print with the caller (`account_fee>account_get`).
+    pub ambiguous: BTreeSet<FuncId>,
 }
 
 impl Dataset {
@@ -108,7 +119,13 @@ impl Dataset {
                         d.role_names.push(name.to_owned());
                         (d.role_names.len() - 1) as u32
                     });
-                    let key = EventKey { role, func: e.func, access: e.access, object: e.object };
+                    let key = EventKey {
+                        role,
+                        func: e.func,
+                        caller: e.caller,
+                        access: e.access,
+                        object: e.object,
+                    };
                     *keys.entry(key.clone()).or_insert_with(|| {
                         d.keys.push(key);
                         (d.keys.len() - 1) as u32
@@ -122,6 +139,11 @@ impl Dataset {
                 deps: dependences(&r.events),
             });
         }
+        let mut callers: BTreeMap<FuncId, BTreeSet<Option<FuncId>>> = BTreeMap::new();
+        for k in &d.keys {
+            callers.entry(k.func).or_default().insert(k.caller);
+        }
+        d.ambiguous = callers.into_iter().filter(|(_, c)| c.len() > 1).map(|(f, _)| f).collect();
         d
     }
 }
@@ -215,11 +237,16 @@ pub struct Mined {
 }
 
 /// A failing trace prepared for the dependence check.
-struct FailTrace<'a> {
+struct Prepared<'a> {
     run: u32,
     macros: &'a [usize],
     /// Dependences between macros: (macro position, macro position, edge).
     deps: Vec<(usize, usize, DepEdge)>,
+    /// (earlier macro, later macro) of every dependence, to reject a
+    /// pattern for this trace without looking at its instances.
+    pairs: HashSet<(usize, usize)>,
+    /// For each macro position, the positions it has a dependence with.
+    partners: Vec<Vec<usize>>,
 }
 
 /// Alg. 2 on `data`.
@@ -232,7 +259,8 @@ pub fn mine(data: &Dataset, opts: &Options) -> Mined {
     let abs_db: Vec<Vec<u32>> = fail.iter().map(|&t| m.abstract_trace(t)).collect();
     let class_role: Vec<u32> =
         m.classes.iter().map(|c| data.keys[m.macros[c[0]][0] as usize].role).collect();
-    let fail_traces: Vec<FailTrace<'_>> = fail.iter().map(|&t| fail_trace(data, &m, t)).collect();
+    let fail_traces: Vec<Prepared<'_>> = fail.iter().map(|&t| prepare(data, &m, t)).collect();
+    let pass_traces: Vec<Prepared<'_>> = pass.iter().map(|&t| prepare(data, &m, t)).collect();
     let mut stats = Stats {
         failing_runs: fail.len(),
         passing_runs: pass.len(),
@@ -255,7 +283,15 @@ pub fn mine(data: &Dataset, opts: &Options) -> Mined {
         let closed = prefixspan::closed(&prefixspan::frequent(&abs_db, min_count, opts.max_len));
         stats.mine_ms += ms(t);
         let t = Instant::now();
-        let groups = post_process(data, &m, &closed, &class_role, &fail_traces, &pass, &mut stats);
+        let groups = post_process(
+            &m,
+            &closed,
+            &class_role,
+            &fail_traces,
+            &pass_traces,
+            opts.witnessed,
+            &mut stats,
+        );
         stats.post_ms += ms(t);
         levels.push(Level { min_supp, min_count, closed: closed.len(), groups: groups.len() });
         let next = min_supp - step;
@@ -275,7 +311,7 @@ fn mean(it: impl Iterator<Item = usize>) -> f64 {
     if n == 0 { 0.0 } else { s as f64 / n as f64 }
 }
 
-fn fail_trace<'a>(data: &Dataset, m: &'a macros::Macros, t: usize) -> FailTrace<'a> {
+fn prepare<'a>(data: &Dataset, m: &'a macros::Macros, t: usize) -> Prepared<'a> {
     let trace = &data.traces[t];
     let mut pos_of = vec![usize::MAX; trace.seq.len()];
     for (p, &(a, b)) in m.spans[t].iter().enumerate() {
@@ -290,18 +326,25 @@ fn fail_trace<'a>(data: &Dataset, m: &'a macros::Macros, t: usize) -> FailTrace<
                 (a, b, DepEdge { from: trace.seq[d.from], to: trace.seq[d.to], kind: d.kind })
             })
         })
-        .collect();
-    FailTrace { run: trace.run, macros: &m.traces[t], deps }
+        .collect::<Vec<(usize, usize, DepEdge)>>();
+    let macros = &m.traces[t];
+    let pairs = deps.iter().map(|&(a, b, _)| (macros[a.min(b)], macros[a.max(b)])).collect();
+    let mut partners = vec![Vec::new(); macros.len()];
+    for &(a, b, _) in &deps {
+        partners[a].push(b);
+        partners[b].push(a);
+    }
+    Prepared { run: trace.run, macros, deps, pairs, partners }
 }
 
 /// Steps 3–8 of Alg. 2 for one threshold.
 fn post_process(
-    data: &Dataset,
     m: &macros::Macros,
     closed: &[prefixspan::Pattern],
     class_role: &[u32],
-    fail: &[FailTrace<'_>],
-    pass: &[usize],
+    fail: &[Prepared<'_>],
+    pass: &[Prepared<'_>],
+    witnessed_support: bool,
     stats: &mut Stats,
 ) -> Vec<Group> {
     stats.closed = closed.len();
@@ -324,12 +367,10 @@ fn post_process(
     stats.spurious = 0;
     stats.without_deps = 0;
     stats.not_discriminating = 0;
-    let pass_traces: Vec<(u32, &[usize])> =
-        pass.iter().map(|&t| (data.traces[t].run, m.traces[t].as_slice())).collect();
     let mut groups: BTreeMap<(i64, Vec<DepEdge>), Group> = BTreeMap::new();
     for pat in concrete {
         // Step 5: spurious patterns occur in no failing macro trace.
-        let failing: Vec<&FailTrace<'_>> =
+        let failing: Vec<&Prepared<'_>> =
             fail.iter().filter(|f| prefixspan::is_subsequence(&pat, f.macros)).collect();
         if failing.is_empty() {
             stats.spurious += 1;
@@ -350,17 +391,15 @@ fn post_process(
             continue;
         }
         // Step 7: relative support.
-        let passing: Vec<u32> = pass_traces
+        let passing: Vec<u32> = pass
             .iter()
-            .filter(|(_, t)| prefixspan::is_subsequence(&pat, t))
-            .map(|(r, _)| *r)
+            .filter(|p| prefixspan::is_subsequence(&pat, p.macros))
+            .filter(|p| !witnessed_support || related_instances(&pat, p, &mut BTreeSet::new()).0)
+            .map(|p| p.run)
             .collect();
-        let s_fail = failing.len() as f64 / fail.len() as f64;
-        let s_pass = if pass_traces.is_empty() {
-            0.0
-        } else {
-            passing.len() as f64 / pass_traces.len() as f64
-        };
+        let in_fail = if witnessed_support { witnessed.len() } else { failing.len() };
+        let s_fail = in_fail as f64 / fail.len() as f64;
+        let s_pass = if pass.is_empty() { 0.0 } else { passing.len() as f64 / pass.len() as f64 };
         let rel_supp = s_fail / (s_fail + s_pass);
         if rel_supp <= 0.5 {
             stats.not_discriminating += 1;
@@ -418,11 +457,32 @@ fn rank_key(g: &Group) -> (f64, f64, usize, i64, u32, Vec<Vec<u32>>) {
 /// true if on some instance every macro has a dependence with another
 /// macro of the instance. The dependences of those instances are added to
 /// `deps`. The second value says whether the cap was hit.
+///
+/// Only positions that could be related are tried: a slot's position must
+/// have a dependence with a position holding another slot's macro, on the
+/// right side of it. That is necessary for the condition, so nothing is
+/// lost, and it is what keeps the check (which "dominates the running
+/// time", §5) from enumerating every instance of long traces.
 fn related_instances(
     pat: &[usize],
-    f: &FailTrace<'_>,
+    f: &Prepared<'_>,
     deps: &mut BTreeSet<DepEdge>,
 ) -> (bool, bool) {
+    // Each slot needs a dependence partner among the other slots' macros.
+    let partner_exists = |i: usize| {
+        (0..pat.len()).any(|j| {
+            (j < i && f.pairs.contains(&(pat[j], pat[i])))
+                || (j > i && f.pairs.contains(&(pat[i], pat[j])))
+        })
+    };
+    if !(0..pat.len()).all(partner_exists) {
+        return (false, false);
+    }
+    let eligible = |i: usize, p: usize| {
+        f.partners[p].iter().any(|&q| {
+            (0..pat.len()).any(|j| j != i && f.macros[q] == pat[j] && ((q < p) == (j < i)))
+        })
+    };
     let mut found = false;
     let mut seen = 0;
     let mut pos = Vec::with_capacity(pat.len());
@@ -444,7 +504,7 @@ fn related_instances(
             deps.extend(mine);
         }
     };
-    let capped = !walk(pat, f.macros, 0, &mut pos, &mut seen, &mut check);
+    let capped = !walk(pat, f.macros, &eligible, 0, &mut pos, &mut seen, &mut check);
     (found, capped)
 }
 
@@ -452,6 +512,7 @@ fn related_instances(
 fn walk(
     pat: &[usize],
     trace: &[usize],
+    eligible: &impl Fn(usize, usize) -> bool,
     from: usize,
     pos: &mut Vec<usize>,
     seen: &mut usize,
@@ -462,11 +523,12 @@ fn walk(
         check(pos);
         return *seen < INSTANCE_CAP;
     }
-    let want = pat[pos.len()];
+    let slot = pos.len();
+    let want = pat[slot];
     for p in from..trace.len() {
-        if trace[p] == want {
+        if trace[p] == want && eligible(slot, p) {
             pos.push(p);
-            let go_on = walk(pat, trace, p + 1, pos, seen, check);
+            let go_on = walk(pat, trace, eligible, p + 1, pos, seen, check);
             pos.pop();
             if !go_on {
                 return false;

@@ -23,6 +23,8 @@ pub const VERSION: u32 = 1;
 pub struct PatternEvent {
     pub role: String,
     pub function: String,
+    /// The enclosing traced function (none: called from untraced code).
+    pub caller: Option<String>,
     pub access: Access,
     pub object: String,
 }
@@ -71,6 +73,7 @@ impl MinedPredicate {
             .map(|e| PatternEvent {
                 role: run.roles.name(e.role).to_owned(),
                 function: substrate.function_name(e.func).to_owned(),
+                caller: e.caller.map(|c| substrate.function_name(c).to_owned()),
                 access: e.access,
                 object: substrate.objects.name(e.object).to_owned(),
             })
@@ -83,7 +86,13 @@ impl MinedPredicate {
 pub fn export(data: &Dataset, mined: &Mined, reads: &[String], writes: &[String]) -> PatternFile {
     let event = |e: u32| {
         let j = data.event_json(e);
-        PatternEvent { role: j.role, function: j.function, access: j.access, object: j.object }
+        PatternEvent {
+            role: j.role,
+            function: j.function,
+            caller: j.caller,
+            access: j.access,
+            object: j.object,
+        }
     };
     let mut predicates = Vec::new();
     for (g, group) in mined.groups.iter().enumerate() {

@@ -12,7 +12,21 @@ use crate::explain::{access::Access, id_list};
 impl Dataset {
     fn call_text(&self, e: u32) -> String {
         let k = &self.keys[e as usize];
-        format!("{}({})", self.func_names[k.func as usize], self.object_names[k.object as usize])
+        format!("{}({})", self.function_text(e), self.object_names[k.object as usize])
+    }
+
+    /// The function, with its caller when the function is called from
+    /// several traced places (`account_fee>account_get`).
+    fn function_text(&self, e: u32) -> String {
+        let k = &self.keys[e as usize];
+        let f = &self.func_names[k.func as usize];
+        match k.caller {
+            Some(c) if self.ambiguous.contains(&k.func) => {
+                format!("{}>{f}", self.func_names[c as usize])
+            }
+            None if self.ambiguous.contains(&k.func) => format!("(top)>{f}"),
+            _ => f.clone(),
+        }
     }
 
     /// One event with its type and role: `R T2:get(A)`.
@@ -135,6 +149,8 @@ pub fn render_text(data: &Dataset, mined: &Mined) -> String {
 pub struct EventJson {
     pub role: String,
     pub function: String,
+    /// The enclosing traced function, if any.
+    pub caller: Option<String>,
     pub access: Access,
     pub object: String,
 }
@@ -180,6 +196,7 @@ impl Dataset {
         EventJson {
             role: self.role_names[k.role as usize].clone(),
             function: self.func_names[k.func as usize].clone(),
+            caller: k.caller.map(|c| self.func_names[c as usize].clone()),
             access: k.access,
             object: self.object_names[k.object as usize].clone(),
         }
