@@ -18,7 +18,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub run: u32,
     /// Where the slice starts: `exit` (the call the run crashed in, else
-    /// the call that returned last) or `[role:]function#k`.
+    /// the last call that returned, preferring calls on shared objects) or
+    /// `[role:]function#k`.
     #[arg(long, default_value = "exit", value_name = "CALL")]
     pub criterion: String,
     /// Dependences followed: ds (data), plus any of cs (control, locks),

@@ -10,7 +10,8 @@
 //! - **ds**: a value-relevant read pulls in its last writer (`raw`); a
 //!   value-relevant write by role ρ pulls in ρ's latest read of the same
 //!   object (`rmw`, read-modify-write pairing) or, failing that, an earlier
-//!   call of ρ whose return value is one of its arguments (`val`);
+//!   call of ρ whose return value is one of its arguments (`val`; calls
+//!   that only read get `val` edges too: their arguments are inputs);
 //! - **hazards** (Eq. 7, `raw ∧ ⋀ₘ waw(m, w) ∨ war(r, m)`): for each
 //!   value-relevant read r of x with source w, every write m to x by
 //!   another role is kept as `waw(m, w)` if it came before w and
@@ -88,7 +89,8 @@ impl Levels {
 pub enum Criterion {
     /// `[role:]function#k`.
     Call { role: Option<String>, function: String, instance: u32 },
-    /// The call the run crashed in, else the call that returned last.
+    /// The call the run crashed in, else the call that returned last
+    /// among those touching a shared object (else among all).
     Exit,
 }
 
@@ -133,16 +135,23 @@ impl Criterion {
                     .enumerate()
                     .filter(|(_, c)| user(c) && c.exit_ns.is_none())
                     .max_by_key(|(i, c)| (c.entry_ns, *i));
-                let last = run
-                    .calls
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| user(c))
-                    .max_by_key(|(i, c)| (c.exit_ns.unwrap_or(c.entry_ns), *i));
-                crashed.or(last).map(|(i, _)| i).ok_or_else(|| ExplainError::Criterion {
-                    text: "exit".into(),
-                    reason: format!("run {} made no traced calls", run.id),
-                })
+                // The last call that returned, among those that touch a
+                // shared object if any do (a program's final check reads
+                // its state; a lock taken inside pthread_join does not).
+                let touches = |i: usize| acc.events.iter().any(|e| e.call == i);
+                let last = |shared: bool| {
+                    run.calls
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, c)| user(c) && (!shared || touches(*i)))
+                        .max_by_key(|(i, c)| (c.exit_ns.unwrap_or(c.entry_ns), *i))
+                };
+                crashed.or_else(|| last(true)).or_else(|| last(false)).map(|(i, _)| i).ok_or_else(
+                    || ExplainError::Criterion {
+                        text: "exit".into(),
+                        reason: format!("run {} made no traced calls", run.id),
+                    },
+                )
             }
             Criterion::Call { role, function, instance } => {
                 let hits: Vec<usize> = run
@@ -307,6 +316,8 @@ pub fn slice(
     }
     let mut hazard_only = BTreeSet::new();
     if levels.war || levels.waw {
+        // A write can matter if its call started before the criterion did:
+        // without watchpoints, a call's write may be anywhere inside it.
         let horizon = run.calls[criterion].entry_ns;
         for &(r, w) in &reads {
             let reader = ev[r];
@@ -315,7 +326,7 @@ pub fn slice(
                     || e.object != reader.object
                     || e.role == reader.role
                     || Some(m) == w
-                    || e.t_ns > horizon
+                    || run.calls[e.call].entry_ns > horizon
                 {
                     continue;
                 }
@@ -374,10 +385,10 @@ pub struct Sources {
 }
 
 /// The ds rules for call `c`: each read's last writer (`raw`); for each
-/// write, the role's latest earlier read of the object (`rmw`), or, when
-/// the call does not read it itself, an earlier return value of the role
-/// equal to one of its arguments (`val`, also used for calls that touch no
-/// shared object).
+/// write, the role's latest earlier read of the object (`rmw`), or, failing
+/// that, an earlier return value of the role equal to one of its
+/// arguments (`val`; also for calls that only read, or touch no shared
+/// object: their arguments are inputs as well).
 pub fn data_sources(
     run: &Run,
     acc: &RunAccesses,
@@ -388,7 +399,7 @@ pub fn data_sources(
     let ev = &acc.events;
     let mut out = Sources::default();
     let mine: Vec<usize> = (0..ev.len()).filter(|&p| ev[p].call == c).collect();
-    let mut unexplained_write = mine.is_empty();
+    let mut paired = false;
     for &p in &mine {
         let e = ev[p];
         match e.access {
@@ -407,23 +418,24 @@ pub fn data_sources(
                         && ev[q].role == e.role
                         && ev[q].call != c
                 });
-                match r {
-                    Some(q) => out.edges.push((ev[q].call, EdgeKind::Rmw, Some(e.object))),
-                    // A read-write call's own read feeds its write.
-                    None if mine.iter().any(|&q| ev[q].access == Access::R) => {}
-                    None => unexplained_write = true,
+                if let Some(q) = r {
+                    out.edges.push((ev[q].call, EdgeKind::Rmw, Some(e.object)));
+                    paired = true;
                 }
             }
         }
     }
-    if unexplained_write && let Some(d) = value_source(run, acc, functions, user, c) {
+    // Arguments are inputs too: unless a write was paired with the read
+    // it modifies, an argument that an earlier call of the role returned
+    // came from that call.
+    if !paired && let Some(d) = value_source(run, acc, functions, user, c) {
         out.edges.push((d, EdgeKind::Val, None));
     }
     out
 }
 
 /// The latest earlier call of the same role whose return value equals one
-/// of `c`'s non-pointer arguments.
+/// of `c`'s non-pointer, non-zero arguments.
 fn value_source(
     run: &Run,
     acc: &RunAccesses,
@@ -439,6 +451,8 @@ fn value_source(
                 && f.params[a].kind != ValueKind::Void
         })
         .map(|a| call.args[a])
+        // Zero (null, false, success) is everywhere; it says nothing.
+        .filter(|&v| v != 0)
         .collect();
     (0..c).rev().find(|&d| {
         let e = &run.calls[d];
