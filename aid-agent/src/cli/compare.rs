@@ -12,7 +12,7 @@ use std::{
 
 use super::{
     common::{self, RunArgs},
-    mine::{AccessArgs, load},
+    mine::{AccessArgs, emit, load},
 };
 use crate::{
     explain::{
@@ -187,9 +187,9 @@ fn print(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&compare::report(c, functions))?);
+        emit(&(serde_json::to_string_pretty(&compare::report(c, functions))? + "\n"))?;
     } else {
-        print!("{}", compare::render_text(c, functions, opts));
+        emit(&compare::render_text(c, functions, opts))?;
     }
     Ok(ExitCode::SUCCESS)
 }

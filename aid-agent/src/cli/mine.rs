@@ -50,6 +50,19 @@ pub fn load(dir: &Path) -> anyhow::Result<(Loaded, Option<Globals>)> {
     Ok((loaded, globals))
 }
 
+/// Writes a command's output to stdout. A reader that went away (`| head`)
+/// is not an error.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Says which runs the analysis leaves out, and why.
 pub fn note_excluded(session: &crate::model::Session) {
     let intervened = session.runs.iter().filter(|r| !r.interventions.is_empty()).count();
@@ -128,9 +141,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report::report(&data, &mined))?);
+        emit(&(serde_json::to_string_pretty(&report::report(&data, &mined))? + "\n"))?;
     } else {
-        print!("{}", report::render_text(&data, &mined));
+        emit(&report::render_text(&data, &mined))?;
     }
     Ok(ExitCode::SUCCESS)
 }

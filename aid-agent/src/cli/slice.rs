@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use super::mine::{AccessArgs, load};
+use super::mine::{AccessArgs, emit, load};
 use crate::explain::{
     ExplainError, Substrate, id_list,
     slice::{self, Criterion, Levels},
@@ -64,11 +64,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let s = slice::slice(run, acc, &session.functions, &spec, crit, levels);
     let report = slice::report(&s, run, acc, &substrate);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else if args.dot {
-        print!("{}", slice::render_dot(&report));
+        emit(&slice::render_dot(&report))?;
     } else {
-        print!("{}", slice::render_text(&report));
+        emit(&slice::render_text(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -138,7 +138,9 @@ impl Criterion {
                 // The last call that returned, among those that touch a
                 // shared object if any do (a program's final check reads
                 // its state; a lock taken inside pthread_join does not).
-                let touches = |i: usize| acc.events.iter().any(|e| e.call == i);
+                let touches = |i: usize| {
+                    acc.events.iter().any(|e| e.call == i && acc.shared.contains(&e.object))
+                };
                 let last = |shared: bool| {
                     run.calls
                         .iter()
