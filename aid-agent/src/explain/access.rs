@@ -9,7 +9,8 @@
 //!   overlapping `upd(A)` from two roles then look like the paper's lost
 //!   update `R1 R2 W1 W2`;
 //! - a lock acquisition is W(m) at its exit (when it holds the lock), a
-//!   release W(m) at its entry (as both papers model locks);
+//!   release W(m) at its entry (as both papers model locks); the lock is
+//!   the object `lock@<name>`, apart from data at the same address;
 //! - a call is the innermost traced frame that touches the object: when a
 //!   traced call inside it (same thread, nested in time) passes the same
 //!   object, the inner calls carry the accesses and the outer one carries
@@ -274,27 +275,27 @@ pub fn accesses(
         passed_by.iter().filter(|(_, r)| r.len() >= 2).map(|(o, _)| *o).collect();
     let classes: Vec<AccessClass> = functions.iter().map(|f| spec.class(f)).collect();
     // Objects each call passes that its accesses are about.
-    let touched: Vec<Vec<ObjId>> = run
-        .calls
-        .iter()
-        .zip(&pointers)
-        .map(|(c, slots)| {
-            let class = classes.get(c.func as usize).copied().unwrap_or(AccessClass::ReadWrite);
-            let sync = matches!(class, AccessClass::Acquire | AccessClass::Release);
-            let mut objs: Vec<ObjId> = slots
-                .iter()
-                .filter(|(s, o)| match s {
-                    Slot::Arg(0) if sync => true,
-                    Slot::Arg(_) => !sync && shared.contains(o),
-                    Slot::Ret => false,
-                })
-                .map(|(_, o)| *o)
-                .collect();
-            objs.sort_unstable();
-            objs.dedup();
-            objs
-        })
-        .collect();
+    // A lock is its own object even where it shares its address with the
+    // data it protects (a mutex as a struct's first member): `lock@acct`.
+    let mut touched: Vec<Vec<ObjId>> = Vec::with_capacity(run.calls.len());
+    for (c, slots) in run.calls.iter().zip(&pointers) {
+        let class = classes.get(c.func as usize).copied().unwrap_or(AccessClass::ReadWrite);
+        let sync = matches!(class, AccessClass::Acquire | AccessClass::Release);
+        let mut objs: Vec<ObjId> = Vec::new();
+        for (slot, o) in slots {
+            match slot {
+                Slot::Arg(0) if sync => {
+                    let name = format!("lock@{}", objects.name(*o));
+                    objs.push(objects.intern(&name));
+                }
+                Slot::Arg(_) if !sync && shared.contains(o) => objs.push(*o),
+                _ => {}
+            }
+        }
+        objs.sort_unstable();
+        objs.dedup();
+        touched.push(objs);
+    }
     let parent = parents(run, functions);
     let inner = touched_inside(&parent, &touched);
     let mut events = Vec::new();
@@ -553,7 +554,7 @@ mod tests {
             .map(|e| (fs[e.func as usize].name.as_str(), e.role, e.access, objects.name(e.object)))
             .collect();
         let obj = "first_worker:increment#1.arg0";
-        let lock = "main:pthread_mutex_lock#1.arg0";
+        let lock = "lock@main:pthread_mutex_lock#1.arg0";
         assert_eq!(
             got,
             vec![
