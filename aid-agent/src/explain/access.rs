@@ -124,10 +124,12 @@ impl AccessSpec {
 
     pub fn class(&self, f: &Function) -> AccessClass {
         let name = f.name.as_str();
-        if ACQUIRE.contains(&name) || name.ends_with("::lock") || name.ends_with("::try_lock") {
+        // glibc's aliases (`__pthread_mutex_unlock`) are the same calls.
+        let base = name.trim_start_matches('_');
+        if ACQUIRE.contains(&base) || name.ends_with("::lock") || name.ends_with("::try_lock") {
             return AccessClass::Acquire;
         }
-        if RELEASE.contains(&name) || name.ends_with("::unlock") {
+        if RELEASE.contains(&base) || name.ends_with("::unlock") {
             return AccessClass::Release;
         }
         let matches = |set: &Option<GlobSet>| set.as_ref().is_some_and(|s| s.is_match(name));
