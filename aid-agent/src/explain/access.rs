@@ -173,13 +173,6 @@ pub struct RunAccesses {
     pub shared: BTreeSet<ObjId>,
 }
 
-impl RunAccesses {
-    /// The events of call `call`, in order.
-    pub fn of_call(&self, call: usize) -> impl Iterator<Item = (usize, &Event)> {
-        self.events.iter().enumerate().filter(move |(_, e)| e.call == call)
-    }
-}
-
 /// Object names shared by every run of a session.
 #[derive(Clone, Debug, Default)]
 pub struct Objects {
@@ -240,10 +233,6 @@ impl Substrate {
         let runs =
             chosen.map(|r| accesses(r, &session.functions, globals, spec, &mut objects)).collect();
         Substrate { functions: session.functions.clone(), objects, runs }
-    }
-
-    pub fn run(&self, id: u32) -> Option<&RunAccesses> {
-        self.runs.iter().find(|r| r.run == id)
     }
 
     pub fn function_name(&self, id: FuncId) -> &str {

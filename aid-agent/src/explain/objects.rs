@@ -33,7 +33,6 @@ const USER_HIGH: i64 = 0x7fff_ffff_ffff;
 /// Data symbols of the traced executable, for naming globals.
 #[derive(Clone, Debug, Default)]
 pub struct Globals {
-    module: String,
     /// Position-independent: runtime addresses are ELF addresses + bias.
     pie: bool,
     /// (ELF address, size, name), sorted by address.
@@ -64,10 +63,7 @@ impl Globals {
             }
         }
         data.sort_unstable();
-        let module = program
-            .file_name()
-            .map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into_owned());
-        Some(Globals { module, pie: file.kind() != ObjectKind::Executable, data, text })
+        Some(Globals { pie: file.kind() != ObjectKind::Executable, data, text })
     }
 
     /// The executable's load bias in `run`, when it can be known.
@@ -110,15 +106,10 @@ impl Globals {
 
     /// Data symbols given directly (tests, and callers that read the
     /// symbol table themselves): (ELF address, size, name).
-    pub fn new(module: &str, pie: bool, data: Vec<(u64, u64, String)>) -> Globals {
+    pub fn new(pie: bool, data: Vec<(u64, u64, String)>) -> Globals {
         let mut data = data;
         data.sort_unstable();
-        Globals { module: module.to_owned(), pie, data, text: HashMap::new() }
-    }
-
-    /// The executable's file name.
-    pub fn module(&self) -> &str {
-        &self.module
+        Globals { pie, data, text: HashMap::new() }
     }
 }
 
@@ -255,7 +246,6 @@ mod tests {
     #[test]
     fn globals_are_named_by_symbol_and_offset_with_the_load_bias() {
         let g = Globals {
-            module: "prog".into(),
             pie: true,
             data: vec![(0x40c0, 8, "events".into()), (0x4100, 16, "plan".into())],
             text: [("first_worker".to_owned(), 0x1357)].into(),

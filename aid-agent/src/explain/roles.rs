@@ -54,11 +54,6 @@ impl RoleNames {
     }
 }
 
-/// The class of a role name: `worker#2` → `worker`.
-pub fn class(name: &str) -> &str {
-    name.rsplit_once('#').map_or(name, |(c, n)| if n.parse::<u32>().is_ok() { c } else { name })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,7 +92,5 @@ mod tests {
         let all: Vec<(Role, &str)> = names.iter().collect();
         assert_eq!(all, vec![(0, "main"), (1, "worker#1"), (2, "logger"), (3, "worker#2")]);
         assert_eq!(names.role("worker#2"), Some(3));
-        assert_eq!(class("worker#2"), "worker");
-        assert_eq!(class("main"), "main");
     }
 }

@@ -138,7 +138,7 @@ pub mod bank {
     }
 
     pub fn globals() -> Globals {
-        Globals::new("bank", false, vec![(A as u64, 8, "A".into())])
+        Globals::new(false, vec![(A as u64, 8, "A".into())])
     }
 
     pub fn spec() -> AccessSpec {

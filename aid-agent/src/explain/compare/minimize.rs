@@ -22,7 +22,7 @@
 //! simulated executor; `live.rs` implements it with the tracer's
 //! interventions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -329,9 +329,4 @@ pub fn shows(r: &View, d: &Diff, side: Side) -> bool {
         Diff::Omitted { call, present_in } => r.index.contains_key(call) == (*present_in == side),
         Diff::Outcome { .. } => r.failed == (side == Side::Fail),
     }
-}
-
-/// The ids of differences, for messages.
-pub fn ids(set: &BTreeSet<usize>) -> Vec<usize> {
-    set.iter().copied().collect()
 }
