@@ -1,32 +1,33 @@
 //! aid: explains intermittent failures of unmodified native programs.
 //!
-//! The pipeline (shared/DESIGN.md): resolve and probe functions
-//! ([`symbols`], [`probe`]), record labelled runs ([`runner`], [`recorder`],
-//! [`session`]), extract predicates that separate failing from passing runs
-//! ([`predicates`], [`stats`]), order them into an approximate causal DAG and
-//! confirm the causal path with interventions ([`causal`]).
+//! The modules follow the data (ARCHITECTURE.md at the repository root has
+//! one line per module): the operating system ([`sys`]), symbol resolution
+//! ([`symbols`]), the eBPF probes ([`bpf`]), recording labelled runs
+//! ([`record`]) and storing them ([`store`]), predicates that separate
+//! failing from passing runs ([`predicates`], [`stats`], [`analysis`]), the
+//! causal engine ([`causal`]) and the interventions it asks for
+//! ([`intervene`]), the one debug pipeline ([`debug`]), its report
+//! ([`report`]), the explainers beside it — pattern mining, slicing and
+//! run comparison ([`explain`]) — and the command line ([`cli`]). [`model`] is the shared
+//! vocabulary.
 
 pub mod analysis;
-mod bitset;
+pub mod bench;
+pub mod bpf;
 pub mod causal;
 pub mod cli;
-pub mod control;
-pub mod debugger;
+pub mod debug;
 pub mod explain;
-pub mod insn;
 pub mod intervene;
-pub mod live;
-pub mod live_unit;
 pub mod model;
-pub mod noise;
 pub mod predicates;
-pub mod probe;
-pub mod recorder;
+pub mod record;
 pub mod report;
-pub mod runner;
-pub mod session;
 pub mod stats;
+pub mod store;
 pub mod symbols;
-pub mod trace;
-pub mod units;
-pub mod unwind;
+pub mod sys;
+mod util;
+
+/// The causal engine and the predicate tables name the bitset by this path.
+pub(crate) use util::bitset;

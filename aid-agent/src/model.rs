@@ -10,6 +10,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod events;
+pub mod testing;
+
+pub use events::{EventRow, RecordedRun, apply_pauses, calls_from_rows};
+
 /// Index into [`Session::functions`]; also the attach cookie in the kernel.
 pub type FuncId = u32;
 /// Stable thread role: 0 is the main thread, then threads in creation order.

@@ -3,15 +3,16 @@
 //! would need on the same session.
 //!
 //! The examples fail because of timing, so they run one at a time (a busy
-//! machine changes their failure rates). A session is allowed one retry:
-//! on rare occasions a scheduler stall makes a passing run show the
-//! root-cause behaviour, so it is no longer fully discriminative; that is
-//! the program's nondeterminism, not aid's, and the retry still has to
-//! report the exact path.
+//! machine changes their failure rates), and a session can miss: on rare
+//! occasions a scheduler stall makes a passing run show the root-cause
+//! behaviour, so it is no longer fully discriminative. The acceptance rule
+//! is therefore statistical, and stated here (see [`check`]): **an example
+//! passes when at least 2 of 3 sessions report the exact path**, each of
+//! those with its root cause named and fewer interventions than TAGT.
 
 mod common;
 
-use std::{path::PathBuf, process::Command, sync::Mutex};
+use std::{io::Write as _, path::PathBuf, process::Command, sync::Mutex};
 
 use common::*;
 
@@ -95,35 +96,62 @@ fn matches(path: &[String], expected: &[&str]) -> bool {
     path.len() == expected.len() && path.iter().zip(expected).all(|(p, e)| p.starts_with(e))
 }
 
+/// Sessions per example, and how many must report the exact path.
+const SESSIONS: usize = 3;
+const NEEDED: usize = 2;
+
 /// Debugs `name` and checks the causal path, root cause first; each entry
 /// is the start of the predicate's description (the numbers after it are
 /// measured durations).
+///
+/// Acceptance rule: up to [`SESSIONS`] sessions, stopping once the verdict
+/// is known; the example passes when [`NEEDED`] of them report the exact
+/// path (and, in each of those, the root cause and fewer interventions
+/// than TAGT). If a session misses with probability q, the example fails
+/// with probability 3q² − 2q³: 0.7 % for q = 5 %, 50 % for a coin flip,
+/// always for a systematic miss; a single retry (1 of 2) would pass a
+/// coin-flip aid 75 % of the time. Every missed session is printed with
+/// the path it reported, past the harness' output capture, so no miss
+/// goes unseen even when the example passes.
 fn check(name: &str, expected: &[&str]) {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut outcome = debug(name);
-    if !matches(&outcome.path, expected) {
-        eprintln!("{name}: first session reported {:#?}; retrying once", outcome.path);
-        outcome = debug(name);
+    let (mut exact, mut missed) = (0, Vec::new());
+    while exact < NEEDED && missed.len() <= SESSIONS - NEEDED {
+        let outcome = debug(name);
+        if !matches(&outcome.path, expected) {
+            // Straight to stderr, past the test harness' capture: shown
+            // even when the example passes.
+            let _ = writeln!(
+                std::io::stderr(),
+                "{name}: session {} MISSED the causal path, reporting {:#?}",
+                exact + missed.len() + 1,
+                outcome.path
+            );
+            missed.push(outcome);
+            continue;
+        }
+        assert!(outcome.text.contains(&format!("Root cause: {}", expected[0])), "{}", outcome.text);
+        assert!(
+            outcome.interventions < outcome.tagt_mean,
+            "{name}: AID took {} interventions, TAGT about {}",
+            outcome.interventions,
+            outcome.tagt_mean
+        );
+        exact += 1;
     }
     assert!(
-        matches(&outcome.path, expected),
-        "{name}: causal path {:#?}\n{}",
-        outcome.path,
-        outcome.text
-    );
-    assert!(outcome.text.contains(&format!("Root cause: {}", expected[0])), "{}", outcome.text);
-    assert!(
-        outcome.interventions < outcome.tagt_mean,
-        "{name}: AID took {} interventions, TAGT about {}",
-        outcome.interventions,
-        outcome.tagt_mean
+        exact >= NEEDED,
+        "{name}: {} of {} sessions missed the causal path; the last reported {:#?}\n{}",
+        missed.len(),
+        exact + missed.len(),
+        missed.last().map(|o| &o.path),
+        missed.last().map_or("", |o| o.text.as_str())
     );
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn index_race() {
     check(
         "index-race",
@@ -136,6 +164,7 @@ fn index_race() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn commit_after_close() {
     check(
         "commit-after-close",
@@ -147,6 +176,7 @@ fn commit_after_close() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn cache_expiry() {
     check(
         "cache-expiry",
@@ -158,6 +188,7 @@ fn cache_expiry() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn counter_atomicity() {
     check(
         "counter-atomicity",
@@ -170,6 +201,7 @@ fn counter_atomicity() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rust_config_race() {
     check(
         "rust-config-race",
@@ -186,10 +218,9 @@ fn rust_config_race() {
 /// 3.2): the slow `prepare_batch` cannot be tested and is reported as such,
 /// and the path is found with orderings only.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn safe_list_is_respected() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("commit-after-close");
     let (_tmp, out) = temp_session();
@@ -201,7 +232,7 @@ fn safe_list_is_respected() {
             .arg(&exe),
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     let intervened: Vec<&aid::model::AppliedIntervention> =
         loaded.session.runs.iter().flat_map(|r| r.interventions.iter()).collect();
     assert!(!intervened.is_empty(), "the session has intervened runs");
@@ -218,10 +249,9 @@ fn safe_list_is_respected() {
 /// at traced calls (stored with the runs), and still finds the order
 /// violation behind it.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rare_failures_are_amplified() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("rare.c", "rare", &[]);
     let (_tmp, out) = temp_session();
@@ -239,7 +269,7 @@ fn rare_failures_are_amplified() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(!report["observed"]["amplified"].is_null());
-    let loaded = aid::session::load(&out).unwrap();
+    let loaded = aid::store::load(&out).unwrap();
     assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
     assert!(
         stdout.contains("Root cause: call 1 of consume on reader#2 ends before call 1 of publish on writer#1 starts"),
@@ -250,12 +280,18 @@ fn rare_failures_are_amplified() {
 /// Without --trace, debug traces the program's own functions and says
 /// which; a program that never fails is a one-line error.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn default_functions_and_no_failure() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_default", &[]);
-    let output = agent().args(["debug", "--runs", "5", "--"]).arg(&exe).output().unwrap();
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["debug", "--runs", "5", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(

@@ -102,10 +102,9 @@ fn survivor(session: &Path, run: u32) -> (String, String) {
 /// With the declared access types the pattern is exactly that pair; with
 /// the default read-write typing it still contains both racing calls.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn mine_ranks_the_racing_pair_first() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (_, session, _, _) = counter_session();
     let tmp = tempfile::tempdir().unwrap();
@@ -155,10 +154,9 @@ fn mine_ranks_the_racing_pair_first() {
 /// worker's stale load (usually worker 2's) and the other worker's store
 /// it raced with (a hazard), and not the other worker's own load.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_keeps_both_racing_calls() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (_, session, fail, _) = counter_session();
     let (won, lost) = survivor(session, fail[0]);
@@ -200,10 +198,9 @@ fn slice_keeps_both_racing_calls() {
 /// Acceptance: the fixture fails unless a teller is delayed by more than
 /// ~4 ms; the test slices the first failing run of 3 and needs one.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_drops_the_unrelated_thread() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("bank_audit.c", "bank_audit", &[]);
     let (_tmp, out) = temp_session();
@@ -272,10 +269,9 @@ fn slice_drops_the_unrelated_thread() {
 /// replacement would need ≥ 4 of 5 natural failures and ≥ 4 of 5 natural
 /// passes at once, which cannot happen.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn compare_tests_the_order_both_ways() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (_, session, fail, _) = counter_session();
     let run = *fail

@@ -45,10 +45,9 @@ fn call<'a>(s: &'a Session, name: &str, role: u32) -> &'a Call {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn return_early_and_override_change_what_the_program_sees() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("intervene.c", "intervene", &[]);
     // Without interventions the program fails.
     let s = intervene(&exe, &[], &["answer", "slow"], "[]", &[]);
@@ -67,10 +66,9 @@ fn return_early_and_override_change_what_the_program_sees() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn delay_before_return_holds_only_that_thread() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("intervene.c", "intervene", &[]);
     let plan =
         r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":1},"delay_us":80000}]"#;
@@ -82,10 +80,9 @@ fn delay_before_return_holds_only_that_thread() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn serialize_removes_the_overlap_on_the_same_object() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let overlaps = |s: &Session| {
         let (a, b) = (call(s, "critical", 1), call(s, "critical", 2));
@@ -101,10 +98,9 @@ fn serialize_removes_the_overlap_on_the_same_object() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_until_forces_the_order() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
     assert!(call(&s, "second", 2).entry_ns < call(&s, "first", 1).exit_ns.unwrap());
@@ -120,10 +116,9 @@ fn hold_until_forces_the_order() {
 /// the read itself, so a hold at its entry used to come too late: the read
 /// had happened. The agent now rewinds the thread to the first instruction.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_at_entry_comes_before_the_first_instruction() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
     let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], "[]", &[]);
     assert_eq!((s.runs[0].label, call(&s, "read_flag", 2).ret), (Label::Fail, Some(0)));
@@ -141,10 +136,9 @@ fn hold_at_entry_comes_before_the_first_instruction() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     // b_step is what lets a_step finish: holding b_step until a_step ends
     // can only end by the timeout.
@@ -181,10 +175,9 @@ fn thread_state(pid: u32) -> char {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
@@ -240,10 +233,9 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
 /// `debug --pid`: a running service is debugged on its later requests,
 /// never restarted, and left running untraced.
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_a_live_service_on_later_requests() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("live_service.c", "live_service", &["-O1"]);
     let mut child = std::process::Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
@@ -308,7 +300,7 @@ fn debug_a_live_service_on_later_requests() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.contains("TracerPid:\t0"), "{status}");
     // Every intervened unit was a later request of that process.
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     assert_eq!(loaded.header.pid, Some(pid));
     assert!(loaded.session.runs.iter().any(|r| !r.interventions.is_empty()));
 }

@@ -63,18 +63,16 @@ fn assert_two_threads(exe: &std::path::Path) {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exact_events_per_role_pie() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     assert_two_threads(&c_fixture("two_threads.c", "two_threads_pie", &["-fPIE", "-pie"]));
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exact_events_per_role_non_pie() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_nopie", &["-fno-PIE", "-no-pie"]);
     let data = std::fs::read(&exe).unwrap();
     assert_eq!(u16::from_le_bytes([data[16], data[17]]), 2, "fixture must be ET_EXEC");
@@ -82,10 +80,9 @@ fn exact_events_per_role_non_pie() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn cpp_names_are_demangled() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("cache.cpp", "cache_cpp", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -115,10 +112,9 @@ fn cpp_names_are_demangled() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rust_names_are_demangled() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = rust_fixture("rust_fixture.rs", "rust_fixture");
     let (_tmp, out) = temp_session();
     run_ok(
@@ -137,10 +133,9 @@ fn rust_names_are_demangled() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn shared_library_functions_by_short_name() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_lib", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -160,10 +155,9 @@ fn shared_library_functions_by_short_name() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn crash_and_exit_codes_label_runs() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("crash.c", "crash", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -183,10 +177,9 @@ fn crash_and_exit_codes_label_runs() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn fail_rules_exit_code_output_and_timeout() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_rules", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -231,10 +224,9 @@ fn fail_rules_exit_code_output_and_timeout() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn lost_events_are_counted_and_runs_marked_incomplete() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("hot.c", "hot", &[]);
     let (_tmp, out) = temp_session();
     let output = run_ok(
@@ -245,7 +237,7 @@ fn lost_events_are_counted_and_runs_marked_incomplete() {
             .arg(&exe),
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let loaded = aid::session::load_full(&out).unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
     let (rec, run) = (&loaded.records[0], &loaded.session.runs[0]);
     assert!(run.lost_events > 0, "a 4 KiB ring buffer cannot keep up with 2M events");
     assert!(!run.complete);
@@ -267,10 +259,9 @@ fn start_service() -> Background {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_records_units_of_a_running_process() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     run_ok(
@@ -340,10 +331,9 @@ fn attach_in_background(
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn agent_sigkill_leaves_target_running_and_untraced() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     let (mut agent_proc, addr, original) =
@@ -362,10 +352,9 @@ fn agent_sigkill_leaves_target_running_and_untraced() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_detaches_and_keeps_what_was_recorded() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     let (mut agent_proc, addr, original) =
@@ -386,10 +375,9 @@ fn ctrl_c_detaches_and_keeps_what_was_recorded() {
 // ---- errors: one line, exit code 2 ----
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_pattern_matches_nothing_lists_close_matches() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_err", &[]);
     let line = run_err(agent().args(["record", "-t", "add", "--"]).arg(&exe));
     assert!(line.contains("pattern `add` matches no function in"), "{line}");
@@ -403,10 +391,9 @@ fn error_pid_not_found() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_not_elf() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
@@ -421,10 +408,9 @@ fn error_not_elf() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_stripped_binary() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_strip", &[]);
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("stripped");
@@ -443,10 +429,9 @@ fn error_stripped_binary() {
 }
 
 #[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_not_root() {
-    if !bpf_available() {
-        return;
-    }
+    require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_root", &[]);
     // Drop every privilege: run the agent as nobody.
     let line = run_err(

@@ -4,6 +4,9 @@
 //! bpftrace `count()` and `printf`. The workload times its own loop, so
 //! tracer start-up is not counted. Configurations run interleaved, round
 //! after round, and ratios are taken within a round.
+//!
+//! `cargo xtask bench probes` runs the probe-scoping benchmark, which loads
+//! eBPF programs itself (aid-agent/benches/probes.rs).
 
 use std::{path::Path, process::Command};
 
@@ -28,6 +31,16 @@ pub enum Which {
         #[arg(long, default_value_t = 7)]
         rounds: usize,
     },
+    /// Probes scoped to the target: per-run attach and detach for 1, 32
+    /// and 512 functions with each mechanism beside today's once-per-session
+    /// probes, cost per call against the floor, bystander cost, and the
+    /// inherited-event experiment (needs root; docs/probes.md).
+    Probes {
+        /// Arguments for the benchmark (`--runs N`, `--rounds N`, `--calls N`,
+        /// `--sizes 1,32,512`, `--slow-runs N`, `--only attach|calls|inherit`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -44,6 +57,12 @@ pub fn run(which: Which) -> anyhow::Result<()> {
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
         Which::Examples { sessions } => examples(sessions),
         Which::Stop { calls, rounds } => stop(calls, rounds),
+        Which::Probes { args } => exec(
+            Command::new("cargo")
+                .args(["bench", "--package", "aid-agent", "--bench", "probes", "--"])
+                .args(&args)
+                .current_dir(root()),
+        ),
     }
 }
 

@@ -29,6 +29,10 @@ fn say(what: &str) {
     eprintln!("setup: {what}");
 }
 
+/// Components of the pinned nightly: rust-src for `-Z build-std`, clippy
+/// for the eBPF crate's lint gate (`.ci/run`).
+const NIGHTLY_COMPONENTS: &[&str] = &["rust-src", "clippy"];
+
 fn nightly() -> anyhow::Result<()> {
     let installed = output(Command::new("rustup").args([
         "component",
@@ -38,21 +42,27 @@ fn nightly() -> anyhow::Result<()> {
         NIGHTLY,
     ]))
     .unwrap_or_default();
-    if installed.lines().any(|l| l.starts_with("rust-src")) {
-        say(&format!("{NIGHTLY} with rust-src: present"));
+    let missing: Vec<&str> = NIGHTLY_COMPONENTS
+        .iter()
+        .copied()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(c)))
+        .collect();
+    if missing.is_empty() {
+        say(&format!("{NIGHTLY} with {}: present", NIGHTLY_COMPONENTS.join(", ")));
         return Ok(());
     }
-    say(&format!("installing {NIGHTLY} (minimal) with rust-src"));
-    exec(Command::new("rustup").args([
-        "toolchain",
-        "install",
-        NIGHTLY,
-        "--profile",
-        "minimal",
-        "--component",
-        "rust-src",
-    ]))
-    .context("installing the nightly toolchain for the eBPF build")
+    if installed.is_empty() {
+        say(&format!("installing {NIGHTLY} (minimal) with {}", NIGHTLY_COMPONENTS.join(", ")));
+        let mut install = Command::new("rustup");
+        install.args(["toolchain", "install", NIGHTLY, "--profile", "minimal"]);
+        for c in NIGHTLY_COMPONENTS {
+            install.args(["--component", c]);
+        }
+        return exec(&mut install).context("installing the nightly toolchain for the eBPF build");
+    }
+    say(&format!("adding {} to {NIGHTLY}", missing.join(", ")));
+    exec(Command::new("rustup").args(["component", "add", "--toolchain", NIGHTLY]).args(&missing))
+        .context("adding components to the nightly toolchain")
 }
 
 fn dpkg_installed(package: &str) -> bool {

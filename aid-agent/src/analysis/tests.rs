@@ -3,7 +3,7 @@
 //! and judges the new runs with the catalog — as the live `debug` command
 //! will drive it.
 
-use std::{collections::BTreeSet, path::PathBuf};
+use std::collections::BTreeSet;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -11,26 +11,20 @@ use rand_chacha::ChaCha8Rng;
 use super::*;
 use crate::{
     causal::{Config, Observation, Oracle, Strategy, discover},
-    model::{Call, Function, Label, Outcome, Run, Site, Thread, ValueKind, ValueType},
+    model::{
+        Function, Label, Outcome, Run, Site, ValueKind,
+        testing::{call, function, run, thread},
+    },
     predicates::PredKey,
 };
 
 const CACHE: i64 = 0x7f00_0000_1000;
 
 fn func(id: u32, name: &str, ret: ValueKind, params: &[ValueKind]) -> Function {
-    let t = |k: ValueKind| ValueType { kind: k, size: if k == ValueKind::Void { 0 } else { 8 } };
-    Function {
-        id,
-        name: name.into(),
-        symbol: name.into(),
-        module: PathBuf::from("/bin/cachetest"),
-        address: 0x1000 + u64::from(id) * 16,
-        offset: 0x1000 + u64::from(id) * 16,
-        source: None,
-        ret: t(ret),
-        params: params.iter().map(|&k| t(k)).collect(),
-        internal: false,
-    }
+    function(id, name)
+        .in_module("/bin/cachetest", 0x1000 + u64::from(id) * 16)
+        .with_ret(ret)
+        .with_params(params)
 }
 
 /// A cache test: main initialises a cache, worker#1 fills it (`fetch`),
@@ -80,74 +74,20 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
     // The cache is filled when fetch returns.
     let ret = use_ret.unwrap_or(if fetch_e <= use_s { 0 } else { -1 });
     let report_s = use_s.max(fetch_e) + 50 + j(rng);
-    let mut calls = vec![
-        Call {
-            func: 0,
-            role: 0,
-            instance: 1,
-            entry_ns: init_s,
-            exit_ns: Some(init_e),
-            args: [CACHE, 0, 0],
-            ret: Some(0),
-            paused_ns: 0,
-        },
-        Call {
-            func: 1,
-            role: 1,
-            instance: 1,
-            entry_ns: fetch_s,
-            exit_ns: Some(fetch_e),
-            args: [CACHE, 0, 0],
-            ret: Some(0),
-            paused_ns: 0,
-        },
-        Call {
-            func: 2,
-            role: 2,
-            instance: 1,
-            entry_ns: use_s,
-            exit_ns: Some(use_s + use_len),
-            args: [CACHE, 0, 0],
-            ret: Some(ret),
-            paused_ns: 0,
-        },
-        Call {
-            func: 3,
-            role: 0,
-            instance: 1,
-            entry_ns: report_s,
-            exit_ns: Some(report_s + 10),
-            args: [0; 3],
-            ret: None,
-            paused_ns: 0,
-        },
+    let calls = vec![
+        call(0, 0, 1, init_s, Some(init_e), Some(0)).with_args([CACHE, 0, 0]),
+        call(1, 1, 1, fetch_s, Some(fetch_e), Some(0)).with_args([CACHE, 0, 0]),
+        call(2, 2, 1, use_s, Some(use_s + use_len), Some(ret)).with_args([CACHE, 0, 0]),
+        call(3, 0, 1, report_s, Some(report_s + 10), None),
     ];
-    calls.sort_by_key(|c| c.entry_ns);
-    let thread = |role: u32, name: &str| Thread {
-        role,
-        tid: 1000 + role,
-        name: name.into(),
-        parent: (role > 0).then_some(0),
-        created_ns: 0,
-    };
-    Run {
-        id,
-        label: if ret < 0 { Label::Fail } else { Label::Pass },
-        outcome: Outcome {
+    let label = if ret < 0 { Label::Fail } else { Label::Pass };
+    run(id, label, calls, report_s + 20)
+        .with_threads(vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")])
+        .with_outcome(Outcome {
             exit_code: Some(if ret < 0 { 1 } else { 0 }),
             reason: format!("ret of use_cache = {ret}"),
             ..Outcome::default()
-        },
-        lost_events: 0,
-        lost_thread_records: 0,
-        complete: true,
-        threads: vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")],
-        calls,
-        end_ns: report_s + 20,
-        interventions: Vec::new(),
-        noise: Vec::new(),
-        pauses: Vec::new(),
-    }
+        })
 }
 
 fn session(runs: u32, p: f64, seed: u64) -> Session {
@@ -171,7 +111,7 @@ fn find(a: &Analysis, kind: Kind, func: u32, role: u32, other: Option<Site>) -> 
 fn analysis_ranks_filters_and_orders_the_race() {
     let sess = session(60, 0.4, 11);
     let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
-    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    let a = analyze(&sess, &AnalysisOptions { safe, ..AnalysisOptions::default() }).unwrap();
     assert_eq!(a.totals.failing + a.totals.passing, 60);
     let slow = find(&a, Kind::TooSlow, 1, 1, None);
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
@@ -223,7 +163,7 @@ fn analysis_ranks_filters_and_orders_the_race() {
 #[test]
 fn unsafe_value_changes_are_left_out_of_the_dag() {
     let sess = session(60, 0.4, 11);
-    let a = analyze(&sess, &Options::default()).unwrap();
+    let a = analyze(&sess, &AnalysisOptions::default()).unwrap();
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     assert_eq!(a.candidates, vec![race]);
     let unsafe_ids: BTreeSet<PredId> =
@@ -265,7 +205,7 @@ impl Oracle for ProgramOracle<'_> {
 fn interventions_on_the_recorded_program_find_the_causal_path() {
     let sess = session(60, 0.4, 11);
     let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
-    let a = analyze(&sess, &Options { safe, ..Options::default() }).unwrap();
+    let a = analyze(&sess, &AnalysisOptions { safe, ..AnalysisOptions::default() }).unwrap();
     let slow = find(&a, Kind::TooSlow, 1, 1, None);
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     let wrong = find(&a, Kind::RetDiffers, 2, 2, None);

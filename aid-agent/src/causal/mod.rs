@@ -20,18 +20,17 @@ mod aid;
 mod branch_prune;
 pub mod dag;
 mod engine;
-pub mod example;
 mod giwp;
 mod knowledge;
 pub mod oracle;
 mod replay;
-pub mod simulate;
-pub mod synthetic;
+pub mod sim;
 mod tagt;
 
 pub use dag::{AcDag, RunAnchors};
 pub use oracle::{Observation, Oracle};
 pub use replay::{TagtEstimate, estimate_tagt};
+pub use sim::{example, simulate, synthetic};
 pub use simulate::{CausalModel, SimulatedOracle};
 
 #[derive(Debug, thiserror::Error)]
@@ -62,18 +61,7 @@ pub enum CausalError {
 
 /// Which intervention algorithm to run.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {

@@ -12,10 +12,10 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    analysis::{Options, analyze, render_table},
+    analysis::{AnalysisOptions, analyze, keep_observations, render_table},
+    intervene::{Reach, SafeList},
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
-    stats::SafeList,
 };
 
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads and verifies a session directory (checksums, row counts).
 fn load_session(path: &Path) -> anyhow::Result<Session> {
-    Ok(crate::session::load(path)?)
+    Ok(crate::store::load(path)?)
 }
 
 /// `run` with the loader passed in, so tests drive the command on sessions
@@ -61,11 +61,7 @@ pub fn run_with(
     load: impl FnOnce(&Path) -> anyhow::Result<Session>,
 ) -> anyhow::Result<ExitCode> {
     let mut session = load(&args.session)?;
-    // Runs `debug` made under interventions are experiments, not
-    // observations of the program: the statistics leave them out.
-    let before = session.runs.len();
-    session.runs.retain(|r| r.interventions.is_empty());
-    let intervened = before - session.runs.len();
+    let intervened = keep_observations(&mut session);
     if intervened > 0 {
         eprintln!(
             "aid: {intervened} run(s) made under interventions are left out of the statistics"
@@ -78,7 +74,7 @@ pub fn run_with(
         );
     }
     let out = render(&args, &session)?;
-    print!("{out}");
+    super::out::emit(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -90,10 +86,10 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         zero: args.zero_is_error,
         ..ErrorClass::default()
     };
-    let opts = Options {
+    let opts = AnalysisOptions {
         extract: ExtractConfig { error, ..ExtractConfig::default() },
         safe,
-        live_unit: false,
+        reach: Reach::PROGRAM,
     };
     let analysis = analyze(session, &opts)
         .with_context(|| format!("cannot analyse {}", args.session.display()))?;
@@ -111,50 +107,15 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Call, Function, Label, Outcome, Run, Thread, ValueKind, ValueType};
+    use crate::model::{
+        Label, ValueKind, ValueType,
+        testing::{call, function, run},
+    };
 
     fn session() -> Session {
-        let f = Function {
-            id: 0,
-            name: "parse".into(),
-            symbol: "parse".into(),
-            module: PathBuf::from("/bin/t"),
-            address: 0,
-            offset: 0,
-            source: None,
-            ret: ValueType { kind: ValueKind::Signed, size: 4 },
-            params: vec![],
-            internal: false,
-        };
-        let run = |id, label, ret| Run {
-            id,
-            label,
-            outcome: Outcome::default(),
-            lost_events: 0,
-            lost_thread_records: 0,
-            complete: true,
-            threads: vec![Thread {
-                role: 0,
-                tid: 1,
-                name: "main".into(),
-                parent: None,
-                created_ns: 0,
-            }],
-            calls: vec![Call {
-                func: 0,
-                role: 0,
-                instance: 1,
-                entry_ns: 5,
-                exit_ns: Some(9),
-                args: [0; 3],
-                ret: Some(ret),
-                paused_ns: 0,
-            }],
-            end_ns: 20,
-            interventions: vec![],
-            noise: vec![],
-            pauses: vec![],
-        };
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        let f = function(0, "parse").in_module("/bin/t", 0).with_types(int, vec![]);
+        let run = |id, label, ret| run(id, label, vec![call(0, 0, 1, 5, Some(9), Some(ret))], 20);
         Session {
             functions: vec![f],
             runs: vec![run(0, Label::Pass, 0), run(1, Label::Pass, 0), run(2, Label::Fail, -22)],

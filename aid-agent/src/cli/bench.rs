@@ -1,15 +1,20 @@
 //! `aid-agent bench ...`: benchmarks that need the agent's internals.
-//! `synthetic` reproduces the sensitivity study (AID Sec. 7.2, Fig. 8);
-//! `extract` times predicate extraction, scoring and the AC-DAG over
-//! generated runs. Both print a table (or JSON) to stdout.
+//! `synthetic` reproduces the sensitivity study (AID Sec. 7.2, Fig. 8,
+//! [`crate::causal::synthetic`]); `extract` times predicate extraction,
+//! scoring and the AC-DAG over generated runs ([`crate::bench::extract`]).
+//! Both print a table (or JSON) to stdout.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::causal::{
-    Strategy,
-    synthetic::{SettingResult, StudyConfig, Threads, run_study},
+use super::args::{StrategyArg, ThreadsArg};
+use crate::{
+    bench::extract::{Workload, measure},
+    causal::{
+        Strategy,
+        synthetic::{SettingResult, StudyConfig, run_study},
+    },
 };
 
 #[derive(Debug, clap::Args)]
@@ -24,7 +29,29 @@ pub enum Bench {
     /// approach misses the true causal path.
     Synthetic(SyntheticArgs),
     /// Extraction + statistics + AC-DAG throughput over generated runs.
-    Extract(super::bench_extract::ExtractArgs),
+    Extract(ExtractArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExtractArgs {
+    /// Runs in the session.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u32,
+    /// Events per run (two per call: entry and exit).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u32,
+    /// Thread roles per run (main + workers).
+    #[arg(long, default_value_t = 4)]
+    pub threads: u32,
+    /// Calls between barriers where all workers meet (0: no barriers, so a
+    /// stall shifts a worker's whole later timeline — the stress case).
+    #[arg(long, default_value_t = 50)]
+    pub barrier: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -41,10 +68,10 @@ pub struct SyntheticArgs {
     pub maxt: String,
     /// Approaches to run (default: all).
     #[arg(long, value_delimiter = ',')]
-    pub strategies: Vec<Strategy>,
+    pub strategies: Vec<StrategyArg>,
     /// Threads per application: up to MAXt (the paper's wording) or exactly MAXt.
-    #[arg(long, value_enum, default_value_t = Threads::UpTo)]
-    pub threads: Threads,
+    #[arg(long, value_enum, default_value_t = ThreadsArg::UpTo)]
+    pub threads: ThreadsArg,
     /// Confidence of "the failure stopped" per round.
     #[arg(long, default_value_t = 1.0 - 1e-9)]
     pub confidence: f64,
@@ -56,7 +83,7 @@ pub struct SyntheticArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.bench {
         Bench::Synthetic(a) => synthetic(a),
-        Bench::Extract(a) => super::bench_extract::run(a),
+        Bench::Extract(a) => extract(&a),
     }
 }
 
@@ -100,14 +127,17 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     if !(a.confidence > 0.0 && a.confidence < 1.0) {
         bail!("--confidence {}: must be between 0 and 1 (exclusive)", a.confidence);
     }
-    let strategies =
-        if a.strategies.is_empty() { Strategy::ALL.to_vec() } else { a.strategies.clone() };
+    let strategies = if a.strategies.is_empty() {
+        Strategy::ALL.to_vec()
+    } else {
+        a.strategies.iter().map(|&s| s.into()).collect()
+    };
     let cfg = StudyConfig {
         seed: a.seed,
         apps: a.apps,
         max_threads,
         strategies,
-        threads: a.threads,
+        threads: a.threads.into(),
         confidence: a.confidence,
     };
     if !a.json {
@@ -129,6 +159,57 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
             "aid: {misses} application(s) where an approach did not find the true causal path"
         );
         return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn extract(a: &ExtractArgs) -> anyhow::Result<ExitCode> {
+    let w = Workload {
+        runs: a.runs,
+        events: a.events,
+        threads: a.threads,
+        barrier: a.barrier,
+        seed: a.seed,
+    };
+    let m = measure(&w)?;
+    let t = &m.time;
+    let total = t.total().as_secs_f64();
+    let rate = m.events as f64 / total;
+    if a.json {
+        let v = serde_json::json!({
+            "runs": a.runs, "events_per_run": a.events, "threads": a.threads, "barrier": a.barrier, "seed": a.seed,
+            "events": m.events, "generate_s": m.generate.as_secs_f64(),
+            "learn_s": t.learn.as_secs_f64(), "evaluate_s": t.evaluate.as_secs_f64(),
+            "statistics_s": t.statistics.as_secs_f64(), "dag_s": t.dag.as_secs_f64(),
+            "total_s": total, "events_per_s": rate,
+            "predicates": m.predicates, "fully_discriminative": m.fully_discriminative,
+            "candidates": m.candidates, "dag_edges": m.dag_edges,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "extract benchmark: {} runs × {} events ({:.1} M events), {} roles, {} functions, barrier {}, seed {}",
+            a.runs,
+            a.events,
+            m.events as f64 / 1e6,
+            a.threads,
+            m.functions,
+            a.barrier,
+            a.seed
+        );
+        println!(
+            "  generate    {:>8.2} s  (not part of the measurement)",
+            m.generate.as_secs_f64()
+        );
+        println!("  learn       {:>8.2} s", t.learn.as_secs_f64());
+        println!("  evaluate    {:>8.2} s", t.evaluate.as_secs_f64());
+        println!("  statistics  {:>8.2} s", t.statistics.as_secs_f64());
+        println!("  ac-dag      {:>8.2} s", t.dag.as_secs_f64());
+        println!("  total       {:>8.2} s  = {:.2} M events/s", total, rate / 1e6);
+        println!(
+            "  {} predicates, {} fully discriminative, {} AC-DAG candidates, {} reduced edges",
+            m.predicates, m.fully_discriminative, m.candidates, m.dag_edges
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,27 +3,26 @@
 //! link tested by re-running the program both ways (seed 001;
 //! [`crate::explain::compare`]).
 
-use std::{
-    ffi::OsString,
-    path::{Path, PathBuf},
-    process::ExitCode,
-    sync::atomic::Ordering,
-};
+use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
-    common::{self, RunArgs},
-    mine::{AccessArgs, emit, load},
+    args::{load_options, parse_duration},
+    mine::AccessArgs,
+    out::emit,
+    terminal::{Terminal, interrupt_flag},
 };
 use crate::{
     explain::{
-        compare::{self, Inputs, Options, Target, live::LiveRerun, minimize::Offline},
-        roles::RoleNames,
+        self,
+        compare::{
+            self, Inputs, Options, Target,
+            live::{LiveSettings, compare_program},
+            minimize::Offline,
+        },
     },
+    intervene::SafeList,
     model::Function,
-    probe::Programs,
-    runner,
-    session::{self, Mode},
-    stats::SafeList,
+    store,
 };
 
 #[derive(Debug, clap::Args)]
@@ -80,14 +79,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&args.target)?;
     let spec = args.access.spec()?;
     let safe = SafeList::new(&args.safe)?;
-    let hold_timeout = runner::parse_duration(&args.hold_timeout)?;
+    let hold_timeout = parse_duration(&args.hold_timeout)?;
+    let timeout = parse_duration(&args.timeout)?;
     let pass_arg: Option<u32> = match args.pass.as_str() {
         "auto" => None,
         n => Some(
             n.parse().map_err(|_| anyhow::anyhow!("--pass {n}: give a run number or `auto`"))?,
         ),
     };
-    let (loaded, globals) = load(&args.session)?;
+    let (loaded, globals) = explain::load(&args.session)?;
     let session = &loaded.session;
     compare::check_runs(session, args.fail, pass_arg)?;
     let pass = match pass_arg {
@@ -108,76 +108,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let c = compare::compare(&inputs, &opts, Offline)?;
         return print(&c, &functions, &opts, args.json);
     }
-    anyhow::ensure!(
-        loaded.header.mode != Mode::Attach,
-        "{} was recorded by attaching to a running process, which compare cannot restart: use --repeat 0 for the untested chain",
-        args.session.display()
-    );
-    let argv: Vec<OsString> = loaded.header.command.iter().map(OsString::from).collect();
     let out = args.out.clone().unwrap_or_else(|| {
-        args.session.join(format!("compare-{}-vs-{pass}-{}", args.fail, session::now_unix()))
+        args.session.join(format!("compare-{}-vs-{pass}-{}", args.fail, store::now_unix()))
     });
-    let run_args = RunArgs {
-        fail_on: loaded.header.fail_rules.clone(),
-        timeout: args.timeout.clone(),
-        out: Some(out.clone()),
-        ring_size: 64 << 20,
-    };
-    let user: Vec<Function> = session.functions.iter().filter(|f| !f.internal).cloned().collect();
-    let common::Started { target, mut tracer, mut writer, interrupted, .. } =
-        common::start(Mode::Debug, &argv, &run_args, Programs::Record, |resolver| {
-            unchanged(resolver.executable(), &user)?;
-            Ok(user.clone())
-        })?;
-    let policy = run_args.policy()?;
-    let role_names =
-        |id: u32| session.runs.iter().find(|r| r.id == id).map(RoleNames::of).unwrap_or_default();
-    let progress = common::progress(0, "re-running");
-    let live = LiveRerun {
-        tracer: &mut tracer,
-        target: &target,
-        policy: &policy,
-        writer: &mut writer,
-        hold_timeout,
-        cancel: &interrupted,
-        fail_roles: role_names(args.fail),
-        pass_roles: role_names(pass),
-        next_id: 1,
-        progress: progress.clone(),
-    };
-    let result = compare::compare(&inputs, &opts, live);
-    progress.finish_and_clear();
-    if interrupted.load(Ordering::Relaxed) {
+    let settings =
+        LiveSettings { hold_timeout, timeout, out: out.clone(), load: load_options(64 << 20)? };
+    let cancel = interrupt_flag()?;
+    let result =
+        compare_program(&loaded, &inputs, &opts, &settings, &cancel, &mut Terminal::default());
+    if cancel.load(Ordering::Relaxed) {
         eprintln!("aid: interrupted; the re-runs made so far are saved in {}", out.display());
         return Ok(ExitCode::from(130));
     }
     let c = result?;
     eprintln!("aid: {} re-run(s) saved in {}", c.reruns, out.display());
     print(&c, &functions, &opts, args.json)
-}
-
-/// The session's functions must still be where they were recorded.
-fn unchanged(exe: &crate::symbols::Module, functions: &[Function]) -> anyhow::Result<()> {
-    for (i, f) in functions.iter().enumerate() {
-        anyhow::ensure!(f.id as usize == i, "session function ids are not in order");
-        if f.module == exe.path {
-            let same = exe.symbols.iter().any(|s| s.raw == f.symbol && s.offset == f.offset);
-            anyhow::ensure!(
-                same,
-                "{} changed since the session was recorded ({} is not where it was): record a new session",
-                exe.path.display(),
-                f.name
-            );
-        } else {
-            anyhow::ensure!(
-                Path::new(&f.module).exists(),
-                "{} (of {}) is gone: record a new session",
-                f.module.display(),
-                f.name
-            );
-        }
-    }
-    Ok(())
 }
 
 fn print(

@@ -1,28 +1,24 @@
-//! `aid-agent debug`: from a flaky program to its root cause and causal
-//! path. Runs it, learns what separates failing runs from passing ones,
-//! confirms the causal path with interventions, and explains it.
+//! `aid-agent debug`: from a flaky program (or a service's flaky units)
+//! to its root cause and causal path. The pipeline is
+//! [`crate::debug`]; this file reads arguments and prints the report.
 
-use std::{ffi::OsString, path::Path, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode};
 
-use anyhow::Context as _;
+use anyhow::bail;
 
-use super::common::{self, RunArgs};
-use crate::{
-    causal::Strategy,
-    debugger::{self, Options, Progress},
-    model::Function,
-    probe::{self, Programs, Scope},
-    report,
-    runner::{self},
-    session::{self, Mode, Writer},
-    stats::SafeList,
-    symbols::{self, Resolver},
-    trace::Tracer,
+use super::{
+    args::{RunArgs, StrategyArg, parse_duration},
+    terminal::{Terminal, interrupt_flag},
 };
-
-/// With no --trace, at most this many of the program's own functions are
-/// traced (each costs two probes and ~100 ms to remove at the end).
-const DEFAULT_FUNCTIONS: usize = 32;
+use crate::{
+    debug::{
+        DebugOptions,
+        program::{ProgramRequest, debug_program},
+        service::{ServiceRequest, debug_service},
+    },
+    intervene::SafeList,
+    report,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,8 +32,8 @@ pub struct Args {
     #[arg(long = "safe", value_name = "PATTERN")]
     pub safe: Vec<String>,
     /// Intervention strategy.
-    #[arg(long, value_enum, default_value_t = Strategy::Aid)]
-    pub strategy: Strategy,
+    #[arg(long, value_enum, default_value_t = StrategyArg::Aid)]
+    pub strategy: StrategyArg,
     /// Most runs to observe before intervening.
     #[arg(long, default_value_t = 200)]
     pub runs: u32,
@@ -73,207 +69,56 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-struct Terminal;
-
-impl Progress for Terminal {
-    fn say(&mut self, line: &str) {
-        eprintln!("aid: {line}");
-    }
-
-    fn bar(&mut self, len: u64, what: &str) -> indicatif::ProgressBar {
-        common::progress(len, what)
-    }
-}
-
-/// The program's own functions, first ones in address order, capped.
-fn default_functions(resolver: &Resolver) -> anyhow::Result<Vec<Function>> {
-    let mut own = resolver.own_functions();
-    if own.is_empty() {
-        anyhow::bail!(
-            "{} has no functions of its own to trace (only start-up code and libraries): pass --trace PATTERN",
-            resolver.executable().path.display()
-        );
-    }
-    own.sort_by_key(|s| s.address);
-    let total = own.len();
-    own.truncate(DEFAULT_FUNCTIONS);
-    let functions: Vec<Function> = own
-        .iter()
-        .enumerate()
-        .map(|(i, s)| symbols::function(resolver.executable(), s, i as u32, false))
-        .collect();
-    let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
-    if total > DEFAULT_FUNCTIONS {
-        eprintln!(
-            "aid: no --trace given: tracing the first {DEFAULT_FUNCTIONS} of the program's {total} own functions (in address order): {}; pass --trace to choose",
-            names.join(", ")
-        );
-    } else {
-        eprintln!(
-            "aid: no --trace given: tracing the program's {total} own functions: {}",
-            names.join(", ")
-        );
-    }
-    Ok(functions)
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let safe = SafeList::new(&args.safe)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
-        anyhow::bail!("--confidence {} must be between 0 and 1", args.confidence);
+        bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
-    let opts = Options {
-        strategy: args.strategy,
+    let options = DebugOptions {
+        strategy: args.strategy.into(),
         confidence: args.confidence,
         min_failing: args.min_runs,
         min_passing: args.min_runs,
         max_runs: args.runs,
-        hold_timeout: runner::parse_duration(&args.hold_timeout)?,
+        hold_timeout: parse_duration(&args.hold_timeout)?,
         safe,
         seed: args.seed,
-        ..Options::default()
+        ..DebugOptions::default()
     };
-    if let Some(pid) = args.pid {
-        return run_live(&args, pid, opts, args.run.load_options()?);
-    }
-    let policy = args.run.policy()?;
-    let common::Started { target, mut tracer, mut writer, out, interrupted } =
-        common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
-            let functions =
-                if args.trace.is_empty() { default_functions(r)? } else { r.resolve(&args.trace)? };
-            check_safe(&args.safe, &functions)?;
-            Ok(functions)
-        })?;
-    let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
-    eprintln!(
-        "aid: debugging {} ({} traced functions: {})",
-        target.display(),
-        names.len(),
-        super::record::summarize(&names)
-    );
-
-    let outcome = debugger::debug(
-        &mut tracer,
-        &target,
-        &policy,
-        &mut writer,
-        &opts,
-        &interrupted,
-        &mut Terminal,
-    )?;
-    let report = report::build(&outcome);
-    let text = report::render(&report);
-    write_outputs(&out, &text, &report, &outcome)?;
-    println!("{text}");
-    println!("Session and report: {}", out.display());
-    // Probes are removed when the tracer is dropped; say why it may take a moment.
-    eprintln!("aid: removing {} probes", 2 * tracer.functions.len());
-    drop(tracer);
-    Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn check_safe(safe: &[String], functions: &[Function]) -> anyhow::Result<()> {
-    for pattern in safe {
-        let matcher = globset::Glob::new(pattern)?.compile_matcher();
-        if !functions.iter().any(|f| matcher.is_match(&f.name) || matcher.is_match(&f.symbol)) {
-            anyhow::bail!(
-                "--safe `{pattern}` matches none of the traced functions: trace it too, or fix the pattern"
-            );
+    let load = args.run.load_options()?;
+    let mut ui = Terminal::default();
+    let debugged = match args.pid {
+        Some(pid) => {
+            let req = ServiceRequest {
+                pid,
+                trace: args.trace,
+                unit: args.unit.expect("clap requires --unit with --pid"),
+                fail_if: args.fail_if,
+                safe: args.safe,
+                unit_timeout: parse_duration(&args.unit_timeout)?,
+                out: args.run.out,
+                load,
+                options,
+            };
+            debug_service(&req, &*interrupt_flag()?, &mut ui)?
         }
-    }
-    Ok(())
-}
-
-/// `debug --pid`: a running service, one run per call of the unit.
-fn run_live(
-    args: &Args,
-    pid: u32,
-    opts: Options,
-    load: probe::LoadOptions,
-) -> anyhow::Result<ExitCode> {
-    use crate::units::{Condition, FailIf};
-    let conditions: Vec<FailIf> =
-        args.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
-    let unit_name = args.unit.clone().expect("clap requires --unit with --pid");
-    if !Path::new(&format!("/proc/{pid}")).exists() {
-        anyhow::bail!("pid {pid} not found: is the process still running?");
-    }
-    probe::preflight()?;
-    let mut resolver = Resolver::for_process(pid)?;
-    let mut patterns = args.trace.clone();
-    patterns.push(unit_name.clone());
-    patterns.extend(conditions.iter().map(|c| c.function.clone()));
-    let functions = resolver.resolve(&patterns)?;
-    check_safe(&args.safe, &functions)?;
-    let find = |name: &str| -> Vec<u32> {
-        functions.iter().filter(|f| f.name == name || f.symbol == name).map(|f| f.id).collect()
-    };
-    let unit = match find(&unit_name).as_slice() {
-        [id] => *id,
-        ids => {
-            anyhow::bail!("--unit `{unit_name}` names {} functions: give exactly one", ids.len())
+        None => {
+            let req = ProgramRequest {
+                policy: args.run.policy()?,
+                command: args.command,
+                trace: args.trace,
+                safe: args.safe,
+                out: args.run.out,
+                load,
+                options,
+            };
+            debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
-    let conditions: Vec<Condition> = conditions
-        .iter()
-        .map(|c| Condition { funcs: find(&c.function), cond: c.cond, text: c.text.clone() })
-        .collect();
-    let program = resolver.executable().path.clone();
-    let out = args.run.out.clone().unwrap_or_else(|| session::default_dir(&program));
-    let interrupted = common::interrupt_flag()?;
-    let mut tracer = Tracer::new(resolver, functions, load, Scope::Process(pid), Programs::Record)?;
-    let mut header = common::header(
-        Mode::Debug,
-        program.clone(),
-        &[],
-        args.fail_if.clone(),
-        tracer.functions.clone(),
-    );
-    header.pid = Some(pid);
-    header.unit = Some(unit_name.clone());
-    let mut writer = Writer::create(&out, &header)?;
-    let service = crate::live_unit::Service {
-        pid,
-        unit,
-        conditions,
-        threads: super::attach::existing_threads(pid),
-        unit_timeout: runner::parse_duration(&args.unit_timeout)?,
-    };
-    eprintln!(
-        "aid: debugging pid {pid} ({}): each call of {unit_name} is one run",
-        program.display()
-    );
-    let outcome = crate::live_unit::debug_live(
-        &mut tracer,
-        &service,
-        &mut writer,
-        &opts,
-        &interrupted,
-        &mut Terminal,
-    )?;
-    let report = report::build(&outcome);
+    let report = report::build(&debugged.diagnosis);
     let text = report::render(&report);
-    write_outputs(&out, &text, &report, &outcome)?;
+    report::save(&debugged.out, &text, &report, &debugged.diagnosis)?;
     println!("{text}");
-    println!("Session and report: {}", out.display());
-    drop(tracer);
+    println!("Session and report: {}", debugged.out.display());
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn write_outputs(
-    out: &Path,
-    text: &str,
-    report: &report::Report<'_>,
-    outcome: &debugger::Outcome,
-) -> anyhow::Result<()> {
-    let write = |name: &str, bytes: &[u8]| {
-        let p = out.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
-    };
-    write("report.txt", text.as_bytes())?;
-    write("report.json", serde_json::to_string_pretty(report)?.as_bytes())?;
-    let highlight =
-        outcome.discovery.as_ref().map(|d| d.path.iter().copied().collect()).unwrap_or_default();
-    write("dag.dot", outcome.analysis.dot(&highlight).as_bytes())?;
-    Ok(())
 }

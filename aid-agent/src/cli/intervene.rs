@@ -3,17 +3,21 @@
 //! and for trying an intervention by hand; `debug` chooses interventions
 //! itself.
 
-use std::{ffi::OsString, path::PathBuf, process::ExitCode, sync::atomic::Ordering};
+use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 
-use super::common::{self, RunArgs};
+use super::{
+    args::{RunArgs, parse_duration},
+    terminal::interrupt_flag,
+};
 use crate::{
-    intervene::Plan,
+    bpf::Programs,
     model::Intervention,
-    probe::Programs,
-    runner::{self},
-    session::Mode,
+    record::{
+        program::{RecordRequest, record},
+        progress::Progress,
+    },
 };
 
 #[derive(Debug, clap::Args)]
@@ -36,42 +40,33 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
+/// One line on stdout per run: what became of its interventions.
+struct RunLines;
+
+impl Progress for RunLines {
+    fn step(&mut self, status: &str) {
+        println!("{status}");
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.run.policy()?;
-    let hold_timeout = runner::parse_duration(&args.hold_timeout)?;
+    let hold_timeout = parse_duration(&args.hold_timeout)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
-    let common::Started { target, mut tracer, mut writer, interrupted, .. } =
-        common::start(Mode::Debug, &args.command, &args.run, Programs::Record, |r| {
-            let functions = r.resolve(&args.trace)?;
-            for iv in &interventions {
-                for site in iv.acting_sites() {
-                    anyhow::ensure!(
-                        (site.func as usize) < functions.len(),
-                        "plan names function id {} but only {} are traced",
-                        site.func,
-                        functions.len()
-                    );
-                }
-            }
-            Ok(functions)
-        })?;
-    let plan = Plan::new(&interventions, hold_timeout);
-    for id in 1..=args.runs {
-        if interrupted.load(Ordering::Relaxed) {
-            break;
-        }
-        let rec = tracer.intervene(&target, id, &policy, &plan, &interrupted)?;
-        let applied = rec.run.interventions.iter().filter(|a| a.applied).count();
-        println!(
-            "run {id}: {:?} ({}); {applied}/{} intervention(s) applied",
-            rec.run.label,
-            rec.run.outcome.reason,
-            rec.run.interventions.len()
-        );
-        writer.append(&rec, &tracer.functions)?;
-    }
+    let req = RecordRequest {
+        policy,
+        load: args.run.load_options()?,
+        command: args.command,
+        trace: args.trace,
+        runs: args.runs,
+        out: args.run.out,
+        programs: Programs::Record,
+        plan: Some((interventions, hold_timeout)),
+    };
+    let cancel = interrupt_flag()?;
+    record(&req, &cancel, &mut RunLines)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,20 +2,14 @@
 //! session's failing runs (seed 002; [`crate::explain::mine`]). Also the
 //! access options `slice` and `compare` share.
 
-use std::{
-    path::{Path, PathBuf},
-    process::ExitCode,
-};
+use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 
-use crate::{
-    explain::{
-        AccessSpec, ExplainError, Substrate,
-        mine::{self, Dataset, Options, predicates, report},
-        objects::Globals,
-    },
-    session::{self, Loaded},
+use super::out::emit;
+use crate::explain::{
+    self, AccessSpec, ExplainError, Substrate,
+    mine::{self, Dataset, Options, predicates, report},
 };
 
 /// How calls are typed as reads and writes of the objects they are passed.
@@ -37,43 +31,10 @@ impl AccessArgs {
     }
 }
 
-/// Loads a session and the executable's data symbols (for naming globals).
-pub fn load(dir: &Path) -> anyhow::Result<(Loaded, Option<Globals>)> {
-    let loaded = session::load_full(dir)?;
-    let globals = Globals::load(&loaded.header.program);
-    if globals.is_none() {
-        log::warn!(
-            "cannot read {}: globals are named by their first appearance",
-            loaded.header.program.display()
-        );
-    }
-    Ok((loaded, globals))
-}
-
-/// Writes a command's output to stdout. A reader that went away (`| head`)
-/// is not an error.
-pub fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(anyhow::Error::new(e).context("writing to stdout"))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Says which runs the analysis leaves out, and why.
+/// Says which runs the explainers leave out, and why.
 pub fn note_excluded(session: &crate::model::Session) {
-    let intervened = session.runs.iter().filter(|r| !r.interventions.is_empty()).count();
-    if intervened > 0 {
-        eprintln!("aid: {intervened} run(s) made under interventions are left out");
-    }
-    let lost = session.runs.iter().filter(|r| !r.complete && r.interventions.is_empty()).count();
-    if lost > 0 {
-        eprintln!(
-            "aid: warning: {lost} run(s) lost events or were interrupted and are left out; record with a larger --ring-size"
-        );
+    for line in explain::excluded_runs(session) {
+        eprintln!("aid: {line}");
     }
 }
 
@@ -120,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.max_len
     );
     let spec = args.access.spec()?;
-    let (loaded, globals) = load(&args.session)?;
+    let (loaded, globals) = explain::load(&args.session)?;
     note_excluded(&loaded.session);
     let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
     if !substrate.runs.iter().any(|r| r.failed) {

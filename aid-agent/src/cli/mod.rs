@@ -1,22 +1,25 @@
-//! The command line: argument definitions and dispatch. Each subcommand
-//! lives in its own file; errors are printed once, with their cause chain,
-//! and map to the exit codes documented in README.md.
+//! The command line: argument definitions, rendering and exit codes. Each
+//! subcommand lives in its own file and calls one library entry point;
+//! errors are printed once, with their cause chain, and map to the exit
+//! codes documented in README.md. The only module that knows clap and
+//! indicatif.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 pub mod analyze;
+pub mod args;
 pub mod attach;
 pub mod bench;
-pub mod bench_extract;
-pub mod common;
 pub mod compare;
 pub mod debug;
 pub mod intervene;
 pub mod mine;
+pub mod out;
 pub mod record;
 pub mod slice;
+pub mod terminal;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -62,7 +65,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     // Before any thread exists: the ptrace controller waits for tracee
     // stops with sigtimedwait(SIGCHLD).
-    crate::control::block_sigchld();
+    crate::sys::ptrace::block_sigchld();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => log::LevelFilter::Warn,

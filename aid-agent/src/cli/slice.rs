@@ -4,9 +4,9 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use super::mine::{AccessArgs, emit, load};
+use super::{mine::AccessArgs, out::emit};
 use crate::explain::{
-    ExplainError, Substrate, id_list,
+    self, ExplainError, Substrate, id_list,
     slice::{self, Criterion, Levels},
 };
 
@@ -40,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let levels = Levels::parse(&args.deps)?;
     let criterion = Criterion::parse(&args.criterion)?;
     let spec = args.access.spec()?;
-    let (loaded, globals) = load(&args.session)?;
+    let (loaded, globals) = explain::load(&args.session)?;
     let session = &loaded.session;
     let Some(run) = session.runs.iter().find(|r| r.id == args.run) else {
         return Err(

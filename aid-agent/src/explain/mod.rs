@@ -1,4 +1,4 @@
-//! The seed techniques that complement AID (shared/SEEDS-TECHNIQUES.md):
+//! The seed techniques that complement AID:
 //! pattern mining over failing runs ([`mine`], seed 002), hazard-sensitive
 //! slicing of one failing run ([`slice`], seed 003) and the comparison of a
 //! failing run with a passing one ([`compare`], seed 001).
@@ -17,7 +17,43 @@ pub mod objects;
 pub mod roles;
 pub mod slice;
 
+use std::path::Path;
+
 pub use access::{Access, AccessClass, AccessSpec, Dep, DepKind, Event, RunAccesses, Substrate};
+
+use crate::store::{self, Loaded, SessionError};
+
+/// A session read back for the explainers, with the executable's data
+/// symbols for naming globals (`None`, with a warning, when the
+/// executable cannot be read: objects are then named by first appearance).
+pub fn load(dir: &Path) -> Result<(Loaded, Option<objects::Globals>), SessionError> {
+    let loaded = store::load_full(dir)?;
+    let globals = objects::Globals::load(&loaded.header.program);
+    if globals.is_none() {
+        log::warn!(
+            "cannot read {}: globals are named by their first appearance",
+            loaded.header.program.display()
+        );
+    }
+    Ok((loaded, globals))
+}
+
+/// Which runs of `session` the explainers leave out, and why, in words
+/// (nothing when every run is used).
+pub fn excluded_runs(session: &crate::model::Session) -> Vec<String> {
+    let mut lines = Vec::new();
+    let intervened = session.runs.iter().filter(|r| !r.interventions.is_empty()).count();
+    if intervened > 0 {
+        lines.push(format!("{intervened} run(s) made under interventions are left out"));
+    }
+    let lost = session.runs.iter().filter(|r| !r.complete && r.interventions.is_empty()).count();
+    if lost > 0 {
+        lines.push(format!(
+            "warning: {lost} run(s) lost events or were interrupted and are left out; record with a larger --ring-size"
+        ));
+    }
+    lines
+}
 
 /// What can go wrong before any technique runs: bad input, in words.
 #[derive(Debug, thiserror::Error)]

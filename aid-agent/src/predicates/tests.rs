@@ -2,74 +2,18 @@
 //! asserting the exact catalog learned, its conditions, interventions and
 //! anchors.
 
-use std::path::PathBuf;
-
 use super::*;
-use crate::model::{Call, Function, Label, Outcome, Point, Thread, ValueKind, ValueType};
+use crate::model::{
+    Call, Function, Label, Point, ValueKind,
+    testing::{call, function, run},
+};
 
 fn func(id: u32, name: &str, ret: ValueKind, params: &[ValueKind]) -> Function {
-    let t = |k: ValueKind| ValueType { kind: k, size: if k == ValueKind::Void { 0 } else { 8 } };
-    Function {
-        id,
-        name: name.into(),
-        symbol: name.into(),
-        module: PathBuf::from("/bin/target"),
-        address: 0x1000 + u64::from(id) * 16,
-        offset: 0x1000 + u64::from(id) * 16,
-        source: None,
-        ret: t(ret),
-        params: params.iter().map(|&k| t(k)).collect(),
-        internal: false,
-    }
+    function(id, name).with_ret(ret).with_params(params)
 }
 
-/// call(func, role, instance, entry, exit, ret)
-fn call(
-    func: u32,
-    role: u32,
-    instance: u32,
-    entry: u64,
-    exit: Option<u64>,
-    ret: Option<i64>,
-) -> Call {
-    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret, paused_ns: 0 }
-}
-
-fn with_args(mut c: Call, args: [i64; 3]) -> Call {
-    c.args = args;
-    c
-}
-
-fn run(id: u32, label: Label, mut calls: Vec<Call>, end: u64) -> Run {
-    calls.sort_by_key(|c| c.entry_ns);
-    let mut roles: Vec<u32> = calls.iter().map(|c| c.role).collect();
-    roles.push(0);
-    roles.sort_unstable();
-    roles.dedup();
-    let threads = roles
-        .iter()
-        .map(|&r| Thread {
-            role: r,
-            tid: 100 + r,
-            name: if r == 0 { "main".into() } else { "worker".into() },
-            parent: (r > 0).then_some(0),
-            created_ns: 0,
-        })
-        .collect();
-    Run {
-        id,
-        label,
-        outcome: Outcome::default(),
-        lost_events: 0,
-        lost_thread_records: 0,
-        complete: true,
-        threads,
-        calls,
-        end_ns: end,
-        interventions: Vec::new(),
-        noise: Vec::new(),
-        pauses: Vec::new(),
-    }
+fn with_args(c: Call, args: [i64; 3]) -> Call {
+    c.with_args(args)
 }
 
 fn learn_default(s: &Session) -> Catalog {

@@ -1,15 +1,10 @@
 //! Statistical debugging over predicate truth (AID Sec. 2; CBI, Liblit et
 //! al. PLDI'05): precision and recall, Failure, Context, Increase and
-//! Importance, the fully-discriminative filter AID starts from, and the
-//! safe-intervention allowlist (Sec. 3.2).
+//! Importance, and the fully-discriminative filter AID starts from.
 
 use serde::{Deserialize, Serialize};
 
 use crate::predicates::{PredId, RunTruth};
-
-mod safe;
-
-pub use safe::{SafeList, StatsError};
 
 /// How often a predicate was true and observed, by run label.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,24 +20,6 @@ const DEFAULT_DIRS: &[&str] = &[
     "/usr/local/lib",
 ];
 
-/// Files mapped executable by a process, from `/proc/PID/maps`.
-pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let perms = fields.nth(1).unwrap_or("");
-        let Some(path) = fields.nth(3) else { continue };
-        if perms.contains('x') && path.starts_with('/') && !out.iter().any(|p| p == Path::new(path))
-        {
-            out.push(PathBuf::from(path));
-        }
-    }
-    out
-}
-
 /// Does file name `file` answer to the user's `name` ("libc" answers for
 /// "libc.so.6" and "libc-2.36.so")?
 fn answers_to(file: &str, name: &str) -> bool {

@@ -19,7 +19,10 @@ use std::{
 pub use elf::{Module, Symbol, demangle};
 use globset::{Glob, GlobMatcher};
 
-use crate::model::{FuncId, Function};
+use crate::{
+    model::{FuncId, Function},
+    sys::proc,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
@@ -109,18 +112,16 @@ impl Resolver {
 
     /// For a running process: its executable and the files it has mapped.
     pub fn for_process(pid: u32) -> Result<Resolver, SymbolError> {
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| {
-            SymbolError::Read { path: PathBuf::from(format!("/proc/{pid}/exe")), source }
-        })?;
-        let mapped = libs::mapped_files(pid);
+        let exe = proc::executable(pid)
+            .map_err(|source| SymbolError::Read { path: proc::exe_link(pid), source })?;
+        let mapped = proc::mapped_executables(pid);
         // Read the executable through /proc so a deleted or replaced file
         // still resolves to what is running.
-        let mut exe_module =
-            Module::load(&PathBuf::from(format!("/proc/{pid}/exe"))).map_err(|e| match e {
-                SymbolError::NotElf { .. } => SymbolError::NotElf { path: exe.clone() },
-                SymbolError::NoSymbols { .. } => SymbolError::NoSymbols { path: exe.clone() },
-                other => other,
-            })?;
+        let mut exe_module = Module::load(&proc::exe_link(pid)).map_err(|e| match e {
+            SymbolError::NotElf { .. } => SymbolError::NotElf { path: exe.clone() },
+            SymbolError::NoSymbols { .. } => SymbolError::NoSymbols { path: exe.clone() },
+            other => other,
+        })?;
         exe_module.path = exe;
         Ok(Resolver { exe: exe_module, mapped, libs: HashMap::new() })
     }
@@ -196,12 +197,6 @@ impl Resolver {
     /// not Rust's standard library — for tracing when no pattern is given.
     pub fn own_functions(&self) -> Vec<&Symbol> {
         self.exe.symbols.iter().filter(|s| is_own_function(s)).collect()
-    }
-
-    /// [`Resolver::function_at`] in the form the recorder takes, to name
-    /// threads after their start routine.
-    pub fn symbolizer(&self) -> impl Fn(&Path, u64) -> Option<String> + '_ {
-        |module, address| self.function_at(module, address).map(str::to_owned)
     }
 
     /// Name of the function starting at ELF virtual address `address` of

@@ -8,33 +8,27 @@ use std::{
     sync::OnceLock,
 };
 
-use aid::{model::Session, session};
+use aid::{model::Session, store};
 
 /// The agent binary under test.
 pub fn agent() -> Command {
     Command::new(env!("CARGO_BIN_EXE_aid-agent"))
 }
 
-/// True when this machine can run eBPF tests. When it cannot, tests print
-/// why and pass — unless AID_REQUIRE_BPF=1 (set by `cargo xtask test` and
-/// CI), where a missing feature is a failure.
-pub fn bpf_available() -> bool {
-    let reason = if !nix::unistd::geteuid().is_root() {
-        Some("not root")
+/// The eBPF tests are `#[ignore]`d, so a plain `cargo test` lists them as
+/// ignored instead of passing them without running; `cargo xtask test` runs
+/// them with `--include-ignored`. Each starts here: on a machine that
+/// cannot run them it fails, saying what is missing.
+pub fn require_bpf() {
+    let missing = if !nix::unistd::geteuid().is_root() {
+        Some("root")
     } else if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
-        Some("kernel has no uprobes")
+        Some("uprobe support in the kernel")
     } else {
         None
     };
-    match reason {
-        None => true,
-        Some(r) if std::env::var("AID_REQUIRE_BPF").as_deref() == Ok("1") => {
-            panic!("eBPF tests required (AID_REQUIRE_BPF=1) but unavailable: {r}")
-        }
-        Some(r) => {
-            eprintln!("skipping: {r}");
-            false
-        }
+    if let Some(what) = missing {
+        panic!("this eBPF test needs {what}: run `cargo xtask test` as root");
     }
 }
 
@@ -137,7 +131,7 @@ pub fn run_err(cmd: &mut Command) -> String {
 }
 
 pub fn load(dir: &Path) -> Session {
-    session::load(dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
+    store::load(dir).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()))
 }
 
 /// (function name, role, instance, args, ret) of every call of a user

@@ -18,8 +18,14 @@
 //! Sites are (function, role number, k): role names are mapped to numbers
 //! through the base run, so this assumes threads are created in the same
 //! order in the re-run.
+//!
+//! [`compare_program`] is the library entry point of `compare` with
+//! re-runs: it starts a session of its own for them (`record::start`) and
+//! reports each re-run through [`Progress`].
 
 use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -27,17 +33,25 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use super::{
+    Comparison, Inputs, Options,
     align::CallKey,
     dual::Side,
     minimize::{Observed, Replacement, Rerun},
 };
 use crate::{
+    bpf::{LoadOptions, Programs},
     explain::roles::RoleNames,
     intervene::Plan,
-    model::{Intervention, Point, Site},
-    runner::Target,
-    session::Writer,
-    trace::{RunPolicy, Tracer},
+    model::{Function, Intervention, Point, Site},
+    record::{
+        fail::RunPolicy,
+        progress::Progress,
+        start::{self, ProgramSession},
+        tracer::Tracer,
+    },
+    store::{Loaded, Mode, Writer},
+    symbols::Module,
+    sys::spawn::Target,
 };
 
 pub struct LiveRerun<'a> {
@@ -52,7 +66,7 @@ pub struct LiveRerun<'a> {
     pub fail_roles: RoleNames,
     pub pass_roles: RoleNames,
     pub next_id: u32,
-    pub progress: indicatif::ProgressBar,
+    pub ui: &'a mut dyn Progress,
 }
 
 fn site(k: &CallKey, roles: &RoleNames) -> anyhow::Result<Site> {
@@ -89,16 +103,120 @@ impl Rerun for LiveRerun<'_> {
         let id = self.next_id;
         self.next_id += 1;
         let rec = self.tracer.intervene(self.target, id, self.policy, &plan, self.cancel)?;
-        self.writer.append(&rec, &self.tracer.functions)?;
+        self.writer.append(&rec, self.tracer.functions())?;
         let valid = rec.run.complete
             && !self.cancel.load(Ordering::Relaxed)
             && rec.run.interventions.iter().all(|a| a.applied && !a.timed_out);
-        self.progress.inc(1);
-        self.progress.set_message(format!(
+        self.ui.step(&format!(
             "run {id} ({} base): {}",
             if base == Side::Fail { "failing" } else { "passing" },
             if rec.run.failed() { "failed" } else { "passed" }
         ));
         Ok(Observed { run: rec.run, valid })
     }
+}
+
+/// How the program is re-run.
+#[derive(Clone, Debug)]
+pub struct LiveSettings {
+    /// Longest any hold may last.
+    pub hold_timeout: Duration,
+    /// A re-run still going after this long is killed (and failed).
+    pub timeout: Duration,
+    /// The session directory the re-runs are stored in.
+    pub out: PathBuf,
+    pub load: LoadOptions,
+}
+
+/// `compare` with re-runs of the session's program: checks the session
+/// was recorded from a command aid can start again and that its
+/// functions are still where they were, starts a session of re-runs in
+/// `settings.out`, and tests each link of the chain. Cut short by
+/// `cancel`, it returns the error of the interrupted re-run; the re-runs
+/// made so far are kept.
+pub fn compare_program(
+    loaded: &Loaded,
+    inputs: &Inputs<'_>,
+    opts: &Options,
+    settings: &LiveSettings,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Comparison> {
+    let (mut session, policy) = restart(loaded, &settings.out, settings.timeout, settings.load)?;
+    let role_names = |id: u32| {
+        inputs.session.runs.iter().find(|r| r.id == id).map(RoleNames::of).unwrap_or_default()
+    };
+    ui.begin("re-running", None);
+    let live = LiveRerun {
+        tracer: &mut session.tracer,
+        target: &session.target,
+        policy: &policy,
+        writer: &mut session.writer,
+        hold_timeout: settings.hold_timeout,
+        cancel,
+        fail_roles: role_names(inputs.fail),
+        pass_roles: inputs.pass.map(role_names).unwrap_or_default(),
+        next_id: 1,
+        ui: &mut *ui,
+    };
+    let result = super::compare(inputs, opts, live);
+    ui.end();
+    result
+}
+
+/// A session that re-runs the program `loaded` was recorded from, with
+/// the same functions traced (and aid's own probes), stored in `out`.
+pub fn restart(
+    loaded: &Loaded,
+    out: &Path,
+    timeout: Duration,
+    load: LoadOptions,
+) -> anyhow::Result<(ProgramSession, RunPolicy)> {
+    let header = &loaded.header;
+    if header.mode == Mode::Attach || header.command.is_empty() {
+        bail!(
+            "the session was recorded by attaching to a running process, which aid cannot restart: record it with `aid-agent record` instead"
+        );
+    }
+    let argv: Vec<OsString> = header.command.iter().map(OsString::from).collect();
+    let policy = RunPolicy::new(&header.fail_rules, timeout)?;
+    let user: Vec<Function> =
+        loaded.session.functions.iter().filter(|f| !f.internal).cloned().collect();
+    let session = start::program(
+        Mode::Debug,
+        &argv,
+        &policy.texts,
+        load,
+        Some(out),
+        Programs::Record,
+        |r| {
+            unchanged(r.executable(), &user)?;
+            Ok(user.clone())
+        },
+    )?;
+    Ok((session, policy))
+}
+
+/// The session's functions must still be where they were recorded.
+fn unchanged(exe: &Module, functions: &[Function]) -> anyhow::Result<()> {
+    for (i, f) in functions.iter().enumerate() {
+        anyhow::ensure!(f.id as usize == i, "session function ids are not in order");
+        if f.module == exe.path {
+            let same = exe.symbols.iter().any(|s| s.raw == f.symbol && s.offset == f.offset);
+            anyhow::ensure!(
+                same,
+                "{} changed since the session was recorded ({} is not where it was): record a new session",
+                exe.path.display(),
+                f.name
+            );
+        } else {
+            anyhow::ensure!(
+                Path::new(&f.module).exists(),
+                "{} (of {}) is gone: record a new session",
+                f.module.display(),
+                f.name
+            );
+        }
+    }
+    Ok(())
 }

@@ -35,8 +35,8 @@ use crate::{
         access::{Access, AccessSpec, Objects},
         objects::Globals,
     },
+    intervene::SafeList,
     model::{Function, Point, Run},
-    stats::SafeList,
 };
 
 /// A change a re-run makes to the program's execution.

@@ -38,8 +38,8 @@ use super::{
     slice::Criterion,
 };
 use crate::{
+    intervene::SafeList,
     model::{Function, Session},
-    stats::SafeList,
 };
 
 /// What the chain ends at.

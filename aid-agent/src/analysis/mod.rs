@@ -1,0 +1,348 @@
+//! The offline half of AID on a recorded session: predicates (Sec. 3.1),
+//! statistical debugging (Sec. 2), the fully-discriminative and safe
+//! filters (Sec. 3.2) and the AC-DAG (Sec. 4). `aid-agent analyze` prints
+//! it; `debug` continues from it with interventions.
+
+use std::{
+    collections::BTreeSet,
+    fmt::Write as _,
+    time::{Duration, Instant},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    causal::{AcDag, CausalError},
+    intervene::{Reach, SafeList},
+    model::{Intervention, Session},
+    predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn},
+    stats::{Scores, Totals, rank, score_all, tally},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error("cannot extract predicates")]
+    Predicates(#[from] PredicateError),
+    #[error("cannot build the approximate causal DAG")]
+    Causal(#[from] CausalError),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AnalysisOptions {
+    pub extract: ExtractConfig,
+    pub safe: SafeList,
+    /// What the run source can carry out: predicates whose intervention it
+    /// cannot apply are left out.
+    pub reach: Reach,
+}
+
+/// Why a fully-discriminative predicate is not a node of the AC-DAG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "why")]
+pub enum Exclusion {
+    /// Nothing can force it to its passing value (counts, never called).
+    NoIntervention,
+    /// Its intervention changes a value and the function is not declared
+    /// safe (Sec. 3.2).
+    Unsafe,
+    /// Same intervention, and (being fully discriminative) the same truth in
+    /// every run, as a better-ranked candidate.
+    SameAs { id: PredId },
+    /// The run source cannot carry out its intervention (another thread or
+    /// a hold, on the units of a live service).
+    OutOfReach,
+}
+
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    pub catalog: Catalog,
+    /// Indexed by predicate id.
+    pub scores: Vec<Scores>,
+    /// Predicates other than F, best first.
+    pub ranking: Vec<PredId>,
+    pub totals: Totals,
+    /// Runs left out because events were lost.
+    pub runs_skipped: u32,
+    /// Fraction of analysed runs that failed (p for the intervention rounds).
+    pub failure_rate: f64,
+    /// Fully-discriminative, intervenable, safe predicates: the AC-DAG's
+    /// nodes besides F, in ranking order.
+    pub candidates: Vec<PredId>,
+    pub excluded: Vec<(PredId, Exclusion)>,
+    pub dag: AcDag,
+}
+
+/// Wall time of each stage of [`analyze`] (for `aid-agent bench extract`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Timings {
+    pub learn: Duration,
+    pub evaluate: Duration,
+    pub statistics: Duration,
+    pub dag: Duration,
+}
+
+impl Timings {
+    pub fn total(&self) -> Duration {
+        self.learn + self.evaluate + self.statistics + self.dag
+    }
+}
+
+/// Leaves out the runs `debug` made under interventions: they are
+/// experiments, not observations of the program, and the statistics are
+/// about the program. Returns how many were left out.
+pub fn keep_observations(session: &mut Session) -> usize {
+    let before = session.runs.len();
+    session.runs.retain(|r| r.interventions.is_empty());
+    before - session.runs.len()
+}
+
+pub fn analyze(session: &Session, opts: &AnalysisOptions) -> Result<Analysis, AnalysisError> {
+    analyze_timed(session, opts).map(|(a, _)| a)
+}
+
+/// [`analyze`], timing each stage.
+pub fn analyze_timed(
+    session: &Session,
+    opts: &AnalysisOptions,
+) -> Result<(Analysis, Timings), AnalysisError> {
+    let mut time = Timings::default();
+    let t = Instant::now();
+    let catalog = learn(session, &opts.extract)?;
+    time.learn = t.elapsed();
+    let t = Instant::now();
+    let runs: Vec<_> = session.runs.iter().filter(|r| r.complete).collect();
+    let runs_skipped = (session.runs.len() - runs.len()) as u32;
+    let truths: Vec<RunTruth> = runs.iter().map(|r| catalog.evaluate(r)).collect();
+    time.evaluate = t.elapsed();
+    let t = Instant::now();
+    let (counts, totals) = tally(catalog.len(), &truths);
+    let scores = score_all(&counts, totals);
+    let f = catalog.failure();
+    let ranking: Vec<PredId> = rank(&scores).into_iter().filter(|&p| p != f).collect();
+    let mut candidates = Vec::new();
+    let mut excluded = Vec::new();
+    let mut seen: Vec<(&Intervention, PredId)> = Vec::new();
+    for &id in &ranking {
+        if !scores[id.0 as usize].fully_discriminative {
+            continue;
+        }
+        let Some(p) = catalog.get(id) else { continue };
+        let Some(iv) = p.intervention.as_ref() else {
+            excluded.push((id, Exclusion::NoIntervention));
+            continue;
+        };
+        if !opts.safe.allows(iv, &session.functions) {
+            excluded.push((id, Exclusion::Unsafe));
+            continue;
+        }
+        if !opts.reach.allows(iv) {
+            excluded.push((id, Exclusion::OutOfReach));
+            continue;
+        }
+        if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
+            excluded.push((id, Exclusion::SameAs { id: first }));
+            continue;
+        }
+        seen.push((iv, id));
+        candidates.push(id);
+    }
+    time.statistics = t.elapsed();
+    let t = Instant::now();
+    let dag = AcDag::build(
+        &candidates,
+        f,
+        truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
+    )?;
+    time.dag = t.elapsed();
+    let failure_rate =
+        if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
+    Ok((
+        Analysis {
+            catalog,
+            scores,
+            ranking,
+            totals,
+            runs_skipped,
+            failure_rate,
+            candidates,
+            excluded,
+            dag,
+        },
+        time,
+    ))
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RankedRow {
+    pub rank: usize,
+    pub id: PredId,
+    pub key: String,
+    pub kind: Kind,
+    pub description: String,
+    pub scores: Scores,
+    /// "candidate", "no_intervention", "unsafe", "same_as", or
+    /// "not_discriminative".
+    pub status: String,
+    pub intervention: Option<Intervention>,
+}
+
+/// The machine-readable form of `analyze --json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AnalysisReport {
+    pub failing_runs: u32,
+    pub passing_runs: u32,
+    pub runs_skipped: u32,
+    pub failure_rate: f64,
+    pub predicates: usize,
+    pub fully_discriminative: usize,
+    pub candidates: Vec<PredId>,
+    pub rows: Vec<RankedRow>,
+    /// Transitive reduction of the AC-DAG, F included.
+    pub dag_edges: Vec<(PredId, PredId)>,
+    pub failure: PredId,
+}
+
+impl Analysis {
+    fn status(&self, id: PredId) -> String {
+        if self.candidates.contains(&id) {
+            return "candidate".into();
+        }
+        match self.excluded.iter().find(|(p, _)| *p == id) {
+            Some((_, Exclusion::NoIntervention)) => "no_intervention".into(),
+            Some((_, Exclusion::Unsafe)) => "unsafe".into(),
+            Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
+            Some((_, Exclusion::OutOfReach)) => "not_live".into(),
+            None => "not_discriminative".into(),
+        }
+    }
+
+    /// The top `top` rows of the ranking (all when `top` is 0).
+    pub fn report(&self, top: usize) -> AnalysisReport {
+        let n = if top == 0 { self.ranking.len() } else { top.min(self.ranking.len()) };
+        let rows = self.ranking[..n]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &id)| {
+                let p = self.catalog.get(id)?;
+                Some(RankedRow {
+                    rank: i + 1,
+                    id,
+                    key: p.key.to_string(),
+                    kind: p.key.kind,
+                    description: p.description.clone(),
+                    scores: self.scores[id.0 as usize],
+                    status: self.status(id),
+                    intervention: p.intervention.clone(),
+                })
+            })
+            .collect();
+        AnalysisReport {
+            failing_runs: self.totals.failing,
+            passing_runs: self.totals.passing,
+            runs_skipped: self.runs_skipped,
+            failure_rate: self.failure_rate,
+            predicates: self.ranking.len(),
+            fully_discriminative: self
+                .scores
+                .iter()
+                .filter(|s| s.fully_discriminative && s.id != self.catalog.failure())
+                .count(),
+            candidates: self.candidates.clone(),
+            rows,
+            dag_edges: self.dag.reduction(),
+            failure: self.catalog.failure(),
+        }
+    }
+
+    /// DOT of the AC-DAG with descriptions as labels.
+    pub fn dot(&self, highlight: &BTreeSet<PredId>) -> String {
+        self.dag.to_dot(
+            |p| match self.catalog.get(p) {
+                Some(x) if x.key.kind == Kind::Failure => "F: the run fails".to_string(),
+                Some(x) => format!("{p}: {}", x.description),
+                None => p.to_string(),
+            },
+            highlight,
+        )
+    }
+}
+
+/// The ranked table of `aid-agent analyze`.
+pub fn render_table(a: &Analysis, top: usize) -> String {
+    let r = a.report(top);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} runs ({} failing, {} passing{}), {} predicates, {} fully discriminative, {} candidates for intervention",
+        r.failing_runs + r.passing_runs,
+        r.failing_runs,
+        r.passing_runs,
+        if r.runs_skipped > 0 {
+            format!(", {} skipped for lost events", r.runs_skipped)
+        } else {
+            String::new()
+        },
+        r.predicates,
+        r.fully_discriminative,
+        r.candidates.len()
+    );
+    if r.rows.is_empty() {
+        s.push_str("no predicate separates failing from passing runs: trace more functions (--trace) or record more runs\n");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "{:>4} {:>5} {:>10} {:>8} {:>7} {:>7} {:>6} {:>5} {:>5}  {:<18} predicate",
+        "rank",
+        "id",
+        "importance",
+        "increase",
+        "failure",
+        "context",
+        "recall",
+        "F(P)",
+        "S(P)",
+        "status"
+    );
+    for row in &r.rows {
+        let sc = &row.scores;
+        let _ = writeln!(
+            s,
+            "{:>4} {:>5} {:>10.3} {:>8.3} {:>7.3} {:>7.3} {:>6.3} {:>5} {:>5}  {:<18} {}",
+            row.rank,
+            row.id.to_string(),
+            sc.importance,
+            sc.increase,
+            sc.failure,
+            sc.context,
+            sc.recall,
+            sc.counts.failing_true,
+            sc.counts.passing_true,
+            match a.excluded.iter().find(|(p, _)| *p == row.id) {
+                Some((_, Exclusion::SameAs { id })) => format!("same as {id}"),
+                _ => row.status.clone(),
+            },
+            row.description
+        );
+        if (row.status == "candidate" || row.status == "unsafe")
+            && let Some(p) = a.catalog.get(row.id)
+            && !p.intervention_text.is_empty()
+        {
+            let _ = writeln!(s, "{:>83}  ↳ intervention: {}", "", p.intervention_text);
+        }
+    }
+    if !r.candidates.is_empty() {
+        let _ = writeln!(s, "AC-DAG (transitive reduction):");
+        for (a_, b) in &r.dag_edges {
+            let name = |p: &PredId| {
+                if *p == r.failure { "F".to_string() } else { p.to_string() }
+            };
+            let _ = writeln!(s, "  {} -> {}", name(a_), name(b));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

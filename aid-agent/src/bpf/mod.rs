@@ -1,0 +1,798 @@
+//! Loading the eBPF object, attaching it to one target process, and reading
+//! what it reports: the event stream, lost-event and error counters.
+//!
+//! Everything the kernel holds for us is tied to file descriptors of this
+//! process (perf events, links, maps), so probes disappear when the agent
+//! exits for any reason, SIGKILL included; nothing is pinned.
+
+use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
+
+use aid_common::{
+    Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
+    GLOBAL_STOP_SIGNAL, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT,
+    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE,
+    MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState, UnitState,
+};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, Queue, RingBuf},
+    programs::{
+        TracePoint, UProbe,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
+    },
+};
+
+mod scope;
+pub mod tracepoint;
+pub mod uprobe_multi;
+
+pub use scope::{Attachment, Mechanism, Reaper};
+
+use crate::{
+    bpf::{
+        tracepoint::FormatError,
+        uprobe_multi::{MultiError, MultiProgram},
+    },
+    model::Function,
+    sys::poll,
+};
+
+/// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
+const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
+
+/// The eBPF object built by `build.rs`.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/aid"));
+
+/// Roles handed to new threads per run (the queue's capacity).
+pub const MAX_ROLES: u32 = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(
+        "aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE) to load eBPF programs: run it with sudo"
+    )]
+    Privileges,
+    #[error(
+        "this kernel has no uprobe support (/sys/bus/event_source/devices/uprobe is missing): it needs CONFIG_UPROBES and CONFIG_UPROBE_EVENTS"
+    )]
+    NoUprobes,
+    #[error("cannot mount tracefs, needed for the thread-tracking tracepoints: {0}")]
+    Tracefs(String),
+    #[error("loading the eBPF object failed: {0}")]
+    Load(String),
+    #[error("attaching {what} failed: {reason}")]
+    Attach { what: String, reason: String },
+    #[error("eBPF map {name}: {reason}")]
+    Map { name: &'static str, reason: String },
+    #[error(transparent)]
+    Multi(#[from] MultiError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+/// Which program pair to attach: the recorder (which also triggers
+/// interventions in runs that have them), or programs that do nothing (the
+/// benchmark floor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Programs {
+    Record,
+    Empty,
+}
+
+impl Programs {
+    /// Names of the entry and exit programs in the eBPF object.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Programs::Record => ("enter_fn", "exit_fn"),
+            Programs::Empty => ("enter_empty", "exit_empty"),
+        }
+    }
+}
+
+/// Which processes the probes fire in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every process running the traced code, attached once per session;
+    /// the target map filters. Bystanders running the same code trap into
+    /// the probes (and may get SIGILL from return probes): kept as the
+    /// benchmark baseline only.
+    AllProcesses,
+    /// One running process (attach mode), for the whole session.
+    Process(u32),
+    /// The target of each run: attached by [`Probes::begin_target`] to the
+    /// child held before its exec (the probes follow it into the new
+    /// image), detached in the background by [`Probes::end_target`].
+    Target,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Ring buffer size in bytes (a power of two, at least one page).
+    pub ring_bytes: u32,
+    /// Signal used to stop a thread for the agent.
+    pub stop_signal: i32,
+    /// How probes are scoped to one process.
+    pub mechanism: Mechanism,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG, mechanism: Mechanism::Auto }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns: the clock of `bpf_ktime_get_ns`, so times the
+/// agent takes compare exactly with event times.
+pub fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// Checks, before anything is loaded, that this process may use eBPF and
+/// the kernel has uprobes; mounts tracefs privately if it is not mounted.
+pub fn preflight() -> Result<(), ProbeError> {
+    if !has_privileges() {
+        return Err(ProbeError::Privileges);
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
+        return Err(ProbeError::NoUprobes);
+    }
+    ensure_tracefs()
+}
+
+fn has_privileges() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    const CAP_SYS_PTRACE: u32 = 19;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let effective = crate::sys::proc::effective_capabilities().unwrap_or(0);
+    [CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE].iter().all(|c| effective & (1 << c) != 0)
+}
+
+/// aya finds tracepoints through tracefs. If it is not mounted, mount it in
+/// a private mount namespace of this process (and the targets it starts),
+/// so nothing is left mounted on the machine afterwards.
+fn ensure_tracefs() -> Result<(), ProbeError> {
+    let events = Path::new("/sys/kernel/tracing/events");
+    if events.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+        return Ok(());
+    }
+    use nix::mount::{MsFlags, mount};
+    let fail = |what: &str, e: nix::Error| ProbeError::Tracefs(format!("{what}: {e}"));
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| fail("unshare", e))?;
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(|e| fail("make / private", e))?;
+    mount(Some("tracefs"), "/sys/kernel/tracing", Some("tracefs"), MsFlags::empty(), None::<&str>)
+        .map_err(|e| fail("mount /sys/kernel/tracing", e))?;
+    log::info!("mounted tracefs in a private mount namespace");
+    Ok(())
+}
+
+/// The loaded eBPF object and the probes currently attached.
+pub struct Probes {
+    ebpf: Ebpf,
+    /// Probes for all processes ([`Scope::AllProcesses`]).
+    attached: Vec<(&'static str, UProbeLinkId)>,
+    /// The entry/exit programs loaded a second time for uprobe_multi links
+    /// (empty when the scoping mechanism is perf events).
+    multi: Vec<MultiProgram>,
+    mechanism: Mechanism,
+    /// [`Scope::Target`]: what to attach to each run's target.
+    per_run: Option<(Vec<Function>, Programs)>,
+    /// Probes scoped to one process, and that process.
+    scoped: Option<(u32, Attachment)>,
+    reaper: Reaper,
+    reg_write: bool,
+    ring: Option<RingBuf<MapData>>,
+}
+
+impl Probes {
+    /// Loads every program, attaches the thread and exec tracepoints (they
+    /// only act on processes in the target map), and learns whether this
+    /// kernel lets BPF write registers.
+    pub fn load(options: LoadOptions) -> Result<Probes, ProbeError> {
+        let signal = options.stop_signal as u32;
+        let (newtask_pid, newtask_clone_flags) = tracepoint::newtask_offsets()?;
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries(MAP_EVENTS, options.ring_bytes)
+            .override_global(GLOBAL_STOP_SIGNAL, &signal, true)
+            .override_global(GLOBAL_NEWTASK_PID, &newtask_pid, true)
+            .override_global(GLOBAL_NEWTASK_CLONE_FLAGS, &newtask_clone_flags, true)
+            .load(OBJECT)
+            .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
+        for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
+            let prog: &mut UProbe = program(&mut ebpf, name)?;
+            prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+        }
+        for (name, category, event) in [
+            ("thread_new", "task", "task_newtask"),
+            ("exec_seen", "sched", "sched_process_exec"),
+            ("thread_exit", "sched", "sched_process_exit"),
+        ] {
+            let prog: &mut TracePoint = program(&mut ebpf, name)?;
+            prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+            prog.attach(category, event).map_err(|e| ProbeError::Attach {
+                what: format!("tracepoint {category}/{event}"),
+                reason: chain(&e),
+            })?;
+        }
+        let reg_write = {
+            let prog: &mut UProbe = program(&mut ebpf, "probe_reg_write")?;
+            prog.load().is_ok()
+        };
+        // Before any map is taken out of `ebpf`: the second load binds to
+        // all of them.
+        let (multi, mechanism) = load_multi(&ebpf, options.mechanism)?;
+        let ring = RingBuf::try_from(
+            ebpf.take_map(MAP_EVENTS)
+                .ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
+        )
+        .map_err(|e| ProbeError::Map { name: MAP_EVENTS, reason: e.to_string() })?;
+        Ok(Probes {
+            ebpf,
+            attached: Vec::new(),
+            multi,
+            mechanism,
+            per_run: None,
+            scoped: None,
+            reaper: Reaper::new(),
+            reg_write,
+            ring: Some(ring),
+        })
+    }
+
+    /// Whether uprobe programs may write registers on this kernel (then
+    /// return overrides could be done in BPF without stopping the thread).
+    pub fn kernel_writes_registers(&self) -> bool {
+        self.reg_write
+    }
+
+    /// Hands the ring buffer to a reader thread (once).
+    pub fn event_stream(&mut self) -> EventStream {
+        EventStream::spawn(self.ring.take().expect("event stream taken twice"))
+    }
+
+    /// Names of the maps of the loaded object. The ring buffer is among
+    /// them: loading took it out of the object by that name (and fails
+    /// without it) to hand it to the event stream.
+    pub fn map_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.ebpf.maps().map(|(n, _)| n.to_owned()).collect();
+        names.push(MAP_EVENTS.to_owned());
+        names.sort();
+        names
+    }
+
+    /// How probes are scoped to one process on this kernel.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
+    /// Registers `pid` (held before its exec) as the target of a run: it is
+    /// recorded from its exec on, its main thread is role 0, the role pool
+    /// is refilled for the threads it will create, and `intervene` says
+    /// whether the action map applies. With [`Scope::Target`], the probes
+    /// are attached to it here.
+    pub fn begin_target(&mut self, pid: u32, intervene: bool) -> Result<(), ProbeError> {
+        if let Some((functions, programs)) = self.per_run.take() {
+            if let Some((_, old)) = self.scoped.take() {
+                self.reaper.detach(old);
+            }
+            let attached = self.attach_scoped(&functions, pid, programs);
+            self.per_run = Some((functions, programs));
+            self.scoped = Some((pid, attached?));
+        }
+        self.clear_run_state()?;
+        let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
+        while pool.pop(0).is_ok() {}
+        for role in 1..=MAX_ROLES {
+            pool.push(role, 0).map_err(|e| map_err(MAP_ROLE_POOL, e))?;
+        }
+        let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
+        roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
+        let flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
+        self.set_target(TargetState { tgid: pid, _pad: 0, flags })
+    }
+
+    fn set_target(&mut self, state: TargetState) -> Result<(), ProbeError> {
+        let mut target: aya::maps::Array<_, TargetState> = map(&mut self.ebpf, MAP_TARGET)?;
+        target.set(0, state, 0).map_err(|e| map_err(MAP_TARGET, e))
+    }
+
+    fn target(&self) -> Result<TargetState, ProbeError> {
+        let m = self
+            .ebpf
+            .map(MAP_TARGET)
+            .ok_or(ProbeError::Map { name: MAP_TARGET, reason: "missing".into() })?;
+        let target: aya::maps::Array<_, TargetState> = aya::maps::Array::try_from(m)
+            .map_err(|e| ProbeError::Map { name: MAP_TARGET, reason: e.to_string() })?;
+        target.get(&0, 0).map_err(|e| map_err(MAP_TARGET, e))
+    }
+
+    /// Stops recording `pid` (its number may be reused by another process)
+    /// and, with [`Scope::Target`], detaches its probes in the background.
+    pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
+        if self.per_run.is_some()
+            && let Some((owner, attachment)) = self.scoped.take()
+        {
+            if owner == pid {
+                self.reaper.detach(attachment);
+            } else {
+                self.scoped = Some((owner, attachment));
+            }
+        }
+        if self.target()?.tgid == pid {
+            self.set_target(TargetState::default())?;
+        }
+        Ok(())
+    }
+
+    /// Turns interventions on or off for the live target.
+    pub fn set_intervene(&mut self, intervene: bool) -> Result<(), ProbeError> {
+        let mut state = self.target()?;
+        state.flags = if intervene {
+            state.flags.with(TargetFlags::INTERVENE)
+        } else {
+            state.flags.without(TargetFlags::INTERVENE)
+        };
+        self.set_target(state)
+    }
+
+    /// Registers a process that is already running (attach mode): `tids`
+    /// are its threads in creation order, the main thread first; they take
+    /// roles 0, 1, ... and threads it creates later continue the sequence.
+    pub fn begin_running_target(
+        &mut self,
+        pid: u32,
+        tids: &[u32],
+        intervene: bool,
+    ) -> Result<(), ProbeError> {
+        self.clear_run_state()?;
+        self.adopt_threads(tids)?;
+        let flags = if intervene {
+            TargetFlags::LIVE.with(TargetFlags::INTERVENE)
+        } else {
+            TargetFlags::LIVE
+        };
+        self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
+        Ok(())
+    }
+
+    fn adopt_threads(&mut self, tids: &[u32]) -> Result<(), ProbeError> {
+        let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
+        while pool.pop(0).is_ok() {}
+        let existing = tids.len() as u32;
+        for role in existing..existing + MAX_ROLES {
+            pool.push(role, 0).map_err(|e| map_err(MAP_ROLE_POOL, e))?;
+        }
+        let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
+        for (role, tid) in tids.iter().enumerate() {
+            roles.insert(*tid, role as u32, 0).map_err(|e| map_err(MAP_ROLES, e))?;
+        }
+        Ok(())
+    }
+
+    /// Forgets everything about previous targets and interventions.
+    pub fn clear_run_state(&mut self) -> Result<(), ProbeError> {
+        self.set_target(TargetState::default())?;
+        clear::<u32, u32>(&mut self.ebpf, MAP_ROLES)?;
+        clear::<CallKey, CallStack>(&mut self.ebpf, MAP_CALLS)?;
+        clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;
+        clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
+        clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
+        clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
+        clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
+        self.set_live_unit(None)
+    }
+
+    /// Attaches an entry and an exit probe to every function: now for
+    /// [`Scope::AllProcesses`] and [`Scope::Process`], at each
+    /// [`Probes::begin_target`] for [`Scope::Target`].
+    pub fn attach(
+        &mut self,
+        functions: &[Function],
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<(), ProbeError> {
+        let (enter, exit) = programs.names();
+        match scope {
+            Scope::AllProcesses => {}
+            Scope::Process(pid) => {
+                let attachment = self.attach_scoped(functions, pid, programs)?;
+                self.scoped = Some((pid, attachment));
+                return Ok(());
+            }
+            Scope::Target => {
+                if self.mechanism == Mechanism::PerfEvents {
+                    log::warn!(
+                        "this kernel has no uprobe_multi links: probes are attached to each run with perf events, and removing each of them takes ~100 ms (in the background)"
+                    );
+                }
+                self.per_run = Some((functions.to_vec(), programs));
+                return Ok(());
+            }
+        }
+        let scope = UProbeScope::AllProcesses;
+        for f in functions {
+            for name in [enter, exit] {
+                let prog: &mut UProbe = program(&mut self.ebpf, name)?;
+                let point = UProbeAttachPoint {
+                    location: UProbeAttachLocation::AbsoluteOffset(f.offset),
+                    cookie: Some(u64::from(f.id)),
+                };
+                let link =
+                    prog.attach(point, &f.module, scope).map_err(|e| ProbeError::Attach {
+                        what: format!("{} probe to {} in {}", name, f.name, f.module.display()),
+                        reason: chain(&e),
+                    })?;
+                self.attached.push((name, link));
+            }
+        }
+        Ok(())
+    }
+
+    /// Attaches entry and exit probes to every function in `pid` only,
+    /// with this kernel's scoping mechanism. Dropping the result detaches
+    /// them (waiting for the kernel); [`Probes::detach_later`] does it in
+    /// the background.
+    pub fn attach_scoped(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+    ) -> Result<Attachment, ProbeError> {
+        self.attach_scoped_with(functions, pid, programs, self.mechanism)
+    }
+
+    /// [`Probes::attach_scoped`] with a given mechanism (uprobe_multi only
+    /// if this kernel has it; the benchmark compares them).
+    pub fn attach_scoped_with(
+        &mut self,
+        functions: &[Function],
+        pid: u32,
+        programs: Programs,
+        mechanism: Mechanism,
+    ) -> Result<Attachment, ProbeError> {
+        let (enter, exit) = programs.names();
+        if mechanism == Mechanism::UprobeMulti
+            || (mechanism == Mechanism::Auto && !self.multi.is_empty())
+        {
+            let find = |name: &str| {
+                self.multi
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .ok_or_else(|| MultiError::MissingProgram(name.to_owned()))
+            };
+            return Ok(Attachment::multi(find(enter)?, find(exit)?, functions, pid)?);
+        }
+        Attachment::perf_events(&mut self.ebpf, functions, pid, enter, exit)
+            .map_err(|(what, e)| ProbeError::Attach { what, reason: chain(&e) })
+    }
+
+    /// The descriptor of a loaded program (for attachments made outside
+    /// this module, such as the benchmark's inherited perf events).
+    pub fn program_fd(&self, name: &str) -> Result<std::os::fd::RawFd, ProbeError> {
+        let prog = self
+            .ebpf
+            .program(name)
+            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
+        let fd = prog.fd().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+        Ok(std::os::fd::AsFd::as_fd(fd).as_raw_fd())
+    }
+
+    /// Kernel ids of the programs loaded for uprobe_multi links (their
+    /// links name them).
+    pub fn multi_program_ids(&self) -> Vec<u32> {
+        self.multi.iter().filter_map(|p| p.id().ok()).collect()
+    }
+
+    /// Detaches `attachment` on a background thread.
+    pub fn detach_later(&self, attachment: Attachment) {
+        self.reaper.detach(attachment);
+    }
+
+    /// Removes every probe, and waits for the kernel to finish removing
+    /// those detached in the background. Each perf-event uprobe removal
+    /// waits for a grace period in the kernel (about 100 ms here,
+    /// serialised); a uprobe_multi link waits for one for all its probes.
+    pub fn detach_all(&mut self) {
+        self.per_run = None;
+        if let Some((_, attachment)) = self.scoped.take() {
+            attachment.detach();
+        }
+        self.reaper.wait();
+        for (name, link) in self.attached.drain(..) {
+            if let Some(prog) = self.ebpf.program_mut(name)
+                && let Ok(prog) = <&mut UProbe>::try_from(prog)
+                && let Err(e) = prog.detach(link)
+            {
+                log::warn!("detaching {name}: {e}");
+            }
+        }
+    }
+
+    /// Events dropped because the ring buffer was full, since the last call.
+    pub fn take_lost(&mut self) -> Result<Lost, ProbeError> {
+        Ok(Lost {
+            calls: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::Calls as u32)?,
+            thread_records: take_counter(&mut self.ebpf, MAP_LOST, LostSlot::ThreadRecords as u32)?,
+        })
+    }
+
+    /// Probe bodies that failed (a full map, ...), since the last call;
+    /// each kind that occurred is logged as a warning.
+    pub fn take_errors(&mut self) -> Result<u64, ProbeError> {
+        let counts = self.take_error_counts()?;
+        for (kind, n) in &counts {
+            if *n > 0 {
+                log::warn!("eBPF probes: {n} time(s) {}", kind.describe());
+            }
+        }
+        Ok(counts.iter().map(|(_, n)| n).sum())
+    }
+
+    /// Probe failures since the last call, by kind.
+    pub fn take_error_counts(&mut self) -> Result<Vec<(ProbeErrorKind, u64)>, ProbeError> {
+        ProbeErrorKind::ALL
+            .iter()
+            .map(|kind| Ok((*kind, take_counter(&mut self.ebpf, MAP_ERRORS, *kind as u32)?)))
+            .collect()
+    }
+
+    /// Live-unit mode: interventions act only inside invocations of `unit`,
+    /// on the thread running it, with unit-relative instances.
+    pub fn set_live_unit(&mut self, unit: Option<crate::model::FuncId>) -> Result<(), ProbeError> {
+        let mut live: aya::maps::Array<_, u32> = map(&mut self.ebpf, MAP_LIVE_UNIT)?;
+        live.set(0, unit.map_or(0, |u| u + 1), 0).map_err(|e| map_err(MAP_LIVE_UNIT, e))
+    }
+
+    /// Marks a thread as rewound to the first instruction of a function.
+    pub fn set_replay(&mut self, tid: u32, replay: Replay) -> Result<(), ProbeError> {
+        let mut m: BpfHashMap<_, u32, Replay> = map(&mut self.ebpf, MAP_REPLAY)?;
+        m.insert(tid, replay, 0).map_err(|e| map_err(MAP_REPLAY, e))
+    }
+
+    /// Removes every action (the watch marks stay).
+    pub fn clear_actions(&mut self) -> Result<(), ProbeError> {
+        clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)
+    }
+
+    /// Installs an action at a site.
+    pub fn set_action(&mut self, site: SiteKey, action: Action) -> Result<(), ProbeError> {
+        let mut actions: BpfHashMap<_, SiteKey, Action> = map(&mut self.ebpf, MAP_ACTIONS)?;
+        actions.insert(site, action, 0).map_err(|e| map_err(MAP_ACTIONS, e))
+    }
+
+    /// Asks the kernel to record when `site` happens.
+    pub fn watch(&mut self, site: SiteKey) -> Result<(), ProbeError> {
+        let mut watch: BpfHashMap<_, SiteKey, u64> = map(&mut self.ebpf, MAP_WATCH)?;
+        if watch.get(&site, 0).is_err() {
+            watch.insert(site, 0, 0).map_err(|e| map_err(MAP_WATCH, e))?;
+        }
+        Ok(())
+    }
+
+    /// When `site` happened (monotonic ns), if it has.
+    pub fn happened(&self, site: &SiteKey) -> Option<u64> {
+        let watch: BpfHashMap<_, SiteKey, u64> =
+            BpfHashMap::try_from(self.ebpf.map(MAP_WATCH)?).ok()?;
+        watch.get(site, 0).ok().filter(|t| *t != 0)
+    }
+
+    /// The action a stopped thread asked for, removed from the map.
+    pub fn take_pending(&mut self, tid: u32) -> Option<Pending> {
+        let mut pending: BpfHashMap<_, u32, Pending> = map(&mut self.ebpf, MAP_PENDING).ok()?;
+        let value = pending.get(&tid, 0).ok()?;
+        let _ = pending.remove(&tid);
+        Some(value)
+    }
+}
+
+impl Drop for Probes {
+    fn drop(&mut self) {
+        self.detach_all();
+    }
+}
+
+/// Loads the entry/exit programs for uprobe_multi links when `wanted`
+/// allows it and the kernel has them; says which mechanism scopes probes.
+fn load_multi(
+    ebpf: &Ebpf,
+    wanted: Mechanism,
+) -> Result<(Vec<MultiProgram>, Mechanism), ProbeError> {
+    if wanted == Mechanism::PerfEvents {
+        return Ok((Vec::new(), Mechanism::PerfEvents));
+    }
+    if !uprobe_multi::supported() {
+        if wanted == Mechanism::Auto {
+            log::info!(
+                "{}; scoping probes with perf events (slower to remove)",
+                MultiError::Unsupported
+            );
+            return Ok((Vec::new(), Mechanism::PerfEvents));
+        }
+        return Err(MultiError::Unsupported.into());
+    }
+    let names = ["enter_fn", "exit_fn", "enter_empty", "exit_empty"];
+    Ok((uprobe_multi::load_programs(ebpf, OBJECT, &names)?, Mechanism::UprobeMulti))
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program>,
+{
+    let prog = ebpf
+        .program_mut(name)
+        .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
+    <&mut T>::try_from(prog)
+        .map_err(|_| ProbeError::Load(format!("program {name} has the wrong type")))
+}
+
+fn map<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<T, ProbeError>
+where
+    T: TryFrom<&'a mut aya::maps::Map>,
+    <T as TryFrom<&'a mut aya::maps::Map>>::Error: std::fmt::Display,
+{
+    let m = ebpf.map_mut(name).ok_or(ProbeError::Map { name, reason: "missing".into() })?;
+    T::try_from(m).map_err(|e| ProbeError::Map { name, reason: e.to_string() })
+}
+
+fn map_err(name: &'static str, e: aya::maps::MapError) -> ProbeError {
+    ProbeError::Map { name, reason: chain(&e) }
+}
+
+fn clear<K: aya::Pod, V: aya::Pod>(ebpf: &mut Ebpf, name: &'static str) -> Result<(), ProbeError> {
+    let mut m: BpfHashMap<_, K, V> = map(ebpf, name)?;
+    let keys: Vec<K> = m.keys().filter_map(Result::ok).collect();
+    for k in keys {
+        let _ = m.remove(&k);
+    }
+    Ok(())
+}
+
+fn take_counter(ebpf: &mut Ebpf, name: &'static str, index: u32) -> Result<u64, ProbeError> {
+    let mut counter: PerCpuArray<_, u64> = map(ebpf, name)?;
+    let values = counter.get(&index, 0).map_err(|e| map_err(name, e))?;
+    let total = values.iter().sum();
+    let zeros = aya::maps::PerCpuValues::try_from(vec![0u64; values.len()])
+        .map_err(|e| ProbeError::Map { name, reason: e.to_string() })?;
+    counter.set(index, zeros, 0).map_err(|e| map_err(name, e))?;
+    Ok(total)
+}
+
+/// Events the kernel dropped because the ring buffer was full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Function entries and exits.
+    pub calls: u64,
+    /// Thread creation, exit and exec records.
+    pub thread_records: u64,
+}
+
+impl Lost {
+    pub fn total(self) -> u64 {
+        self.calls + self.thread_records
+    }
+}
+
+enum Control {
+    /// Drain everything committed so far, then acknowledge.
+    Flush(mpsc::Sender<()>),
+    Stop,
+}
+
+/// A thread that drains the ring buffer continuously, so the kernel side
+/// rarely finds it full, and hands events over in batches.
+pub struct EventStream {
+    batches: mpsc::Receiver<Vec<Event>>,
+    control: mpsc::Sender<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EventStream {
+    fn spawn(mut ring: RingBuf<MapData>) -> EventStream {
+        let (batch_tx, batches) = mpsc::channel();
+        let (control, control_rx) = mpsc::channel::<Control>();
+        let thread = std::thread::Builder::new()
+            .name("aid-events".into())
+            .spawn(move || {
+                let fd = ring.as_raw_fd();
+                loop {
+                    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one valid pollfd; a timeout bounds the wait.
+                    unsafe { libc::poll(&mut pfd, 1, EVENT_POLL_MS) };
+                    let batch = drain(&mut ring);
+                    if !batch.is_empty() && batch_tx.send(batch).is_err() {
+                        return;
+                    }
+                    match control_rx.try_recv() {
+                        Ok(Control::Flush(ack)) => {
+                            let batch = drain(&mut ring);
+                            if !batch.is_empty() && batch_tx.send(batch).is_err() {
+                                return;
+                            }
+                            let _ = ack.send(());
+                        }
+                        Ok(Control::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
+                        Err(mpsc::TryRecvError::Empty) => {}
+                    }
+                }
+            })
+            .expect("spawn event reader");
+        EventStream { batches, control, thread: Some(thread) }
+    }
+
+    /// Every event committed to the ring buffer before this call.
+    pub fn flush(&self) -> Vec<Event> {
+        let (ack_tx, ack_rx) = mpsc::channel();
+        if self.control.send(Control::Flush(ack_tx)).is_ok() {
+            let _ = ack_rx.recv_timeout(Duration::from_secs(10));
+        }
+        self.try_take()
+    }
+
+    /// Whatever has been drained so far, without waiting.
+    pub fn try_take(&self) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Ok(mut batch) = self.batches.try_recv() {
+            out.append(&mut batch);
+        }
+        out
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.control.send(Control::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Some(item) = ring.next() {
+        if item.len() >= size_of::<Event>() {
+            // SAFETY: the kernel wrote a whole `Event`; read it unaligned.
+            out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object has exactly the maps aid-common names (the names the
+    /// loader looks them up by), and the globals the loader patches.
+    #[test]
+    fn object_has_every_named_map_and_global() {
+        let obj = aya_obj::Object::parse(OBJECT).expect("the eBPF object parses");
+        let mut in_object: Vec<&str> =
+            obj.maps.keys().map(String::as_str).filter(|m| !m.starts_with('.')).collect();
+        in_object.sort_unstable();
+        let mut named: Vec<&str> = aid_common::ALL_MAPS.to_vec();
+        named.sort_unstable();
+        assert_eq!(in_object, named);
+        assert!(named.iter().all(|m| m.starts_with("AID_") && m.len() < 16), "{named:?}");
+        let symbols = object::File::parse(OBJECT).expect("ELF");
+        use object::{Object as _, ObjectSymbol as _};
+        for global in [GLOBAL_STOP_SIGNAL, GLOBAL_NEWTASK_PID, GLOBAL_NEWTASK_CLONE_FLAGS] {
+            assert!(symbols.symbols().any(|s| s.name() == Ok(global)), "global {global} missing");
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The engine without a real target: a causal model that answers like the
+//! live oracle (unit tests, TAGT replays), the paper's Fig. 4 example, and
+//! the synthetic applications of the sensitivity study (benchmarks only).
+
+pub mod example;
+pub mod simulate;
+pub mod synthetic;

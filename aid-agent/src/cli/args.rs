@@ -1,0 +1,152 @@
+//! Arguments shared by several subcommands, and the library's enums as
+//! clap values (the library itself never sees clap).
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::bail;
+
+use crate::{
+    bpf::LoadOptions,
+    causal::{Strategy, synthetic::Threads},
+    record::fail::RunPolicy,
+};
+
+/// How runs of a program are judged, bounded and stored.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// When a run counts as failed (repeatable): nonzero, exit=N, signal,
+    /// signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX.
+    /// Default: nonzero, signal, timeout.
+    #[arg(long = "fail-on", value_name = "RULE")]
+    pub fail_on: Vec<String>,
+    /// Kill a run (and count it as failed) after this long.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub timeout: String,
+    /// Session directory to write (default: aid-sessions/<time>-<program>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Ring buffer size in bytes between the kernel and the agent (a power
+    /// of two). Raise it if runs lose events.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub ring_size: u32,
+}
+
+impl RunArgs {
+    pub fn policy(&self) -> anyhow::Result<RunPolicy> {
+        Ok(RunPolicy::new(&self.fail_on, parse_duration(&self.timeout)?)?)
+    }
+
+    pub fn load_options(&self) -> anyhow::Result<LoadOptions> {
+        load_options(self.ring_size)
+    }
+}
+
+/// `--ring-size` checked: the kernel wants a power of two of at least a page.
+pub fn load_options(ring_size: u32) -> anyhow::Result<LoadOptions> {
+    if !ring_size.is_power_of_two() || ring_size < 4096 {
+        bail!("--ring-size {ring_size} must be a power of two of at least 4096");
+    }
+    Ok(LoadOptions { ring_bytes: ring_size, ..LoadOptions::default() })
+}
+
+/// Parses a duration as humantime writes them ("500ms", "30s", "2m",
+/// "1h 30m", "1.5s"), or a bare number of seconds.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let bad = || anyhow::anyhow!("invalid duration `{text}`: use e.g. 500ms, 30s, 2m");
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
+    }
+    humantime::parse_duration(t).map_err(|_| bad())
+}
+
+/// `--strategy` values; [`Strategy`] is the library's name for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyArg {
+    /// Our default: a frontier walk down the AC-DAG with every sound
+    /// deduction (docs/causal.md): Def. 2 and its extensions, elimination.
+    Aid,
+    /// Alg. 3 with branch pruning, exactly as the paper defines it.
+    AidPaper,
+    /// AID without predicate pruning (no Def. 2 for non-intervened predicates).
+    AidP,
+    /// AID without predicate or branch pruning: GIWP in topological order only.
+    AidPB,
+    /// Traditional adaptive group testing: random groups, decisions only
+    /// about intervened predicates.
+    Tagt,
+}
+
+impl From<StrategyArg> for Strategy {
+    fn from(s: StrategyArg) -> Strategy {
+        match s {
+            StrategyArg::Aid => Strategy::Aid,
+            StrategyArg::AidPaper => Strategy::AidPaper,
+            StrategyArg::AidP => Strategy::AidP,
+            StrategyArg::AidPB => Strategy::AidPB,
+            StrategyArg::Tagt => Strategy::Tagt,
+        }
+    }
+}
+
+/// `bench synthetic --threads` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThreadsArg {
+    /// Uniform in 2..=MAXt: MAXt is the maximum, as the paper words it.
+    UpTo,
+    /// Exactly MAXt: a heavier variant with larger applications.
+    Exactly,
+}
+
+impl From<ThreadsArg> for Threads {
+    fn from(t: ThreadsArg) -> Threads {
+        match t {
+            ThreadsArg::UpTo => Threads::UpTo,
+            ThreadsArg::Exactly => Threads::Exactly,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum as _;
+
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert_eq!(
+            parse_duration("-1").unwrap_err().to_string(),
+            "invalid duration `-1`: use e.g. 500ms, 30s, 2m"
+        );
+    }
+
+    /// Every library strategy has a command-line name, the one clap
+    /// derived from the library enum before it moved here.
+    #[test]
+    fn every_strategy_has_its_name() {
+        let names: Vec<(String, Strategy)> = StrategyArg::value_variants()
+            .iter()
+            .map(|v| (v.to_possible_value().unwrap().get_name().to_owned(), Strategy::from(*v)))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("aid".into(), Strategy::Aid),
+                ("aid-paper".into(), Strategy::AidPaper),
+                ("aid-p".into(), Strategy::AidP),
+                ("aid-pb".into(), Strategy::AidPB),
+                ("tagt".into(), Strategy::Tagt),
+            ]
+        );
+        for s in Strategy::ALL {
+            assert!(names.iter().any(|(_, x)| *x == s), "{s} has no name");
+        }
+    }
+}

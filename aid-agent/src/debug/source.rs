@@ -1,0 +1,54 @@
+//! Where the debug pipeline's runs come from: a program aid starts once
+//! per run ([`super::program::ProgramSource`]), or the units of a service
+//! that keeps running ([`super::service::ServiceSource`]). The pipeline
+//! asks a source for observed runs, then for runs under interventions;
+//! everything that differs between the two lives behind this trait.
+
+use std::sync::atomic::AtomicBool;
+
+use crate::{
+    intervene::{Plan, Reach},
+    model::{Function, Noise, RecordedRun},
+};
+
+pub trait RunSource {
+    /// What one run is called in messages: "run" or "unit".
+    fn noun(&self) -> &'static str;
+
+    /// Every traced function: the session's function table.
+    fn functions(&self) -> &[Function];
+
+    /// The interventions this source can carry out.
+    fn reach(&self) -> Reach;
+
+    /// Whether random delays can be injected into observed runs to make a
+    /// rare failure more frequent.
+    fn can_amplify(&self) -> bool;
+
+    /// What to check when no run failed, after "no run failed in N runs".
+    fn hint_no_failure(&self) -> String;
+
+    /// What to check when every run failed, after "...to compare with".
+    fn hint_all_failed(&self) -> &'static str;
+
+    /// The next observed run, with `noise` injected (empty unless
+    /// [`RunSource::can_amplify`]); None when `cancel` was set before one
+    /// completed.
+    fn observe(
+        &mut self,
+        noise: &[Noise],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Option<RecordedRun>>;
+
+    /// Readies the source for interventions.
+    fn begin_interventions(&mut self) -> anyhow::Result<()>;
+
+    /// One run with the plan's interventions installed, and what became of
+    /// each.
+    fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun>;
+
+    /// Undoes [`RunSource::begin_interventions`]; does nothing if there is
+    /// nothing to undo, so it may be called again on the way out of an
+    /// error.
+    fn end_interventions(&mut self);
+}

@@ -1,0 +1,393 @@
+//! The agent's half of interventions (docs/interventions.md): serving the
+//! stops the probes ask for.
+//!
+//! The agent is the tracer of every thread of an intervened run. When a
+//! probe decides an action is due, it records it in the `PENDING` map and
+//! sends its own thread the stop signal; that thread alone enters a
+//! signal-delivery stop, where the agent holds it (a delay, or until
+//! another event, always with a deadline), or edits its registers (return
+//! early at entry, override the return value at exit), then resumes it with
+//! the signal suppressed. Every other thread keeps running.
+//! The ptrace primitives it uses are [`crate::sys::ptrace`].
+
+use std::{
+    collections::HashMap,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use aid_common::{ActionKind, Pending, SiteKey, SitePoint};
+use nix::{
+    errno::Errno,
+    sys::{
+        ptrace,
+        signal::Signal,
+        wait::{WaitPidFlag, WaitStatus, waitpid},
+    },
+    unistd::Pid,
+};
+
+use crate::{
+    bpf::Probes,
+    model::{FuncId, Function},
+    sys::{
+        poll,
+        ptrace::{ControlError, resume, wait_for_child},
+        spawn,
+        unwind::Unwinder,
+    },
+};
+
+/// What happened at one stop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopRecord {
+    pub site: SiteKey,
+    pub tid: u32,
+    pub action: ActionKind,
+    /// The action was carried out (a hold that gave up is not).
+    pub applied: bool,
+    pub timed_out: bool,
+    /// How long the thread was held.
+    pub held_ns: u64,
+    /// `CLOCK_MONOTONIC` time the thread was resumed.
+    pub released_ns: u64,
+    /// `CLOCK_MONOTONIC` time the probe fired (the thread stopped there).
+    pub probe_ns: u64,
+    /// The thread was held on purpose (a delay or a hold); otherwise the
+    /// whole stop was the agent's overhead.
+    pub held: bool,
+    pub error: Option<String>,
+}
+
+/// How an intervened run ended.
+pub struct Driven {
+    pub status: WaitStatus,
+    pub timed_out: bool,
+    pub stops: Vec<StopRecord>,
+}
+
+enum Release {
+    At,
+    WhenHappened(SiteKey),
+}
+
+struct Hold {
+    tid: Pid,
+    release: Release,
+    deadline: Instant,
+    since: Instant,
+    record: usize,
+}
+
+/// What the agent keeps between stops: the signal its probes stop threads
+/// with, the call-frame tables for premature returns, and the first bytes
+/// of each function (read from its file once) for rewinds.
+pub struct StopState {
+    stop_signal: Signal,
+    unwinder: Unwinder,
+    first_bytes: HashMap<FuncId, Vec<u8>>,
+}
+
+impl StopState {
+    pub fn new(stop_signal: Signal) -> StopState {
+        StopState { stop_signal, unwinder: Unwinder::default(), first_bytes: HashMap::new() }
+    }
+
+    pub fn stop_signal(&self) -> Signal {
+        self.stop_signal
+    }
+}
+
+/// Serves the stops of a traced process: the probes that ask for them, the
+/// functions they are in, and the state kept between stops.
+pub struct Controller<'a> {
+    pub probes: &'a mut Probes,
+    pub functions: &'a [Function],
+    pub state: &'a mut StopState,
+}
+
+fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
+    rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
+    rec.released_ns = crate::bpf::monotonic_ns();
+    rec.applied = done;
+    rec.timed_out = expired;
+    resume(h.tid, None);
+}
+
+/// What the loop should do next, decided by the caller at every turn.
+pub enum Flow {
+    Continue,
+    /// Release every held thread and return (live processes).
+    Stop,
+}
+
+/// How serving ended.
+pub struct Served {
+    /// The leader's exit status, if the process ended.
+    pub status: Option<WaitStatus>,
+    pub stops: Vec<StopRecord>,
+    /// Every thread traced at the end (for detaching a live process).
+    pub traced: std::collections::BTreeSet<Pid>,
+}
+
+impl Controller<'_> {
+    /// Runs the released target to its end, serving every stop; kills its
+    /// process group when `timeout` passes or `cancel` is set.
+    pub fn drive(
+        &mut self,
+        pid: u32,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Driven, ControlError> {
+        let started = Instant::now();
+        let mut killed = false;
+        let mut timed_out = false;
+        let served = self.serve(pid, std::collections::BTreeSet::new(), &mut |_| {
+            if !killed && (started.elapsed() >= timeout || cancel.load(Ordering::Relaxed)) {
+                timed_out = started.elapsed() >= timeout;
+                killed = true;
+                // SIGKILL ends even threads held in a ptrace stop.
+                spawn::kill_group(pid);
+            }
+            Flow::Continue
+        })?;
+        Ok(Driven {
+            status: served.status.unwrap_or(WaitStatus::StillAlive),
+            timed_out,
+            stops: served.stops,
+        })
+    }
+
+    /// Serves every stop of the traced threads of `pid` until the process
+    /// ends or `tick` (called every few hundred microseconds) says stop.
+    pub fn serve(
+        &mut self,
+        pid: u32,
+        mut traced: std::collections::BTreeSet<Pid>,
+        tick: &mut dyn FnMut(&mut Probes) -> Flow,
+    ) -> Result<Served, ControlError> {
+        let leader = Pid::from_raw(pid as i32);
+        let mut holds: Vec<Hold> = Vec::new();
+        let mut stops: Vec<StopRecord> = Vec::new();
+        loop {
+            // Serve every stop that is waiting.
+            loop {
+                let status = match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                    Ok(s) => s,
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::ECHILD) => return Ok(Served { status: None, stops, traced }),
+                    Err(e) => return Err(ControlError::Wait(e)),
+                };
+                match status {
+                    WaitStatus::StillAlive => break,
+                    WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _)
+                        if tid == leader =>
+                    {
+                        return Ok(Served { status: Some(status), stops, traced });
+                    }
+                    WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) => {
+                        traced.remove(&tid);
+                    }
+                    WaitStatus::PtraceEvent(tid, _, _) => {
+                        traced.insert(tid);
+                        resume(tid, None);
+                    }
+                    WaitStatus::Stopped(tid, sig) if sig == self.state.stop_signal => {
+                        traced.insert(tid);
+                        match self.probes.take_pending(tid.as_raw() as u32) {
+                            Some(p) => self.act(tid, p, &mut holds, &mut stops),
+                            // Not ours: the program's own use of the signal.
+                            None => resume(tid, Some(sig)),
+                        }
+                    }
+                    WaitStatus::Stopped(tid, sig) => resume(tid, Some(sig)),
+                    _ => {}
+                }
+            }
+            // Release holds whose time has come or whose event happened.
+            let now = Instant::now();
+            holds.retain(|h| {
+                let done = match h.release {
+                    Release::At => now >= h.deadline,
+                    Release::WhenHappened(site) => self.probes.happened(&site).is_some(),
+                };
+                let expired = !done && now >= h.deadline;
+                if done || expired {
+                    release(&mut stops[h.record], h, now, done, expired);
+                    false
+                } else {
+                    true
+                }
+            });
+            if let Flow::Stop = tick(self.probes) {
+                let now = Instant::now();
+                for h in holds.drain(..) {
+                    release(&mut stops[h.record], &h, now, false, false);
+                }
+                return Ok(Served { status: None, stops, traced });
+            }
+            // Wake at once when a thread stops; otherwise come back for
+            // holds waiting on an event (polled), the nearest timed
+            // release, or the caller's tick.
+            let now = Instant::now();
+            let nap = holds
+                .iter()
+                .map(|h| match h.release {
+                    Release::WhenHappened(_) => poll::HOLD_EVENT,
+                    Release::At => h.deadline.saturating_duration_since(now),
+                })
+                .min()
+                .unwrap_or(poll::SERVE_NAP)
+                .min(poll::SERVE_NAP);
+            wait_for_child(nap);
+        }
+    }
+
+    /// Carries out the action a stopped thread asked for.
+    fn act(&mut self, tid: Pid, p: Pending, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>) {
+        let now = Instant::now();
+        let mut record = StopRecord {
+            site: p.site,
+            tid: tid.as_raw() as u32,
+            action: p.action.kind,
+            applied: false,
+            timed_out: false,
+            held_ns: 0,
+            released_ns: 0,
+            probe_ns: p.ts_ns,
+            held: false,
+            error: None,
+        };
+        let deadline = now + Duration::from_micros(p.action.timeout_us.max(1));
+        // A hold or delay at an entry must come before the function does
+        // anything: rewind the thread to its first instruction when that
+        // instruction can safely run again.
+        if p.site.point == SitePoint::ENTRY
+            && matches!(
+                p.action.kind,
+                ActionKind::DELAY | ActionKind::HOLD_UNTIL | ActionKind::HOLD_WHILE_RUNNING
+            )
+            && let Err(e) = self.rewind(tid, &p)
+        {
+            log::debug!(
+                "holding {tid} after the first instruction of function {}: {e}",
+                p.site.func
+            );
+        }
+        let hold = |release: Release,
+                    deadline: Instant,
+                    holds: &mut Vec<Hold>,
+                    stops: &mut Vec<StopRecord>,
+                    mut record: StopRecord| {
+            record.held = true;
+            holds.push(Hold { tid, release, deadline, since: now, record: stops.len() });
+            stops.push(record);
+        };
+        // A stop that ends at once: all of it was the agent's overhead.
+        let done = |mut record: StopRecord, stops: &mut Vec<StopRecord>| {
+            record.released_ns = crate::bpf::monotonic_ns();
+            stops.push(record);
+            resume(tid, None);
+        };
+        match p.action.kind {
+            ActionKind::DELAY => {
+                hold(
+                    Release::At,
+                    now + Duration::from_micros(p.action.value),
+                    holds,
+                    stops,
+                    record,
+                );
+            }
+            ActionKind::HOLD_UNTIL => {
+                if self.probes.happened(&p.action.other).is_some() {
+                    record.applied = true;
+                    done(record, stops);
+                } else {
+                    hold(Release::WhenHappened(p.action.other), deadline, holds, stops, record);
+                }
+            }
+            ActionKind::HOLD_WHILE_RUNNING => {
+                let exit = SiteKey { point: SitePoint::EXIT, ..p.action.other };
+                if self.probes.happened(&exit).is_some() {
+                    record.applied = true;
+                    done(record, stops);
+                } else {
+                    hold(Release::WhenHappened(exit), deadline, holds, stops, record);
+                }
+            }
+            ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => {
+                match self.edit_registers(tid, &p) {
+                    Ok(()) => record.applied = true,
+                    Err(e) => record.error = Some(e),
+                }
+                done(record, stops);
+            }
+            other => {
+                record.error = Some(format!("unknown action {other:?}"));
+                done(record, stops);
+            }
+        }
+    }
+
+    /// Puts the thread back at the function's first instruction, with the
+    /// registers it had there, and tells the probes the next entry is the
+    /// same call.
+    fn rewind(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
+        let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;
+        let bytes = match self.state.first_bytes.get(&f.id) {
+            Some(b) => b.clone(),
+            None => {
+                use std::os::unix::fs::FileExt as _;
+                let file = std::fs::File::open(&f.module).map_err(|e| e.to_string())?;
+                let mut b = vec![0u8; 16];
+                let n = file.read_at(&mut b, f.offset).map_err(|e| e.to_string())?;
+                b.truncate(n);
+                self.state.first_bytes.insert(f.id, b.clone());
+                b
+            }
+        };
+        if !crate::sys::rewind::reexecutable(&bytes) {
+            return Err(format!(
+                "first instruction {:02x?} may have effects if run twice",
+                &bytes[..bytes.len().min(4)]
+            ));
+        }
+        let mut regs = ptrace::getregs(tid).map_err(|e| e.to_string())?;
+        let r = &p.regs;
+        (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) =
+            (r[0], r[1], r[2], r[3], r[4], r[5]);
+        (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) =
+            (r[6], r[7], r[8], r[9], r[10], r[11]);
+        (regs.rdx, regs.rsi, regs.rdi) = (r[12], r[13], r[14]);
+        (regs.rip, regs.eflags, regs.rsp) = (p.func_ip, r[18], r[19]);
+        let replay = aid_common::Replay {
+            ip: p.func_ip,
+            exit_sp: r[19] + 8,
+            func: p.site.func,
+            entry_pending: 1,
+        };
+        self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
+        ptrace::setregs(tid, regs).map_err(|e| e.to_string())
+    }
+
+    fn edit_registers(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
+        let mut regs = ptrace::getregs(tid).map_err(|e| format!("reading registers: {e}"))?;
+        if p.action.kind == ActionKind::OVERRIDE_RETURN {
+            regs.rax = p.action.value;
+        } else {
+            let f = self.functions.get(p.site.func as usize).ok_or("unknown function")?;
+            let bias = p.func_ip.wrapping_sub(f.address);
+            let mut read = |addr: u64| {
+                ptrace::read(tid, addr as ptrace::AddressType)
+                    .map(|w| w as u64)
+                    .map_err(|e| e.to_string())
+            };
+            self.state
+                .unwinder
+                .return_early(&f.module, bias, &mut regs, p.action.value, &mut read)
+                .map_err(|e| format!("returning early from {}: {e}", f.name))?;
+        }
+        ptrace::setregs(tid, regs).map_err(|e| format!("writing registers: {e}"))
+    }
+}

@@ -1,0 +1,14 @@
+//! Interventions as the kernel and the agent carry them out: plans of kernel
+//! actions, the agent serving the stops they cause, random delays that amplify a rare failure, the list of
+//! functions whose return values may be forced, and what a run source can
+//! carry out at all.
+
+pub mod control;
+pub mod noise;
+pub mod plan;
+mod reach;
+mod safe;
+
+pub use plan::{Plan, site_key};
+pub use reach::Reach;
+pub use safe::{SafeList, SafeListError};

@@ -1,0 +1,144 @@
+//! Builders for the model's records: the one place, besides the recorder
+//! and the session reader, that spells out every field of a [`Function`],
+//! [`Run`], [`Call`] or [`Thread`]. Unit tests, integration tests and the
+//! generated benchmark workloads build their data here, so a new field is
+//! added in one file.
+
+use std::path::PathBuf;
+
+use super::{Call, FuncId, Function, Label, Outcome, Role, Run, Thread, ValueKind, ValueType};
+
+/// A value of `kind`, 8 bytes wide (0 for `Void`).
+pub fn ty(kind: ValueKind) -> ValueType {
+    ValueType { kind, size: if kind == ValueKind::Void { 0 } else { 8 } }
+}
+
+/// Function `id` named `name` (also its symbol) in `/bin/target`, at
+/// 0x1000 + 16·id, with unknown types; refine it with the `with_*` methods.
+pub fn function(id: FuncId, name: &str) -> Function {
+    let address = 0x1000 + u64::from(id) * 16;
+    Function {
+        id,
+        name: name.into(),
+        symbol: name.into(),
+        module: PathBuf::from("/bin/target"),
+        address,
+        offset: address,
+        source: None,
+        ret: ValueType::UNKNOWN,
+        params: Vec::new(),
+        internal: false,
+    }
+}
+
+impl Function {
+    /// Returns a value of `kind` (8 bytes, none for `Void`).
+    #[must_use]
+    pub fn with_ret(mut self, kind: ValueKind) -> Function {
+        self.ret = ty(kind);
+        self
+    }
+
+    /// Takes parameters of these kinds (8 bytes each).
+    #[must_use]
+    pub fn with_params(mut self, kinds: &[ValueKind]) -> Function {
+        self.params = kinds.iter().map(|&k| ty(k)).collect();
+        self
+    }
+
+    #[must_use]
+    pub fn with_types(mut self, ret: ValueType, params: Vec<ValueType>) -> Function {
+        self.ret = ret;
+        self.params = params;
+        self
+    }
+
+    #[must_use]
+    pub fn with_symbol(mut self, symbol: &str) -> Function {
+        self.symbol = symbol.into();
+        self
+    }
+
+    /// Defined in `module` at `address` (also its file offset).
+    #[must_use]
+    pub fn in_module(mut self, module: &str, address: u64) -> Function {
+        self.module = PathBuf::from(module);
+        self.address = address;
+        self.offset = address;
+        self
+    }
+}
+
+/// The `instance`-th call of `func` on `role`, entered at `entry`, with no
+/// arguments; `exit` and `ret` None for a call that never returned.
+pub fn call(
+    func: FuncId,
+    role: Role,
+    instance: u32,
+    entry: u64,
+    exit: Option<u64>,
+    ret: Option<i64>,
+) -> Call {
+    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret, paused_ns: 0 }
+}
+
+impl Call {
+    #[must_use]
+    pub fn with_args(mut self, args: [i64; 3]) -> Call {
+        self.args = args;
+        self
+    }
+}
+
+/// Thread `role` named `name`, tid 100 + role, created by main (role 0 has
+/// no parent) at time 0.
+pub fn thread(role: Role, name: &str) -> Thread {
+    Thread {
+        role,
+        tid: 100 + role,
+        name: name.into(),
+        parent: (role > 0).then_some(0),
+        created_ns: 0,
+    }
+}
+
+/// A complete run of `calls` (sorted here by entry) ending at `end_ns`:
+/// "main" plus a "worker" thread for every other role that calls
+/// something, no lost events, no interventions.
+pub fn run(id: u32, label: Label, mut calls: Vec<Call>, end_ns: u64) -> Run {
+    calls.sort_by_key(|c| c.entry_ns);
+    let mut roles: Vec<Role> = calls.iter().map(|c| c.role).collect();
+    roles.push(0);
+    roles.sort_unstable();
+    roles.dedup();
+    let threads =
+        roles.iter().map(|&r| thread(r, if r == 0 { "main" } else { "worker" })).collect();
+    Run {
+        id,
+        label,
+        outcome: Outcome::default(),
+        lost_events: 0,
+        lost_thread_records: 0,
+        complete: true,
+        threads,
+        calls,
+        end_ns,
+        interventions: Vec::new(),
+        noise: Vec::new(),
+        pauses: Vec::new(),
+    }
+}
+
+impl Run {
+    #[must_use]
+    pub fn with_threads(mut self, threads: Vec<Thread>) -> Run {
+        self.threads = threads;
+        self
+    }
+
+    #[must_use]
+    pub fn with_outcome(mut self, outcome: Outcome) -> Run {
+        self.outcome = outcome;
+        self
+    }
+}

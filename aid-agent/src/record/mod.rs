@@ -1,0 +1,16 @@
+//! Recording labelled runs: the tracer that runs a target under the probes
+//! (or watches a running one), the recorder that turns kernel events into
+//! runs, the units of a live service, the rules that label runs, and the
+//! one rule for lost events; and `record`, `intervene` and `attach` as
+//! library calls ([`program::record`], [`attach::attach`]).
+
+pub mod attach;
+pub mod fail;
+pub mod lost;
+pub mod program;
+pub mod progress;
+pub mod recorder;
+pub mod start;
+pub mod tracer;
+pub mod units;
+pub mod watch;

@@ -1,0 +1,372 @@
+//! From kernel events to a recorded run: drop what happened before the
+//! target's exec, give every thread its role (from the kernel's creation
+//! order) and a name (its start routine), number call instances per role,
+//! normalise values by their DWARF types, and pair entries with exits.
+//!
+//! Its rows ([`EventRow`]) are also what the session stores, and
+//! [`calls_from_rows`] builds the calls from them, so a session read back
+//! from disk yields exactly the calls the recorder saw.
+
+use std::{collections::HashMap, path::Path};
+
+use aid_common::{Event, EventKind};
+
+use crate::{
+    model::{EventRow, FuncId, Function, Point, Role, Thread},
+    symbols::Resolver,
+};
+
+/// What the recorder needs to know besides the events.
+pub struct Context<'a> {
+    pub pid: u32,
+    pub functions: &'a [Function],
+    /// The internal `pthread_create` probe, used to name threads.
+    pub pthread_create: Option<FuncId>,
+    /// Names start routines of threads.
+    pub symbolize: &'a dyn Symbolize,
+    /// Monotonic time the run starts at when no exec event marks it (a
+    /// process we attached to).
+    pub start_ns: Option<u64>,
+    /// Threads that existed before tracing began (attach mode), in role
+    /// order, as (tid, name).
+    pub existing_threads: Vec<(u32, String)>,
+}
+
+/// Names the function starting at an ELF virtual address of a module.
+pub trait Symbolize {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String>;
+}
+
+impl Symbolize for Resolver {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String> {
+        Resolver::function_at(self, module, address).map(str::to_owned)
+    }
+}
+
+impl<F: Fn(&Path, u64) -> Option<String>> Symbolize for F {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String> {
+        self(module, address)
+    }
+}
+
+/// The rows and threads of one run, and its time origin.
+pub struct Recorded {
+    pub rows: Vec<EventRow>,
+    pub threads: Vec<Thread>,
+    /// Monotonic ns of time zero.
+    pub start_ns: u64,
+    /// Exits whose entry was not seen (attach mode: calls already running).
+    pub orphan_exits: u64,
+}
+
+/// Turns the events of `ctx.pid` into rows and threads (a whole run).
+pub fn record(events: &[Event], ctx: Context<'_>) -> Recorded {
+    let mut events: Vec<Event> = events.iter().filter(|e| e.pid == ctx.pid).copied().collect();
+    events.sort_by_key(|e| (e.ts_ns, e.kind != EventKind::EXEC));
+    let mut recorder = Recorder::new(ctx);
+    recorder.push(&events);
+    recorder.finish()
+}
+
+/// Incremental form of [`record`]: events are pushed as they arrive (in
+/// per-thread order, which the ring buffer preserves), rows come out.
+pub struct Recorder<'a> {
+    ctx: Context<'a>,
+    /// Before the exec event only the agent's forked child runs.
+    waiting_for_exec: bool,
+    start_ns: Option<u64>,
+    threads: Vec<Thread>,
+    /// Start routine address of threads not yet named.
+    unnamed: HashMap<Role, u64>,
+    /// Thread names (`comm`) reported when threads exited.
+    comms: HashMap<u32, String>,
+    role_of: HashMap<u32, Role>,
+    counts: HashMap<(Role, FuncId), u32>,
+    open: HashMap<(u32, FuncId), Vec<u32>>,
+    /// Start routine of the pthread_create each thread is inside, if any.
+    creating: HashMap<u32, u64>,
+    /// Where each module is loaded, learnt from entry events (they carry
+    /// the function's runtime address).
+    bias: HashMap<&'a Path, u64>,
+    rows: Vec<EventRow>,
+    orphan_exits: u64,
+    next_unknown_role: Role,
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(ctx: Context<'a>) -> Recorder<'a> {
+        let mut threads: Vec<Thread> = Vec::new();
+        let mut role_of: HashMap<u32, Role> = HashMap::new();
+        if ctx.existing_threads.is_empty() {
+            threads.push(Thread {
+                role: 0,
+                tid: ctx.pid,
+                name: "main".into(),
+                parent: None,
+                created_ns: 0,
+            });
+            role_of.insert(ctx.pid, 0);
+        } else {
+            for (role, (tid, name)) in ctx.existing_threads.iter().enumerate() {
+                let name = if role == 0 { "main".to_owned() } else { name.clone() };
+                threads.push(Thread {
+                    role: role as Role,
+                    tid: *tid,
+                    name,
+                    parent: None,
+                    created_ns: 0,
+                });
+                role_of.insert(*tid, role as Role);
+            }
+        }
+        Recorder {
+            waiting_for_exec: ctx.start_ns.is_none(),
+            start_ns: ctx.start_ns,
+            ctx,
+            threads,
+            unnamed: HashMap::new(),
+            comms: HashMap::new(),
+            role_of,
+            counts: HashMap::new(),
+            open: HashMap::new(),
+            creating: HashMap::new(),
+            bias: HashMap::new(),
+            rows: Vec::new(),
+            orphan_exits: 0,
+            next_unknown_role: 1 << 20,
+        }
+    }
+
+    pub fn push(&mut self, events: &[Event]) {
+        let pid = self.ctx.pid;
+        for e in events.iter().filter(|e| e.pid == pid) {
+            if self.waiting_for_exec {
+                if e.kind != EventKind::EXEC {
+                    continue;
+                }
+                self.waiting_for_exec = false;
+                self.start_ns = Some(e.ts_ns);
+            }
+            self.one(e);
+        }
+    }
+
+    /// Rows recorded so far (attach mode reads them while tracing goes on).
+    pub fn rows(&self) -> &[EventRow] {
+        &self.rows
+    }
+
+    pub fn threads(&mut self) -> &[Thread] {
+        self.name_threads();
+        &self.threads
+    }
+
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns.unwrap_or(0)
+    }
+
+    pub fn finish(mut self) -> Recorded {
+        self.name_threads();
+        self.threads.sort_by_key(|t| t.role);
+        Recorded {
+            rows: self.rows,
+            threads: self.threads,
+            start_ns: self.start_ns.unwrap_or(0),
+            orphan_exits: self.orphan_exits,
+        }
+    }
+
+    /// A thread is named after its start routine; when that routine is a
+    /// language runtime's trampoline (every Rust or C++ std thread starts in
+    /// one), or unknown, the name the thread gave itself is used instead, if
+    /// it gave itself one.
+    fn name_threads(&mut self) {
+        let ctx = &self.ctx;
+        let bias = &self.bias;
+        let main_comm = self.comms.get(&ctx.pid).cloned();
+        for t in &mut self.threads {
+            if t.role == 0 {
+                continue;
+            }
+            if let Some(addr) = self.unnamed.get(&t.role)
+                && let Some(name) = bias
+                    .iter()
+                    .find_map(|(m, b)| ctx.symbolize.function_at(m, addr.wrapping_sub(*b)))
+            {
+                t.name = name;
+                self.unnamed.remove(&t.role);
+            }
+            if (t.name == "thread" || is_runtime_trampoline(&t.name))
+                && let Some(comm) = self.comms.get(&t.tid)
+                && !comm.is_empty()
+                && Some(comm) != main_comm.as_ref()
+            {
+                t.name = comm.clone();
+            }
+        }
+    }
+
+    fn one(&mut self, e: &Event) {
+        let t_ns = e.ts_ns.saturating_sub(self.start_ns.unwrap_or(0));
+        match e.kind {
+            EventKind::THREAD => {
+                let child = e.func;
+                let role = e.args[0] as Role;
+                let parent = self.role_of.get(&e.tid).copied();
+                if let Some(addr) = self.creating.get(&e.tid) {
+                    self.unnamed.insert(role, *addr);
+                }
+                self.role_of.insert(child, role);
+                self.threads.push(Thread {
+                    role,
+                    tid: child,
+                    name: "thread".into(),
+                    parent,
+                    created_ns: t_ns,
+                });
+            }
+            EventKind::THREAD_EXIT => {
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&e.args[0].to_le_bytes());
+                bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
+                let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
+                self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
+            }
+            EventKind::ENTRY | EventKind::EXIT => {
+                let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
+                let role = match self.role_of.get(&e.tid) {
+                    Some(r) => *r,
+                    None => {
+                        // A thread we never saw created (should not happen
+                        // when recording from exec): a role of its own.
+                        self.next_unknown_role += 1;
+                        let role = self.next_unknown_role;
+                        self.role_of.insert(e.tid, role);
+                        self.threads.push(Thread {
+                            role,
+                            tid: e.tid,
+                            name: "thread".into(),
+                            parent: None,
+                            created_ns: t_ns,
+                        });
+                        role
+                    }
+                };
+                if e.kind == EventKind::ENTRY {
+                    self.bias
+                        .entry(func.module.as_path())
+                        .or_insert(e.ret.wrapping_sub(func.address));
+                    let n = self.counts.entry((role, func.id)).or_insert(0);
+                    *n += 1;
+                    let instance = *n;
+                    self.open.entry((e.tid, func.id)).or_default().push(instance);
+                    if Some(func.id) == self.ctx.pthread_create {
+                        self.creating.insert(e.tid, e.args[2]);
+                    }
+                    let mut args = [0i64; 3];
+                    for (i, ty) in func.params.iter().take(3).enumerate() {
+                        args[i] = ty.normalize(e.args[i]);
+                    }
+                    self.rows.push(EventRow {
+                        t_ns,
+                        tid: e.tid,
+                        role,
+                        func: func.id,
+                        point: Point::Entry,
+                        instance,
+                        args,
+                        ret: 0,
+                    });
+                } else {
+                    let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop)
+                    else {
+                        self.orphan_exits += 1;
+                        return;
+                    };
+                    if Some(func.id) == self.ctx.pthread_create {
+                        self.creating.remove(&e.tid);
+                    }
+                    let ret = func.ret.normalize(e.ret);
+                    self.rows.push(EventRow {
+                        t_ns,
+                        tid: e.tid,
+                        role,
+                        func: func.id,
+                        point: Point::Exit,
+                        instance,
+                        args: [0; 3],
+                        ret,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Start routines that every thread of a runtime shares, and so say nothing
+/// about the thread (Rust's std, libstdc++'s std::thread).
+fn is_runtime_trampoline(name: &str) -> bool {
+    name.contains("::thread_start")
+        || name == "execute_native_thread_routine"
+        || name.starts_with("std::thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ValueKind, ValueType, calls_from_rows, testing::function};
+
+    fn func(id: FuncId, name: &str) -> Function {
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        function(id, name).in_module("/bin/x", 0).with_types(int, vec![int])
+    }
+
+    fn ev(ts: u64, tid: u32, func: u32, kind: EventKind, args: [u64; 3], ret: u64) -> Event {
+        Event { ts_ns: ts, pid: 100, tid, func, kind, args, ret }
+    }
+
+    #[test]
+    fn roles_instances_and_recursion_are_exact() {
+        let functions = vec![func(0, "f"), func(1, "g")];
+        let events = vec![
+            ev(5, 100, 0, EventKind::ENTRY, [9, 0, 0], 0), // before exec: dropped
+            ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
+            ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
+            ev(21, 100, 0, EventKind::ENTRY, [2, 0, 0], 0), // recursion
+            ev(22, 100, 0, EventKind::EXIT, [0; 3], 0xffff_ffff),
+            ev(23, 100, 0, EventKind::EXIT, [0; 3], 7),
+            ev(30, 100, 101, EventKind::THREAD, [1, 0x3d0f00, 0], 0),
+            ev(40, 101, 1, EventKind::ENTRY, [0xffff_fffe, 0, 0], 0),
+            ev(41, 101, 1, EventKind::EXIT, [0; 3], 3),
+        ];
+        let ctx = Context {
+            pid: 100,
+            functions: &functions,
+            pthread_create: None,
+            symbolize: &|_: &Path, _: u64| None::<String>,
+            start_ns: None,
+            existing_threads: Vec::new(),
+        };
+        let rec = record(&events, ctx);
+        assert_eq!(rec.start_ns, 10);
+        assert_eq!(rec.threads.len(), 2);
+        assert_eq!(
+            (rec.threads[1].role, rec.threads[1].tid, rec.threads[1].parent),
+            (1, 101, Some(0))
+        );
+        let calls = calls_from_rows(&rec.rows);
+        let summary: Vec<_> = calls
+            .iter()
+            .map(|c| (c.func, c.role, c.instance, c.args[0], c.ret, c.entry_ns, c.exit_ns))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (0, 0, 1, 1, Some(7), 10, Some(13)),
+                (0, 0, 2, 2, Some(-1), 11, Some(12)),
+                (1, 1, 1, -2, Some(3), 30, Some(31)),
+            ]
+        );
+    }
+}

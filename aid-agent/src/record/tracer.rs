@@ -1,0 +1,445 @@
+//! The tracer: the probes attached once for a whole session, the event
+//! stream, the resolver that names what they report, and the state the
+//! ptrace controller keeps between stops. It runs a program once at a
+//! time — observed, or intervened on as the ptrace tracer of all its
+//! threads — and records the run; or it watches a process that is already
+//! running ([`Running`]).
+
+use std::{collections::BTreeSet, sync::atomic::AtomicBool};
+
+use nix::{sys::signal::Signal, unistd::Pid};
+
+use crate::{
+    bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, monotonic_ns},
+    intervene::{
+        Plan,
+        control::{Controller, Flow, Served, StopRecord, StopState},
+    },
+    model::{EventRow, FuncId, Function, Point, RecordedRun, Run, apply_pauses, calls_from_rows},
+    record::{
+        fail::{ReturnCheck, RunPolicy, judge},
+        lost,
+        recorder::{self, Recorder},
+        watch::{Finished, UnitWatcher},
+    },
+    symbols::Resolver,
+    sys::{
+        proc,
+        ptrace::{self, ControlError},
+        spawn::{self, RunError, Target},
+    },
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Control(#[from] ControlError),
+}
+
+pub struct Tracer {
+    /// User functions first, then aid's internal ones.
+    functions: Vec<Function>,
+    pthread_create: Option<FuncId>,
+    probes: Probes,
+    stream: EventStream,
+    resolver: Resolver,
+    stops: StopState,
+}
+
+impl Tracer {
+    /// Loads the eBPF object and attaches it to `functions` (resolved by
+    /// `resolver`), plus aid's own `pthread_create` probe to name threads:
+    /// for the whole session, or to each run's target with
+    /// [`Scope::Target`].
+    pub fn new(
+        mut resolver: Resolver,
+        mut functions: Vec<Function>,
+        load: LoadOptions,
+        scope: Scope,
+        programs: Programs,
+    ) -> Result<Tracer, TraceError> {
+        let pthread_create = resolver.pthread_create(functions.len() as FuncId).map(|f| {
+            functions.push(f);
+            (functions.len() - 1) as FuncId
+        });
+        let mut probes = Probes::load(load)?;
+        if probes.kernel_writes_registers() {
+            log::info!(
+                "this kernel lets BPF write registers: return overrides need no thread stop"
+            );
+        } else {
+            log::info!(
+                "this kernel refuses BPF register writes: return overrides use ptrace stops"
+            );
+        }
+        let stream = probes.event_stream();
+        probes.attach(&functions, scope, programs)?;
+        let stop_signal = Signal::try_from(load.stop_signal).unwrap_or(Signal::SIGURG);
+        Ok(Tracer {
+            functions,
+            pthread_create,
+            probes,
+            stream,
+            resolver,
+            stops: StopState::new(stop_signal),
+        })
+    }
+
+    /// Every traced function, aid's internal ones last: a session's
+    /// function table.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// Probes attached (an entry and an exit probe per function); removing
+    /// each takes the kernel a while.
+    pub fn probe_count(&self) -> usize {
+        2 * self.functions.len()
+    }
+
+    /// Functions the user asked for (not aid's internal probes).
+    pub fn user_functions(&self) -> impl Iterator<Item = &Function> {
+        self.functions.iter().filter(|f| !f.internal)
+    }
+
+    /// Runs the target once under observation (no ptrace, no
+    /// interventions) and records it. A run cut short by `cancel` is kept
+    /// but marked incomplete: it is never evidence.
+    pub fn observe(
+        &mut self,
+        target: &Target,
+        id: u32,
+        policy: &RunPolicy,
+        cancel: &AtomicBool,
+    ) -> Result<RecordedRun, TraceError> {
+        let mut child = self.start(target, false)?;
+        let pid = child.pid;
+        child.release()?;
+        let exit = child.wait(policy.timeout, cancel)?;
+        let mut rec = self.finish(id, pid, exit, policy)?;
+        mark_interrupted(&mut rec.run, cancel);
+        Ok(rec)
+    }
+
+    /// Starts the target held before its exec and registers it with the
+    /// probes (the stream is flushed first, so nothing of an earlier run
+    /// is taken for this one).
+    fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
+        let _stale = self.stream.flush();
+        let child = spawn::spawn_held(target)?;
+        self.probes.begin_target(child.pid, intervene)?;
+        Ok(child)
+    }
+
+    /// After the target ended: collects its events and counters, judges
+    /// the run, and builds it.
+    fn finish(
+        &mut self,
+        id: u32,
+        pid: u32,
+        exit: spawn::Exit,
+        policy: &RunPolicy,
+    ) -> Result<RecordedRun, TraceError> {
+        let events = self.stream.flush();
+        self.probes.end_target(pid)?;
+        let lost = self.probes.take_lost()?;
+        let probe_errors = self.probes.take_errors()?;
+        let (label, reason) = judge(&exit, &policy.rules);
+        Ok(self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors))
+    }
+
+    /// Runs the target once as the ptrace tracer of all its threads, with
+    /// the plan's actions installed in the kernel, and records it with what
+    /// became of each intervention (cut short by `cancel`: as in
+    /// [`Tracer::observe`]).
+    pub fn intervene(
+        &mut self,
+        target: &Target,
+        id: u32,
+        policy: &RunPolicy,
+        plan: &Plan,
+        cancel: &AtomicBool,
+    ) -> Result<RecordedRun, TraceError> {
+        let mut child = self.start(target, true)?;
+        let pid = child.pid;
+        for (site, action, _) in &plan.actions {
+            self.probes.set_action(*site, *action)?;
+        }
+        for site in &plan.watch {
+            self.probes.watch(*site)?;
+        }
+        ptrace::seize(pid)?;
+        child.release()?;
+        let started = std::time::Instant::now();
+        let mut controller = Controller {
+            probes: &mut self.probes,
+            functions: &self.functions,
+            state: &mut self.stops,
+        };
+        let driven = controller.drive(pid, policy.timeout, cancel)?;
+        let mut exit = child.finish(driven.status);
+        exit.timed_out = driven.timed_out;
+        exit.wall_ns = started.elapsed().as_nanos() as u64;
+        let mut rec = self.finish(id, pid, exit, policy)?;
+        shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
+        record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
+        rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);
+        rec.run.calls = calls_from_rows(&rec.rows);
+        apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        rec.run.interventions = plan.outcome(&driven.stops);
+        rec.run.noise = plan.noise.clone();
+        mark_interrupted(&mut rec.run, cancel);
+        for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
+            log::warn!(
+                "run {id}: intervention at {:?} not applied: {}",
+                stop.site,
+                stop.error.as_deref().unwrap_or("")
+            );
+        }
+        Ok(rec)
+    }
+
+    /// Builds the run from its events and how it ended.
+    #[allow(clippy::too_many_arguments, reason = "to be replaced by a run request struct")]
+    fn assemble(
+        &self,
+        id: u32,
+        pid: u32,
+        events: &[aid_common::Event],
+        exit: spawn::Exit,
+        label: crate::model::Label,
+        reason: String,
+        lost: crate::bpf::Lost,
+        probe_errors: u64,
+    ) -> RecordedRun {
+        let ctx = recorder::Context {
+            pid,
+            functions: &self.functions,
+            pthread_create: self.pthread_create,
+            symbolize: &self.resolver,
+            start_ns: None,
+            existing_threads: Vec::new(),
+        };
+        let rec = recorder::record(events, ctx);
+        let end_ns = rec.rows.last().map_or(0, |r| r.t_ns).max(exit.wall_ns);
+        let mut run = Run {
+            id,
+            label,
+            outcome: exit.outcome(reason),
+            lost_events: 0,
+            lost_thread_records: 0,
+            complete: true,
+            threads: rec.threads,
+            calls: calls_from_rows(&rec.rows),
+            end_ns,
+            interventions: Vec::new(),
+            noise: Vec::new(),
+            pauses: Vec::new(),
+        };
+        // Counters are read once, at the run's end: all of it is charged.
+        lost::charge(&mut run, lost);
+        RecordedRun {
+            run,
+            rows: rec.rows,
+            start_ns: rec.start_ns,
+            orphan_exits: rec.orphan_exits,
+            stdout: exit.stdout.tail().to_owned(),
+            stderr: exit.stderr.tail().to_owned(),
+            probe_errors,
+        }
+    }
+
+    /// Starts recording a process that is already running: its threads
+    /// take roles 0, 1, ... in creation order (main first), threads it
+    /// creates later continue the sequence. With a `unit`, each invocation
+    /// of it is one run, failed when one of `checks` holds in it.
+    pub fn watch(
+        &mut self,
+        pid: u32,
+        unit: Option<FuncId>,
+        checks: Vec<ReturnCheck>,
+    ) -> Result<Running<'_>, TraceError> {
+        let threads = proc::threads(pid);
+        let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
+        let start_ns = monotonic_ns();
+        self.probes.begin_running_target(pid, &tids, false)?;
+        // Units are only whole between the moment every probe is attached
+        // and the moment the first one is removed.
+        let attached_ns = monotonic_ns() - start_ns;
+        let ctx = recorder::Context {
+            pid,
+            functions: &self.functions,
+            pthread_create: self.pthread_create,
+            symbolize: &self.resolver,
+            start_ns: Some(start_ns),
+            existing_threads: threads,
+        };
+        let watcher = UnitWatcher::new(
+            Recorder::new(ctx),
+            &self.stream,
+            &self.functions,
+            start_ns,
+            attached_ns,
+            unit,
+            checks,
+        );
+        Ok(Running {
+            pid,
+            threads: tids.len(),
+            probes: &mut self.probes,
+            stops: &mut self.stops,
+            functions: &self.functions,
+            watcher,
+        })
+    }
+}
+
+/// A running process being recorded: the watcher of its events and units,
+/// and the probes and stop state to intervene on it with.
+pub struct Running<'t> {
+    pid: u32,
+    threads: usize,
+    probes: &'t mut Probes,
+    stops: &'t mut StopState,
+    functions: &'t [Function],
+    watcher: UnitWatcher<'t>,
+}
+
+impl<'t> Running<'t> {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Threads the process had when the watch began.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn functions(&self) -> &'t [Function] {
+        self.functions
+    }
+
+    pub fn probes(&mut self) -> &mut Probes {
+        self.probes
+    }
+
+    pub fn watcher(&mut self) -> &mut UnitWatcher<'t> {
+        &mut self.watcher
+    }
+
+    /// Drains events and lost-event counters.
+    pub fn look(&mut self) -> Result<(), ProbeError> {
+        self.watcher.look(self.probes)
+    }
+
+    /// Serves the stops of the `traced` threads until the process ends or
+    /// `tick` (given the watcher and the probes) says stop.
+    pub fn serve(
+        &mut self,
+        traced: BTreeSet<Pid>,
+        tick: &mut dyn FnMut(&mut UnitWatcher<'t>, &mut Probes) -> Flow,
+    ) -> Result<Served, ControlError> {
+        let watcher = &mut self.watcher;
+        let mut controller =
+            Controller { probes: self.probes, functions: self.functions, state: self.stops };
+        controller.serve(self.pid, traced, &mut |probes| tick(watcher, probes))
+    }
+
+    /// Stops tracing the `traced` threads with ptrace; the process keeps
+    /// running.
+    pub fn release(&mut self, traced: &BTreeSet<Pid>) {
+        let probes = &mut *self.probes;
+        ptrace::release_running(traced, self.stops.stop_signal(), &mut |tid| {
+            probes.take_pending(tid).is_some()
+        });
+    }
+
+    /// Removes every probe, then collects what is left (see
+    /// [`UnitWatcher::finish`]); `ended` says why, for a whole-recording run.
+    pub fn finish(self, ended: &str) -> Result<Finished, ProbeError> {
+        let detach_ns = self.watcher.now_ns();
+        self.probes.detach_all();
+        self.watcher.finish(self.probes, detach_ns, ended)
+    }
+}
+
+/// A run the user interrupted (its process killed by us) is kept, but
+/// never as evidence.
+fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        run.complete = false;
+        run.outcome.reason = "interrupted by the user".into();
+    }
+}
+
+/// A held thread's probe fired before the hold: the call really proceeded
+/// (entered its body, or returned to its caller) only when released, at a
+/// time taken on the events' own clock.
+fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
+    for stop in stops.iter().filter(|s| s.released_ns > 0) {
+        let point = if stop.site.point == aid_common::SitePoint::ENTRY {
+            Point::Entry
+        } else {
+            Point::Exit
+        };
+        if let Some(row) = rows.iter_mut().find(|r| {
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == point
+        }) {
+            row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
+        }
+    }
+}
+
+/// Stops that were only the agent's overhead (register edits, holds that
+/// turned out not to be needed), as pauses of the thread's role.
+fn pauses(
+    stops: &[StopRecord],
+    threads: &[crate::model::Thread],
+    start_ns: u64,
+) -> Vec<crate::model::Pause> {
+    stops
+        .iter()
+        .filter(|s| !s.held && s.released_ns > s.probe_ns && s.probe_ns >= start_ns)
+        .filter_map(|s| {
+            let role = threads.iter().find(|t| t.tid == s.tid)?.role;
+            Some(crate::model::Pause {
+                role,
+                at_ns: s.probe_ns - start_ns,
+                dur_ns: s.released_ns - s.probe_ns,
+            })
+        })
+        .collect()
+}
+
+/// The exit probe saw the value the function computed; after an override
+/// the caller saw the forced one, and that is what the run records.
+fn record_forced_returns(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    plan: &Plan,
+    functions: &[Function],
+) {
+    for stop in
+        stops.iter().filter(|s| s.applied && s.action == aid_common::ActionKind::OVERRIDE_RETURN)
+    {
+        let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else {
+            continue;
+        };
+        let Some(f) = functions.get(stop.site.func as usize) else { continue };
+        if let Some(row) = rows.iter_mut().find(|r| {
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == Point::Exit
+        }) {
+            row.ret = f.ret.normalize(action.value);
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Watching a process that is already running: the event stream drained
+//! into the recorder at every look, the kernel's lost-event counters read
+//! into the loss log, and — with a unit function — each finished
+//! invocation cut out as a run. `attach` records with it and the service
+//! run source of `debug` observes and intervenes with it.
+
+use std::time::Duration;
+
+use crate::{
+    bpf::{EventStream, ProbeError, Probes, monotonic_ns},
+    model::{FuncId, Function, Label, Outcome, RecordedRun, Run, calls_from_rows},
+    record::{
+        fail::{ReturnCheck, failure_reason},
+        lost::{self, LossLog},
+        recorder::Recorder,
+        units::Splitter,
+    },
+};
+
+pub struct UnitWatcher<'t> {
+    recorder: Recorder<'t>,
+    stream: &'t EventStream,
+    functions: &'t [Function],
+    /// Monotonic ns at which tracing began: time zero of the process.
+    start_ns: u64,
+    losses: LossLog,
+    last_look_ns: u64,
+    /// Each invocation of this function is one run...
+    unit: Option<FuncId>,
+    /// ...failed when one of these holds of a return value in it.
+    checks: Vec<ReturnCheck>,
+    splitter: Option<Splitter>,
+    next_id: u32,
+}
+
+impl<'t> UnitWatcher<'t> {
+    /// `start_ns`: monotonic time zero of the recording; `attached_ns`: when
+    /// the last probe was attached (process time), before which units are
+    /// only partly traced. Without a `unit` the whole recording is one run.
+    pub fn new(
+        recorder: Recorder<'t>,
+        stream: &'t EventStream,
+        functions: &'t [Function],
+        start_ns: u64,
+        attached_ns: u64,
+        unit: Option<FuncId>,
+        checks: Vec<ReturnCheck>,
+    ) -> UnitWatcher<'t> {
+        let splitter = unit.map(|u| Splitter::new(u, checks.clone(), attached_ns));
+        UnitWatcher {
+            recorder,
+            stream,
+            functions,
+            start_ns,
+            losses: LossLog::default(),
+            last_look_ns: 0,
+            unit,
+            checks,
+            splitter,
+            next_id: 1,
+        }
+    }
+
+    /// Monotonic ns of the process' time zero.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// Now, in process time.
+    pub fn now_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.start_ns)
+    }
+
+    /// Drains the events delivered so far and the lost-event counters.
+    pub fn look(&mut self, probes: &mut Probes) -> Result<(), ProbeError> {
+        self.recorder.push(&self.stream.try_take());
+        let lost = probes.take_lost()?;
+        // After the read: every loss counted lies before `now`.
+        let now = self.now_ns();
+        self.losses.record(self.last_look_ns, now, lost);
+        self.last_look_ns = now;
+        Ok(())
+    }
+
+    /// Units whose function returned at least `settle` ago and were not
+    /// returned before, in order of their start, charged with the events
+    /// lost while they ran.
+    pub fn finished_units(&mut self, settle: Duration) -> Vec<RecordedRun> {
+        let cutoff = self.now_ns().saturating_sub(settle.as_nanos() as u64);
+        self.units_before(cutoff)
+    }
+
+    fn units_before(&mut self, cutoff_ns: u64) -> Vec<RecordedRun> {
+        let Some(splitter) = self.splitter.as_mut() else { return Vec::new() };
+        let threads = self.recorder.threads().to_vec();
+        let units = splitter.complete(
+            self.recorder.rows(),
+            &threads,
+            self.functions,
+            cutoff_ns,
+            &mut self.next_id,
+        );
+        units
+            .into_iter()
+            .map(|mut u| {
+                let lost = self.losses.during(u.start_ns, u.start_ns + u.run.end_ns);
+                lost::charge(&mut u.run, lost);
+                u.stored(self.start_ns)
+            })
+            .collect()
+    }
+
+    /// From now on only units that start after this moment count (those
+    /// running now began before the interventions were installed).
+    pub fn restart_units(&mut self) {
+        let now = self.now_ns();
+        if let Some(unit) = self.unit {
+            self.splitter = Some(Splitter::new(unit, self.checks.clone(), now));
+        }
+    }
+
+    /// Units left out for being only partly traced.
+    pub fn partial(&self) -> u64 {
+        self.splitter.as_ref().map_or(0, |s| s.partial)
+    }
+
+    /// Every event lost so far.
+    pub fn lost_total(&self) -> u64 {
+        self.losses.total()
+    }
+
+    /// The end, once the probes are detached at `detach_ns` (process time):
+    /// the last events and counters, then every unit that finished before
+    /// it (units still running count as partial) — or, without a unit
+    /// function, the whole recording as one run, labelled by the checks.
+    pub fn finish(
+        mut self,
+        probes: &mut Probes,
+        detach_ns: u64,
+        ended: &str,
+    ) -> Result<Finished, ProbeError> {
+        self.recorder.push(&self.stream.flush());
+        self.look(probes)?;
+        let end = self.last_look_ns;
+        if let Some(splitter) = self.splitter.as_mut() {
+            splitter.count_unfinished(self.recorder.rows(), detach_ns);
+            let units = self.units_before(detach_ns);
+            return Ok(Finished {
+                runs: units,
+                partial: self.partial(),
+                lost: self.losses.total(),
+            });
+        }
+        let total = self.losses.total();
+        let lost = self.losses.during(0, end);
+        let start_ns = self.start_ns;
+        let recorded = self.recorder.finish();
+        let calls = calls_from_rows(&recorded.rows);
+        let (label, reason) = match failure_reason(&calls, &self.checks, self.functions) {
+            Some(r) => (Label::Fail, r),
+            None => (Label::Pass, format!("traced for {:.1} s ({ended})", end as f64 / 1e9)),
+        };
+        let mut run = Run {
+            id: 1,
+            label,
+            outcome: Outcome { wall_ns: end, reason, ..Default::default() },
+            lost_events: 0,
+            lost_thread_records: 0,
+            complete: true,
+            threads: recorded.threads,
+            calls,
+            end_ns: end,
+            interventions: Vec::new(),
+            noise: Vec::new(),
+            pauses: Vec::new(),
+        };
+        lost::charge(&mut run, lost);
+        let whole = RecordedRun {
+            run,
+            rows: recorded.rows,
+            start_ns,
+            orphan_exits: recorded.orphan_exits,
+            stdout: String::new(),
+            stderr: String::new(),
+            probe_errors: 0,
+        };
+        Ok(Finished { runs: vec![whole], partial: 0, lost: total })
+    }
+}
+
+/// What was left when a watch ended.
+pub struct Finished {
+    /// The last units (or the whole recording as one run).
+    pub runs: Vec<RecordedRun>,
+    /// Units left out for being only partly traced.
+    pub partial: u64,
+    /// Every event lost during the watch.
+    pub lost: u64,
+}

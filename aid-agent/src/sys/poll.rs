@@ -1,0 +1,77 @@
+//! Every interval at which the agent looks at something that cannot wake
+//! it, with the reason for its value: one place, so the trade-offs between
+//! latency and CPU are read (and changed) together.
+//!
+//! Stops of ptraced threads do wake the agent (SIGCHLD, see
+//! [`crate::sys::ptrace`]); everything below is polled.
+
+use std::time::Duration;
+
+/// An observed (not ptraced) run's end: `waitpid(WNOHANG)` between sleeps.
+/// Half a millisecond is nothing next to a run and only ~2,000 cheap
+/// system calls a second.
+pub const RUN_EXIT: Duration = Duration::from_micros(500);
+
+/// The longest the ptrace controller naps when no thread stops: it bounds
+/// how late a timed release or the caller's tick can be.
+pub const SERVE_NAP: Duration = Duration::from_millis(2);
+
+/// A hold waiting for another call (a forced order, serialisation) looks at
+/// the kernel's watch map this often: the kernel cannot signal the event,
+/// and the held call should start within tens of microseconds of it.
+pub const HOLD_EVENT: Duration = Duration::from_micros(50);
+
+/// With SIGCHLD not blocked (a library user who did not call
+/// [`crate::sys::ptrace::block_sigchld`]) the controller cannot wait for
+/// the signal and sleeps this long instead.
+pub const NO_SIGCHLD_NAP: Duration = Duration::from_micros(200);
+
+/// Releasing a live process: each interrupted thread is waited for this
+/// often, for at most [`RELEASE_DEADLINE`] (a thread that never stops is
+/// left as it is rather than hang the agent).
+pub const RELEASE_STOP: Duration = Duration::from_micros(100);
+pub const RELEASE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The target's output readers finish when the last holder of its pipes
+/// exits; a daemon it left behind may hold them for ever, so they are
+/// given [`OUTPUT_DEADLINE`], checked this often.
+pub const OUTPUT_JOIN: Duration = Duration::from_millis(1);
+pub const OUTPUT_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The event reader thread's `poll(2)` timeout on the ring buffer: it also
+/// answers flush requests, so this bounds how long a flush waits when no
+/// event comes.
+pub const EVENT_STREAM: Duration = Duration::from_millis(10);
+
+/// A live service is looked at this often while units are observed (or
+/// recorded by `attach`): the events drained, the lost-event counters
+/// read, finished units cut out.
+pub const UNIT_LOOK: Duration = Duration::from_millis(50);
+
+/// A unit is cut out once its function returned at least this long ago:
+/// its last events may still be in the ring buffer, and an event lost
+/// during it is counted at the first look after it. Two looks cover both.
+pub const UNIT_SETTLE: Duration = Duration::from_millis(100);
+
+/// While interventions are installed, units are looked at between ptrace
+/// stops this often (stops come every few hundred microseconds; a unit
+/// only needs a look every few milliseconds)...
+pub const INTERVENED_UNIT_LOOK: Duration = Duration::from_millis(5);
+
+/// ...and settle for four looks, so an intervention round waits little
+/// beyond the unit it judges.
+pub const INTERVENED_UNIT_SETTLE: Duration = Duration::from_millis(20);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unit is judged only after a look that followed its end: loss
+    /// accounting and the last events depend on it.
+    #[test]
+    fn units_settle_longer_than_a_look() {
+        assert!(UNIT_SETTLE >= 2 * UNIT_LOOK);
+        assert!(INTERVENED_UNIT_SETTLE >= 2 * INTERVENED_UNIT_LOOK);
+        assert!(RELEASE_STOP < RELEASE_DEADLINE && OUTPUT_JOIN < OUTPUT_DEADLINE);
+    }
+}

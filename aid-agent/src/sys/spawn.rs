@@ -1,0 +1,353 @@
+//! Running the target once: start it held just before `execve` (so probes
+//! can be attached to its pid first), release it, wait for it with a
+//! timeout, and capture its output (how the run is judged:
+//! [`crate::record::fail`]).
+
+use std::{
+    ffi::{CString, OsString},
+    io::Read as _,
+    os::{fd::OwnedFd, unix::ffi::OsStrExt as _},
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    errno::Errno,
+    fcntl::OFlag,
+    sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal},
+    unistd::{self, ForkResult, Pid},
+};
+
+use crate::{model::Outcome, sys::poll};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("`{0}` not found: give a path or a program on PATH")]
+    NotFound(String),
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot start {}: {reason}", path.display())]
+    Spawn { path: PathBuf, reason: String },
+}
+
+/// The program to run and its arguments.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Absolute path of the executable.
+    pub program: PathBuf,
+    /// argv, including argv[0] as the user typed it.
+    pub argv: Vec<OsString>,
+}
+
+impl Target {
+    /// Resolves `argv[0]` like a shell would (a path, or a name on PATH).
+    pub fn from_argv(argv: &[OsString]) -> Result<Target, RunError> {
+        let first = argv.first().ok_or_else(|| RunError::NotFound(String::new()))?;
+        let program = which::which(first)
+            .map_err(|_| RunError::NotFound(first.to_string_lossy().into_owned()))?;
+        let program = program.canonicalize().unwrap_or(program);
+        Ok(Target { program, argv: argv.to_vec() })
+    }
+
+    pub fn display(&self) -> String {
+        self.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// What a stream of the target printed: the last bytes for the report, and
+/// (up to a cap) everything for the output rules.
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    pub text: String,
+    pub truncated: bool,
+}
+
+impl Captured {
+    const CAP: usize = 8 << 20;
+    const TAIL: usize = 4096;
+
+    pub fn tail(&self) -> &str {
+        let start = self.text.len().saturating_sub(Self::TAIL);
+        let start = (start..=self.text.len()).find(|i| self.text.is_char_boundary(*i)).unwrap_or(0);
+        &self.text[start..]
+    }
+}
+
+/// How the target ended.
+#[derive(Clone, Debug, Default)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub wall_ns: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl Exit {
+    pub fn outcome(&self, reason: String) -> Outcome {
+        Outcome {
+            exit_code: self.code,
+            signal: self.signal,
+            timed_out: self.timed_out,
+            wall_ns: self.wall_ns,
+            reason,
+        }
+    }
+}
+
+/// A target process forked and waiting, before `execve`, for
+/// [`Spawned::release`].
+pub struct Spawned {
+    pub pid: u32,
+    go: Option<OwnedFd>,
+    exec_error: OwnedFd,
+    stdout: Option<JoinHandle<Captured>>,
+    stderr: Option<JoinHandle<Captured>>,
+    started: Option<Instant>,
+}
+
+fn cstring(bytes: &[u8]) -> Result<CString, String> {
+    CString::new(bytes).map_err(|_| "argument contains a NUL byte".to_owned())
+}
+
+/// Forks the target. The child puts itself in its own process group,
+/// connects stdin to /dev/null and stdout/stderr to pipes, and blocks until
+/// released; if the agent disappears first it exits without running the
+/// target.
+pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
+    let spawn_err = |reason: String| RunError::Spawn { path: target.program.clone(), reason };
+    // Everything the child needs is prepared before fork: after it, only
+    // async-signal-safe calls are allowed.
+    let program = cstring(target.program.as_os_str().as_bytes()).map_err(spawn_err)?;
+    let argv: Vec<CString> = target
+        .argv
+        .iter()
+        .map(|a| cstring(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(spawn_err)?;
+    let envp: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    let io = |e: std::io::Error| spawn_err(e.to_string());
+    let pipe = || unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| io(e.into()));
+    let (go_r, go_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (errout_r, errout_w) = pipe()?;
+    let devnull = std::fs::File::open("/dev/null").map_err(io)?;
+
+    // SAFETY: the child runs `exec_when_released` alone, which only makes
+    // async-signal-safe calls (see there) and never returns.
+    match unsafe { unistd::fork() }.map_err(|e| io(e.into()))? {
+        ForkResult::Child => {
+            drop(go_w);
+            let child = Child { go: go_r, exec_error: err_w, stdout: out_w, stderr: errout_w };
+            exec_when_released(&child, &devnull, &program, &argv, &envp)
+        }
+        ForkResult::Parent { child } => {
+            drop((go_r, err_w, out_w, errout_w, devnull));
+            Ok(Spawned {
+                pid: child.as_raw() as u32,
+                go: Some(go_w),
+                exec_error: err_r,
+                stdout: Some(capture(out_r)),
+                stderr: Some(capture(errout_r)),
+                started: None,
+            })
+        }
+    }
+}
+
+/// The child's ends of the pipes to the agent.
+struct Child {
+    go: OwnedFd,
+    exec_error: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+/// In the forked child: set up its descriptors, process group and signal
+/// state, wait for the agent's go, and exec the target. If the exec fails,
+/// its errno goes back to the agent through `exec_error`.
+///
+/// Only async-signal-safe calls, with one exception: nix's `execve` builds
+/// its argument and environment pointer arrays with one allocation each.
+/// glibc resets its allocator's locks in the child of a fork, so that
+/// allocation cannot deadlock on a lock another agent thread held.
+fn exec_when_released(
+    child: &Child,
+    devnull: &std::fs::File,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> ! {
+    let quit = || -> ! {
+        // SAFETY: `_exit` is async-signal-safe and skips the parent's
+        // atexit handlers and buffered output, which this copy must not run.
+        unsafe { libc::_exit(127) }
+    };
+    let setup = unistd::dup2_stdin(devnull)
+        .and_then(|()| unistd::dup2_stdout(&child.stdout))
+        .and_then(|()| unistd::dup2_stderr(&child.stderr))
+        .and_then(|()| unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)))
+        // Undo what the Rust runtime and the agent changed.
+        .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None));
+    if setup.is_err() {
+        quit();
+    }
+    // SAFETY: restoring the default action installs no handler.
+    if unsafe { signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) }.is_err() {
+        quit();
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        match unistd::read(&child.go, &mut byte) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => {}
+            _ => quit(),
+        }
+    }
+    let errno = match unistd::execve(program, argv, envp) {
+        Err(e) => e as i32,
+        Ok(never) => match never {},
+    };
+    let _ = unistd::write(&child.exec_error, &errno.to_ne_bytes());
+    quit()
+}
+
+fn capture(fd: OwnedFd) -> JoinHandle<Captured> {
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::from(fd);
+        let mut out = Captured::default();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut bytes: Vec<u8> = Vec::new();
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    bytes.extend_from_slice(&buf[..n]);
+                    if bytes.len() > Captured::CAP {
+                        let cut = bytes.len() - Captured::CAP;
+                        bytes.drain(..cut);
+                        out.truncated = true;
+                    }
+                }
+            }
+        }
+        out.text = String::from_utf8_lossy(&bytes).into_owned();
+        out
+    })
+}
+
+impl Spawned {
+    /// Lets the child exec the target. Returns once the exec has happened
+    /// (or failed).
+    pub fn release(&mut self) -> Result<(), RunError> {
+        let go = self.go.take().expect("released twice");
+        let spawn_err = |reason: String| RunError::Spawn {
+            path: PathBuf::from(format!("pid {}", self.pid)),
+            reason,
+        };
+        let mut file = std::fs::File::from(go);
+        std::io::Write::write_all(&mut file, &[1]).map_err(|e| spawn_err(e.to_string()))?;
+        drop(file);
+        self.started = Some(Instant::now());
+        let mut errno = [0u8; 4];
+        let mut reader =
+            std::fs::File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
+        match reader.read(&mut errno) {
+            Ok(4) => Err(spawn_err(
+                std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for the target to exit, killing its process group when
+    /// `timeout` passes or `cancel` is set.
+    pub fn wait(mut self, timeout: Duration, cancel: &AtomicBool) -> Result<Exit, RunError> {
+        let started = self.started.unwrap_or_else(Instant::now);
+        let pid = Pid::from_raw(self.pid as i32);
+        let mut timed_out = false;
+        let status = loop {
+            match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
+                Ok(status) => break status,
+                Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(RunError::Spawn {
+                        path: PathBuf::from(format!("pid {pid}")),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+            let over = started.elapsed() >= timeout;
+            if over || cancel.load(Ordering::Relaxed) {
+                timed_out |= over;
+                kill_group(self.pid);
+            }
+            std::thread::sleep(poll::RUN_EXIT);
+        };
+        let wall_ns = started.elapsed().as_nanos() as u64;
+        let mut exit = self.finish(status);
+        exit.timed_out = timed_out;
+        exit.wall_ns = wall_ns;
+        Ok(exit)
+    }
+
+    /// Collects output once the process has been reaped elsewhere (the
+    /// ptrace controller reaps intervened runs).
+    pub fn finish(&mut self, status: nix::sys::wait::WaitStatus) -> Exit {
+        use nix::sys::wait::WaitStatus;
+        let (code, signal) = match status {
+            WaitStatus::Exited(_, c) => (Some(c), None),
+            WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
+            _ => (None, None),
+        };
+        // Output pipes close when the last holder exits; don't wait forever
+        // for a daemon the target left behind.
+        let join = |h: Option<JoinHandle<Captured>>| {
+            let h = h?;
+            let deadline = Instant::now() + poll::OUTPUT_DEADLINE;
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(poll::OUTPUT_JOIN);
+            }
+            if h.is_finished() { h.join().ok() } else { None }
+        };
+        Exit {
+            code,
+            signal,
+            timed_out: false,
+            wall_ns: self.started.map_or(0, |s| s.elapsed().as_nanos() as u64),
+            stdout: join(self.stdout.take()).unwrap_or_default(),
+            stderr: join(self.stderr.take()).unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Spawned {
+    /// A target that was never released is not left waiting.
+    fn drop(&mut self) {
+        if self.go.is_some() {
+            kill_group(self.pid);
+            let _ = nix::sys::wait::waitpid(Pid::from_raw(self.pid as i32), None);
+        }
+    }
+}
+
+/// Kills the target's process group (it made one of its own before
+/// exec), and the target itself should it have left the group.
+pub fn kill_group(pid: u32) {
+    let pid = Pid::from_raw(pid as i32);
+    // Either may already be gone; nothing to do then.
+    let _ = signal::killpg(pid, Signal::SIGKILL);
+    let _ = signal::kill(pid, Signal::SIGKILL);
+}

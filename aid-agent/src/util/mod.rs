@@ -1,0 +1,3 @@
+//! Small data structures that know nothing of aid's domain.
+
+pub mod bitset;

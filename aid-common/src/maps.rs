@@ -1,0 +1,73 @@
+//! Names of the eBPF object's maps and of the globals the loader patches.
+//! The eBPF statics carry exactly these names (a test loads the object
+//! and looks each one up), prefixed `AID_` so they are recognisable in
+//! `bpftool map` output next to other tools' maps.
+
+/// Ring buffer carrying [`crate::Event`]s.
+pub const MAP_EVENTS: &str = "AID_EVENTS";
+/// Per-CPU count of events dropped because the ring buffer was full, one
+/// slot per [`crate::LostSlot`].
+pub const MAP_LOST: &str = "AID_LOST";
+/// Per-CPU count of probe bodies that failed, one slot per
+/// [`crate::ProbeErrorKind`].
+pub const MAP_ERRORS: &str = "AID_ERRORS";
+/// Array of one [`crate::TargetState`]: the process being traced (an agent
+/// traces one target at a time; a one-slot array keeps the per-event check
+/// to a compare).
+pub const MAP_TARGET: &str = "AID_TARGET";
+/// Queue of role numbers (1, 2, ...) the agent fills before a run; each new
+/// thread of the target pops the next one.
+pub const MAP_ROLE_POOL: &str = "AID_ROLE_POOL";
+/// `tid -> role`: the stable thread role of every traced thread.
+pub const MAP_ROLES: &str = "AID_ROLES";
+/// `(tid, function) -> CallStack`: instance numbering in the kernel.
+pub const MAP_CALLS: &str = "AID_CALLS";
+/// `SiteKey -> Action`: what to do when a given instance is reached.
+pub const MAP_ACTIONS: &str = "AID_ACTIONS";
+/// `SiteKey -> timestamp`: sites whose occurrence somebody waits for, and
+/// when they happened (0 = not yet).
+pub const MAP_WATCH: &str = "AID_WATCH";
+/// `tid -> Pending`: the action a stopped thread wants from the agent.
+pub const MAP_PENDING: &str = "AID_PENDING";
+/// Array of one `u32`: in live-unit mode, the unit function's id + 1 (0
+/// otherwise). Interventions then only act inside a unit, on the thread
+/// running it (role 0), with instances counted from the unit's entry.
+pub const MAP_LIVE_UNIT: &str = "AID_LIVE_UNIT";
+/// `tid -> UnitState`: live-unit mode bookkeeping.
+pub const MAP_UNIT_STATE: &str = "AID_UNIT_STATE";
+/// `tid -> Replay`: a thread the agent rewound to the first instruction of
+/// a function. Its next entry probe hit there is the same call again and is
+/// ignored; the kernel then reports that call's return twice (the frame's
+/// return address was already redirected), and the first of the two is
+/// ignored too.
+pub const MAP_REPLAY: &str = "AID_REPLAY";
+/// Per-CPU array of one [`crate::Pending`]: where a probe builds the record
+/// it hands to the agent, which is too large for the 512-byte BPF stack.
+pub const MAP_SCRATCH: &str = "AID_SCRATCH";
+
+/// Every map of the eBPF object.
+pub const ALL_MAPS: &[&str] = &[
+    MAP_EVENTS,
+    MAP_LOST,
+    MAP_ERRORS,
+    MAP_TARGET,
+    MAP_ROLE_POOL,
+    MAP_ROLES,
+    MAP_CALLS,
+    MAP_ACTIONS,
+    MAP_WATCH,
+    MAP_PENDING,
+    MAP_LIVE_UNIT,
+    MAP_UNIT_STATE,
+    MAP_REPLAY,
+    MAP_SCRATCH,
+];
+
+/// Global (`u32`): the signal used to stop a thread for the agent
+/// (`bpf_send_signal_thread`).
+pub const GLOBAL_STOP_SIGNAL: &str = "AID_STOP_SIGNAL";
+/// Global (`u32`): offset of `pid` in the `task/task_newtask` tracepoint
+/// record, read from its tracefs `format` file at load time.
+pub const GLOBAL_NEWTASK_PID: &str = "AID_NEWTASK_PID";
+/// Global (`u32`): offset of `clone_flags` in the same record.
+pub const GLOBAL_NEWTASK_CLONE_FLAGS: &str = "AID_NEWTASK_CLONE_FLAGS";

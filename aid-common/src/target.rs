@@ -1,0 +1,50 @@
+//! The process being traced, as the kernel side sees it.
+
+/// [`TargetState::flags`]: a set of bits. A newtype: the agent writes it
+/// and the probes read it as raw map bytes.
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct TargetFlags(u64);
+
+impl TargetFlags {
+    pub const NONE: TargetFlags = TargetFlags(0);
+    /// Running the target's image (after its exec, or attached while
+    /// running). Before that the process is the agent's forked child, and
+    /// its calls are not recorded.
+    pub const LIVE: TargetFlags = TargetFlags(1);
+    /// This run is intervened on: number instances and consult the action
+    /// map.
+    pub const INTERVENE: TargetFlags = TargetFlags(2);
+
+    pub const fn contains(self, other: TargetFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn with(self, other: TargetFlags) -> TargetFlags {
+        TargetFlags(self.0 | other.0)
+    }
+
+    pub const fn without(self, other: TargetFlags) -> TargetFlags {
+        TargetFlags(self.0 & !other.0)
+    }
+}
+
+impl core::fmt::Debug for TargetFlags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let live = if self.contains(TargetFlags::LIVE) { "LIVE" } else { "-" };
+        let intervene = if self.contains(TargetFlags::INTERVENE) { "INTERVENE" } else { "-" };
+        write!(f, "TargetFlags({live}|{intervene})")
+    }
+}
+
+/// The target process. The probes only record it (and, with per-run
+/// scoped probes, only fire in it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetState {
+    /// Process id (tgid); 0 when there is no target.
+    pub tgid: u32,
+    pub _pad: u32,
+    pub flags: TargetFlags,
+}
+const _: () = assert!(size_of::<TargetState>() == 16);

@@ -1,0 +1,23 @@
+//! User-space-only impls (the `user` feature): the agent reads and writes
+//! these types through aya's typed maps.
+
+// SAFETY: this and each type below is `repr(C)` (or `repr(transparent)`
+// over an integer), `Copy`, made of integers with no padding (its size is
+// asserted where it is defined), so any bit pattern is a valid value.
+unsafe impl aya::Pod for crate::Event {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::TargetState {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::CallKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::CallStack {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::SiteKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::Action {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::Pending {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::UnitState {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::Replay {}

@@ -1,0 +1,82 @@
+//! Reporting to the agent: events into the ring buffer, and the per-kind
+//! counters of what could not be reported or done.
+
+use aid_common::{Event, EventKind, ProbeErrorKind, TargetFlags};
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_attach_cookie, bpf_ktime_get_ns},
+    maps::PerCpuArray,
+};
+
+use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_TARGET};
+
+/// Submit without waking the reader: it drains on a timer, and a wake-up
+/// from inside the probe would delay the traced thread.
+const BPF_RB_NO_WAKEUP: u64 = 1;
+
+/// Adds one to a per-CPU counter slot.
+#[inline(always)]
+fn bump(counter: &PerCpuArray<u64>, slot: u32) {
+    if let Some(n) = counter.get_ptr_mut(slot) {
+        // SAFETY: a per-CPU slot: no other writer runs on this CPU while
+        // this program does.
+        unsafe { *n += 1 };
+    }
+}
+
+/// Counts a failed probe body in its kind's slot.
+#[inline(always)]
+pub fn count_error(kind: ProbeErrorKind) {
+    bump(&AID_ERRORS, kind as u32);
+}
+
+/// `CLOCK_MONOTONIC` nanoseconds.
+#[inline(always)]
+pub fn now() -> u64 {
+    // SAFETY: the helper takes no arguments and only reads the clock.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// Writes one event to the ring buffer, or counts it as lost.
+#[inline(always)]
+pub fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: EventKind, args: [u64; 3], ret: u64) {
+    match AID_EVENTS.reserve::<Event>(0) {
+        Some(mut slot) => {
+            slot.write(Event {
+                ts_ns,
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                func,
+                kind,
+                args,
+                ret,
+            });
+            slot.submit(BPF_RB_NO_WAKEUP);
+        }
+        None => bump(&AID_LOST, kind.lost_slot() as u32),
+    }
+}
+
+/// The attach cookie: the function's id.
+#[inline(always)]
+pub fn cookie(ctx: &impl EbpfContext) -> u32 {
+    // SAFETY: the helper only reads the cookie of the running program's
+    // attachment, from its own context.
+    unsafe { bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
+}
+
+/// The flags of the current process if it is a live target.
+#[inline(always)]
+pub fn live_target(pid_tgid: u64) -> Option<TargetFlags> {
+    let tgid = (pid_tgid >> 32) as u32;
+    match AID_TARGET.get(0) {
+        Some(t) if t.tgid == tgid && t.flags.contains(TargetFlags::LIVE) => Some(t.flags),
+        _ => None,
+    }
+}
+
+/// Whether the current process is the target (live or not yet).
+#[inline(always)]
+pub fn is_target(tgid: u32) -> bool {
+    AID_TARGET.get(0).is_some_and(|t| t.tgid == tgid)
+}
