@@ -8,6 +8,7 @@ use anyhow::bail;
 
 use super::{
     args::{RunArgs, StrategyArg, parse_duration},
+    out::emit,
     terminal::{Terminal, interrupt_flag},
 };
 use crate::{
@@ -62,6 +63,10 @@ pub struct Args {
     /// With --pid: longest wait for a unit to complete.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub unit_timeout: String,
+    /// A file written by `mine --emit-predicates`: report how often each
+    /// "pattern occurs" predicate held in the failing and passing runs.
+    #[arg(long, value_name = "FILE")]
+    pub patterns: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
     /// The program and its arguments.
@@ -99,6 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 out: args.run.out,
                 load,
                 options,
+                patterns: args.patterns,
             };
             debug_service(&req, &*interrupt_flag()?, &mut ui)?
         }
@@ -111,14 +117,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 out: args.run.out,
                 load,
                 options,
+                patterns: args.patterns,
             };
             debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
     let report = report::build(&debugged.diagnosis);
-    let text = report::render(&report);
+    let text = report::render(&report) + &report::beside::render(&debugged.beside);
     report::save(&debugged.out, &text, &report, &debugged.diagnosis)?;
-    println!("{text}");
-    println!("Session and report: {}", debugged.out.display());
+    report::beside::save(&debugged.out, &debugged.beside)?;
+    emit(&format!("{text}\nSession and report: {}\n", debugged.out.display()))?;
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -2,14 +2,26 @@
 //! session's failing runs (seed 002; [`crate::explain::mine`]). Also the
 //! access options `slice` and `compare` share.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::Context as _;
 
-use super::out::emit;
-use crate::explain::{
-    self, AccessSpec, ExplainError, Substrate,
-    mine::{self, Dataset, Options, predicates, report},
+use super::{
+    args::{load_options, parse_duration},
+    out::emit,
+    terminal::{Terminal, interrupt_flag},
+};
+use crate::{
+    explain::{
+        self, AccessSpec, ExplainError, Substrate,
+        mine::{self, Dataset, Options, predicates, report},
+        watch::WatchSettings,
+        watched::{MineRequest, mine_watched},
+    },
+    store,
 };
 
 /// How calls are typed as reads and writes of the objects they are passed.
@@ -28,6 +40,58 @@ pub struct AccessArgs {
 impl AccessArgs {
     pub fn spec(&self) -> Result<AccessSpec, ExplainError> {
         AccessSpec::new(&self.reads, &self.writes)
+    }
+}
+
+/// How reads and writes of the objects are known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessMode {
+    /// From the calls: see --reads and --writes.
+    #[default]
+    Rw,
+    /// From hardware watchpoints on (up to two of) the objects, in re-runs
+    /// of the program, unless the session already has watched runs.
+    Watch,
+}
+
+/// Re-running the program (`--access watch`, `slice --verify`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RerunArgs {
+    #[arg(long, value_enum, default_value = "rw")]
+    pub access: AccessMode,
+    /// With --access watch: how many watched re-runs to make at most.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub watch_runs: u32,
+    /// Kill a re-run (and count it as failed) after this long.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub timeout: String,
+    /// Where re-runs are stored (default: a new directory in SESSION).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl RerunArgs {
+    /// Watch settings, or None without --access watch.
+    pub fn watch(&self, session: &Path, runs: u32) -> anyhow::Result<Option<WatchSettings>> {
+        if self.access != AccessMode::Watch {
+            return Ok(None);
+        }
+        let timeout = parse_duration(&self.timeout)?;
+        Ok(Some(WatchSettings {
+            runs,
+            until_failure: false,
+            delay: None,
+            interventions: Vec::new(),
+            hold_timeout: timeout,
+            timeout,
+            out: self.dir(session, "watch"),
+            load: load_options(64 << 20)?,
+        }))
+    }
+
+    /// `--out`, or `SESSION/<what>-<time>`.
+    pub fn dir(&self, session: &Path, what: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| session.join(format!("{what}-{}", store::now_unix())))
     }
 }
 
@@ -59,6 +123,8 @@ pub struct Args {
     pub witnessed: bool,
     #[command(flatten)]
     pub access: AccessArgs,
+    #[command(flatten)]
+    pub rerun: RerunArgs,
     /// Write the patterns as "pattern occurs" predicates to FILE (format:
     /// docs/explain.md).
     #[arg(long, value_name = "FILE")]
@@ -83,11 +149,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let spec = args.access.spec()?;
     let (loaded, globals) = explain::load(&args.session)?;
     note_excluded(&loaded.session);
-    let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
-    if !substrate.runs.iter().any(|r| r.failed) {
-        return Err(ExplainError::NoFailingRuns.into());
-    }
-    let data = Dataset::from_substrate(&substrate, &spec);
     let opts = Options {
         min_supp: args.min_supp,
         step: args.step,
@@ -95,7 +156,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         prune: true,
         witnessed: args.witnessed,
     };
-    let mined = mine::mine(&data, &opts);
+    let (data, mined) = match args.rerun.watch(&args.session, args.rerun.watch_runs)? {
+        None => {
+            let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
+            if !substrate.runs.iter().any(|r| r.failed) {
+                return Err(ExplainError::NoFailingRuns.into());
+            }
+            let data = Dataset::from_substrate(&substrate, &spec);
+            let mined = mine::mine(&data, &opts);
+            (data, mined)
+        }
+        Some(settings) => {
+            let cancel = interrupt_flag()?;
+            let req = MineRequest { dir: &args.session, spec: &spec, opts: &opts };
+            let (data, mined, note) = mine_watched(
+                &loaded,
+                globals.as_ref(),
+                &req,
+                &settings,
+                &cancel,
+                &mut Terminal::default(),
+            )?;
+            eprintln!("aid: {}", note.text());
+            (data, mined)
+        }
+    };
     if let Some(path) = &args.emit_predicates {
         let file = predicates::export(&data, &mined, &args.access.reads, &args.access.writes);
         let text = serde_json::to_string_pretty(&file).expect("patterns serialize") + "\n";

@@ -20,6 +20,7 @@ pub mod out;
 pub mod record;
 pub mod slice;
 pub mod terminal;
+pub mod watch;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -59,6 +60,8 @@ pub enum Command {
     Slice(slice::Args),
     /// Explain how a failing run differs from a passing one, re-running to test each link.
     Compare(compare::Args),
+    /// Re-run with hardware watchpoints on objects and show which calls read and wrote them.
+    Watch(watch::Args),
 }
 
 /// Parses the command line, runs the subcommand, prints any error once.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Mine(args) => mine::run(args),
         Command::Slice(args) => slice::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Watch(args) => watch::run(args),
     };
     match result {
         Ok(code) => code,

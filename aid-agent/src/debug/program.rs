@@ -6,7 +6,7 @@ use std::{ffi::OsString, path::PathBuf, sync::atomic::AtomicBool};
 
 use anyhow::bail;
 
-use super::{DebugOptions, Debugged, debug, source::RunSource};
+use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
@@ -116,6 +116,9 @@ pub struct ProgramRequest {
     pub out: Option<PathBuf>,
     pub load: LoadOptions,
     pub options: DebugOptions,
+    /// `--patterns`: a `mine --emit-predicates` file whose "pattern
+    /// occurs" predicates are evaluated on the observed runs.
+    pub patterns: Option<PathBuf>,
 }
 
 /// Starts the session, debugs the program, and removes the probes.
@@ -124,6 +127,10 @@ pub fn debug_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    let patterns = match &req.patterns {
+        Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
+        None => None,
+    };
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
         &req.command,
@@ -153,7 +160,9 @@ pub fn debug_program(
     // Probes are removed when the tracer is dropped; say why it may take a moment.
     ui.say(&format!("removing {} probes", tracer.probe_count()));
     drop(tracer);
-    Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
+    let beside =
+        beside::for_session(writer.dir(), &target.program, &req.options.safe, patterns.as_ref());
+    Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
 }
 
 /// The program's own functions, first ones in address order, capped.

@@ -30,6 +30,7 @@ use super::{
     ExplainError,
     objects::{self, Globals, Slot},
     roles::RoleNames,
+    watch::Watched,
 };
 use crate::model::{FuncId, Function, Point, Role, Run, Session};
 
@@ -222,6 +223,18 @@ impl Substrate {
         spec: &AccessSpec,
         runs: &[u32],
     ) -> Substrate {
+        Substrate::build_watched(session, globals, spec, runs, &BTreeMap::new())
+    }
+
+    /// [`Substrate::build`], with the runs in `watched` typed by what
+    /// hardware watchpoints saw of their watched objects.
+    pub fn build_watched(
+        session: &Session,
+        globals: Option<&Globals>,
+        spec: &AccessSpec,
+        runs: &[u32],
+        watched: &BTreeMap<u32, Watched>,
+    ) -> Substrate {
         let mut objects = Objects::default();
         let chosen = session.runs.iter().filter(|r| {
             if runs.is_empty() {
@@ -230,8 +243,12 @@ impl Substrate {
                 runs.contains(&r.id)
             }
         });
-        let runs =
-            chosen.map(|r| accesses(r, &session.functions, globals, spec, &mut objects)).collect();
+        let runs = chosen
+            .map(|r| {
+                let w = watched.get(&r.id);
+                accesses_watched(r, &session.functions, globals, spec, &mut objects, w)
+            })
+            .collect();
         Substrate { functions: session.functions.clone(), objects, runs }
     }
 
@@ -248,12 +265,47 @@ pub fn accesses(
     spec: &AccessSpec,
     objects: &mut Objects,
 ) -> RunAccesses {
+    accesses_watched(run, functions, globals, spec, objects, None)
+}
+
+/// [`accesses`], with the watched objects of a watched run typed by the
+/// accesses the hardware saw: each is an R or W event of the call it was
+/// attributed to, at its own time (repeats of the same kind by the same
+/// call shown once), and calls passing a watched object no longer guess.
+pub fn accesses_watched(
+    run: &Run,
+    functions: &[Function],
+    globals: Option<&Globals>,
+    spec: &AccessSpec,
+    objects: &mut Objects,
+    watched: Option<&Watched>,
+) -> RunAccesses {
     let roles = RoleNames::of(run);
     let named = objects::name_pointers(run, functions, &roles, globals);
+    // A pointer to a watched address is that object, by the name it was
+    // watched under (the run may name it otherwise).
+    let watched_name = |i: usize, slot: Slot| -> Option<&str> {
+        let w = watched?;
+        let c = &run.calls[i];
+        let raw = match slot {
+            Slot::Arg(a) => c.args[a as usize],
+            Slot::Ret => c.ret?,
+        };
+        w.objects.get(&(raw as u64)).map(String::as_str)
+    };
     let pointers: Vec<Vec<(Slot, ObjId)>> = named
         .iter()
-        .map(|slots| slots.iter().map(|(s, n)| (*s, objects.intern(n))).collect())
+        .enumerate()
+        .map(|(i, slots)| {
+            slots
+                .iter()
+                .map(|(s, n)| (*s, objects.intern(watched_name(i, *s).unwrap_or(n))))
+                .collect()
+        })
         .collect();
+    let watched_ids: BTreeSet<ObjId> = watched
+        .map(|w| w.objects.values().map(|n| objects.intern(n)).collect())
+        .unwrap_or_default();
     let mut passed_by: BTreeMap<ObjId, BTreeSet<Role>> = BTreeMap::new();
     for (c, slots) in run.calls.iter().zip(&pointers) {
         for (slot, obj) in slots {
@@ -262,8 +314,9 @@ pub fn accesses(
             }
         }
     }
-    let shared: BTreeSet<ObjId> =
+    let mut shared: BTreeSet<ObjId> =
         passed_by.iter().filter(|(_, r)| r.len() >= 2).map(|(o, _)| *o).collect();
+    shared.extend(watched_ids.iter().copied());
     let classes: Vec<AccessClass> = functions.iter().map(|f| spec.class(f)).collect();
     // Objects each call passes that its accesses are about.
     // A lock is its own object even where it shares its address with the
@@ -279,7 +332,9 @@ pub fn accesses(
                     let name = format!("lock@{}", objects.name(*o));
                     objs.push(objects.intern(&name));
                 }
-                Slot::Arg(_) if !sync && shared.contains(o) => objs.push(*o),
+                Slot::Arg(_) if !sync && shared.contains(o) && !watched_ids.contains(o) => {
+                    objs.push(*o);
+                }
                 _ => {}
             }
         }
@@ -324,6 +379,30 @@ pub fn accesses(
             if write_at_exit && let Some(x) = c.exit_ns {
                 events.push(ev(Point::Exit, Access::W, x));
             }
+        }
+    }
+    if let Some(w) = watched {
+        let mut last: Option<(usize, ObjId, Access)> = None;
+        for a in &w.accesses {
+            let Some(i) = a.call else { continue };
+            let c = &run.calls[i];
+            let object = objects.intern(&a.object);
+            let access = if a.write { Access::W } else { Access::R };
+            if last == Some((i, object, access)) {
+                continue;
+            }
+            last = Some((i, object, access));
+            events.push(Event {
+                call: i,
+                role: c.role,
+                func: c.func,
+                caller: parent[i].map(|p| run.calls[p].func),
+                instance: c.instance,
+                point: if a.write { Point::Exit } else { Point::Entry },
+                access,
+                object,
+                t_ns: a.t_ns,
+            });
         }
     }
     events.sort_by_key(|e| (e.t_ns, e.point == Point::Exit, e.call));

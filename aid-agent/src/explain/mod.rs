@@ -14,8 +14,12 @@ pub mod access;
 pub mod compare;
 pub mod mine;
 pub mod objects;
+pub mod rerun;
 pub mod roles;
 pub mod slice;
+pub mod verify;
+pub mod watch;
+pub mod watched;
 
 use std::path::Path;
 
@@ -74,6 +78,10 @@ pub enum ExplainError {
     Criterion { text: String, reason: String },
     #[error("bad --deps `{0}`: give a comma-separated subset of ds, cs, war, waw")]
     Deps(String),
+    #[error("cannot watch {name}: {reason}")]
+    Object { name: String, reason: String },
+    #[error("{0}")]
+    Watch(String),
 }
 
 /// Run ids as a short list for messages ("1, 4, 7 and 12 more").

@@ -104,6 +104,17 @@ impl Globals {
         Some(if off == 0 { name.clone() } else { format!("{name}+{off:#x}") })
     }
 
+    /// The ELF address and remaining size of a global named as [`Globals::name`]
+    /// names it (`symbol` or `symbol+0x10`).
+    pub fn lookup(&self, name: &str) -> Option<(u64, u64)> {
+        let (sym, off) = match name.split_once('+') {
+            Some((s, o)) => (s, u64::from_str_radix(o.strip_prefix("0x")?, 16).ok()?),
+            None => (name, 0),
+        };
+        let (addr, size, _) = self.data.iter().find(|(_, _, n)| n == sym)?;
+        (off < (*size).max(1)).then(|| (addr + off, size.saturating_sub(off)))
+    }
+
     /// Data symbols given directly (tests, and callers that read the
     /// symbol table themselves): (ELF address, size, name).
     pub fn new(pie: bool, data: Vec<(u64, u64, String)>) -> Globals {

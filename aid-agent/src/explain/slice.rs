@@ -553,7 +553,7 @@ pub fn call_text(run: &Run, acc: &RunAccesses, substrate: &Substrate, c: usize) 
 }
 
 /// Call numbers as printed: position among the run's traced calls, from 1.
-fn numbers(run: &Run, functions: &[Function]) -> Vec<usize> {
+pub(crate) fn numbers(run: &Run, functions: &[Function]) -> Vec<usize> {
     let mut n = 0;
     run.calls
         .iter()

@@ -2,6 +2,8 @@
 //! as data (`report.json`): the root cause, the causal path with the
 //! evidence for each link, what it cost, and what TAGT would have needed.
 
+pub mod beside;
+
 use std::{collections::BTreeSet, fmt::Write as _, path::Path};
 
 use anyhow::Context as _;

@@ -24,8 +24,7 @@
 //! reports each re-run through [`Progress`].
 
 use std::{
-    ffi::OsString,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
@@ -39,18 +38,12 @@ use super::{
     minimize::{Observed, Replacement, Rerun},
 };
 use crate::{
-    bpf::{LoadOptions, Programs},
-    explain::roles::RoleNames,
+    bpf::LoadOptions,
+    explain::{rerun, roles::RoleNames},
     intervene::Plan,
-    model::{Function, Intervention, Point, Site},
-    record::{
-        fail::RunPolicy,
-        progress::Progress,
-        start::{self, ProgramSession},
-        tracer::Tracer,
-    },
-    store::{Loaded, Mode, Writer},
-    symbols::Module,
+    model::{Intervention, Point, Site},
+    record::{fail::RunPolicy, progress::Progress, tracer::Tracer},
+    store::{Loaded, Writer},
     sys::spawn::Target,
 };
 
@@ -142,7 +135,8 @@ pub fn compare_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Comparison> {
-    let (mut session, policy) = restart(loaded, &settings.out, settings.timeout, settings.load)?;
+    let (mut session, policy) =
+        rerun::restart(loaded, &settings.out, settings.timeout, settings.load)?;
     let role_names = |id: u32| {
         inputs.session.runs.iter().find(|r| r.id == id).map(RoleNames::of).unwrap_or_default()
     };
@@ -162,61 +156,4 @@ pub fn compare_program(
     let result = super::compare(inputs, opts, live);
     ui.end();
     result
-}
-
-/// A session that re-runs the program `loaded` was recorded from, with
-/// the same functions traced (and aid's own probes), stored in `out`.
-pub fn restart(
-    loaded: &Loaded,
-    out: &Path,
-    timeout: Duration,
-    load: LoadOptions,
-) -> anyhow::Result<(ProgramSession, RunPolicy)> {
-    let header = &loaded.header;
-    if header.mode == Mode::Attach || header.command.is_empty() {
-        bail!(
-            "the session was recorded by attaching to a running process, which aid cannot restart: record it with `aid-agent record` instead"
-        );
-    }
-    let argv: Vec<OsString> = header.command.iter().map(OsString::from).collect();
-    let policy = RunPolicy::new(&header.fail_rules, timeout)?;
-    let user: Vec<Function> =
-        loaded.session.functions.iter().filter(|f| !f.internal).cloned().collect();
-    let session = start::program(
-        Mode::Debug,
-        &argv,
-        &policy.texts,
-        load,
-        Some(out),
-        Programs::Record,
-        |r| {
-            unchanged(r.executable(), &user)?;
-            Ok(user.clone())
-        },
-    )?;
-    Ok((session, policy))
-}
-
-/// The session's functions must still be where they were recorded.
-fn unchanged(exe: &Module, functions: &[Function]) -> anyhow::Result<()> {
-    for (i, f) in functions.iter().enumerate() {
-        anyhow::ensure!(f.id as usize == i, "session function ids are not in order");
-        if f.module == exe.path {
-            let same = exe.symbols.iter().any(|s| s.raw == f.symbol && s.offset == f.offset);
-            anyhow::ensure!(
-                same,
-                "{} changed since the session was recorded ({} is not where it was): record a new session",
-                exe.path.display(),
-                f.name
-            );
-        } else {
-            anyhow::ensure!(
-                Path::new(&f.module).exists(),
-                "{} (of {}) is gone: record a new session",
-                f.module.display(),
-                f.name
-            );
-        }
-    }
-    Ok(())
 }
