@@ -332,3 +332,78 @@ fn bad_arguments_are_one_line_errors() {
         "aid: bad criterion `f#1`: give `exit` or `function#k.ret`, e.g. `check_total#1.ret`"
     );
 }
+
+/// A session written directly with the library (no probes): `parse`
+/// returns 0 in two runs and -22 in the third, which fails.
+fn written_session(dir: &Path) {
+    use aid::{
+        model::{EventRow, Label, Outcome, Point, RecordedRun, ValueKind, ValueType, testing},
+        store::{self, Header, Mode, Writer},
+    };
+    let int = ValueType { kind: ValueKind::Signed, size: 4 };
+    let f = testing::function(0, "parse").in_module("/bin/t", 0x1000).with_types(int, vec![]);
+    let header = Header {
+        format: store::FORMAT.into(),
+        version: store::VERSION,
+        tool: "test".into(),
+        created: 0,
+        mode: Mode::Record,
+        program: "/bin/t".into(),
+        command: vec!["/bin/t".into()],
+        pid: None,
+        unit: None,
+        fail_rules: Vec::new(),
+        functions: vec![f.clone()],
+    };
+    let mut w = Writer::create(dir, &header).unwrap();
+    for (id, ret) in [(1, 0), (2, 0), (3, -22)] {
+        let row = |t_ns, point, ret| EventRow {
+            t_ns,
+            tid: 100,
+            role: 0,
+            func: 0,
+            point,
+            instance: 1,
+            args: [0; 3],
+            ret,
+        };
+        let rows = vec![row(5, Point::Entry, 0), row(9, Point::Exit, ret)];
+        let label = if ret == 0 { Label::Pass } else { Label::Fail };
+        let mut run = testing::run(id, label, aid::model::calls_from_rows(&rows), 20);
+        run.outcome = Outcome { exit_code: Some(i32::from(ret != 0)), ..Outcome::default() };
+        let rec = RecordedRun {
+            run,
+            rows,
+            start_ns: 0,
+            orphan_exits: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            probe_errors: 0,
+        };
+        w.append(&rec, std::slice::from_ref(&f)).unwrap();
+    }
+}
+
+/// `analyze`, `mine` and `slice` writing into a pipe whose reader has
+/// gone end quietly: no panic, an exit code (`print!` panicked here).
+#[test]
+fn printing_commands_survive_a_closed_pipe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("session");
+    written_session(&dir);
+    for args in [vec!["analyze"], vec!["mine"], vec!["slice", "--run", "3"]] {
+        let mut child = agent()
+            .args(&args)
+            .arg(&dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before anything is written.
+        drop(child.stdout.take());
+        let result = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(result.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

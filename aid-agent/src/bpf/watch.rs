@@ -46,8 +46,9 @@ pub struct Breakpoints {
 }
 
 impl Probes {
-    /// Loads the watch programs the first time they are needed.
-    fn watch_programs(&mut self) -> Result<(), ProbeError> {
+    /// Loads the watch programs (once): before a run, so that the first
+    /// arming does not wait for the verifier while it holds a thread.
+    pub fn load_watch_programs(&mut self) -> Result<(), ProbeError> {
         for (name, _) in PROGRAMS {
             let prog: &mut PerfEvent = program(&mut self.ebpf, name)?;
             if prog.fd().is_err() {
@@ -75,7 +76,7 @@ impl Probes {
         if !addr.is_multiple_of(len) {
             return Err(WatchError::Shape { addr, len });
         }
-        self.watch_programs()?;
+        self.load_watch_programs()?;
         let mut links = Vec::new();
         for (name, kind) in PROGRAMS {
             let prog: &mut PerfEvent = program(&mut self.ebpf, name)?;

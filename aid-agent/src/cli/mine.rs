@@ -62,6 +62,10 @@ pub struct RerunArgs {
     /// With --access watch: how many watched re-runs to make at most.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub watch_runs: u32,
+    /// With --access watch: the objects (at most two), or words of them
+    /// (`pool+0x20`), to watch instead of the ones the analysis names.
+    #[arg(long = "watch-object", value_name = "NAME")]
+    pub watch_objects: Vec<String>,
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
@@ -78,6 +82,7 @@ impl RerunArgs {
         }
         let timeout = parse_duration(&self.timeout)?;
         Ok(Some(WatchSettings {
+            names: self.watch_objects.clone(),
             runs,
             until_failure: false,
             delay: None,
@@ -89,10 +94,22 @@ impl RerunArgs {
         }))
     }
 
-    /// `--out`, or `SESSION/<what>-<time>`.
+    /// `--out`, or `SESSION/<what>-<time>` (`-2`, `-3`, ... when taken).
     pub fn dir(&self, session: &Path, what: &str) -> PathBuf {
-        self.out.clone().unwrap_or_else(|| session.join(format!("{what}-{}", store::now_unix())))
+        self.out.clone().unwrap_or_else(|| fresh_dir(session, what))
     }
+}
+
+/// `SESSION/<what>-<time>`, or with `-2`, `-3`, ... when that exists.
+pub fn fresh_dir(session: &Path, what: &str) -> PathBuf {
+    let base = format!("{what}-{}", store::now_unix());
+    let mut dir = session.join(&base);
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = session.join(format!("{base}-{n}"));
+    }
+    dir
 }
 
 /// Says which runs the explainers leave out, and why.

@@ -6,6 +6,7 @@ use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
     args::{load_options, parse_duration},
+    mine::fresh_dir,
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -15,7 +16,6 @@ use crate::{
         watch::{self, WatchSettings},
     },
     record::watchpoints::WatchDelay,
-    store,
 };
 
 /// After which accesses `--delay` holds the thread.
@@ -86,11 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .ok_or_else(|| anyhow::anyhow!("{} has no runs", args.session.display()))?,
     };
     let objects = watch::resolve(&session.functions, base, globals.as_ref(), &args.objects)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.session.join(format!("watch-{}", store::now_unix())));
+    let out = args.out.clone().unwrap_or_else(|| fresh_dir(&args.session, "watch"));
     let settings = WatchSettings {
+        names: Vec::new(),
         runs: args.runs,
         until_failure: false,
         delay,

@@ -42,6 +42,12 @@ use crate::{
 /// The file of a watched session that holds the accesses.
 pub const WATCH_FILE: &str = "watch.jsonl";
 
+/// At most this many accesses of a run are kept (~120 bytes each in
+/// `watch.jsonl`): a hot loop on a watched object must not fill the disk.
+/// A run that had more keeps its first ones and counts the rest; it is
+/// not used for typing.
+pub const MAX_ACCESSES: usize = 200_000;
+
 /// One line of `watch.jsonl`: a run's watched accesses.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchRecord {
@@ -50,12 +56,15 @@ pub struct WatchRecord {
     pub armed: Vec<Armed>,
     pub lost_hits: u64,
     pub stray_hits: u64,
+    /// Accesses beyond [`MAX_ACCESSES`], not kept.
+    #[serde(default)]
+    pub dropped: u64,
     /// In time order.
     pub accesses: Vec<MemAccess>,
 }
 
 /// What the explainers need of a watched run: which pointer values are
-/// watched objects (by canonical name), and their accesses.
+/// the watched objects' starts (by canonical name), and their accesses.
 #[derive(Clone, Debug, Default)]
 pub struct Watched {
     pub objects: BTreeMap<u64, String>,
@@ -65,7 +74,11 @@ pub struct Watched {
 impl WatchRecord {
     pub fn watched(&self) -> Watched {
         Watched {
-            objects: self.armed.iter().filter_map(|a| Some((a.addr?, a.name.clone()))).collect(),
+            objects: self
+                .armed
+                .iter()
+                .filter_map(|a| Some((a.base.or(a.addr)?, a.object.clone())))
+                .collect(),
             accesses: self.accesses.clone(),
         }
     }
@@ -73,7 +86,9 @@ impl WatchRecord {
     /// Every object was watched from its arming on, on every thread, and
     /// no hit was lost.
     pub fn complete(&self) -> bool {
-        self.lost_hits == 0 && self.armed.iter().all(|a| a.addr.is_some() && a.errors.is_empty())
+        self.lost_hits == 0
+            && self.dropped == 0
+            && self.armed.iter().all(|a| a.addr.is_some() && a.errors.is_empty())
     }
 }
 
@@ -121,7 +136,19 @@ fn resolve_one(
 ) -> Result<WatchObject, ExplainError> {
     let bad = |reason: String| ExplainError::Object { name: name.to_owned(), reason };
     let plain = name.strip_prefix("lock@").unwrap_or(name);
-    if let Some((role_name, rest)) = plain.split_once(':') {
+    // A word inside the object: `object+0x20`.
+    let (object, offset) = match plain.rsplit_once('+') {
+        Some((o, off)) => {
+            let hex = off
+                .strip_prefix("0x")
+                .ok_or_else(|| bad(format!("`+{off}`: give the offset in hex, `+0x20`")))?;
+            let offset = u64::from_str_radix(hex, 16)
+                .map_err(|_| bad(format!("`{off}` is not a hex offset")))?;
+            (o, offset)
+        }
+        None => (plain, 0),
+    };
+    if let Some((role_name, rest)) = object.split_once(':') {
         let (call, slot) =
             rest.rsplit_once('.').ok_or_else(|| bad("no `.argN` or `.ret`".into()))?;
         let (func, k) = call.rsplit_once('#').ok_or_else(|| bad("no `#k`".into()))?;
@@ -148,7 +175,21 @@ fn resolve_one(
         if !base.calls.iter().any(|c| c.func == f.id && c.role == role && c.instance == instance) {
             return Err(bad(format!("run {} has no call {role_name}:{func}#{instance}", base.id)));
         }
-        return Ok(WatchObject { name: name.to_owned(), locate, arm_at, arm_point: point, len: 8 });
+        if !offset.is_multiple_of(8) {
+            return Err(
+                bad("the offset of a word in a heap object must be a multiple of 8".into()),
+            );
+        }
+        return Ok(WatchObject {
+            name: name.to_owned(),
+            object: object.to_owned(),
+            offset,
+            size: None,
+            locate,
+            arm_at,
+            arm_point: point,
+            len: 8,
+        });
     }
     let globals = globals.ok_or_else(|| {
         bad("the executable's symbols cannot be read to place this global".into())
@@ -156,6 +197,7 @@ fn resolve_one(
     let (elf_addr, size) = globals.lookup(plain).ok_or_else(|| {
         bad("neither a global of the executable nor `role:function#k.argN|ret`".into())
     })?;
+    let (_, object_size) = globals.lookup(object).unwrap_or((elf_addr, size));
     let len = [8, 4, 2, 1]
         .into_iter()
         .find(|l| *l <= size.max(1) && elf_addr.is_multiple_of(*l))
@@ -168,6 +210,9 @@ fn resolve_one(
         .ok_or_else(|| bad(format!("run {} has no traced call on the main thread", base.id)))?;
     Ok(WatchObject {
         name: name.to_owned(),
+        object: object.to_owned(),
+        offset,
+        size: Some(object_size),
         locate: Locate::Global { elf_addr },
         arm_at: Site { func: first.func, role: 0, instance: first.instance },
         arm_point: Point::Entry,
@@ -178,6 +223,9 @@ fn resolve_one(
 /// How the watched re-runs are made.
 #[derive(Clone, Debug)]
 pub struct WatchSettings {
+    /// For `mine` and `slice`: the objects (or words, `pool+0x20`) to
+    /// watch instead of the ones the analysis names.
+    pub names: Vec<String>,
     pub runs: u32,
     /// Stop at the first failing run (what `slice --access watch` needs).
     pub until_failure: bool,
@@ -238,13 +286,17 @@ pub fn watch_program(
             cancel,
         )?;
         session.writer.append(&w.rec, session.tracer.functions())?;
+        let mut accesses = w.accesses;
+        let dropped = accesses.len().saturating_sub(MAX_ACCESSES) as u64;
+        accesses.truncate(MAX_ACCESSES);
         let record = WatchRecord {
             run: id,
             objects: objects.clone(),
             armed: w.armed,
             lost_hits: w.lost_hits,
             stray_hits: w.stray_hits,
-            accesses: w.accesses,
+            dropped,
+            accesses,
         };
         let line = serde_json::to_string(&record).expect("watch records serialize") + "\n";
         file.write_all(line.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
@@ -275,10 +327,29 @@ pub struct CallAccesses {
     pub function: String,
     pub instance: u32,
     pub object: String,
-    /// `R`/`W` in order, consecutive repeats merged.
+    /// `R`/`W` in order, consecutive repeats merged; a repeating cycle
+    /// once with its count (`(R W)×1000`), a long irregular one cut.
     pub accesses: String,
-    /// Accesses before merging.
-    pub count: usize,
+    /// Reads and writes before merging.
+    pub reads: usize,
+    pub writes: usize,
+}
+
+/// The access kinds of one call in words: `R W`, or `(R W)×1000` for a
+/// long one (with repeats merged, reads and writes alternate).
+fn sequence_text(kinds: &[char]) -> String {
+    let join = |k: &[char]| k.iter().map(char::to_string).collect::<Vec<_>>().join(" ");
+    if kinds.len() <= 4 {
+        return join(kinds);
+    }
+    for p in 1..=4 {
+        if kinds.iter().enumerate().all(|(i, k)| *k == kinds[i % p]) {
+            let rest = &kinds[kinds.len() / p * p..];
+            let tail = if rest.is_empty() { String::new() } else { format!(" {}", join(rest)) };
+            return format!("({})×{}{tail}", join(&kinds[..p]), kinds.len() / p);
+        }
+    }
+    format!("{} … {}", join(&kinds[..4]), join(&kinds[kinds.len() - 2..]))
 }
 
 /// A watched run in words: per call, what it did to each object; the
@@ -294,6 +365,9 @@ pub struct RunReport {
     pub outside_calls: BTreeMap<String, usize>,
     pub races: Vec<String>,
     pub lost_hits: u64,
+    pub dropped: u64,
+    /// Objects watched on their first word only: (bytes watched, size).
+    pub partial: BTreeMap<String, (u64, u64)>,
 }
 
 /// The words for one watched run.
@@ -303,7 +377,8 @@ pub fn run_report(run: &Run, record: &WatchRecord, functions: &[Function]) -> Ru
         functions.get(run.calls[c].func as usize).map_or("?", |f| f.name.as_str()).to_owned()
     };
     let mut order: Vec<(usize, String)> = Vec::new();
-    let mut seqs: BTreeMap<(usize, String), (String, usize)> = BTreeMap::new();
+    // (kinds with consecutive repeats merged, reads, writes) per call/object.
+    let mut seqs: BTreeMap<(usize, String), (Vec<char>, usize, usize)> = BTreeMap::new();
     let mut outside: BTreeMap<String, usize> = BTreeMap::new();
     for a in &record.accesses {
         let Some(c) = a.call else {
@@ -314,28 +389,30 @@ pub fn run_report(run: &Run, record: &WatchRecord, functions: &[Function]) -> Ru
         let kind = if a.write { 'W' } else { 'R' };
         let entry = seqs.entry(key.clone()).or_insert_with(|| {
             order.push(key.clone());
-            (String::new(), 0)
+            (Vec::new(), 0, 0)
         });
-        if !entry.0.ends_with(kind) {
-            if !entry.0.is_empty() {
-                entry.0.push(' ');
-            }
+        if entry.0.last() != Some(&kind) {
             entry.0.push(kind);
         }
-        entry.1 += 1;
+        if a.write {
+            entry.2 += 1;
+        } else {
+            entry.1 += 1;
+        }
     }
     let calls = order
         .iter()
         .map(|key| {
             let c = &run.calls[key.0];
-            let (accesses, count) = seqs[key].clone();
+            let (kinds, reads, writes) = &seqs[key];
             CallAccesses {
                 role: roles.name(c.role).to_owned(),
                 function: fname(key.0),
                 instance: c.instance,
                 object: key.1.clone(),
-                accesses,
-                count,
+                accesses: sequence_text(kinds),
+                reads: *reads,
+                writes: *writes,
             }
         })
         .collect();
@@ -366,6 +443,13 @@ pub fn run_report(run: &Run, record: &WatchRecord, functions: &[Function]) -> Ru
         outside_calls: outside,
         races,
         lost_hits: record.lost_hits,
+        dropped: record.dropped,
+        partial: record
+            .objects
+            .iter()
+            .filter(|o| o.partial())
+            .map(|o| (o.name.clone(), (o.len, o.size.unwrap_or(0))))
+            .collect(),
     }
 }
 
@@ -385,10 +469,13 @@ pub fn render_text(reports: &[RunReport]) -> String {
                 (Some(addr), Some(at)) => {
                     let _ = writeln!(
                         s,
-                        "  {} at {addr:#x}, watched from {:.3} ms on {} thread(s)",
+                        "  {} at {addr:#x}, watched from {:.3} ms on {} thread(s){}",
                         a.name,
                         at as f64 / 1e6,
-                        a.threads
+                        a.threads,
+                        r.partial.get(&a.name).map_or_else(String::new, |(len, size)| format!(
+                            " (its first {len} of {size} bytes)"
+                        ))
                     );
                 }
                 _ => {
@@ -418,6 +505,13 @@ pub fn render_text(reports: &[RunReport]) -> String {
         if r.lost_hits > 0 {
             let _ = writeln!(s, "  warning: {} hits lost (buffer full)", r.lost_hits);
         }
+        if r.dropped > 0 {
+            let _ = writeln!(
+                s,
+                "  warning: {} more accesses not kept (over {MAX_ACCESSES})",
+                r.dropped
+            );
+        }
     }
     s
 }
@@ -437,4 +531,18 @@ pub fn watched_runs(records: &BTreeMap<u32, WatchRecord>) -> BTreeMap<u32, Watch
 pub fn load_watched(dir: &Path) -> anyhow::Result<(Session, BTreeMap<u32, WatchRecord>)> {
     let session = crate::store::load(dir)?;
     Ok((session, load_records(dir)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence_text;
+
+    #[test]
+    fn access_sequences_in_words() {
+        let k = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(sequence_text(&k("RW")), "R W");
+        assert_eq!(sequence_text(&k("RWRWRWR")), "(R W)×3 R");
+        assert_eq!(sequence_text(&k("RWRWRW")), "(R W)×3");
+        assert_eq!(sequence_text(&k("WRWRW")), "(W R)×2 W");
+    }
 }

@@ -65,6 +65,32 @@ fn watchable(names: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// The objects to watch: `settings.names` if given, else `found` (the
+/// analysis' objects); refused when one would be watched only in part.
+fn to_watch(
+    functions: &[crate::model::Function],
+    base: &crate::model::Run,
+    globals: Option<&Globals>,
+    found: Vec<String>,
+    settings: &WatchSettings,
+) -> anyhow::Result<Vec<crate::record::watchpoints::WatchObject>> {
+    let names = if settings.names.is_empty() { found } else { settings.names.clone() };
+    if names.is_empty() {
+        bail!("no object a watchpoint can watch (locks are typed exactly already)");
+    }
+    let objects = watch::resolve(functions, base, globals, &names)?;
+    if let Some(o) = objects.iter().find(|o| o.partial()) {
+        bail!(
+            "{} is {} bytes and a watchpoint covers {}: name the word to watch, --watch-object {}+0xOFFSET (the offset of the field the threads race on)",
+            o.name,
+            o.size.unwrap_or(0),
+            o.len,
+            o.name
+        );
+    }
+    Ok(objects)
+}
+
 /// A session and its watch records (runs with none are left out).
 struct WatchedSession {
     dir: PathBuf,
@@ -122,12 +148,9 @@ pub fn mine_watched(
         };
         let names =
             watchable(top.macros.iter().flatten().map(|&e| data.event_json(e).object.clone()));
-        if names.is_empty() {
-            bail!("the top pattern names only locks, which need no watchpoints");
-        }
         let base_id = top.failing.first().copied().context("the top pattern has no failing run")?;
         let base = loaded.session.runs.iter().find(|r| r.id == base_id).expect("mined run");
-        let objects = watch::resolve(&loaded.session.functions, base, globals, &names)?;
+        let objects = to_watch(&loaded.session.functions, base, globals, names, settings)?;
         let outcome = watch::watch_program(loaded, objects, settings, cancel, ui)?;
         let made = outcome.runs.len();
         (WatchedSession::load(outcome.out)?, made)
@@ -239,10 +262,7 @@ pub fn slice_command(
             acc.events.iter().filter(|e| s.kept.contains(&e.call)).collect();
         events.sort_by_key(|e| (e.call != crit, e.t_ns));
         let names = watchable(events.iter().map(|e| substrate.objects.name(e.object).to_owned()));
-        if names.is_empty() {
-            bail!("the slice touches no object a watchpoint can watch");
-        }
-        let objects = watch::resolve(&session.functions, run, globals, &names)?;
+        let objects = to_watch(&session.functions, run, globals, names, settings)?;
         let settings = WatchSettings { until_failure: true, ..settings.clone() };
         let outcome = watch::watch_program(loaded, objects, &settings, cancel, ui)?;
         let made = outcome.runs.len();

@@ -72,8 +72,18 @@ pub enum Locate {
 /// One object to watch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchObject {
-    /// Its canonical name (`events`, `main:make_cell#1.ret`).
+    /// As named: the object, or a word in it (`pool+0x20`).
     pub name: String,
+    /// The object's canonical name (`events`, `main:make_cell#1.ret`):
+    /// accesses are accesses of it.
+    pub object: String,
+    /// Bytes from the object's start to the watched word (an argument or
+    /// return value locates the object's start; a global's ELF address
+    /// already includes it).
+    pub offset: u64,
+    /// The object's size, when known (globals): more than `len` means only
+    /// a part of it is watched.
+    pub size: Option<u64>,
     pub locate: Locate,
     /// The call where the address is learned and the breakpoints opened
     /// (roles as numbered in the base run).
@@ -81,6 +91,14 @@ pub struct WatchObject {
     pub arm_point: Point,
     /// Bytes watched from the object's start: 1, 2, 4 or 8.
     pub len: u64,
+}
+
+impl WatchObject {
+    /// Only the first `len` bytes of a larger object are watched, and it
+    /// was named as a whole (not as one of its words).
+    pub fn partial(&self) -> bool {
+        self.offset == 0 && self.name == self.object && self.size.is_some_and(|s| s > self.len)
+    }
 }
 
 /// A delay right after each access of a kind (failure amplification).
@@ -198,9 +216,15 @@ impl Watcher {
 /// What became of one object in a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Armed {
+    /// As named (`pool+0x20`), and the object it is in (`pool`).
     pub name: String,
+    #[serde(default)]
+    pub object: String,
     /// The address watched, once known.
     pub addr: Option<u64>,
+    /// The object's start (the watched address less the offset).
+    #[serde(default)]
+    pub base: Option<u64>,
     /// When the breakpoints were in place (ns since the run started).
     pub at_ns: Option<u64>,
     /// Threads it was opened on (threads created later inherit it).
@@ -239,7 +263,7 @@ pub fn watched_run(
         armed: watcher
             .objects
             .iter()
-            .map(|o| Armed { name: o.name.clone(), ..Armed::default() })
+            .map(|o| Armed { name: o.name.clone(), object: o.object.clone(), ..Armed::default() })
             .collect(),
         armed_ns: vec![None; watcher.objects.len()],
         breakpoints: Vec::new(),
@@ -253,7 +277,7 @@ pub fn watched_run(
         a.at_ns = t.map(|t| t.saturating_sub(rec.start_ns));
     }
     let addrs: BTreeMap<u64, String> =
-        armed.iter().filter_map(|a| Some((a.addr?, a.name.clone()))).collect();
+        armed.iter().filter_map(|a| Some((a.addr?, a.object.clone()))).collect();
     let (accesses, stray_hits) = attribute(&hits, &rec.run, rec.start_ns, &addrs);
     Ok(WatchedRun { rec, accesses, armed, lost_hits: lost, stray_hits })
 }
@@ -298,6 +322,7 @@ impl Arming<'_> {
             }
         };
         self.armed[i].addr = Some(addr);
+        self.armed[i].base = Some(addr.wrapping_sub(o.offset));
         let len = o.len;
         for tid in proc::thread_ids(pid).unwrap_or_default() {
             match probes.watch_address(tid, addr, len) {
@@ -328,19 +353,21 @@ impl Arming<'_> {
         let regs = ptrace::getregs(Pid::from_raw(tid as i32)).map_err(|e| {
             format!("thread {tid} was not stopped at the arming site (it ran on: {e}); its accesses until then are not seen")
         })?;
-        Ok(match o.locate {
+        let start = match o.locate {
             Locate::Arg { arg: 0 } => regs.rdi,
             Locate::Arg { arg: 1 } => regs.rsi,
             Locate::Arg { arg: 2 } => regs.rdx,
             Locate::Arg { arg } => return Err(format!("argument {arg} is not recorded")),
             Locate::Ret => regs.rax,
             Locate::Global { .. } => unreachable!("handled above"),
-        })
+        };
+        Ok(start.wrapping_add(o.offset))
     }
 }
 
 impl RunHook for Arming<'_> {
     fn started(&mut self, probes: &mut Probes, _pid: u32) -> Result<(), crate::bpf::ProbeError> {
+        probes.load_watch_programs()?;
         // Hits of an earlier run are not this one's.
         let _ = probes.take_watch_hits()?;
         let config = match self.watcher.delay {
@@ -380,8 +407,9 @@ impl RunHook for Arming<'_> {
 /// Accesses from raw hits: the two hits of a write (same thread, address
 /// and instruction, one after the other) are one write, a lone
 /// read-or-write hit a read; each is attributed to the innermost traced
-/// call active on its thread. Returns them in time order, with the number
-/// of hits of threads the run does not know.
+/// call active on its thread, and named by `objects` (watched address →
+/// the object it is in). Returns them in time order, with the number of
+/// hits of threads the run does not know.
 pub fn attribute(
     hits: &[WatchHit],
     run: &Run,

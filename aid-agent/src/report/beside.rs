@@ -65,3 +65,59 @@ pub fn save(dir: &Path, b: &Beside) -> anyhow::Result<()> {
     std::fs::write(&p, serde_json::to_string_pretty(b)? + "\n")
         .with_context(|| format!("writing {}", p.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::debug::beside::{Chain, PatternTruth, TopPattern};
+
+    /// The section, exactly; nothing at all when there is nothing to add.
+    #[test]
+    fn the_section_in_words() {
+        assert_eq!(render(&Beside::default()), "");
+        let b = Beside {
+            pattern: Some(TopPattern {
+                text: "⟨w2:load(c) | w1:store(c)⟩".into(),
+                deps: vec!["R w2:load(c) → W w1:store(c) (anti)".into()],
+                rel_supp: 1.0,
+                failing_runs: 9,
+                failing_total: 10,
+                passing_runs: 0,
+                passing_total: 12,
+            }),
+            chain: Some(Chain {
+                fail: 4,
+                pass: 1,
+                steps: vec![
+                    "order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS)".into(),
+                    "the run fails".into(),
+                ],
+            }),
+            patterns_file: Some("p.json".into()),
+            pattern_predicates: vec![PatternTruth {
+                id: "mine:1.1".into(),
+                description: "pattern ⟨…⟩ occurs".into(),
+                failing_true: 10,
+                failing: 10,
+                passing_true: 0,
+                passing: 12,
+                precision: 1.0,
+                recall: 1.0,
+                importance: 1.0,
+                fully_discriminative: true,
+            }],
+            notes: vec!["no comparison chain: why".into()],
+        };
+        assert_eq!(
+            render(&b),
+            "\nBeside the causal path:\n\
+             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs): ⟨w2:load(c) | w1:store(c)⟩\n\
+             \x20   dependence: R w2:load(c) → W w1:store(c) (anti)\n\
+             \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested:\n\
+             \x20   order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS) ⇒ the run fails\n\
+             \x20 Pattern predicates from p.json:\n\
+             \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
+             \x20 (no comparison chain: why)\n"
+        );
+    }
+}
