@@ -7,7 +7,8 @@
 //! failing from passing runs ([`predicates`], [`stats`], [`analysis`]), the
 //! causal engine ([`causal`]) and the interventions it asks for
 //! ([`intervene`]), the one debug pipeline ([`debug`]), its report
-//! ([`report`]), and the command line ([`cli`]). [`model`] is the shared
+//! ([`report`]), the explainers beside it — pattern mining, slicing and
+//! run comparison ([`explain`]) — and the command line ([`cli`]). [`model`] is the shared
 //! vocabulary.
 
 pub mod analysis;
@@ -16,6 +17,7 @@ pub mod bpf;
 pub mod causal;
 pub mod cli;
 pub mod debug;
+pub mod explain;
 pub mod intervene;
 pub mod model;
 pub mod predicates;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 mod events;
+pub mod memory;
 pub mod testing;
 
 pub use events::{EventRow, RecordedRun, apply_pauses, calls_from_rows};

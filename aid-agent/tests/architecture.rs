@@ -23,10 +23,11 @@ const LAYERS: &[(&str, u32)] = &[
     ("intervene", 4),
     ("analysis", 5),
     ("record", 5),
-    ("debug", 6),
+    ("explain", 6),
     ("bench", 6),
-    ("report", 7),
-    ("cli", 8),
+    ("debug", 7),
+    ("report", 8),
+    ("cli", 9),
 ];
 
 fn src() -> PathBuf {

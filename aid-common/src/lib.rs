@@ -18,6 +18,7 @@ mod maps;
 mod target;
 #[cfg(feature = "user")]
 mod user;
+mod watch;
 
 pub use error::ProbeErrorKind;
 pub use event::{Event, EventKind, LostSlot};
@@ -27,3 +28,4 @@ pub use intervene::{
 };
 pub use maps::*;
 pub use target::{TargetFlags, TargetState};
+pub use watch::{DelayOn, HitKind, WATCH_DELAY_FUNC, WatchConfig, WatchHit};

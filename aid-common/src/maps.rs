@@ -44,6 +44,12 @@ pub const MAP_REPLAY: &str = "AID_REPLAY";
 /// Per-CPU array of one [`crate::Pending`]: where a probe builds the record
 /// it hands to the agent, which is too large for the 512-byte BPF stack.
 pub const MAP_SCRATCH: &str = "AID_SCRATCH";
+/// Ring buffer carrying [`crate::WatchHit`]s (hardware watchpoints).
+pub const MAP_WATCH_HITS: &str = "AID_WATCH_HITS";
+/// Per-CPU count of watchpoint hits dropped because that buffer was full.
+pub const MAP_WATCH_LOST: &str = "AID_WATCH_LOST";
+/// Array of one [`crate::WatchConfig`].
+pub const MAP_WATCH_CONFIG: &str = "AID_WATCH_CONF";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -61,6 +67,9 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_UNIT_STATE,
     MAP_REPLAY,
     MAP_SCRATCH,
+    MAP_WATCH_HITS,
+    MAP_WATCH_LOST,
+    MAP_WATCH_CONFIG,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

@@ -21,3 +21,7 @@ unsafe impl aya::Pod for crate::Pending {}
 unsafe impl aya::Pod for crate::UnitState {}
 // SAFETY: as above.
 unsafe impl aya::Pod for crate::Replay {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::WatchHit {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::WatchConfig {}

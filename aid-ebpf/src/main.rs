@@ -18,6 +18,7 @@ mod intervene;
 mod maps;
 mod record;
 mod threads;
+mod watch;
 
 use aid_common::{EventKind, ProbeErrorKind, SitePoint, TargetFlags};
 use aya_ebpf::{

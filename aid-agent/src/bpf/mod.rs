@@ -25,6 +25,7 @@ use aya::{
 mod scope;
 pub mod tracepoint;
 pub mod uprobe_multi;
+pub mod watch;
 
 pub use scope::{Attachment, Mechanism, Reaper};
 

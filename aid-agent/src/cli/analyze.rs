@@ -109,9 +109,9 @@ pub fn run_with(
         );
     }
     let out = render(&args, &session)?;
-    print!("{out}");
+    super::out::emit(&out)?;
     if args.explain && !args.json {
-        print!("\n{COLUMNS}");
+        super::out::emit(&format!("\n{COLUMNS}"))?;
     }
     Ok(ExitCode::SUCCESS)
 }

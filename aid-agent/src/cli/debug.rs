@@ -8,6 +8,7 @@ use anyhow::bail;
 
 use super::{
     args::{RunArgs, StrategyArg, parse_duration, print_list},
+    out::emit,
     terminal::{Terminal, interrupt_flag, report_layout},
 };
 use crate::{
@@ -80,6 +81,10 @@ pub struct Args {
     /// Also draw the AC-DAG as dag.svg with Graphviz (when `dot` is installed).
     #[arg(long)]
     pub svg: bool,
+    /// A file written by `mine --emit-predicates`: report how often each
+    /// "pattern occurs" predicate held in the failing and passing runs.
+    #[arg(long, value_name = "FILE")]
+    pub patterns: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
     /// The program and its arguments (`--` before them only when the
@@ -138,6 +143,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 out: args.run.out,
                 load,
                 options,
+                patterns: args.patterns,
             };
             debug_service(&req, &*interrupt_flag()?, &mut ui)?
         }
@@ -150,21 +156,24 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 out: args.run.out,
                 load,
                 options,
+                patterns: args.patterns,
             };
             debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
     let report = report::build(&debugged.diagnosis);
     let saved = report::save(&debugged.out, &report, &debugged.diagnosis, args.svg)?;
+    report::beside::save(&debugged.out, &debugged.beside)?;
     if saved.no_graphviz {
         eprintln!(
             "aid: warning: --svg needs Graphviz (`dot` not found): apt-get install graphviz; dag.dot and report.html are written"
         );
     }
-    print!("{}", report::render(&report, &report_layout(verbose, args.explain)));
-    println!(
-        "\nSession and report (report.html, report.json, dag.dot): {}",
+    let text = report::render(&report, &report_layout(verbose, args.explain))
+        + &report::beside::render(&debugged.beside);
+    emit(&format!(
+        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n",
         debugged.out.display()
-    );
+    ))?;
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

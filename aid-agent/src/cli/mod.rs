@@ -12,12 +12,17 @@ pub mod analyze;
 pub mod args;
 pub mod attach;
 pub mod bench;
+pub mod compare;
 pub mod debug;
 pub mod export;
 pub mod intervene;
 pub mod man;
+pub mod mine;
+pub mod out;
 pub mod record;
+pub mod slice;
 pub mod terminal;
+pub mod watch;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -60,6 +65,14 @@ pub enum Command {
     Man(man::ManArgs),
     /// Benchmarks (synthetic sensitivity study, ...).
     Bench(bench::Args),
+    /// Mine cross-thread access patterns that explain the failing runs.
+    Mine(mine::Args),
+    /// Keep the calls of a failing run that carry its failure.
+    Slice(slice::Args),
+    /// Explain how a failing run differs from a passing one, re-running to test each link.
+    Compare(compare::Args),
+    /// Re-run with hardware watchpoints on objects and show which calls read and wrote them.
+    Watch(watch::Args),
 }
 
 /// Parses the command line, runs the subcommand, prints any error once.
@@ -89,6 +102,10 @@ pub fn main() -> ExitCode {
         Command::Completions(args) => man::completions(&args),
         Command::Man(args) => man::man_pages(&args),
         Command::Bench(args) => bench::run(args),
+        Command::Mine(args) => mine::run(args),
+        Command::Slice(args) => slice::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Watch(args) => watch::run(args),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 //! the causal path with interventions, and estimate what TAGT would have
 //! needed on the same session.
 
+pub mod beside;
 pub mod oracle;
 pub mod program;
 pub mod service;
@@ -136,11 +137,13 @@ pub struct Diagnosis {
     pub oracle_runs: Vec<OracleRun>,
 }
 
-/// A finished `debug`: the diagnosis, and the session directory holding
-/// every run it made.
+/// A finished `debug`: the diagnosis, the session directory holding
+/// every run it made, and what the other explainers add beside the causal
+/// path.
 pub struct Debugged {
     pub diagnosis: Diagnosis,
     pub out: PathBuf,
+    pub beside: beside::Beside,
 }
 
 /// Observe, analyse, intervene, conclude. Every run is stored with

@@ -4,7 +4,7 @@
 
 use std::{ffi::OsString, path::PathBuf, sync::atomic::AtomicBool};
 
-use super::{DebugOptions, Debugged, debug, source::RunSource};
+use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
@@ -108,6 +108,9 @@ pub struct ProgramRequest {
     pub out: Option<PathBuf>,
     pub load: LoadOptions,
     pub options: DebugOptions,
+    /// `--patterns`: a `mine --emit-predicates` file whose "pattern
+    /// occurs" predicates are evaluated on the observed runs.
+    pub patterns: Option<PathBuf>,
 }
 
 /// Starts the session, debugs the program, and removes the probes.
@@ -116,6 +119,10 @@ pub fn debug_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    let patterns = match &req.patterns {
+        Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
+        None => None,
+    };
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
         &req.command,
@@ -143,5 +150,7 @@ pub fn debug_program(
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(tracer);
-    Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
+    let beside =
+        beside::for_session(writer.dir(), &target.program, &req.options.safe, patterns.as_ref());
+    Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
 }

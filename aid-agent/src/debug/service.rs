@@ -15,7 +15,7 @@ use std::{
 use anyhow::bail;
 use nix::unistd::Pid;
 
-use super::{DebugOptions, Debugged, debug, source::RunSource};
+use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
 use crate::{
     bpf::LoadOptions,
     intervene::control::Flow,
@@ -224,6 +224,8 @@ pub struct ServiceRequest {
     pub out: Option<PathBuf>,
     pub load: LoadOptions,
     pub options: DebugOptions,
+    /// `--patterns` (see `ProgramRequest::patterns`).
+    pub patterns: Option<PathBuf>,
 }
 
 /// Starts the session on the running process, debugs it on its later
@@ -233,6 +235,10 @@ pub fn debug_service(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    let patterns = match &req.patterns {
+        Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
+        None => None,
+    };
     let spec = ProcessSpec {
         mode: Mode::Debug,
         pid: req.pid,
@@ -257,5 +263,6 @@ pub fn debug_service(
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);
     drop(tracer);
-    Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
+    let beside = beside::for_session(writer.dir(), &program, &req.options.safe, patterns.as_ref());
+    Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
 }

@@ -1,7 +1,8 @@
 //! Recording labelled runs: the tracer that runs a target under the probes
 //! (or watches a running one), the recorder that turns kernel events into
 //! runs, the units of a live service, the rules that label runs, and the
-//! one rule for lost events; and `record`, `intervene` and `attach` as
+//! one rule for lost events, runs with hardware watchpoints on named
+//! objects; and `record`, `intervene` and `attach` as
 //! library calls ([`program::record`], [`attach::attach`]).
 
 pub mod attach;
@@ -15,3 +16,4 @@ pub mod start;
 pub mod tracer;
 pub mod units;
 pub mod watch;
+pub mod watchpoints;

@@ -5,9 +5,15 @@
 //! threads — and records the run; or it watches a process that is already
 //! running ([`Running`]).
 
-use std::{collections::BTreeSet, sync::atomic::AtomicBool};
+use std::{
+    collections::BTreeSet,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
-use nix::{sys::signal::Signal, unistd::Pid};
+use nix::{
+    sys::{signal::Signal, wait::WaitStatus},
+    unistd::Pid,
+};
 
 use crate::{
     bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, monotonic_ns},
@@ -39,6 +45,23 @@ pub enum TraceError {
     #[error(transparent)]
     Control(#[from] ControlError),
 }
+
+/// What an intervened run does besides intervening (hardware watchpoints,
+/// `record::watched`): told, with the probes, when the target has been
+/// started (held before its exec), at every turn of the loop serving its
+/// stops (every few hundred microseconds, and right after a stop was
+/// served), and once it has ended.
+pub trait RunHook {
+    fn started(&mut self, _probes: &mut Probes, _pid: u32) -> Result<(), ProbeError> {
+        Ok(())
+    }
+    fn tick(&mut self, _probes: &mut Probes, _pid: u32) {}
+    fn ended(&mut self, _probes: &mut Probes) {}
+}
+
+struct NoHook;
+
+impl RunHook for NoHook {}
 
 pub struct Tracer {
     /// User functions first, then aid's internal ones.
@@ -164,6 +187,20 @@ impl Tracer {
         plan: &Plan,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        self.intervene_hooked(target, id, policy, plan, cancel, &mut NoHook)
+    }
+
+    /// [`Tracer::intervene`], with `hook` told when the target starts, at
+    /// every turn of the loop that serves its stops, and when it ended.
+    pub fn intervene_hooked(
+        &mut self,
+        target: &Target,
+        id: u32,
+        policy: &RunPolicy,
+        plan: &Plan,
+        cancel: &AtomicBool,
+        hook: &mut dyn RunHook,
+    ) -> Result<RecordedRun, TraceError> {
         let mut child = self.start(target, true)?;
         let pid = child.pid;
         for (site, action, _) in &plan.actions {
@@ -172,6 +209,7 @@ impl Tracer {
         for site in &plan.watch {
             self.probes.watch(*site)?;
         }
+        hook.started(&mut self.probes, pid)?;
         ptrace::seize(pid)?;
         child.release()?;
         let started = std::time::Instant::now();
@@ -180,20 +218,34 @@ impl Tracer {
             functions: &self.functions,
             state: &mut self.stops,
         };
-        let driven = controller.drive(pid, policy.timeout, cancel)?;
-        let mut exit = child.finish(driven.status);
-        exit.timed_out = driven.timed_out;
+        let (mut killed, mut timed_out) = (false, false);
+        let served = controller.serve(pid, BTreeSet::new(), &mut |probes| {
+            if !killed && (started.elapsed() >= policy.timeout || cancel.load(Ordering::Relaxed)) {
+                timed_out = started.elapsed() >= policy.timeout;
+                killed = true;
+                // SIGKILL ends even threads held in a ptrace stop.
+                spawn::kill_group(pid);
+            }
+            if !killed {
+                hook.tick(probes, pid);
+            }
+            Flow::Continue
+        })?;
+        let mut exit = child.finish(served.status.unwrap_or(WaitStatus::StillAlive));
+        exit.timed_out = timed_out;
         exit.wall_ns = started.elapsed().as_nanos() as u64;
+        hook.ended(&mut self.probes);
+        let stops = served.stops;
         let mut rec = self.finish(id, pid, exit, policy)?;
-        shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
-        record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
-        rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);
+        shift_held_rows(&mut rec.rows, &stops, rec.start_ns);
+        record_forced_returns(&mut rec.rows, &stops, plan, &self.functions);
+        rec.run.pauses = pauses(&stops, &rec.run.threads, rec.start_ns);
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
-        rec.run.interventions = plan.outcome(&driven.stops);
+        rec.run.interventions = plan.outcome(&stops);
         rec.run.noise = plan.noise.clone();
         mark_interrupted(&mut rec.run, cancel);
-        for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
+        for stop in stops.iter().filter(|s| s.error.is_some()) {
             log::warn!(
                 "run {id}: intervention at {:?} not applied: {}",
                 stop.site,
@@ -370,7 +422,7 @@ impl<'t> Running<'t> {
 /// A run the user interrupted (its process killed by us) is kept, but
 /// never as evidence.
 fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+    if cancel.load(Ordering::Relaxed) {
         run.complete = false;
         run.outcome.reason = "interrupted by the user".into();
     }

@@ -6,6 +6,7 @@
 //! page (`report.html`, [`html`]), and as a trace for Perfetto
 //! ([`trace`], `aid-agent export`).
 
+pub mod beside;
 pub mod dot;
 pub mod facts;
 pub mod html;

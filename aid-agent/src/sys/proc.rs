@@ -1,6 +1,7 @@
 //! Everything aid reads from `/proc`, through the `procfs` crate: whether a
 //! process exists, its executable, the files it maps executable, its
-//! threads in creation order, and this process' capabilities.
+//! threads in creation order, where it maps a file, and this process'
+//! capabilities.
 
 use std::path::PathBuf;
 
@@ -45,6 +46,16 @@ fn executable_files(maps: MemoryMaps) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The mappings of `file` in a process: (start address, file offset), in
+/// address order; empty when the process is gone.
+pub fn mappings_of(pid: u32, file: &std::path::Path) -> Vec<(u64, u64)> {
+    let Some(maps) = process(pid).and_then(|p| p.maps().ok()) else { return Vec::new() };
+    maps.into_iter()
+        .filter(|m| matches!(&m.pathname, MMapPath::Path(p) if p == file))
+        .map(|m| (m.address.0, m.offset))
+        .collect()
 }
 
 /// Thread ids of a running process, None when it is gone.

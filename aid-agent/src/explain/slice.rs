@@ -1,0 +1,835 @@
+//! `aid-agent slice`: the part of one failing run that carries the failure
+//! (Holzer et al., Error Invariants for Concurrent Traces; seed 003,
+//! spec §2).
+//!
+//! The paper computes error invariants from interpolants over the
+//! statements' semantics, which we do not have at function level. What we
+//! keep is the dependency closure those invariants must respect, from the
+//! criterion (the failing call, or the run's last event) backwards:
+//!
+//! - **ds**: a value-relevant read pulls in its last writer (`raw`); a
+//!   value-relevant write by role ρ pulls in ρ's latest read of the same
+//!   object (`rmw`, read-modify-write pairing) or, failing that, an earlier
+//!   call of ρ whose return value is one of its arguments (`val`; calls
+//!   that only read get `val` edges too: their arguments are inputs);
+//! - **hazards** (Eq. 7, `raw ∧ ⋀ₘ waw(m, w) ∨ war(r, m)`): for each
+//!   value-relevant read r of x with source w, every write m to x by
+//!   another role is kept as `waw(m, w)` if it came before w and
+//!   `war(r, m)` if it came after r. Such an m is hazard-only: its own
+//!   inputs are not pulled in;
+//! - **cs**: a call also depends on its caller frame and on the previous
+//!   call of its role at the same depth (`ctrl`: their results decided
+//!   that it was made), and on the lock its role holds (`lock`).
+//!
+//! `--verify` (force the slice's happens-before edges over n re-runs, then
+//! flip each hazard edge alone) re-runs the program and is not built yet;
+//! [`Slice::hb_edges`] is what it will force.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Write as _,
+};
+
+use serde::Serialize;
+
+use super::{
+    ExplainError,
+    access::{Access, AccessClass, AccessSpec, ObjId, RunAccesses, Substrate},
+    objects::Slot,
+};
+use crate::model::{Call, Function, Run, ValueKind};
+
+/// Which dependences the closure follows (the lattice of §3.3 over
+/// {cs, war, waw}; the empty set is plain `ds`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Levels {
+    pub cs: bool,
+    pub war: bool,
+    pub waw: bool,
+}
+
+impl Levels {
+    pub const DS: Levels = Levels { cs: false, war: false, waw: false };
+    pub const HAZARDS: Levels = Levels { cs: false, war: true, waw: true };
+    pub const ALL: Levels = Levels { cs: true, war: true, waw: true };
+
+    /// `ds`, `ds,war,waw`, `ds,cs,war,waw`, ... (`ds` may be left out).
+    pub fn parse(text: &str) -> Result<Levels, ExplainError> {
+        let mut l = Levels::DS;
+        for part in text.split(',').map(str::trim) {
+            match part {
+                "ds" => {}
+                "cs" => l.cs = true,
+                "war" => l.war = true,
+                "waw" => l.waw = true,
+                "hs" => (l.war, l.waw) = (true, true),
+                _ => return Err(ExplainError::Deps(text.to_owned())),
+            }
+        }
+        Ok(l)
+    }
+
+    pub fn label(self) -> String {
+        let mut s = vec!["ds"];
+        if self.cs {
+            s.push("cs");
+        }
+        if self.war {
+            s.push("war");
+        }
+        if self.waw {
+            s.push("waw");
+        }
+        s.join(",")
+    }
+}
+
+/// Where the slice starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Criterion {
+    /// `[role:]function#k`.
+    Call { role: Option<String>, function: String, instance: u32 },
+    /// The call the run crashed in, else the call that returned last
+    /// among those touching a shared object (else among all).
+    Exit,
+}
+
+impl Criterion {
+    pub fn parse(text: &str) -> Result<Criterion, ExplainError> {
+        if text == "exit" {
+            return Ok(Criterion::Exit);
+        }
+        let bad =
+            |reason: &str| ExplainError::Criterion { text: text.to_owned(), reason: reason.into() };
+        let (call, k) = text
+            .rsplit_once('#')
+            .ok_or_else(|| bad("give `exit` or `function#k`, e.g. `check_total#1`"))?;
+        let instance: u32 =
+            k.parse().ok().filter(|&k| k > 0).ok_or_else(|| bad("k is the call number, from 1"))?;
+        // A role name never contains ':'; C++ and Rust names do ("A::f").
+        let (role, function) = match call.split_once(':') {
+            Some((r, f)) if !r.is_empty() && !f.starts_with(':') && !r.ends_with(':') => {
+                (Some(r.to_owned()), f.to_owned())
+            }
+            _ => (None, call.to_owned()),
+        };
+        if function.is_empty() {
+            return Err(bad("no function name"));
+        }
+        Ok(Criterion::Call { role, function, instance })
+    }
+
+    /// The index (in `run.calls`) of the call this criterion names.
+    pub fn resolve(
+        &self,
+        run: &Run,
+        acc: &RunAccesses,
+        functions: &[Function],
+    ) -> Result<usize, ExplainError> {
+        let user = |c: &Call| functions.get(c.func as usize).is_some_and(|f| !f.internal);
+        match self {
+            Criterion::Exit => {
+                let crashed = run
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| user(c) && c.exit_ns.is_none())
+                    .max_by_key(|(i, c)| (c.entry_ns, *i));
+                // The last call that returned, among those that touch a
+                // shared object if any do (a program's final check reads
+                // its state; a lock taken inside pthread_join does not).
+                let touches = |i: usize| {
+                    acc.events.iter().any(|e| e.call == i && acc.shared.contains(&e.object))
+                };
+                let last = |shared: bool| {
+                    run.calls
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, c)| user(c) && (!shared || touches(*i)))
+                        .max_by_key(|(i, c)| (c.exit_ns.unwrap_or(c.entry_ns), *i))
+                };
+                crashed.or_else(|| last(true)).or_else(|| last(false)).map(|(i, _)| i).ok_or_else(
+                    || ExplainError::Criterion {
+                        text: "exit".into(),
+                        reason: format!("run {} made no traced calls", run.id),
+                    },
+                )
+            }
+            Criterion::Call { role, function, instance } => {
+                let hits: Vec<usize> = run
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| {
+                        user(c)
+                            && c.instance == *instance
+                            && functions[c.func as usize].name == *function
+                            && role.as_ref().is_none_or(|r| acc.roles.name(c.role) == r)
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                let text = format!(
+                    "{}{function}#{instance}",
+                    role.as_ref().map(|r| format!("{r}:")).unwrap_or_default()
+                );
+                match hits.as_slice() {
+                    [one] => Ok(*one),
+                    [] => Err(ExplainError::Criterion {
+                        text,
+                        reason: format!("run {} has no such call", run.id),
+                    }),
+                    many => Err(ExplainError::Criterion {
+                        text,
+                        reason: format!(
+                            "several roles made it ({}): write role:{function}#{instance}",
+                            many.iter()
+                                .map(|&i| acc.roles.name(run.calls[i].role))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// The read's last writer.
+    Raw,
+    /// The write's role read the object before writing it.
+    Rmw,
+    /// An argument equals an earlier return value of the same role.
+    Val,
+    /// A write by another role before the read's source.
+    Waw,
+    /// A write by another role after the read.
+    War,
+    /// The caller frame, or the previous call of the role.
+    Ctrl,
+    /// The lock the role holds.
+    Lock,
+}
+
+impl EdgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::Raw => "raw",
+            EdgeKind::Rmw => "rmw",
+            EdgeKind::Val => "val",
+            EdgeKind::Waw => "waw",
+            EdgeKind::War => "war",
+            EdgeKind::Ctrl => "ctrl",
+            EdgeKind::Lock => "lock",
+        }
+    }
+}
+
+/// `from` → `to` between calls (indices into the run's calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Edge {
+    pub from: usize,
+    pub to: usize,
+    pub kind: EdgeKind,
+    pub object: Option<ObjId>,
+}
+
+/// The slice of one run.
+#[derive(Clone, Debug)]
+pub struct Slice {
+    pub run: u32,
+    pub criterion: usize,
+    pub levels: Levels,
+    /// Calls kept, by index into the run's calls.
+    pub kept: BTreeSet<usize>,
+    /// Of those, the ones kept only as hazards.
+    pub hazard_only: BTreeSet<usize>,
+    pub edges: Vec<Edge>,
+    /// Traced calls of the run (aid's own probes left out).
+    pub total_calls: usize,
+    pub total_roles: usize,
+}
+
+impl Slice {
+    pub fn kept_roles(&self, run: &Run) -> usize {
+        self.kept.iter().map(|&c| run.calls[c].role).collect::<BTreeSet<_>>().len()
+    }
+
+    /// Fraction of the run's calls the slice removed.
+    pub fn reduction(&self) -> f64 {
+        if self.total_calls == 0 {
+            0.0
+        } else {
+            1.0 - self.kept.len() as f64 / self.total_calls as f64
+        }
+    }
+
+    /// The happens-before edges between different roles that a verifying
+    /// re-run would force (source before target).
+    pub fn hb_edges<'a>(&'a self, run: &'a Run) -> impl Iterator<Item = &'a Edge> + 'a {
+        self.edges.iter().filter(move |e| run.calls[e.from].role != run.calls[e.to].role)
+    }
+}
+
+/// Slices `run` (whose access trace is `acc`) from call `criterion`.
+pub fn slice(
+    run: &Run,
+    acc: &RunAccesses,
+    functions: &[Function],
+    spec: &AccessSpec,
+    criterion: usize,
+    levels: Levels,
+) -> Slice {
+    let user: Vec<bool> = run
+        .calls
+        .iter()
+        .map(|c| functions.get(c.func as usize).is_some_and(|f| !f.internal))
+        .collect();
+    let mut edges: BTreeSet<Edge> = BTreeSet::new();
+    let mut relevant: BTreeSet<usize> = BTreeSet::from([criterion]);
+    let mut work = vec![criterion];
+    // (read event position, source event position) of relevant reads.
+    let mut reads: Vec<(usize, Option<usize>)> = Vec::new();
+    let ev = &acc.events;
+    let add = |from: usize, to: usize, kind, object, edges: &mut BTreeSet<Edge>| {
+        edges.insert(Edge { from, to, kind, object });
+    };
+    while let Some(c) = work.pop() {
+        let mut pulled: Vec<usize> = Vec::new();
+        let sources = data_sources(run, acc, functions, &user, c);
+        reads.extend(sources.reads);
+        for (d, kind, object) in sources.edges {
+            add(d, c, kind, object, &mut edges);
+            pulled.push(d);
+        }
+        if levels.cs {
+            for (d, kind) in control_sources(run, acc, functions, spec, &user, c) {
+                add(d, c, kind, None, &mut edges);
+                pulled.push(d);
+            }
+        }
+        for d in pulled {
+            if relevant.insert(d) {
+                work.push(d);
+            }
+        }
+    }
+    let mut hazard_only = BTreeSet::new();
+    if levels.war || levels.waw {
+        // A write can matter if its call started before the criterion did:
+        // without watchpoints, a call's write may be anywhere inside it.
+        let horizon = run.calls[criterion].entry_ns;
+        for &(r, w) in &reads {
+            let reader = ev[r];
+            for (m, e) in ev.iter().enumerate() {
+                if e.access != Access::W
+                    || e.object != reader.object
+                    || e.role == reader.role
+                    || Some(m) == w
+                    || run.calls[e.call].entry_ns > horizon
+                {
+                    continue;
+                }
+                let hazard = match w {
+                    Some(w) if levels.waw && m < w && e.role != ev[w].role => Some(Edge {
+                        from: e.call,
+                        to: ev[w].call,
+                        kind: EdgeKind::Waw,
+                        object: Some(e.object),
+                    }),
+                    _ if levels.war && m > r => Some(Edge {
+                        from: reader.call,
+                        to: e.call,
+                        kind: EdgeKind::War,
+                        object: Some(e.object),
+                    }),
+                    _ => None,
+                };
+                if let Some(h) = hazard {
+                    edges.insert(h);
+                    if !relevant.contains(&e.call) {
+                        hazard_only.insert(e.call);
+                    }
+                }
+            }
+        }
+    }
+    let kept: BTreeSet<usize> = relevant.union(&hazard_only).copied().collect();
+    let total_roles = run
+        .calls
+        .iter()
+        .zip(&user)
+        .filter(|(_, u)| **u)
+        .map(|(c, _)| c.role)
+        .collect::<BTreeSet<_>>()
+        .len();
+    Slice {
+        run: run.id,
+        criterion,
+        levels,
+        kept,
+        hazard_only,
+        edges: edges.into_iter().collect(),
+        total_calls: user.iter().filter(|u| **u).count(),
+        total_roles,
+    }
+}
+
+/// The ds dependences of one call.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// (source call, kind, object) for `raw`, `rmw` and `val`.
+    pub edges: Vec<(usize, EdgeKind, Option<ObjId>)>,
+    /// (position of each of the call's reads, position of its last writer).
+    pub reads: Vec<(usize, Option<usize>)>,
+}
+
+/// The ds rules for call `c`: each read's last writer (`raw`); for each
+/// write, the role's latest earlier read of the object (`rmw`), or, failing
+/// that, an earlier return value of the role equal to one of its
+/// arguments (`val`; also for calls that only read, or touch no shared
+/// object: their arguments are inputs as well).
+pub fn data_sources(
+    run: &Run,
+    acc: &RunAccesses,
+    functions: &[Function],
+    user: &[bool],
+    c: usize,
+) -> Sources {
+    let ev = &acc.events;
+    let mut out = Sources::default();
+    let mine: Vec<usize> = (0..ev.len()).filter(|&p| ev[p].call == c).collect();
+    let mut paired = false;
+    for &p in &mine {
+        let e = ev[p];
+        match e.access {
+            Access::R => {
+                let w =
+                    (0..p).rev().find(|&q| ev[q].object == e.object && ev[q].access == Access::W);
+                out.reads.push((p, w));
+                if let Some(q) = w {
+                    out.edges.push((ev[q].call, EdgeKind::Raw, Some(e.object)));
+                }
+            }
+            Access::W => {
+                let r = (0..p).rev().find(|&q| {
+                    ev[q].object == e.object
+                        && ev[q].access == Access::R
+                        && ev[q].role == e.role
+                        && ev[q].call != c
+                });
+                if let Some(q) = r {
+                    out.edges.push((ev[q].call, EdgeKind::Rmw, Some(e.object)));
+                    paired = true;
+                }
+            }
+        }
+    }
+    // Arguments are inputs too: unless a write was paired with the read
+    // it modifies, an argument that an earlier call of the role returned
+    // came from that call.
+    if !paired && let Some(d) = value_source(run, acc, functions, user, c) {
+        out.edges.push((d, EdgeKind::Val, None));
+    }
+    out
+}
+
+/// The latest earlier call of the same role whose return value equals one
+/// of `c`'s non-pointer, non-zero arguments.
+fn value_source(
+    run: &Run,
+    acc: &RunAccesses,
+    functions: &[Function],
+    user: &[bool],
+    c: usize,
+) -> Option<usize> {
+    let call = &run.calls[c];
+    let f = functions.get(call.func as usize)?;
+    let values: Vec<i64> = (0..f.params.len().min(3))
+        .filter(|&a| {
+            !acc.pointers[c].iter().any(|(s, _)| *s == Slot::Arg(a as u8))
+                && f.params[a].kind != ValueKind::Void
+        })
+        .map(|a| call.args[a])
+        // Zero (null, false, success) is everywhere; it says nothing.
+        .filter(|&v| v != 0)
+        .collect();
+    (0..c).rev().find(|&d| {
+        let e = &run.calls[d];
+        user[d]
+            && e.role == call.role
+            && e.exit_ns.is_some_and(|x| x <= call.entry_ns)
+            && e.ret.is_some_and(|r| values.contains(&r))
+            && functions.get(e.func as usize).is_some_and(|g| g.ret.kind != ValueKind::Void)
+    })
+}
+
+/// The cs dependences of call `c`: its caller frame, the previous call of
+/// its role at the same depth, and the acquisitions its role holds.
+fn control_sources(
+    run: &Run,
+    acc: &RunAccesses,
+    functions: &[Function],
+    spec: &AccessSpec,
+    user: &[bool],
+    c: usize,
+) -> Vec<(usize, EdgeKind)> {
+    let call = &run.calls[c];
+    let encloses = |d: usize| {
+        let e = &run.calls[d];
+        e.role == call.role
+            && e.entry_ns <= call.entry_ns
+            && e.exit_ns.is_none_or(|x| x >= call.exit_ns.unwrap_or(call.entry_ns))
+            && d != c
+    };
+    let mut out = Vec::new();
+    let parent = (0..c).rev().find(|&d| user[d] && encloses(d));
+    if let Some(p) = parent {
+        out.push((p, EdgeKind::Ctrl));
+    }
+    let sibling = (0..c).rev().find(|&d| {
+        let e = &run.calls[d];
+        user[d]
+            && e.role == call.role
+            && e.exit_ns.is_some_and(|x| x <= call.entry_ns)
+            && (0..d).rev().find(|&q| {
+                let pe = &run.calls[q];
+                user[q]
+                    && pe.role == e.role
+                    && pe.entry_ns <= e.entry_ns
+                    && pe.exit_ns.is_none_or(|x| x >= e.exit_ns.unwrap_or(0))
+            }) == parent
+    });
+    if let Some(s) = sibling {
+        out.push((s, EdgeKind::Ctrl));
+    }
+    // Locks held: acquisitions of this role not released before the call.
+    let class = |d: usize| functions.get(run.calls[d].func as usize).map(|f| spec.class(f));
+    let mut held: BTreeMap<ObjId, usize> = BTreeMap::new();
+    for (d, e) in run.calls.iter().enumerate().take(c) {
+        if !user[d] || e.role != call.role || e.entry_ns > call.entry_ns {
+            continue;
+        }
+        let Some(&(_, obj)) = acc.pointers[d].iter().find(|(s, _)| *s == Slot::Arg(0)) else {
+            continue;
+        };
+        match class(d) {
+            Some(AccessClass::Acquire) if e.exit_ns.is_some_and(|x| x <= call.entry_ns) => {
+                held.insert(obj, d);
+            }
+            Some(AccessClass::Release) => {
+                held.remove(&obj);
+            }
+            _ => {}
+        }
+    }
+    out.extend(held.into_values().map(|d| (d, EdgeKind::Lock)));
+    out
+}
+
+/// How a call prints: `role:f#k(args) → ret`, pointers by object name.
+pub fn call_text(run: &Run, acc: &RunAccesses, substrate: &Substrate, c: usize) -> String {
+    let call = &run.calls[c];
+    let Some(f) = substrate.functions.get(call.func as usize) else { return "?".into() };
+    let args: Vec<String> = (0..f.params.len().min(3))
+        .map(|a| {
+            acc.pointers[c].iter().find(|(s, _)| *s == Slot::Arg(a as u8)).map_or_else(
+                || call.args[a].to_string(),
+                |(_, o)| substrate.objects.name(*o).to_owned(),
+            )
+        })
+        .collect();
+    let ret = match (call.ret, f.ret.kind) {
+        (_, ValueKind::Void) => String::new(),
+        (None, _) => " (did not return)".into(),
+        (Some(r), _) => match acc.pointers[c].iter().find(|(s, _)| *s == Slot::Ret) {
+            Some((_, o)) => format!(" → {}", substrate.objects.name(*o)),
+            None => format!(" → {r}"),
+        },
+    };
+    format!("{}:{}#{}({}){ret}", acc.roles.name(call.role), f.name, call.instance, args.join(", "))
+}
+
+/// Call numbers as printed: position among the run's traced calls, from 1.
+pub(crate) fn numbers(run: &Run, functions: &[Function]) -> Vec<usize> {
+    let mut n = 0;
+    run.calls
+        .iter()
+        .map(|c| {
+            if functions.get(c.func as usize).is_some_and(|f| !f.internal) {
+                n += 1;
+            }
+            n
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+pub struct KeptJson {
+    pub n: usize,
+    pub role: String,
+    pub function: String,
+    pub instance: u32,
+    pub text: String,
+    pub hazard_only: bool,
+    pub criterion: bool,
+}
+
+#[derive(Serialize)]
+pub struct EdgeJson {
+    pub from: usize,
+    pub to: usize,
+    pub kind: EdgeKind,
+    pub object: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct SliceJson {
+    pub run: u32,
+    pub outcome: String,
+    pub criterion: usize,
+    pub deps: String,
+    pub total_calls: usize,
+    pub kept_calls: usize,
+    pub total_roles: usize,
+    pub kept_roles: usize,
+    pub reduction: f64,
+    pub kept: Vec<KeptJson>,
+    pub edges: Vec<EdgeJson>,
+}
+
+pub fn report(s: &Slice, run: &Run, acc: &RunAccesses, substrate: &Substrate) -> SliceJson {
+    let num = numbers(run, &substrate.functions);
+    SliceJson {
+        run: s.run,
+        outcome: run.outcome.reason.clone(),
+        criterion: num[s.criterion],
+        deps: s.levels.label(),
+        total_calls: s.total_calls,
+        kept_calls: s.kept.len(),
+        total_roles: s.total_roles,
+        kept_roles: s.kept_roles(run),
+        reduction: s.reduction(),
+        kept: s
+            .kept
+            .iter()
+            .map(|&c| KeptJson {
+                n: num[c],
+                role: acc.roles.name(run.calls[c].role).to_owned(),
+                function: substrate.function_name(run.calls[c].func).to_owned(),
+                instance: run.calls[c].instance,
+                text: call_text(run, acc, substrate, c),
+                hazard_only: s.hazard_only.contains(&c),
+                criterion: c == s.criterion,
+            })
+            .collect(),
+        edges: s
+            .edges
+            .iter()
+            .map(|e| EdgeJson {
+                from: num[e.from],
+                to: num[e.to],
+                kind: e.kind,
+                object: e.object.map(|o| substrate.objects.name(o).to_owned()),
+            })
+            .collect(),
+    }
+}
+
+pub fn render_text(j: &SliceJson) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "slice of run {} ({}) at call {}, deps {}: kept {} of {} calls ({:.0}% removed), {} of {} roles",
+        j.run,
+        j.outcome,
+        j.criterion,
+        j.deps,
+        j.kept_calls,
+        j.total_calls,
+        j.reduction * 100.0,
+        j.kept_roles,
+        j.total_roles
+    );
+    for k in &j.kept {
+        let tag = if k.criterion {
+            "  [criterion]"
+        } else if k.hazard_only {
+            "  [hazard]"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {:>4}  {}{tag}", k.n, k.text);
+    }
+    if !j.edges.is_empty() {
+        let _ = writeln!(out, "edges:");
+    }
+    for e in &j.edges {
+        let obj = e.object.as_deref().map(|o| format!(" {o}")).unwrap_or_default();
+        let _ = writeln!(out, "  {:>4} → {:<4} {}{obj}", e.from, e.to, e.kind.as_str());
+    }
+    out
+}
+
+/// Graphviz: one cluster per role, edges labelled by kind.
+pub fn render_dot(j: &SliceJson) -> String {
+    let mut out =
+        String::from("digraph slice {\n  rankdir=TB;\n  node [shape=box, fontname=monospace];\n");
+    let mut roles: BTreeMap<&str, Vec<&KeptJson>> = BTreeMap::new();
+    for k in &j.kept {
+        roles.entry(k.role.as_str()).or_default().push(k);
+    }
+    for (i, (role, ks)) in roles.iter().enumerate() {
+        let _ = writeln!(out, "  subgraph cluster_{i} {{\n    label=\"{}\";", dot_escape(role));
+        for k in ks {
+            let style = if k.criterion {
+                ", style=bold"
+            } else if k.hazard_only {
+                ", style=dashed"
+            } else {
+                ""
+            };
+            let _ =
+                writeln!(out, "    c{} [label=\"{}: {}\"{style}];", k.n, k.n, dot_escape(&k.text));
+        }
+        out.push_str("  }\n");
+    }
+    for e in &j.edges {
+        let _ = writeln!(out, "  c{} -> c{} [label=\"{}\"];", e.from, e.to, e.kind.as_str());
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::{
+        access::Substrate,
+        testkit::{
+            bank::{self, A, CHECK, GET, SET},
+            scripted,
+        },
+    };
+
+    /// The Fig. 2/5 scenario of the spec: T2 get, T1 get, T1 set(150),
+    /// T2 set(70), main check → -1.
+    fn failing() -> (Substrate, Run) {
+        let run = scripted(
+            1,
+            true,
+            bank::NAMES,
+            &[
+                (2, GET, [A, 0, 0], 100),
+                (1, GET, [A, 0, 0], 100),
+                (1, SET, [A, 150, 0], 0),
+                (2, SET, [A, 70, 0], 0),
+                (0, CHECK, [A, 0, 0], -1),
+            ],
+        );
+        let session = bank::session(vec![run.clone()]);
+        (Substrate::build(&session, Some(&bank::globals()), &bank::spec(), &[]), run)
+    }
+
+    fn kept_and_edges(levels: &str) -> (Vec<usize>, Vec<String>) {
+        let (s, run) = failing();
+        let acc = &s.runs[0];
+        let crit = Criterion::parse("check#1").unwrap().resolve(&run, acc, &s.functions).unwrap();
+        let sl =
+            slice(&run, acc, &s.functions, &bank::spec(), crit, Levels::parse(levels).unwrap());
+        let j = report(&sl, &run, acc, &s);
+        let kept = j.kept.iter().map(|k| k.n).collect();
+        let edges =
+            j.edges.iter().map(|e| format!("{}({}→{})", e.kind.as_str(), e.from, e.to)).collect();
+        (kept, edges)
+    }
+
+    #[test]
+    fn ds_slice_keeps_1_4_5_and_drops_t1() {
+        let (kept, edges) = kept_and_edges("ds");
+        assert_eq!(kept, vec![1, 4, 5]);
+        let mut edges = edges;
+        edges.sort();
+        assert_eq!(edges, ["raw(4→5)", "rmw(1→4)"]);
+    }
+
+    #[test]
+    fn hazard_slice_adds_t1_set_with_waw_and_war_but_not_t1_get() {
+        let (kept, edges) = kept_and_edges("ds,war,waw");
+        assert_eq!(kept, vec![1, 3, 4, 5]);
+        let mut edges = edges;
+        edges.sort();
+        assert_eq!(edges, ["raw(4→5)", "rmw(1→4)", "war(1→3)", "waw(3→4)"]);
+    }
+
+    #[test]
+    fn the_text_names_each_kept_call_and_the_reduction() {
+        let (s, run) = failing();
+        let acc = &s.runs[0];
+        let sl = slice(&run, acc, &s.functions, &bank::spec(), 4, Levels::HAZARDS);
+        let text = render_text(&report(&sl, &run, acc, &s));
+        assert_eq!(
+            text,
+            "slice of run 1 (exit code 1) at call 5, deps ds,war,waw: kept 4 of 5 calls (20% removed), 3 of 3 roles\n\
+             \x20    1  T2:get#1(A) → 100\n\
+             \x20    3  T1:set#1(A, 150)  [hazard]\n\
+             \x20    4  T2:set#1(A, 70)\n\
+             \x20    5  main:check#1(A) → -1  [criterion]\n\
+             edges:\n\
+             \x20    1 → 3    war A\n\
+             \x20    1 → 4    rmw A\n\
+             \x20    3 → 4    waw A\n\
+             \x20    4 → 5    raw A\n"
+        );
+        assert!(
+            render_dot(&report(&sl, &run, acc, &s))
+                .contains("c3 [label=\"3: T1:set#1(A, 150)\", style=dashed];")
+        );
+    }
+
+    #[test]
+    fn criteria_parse_and_resolve_with_one_line_errors() {
+        assert_eq!(Criterion::parse("exit").unwrap(), Criterion::Exit);
+        assert_eq!(
+            Criterion::parse("T2:set#1").unwrap(),
+            Criterion::Call { role: Some("T2".into()), function: "set".into(), instance: 1 }
+        );
+        assert_eq!(
+            Criterion::parse("Cache::get#2").unwrap(),
+            Criterion::Call { role: None, function: "Cache::get".into(), instance: 2 }
+        );
+        assert!(Criterion::parse("check").is_err());
+        let (s, run) = failing();
+        let acc = &s.runs[0];
+        assert_eq!(Criterion::Exit.resolve(&run, acc, &s.functions).unwrap(), 4);
+        let err = Criterion::parse("set#1").unwrap().resolve(&run, acc, &s.functions).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad criterion `set#1`: several roles made it (T1, T2): write role:set#1"
+        );
+        assert!(Levels::parse("ds,foo").is_err());
+        assert_eq!(Levels::parse("cs,war").unwrap().label(), "ds,cs,war");
+    }
+
+    #[test]
+    fn cs_adds_the_caller_frame_and_the_previous_call_of_the_role() {
+        let (s, run) = failing();
+        let acc = &s.runs[0];
+        let sl = slice(&run, acc, &s.functions, &bank::spec(), 4, Levels::ALL);
+        // T2's set depends on T2's get (previous call): already kept; T1's
+        // calls stay hazard-only or out, main's check has no earlier call.
+        let kinds: Vec<(usize, usize, &str)> = sl
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Ctrl)
+            .map(|e| (e.from, e.to, e.kind.as_str()))
+            .collect();
+        assert_eq!(kinds, vec![(0, 3, "ctrl")]);
+    }
+}

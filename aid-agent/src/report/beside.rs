@@ -1,0 +1,123 @@
+//! The report's section on what the other explainers add beside the
+//! causal path (`debug::beside`): the top mined pattern, the comparison
+//! chain of one failing/passing pair, and the loaded pattern predicates.
+//! Kept apart from the rest of the report so that the two can change
+//! independently; empty when there is nothing to add.
+
+use std::{fmt::Write as _, path::Path};
+
+use anyhow::Context as _;
+
+use crate::debug::beside::Beside;
+
+/// The section in words, to follow the report (empty: nothing to add).
+pub fn render(b: &Beside) -> String {
+    let mut s = String::new();
+    if let Some(p) = &b.pattern {
+        let _ = writeln!(
+            s,
+            "  Mined pattern (in {} of {} failing and {} of {} passing runs): {}",
+            p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
+        );
+        if let Some(d) = p.deps.first() {
+            let more = match p.deps.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            let _ = writeln!(s, "    dependence: {d}{more}");
+        }
+    }
+    if let Some(c) = &b.chain {
+        let _ = writeln!(
+            s,
+            "  Run {} (failed) against run {} (passed), from the dual slice, untested:",
+            c.fail, c.pass
+        );
+        let _ = writeln!(s, "    {}", c.steps.join(" ⇒ "));
+    }
+    if let Some(file) = &b.patterns_file {
+        let _ = writeln!(s, "  Pattern predicates from {file}:");
+        for p in &b.pattern_predicates {
+            let tag = if p.fully_discriminative { ", fully discriminative" } else { "" };
+            let _ = writeln!(
+                s,
+                "    {} holds in {} of {} failing and {} of {} passing runs (precision {:.2}, recall {:.2}{tag}): {}",
+                p.id,
+                p.failing_true,
+                p.failing,
+                p.passing_true,
+                p.passing,
+                p.precision,
+                p.recall,
+                p.description
+            );
+        }
+    }
+    for n in &b.notes {
+        let _ = writeln!(s, "  ({n})");
+    }
+    if s.is_empty() { s } else { format!("\nBeside the causal path:\n{s}") }
+}
+
+/// Writes `beside.json` into the session directory.
+pub fn save(dir: &Path, b: &Beside) -> anyhow::Result<()> {
+    let p = dir.join("beside.json");
+    std::fs::write(&p, serde_json::to_string_pretty(b)? + "\n")
+        .with_context(|| format!("writing {}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::debug::beside::{Chain, PatternTruth, TopPattern};
+
+    /// The section, exactly; nothing at all when there is nothing to add.
+    #[test]
+    fn the_section_in_words() {
+        assert_eq!(render(&Beside::default()), "");
+        let b = Beside {
+            pattern: Some(TopPattern {
+                text: "⟨w2:load(c) | w1:store(c)⟩".into(),
+                deps: vec!["R w2:load(c) → W w1:store(c) (anti)".into()],
+                rel_supp: 1.0,
+                failing_runs: 9,
+                failing_total: 10,
+                passing_runs: 0,
+                passing_total: 12,
+            }),
+            chain: Some(Chain {
+                fail: 4,
+                pass: 1,
+                steps: vec![
+                    "order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS)".into(),
+                    "the run fails".into(),
+                ],
+            }),
+            patterns_file: Some("p.json".into()),
+            pattern_predicates: vec![PatternTruth {
+                id: "mine:1.1".into(),
+                description: "pattern ⟨…⟩ occurs".into(),
+                failing_true: 10,
+                failing: 10,
+                passing_true: 0,
+                passing: 12,
+                precision: 1.0,
+                recall: 1.0,
+                importance: 1.0,
+                fully_discriminative: true,
+            }],
+            notes: vec!["no comparison chain: why".into()],
+        };
+        assert_eq!(
+            render(&b),
+            "\nBeside the causal path:\n\
+             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs): ⟨w2:load(c) | w1:store(c)⟩\n\
+             \x20   dependence: R w2:load(c) → W w1:store(c) (anti)\n\
+             \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested:\n\
+             \x20   order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS) ⇒ the run fails\n\
+             \x20 Pattern predicates from p.json:\n\
+             \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
+             \x20 (no comparison chain: why)\n"
+        );
+    }
+}
