@@ -106,7 +106,7 @@ fn bystander_calling_the_traced_libc_function_never_hits_a_probe() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn bystander_check_sees_probes_attached_for_all_processes() {
     require_bpf();
-    aid::bpf::preflight().unwrap();
+    aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_all", &[]);
     let (bystander, out_b) = spinner(&exe);
     let mut resolver = Resolver::for_executable(&exe).unwrap();
@@ -125,14 +125,15 @@ fn bystander_check_sees_probes_attached_for_all_processes() {
 fn held(exe: &Path, args: &[&str]) -> runner::Spawned {
     let mut argv: Vec<OsString> = vec![exe.as_os_str().to_owned()];
     argv.extend(args.iter().map(OsString::from));
-    runner::spawn_held(&Target { program: exe.canonicalize().unwrap(), argv }).unwrap()
+    runner::spawn_held(&Target { program: exe.canonicalize().unwrap(), argv, output_dir: None })
+        .unwrap()
 }
 
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn probes_follow_the_target_through_exec_and_are_removed_at_its_end() {
     require_bpf();
-    aid::bpf::preflight().unwrap();
+    aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_pause", &[]);
     let mut resolver = Resolver::for_executable(&exe).unwrap();
     let functions = resolver.resolve(&["add3".to_owned()]).unwrap();
@@ -205,7 +206,7 @@ fn forked_child_of_the_target_runs_untraced_and_unharmed() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn per_run_links_leave_nothing_attached_after_many_runs() {
     require_bpf();
-    aid::bpf::preflight().unwrap();
+    aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_many", &[]);
     let mut resolver = Resolver::for_executable(&exe).unwrap();
     let functions = resolver.resolve(&["add3".to_owned(), "libc:getppid".to_owned()]).unwrap();
@@ -253,7 +254,7 @@ fn uprobe_multi_links(programs: &[u32]) -> Vec<u32> {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn perf_event_fallback_is_scoped_too() {
     require_bpf();
-    aid::bpf::preflight().unwrap();
+    aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_perf", &[]);
     let (bystander, out_b) = spinner(&exe);
     let mut resolver = Resolver::for_executable(&exe).unwrap();

@@ -14,7 +14,10 @@ use aya::{
 };
 
 use crate::{
-    bpf::uprobe_multi::{self, Links, MultiProgram},
+    bpf::{
+        entry_only,
+        uprobe_multi::{self, Links, MultiProgram},
+    },
     model::Function,
 };
 
@@ -52,7 +55,8 @@ impl Attachment {
         let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid).expect("pid 0"));
         let mut links = Vec::with_capacity(2 * functions.len());
         for f in functions {
-            for name in [enter, exit] {
+            let exit = entry_only::reason(&f.symbol).is_none().then_some(exit);
+            for name in std::iter::once(enter).chain(exit) {
                 let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
                 let prog: &mut UProbe = ebpf
                     .program_mut(name)

@@ -49,9 +49,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     run_with(args, load_session)
 }
 
-/// Reads and verifies a session directory (checksums, row counts).
+/// Reads and verifies a session directory (checksums, row counts); a
+/// damaged run is named in a warning and left out.
 fn load_session(path: &Path) -> anyhow::Result<Session> {
-    Ok(crate::store::load(path)?)
+    let loaded = crate::store::load_full(path)?;
+    for skipped in &loaded.skipped {
+        eprintln!("aid: warning: {skipped}");
+    }
+    Ok(loaded.session)
 }
 
 /// `run` with the loader passed in, so tests drive the command on sessions

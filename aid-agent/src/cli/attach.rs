@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, positive},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::record::attach::{AttachRequest, attach};
@@ -34,12 +34,20 @@ pub struct Args {
     /// Ring buffer size in bytes (a power of two).
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub ring_size: u32,
+    /// Most functions to probe (an entry and a return probe each).
+    #[arg(long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
+    pub max_probes: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    super::args::check_patterns(&args.trace)?;
     let req = AttachRequest {
-        duration: args.duration.as_deref().map(parse_duration).transpose()?,
-        load: load_options(args.ring_size)?,
+        duration: args
+            .duration
+            .as_deref()
+            .map(|d| positive("--duration", parse_duration(d)?))
+            .transpose()?,
+        load: load_options(args.ring_size, args.max_probes)?,
         pid: args.pid,
         trace: args.trace,
         unit: args.unit,

@@ -7,7 +7,7 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{RunArgs, StrategyArg, parse_duration},
+    args::{RunArgs, StrategyArg, parse_duration, positive},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::{
@@ -74,13 +74,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
+    if args.runs < 2 {
+        bail!("--runs {} cannot show both a failing and a passing run: give at least 2", args.runs);
+    }
+    if args.min_runs == 0 {
+        bail!("--min-runs 0: aid needs at least 1 failing and 1 passing run; give at least 1");
+    }
+    super::args::check_patterns(&args.trace)?;
     let options = DebugOptions {
         strategy: args.strategy.into(),
         confidence: args.confidence,
         min_failing: args.min_runs,
         min_passing: args.min_runs,
         max_runs: args.runs,
-        hold_timeout: parse_duration(&args.hold_timeout)?,
+        hold_timeout: positive("--hold-timeout", parse_duration(&args.hold_timeout)?)?,
         safe,
         seed: args.seed,
         ..DebugOptions::default()
@@ -95,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 unit: args.unit.expect("clap requires --unit with --pid"),
                 fail_if: args.fail_if,
                 safe: args.safe,
-                unit_timeout: parse_duration(&args.unit_timeout)?,
+                unit_timeout: positive("--unit-timeout", parse_duration(&args.unit_timeout)?)?,
                 out: args.run.out,
                 load,
                 options,
@@ -120,5 +127,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     report::save(&debugged.out, &text, &report, &debugged.diagnosis)?;
     println!("{text}");
     println!("Session and report: {}", debugged.out.display());
+    if let Some(phase) = debugged.diagnosis.interrupted {
+        eprintln!(
+            "aid: interrupted while {phase}: the report above holds only what was confirmed before; every run is saved in {}",
+            debugged.out.display()
+        );
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -131,9 +131,10 @@ pub fn debug_program(
         req.load,
         req.out.as_deref(),
         Programs::Record,
-        |r| {
+        &mut *ui,
+        |r, ui| {
             let functions = if req.trace.is_empty() {
-                default_functions(r, &mut *ui)?
+                default_functions(r, ui)?
             } else {
                 r.resolve(&req.trace)?
             };

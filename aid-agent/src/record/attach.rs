@@ -68,7 +68,7 @@ pub fn attach(
         load: req.load,
     };
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
-        start::process(&spec)?;
+        start::process(&spec, &mut *ui)?;
     let names: Vec<String> = tracer.user_functions().map(|f| f.name.clone()).collect();
     let mut running = tracer.watch(req.pid, unit, checks)?;
     ui.say(&format!(

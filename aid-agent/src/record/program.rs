@@ -53,6 +53,8 @@ pub struct RecordSummary {
     /// Runs that lost events, and how many they lost.
     pub lost_runs: u32,
     pub lost_events: u64,
+    /// Runs whose record notes something left untraced (child processes).
+    pub noted_runs: u32,
     pub interrupted: bool,
 }
 
@@ -72,7 +74,8 @@ pub fn record(
         req.load,
         req.out.as_deref(),
         req.programs,
-        |r| {
+        &mut *ui,
+        |r, _| {
             let functions = r.resolve(&req.trace)?;
             for iv in req.plan.iter().flat_map(|(ivs, _)| ivs) {
                 for site in iv.acting_sites() {
@@ -106,6 +109,7 @@ pub fn record(
         events: 0,
         lost_runs: 0,
         lost_events: 0,
+        noted_runs: 0,
         interrupted: false,
     };
     ui.begin("recording", Some(u64::from(req.runs)));
@@ -132,6 +136,14 @@ pub fn record(
             summary.lost_events += rec.run.lost_events;
         }
         summary.events += rec.rows.len();
+        if !rec.notes.is_empty() {
+            if summary.noted_runs == 0 {
+                for note in &rec.notes {
+                    ui.say(&format!("run {id}: {note}"));
+                }
+            }
+            summary.noted_runs += 1;
+        }
         writer.append(&rec, tracer.functions()).with_context(|| format!("saving run {id}"))?;
         let status = match &plan {
             None => format!("{} pass, {} fail", summary.passed, summary.failed),
