@@ -62,8 +62,7 @@ fn stop_spinner(mut spinner: Background, mut out: BufReader<std::process::ChildS
 }
 
 fn state(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat.rsplit_once(')').unwrap().1.trim_start().chars().next().unwrap()
+    proc_state(pid)
 }
 
 #[test]
@@ -72,6 +71,20 @@ fn bystander_calling_the_traced_libc_function_never_hits_a_probe() {
     require_bpf();
     let exe = c_fixture("scoped.c", "scoped", &[]);
     let (bystander, out_b) = spinner(&exe);
+    // Sampled every millisecond while the agent runs: never stopped, never
+    // ptraced.
+    let sampling = std::sync::Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (pid, on) = (bystander.pid(), std::sync::Arc::clone(&sampling));
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while on.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push((state(pid), tracer_pid(pid)));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            seen
+        })
+    };
     let (_tmp, out) = temp_session();
     run_ok(
         agent()
@@ -80,10 +93,20 @@ fn bystander_calling_the_traced_libc_function_never_hits_a_probe() {
             .arg("--")
             .args([exe.as_os_str(), "getppid".as_ref(), "100".as_ref()]),
     );
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let seen = sampler.join().unwrap();
     // While the agent traced getppid in its targets, the bystander ran it
-    // in a loop: it never trapped into a breakpoint, and was never stopped.
+    // in a loop. It never trapped into a breakpoint (the kernel maps
+    // `[uprobes]` into a process at its first hit), so it never paid for
+    // one: not slowed, whatever the load on the machine. And it was never
+    // stopped or ptraced.
     assert!(!has_uprobes_mapping(bystander.pid()), "a breakpoint was hit in the bystander");
-    assert!(matches!(state(bystander.pid()), 'R' | 'S'), "bystander state");
+    assert!(seen.len() > 10, "sampled {} times", seen.len());
+    assert!(
+        seen.iter().all(|(s, t)| matches!(s, 'R' | 'S') && *t == Some(0)),
+        "the bystander was stopped or ptraced: {:?}",
+        seen.iter().find(|(s, t)| !matches!(s, 'R' | 'S') || *t != Some(0))
+    );
     let calls = stop_spinner(bystander, out_b);
     assert!(calls > 0);
     let s = load(&out);

@@ -51,7 +51,7 @@ pub const MAX_ROLES: u32 = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error(
-        "aid needs root or the capabilities {needed}{purpose} (missing: {missing}): run it with sudo, or grant them to aid-agent"
+        "root or the capabilities {needed} are needed{purpose} (missing: {missing}): run aid-agent with sudo, or grant it those capabilities"
     )]
     Privileges { needed: String, purpose: &'static str, missing: String },
     #[error(
