@@ -49,8 +49,10 @@ fn capability_only_user_records_and_the_target_keeps_its_world() {
     let exe = c_fixture("faults.c", "faults_priv", &[]);
     let dir = nobodys_dir();
     let out = dir.path().join("s");
+    // With TMPDIR pointing nowhere: aid writes nothing outside --out.
     run_ok(
         as_nobody("+bpf,+perfmon")
+            .env("TMPDIR", "/nonexistent")
             .args(["record", "-t", "add3", "--runs", "2", "--out"])
             .arg(&out)
             .arg("--")

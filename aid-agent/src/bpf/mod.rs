@@ -456,7 +456,15 @@ impl Probes {
         let Some(program) = self.multi.iter().find(|p| p.name() == "enter_empty") else {
             return Ok(Vec::new());
         };
+        let started = std::time::Instant::now();
         let (refused, open) = check::refused(program, functions)?;
+        log::info!(
+            "checked {} function(s) with {} trial link(s) in {:.1?}: {} refused",
+            functions.len(),
+            open.len() + refused.len(),
+            started.elapsed(),
+            refused.len()
+        );
         self.reaper.detach(Attachment::Multi(uprobe_multi::Links::from_fds(open)));
         Ok(refused)
     }
@@ -573,11 +581,13 @@ impl Probes {
     /// waits for a grace period in the kernel (about 100 ms here,
     /// serialised); a uprobe_multi link waits for one for all its probes.
     pub fn detach_all(&mut self) {
+        let started = std::time::Instant::now();
         self.per_run = None;
         if let Some((_, attachment)) = self.scoped.take() {
             attachment.detach();
         }
         self.reaper.wait();
+        log::info!("probes removed in {:.1?}", started.elapsed());
         for (name, link) in self.attached.drain(..) {
             if let Some(prog) = self.ebpf.program_mut(name)
                 && let Ok(prog) = <&mut UProbe>::try_from(prog)

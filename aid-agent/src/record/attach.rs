@@ -105,6 +105,9 @@ pub fn attach(
             break "process exited";
         }
     };
+    if running.functions().len() > 64 {
+        ui.say(&format!("removing the probes of {} functions", running.functions().len()));
+    }
     let finished = running.finish(ended)?;
     for rec in &finished.runs {
         store(rec, &mut writer)?;

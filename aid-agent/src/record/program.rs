@@ -158,6 +158,12 @@ pub fn record(
         ui.step(&status);
     }
     ui.end();
+    // Probes are removed when the tracer is dropped: one batch of grace
+    // periods, however many functions (~150 ms for 2,000 here).
+    if tracer.functions().len() > 64 {
+        ui.say(&format!("removing the probes of {} functions", tracer.functions().len()));
+    }
+    drop(tracer);
     summary.recorded = writer.runs_written();
     summary.interrupted = cancel.load(Ordering::Relaxed);
     Ok(summary)

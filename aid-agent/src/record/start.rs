@@ -56,6 +56,7 @@ pub fn program(
     within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
     store::prepare(&out)?;
+    say_checking(ui, &functions);
     let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
     for notice in tracer.notices() {
         ui.say(notice);
@@ -65,6 +66,14 @@ pub fn program(
     let writer = Writer::create(&out, &header)?;
     target.output_dir = Some(writer.dir().to_owned());
     Ok(ProgramSession { target, tracer, writer })
+}
+
+/// Checking many functions takes a moment (about a second for 2,000):
+/// say so first.
+fn say_checking(ui: &mut dyn Progress, functions: &[Function]) {
+    if functions.len() > 64 {
+        ui.say(&format!("checking that the kernel can probe all {} functions", functions.len()));
+    }
 }
 
 /// The probe budget: more than `max` functions is refused before anything
@@ -152,6 +161,7 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     let program = resolver.executable().path.clone();
     let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
     store::prepare(&out)?;
+    say_checking(ui, &functions);
     let tracer =
         Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)?;
     for notice in tracer.notices() {
