@@ -424,6 +424,7 @@ fn unprobeable_functions_are_skipped_and_named() {
         line,
         "aid: the kernel can probe none of the 1 function(s) matched (locked_inc (the kernel cannot probe its first instruction (ENOTSUPP))): choose other functions with --trace"
     );
+    assert!(!out2.exists(), "no empty session left behind");
 }
 
 /// Regression (issue 8): return probes on `_setjmp`/`longjmp` made the

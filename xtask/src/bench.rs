@@ -357,21 +357,44 @@ fn run_workload(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
     Ok(exe)
 }
 
-/// Wall time of `aid-agent record` tracing the first `n` functions over
-/// `runs` runs of `workload`.
-fn record_wall(workload: &Path, n: usize, runs: u32) -> anyhow::Result<f64> {
+/// What one `aid-agent record` session tracing the first `n` functions
+/// over `runs` runs of `workload` took: wall ms, and the attach, detach
+/// (on the critical path) and background-close times it logged (`-v`).
+struct Session {
+    wall: f64,
+    attach: Vec<f64>,
+    detach: Vec<f64>,
+    background: Vec<f64>,
+}
+
+fn record_session(workload: &Path, n: usize, runs: u32) -> anyhow::Result<Session> {
     let dir = tempfile_dir()?;
     let mut cmd = Command::new(agent_binary());
-    cmd.arg("record");
+    cmd.args(["-v", "record"]);
     for i in 0..n {
         cmd.arg("-t").arg(format!("f{i:04}"));
     }
     cmd.args(["--runs", &runs.to_string(), "--out"]).arg(dir.join("s")).arg("--").arg(workload);
     let started = std::time::Instant::now();
-    stdout_of(&mut cmd)?;
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     let wall = started.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(wall)
+    let log = String::from_utf8_lossy(&out.stderr);
+    let ms = |marker: &str| -> Vec<f64> {
+        log.lines()
+            .filter_map(|l| l.split_once(marker))
+            .filter_map(|(_, rest)| rest.trim().strip_suffix(" ms")?.parse().ok())
+            .collect()
+    };
+    Ok(Session {
+        wall,
+        attach: ms("probes attached in "),
+        detach: ms("handed to the background for removal in "),
+        background: ms("probe attachment(s) in "),
+    })
 }
 
 fn runs_cost(runs: u32, rounds: usize) -> anyhow::Result<()> {
@@ -383,43 +406,55 @@ fn runs_cost(runs: u32, rounds: usize) -> anyhow::Result<()> {
     let workload = run_workload(&out_dir)?;
     let sizes = [1usize, 32, 512];
     let mut plain = Vec::new();
-    let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
-    let mut once: Vec<Vec<f64>> = vec![Vec::new(); sizes.len()];
+    let k = sizes.len();
+    let (mut per_run, mut once) = (vec![Vec::new(); k], vec![Vec::new(); k]);
+    let (mut attach, mut detach, mut background) =
+        (vec![Vec::new(); k], vec![Vec::new(); k], vec![Vec::new(); k]);
     for round in 0..rounds {
         let started = std::time::Instant::now();
         for _ in 0..runs {
             exec(Command::new(&workload).stdout(std::process::Stdio::null()))?;
         }
         plain.push(started.elapsed().as_secs_f64() * 1e3 / f64::from(runs));
-        for (k, &n) in sizes.iter().enumerate() {
-            let one = record_wall(&workload, n, 1)?;
-            let many = record_wall(&workload, n, runs)?;
-            once[k].push(one);
-            per_run[k].push((many - one) / f64::from(runs - 1));
+        for (i, &n) in sizes.iter().enumerate() {
+            let one = record_session(&workload, n, 1)?;
+            let many = record_session(&workload, n, runs)?;
+            once[i].push(one.wall);
+            per_run[i].push((many.wall - one.wall) / f64::from(runs - 1));
+            attach[i].extend(many.attach);
+            detach[i].extend(many.detach);
+            background[i].extend(many.background);
         }
         eprintln!("bench: round {}/{rounds} done", round + 1);
     }
     let spread = |v: &mut Vec<f64>| {
+        if v.is_empty() {
+            return "—".to_owned();
+        }
         let (lo, hi) = (
             v.iter().copied().fold(f64::MAX, f64::min),
             v.iter().copied().fold(f64::MIN, f64::max),
         );
-        format!("{:.1} ({lo:.1}-{hi:.1})", median(v))
+        let digits = if hi < 10.0 { 2 } else { 1 };
+        format!("{:.digits$} ({lo:.digits$}-{hi:.digits$})", median(v))
     };
     println!(
-        "runs per session: {runs}; rounds: {rounds}; ms, median (min-max); per run = (session of {runs} runs - session of 1 run) / {}",
+        "runs per session: {runs}; rounds: {rounds}; ms, median (min-max). attach / detach: each run of the {rounds} {runs}-run sessions, as `record -v` logs them; background: each batch the detach thread closed; per run: (session of {runs} runs - session of 1 run) / {}",
         runs - 1
     );
     println!(
-        "| functions | per run through `record` | untraced run of the same program | one-run session (start-up, probe check, teardown) |"
+        "| functions | attach per run | detach per run (critical path) | background close per batch | whole run through `record` | untraced run of the same program | one-run session |"
     );
-    println!("| ---: | ---: | ---: | ---: |");
-    for (k, &n) in sizes.iter().enumerate() {
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (i, &n) in sizes.iter().enumerate() {
         println!(
-            "| {n} | {} | {} | {} |",
-            spread(&mut per_run[k]),
+            "| {n} | {} | {} | {} | {} | {} | {} |",
+            spread(&mut attach[i]),
+            spread(&mut detach[i]),
+            spread(&mut background[i]),
+            spread(&mut per_run[i]),
             spread(&mut plain.clone()),
-            spread(&mut once[k])
+            spread(&mut once[i])
         );
     }
     Ok(())

@@ -780,25 +780,53 @@ enum Control {
 }
 
 /// A thread that drains the ring buffer continuously, so the kernel side
-/// rarely finds it full, and hands events over in batches.
+/// rarely finds it full, and hands events over in batches. A request
+/// (flush, stop) wakes it through an eventfd, so a flush costs no poll
+/// interval (it happens twice per run).
 pub struct EventStream {
     batches: mpsc::Receiver<Vec<Event>>,
     control: mpsc::Sender<Control>,
+    wake: std::sync::Arc<std::os::fd::OwnedFd>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Wakes the reader thread (an eventfd counter increment).
+fn wake(fd: &std::os::fd::OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
 }
 
 impl EventStream {
     fn spawn(mut ring: RingBuf<MapData>) -> EventStream {
         let (batch_tx, batches) = mpsc::channel();
         let (control, control_rx) = mpsc::channel::<Control>();
+        // SAFETY: eventfd returns a new descriptor (or -1), owned here.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor just created and owned by nobody else.
+        let wake_fd = std::sync::Arc::new(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw)
+        });
+        let waker = std::sync::Arc::clone(&wake_fd);
         let thread = std::thread::Builder::new()
             .name("aid-events".into())
             .spawn(move || {
                 let fd = ring.as_raw_fd();
                 loop {
-                    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                    // SAFETY: one valid pollfd; a timeout bounds the wait.
-                    unsafe { libc::poll(&mut pfd, 1, EVENT_POLL_MS) };
+                    let mut pfds = [
+                        libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+                        libc::pollfd { fd: waker.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                    ];
+                    // SAFETY: two valid pollfds; a timeout bounds the wait.
+                    unsafe { libc::poll(pfds.as_mut_ptr(), 2, EVENT_POLL_MS) };
+                    if pfds[1].revents != 0 {
+                        let mut count = [0u8; 8];
+                        // SAFETY: reads the eventfd counter into 8 bytes.
+                        let _ = unsafe {
+                            libc::read(waker.as_raw_fd(), count.as_mut_ptr().cast(), count.len())
+                        };
+                    }
                     let batch = drain(&mut ring);
                     if !batch.is_empty() && batch_tx.send(batch).is_err() {
                         return;
@@ -817,13 +845,14 @@ impl EventStream {
                 }
             })
             .expect("spawn event reader");
-        EventStream { batches, control, thread: Some(thread) }
+        EventStream { batches, control, wake: wake_fd, thread: Some(thread) }
     }
 
     /// Every event committed to the ring buffer before this call.
     pub fn flush(&self) -> Vec<Event> {
         let (ack_tx, ack_rx) = mpsc::channel();
         if self.control.send(Control::Flush(ack_tx)).is_ok() {
+            wake(&self.wake);
             let _ = ack_rx.recv_timeout(Duration::from_secs(10));
         }
         self.try_take()
@@ -842,6 +871,7 @@ impl EventStream {
 impl Drop for EventStream {
     fn drop(&mut self) {
         let _ = self.control.send(Control::Stop);
+        wake(&self.wake);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

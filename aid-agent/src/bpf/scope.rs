@@ -3,7 +3,12 @@
 //! kernel has no uprobe_multi), and how they are removed without making
 //! the next run wait for the kernel's grace periods.
 
-use std::{path::Path, sync::mpsc, thread::JoinHandle};
+use std::{
+    path::Path,
+    sync::mpsc,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
 
 use aya::{
     Ebpf,
@@ -106,6 +111,11 @@ fn detach_all(attachments: Vec<Attachment>) {
     uprobe_multi::close_in_parallel(links);
 }
 
+/// Runs whose probes are removed together, at most.
+const BATCH: usize = 8;
+/// How long the first attachment of a batch waits for the others.
+const BATCH_WAIT: Duration = Duration::from_secs(1);
+
 /// Detaches attachments on a thread of its own: the kernel makes the
 /// closing thread wait for a grace period, which the next run need not
 /// wait for. A process that has exited has no breakpoints left to hit, so
@@ -127,14 +137,32 @@ impl Reaper {
         let thread = std::thread::Builder::new()
             .name("aid-detach".into())
             .spawn(move || {
-                // Everything queued meanwhile goes in one batch: its links
-                // close in parallel, so the batch costs about one grace
-                // period however many runs it holds, and the backlog never
-                // grows beyond one batch.
+                // Links close in batches of up to BATCH runs (or what came
+                // within BATCH_WAIT of the first): a batch's links close in
+                // parallel and cost about one grace period however many runs
+                // it holds. Every unregistration also makes the kernel's
+                // uprobe registration and fork paths wait for RCU grace
+                // periods, which the next runs would otherwise meet one at a
+                // time (BENCHMARKS.md: ~100 ms per run through `record` on
+                // a loaded VM closing each run's links, ~35 ms in batches).
+                // A dead target's link matches no address space: it holds no
+                // breakpoint while it waits.
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
-                    batch.extend(rx.try_iter());
+                    let since = Instant::now();
+                    while batch.len() < BATCH {
+                        match rx.recv_timeout(BATCH_WAIT.saturating_sub(since.elapsed())) {
+                            Ok(more) => batch.push(more),
+                            // Time is up, or `wait` closed the queue: go.
+                            Err(_) => break,
+                        }
+                    }
+                    let (n, started) = (batch.len(), Instant::now());
                     detach_all(batch);
+                    log::info!(
+                        "background: closed {n} probe attachment(s) in {:.3} ms",
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
                 }
             })
             .expect("spawn the detach thread");

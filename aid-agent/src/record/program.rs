@@ -144,7 +144,9 @@ pub fn record(
             }
             summary.noted_runs += 1;
         }
+        let saving = std::time::Instant::now();
         writer.append(&rec, tracer.functions()).with_context(|| format!("saving run {id}"))?;
+        log::debug!("run {id}: stored in {:.1?}", saving.elapsed());
         let status = match &plan {
             None => format!("{} pass, {} fail", summary.passed, summary.failed),
             Some(_) => format!(

@@ -55,9 +55,11 @@ pub fn program(
     let functions = choose(&mut resolver, ui)?;
     within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
+    let existed = out.exists();
     store::prepare(&out)?;
     say_checking(ui, &functions);
-    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
+    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
+        .inspect_err(|_| forget(&out, existed))?;
     for notice in tracer.notices() {
         ui.say(notice);
     }
@@ -66,6 +68,14 @@ pub fn program(
     let writer = Writer::create(&out, &header)?;
     target.output_dir = Some(writer.dir().to_owned());
     Ok(ProgramSession { target, tracer, writer })
+}
+
+/// The session directory made for a session that could not start goes
+/// again (only if aid created it and it is still empty).
+fn forget(out: &Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir(out);
+    }
 }
 
 /// Checking many functions takes a moment (about a second for 2,000):
@@ -160,10 +170,11 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     within_budget(&functions, spec.load.max_functions)?;
     let program = resolver.executable().path.clone();
     let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
+    let existed = out.exists();
     store::prepare(&out)?;
     say_checking(ui, &functions);
-    let tracer =
-        Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)?;
+    let tracer = Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)
+        .inspect_err(|_| forget(&out, existed))?;
     for notice in tracer.notices() {
         ui.say(notice);
     }

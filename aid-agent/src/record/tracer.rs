@@ -172,11 +172,19 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
+        let started = t.elapsed();
         let pid = child.pid;
         child.release()?;
+        let exec = t.elapsed();
         let exit = child.wait(policy.timeout, cancel)?;
+        let ended = t.elapsed();
         let mut rec = self.finish(id, pid, exit, policy)?;
+        log::debug!(
+            "run {id}: held child and probes {started:.1?}, exec {exec:.1?}, end {ended:.1?}, recorded {:.1?}",
+            t.elapsed()
+        );
         mark_interrupted(&mut rec.run, cancel);
         Ok(rec)
     }
@@ -187,7 +195,13 @@ impl Tracer {
     fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
         let _stale = self.stream.flush();
         let child = spawn::spawn_held(target)?;
+        let started = std::time::Instant::now();
         self.probes.begin_target(child.pid, intervene)?;
+        log::info!(
+            "pid {}: probes attached in {:.3} ms",
+            child.pid,
+            started.elapsed().as_secs_f64() * 1e3
+        );
         Ok(child)
     }
 
@@ -201,7 +215,12 @@ impl Tracer {
         policy: &RunPolicy,
     ) -> Result<RecordedRun, TraceError> {
         let events = self.stream.flush();
+        let started = std::time::Instant::now();
         self.probes.end_target(pid)?;
+        log::info!(
+            "pid {pid}: probes handed to the background for removal in {:.3} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = judge(&exit, &policy.rules);

@@ -284,15 +284,20 @@ impl Reader {
             let mut buf = vec![0u8; 64 << 10];
             loop {
                 // Decided before reading: everything written before the
-                // target was reaped is read after `done` is set.
+                // target was reaped is read after `done` is set, and no
+                // more (a daemon it left behind may write on for ever).
                 let last = stop.load(Ordering::Acquire);
-                loop {
-                    match file.read_at(&mut buf, offset) {
+                let end = if last { file.metadata().map_or(0, |m| m.len()) } else { u64::MAX };
+                while offset < end {
+                    let want = buf.len().min(usize::try_from(end - offset).unwrap_or(usize::MAX));
+                    match file.read_at(&mut buf[..want], offset) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             bytes.extend_from_slice(&buf[..n]);
                             offset += n as u64;
-                            if bytes.len() > Captured::CAP {
+                            // Trimmed in large steps: a chatty target
+                            // costs a copy per CAP bytes, not per read.
+                            if bytes.len() > 2 * Captured::CAP {
                                 let cut = bytes.len() - Captured::CAP;
                                 bytes.drain(..cut);
                                 out.truncated = true;
@@ -308,7 +313,13 @@ impl Reader {
                 if last {
                     break;
                 }
-                std::thread::sleep(poll::OUTPUT_READ);
+                // `finish` wakes it at once.
+                std::thread::park_timeout(poll::OUTPUT_READ);
+            }
+            if bytes.len() > Captured::CAP {
+                let cut = bytes.len() - Captured::CAP;
+                bytes.drain(..cut);
+                out.truncated = true;
             }
             out.text = String::from_utf8_lossy(&bytes).into_owned();
             out
@@ -319,6 +330,7 @@ impl Reader {
     /// Everything the target wrote, once it has been reaped.
     fn finish(self) -> Captured {
         self.done.store(true, Ordering::Release);
+        self.thread.thread().unpark();
         self.thread.join().unwrap_or_default()
     }
 }
