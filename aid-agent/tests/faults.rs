@@ -830,7 +830,7 @@ fn a_full_out_fails_cleanly_and_keeps_the_earlier_runs() {
         loaded.skipped.iter().map(ToString::to_string).collect::<Vec<_>>()
     );
     let n = loaded.session.runs.len();
-    assert!(n >= 1 && n < 50, "{n} runs kept");
+    assert!((1..50).contains(&n), "{n} runs kept");
     let failed: u32 =
         last.trim_start_matches("aid: saving run ").split(':').next().unwrap().parse().unwrap();
     assert_eq!(failed as usize, n + 1, "the runs before the failed one are all there");

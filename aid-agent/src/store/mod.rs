@@ -814,7 +814,8 @@ mod tests {
             let runs = s.join("runs.jsonl");
             let text = fs::read_to_string(&runs).unwrap();
             fs::write(&runs, text.replacen("runs/000002/events.csv", bad, 1)).unwrap();
-            let err = load(&s).err().expect(bad).to_string();
+            let Err(err) = load(&s) else { panic!("{bad} was read") };
+            let err = err.to_string();
             assert_eq!(
                 err,
                 format!(

@@ -64,17 +64,14 @@ impl Target {
     pub fn from_argv(argv: &[OsString]) -> Result<Target, RunError> {
         let first = argv.first().ok_or_else(|| RunError::NotFound(String::new()))?;
         let shown = first.to_string_lossy().into_owned();
-        let program = match which::which(first) {
-            Ok(p) => p,
-            Err(_) => {
-                // `which` skips files it may not execute: say so rather than
-                // "not found" when the path names one.
-                let path = std::path::Path::new(first);
-                if first.as_bytes().contains(&b'/') && path.is_file() {
-                    return Err(RunError::NotExecutable(shown));
-                }
-                return Err(RunError::NotFound(shown));
+        let Ok(program) = which::which(first) else {
+            // `which` skips files it may not execute: say so rather than
+            // "not found" when the path names one.
+            let path = std::path::Path::new(first);
+            if first.as_bytes().contains(&b'/') && path.is_file() {
+                return Err(RunError::NotExecutable(shown));
             }
+            return Err(RunError::NotFound(shown));
         };
         let program = program.canonicalize().unwrap_or(program);
         Ok(Target { program, argv: argv.to_vec(), output_dir: None })
