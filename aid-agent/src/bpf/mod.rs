@@ -465,7 +465,8 @@ impl Probes {
             started.elapsed(),
             refused.len()
         );
-        self.reaper.detach(Attachment::Multi(uprobe_multi::Links::from_fds(open)));
+        // The trial links hold breakpoints in the agent itself: now.
+        self.reaper.detach_soon(Attachment::Multi(uprobe_multi::Links::from_fds(open)));
         Ok(refused)
     }
 
@@ -572,7 +573,7 @@ impl Probes {
     }
 
     /// Detaches `attachment` on a background thread.
-    pub fn detach_later(&self, attachment: Attachment) {
+    pub fn detach_later(&mut self, attachment: Attachment) {
         self.reaper.detach(attachment);
     }
 

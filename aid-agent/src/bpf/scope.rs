@@ -3,12 +3,7 @@
 //! kernel has no uprobe_multi), and how they are removed without making
 //! the next run wait for the kernel's grace periods.
 
-use std::{
-    path::Path,
-    sync::mpsc,
-    thread::JoinHandle,
-    time::{Duration, Instant},
-};
+use std::{path::Path, sync::mpsc, thread::JoinHandle, time::Instant};
 
 use aya::{
     Ebpf,
@@ -111,17 +106,27 @@ fn detach_all(attachments: Vec<Attachment>) {
     uprobe_multi::close_in_parallel(links);
 }
 
-/// Runs whose probes are removed together, at most.
+/// Runs whose probes are removed together.
 const BATCH: usize = 8;
-/// How long the first attachment of a batch waits for the others.
-const BATCH_WAIT: Duration = Duration::from_secs(1);
 
 /// Detaches attachments on a thread of its own: the kernel makes the
 /// closing thread wait for a grace period, which the next run need not
 /// wait for. A process that has exited has no breakpoints left to hit, so
 /// nothing fires in the meantime.
+///
+/// Attachments are handed to the thread [`BATCH`] at a time, always just
+/// after a run ended: a batch's links close in parallel and cost about one
+/// grace period however many runs it holds, and every unregistration also
+/// makes the kernel's uprobe registration and fork paths wait for RCU grace
+/// periods, which the next runs would otherwise meet one at a time
+/// (BENCHMARKS.md). Handing them over between runs keeps the unregistering
+/// itself (which briefly takes the lock of every address space mapping the
+/// file, the running target's included) out of the middle of a run. A
+/// link whose target has exited matches no address space: it holds no
+/// breakpoint while it waits.
 pub struct Reaper {
-    queue: Option<mpsc::Sender<Attachment>>,
+    queue: Option<mpsc::Sender<Vec<Attachment>>>,
+    pending: Vec<Attachment>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -133,29 +138,15 @@ impl Default for Reaper {
 
 impl Reaper {
     pub fn new() -> Reaper {
-        let (queue, rx) = mpsc::channel::<Attachment>();
+        let (queue, rx) = mpsc::channel::<Vec<Attachment>>();
         let thread = std::thread::Builder::new()
             .name("aid-detach".into())
             .spawn(move || {
-                // Links close in batches of up to BATCH runs (or what came
-                // within BATCH_WAIT of the first): a batch's links close in
-                // parallel and cost about one grace period however many runs
-                // it holds. Every unregistration also makes the kernel's
-                // uprobe registration and fork paths wait for RCU grace
-                // periods, which the next runs would otherwise meet one at a
-                // time (BENCHMARKS.md: ~100 ms per run through `record` on
-                // a loaded VM closing each run's links, ~35 ms in batches).
-                // A dead target's link matches no address space: it holds no
-                // breakpoint while it waits.
-                while let Ok(first) = rx.recv() {
-                    let mut batch = vec![first];
-                    let since = Instant::now();
-                    while batch.len() < BATCH {
-                        match rx.recv_timeout(BATCH_WAIT.saturating_sub(since.elapsed())) {
-                            Ok(more) => batch.push(more),
-                            // Time is up, or `wait` closed the queue: go.
-                            Err(_) => break,
-                        }
+                // Everything handed over meanwhile goes in one batch, so
+                // the backlog never grows beyond one batch.
+                while let Ok(mut batch) = rx.recv() {
+                    for more in rx.try_iter() {
+                        batch.extend(more);
                     }
                     let (n, started) = (batch.len(), Instant::now());
                     detach_all(batch);
@@ -166,28 +157,47 @@ impl Reaper {
                 }
             })
             .expect("spawn the detach thread");
-        Reaper { queue: Some(queue), thread: Some(thread) }
+        Reaper { queue: Some(queue), pending: Vec::new(), thread: Some(thread) }
     }
 
-    /// Detaches `attachment` in the background.
-    pub fn detach(&self, attachment: Attachment) {
-        match &self.queue {
-            Some(q) => {
-                if let Err(mpsc::SendError(a)) = q.send(attachment) {
-                    a.detach();
-                }
-            }
-            None => attachment.detach(),
+    /// Detaches `attachment` in the background, with the next batch.
+    pub fn detach(&mut self, attachment: Attachment) {
+        self.pending.push(attachment);
+        if self.pending.len() >= BATCH {
+            self.hand_over();
         }
     }
 
-    /// Waits until everything handed over so far is detached.
+    /// Detaches `attachment` in the background now (with whatever else is
+    /// pending).
+    pub fn detach_soon(&mut self, attachment: Attachment) {
+        self.pending.push(attachment);
+        self.hand_over();
+    }
+
+    fn hand_over(&mut self) {
+        let batch = std::mem::take(&mut self.pending);
+        if batch.is_empty() {
+            return;
+        }
+        match &self.queue {
+            Some(q) => {
+                if let Err(mpsc::SendError(batch)) = q.send(batch) {
+                    detach_all(batch);
+                }
+            }
+            None => detach_all(batch),
+        }
+    }
+
+    /// Detaches everything handed over so far, and waits until it is done.
     pub fn wait(&mut self) {
         self.stop();
         *self = Reaper::new();
     }
 
     fn stop(&mut self) {
+        self.hand_over();
         drop(self.queue.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
