@@ -79,12 +79,17 @@ fn main() -> anyhow::Result<()> {
     if !nix::unistd::geteuid().is_root() {
         anyhow::bail!("the probe benchmark loads eBPF programs: run it as root");
     }
-    aid::bpf::preflight()?;
+    aid::bpf::preflight(aid::bpf::Needs::Trace)?;
+    let want = |name: &str| args.only.as_deref().is_none_or(|o| o == name);
+    if want("inherit") {
+        // While this process has one thread: unshare refuses threads that
+        // share their file system context.
+        private_tracefs()?;
+    }
     let dir = std::env::temp_dir().join(format!("aid-bench-probes-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let workload = build_workload(&dir)?;
     let functions = resolve(&workload)?;
-    let want = |name: &str| args.only.as_deref().is_none_or(|o| o == name);
     if want("attach") {
         attach_detach(&args, &workload, &functions)?;
     }
@@ -186,7 +191,7 @@ fn resolve(workload: &Path) -> anyhow::Result<Vec<Function>> {
 fn target(workload: &Path, args: &[&str]) -> Target {
     let mut argv: Vec<OsString> = vec![workload.as_os_str().to_owned()];
     argv.extend(args.iter().map(OsString::from));
-    Target { program: workload.to_owned(), argv }
+    Target { program: workload.to_owned(), argv, output_dir: None }
 }
 
 fn load(mechanism: Mechanism) -> anyhow::Result<Probes> {
@@ -506,6 +511,38 @@ fn inherit(workload: &Path, functions: &[Function]) -> anyhow::Result<()> {
         match inherit_one(workload, &functions[0], how) {
             Ok(text) => println!("- {how:?}: {text}"),
             Err(e) => println!("- {how:?}: {e:#}"),
+        }
+    }
+    Ok(())
+}
+
+/// The tracefs variant needs tracefs (the agent itself no longer does):
+/// mounted, if it is not, in a mount namespace of this benchmark process
+/// alone, so nothing stays mounted afterwards.
+fn private_tracefs() -> anyhow::Result<()> {
+    if Path::new(UPROBE_EVENTS).exists() {
+        return Ok(());
+    }
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+    // SAFETY: plain system calls with valid NUL-terminated strings.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0
+            || libc::mount(
+                std::ptr::null(),
+                c("/").as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            || libc::mount(
+                c("tracefs").as_ptr(),
+                c("/sys/kernel/tracing").as_ptr(),
+                c("tracefs").as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+        {
+            anyhow::bail!("mounting tracefs privately: {}", std::io::Error::last_os_error());
         }
     }
     Ok(())

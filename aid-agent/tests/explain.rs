@@ -380,6 +380,7 @@ fn written_session(dir: &Path) {
             stdout: String::new(),
             stderr: String::new(),
             probe_errors: 0,
+            notes: Vec::new(),
         };
         w.append(&rec, std::slice::from_ref(&f)).unwrap();
     }

@@ -161,19 +161,6 @@ fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     );
 }
 
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-fn thread_state(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()).unwrap_or('?')
-}
-
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
@@ -205,14 +192,14 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
     let target = loop {
         assert!(Instant::now() < deadline, "the target was never held");
         if let Some(&t) = children_of(agent_proc.id()).first()
-            && thread_state(t) == 't'
+            && proc_state(t) == 't'
         {
             break t;
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(thread_state(target), 't', "still held");
+    assert_eq!(proc_state(target), 't', "still held");
     let before: i64 = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap();
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
@@ -224,10 +211,27 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
         after = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap_or(before);
     }
     let alive_after = alive(target);
+    let state = proc_state(target);
+    let tracer = tracer_pid(target);
+    // The probes went with the agent's descriptors: the breakpoint byte at
+    // `step` is the file's again.
+    let addr = runtime_address(target, &exe, "step");
+    let sym = aid::symbols::Resolver::for_executable(&exe)
+        .unwrap()
+        .resolve(&["step".to_owned()])
+        .unwrap()
+        .remove(0);
+    let original = std::fs::read(&exe).unwrap()[sym.offset as usize];
+    let restored = wait_for(5, || code_byte(target, addr) == original);
     // SAFETY: killing the fixture we started.
     unsafe { libc::kill(target as i32, libc::SIGKILL) };
     assert!(alive_after, "the target survived the agent");
+    assert!(!matches!(state, 't' | 'T'), "the target is not stopped: {state}");
+    assert_eq!(tracer, Some(0), "the target is not ptraced any more");
     assert!(after > before + 10, "the target resumed: {before} -> {after}");
+    assert!(restored, "no breakpoint left in the target");
+    // The session stays readable (the run in progress was never finished).
+    assert_eq!(load(&out).runs.len(), 0);
 }
 
 /// `debug --pid`: a running service is debugged on its later requests,

@@ -10,7 +10,7 @@ use common::*;
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn loaded_object_has_every_named_map() {
     require_bpf();
-    aid::bpf::preflight().unwrap();
+    aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let probes = Probes::load(LoadOptions::default()).expect("the object loads");
     let names = probes.map_names();
     for name in aid_common::ALL_MAPS {

@@ -229,23 +229,26 @@ fn lost_events_are_counted_and_runs_marked_incomplete() {
     require_bpf();
     let exe = c_fixture("hot.c", "hot", &[]);
     let (_tmp, out) = temp_session();
+    // Five million calls overflow a 4 KiB ring buffer many times over.
     let output = run_ok(
         agent()
             .args(["record", "-t", "hot", "--runs", "1", "--ring-size", "4096", "--out"])
             .arg(&out)
             .arg("--")
-            .arg(&exe),
+            .arg(&exe)
+            .arg("5000000"),
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     let loaded = aid::store::load_full(&out).unwrap();
     let (rec, run) = (&loaded.records[0], &loaded.session.runs[0]);
-    assert!(run.lost_events > 0, "a 4 KiB ring buffer cannot keep up with 2M events");
+    assert!(run.lost_events > 0, "a 4 KiB ring buffer cannot keep up with 10M events");
     assert!(!run.complete);
-    // Every one of the 2,000,000 entry/exit events was delivered (a row, or
-    // an exit whose entry was lost) or counted as lost: nothing silently
+    assert_eq!(run.label, Label::Pass, "the target ran to its end");
+    // Every one of the 10,000,000 entry/exit events was delivered (a row,
+    // or an exit whose entry was lost) or counted as lost: nothing silently
     // dropped. Thread and exec records lost are counted apart.
     let lost_calls = run.lost_events - run.lost_thread_records;
-    assert_eq!(rec.events.rows + rec.orphan_exits + lost_calls, 2_000_000);
+    assert_eq!(rec.events.rows + rec.orphan_exits + lost_calls, 10_000_000);
     assert!(stderr.contains(&format!("1 run(s) lost {} event(s)", run.lost_events)), "{stderr}");
 }
 
@@ -426,25 +429,6 @@ fn error_stripped_binary() {
     );
     let line = run_err(agent().args(["record", "-t", "add3", "--"]).arg(&stripped));
     assert!(line.contains("has no symbol table (stripped?)"), "{line}");
-}
-
-#[test]
-#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
-fn error_not_root() {
-    require_bpf();
-    let exe = c_fixture("two_threads.c", "two_threads_root", &[]);
-    // Drop every privilege: run the agent as nobody.
-    let line = run_err(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
-            .arg(env!("CARGO_BIN_EXE_aid-agent"))
-            .args(["record", "-t", "add3", "--"])
-            .arg(&exe),
-    );
-    assert!(
-        line.starts_with("aid: aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)"),
-        "{line}"
-    );
 }
 
 #[test]

@@ -25,6 +25,10 @@ impl EventKind {
     /// 16 bytes, NUL-padded), final by then: runtimes that name threads
     /// (Rust's `thread::Builder::name`) do it after the start routine.
     pub const THREAD_EXIT: EventKind = EventKind(4);
+    /// A thread of the target created a child process (fork, vfork, or
+    /// clone without `CLONE_THREAD`). `func` is the child's pid, `args[1]`
+    /// the clone flags. The child is not traced.
+    pub const CHILD: EventKind = EventKind(5);
 
     /// Entries and exits (the calls themselves), as opposed to thread and
     /// exec records.
@@ -46,6 +50,7 @@ impl core::fmt::Debug for EventKind {
             EventKind::THREAD => f.write_str("Thread"),
             EventKind::EXEC => f.write_str("Exec"),
             EventKind::THREAD_EXIT => f.write_str("ThreadExit"),
+            EventKind::CHILD => f.write_str("Child"),
             EventKind(other) => write!(f, "EventKind({other})"),
         }
     }

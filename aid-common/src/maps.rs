@@ -75,8 +75,7 @@ pub const ALL_MAPS: &[&str] = &[
 /// Global (`u32`): the signal used to stop a thread for the agent
 /// (`bpf_send_signal_thread`).
 pub const GLOBAL_STOP_SIGNAL: &str = "AID_STOP_SIGNAL";
-/// Global (`u32`): offset of `pid` in the `task/task_newtask` tracepoint
-/// record, read from its tracefs `format` file at load time.
-pub const GLOBAL_NEWTASK_PID: &str = "AID_NEWTASK_PID";
-/// Global (`u32`): offset of `clone_flags` in the same record.
-pub const GLOBAL_NEWTASK_CLONE_FLAGS: &str = "AID_NEWTASK_CLONE_FLAGS";
+/// Global (`u32`): byte offset of `pid` in the kernel's `struct
+/// task_struct`, read from the kernel's BTF at load time (the thread
+/// tracker reads a new task's id through the raw tracepoint's pointer).
+pub const GLOBAL_TASK_PID: &str = "AID_TASK_PID";

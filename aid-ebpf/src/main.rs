@@ -25,8 +25,8 @@ use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
     helpers::bpf_get_current_pid_tgid,
-    macros::{tracepoint, uprobe, uretprobe},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    macros::{raw_tracepoint, uprobe, uretprobe},
+    programs::{ProbeContext, RawTracePointContext, RetProbeContext},
 };
 
 use crate::record::{cookie, count_error, emit, live_target, now};
@@ -96,20 +96,20 @@ fn try_exit_fn(ctx: &RetProbeContext) -> Result<(), ProbeErrorKind> {
 }
 
 /// A new task was created by a task of a traced process.
-#[tracepoint(category = "task", name = "task_newtask")]
-pub fn thread_new(ctx: TracePointContext) -> u32 {
+#[raw_tracepoint(tracepoint = "task_newtask")]
+pub fn thread_new(ctx: RawTracePointContext) -> u32 {
     done(threads::try_thread_new(&ctx))
 }
 
 /// A traced process replaced its image: time zero of the run.
-#[tracepoint(category = "sched", name = "sched_process_exec")]
-pub fn exec_seen(_ctx: TracePointContext) -> u32 {
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn exec_seen(_ctx: RawTracePointContext) -> u32 {
     done(threads::try_exec_seen())
 }
 
 /// A thread of the target exits.
-#[tracepoint(category = "sched", name = "sched_process_exit")]
-pub fn thread_exit(_ctx: TracePointContext) -> u32 {
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn thread_exit(_ctx: RawTracePointContext) -> u32 {
     done(threads::try_thread_exit())
 }
 

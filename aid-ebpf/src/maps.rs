@@ -14,14 +14,10 @@ use aya_ebpf::{
 #[unsafe(no_mangle)]
 pub static AID_STOP_SIGNAL: u32 = 23; // SIGURG
 
-/// Offset of `pid` in the `task/task_newtask` record; patched by the
-/// loader from the tracepoint's tracefs `format` (0 if it was not).
+/// Offset of `pid` in `struct task_struct`; patched by the loader from
+/// the kernel's BTF (0 if it was not).
 #[unsafe(no_mangle)]
-pub static AID_NEWTASK_PID: u32 = 0;
-
-/// Offset of `clone_flags` in the same record.
-#[unsafe(no_mangle)]
-pub static AID_NEWTASK_CLONE_FLAGS: u32 = 0;
+pub static AID_TASK_PID: u32 = 0;
 
 /// Reads a global the loader patched. Volatile, so the compiler does not
 /// fold the default value in.

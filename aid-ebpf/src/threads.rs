@@ -1,39 +1,44 @@
-//! Process and thread bookkeeping from scheduler tracepoints: roles for new
-//! threads of the target, its exec (time zero of a run), and the final
-//! names of its threads.
+//! Process and thread bookkeeping from scheduler tracepoints (raw
+//! tracepoints: attached by name, with no tracefs): roles for new threads
+//! of the target, its child processes, its exec (time zero of a run), and
+//! the final names of its threads.
 
 use aid_common::{EventKind, ProbeErrorKind, TargetFlags};
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
-    programs::TracePointContext,
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_probe_read_kernel},
+    programs::RawTracePointContext,
 };
 
 use crate::{
-    maps::{
-        AID_NEWTASK_CLONE_FLAGS, AID_NEWTASK_PID, AID_ROLE_POOL, AID_ROLES, AID_TARGET, global,
-    },
+    maps::{AID_ROLE_POOL, AID_ROLES, AID_TARGET, AID_TASK_PID, global},
     record::{emit, is_target, live_target, now},
 };
 
 const CLONE_THREAD: u64 = 0x0001_0000;
 
-/// A new task created by a task of the target: give threads the next role
-/// and report the creation.
+/// A new task created by a task of the target (`task_newtask(struct
+/// task_struct *task, unsigned long clone_flags)`, run by the creator):
+/// give threads the next role and report the creation; report child
+/// processes, which are not traced.
 #[inline(always)]
-pub fn try_thread_new(ctx: &TracePointContext) -> Result<(), ProbeErrorKind> {
+pub fn try_thread_new(ctx: &RawTracePointContext) -> Result<(), ProbeErrorKind> {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !is_target((pid_tgid >> 32) as u32) {
         return Ok(());
     }
-    // SAFETY: the offsets come from the tracepoint's tracefs format (the
-    // loader patched them), and the helper checks the bounds of the read.
-    let child: i32 = unsafe { ctx.read_at(global(&AID_NEWTASK_PID) as usize) }
-        .map_err(|_| ProbeErrorKind::TracepointRead)?;
-    // SAFETY: as above.
-    let flags: u64 = unsafe { ctx.read_at(global(&AID_NEWTASK_CLONE_FLAGS) as usize) }
-        .map_err(|_| ProbeErrorKind::TracepointRead)?;
+    let task: u64 = ctx.arg(0);
+    let flags: u64 = ctx.arg(1);
+    let field = task.wrapping_add(u64::from(global(&AID_TASK_PID))) as *const i32;
+    // SAFETY: reads 4 bytes of the new task through the helper, which
+    // checks the address; the offset comes from the kernel's BTF.
+    let child: i32 =
+        unsafe { bpf_probe_read_kernel(field) }.map_err(|_| ProbeErrorKind::TracepointRead)?;
     if flags & CLONE_THREAD == 0 {
-        return Ok(()); // a child process, not one of our threads
+        // A child process: its calls are not traced, and the run says so.
+        if live_target(pid_tgid).is_some() {
+            emit(now(), pid_tgid, child as u32, EventKind::CHILD, [0, flags, 0], 0);
+        }
+        return Ok(());
     }
     // Roles are handed out in creation order from a queue the agent fills
     // with 1, 2, 3, ...: popping is atomic, and the BPF ISA v1 we build for

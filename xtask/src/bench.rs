@@ -7,6 +7,11 @@
 //!
 //! `cargo xtask bench probes` runs the probe-scoping benchmark, which loads
 //! eBPF programs itself (aid-agent/benches/probes.rs).
+//!
+//! `cargo xtask bench runs`: what one run costs through the real `record`
+//! path (spawn held, attach the per-run links, exec, run, detach in the
+//! background, record and store the run) for 1, 32 and 512 traced
+//! functions, against running the same program without aid.
 
 use std::{path::Path, process::Command};
 
@@ -41,6 +46,17 @@ pub enum Which {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Per-run cost of `aid-agent record` (attach, run, detach, store) for
+    /// 1, 32 and 512 functions, against the untraced program.
+    Runs {
+        /// Runs per `record` session (the per-run cost is the difference
+        /// with a one-run session, divided by RUNS - 1).
+        #[arg(long, default_value_t = 21)]
+        runs: u32,
+        /// Rounds (each measures every size once).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -55,6 +71,7 @@ pub enum Which {
 pub fn run(which: Which) -> anyhow::Result<()> {
     match which {
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
+        Which::Runs { runs, rounds } => runs_cost(runs, rounds),
         Which::Examples { sessions } => examples(sessions),
         Which::Stop { calls, rounds } => stop(calls, rounds),
         Which::Probes { args } => exec(
@@ -314,6 +331,130 @@ fn tracing(calls: u64, rounds: usize) -> anyhow::Result<()> {
             "| {name} | {:.0} ({lo:.0}-{hi:.0}) | {:.2}x |",
             median(&mut v),
             median(&mut ratios)
+        );
+    }
+    Ok(())
+}
+
+/// Functions in the `runs` workload.
+const RUN_FUNCTIONS: usize = 512;
+
+/// A program with 512 empty functions `f0000`..`f0511`; it calls each once.
+fn run_workload(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let mut c = String::new();
+    for i in 0..RUN_FUNCTIONS {
+        c.push_str(&format!("__attribute__((noipa)) int f{i:04}(int x) {{ return x + {i}; }}\n"));
+    }
+    c.push_str("int main(void) {\n    int s = 0;\n");
+    for i in 0..RUN_FUNCTIONS {
+        c.push_str(&format!("    s += f{i:04}(s & 1);\n"));
+    }
+    c.push_str("    return s == -1;\n}\n");
+    let src = dir.join("runs512.c");
+    std::fs::write(&src, c)?;
+    let exe = dir.join("runs512");
+    exec(Command::new("gcc").args(["-O1", "-o"]).arg(&exe).arg(&src))?;
+    Ok(exe)
+}
+
+/// What one `aid-agent record` session tracing the first `n` functions
+/// over `runs` runs of `workload` took: wall ms, and the attach, detach
+/// (on the critical path) and background-close times it logged (`-v`).
+struct Session {
+    wall: f64,
+    attach: Vec<f64>,
+    detach: Vec<f64>,
+    background: Vec<f64>,
+}
+
+fn record_session(workload: &Path, n: usize, runs: u32) -> anyhow::Result<Session> {
+    let dir = tempfile_dir()?;
+    let mut cmd = Command::new(agent_binary());
+    cmd.args(["-v", "record"]);
+    for i in 0..n {
+        cmd.arg("-t").arg(format!("f{i:04}"));
+    }
+    cmd.args(["--runs", &runs.to_string(), "--out"]).arg(dir.join("s")).arg("--").arg(workload);
+    let started = std::time::Instant::now();
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let wall = started.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = String::from_utf8_lossy(&out.stderr);
+    let ms = |marker: &str| -> Vec<f64> {
+        log.lines()
+            .filter_map(|l| l.split_once(marker))
+            .filter_map(|(_, rest)| rest.trim().strip_suffix(" ms")?.parse().ok())
+            .collect()
+    };
+    Ok(Session {
+        wall,
+        attach: ms("probes attached in "),
+        detach: ms("handed to the background for removal in "),
+        background: ms("probe attachment(s) in "),
+    })
+}
+
+fn runs_cost(runs: u32, rounds: usize) -> anyhow::Result<()> {
+    if runs < 2 {
+        bail!("--runs {runs}: the per-run cost needs at least 2 runs per session");
+    }
+    let out_dir = root().join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let workload = run_workload(&out_dir)?;
+    let sizes = [1usize, 32, 512];
+    let mut plain = Vec::new();
+    let k = sizes.len();
+    let (mut per_run, mut once) = (vec![Vec::new(); k], vec![Vec::new(); k]);
+    let (mut attach, mut detach, mut background) =
+        (vec![Vec::new(); k], vec![Vec::new(); k], vec![Vec::new(); k]);
+    for round in 0..rounds {
+        let started = std::time::Instant::now();
+        for _ in 0..runs {
+            exec(Command::new(&workload).stdout(std::process::Stdio::null()))?;
+        }
+        plain.push(started.elapsed().as_secs_f64() * 1e3 / f64::from(runs));
+        for (i, &n) in sizes.iter().enumerate() {
+            let one = record_session(&workload, n, 1)?;
+            let many = record_session(&workload, n, runs)?;
+            once[i].push(one.wall);
+            per_run[i].push((many.wall - one.wall) / f64::from(runs - 1));
+            attach[i].extend(many.attach);
+            detach[i].extend(many.detach);
+            background[i].extend(many.background);
+        }
+        eprintln!("bench: round {}/{rounds} done", round + 1);
+    }
+    let spread = |v: &mut Vec<f64>| {
+        if v.is_empty() {
+            return "—".to_owned();
+        }
+        let (lo, hi) = (
+            v.iter().copied().fold(f64::MAX, f64::min),
+            v.iter().copied().fold(f64::MIN, f64::max),
+        );
+        let digits = if hi < 10.0 { 2 } else { 1 };
+        format!("{:.digits$} ({lo:.digits$}-{hi:.digits$})", median(v))
+    };
+    println!(
+        "runs per session: {runs}; rounds: {rounds}; ms, median (min-max). attach / detach: each run of the {rounds} {runs}-run sessions, as `record -v` logs them; background: each batch the detach thread closed; per run: (session of {runs} runs - session of 1 run) / {}",
+        runs - 1
+    );
+    println!(
+        "| functions | attach per run | detach per run (critical path) | background close per batch | whole run through `record` | untraced run of the same program | one-run session |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (i, &n) in sizes.iter().enumerate() {
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} |",
+            spread(&mut attach[i]),
+            spread(&mut detach[i]),
+            spread(&mut background[i]),
+            spread(&mut per_run[i]),
+            spread(&mut plain.clone()),
+            spread(&mut once[i])
         );
     }
     Ok(())

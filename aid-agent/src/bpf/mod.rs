@@ -8,22 +8,24 @@
 use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
 
 use aid_common::{
-    Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
-    GLOBAL_STOP_SIGNAL, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT,
-    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE,
-    MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState, UnitState,
+    Action, CallKey, CallStack, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, LostSlot, MAP_ACTIONS,
+    MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT, MAP_LOST, MAP_PENDING, MAP_REPLAY,
+    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, Pending, ProbeErrorKind,
+    Replay, SiteKey, TargetFlags, TargetState, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, Queue, RingBuf},
     programs::{
-        TracePoint, UProbe,
+        RawTracePoint, UProbe,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
     },
 };
 
+pub mod btf;
+pub mod check;
+pub mod entry_only;
 mod scope;
-pub mod tracepoint;
 pub mod uprobe_multi;
 pub mod watch;
 
@@ -31,7 +33,7 @@ pub use scope::{Attachment, Mechanism, Reaper};
 
 use crate::{
     bpf::{
-        tracepoint::FormatError,
+        btf::BtfError,
         uprobe_multi::{MultiError, MultiProgram},
     },
     model::Function,
@@ -50,15 +52,18 @@ pub const MAX_ROLES: u32 = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error(
-        "aid needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE) to load eBPF programs: run it with sudo"
+        "root or the capabilities {needed} are needed{purpose} (missing: {missing}): run aid-agent with sudo, or grant it those capabilities"
     )]
-    Privileges,
+    Privileges { needed: String, purpose: &'static str, missing: String },
     #[error(
         "this kernel has no uprobe support (/sys/bus/event_source/devices/uprobe is missing): it needs CONFIG_UPROBES and CONFIG_UPROBE_EVENTS"
     )]
     NoUprobes,
-    #[error("cannot mount tracefs, needed for the thread-tracking tracepoints: {0}")]
-    Tracefs(String),
+    #[error(
+        "this kernel has no type information ({}): it needs CONFIG_DEBUG_INFO_BTF",
+        btf::VMLINUX
+    )]
+    NoBtf,
     #[error("loading the eBPF object failed: {0}")]
     Load(String),
     #[error("attaching {what} failed: {reason}")]
@@ -68,7 +73,9 @@ pub enum ProbeError {
     #[error(transparent)]
     Multi(#[from] MultiError),
     #[error(transparent)]
-    Format(#[from] FormatError),
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Check(#[from] check::CheckError),
 }
 
 /// Which program pair to attach: the recorder (which also triggers
@@ -114,11 +121,23 @@ pub struct LoadOptions {
     pub stop_signal: i32,
     /// How probes are scoped to one process.
     pub mechanism: Mechanism,
+    /// Most functions a session may probe (an entry and a return probe
+    /// each): a pattern matching more is refused before anything is
+    /// attached (`--max-probes`).
+    pub max_functions: usize,
 }
+
+/// The default probe budget, bpftrace's default program limit.
+pub const MAX_FUNCTIONS: usize = 512;
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { ring_bytes: 64 << 20, stop_signal: libc::SIGURG, mechanism: Mechanism::Auto }
+        LoadOptions {
+            ring_bytes: 64 << 20,
+            stop_signal: libc::SIGURG,
+            mechanism: Mechanism::Auto,
+            max_functions: MAX_FUNCTIONS,
+        }
     }
 }
 
@@ -129,46 +148,88 @@ pub fn monotonic_ns() -> u64 {
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
-/// Checks, before anything is loaded, that this process may use eBPF and
-/// the kernel has uprobes; mounts tracefs privately if it is not mounted.
-pub fn preflight() -> Result<(), ProbeError> {
-    if !has_privileges() {
-        return Err(ProbeError::Privileges);
+/// What a session does that needs privileges beyond an ordinary user's
+/// (measured with a capability-only user: `tests/privileges.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Load the eBPF programs and maps, attach uprobes and raw tracepoints,
+    /// and be the ptrace tracer of the target — a child of the agent, or
+    /// a process of the same user (`record`, `debug`, `attach`).
+    Trace,
+    /// The same for a running process of another user (or one that made
+    /// itself undumpable): reading its memory map and tracing it.
+    TraceOtherUsers,
+}
+
+/// A capability aid may need (bit in the capability sets, name).
+struct Capability {
+    bit: u32,
+    name: &'static str,
+}
+
+const CAP_SYS_PTRACE: Capability = Capability { bit: 19, name: "CAP_SYS_PTRACE" };
+const CAP_PERFMON: Capability = Capability { bit: 38, name: "CAP_PERFMON" };
+const CAP_BPF: Capability = Capability { bit: 39, name: "CAP_BPF" };
+
+impl Needs {
+    /// CAP_BPF creates maps and loads programs; CAP_PERFMON lets them be
+    /// tracing programs (uprobes, raw tracepoints, reading kernel memory);
+    /// CAP_SYS_PTRACE lets the agent read and trace processes of other
+    /// users. Nothing else: no tracefs mount (CAP_SYS_ADMIN), no locked
+    /// memory limit (maps are charged to the memory cgroup).
+    fn capabilities(self) -> &'static [Capability] {
+        match self {
+            Needs::Trace => &[CAP_BPF, CAP_PERFMON],
+            Needs::TraceOtherUsers => &[CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE],
+        }
+    }
+
+    fn purpose(self) -> &'static str {
+        match self {
+            Needs::Trace => "",
+            Needs::TraceOtherUsers => " to trace a process of another user",
+        }
+    }
+}
+
+/// Checks, before anything is loaded, that this process may do what
+/// `needs` says, and that the kernel has uprobes and type information.
+/// Nothing is mounted: the probes and tracepoints need no tracefs.
+pub fn preflight(needs: Needs) -> Result<(), ProbeError> {
+    let missing = missing_capabilities(needs);
+    if !missing.is_empty() {
+        let all: Vec<&str> = needs.capabilities().iter().map(|c| c.name).collect();
+        return Err(ProbeError::Privileges {
+            needed: and_list(&all),
+            purpose: needs.purpose(),
+            missing: and_list(&missing),
+        });
     }
     if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
         return Err(ProbeError::NoUprobes);
     }
-    ensure_tracefs()
-}
-
-fn has_privileges() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
+    if !Path::new(btf::VMLINUX).exists() {
+        return Err(ProbeError::NoBtf);
     }
-    const CAP_SYS_PTRACE: u32 = 19;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
-    let effective = crate::sys::proc::effective_capabilities().unwrap_or(0);
-    [CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE].iter().all(|c| effective & (1 << c) != 0)
-}
-
-/// aya finds tracepoints through tracefs. If it is not mounted, mount it in
-/// a private mount namespace of this process (and the targets it starts),
-/// so nothing is left mounted on the machine afterwards.
-fn ensure_tracefs() -> Result<(), ProbeError> {
-    let events = Path::new("/sys/kernel/tracing/events");
-    if events.read_dir().is_ok_and(|mut d| d.next().is_some()) {
-        return Ok(());
-    }
-    use nix::mount::{MsFlags, mount};
-    let fail = |what: &str, e: nix::Error| ProbeError::Tracefs(format!("{what}: {e}"));
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| fail("unshare", e))?;
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-        .map_err(|e| fail("make / private", e))?;
-    mount(Some("tracefs"), "/sys/kernel/tracing", Some("tracefs"), MsFlags::empty(), None::<&str>)
-        .map_err(|e| fail("mount /sys/kernel/tracing", e))?;
-    log::info!("mounted tracefs in a private mount namespace");
     Ok(())
+}
+
+/// The capabilities `needs` asks for that this process does not have
+/// (none for root).
+fn missing_capabilities(needs: Needs) -> Vec<&'static str> {
+    if nix::unistd::geteuid().is_root() {
+        return Vec::new();
+    }
+    let effective = crate::sys::proc::effective_capabilities().unwrap_or(0);
+    needs.capabilities().iter().filter(|c| effective & (1 << c.bit) == 0).map(|c| c.name).collect()
+}
+
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// The loaded eBPF object and the probes currently attached.
@@ -195,27 +256,27 @@ impl Probes {
     /// kernel lets BPF write registers.
     pub fn load(options: LoadOptions) -> Result<Probes, ProbeError> {
         let signal = options.stop_signal as u32;
-        let (newtask_pid, newtask_clone_flags) = tracepoint::newtask_offsets()?;
+        let task_pid = btf::task_pid_offset()?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, options.ring_bytes)
             .override_global(GLOBAL_STOP_SIGNAL, &signal, true)
-            .override_global(GLOBAL_NEWTASK_PID, &newtask_pid, true)
-            .override_global(GLOBAL_NEWTASK_CLONE_FLAGS, &newtask_clone_flags, true)
+            .override_global(GLOBAL_TASK_PID, &task_pid, true)
             .load(OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
         for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
             let prog: &mut UProbe = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
         }
-        for (name, category, event) in [
-            ("thread_new", "task", "task_newtask"),
-            ("exec_seen", "sched", "sched_process_exec"),
-            ("thread_exit", "sched", "sched_process_exit"),
+        // Raw tracepoints are attached by name: no tracefs, no mount.
+        for (name, event) in [
+            ("thread_new", "task_newtask"),
+            ("exec_seen", "sched_process_exec"),
+            ("thread_exit", "sched_process_exit"),
         ] {
-            let prog: &mut TracePoint = program(&mut ebpf, name)?;
+            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
-            prog.attach(category, event).map_err(|e| ProbeError::Attach {
-                what: format!("tracepoint {category}/{event}"),
+            prog.attach(event).map_err(|e| ProbeError::Attach {
+                what: format!("raw tracepoint {event}"),
                 reason: chain(&e),
             })?;
         }
@@ -387,6 +448,29 @@ impl Probes {
         self.set_live_unit(None)
     }
 
+    /// The functions of `functions` the kernel refuses to probe (errno 524
+    /// and friends), found with trial links in the agent's own address
+    /// space ([`check`]); the trial links are removed in the background.
+    /// Kernels without uprobe_multi are not checked (a refused perf-event
+    /// uprobe names its function anyway).
+    pub fn check(&mut self, functions: &[Function]) -> Result<Vec<check::Refused>, ProbeError> {
+        let Some(program) = self.multi.iter().find(|p| p.name() == "enter_empty") else {
+            return Ok(Vec::new());
+        };
+        let started = std::time::Instant::now();
+        let (refused, open) = check::refused(program, functions)?;
+        log::info!(
+            "checked {} function(s) with {} trial link(s) in {:.1?}: {} refused",
+            functions.len(),
+            open.len() + refused.len(),
+            started.elapsed(),
+            refused.len()
+        );
+        // The trial links hold breakpoints in the agent itself: now.
+        self.reaper.detach_soon(Attachment::Multi(uprobe_multi::Links::from_fds(open)));
+        Ok(refused)
+    }
+
     /// Attaches an entry and an exit probe to every function: now for
     /// [`Scope::AllProcesses`] and [`Scope::Process`], at each
     /// [`Probes::begin_target`] for [`Scope::Target`].
@@ -416,7 +500,8 @@ impl Probes {
         }
         let scope = UProbeScope::AllProcesses;
         for f in functions {
-            for name in [enter, exit] {
+            let exit = entry_only::reason(&f.symbol).is_none().then_some(exit);
+            for name in std::iter::once(enter).chain(exit) {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
                 let point = UProbeAttachPoint {
                     location: UProbeAttachLocation::AbsoluteOffset(f.offset),
@@ -489,7 +574,7 @@ impl Probes {
     }
 
     /// Detaches `attachment` on a background thread.
-    pub fn detach_later(&self, attachment: Attachment) {
+    pub fn detach_later(&mut self, attachment: Attachment) {
         self.reaper.detach(attachment);
     }
 
@@ -498,11 +583,13 @@ impl Probes {
     /// waits for a grace period in the kernel (about 100 ms here,
     /// serialised); a uprobe_multi link waits for one for all its probes.
     pub fn detach_all(&mut self) {
+        let started = std::time::Instant::now();
         self.per_run = None;
         if let Some((_, attachment)) = self.scoped.take() {
             attachment.detach();
         }
         self.reaper.wait();
+        log::info!("probes removed in {:.1?}", started.elapsed());
         for (name, link) in self.attached.drain(..) {
             if let Some(prog) = self.ebpf.program_mut(name)
                 && let Ok(prog) = <&mut UProbe>::try_from(prog)
@@ -695,25 +782,53 @@ enum Control {
 }
 
 /// A thread that drains the ring buffer continuously, so the kernel side
-/// rarely finds it full, and hands events over in batches.
+/// rarely finds it full, and hands events over in batches. A request
+/// (flush, stop) wakes it through an eventfd, so a flush costs no poll
+/// interval (it happens twice per run).
 pub struct EventStream {
     batches: mpsc::Receiver<Vec<Event>>,
     control: mpsc::Sender<Control>,
+    wake: std::sync::Arc<std::os::fd::OwnedFd>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Wakes the reader thread (an eventfd counter increment).
+fn wake(fd: &std::os::fd::OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
 }
 
 impl EventStream {
     fn spawn(mut ring: RingBuf<MapData>) -> EventStream {
         let (batch_tx, batches) = mpsc::channel();
         let (control, control_rx) = mpsc::channel::<Control>();
+        // SAFETY: eventfd returns a new descriptor (or -1), owned here.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor just created and owned by nobody else.
+        let wake_fd = std::sync::Arc::new(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw)
+        });
+        let waker = std::sync::Arc::clone(&wake_fd);
         let thread = std::thread::Builder::new()
             .name("aid-events".into())
             .spawn(move || {
                 let fd = ring.as_raw_fd();
                 loop {
-                    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                    // SAFETY: one valid pollfd; a timeout bounds the wait.
-                    unsafe { libc::poll(&mut pfd, 1, EVENT_POLL_MS) };
+                    let mut pfds = [
+                        libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+                        libc::pollfd { fd: waker.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                    ];
+                    // SAFETY: two valid pollfds; a timeout bounds the wait.
+                    unsafe { libc::poll(pfds.as_mut_ptr(), 2, EVENT_POLL_MS) };
+                    if pfds[1].revents != 0 {
+                        let mut count = [0u8; 8];
+                        // SAFETY: reads the eventfd counter into 8 bytes.
+                        let _ = unsafe {
+                            libc::read(waker.as_raw_fd(), count.as_mut_ptr().cast(), count.len())
+                        };
+                    }
                     let batch = drain(&mut ring);
                     if !batch.is_empty() && batch_tx.send(batch).is_err() {
                         return;
@@ -732,13 +847,14 @@ impl EventStream {
                 }
             })
             .expect("spawn event reader");
-        EventStream { batches, control, thread: Some(thread) }
+        EventStream { batches, control, wake: wake_fd, thread: Some(thread) }
     }
 
     /// Every event committed to the ring buffer before this call.
     pub fn flush(&self) -> Vec<Event> {
         let (ack_tx, ack_rx) = mpsc::channel();
         if self.control.send(Control::Flush(ack_tx)).is_ok() {
+            wake(&self.wake);
             let _ = ack_rx.recv_timeout(Duration::from_secs(10));
         }
         self.try_take()
@@ -757,6 +873,7 @@ impl EventStream {
 impl Drop for EventStream {
     fn drop(&mut self) {
         let _ = self.control.send(Control::Stop);
+        wake(&self.wake);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -792,7 +909,7 @@ mod tests {
         assert!(named.iter().all(|m| m.starts_with("AID_") && m.len() < 16), "{named:?}");
         let symbols = object::File::parse(OBJECT).expect("ELF");
         use object::{Object as _, ObjectSymbol as _};
-        for global in [GLOBAL_STOP_SIGNAL, GLOBAL_NEWTASK_PID, GLOBAL_NEWTASK_CLONE_FLAGS] {
+        for global in [GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID] {
             assert!(symbols.symbols().any(|s| s.name() == Ok(global)), "global {global} missing");
         }
     }

@@ -3,7 +3,7 @@
 //! kernel has no uprobe_multi), and how they are removed without making
 //! the next run wait for the kernel's grace periods.
 
-use std::{path::Path, sync::mpsc, thread::JoinHandle};
+use std::{path::Path, sync::mpsc, thread::JoinHandle, time::Instant};
 
 use aya::{
     Ebpf,
@@ -14,7 +14,10 @@ use aya::{
 };
 
 use crate::{
-    bpf::uprobe_multi::{self, Links, MultiProgram},
+    bpf::{
+        entry_only,
+        uprobe_multi::{self, Links, MultiProgram},
+    },
     model::Function,
 };
 
@@ -52,7 +55,8 @@ impl Attachment {
         let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid).expect("pid 0"));
         let mut links = Vec::with_capacity(2 * functions.len());
         for f in functions {
-            for name in [enter, exit] {
+            let exit = entry_only::reason(&f.symbol).is_none().then_some(exit);
+            for name in std::iter::once(enter).chain(exit) {
                 let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
                 let prog: &mut UProbe = ebpf
                     .program_mut(name)
@@ -102,12 +106,27 @@ fn detach_all(attachments: Vec<Attachment>) {
     uprobe_multi::close_in_parallel(links);
 }
 
+/// Runs whose probes are removed together.
+const BATCH: usize = 8;
+
 /// Detaches attachments on a thread of its own: the kernel makes the
 /// closing thread wait for a grace period, which the next run need not
 /// wait for. A process that has exited has no breakpoints left to hit, so
 /// nothing fires in the meantime.
+///
+/// Attachments are handed to the thread [`BATCH`] at a time, always just
+/// after a run ended: a batch's links close in parallel and cost about one
+/// grace period however many runs it holds, and every unregistration also
+/// makes the kernel's uprobe registration and fork paths wait for RCU grace
+/// periods, which the next runs would otherwise meet one at a time
+/// (BENCHMARKS.md). Handing them over between runs keeps the unregistering
+/// itself (which briefly takes the lock of every address space mapping the
+/// file, the running target's included) out of the middle of a run. A
+/// link whose target has exited matches no address space: it holds no
+/// breakpoint while it waits.
 pub struct Reaper {
-    queue: Option<mpsc::Sender<Attachment>>,
+    queue: Option<mpsc::Sender<Vec<Attachment>>>,
+    pending: Vec<Attachment>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -119,43 +138,66 @@ impl Default for Reaper {
 
 impl Reaper {
     pub fn new() -> Reaper {
-        let (queue, rx) = mpsc::channel::<Attachment>();
+        let (queue, rx) = mpsc::channel::<Vec<Attachment>>();
         let thread = std::thread::Builder::new()
             .name("aid-detach".into())
             .spawn(move || {
-                // Everything queued meanwhile goes in one batch: its links
-                // close in parallel, so the batch costs about one grace
-                // period however many runs it holds, and the backlog never
-                // grows beyond one batch.
-                while let Ok(first) = rx.recv() {
-                    let mut batch = vec![first];
-                    batch.extend(rx.try_iter());
+                // Everything handed over meanwhile goes in one batch, so
+                // the backlog never grows beyond one batch.
+                while let Ok(mut batch) = rx.recv() {
+                    for more in rx.try_iter() {
+                        batch.extend(more);
+                    }
+                    let (n, started) = (batch.len(), Instant::now());
                     detach_all(batch);
+                    log::info!(
+                        "background: closed {n} probe attachment(s) in {:.3} ms",
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
                 }
             })
             .expect("spawn the detach thread");
-        Reaper { queue: Some(queue), thread: Some(thread) }
+        Reaper { queue: Some(queue), pending: Vec::new(), thread: Some(thread) }
     }
 
-    /// Detaches `attachment` in the background.
-    pub fn detach(&self, attachment: Attachment) {
-        match &self.queue {
-            Some(q) => {
-                if let Err(mpsc::SendError(a)) = q.send(attachment) {
-                    a.detach();
-                }
-            }
-            None => attachment.detach(),
+    /// Detaches `attachment` in the background, with the next batch.
+    pub fn detach(&mut self, attachment: Attachment) {
+        self.pending.push(attachment);
+        if self.pending.len() >= BATCH {
+            self.hand_over();
         }
     }
 
-    /// Waits until everything handed over so far is detached.
+    /// Detaches `attachment` in the background now (with whatever else is
+    /// pending).
+    pub fn detach_soon(&mut self, attachment: Attachment) {
+        self.pending.push(attachment);
+        self.hand_over();
+    }
+
+    fn hand_over(&mut self) {
+        let batch = std::mem::take(&mut self.pending);
+        if batch.is_empty() {
+            return;
+        }
+        match &self.queue {
+            Some(q) => {
+                if let Err(mpsc::SendError(batch)) = q.send(batch) {
+                    detach_all(batch);
+                }
+            }
+            None => detach_all(batch),
+        }
+    }
+
+    /// Detaches everything handed over so far, and waits until it is done.
     pub fn wait(&mut self) {
         self.stop();
         *self = Reaper::new();
     }
 
     fn stop(&mut self) {
+        self.hand_over();
         drop(self.queue.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();

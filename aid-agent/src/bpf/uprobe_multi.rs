@@ -31,7 +31,7 @@ use aya_obj::generated::{
     bpf_prog_type,
 };
 
-use crate::model::Function;
+use crate::{bpf::entry_only, model::Function};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MultiError {
@@ -61,6 +61,10 @@ pub struct MultiProgram {
 impl MultiProgram {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// The kernel's id of the program (what `bpf_link_info` names).
@@ -256,22 +260,33 @@ pub struct Links {
 
 impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
-    /// function, in process `pid` only: one link per module and direction.
+    /// function (no return probe on those of [`entry_only`]), in process
+    /// `pid` only: one link per module and direction.
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,
         functions: &[Function],
         pid: u32,
     ) -> Result<Links, MultiError> {
-        let mut by_module: BTreeMap<&PathBuf, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
+        type Sites = (Vec<u64>, Vec<u64>);
+        let mut by_module: BTreeMap<&PathBuf, (Sites, Sites)> = BTreeMap::new();
         for f in functions {
-            let (offsets, cookies) = by_module.entry(&f.module).or_default();
-            offsets.push(f.offset);
-            cookies.push(u64::from(f.id));
+            let (entries, returns) = by_module.entry(&f.module).or_default();
+            entries.0.push(f.offset);
+            entries.1.push(u64::from(f.id));
+            if entry_only::reason(&f.symbol).is_none() {
+                returns.0.push(f.offset);
+                returns.1.push(u64::from(f.id));
+            }
         }
         let mut links = Links::default();
-        for (module, (offsets, cookies)) in by_module {
-            for (program, ret, kind) in [(enter, false, "entry"), (exit, true, "return")] {
+        for (module, (entries, returns)) in by_module {
+            for (program, ret, kind, (offsets, cookies)) in
+                [(enter, false, "entry", entries), (exit, true, "return", returns)]
+            {
+                if offsets.is_empty() {
+                    continue;
+                }
                 let fd = link_create(program.fd.as_fd(), module, &offsets, &cookies, ret, pid)
                     .map_err(|source| MultiError::Link {
                         count: offsets.len(),
@@ -284,6 +299,11 @@ impl Links {
             }
         }
         Ok(links)
+    }
+
+    /// Links made elsewhere (the probe check's trial links).
+    pub fn from_fds(fds: Vec<OwnedFd>) -> Links {
+        Links { fds }
     }
 
     /// Takes over the links of `other`.

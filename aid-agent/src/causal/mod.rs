@@ -348,17 +348,31 @@ pub fn discover(
     oracle: &mut dyn Oracle,
     config: &Config,
 ) -> Result<Discovery, CausalError> {
-    let mut ex = engine::Experiment::new(dag, oracle, config, strategy)?;
-    match strategy {
-        Strategy::Aid => aid::run(&mut ex)?,
+    discover_or_partial(dag, strategy, oracle, config).map_err(|(e, _)| e)
+}
+
+/// [`discover`]; when it stops part way (the oracle failed: the user
+/// interrupted, the target went away), the error comes back with what the
+/// rounds made so far had established (None if it failed before any).
+pub fn discover_or_partial(
+    dag: &AcDag,
+    strategy: Strategy,
+    oracle: &mut dyn Oracle,
+    config: &Config,
+) -> Result<Discovery, (CausalError, Option<Box<Discovery>>)> {
+    let mut ex = engine::Experiment::new(dag, oracle, config, strategy).map_err(|e| (e, None))?;
+    let ran = match strategy {
+        Strategy::Aid => aid::run(&mut ex),
         Strategy::AidPaper | Strategy::AidP => {
-            branch_prune::run(&mut ex)?;
-            giwp::run_all(&mut ex)?;
+            branch_prune::run(&mut ex).and_then(|()| giwp::run_all(&mut ex))
         }
-        Strategy::AidPB => giwp::run_all(&mut ex)?,
-        Strategy::Tagt => tagt::run(&mut ex)?,
+        Strategy::AidPB => giwp::run_all(&mut ex),
+        Strategy::Tagt => tagt::run(&mut ex),
+    };
+    match ran {
+        Ok(()) => Ok(ex.finish(strategy)),
+        Err(e) => Err((e, Some(Box::new(ex.finish(strategy))))),
     }
-    Ok(ex.finish(strategy))
 }
 
 #[cfg(test)]

@@ -80,9 +80,13 @@ pub fn session_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 }
 
 /// Reads and verifies a session directory (checksums, row counts), with
-/// the settings it was analysed with.
+/// the settings it was analysed with; a damaged run is named in a warning
+/// and left out.
 fn load_session(path: &Path) -> anyhow::Result<(Session, Option<Settings>)> {
     let loaded = store::load_full(path)?;
+    for skipped in &loaded.skipped {
+        eprintln!("aid: warning: {skipped}");
+    }
     Ok((loaded.session, loaded.header.settings))
 }
 

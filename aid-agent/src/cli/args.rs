@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// of two). Raise it if runs lose events.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub ring_size: u32,
+    /// Most functions to probe (an entry and a return probe each); a
+    /// pattern matching more is refused.
+    #[arg(long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
+    pub max_probes: usize,
 }
 
 impl RunArgs {
@@ -41,16 +45,36 @@ impl RunArgs {
     }
 
     pub fn load_options(&self) -> anyhow::Result<LoadOptions> {
-        load_options(self.ring_size)
+        load_options(self.ring_size, self.max_probes)
     }
 }
 
-/// `--ring-size` checked: the kernel wants a power of two of at least a page.
-pub fn load_options(ring_size: u32) -> anyhow::Result<LoadOptions> {
+/// `--ring-size` and `--max-probes` checked: the kernel wants a power of
+/// two of at least a page.
+pub fn load_options(ring_size: u32, max_probes: usize) -> anyhow::Result<LoadOptions> {
     if !ring_size.is_power_of_two() || ring_size < 4096 {
         bail!("--ring-size {ring_size} must be a power of two of at least 4096");
     }
-    Ok(LoadOptions { ring_bytes: ring_size, ..LoadOptions::default() })
+    if max_probes == 0 {
+        bail!("--max-probes 0 allows no function: give at least 1");
+    }
+    Ok(LoadOptions { ring_bytes: ring_size, max_functions: max_probes, ..LoadOptions::default() })
+}
+
+/// Every `--trace` pattern must say something.
+pub fn check_patterns(trace: &[String]) -> anyhow::Result<()> {
+    if trace.iter().any(|t| t.trim().is_empty()) {
+        bail!("--trace '' is empty: give a function name or a glob such as 'cache_*'");
+    }
+    Ok(())
+}
+
+/// A duration option that must not be zero.
+pub fn positive(option: &str, d: Duration) -> anyhow::Result<Duration> {
+    if d.is_zero() {
+        bail!("{option} 0s allows no time at all: give a positive duration");
+    }
+    Ok(d)
 }
 
 /// Parses a duration as humantime writes them ("500ms", "30s", "2m",

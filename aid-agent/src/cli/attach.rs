@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use super::{
-    args::{load_options, parse_duration, print_list},
+    args::{load_options, parse_duration, positive, print_list},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::record::{
@@ -42,15 +42,23 @@ pub struct Args {
     /// Ring buffer size in bytes (a power of two).
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub ring_size: u32,
+    /// Most functions to probe (an entry and a return probe each).
+    #[arg(long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
+    pub max_probes: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(pattern) = &args.list {
         return print_list(ListIn::Process(args.pid), std::slice::from_ref(pattern));
     }
+    super::args::check_patterns(&args.trace)?;
     let req = AttachRequest {
-        duration: args.duration.as_deref().map(parse_duration).transpose()?,
-        load: load_options(args.ring_size)?,
+        duration: args
+            .duration
+            .as_deref()
+            .map(|d| positive("--duration", parse_duration(d)?))
+            .transpose()?,
+        load: load_options(args.ring_size, args.max_probes)?,
         pid: args.pid,
         trace: args.trace,
         unit: args.unit,

@@ -111,8 +111,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args.out.clone().unwrap_or_else(|| {
         args.session.join(format!("compare-{}-vs-{pass}-{}", args.fail, store::now_unix()))
     });
-    let settings =
-        LiveSettings { hold_timeout, timeout, out: out.clone(), load: load_options(64 << 20)? };
+    let settings = LiveSettings {
+        hold_timeout,
+        timeout,
+        out: out.clone(),
+        load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
+    };
     let cancel = interrupt_flag()?;
     let result =
         compare_program(&loaded, &inputs, &opts, &settings, &cancel, &mut Terminal::default());

@@ -7,7 +7,7 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{RunArgs, StrategyArg, parse_duration, print_list},
+    args::{RunArgs, StrategyArg, parse_duration, positive, print_list},
     out::emit,
     terminal::{Terminal, interrupt_flag, report_layout},
 };
@@ -110,6 +110,19 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
+    if let Some(n) = args.runs.filter(|n| *n < 2) {
+        bail!("--runs {n} cannot show both a failing and a passing run: give at least 2");
+    }
+    if args.max_runs < 2 {
+        bail!(
+            "--max-runs {} cannot show both a failing and a passing run: give at least 2",
+            args.max_runs
+        );
+    }
+    if args.min_runs == 0 {
+        bail!("--min-runs 0: aid needs at least 1 failing and 1 passing run; give at least 1");
+    }
+    super::args::check_patterns(&args.trace)?;
     let options = DebugOptions {
         strategy: args.strategy.into(),
         confidence: args.confidence,
@@ -117,7 +130,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         min_passing: args.min_runs,
         max_runs: args.max_runs,
         runs: args.runs,
-        hold_timeout: parse_duration(&args.hold_timeout)?,
+        hold_timeout: positive("--hold-timeout", parse_duration(&args.hold_timeout)?)?,
         safe,
         seed: args.seed,
         ..DebugOptions::default()
@@ -139,7 +152,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 })?,
                 fail_if: args.fail_if,
                 safe: args.safe,
-                unit_timeout: parse_duration(&args.unit_timeout)?,
+                unit_timeout: positive("--unit-timeout", parse_duration(&args.unit_timeout)?)?,
                 out: args.run.out,
                 load,
                 options,
@@ -175,5 +188,12 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         "{text}\nSession and report (report.html, report.json, dag.dot): {}\n",
         debugged.out.display()
     ))?;
+    if let Some(phase) = debugged.diagnosis.interrupted {
+        eprintln!(
+            "aid: interrupted while {phase}: the report above holds only what was confirmed before; every run is saved in {}",
+            debugged.out.display()
+        );
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
     Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -8,7 +8,7 @@ use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 use anyhow::Context as _;
 
 use super::{
-    args::{RunArgs, parse_duration},
+    args::{RunArgs, parse_duration, positive},
     terminal::interrupt_flag,
 };
 use crate::{
@@ -44,14 +44,22 @@ pub struct Args {
 struct RunLines;
 
 impl Progress for RunLines {
+    fn say(&mut self, line: &str) {
+        eprintln!("aid: {line}");
+    }
+
     fn step(&mut self, status: &str) {
         println!("{status}");
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.runs == 0 {
+        anyhow::bail!("--runs 0 runs nothing: give at least 1");
+    }
+    super::args::check_patterns(&args.trace)?;
     let policy = args.run.policy()?;
-    let hold_timeout = parse_duration(&args.hold_timeout)?;
+    let hold_timeout = positive("--hold-timeout", parse_duration(&args.hold_timeout)?)?;
     let text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> = serde_json::from_str(&text)
@@ -67,6 +75,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan: Some((interventions, hold_timeout)),
     };
     let cancel = interrupt_flag()?;
-    record(&req, &cancel, &mut RunLines)?;
+    let s = record(&req, &cancel, &mut RunLines)?;
+    if s.interrupted {
+        eprintln!("aid: interrupted; the {} run(s) made so far are saved", s.recorded);
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
     Ok(ExitCode::SUCCESS)
 }

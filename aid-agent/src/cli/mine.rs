@@ -90,7 +90,7 @@ impl RerunArgs {
             hold_timeout: timeout,
             timeout,
             out: self.dir(session, "watch"),
-            load: load_options(64 << 20)?,
+            load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
         }))
     }
 

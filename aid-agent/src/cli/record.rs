@@ -3,6 +3,8 @@
 
 use std::{ffi::OsString, process::ExitCode};
 
+use anyhow::bail;
+
 use super::{
     args::{RunArgs, print_list},
     terminal::{Terminal, interrupt_flag},
@@ -51,6 +53,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(pattern) = &args.list {
         return print_list(ListIn::Program(&args.command), std::slice::from_ref(pattern));
     }
+    if args.runs == 0 {
+        bail!("--runs 0 records nothing: give at least 1");
+    }
+    super::args::check_patterns(&args.trace)?;
     let req = RecordRequest {
         policy: args.run.policy()?,
         load: args.run.load_options()?,
@@ -76,6 +82,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "aid: warning: {} run(s) lost {} event(s) (ring buffer full) and are marked incomplete; analysis excludes them. Use a larger --ring-size.",
             s.lost_runs, s.lost_events
+        );
+    }
+    if s.noted_runs > 1 {
+        eprintln!(
+            "aid: {} run(s) left something untraced (child processes); each run's record in runs.jsonl says what",
+            s.noted_runs
         );
     }
     if s.interrupted {

@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             hold_timeout: parse_duration(&args.hold_timeout)?,
             timeout: parse_duration(&args.rerun.timeout)?,
             out: args.rerun.dir(&args.session, "verify"),
-            load: load_options(64 << 20)?,
+            load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
         })
     } else {
         None

@@ -6,7 +6,7 @@
 
 use std::{
     io::IsTerminal as _,
-    sync::{Arc, atomic::AtomicBool},
+    sync::{Arc, OnceLock, atomic::AtomicBool},
     time::Duration,
 };
 
@@ -106,7 +106,13 @@ impl Progress for Terminal {
 }
 
 /// Set on the first Ctrl-C / SIGTERM; a second one exits at once (130).
+/// Installed once, as the command line starts (so a Ctrl-C during start-up
+/// is seen too); later calls return the same flag.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    if let Some(flag) = FLAG.get() {
+        return Ok(Arc::clone(flag));
+    }
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
@@ -114,7 +120,7 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(sig, Arc::clone(&flag))
             .context("installing the Ctrl-C handler")?;
     }
-    Ok(flag)
+    Ok(Arc::clone(FLAG.get_or_init(|| flag)))
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hold_timeout: timeout,
         timeout,
         out: out.clone(),
-        load: load_options(64 << 20)?,
+        load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
     };
     let cancel = interrupt_flag()?;
     let outcome =

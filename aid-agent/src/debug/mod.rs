@@ -34,6 +34,7 @@ use crate::{
     },
     model::{Label, Run, Session},
     predicates::ExtractConfig,
+    record::Interrupted,
     store::{Settings, Writer},
 };
 
@@ -135,6 +136,9 @@ pub struct Diagnosis {
     pub discovery: Option<Discovery>,
     pub tagt: Option<TagtEstimate>,
     pub oracle_runs: Vec<OracleRun>,
+    /// The phase the user interrupted (Ctrl-C), if they did: the discovery
+    /// then holds only what was confirmed before.
+    pub interrupted: Option<&'static str>,
 }
 
 /// A finished `debug`: the diagnosis, the session directory holding
@@ -162,7 +166,8 @@ pub fn debug(
     let analysis = analyse(&session, opts, source.reach(), ui);
     ui.end();
     let analysis = analysis?;
-    if analysis.candidates.is_empty() || cancel.load(Ordering::Relaxed) {
+    let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
+    if analysis.candidates.is_empty() || interrupted.is_some() {
         return Ok(Diagnosis {
             observed,
             session,
@@ -170,6 +175,7 @@ pub fn debug(
             discovery: None,
             tagt: None,
             oracle_runs: Vec::new(),
+            interrupted,
         });
     }
     let config = engine_config(&analysis, opts, source.noun(), ui)?;
@@ -183,14 +189,38 @@ pub fn debug(
         cancel,
         &mut *ui,
     );
-    let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
+    let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = oracle.finish();
     source.end_interventions();
+    let discovery = match discovery {
+        Ok(d) => d,
+        // Interrupted: what the finished rounds established.
+        Err((_, Some(partial))) if cancel.load(Ordering::Relaxed) => {
+            return Ok(Diagnosis {
+                observed,
+                session,
+                analysis,
+                discovery: Some(*partial),
+                tagt: None,
+                oracle_runs,
+                interrupted: Some("intervening"),
+            });
+        }
+        Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
+    };
     ui.begin("replaying TAGT on the same graph for the comparison", None);
     let concluded = conclude(&analysis, discovery, &config, opts);
     ui.end();
     let (discovery, tagt) = concluded?;
-    Ok(Diagnosis { observed, session, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    Ok(Diagnosis {
+        observed,
+        session,
+        analysis,
+        discovery: Some(discovery),
+        tagt,
+        oracle_runs,
+        interrupted: None,
+    })
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as
@@ -252,11 +282,10 @@ fn engine_config(
 /// against the causal path found.
 fn conclude(
     analysis: &Analysis,
-    discovery: Result<Discovery, causal::CausalError>,
+    discovery: Discovery,
     config: &Config,
     opts: &DebugOptions,
 ) -> anyhow::Result<(Discovery, Option<TagtEstimate>)> {
-    let discovery = discovery.context("causal path discovery")?;
     let tagt = if discovery.path.is_empty() {
         None
     } else {
@@ -282,6 +311,7 @@ fn observe(
     let mut basis: Vec<Run> = Vec::new();
     let mut plain: Vec<Run> = Vec::new();
     let mut noise: Option<NoiseSource> = None;
+    let mut noted = false;
     let counts = |runs: &[Run]| {
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
@@ -332,6 +362,15 @@ fn observe(
         let delays = noise.as_mut().map(NoiseSource::draw).unwrap_or_default();
         let Some(rec) = source.observe(&delays, cancel)? else { break };
         writer.append(&rec, source.functions())?;
+        if !rec.notes.is_empty() && !noted {
+            noted = true;
+            for note in &rec.notes {
+                ui.say(&format!(
+                    "{noun} {}: {note} (said once; each run's record keeps it)",
+                    rec.run.id
+                ));
+            }
+        }
         observed.runs += 1;
         if !rec.run.complete {
             observed.incomplete += 1;
@@ -352,10 +391,13 @@ fn observe(
     }
     ui.end();
     if cancel.load(Ordering::Relaxed) {
-        bail!(
-            "interrupted by the user during observation; the {} {noun}(s) so far are saved",
-            observed.runs
-        );
+        let (failing, passing) = counts(&basis);
+        return Err(Interrupted(format!(
+            "interrupted while observing: the {} {noun}(s) so far ({failing} failing, {passing} passing, nothing confirmed yet) are saved in {}; `aid-agent analyze` reads them",
+            observed.runs,
+            writer.dir().display()
+        ))
+        .into());
     }
     if observed.incomplete > 0 {
         ui.say(&format!(

@@ -130,7 +130,8 @@ pub fn debug_program(
         req.load,
         req.out.as_deref(),
         Programs::Record,
-        |r| {
+        &mut *ui,
+        |r, ui| {
             let functions = if req.trace.is_empty() {
                 start::default_functions(r, &mut *ui)?
             } else {

@@ -22,6 +22,7 @@ use crate::{
     intervene::{Plan, Reach},
     model::{FuncId, Function, Noise, RecordedRun},
     record::{
+        Interrupted,
         progress::Progress,
         start::{self, ProcessSpec},
         tracer::Running,
@@ -123,7 +124,7 @@ impl RunSource for ServiceSource<'_> {
         Ok(())
     }
 
-    fn intervene(&mut self, plan: &Plan, _cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
+    fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
         let pid = self.running.pid();
         let probes = self.running.probes();
         probes.clear_actions()?;
@@ -137,9 +138,14 @@ impl RunSource for ServiceSource<'_> {
         let mut found: Option<RecordedRun> = None;
         let mut timed_out = false;
         let mut failed_look = None;
+        let mut interrupted = false;
         let unit_timeout = self.unit_timeout;
         let served =
             self.running.serve(std::mem::take(&mut self.traced), &mut |watcher, probes| {
+                if cancel.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    return Flow::Stop;
+                }
                 if last_look.elapsed() < poll::INTERVENED_UNIT_LOOK {
                     return Flow::Continue;
                 }
@@ -166,6 +172,9 @@ impl RunSource for ServiceSource<'_> {
         }
         if served.status.is_some() {
             bail!("pid {pid} exited while aid was intervening");
+        }
+        if interrupted {
+            return Err(Interrupted("interrupted by the user".into()).into());
         }
         if timed_out {
             bail!(
@@ -250,7 +259,7 @@ pub fn debug_service(
         load: req.load,
     };
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
-        start::process(&spec)?;
+        start::process(&spec, &mut *ui)?;
     let Some(unit) = unit else { bail!("--unit `{}` names no function", req.unit) };
     ui.say(&format!(
         "debugging pid {} ({}): each call of {} is one run",

@@ -43,7 +43,8 @@ pub fn restart(
         load,
         Some(out),
         Programs::Record,
-        |r| {
+        &mut crate::record::progress::Quiet,
+        |r, _| {
             unchanged(r.executable(), &user)?;
             Ok(user.clone())
         },

@@ -33,6 +33,9 @@ pub struct RecordedRun {
     pub stderr: String,
     /// Probe bodies that failed in the kernel during this run.
     pub probe_errors: u64,
+    /// What the run's record says in words about what was not traced
+    /// (child processes the target started), stored with it.
+    pub notes: Vec<String>,
 }
 
 /// Takes the agent's pauses out of the durations of the calls their thread

@@ -176,5 +176,6 @@ pub fn recorded(run: Run) -> RecordedRun {
         stdout: String::new(),
         stderr: String::new(),
         probe_errors: 0,
+        notes: Vec::new(),
     }
 }

@@ -68,7 +68,7 @@ pub fn attach(
         load: req.load,
     };
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
-        start::process(&spec)?;
+        start::process(&spec, &mut *ui)?;
     let names: Vec<String> = tracer.user_functions().map(|f| f.name.clone()).collect();
     let mut running = tracer.watch(req.pid, unit, checks)?;
     ui.say(&format!(
@@ -112,6 +112,9 @@ pub fn attach(
         }
     };
     ui.end();
+    if running.functions().len() > 64 {
+        ui.say(&format!("removing the probes of {} functions", running.functions().len()));
+    }
     let finished = running.finish(ended)?;
     for rec in &finished.runs {
         store(rec, &mut writer)?;

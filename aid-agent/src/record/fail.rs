@@ -22,6 +22,8 @@ pub enum FailError {
         "invalid --fail-if `{text}`: {reason} (form: 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret > 5', 'FN ret null')"
     )]
     BadCondition { text: String, reason: String },
+    #[error("--timeout 0s would kill every run at once: give a positive duration, e.g. 60s")]
+    ZeroTimeout,
 }
 
 /// How runs of a program are judged and bounded.
@@ -38,6 +40,9 @@ impl RunPolicy {
     /// The rules parsed from `texts`; none given means the defaults:
     /// nonzero exit, a signal, a timeout.
     pub fn new(texts: &[String], timeout: Duration) -> Result<RunPolicy, FailError> {
+        if timeout.is_zero() {
+            return Err(FailError::ZeroTimeout);
+        }
         let texts: Vec<String> = if texts.is_empty() {
             vec!["nonzero".into(), "signal".into(), "timeout".into()]
         } else {
@@ -68,7 +73,15 @@ impl FailRule {
     pub fn parse(rule: &str) -> Result<FailRule, FailError> {
         let bad =
             |reason: &str| FailError::BadRule { rule: rule.to_owned(), reason: reason.to_owned() };
-        let regex = |r: &str| Regex::new(r).map_err(|e| bad(&e.to_string()));
+        // The regex crate draws a caret under the pattern over several
+        // lines; its last line says what is wrong.
+        let regex = |r: &str| {
+            Regex::new(r).map_err(|e| {
+                let text = e.to_string();
+                let last = text.lines().last().unwrap_or_default();
+                bad(&format!("invalid regex: {}", last.trim_start_matches("error: ")))
+            })
+        };
         Ok(match rule {
             "nonzero" | "exit" => FailRule::NonZero,
             "signal" => FailRule::Signal(None),
@@ -267,6 +280,24 @@ mod tests {
         );
         assert!(FailRule::parse("exit=abc").is_err());
         assert!(FailRule::parse("whatever").is_err());
+    }
+
+    /// Regression (issue 8): an invalid regex printed four lines.
+    #[test]
+    fn bad_regex_and_zero_timeout_are_one_line() {
+        let err = FailRule::parse("stdout:(unclosed").unwrap_err().to_string();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(
+            err.starts_with(
+                "invalid --fail-on rule `stdout:(unclosed`: invalid regex: unclosed group ("
+            ),
+            "{err}"
+        );
+        let err = RunPolicy::new(&[], Duration::ZERO).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--timeout 0s would kill every run at once: give a positive duration, e.g. 60s"
+        );
     }
 
     #[test]

@@ -17,3 +17,9 @@ pub mod tracer;
 pub mod units;
 pub mod watch;
 pub mod watchpoints;
+
+/// The user interrupted (Ctrl-C): what was recorded is kept. The command
+/// line exits 130 on it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);

@@ -1,7 +1,8 @@
 //! Starting a session, shared by every entry point (`record`, `intervene`,
 //! `attach`, `debug`): resolve the target and the functions to trace,
-//! check privileges up front, load and attach the probes, and create the
-//! session directory with its header.
+//! check privileges and the probe budget up front, create the session
+//! directory (so an unusable `--out` is found before any probe exists),
+//! load and attach the probes, and write the session's header.
 
 use std::{
     ffi::OsString,
@@ -34,10 +35,12 @@ pub struct ProgramSession {
     pub writer: Writer,
 }
 
-/// Resolves `command`, checks privileges, lets `choose` pick the functions,
-/// loads and attaches the probes (to every process running that code; the
-/// kernel filters by target), and creates the session directory (`out`, or
-/// `aid-sessions/<time>-<program>`).
+/// Resolves `command`, checks privileges, lets `choose` pick the functions
+/// (within the probe budget), creates the session directory (`out`, or
+/// `aid-sessions/<time>-<program>`), loads the probes (attached to each
+/// run's target), and writes the header. What the user should know about
+/// the probes is said on `ui`.
+#[allow(clippy::too_many_arguments, reason = "the entry points' shared start-up")]
 pub fn program(
     mode: Mode,
     command: &[OsString],
@@ -45,18 +48,58 @@ pub fn program(
     load: LoadOptions,
     out: Option<&Path>,
     programs: Programs,
-    choose: impl FnOnce(&mut Resolver) -> anyhow::Result<Vec<Function>>,
+    ui: &mut dyn Progress,
+    choose: impl FnOnce(&mut Resolver, &mut dyn Progress) -> anyhow::Result<Vec<Function>>,
 ) -> anyhow::Result<ProgramSession> {
-    let target = Target::from_argv(command)?;
-    bpf::preflight()?;
+    let mut target = Target::from_argv(command)?;
+    // The target is the agent's own child: no privilege over other users'
+    // processes is needed.
+    bpf::preflight(bpf::Needs::Trace)?;
     let mut resolver = Resolver::for_executable(&target.program)?;
-    let functions = choose(&mut resolver)?;
+    let functions = choose(&mut resolver, ui)?;
+    within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
-    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
+    let existed = out.exists();
+    store::prepare(&out)?;
+    say_checking(ui, &functions);
+    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
+        .inspect_err(|_| forget(&out, existed))?;
+    for notice in tracer.notices() {
+        ui.say(notice);
+    }
     let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let header = header(mode, target.program.clone(), args, rules, tracer.functions());
     let writer = Writer::create(&out, &header)?;
+    target.output_dir = Some(writer.dir().to_owned());
     Ok(ProgramSession { target, tracer, writer })
+}
+
+/// The session directory made for a session that could not start goes
+/// again (only if aid created it and it is still empty).
+fn forget(out: &Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir(out);
+    }
+}
+
+/// Checking many functions takes a moment (about a second for 2,000):
+/// say so first.
+fn say_checking(ui: &mut dyn Progress, functions: &[Function]) {
+    if functions.len() > 64 {
+        ui.say(&format!("checking that the kernel can probe all {} functions", functions.len()));
+    }
+}
+
+/// The probe budget: more than `max` functions is refused before anything
+/// is loaded, saying how many matched.
+pub fn within_budget(functions: &[Function], max: usize) -> anyhow::Result<()> {
+    let n = functions.iter().filter(|f| !f.internal).count();
+    if n > max {
+        bail!(
+            "the patterns match {n} functions, more than the limit of {max} (each costs two probes): narrow --trace, or raise --max-probes"
+        );
+    }
+    Ok(())
 }
 
 /// What to trace in a process that is already running.
@@ -87,17 +130,15 @@ pub struct ProcessSession {
 
 /// Checks the process, resolves the patterns (the unit function and the
 /// functions of the failure conditions are traced too) against its
-/// executable and mapped libraries, attaches the probes to that process
-/// only, and creates the session directory.
-pub fn process(spec: &ProcessSpec<'_>) -> anyhow::Result<ProcessSession> {
+/// executable and mapped libraries, creates the session directory,
+/// attaches the probes to that process only, and writes the header.
+pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<ProcessSession> {
     let pid = spec.pid;
     let conditions: Vec<FailIf> =
         spec.fail_if.iter().map(|t| FailIf::parse(t)).collect::<Result<_, _>>()?;
-    if !proc::exists(pid) {
-        bail!("pid {pid} not found: is the process still running?");
-    }
+    proc::traceable(pid)?;
     if pid == std::process::id() {
-        bail!("pid {pid} is aid-agent itself");
+        bail!("pid {pid} is aid-agent itself: give the pid of the program to trace");
     }
     let mut patterns = spec.trace.to_vec();
     patterns.extend(spec.unit.map(str::to_owned));
@@ -105,7 +146,8 @@ pub fn process(spec: &ProcessSpec<'_>) -> anyhow::Result<ProcessSession> {
     if patterns.is_empty() {
         bail!("nothing to trace: give --trace PATTERN (and/or --unit FN)");
     }
-    bpf::preflight()?;
+    let own = proc::owner(pid).is_none_or(|uid| uid == nix::unistd::geteuid().as_raw());
+    bpf::preflight(if own { bpf::Needs::Trace } else { bpf::Needs::TraceOtherUsers })?;
     let mut resolver = Resolver::for_process(pid)?;
     let functions = resolver.resolve(&patterns)?;
     check_safe(spec.safe, &functions)?;
@@ -129,10 +171,17 @@ pub fn process(spec: &ProcessSpec<'_>) -> anyhow::Result<ProcessSession> {
         .iter()
         .map(|c| Ok(ReturnCheck { funcs: named(&c.function)?, cond: c.cond, text: c.text.clone() }))
         .collect::<anyhow::Result<_>>()?;
+    within_budget(&functions, spec.load.max_functions)?;
     let program = resolver.executable().path.clone();
     let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
-    let tracer =
-        Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)?;
+    let existed = out.exists();
+    store::prepare(&out)?;
+    say_checking(ui, &functions);
+    let tracer = Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)
+        .inspect_err(|_| forget(&out, existed))?;
+    for notice in tracer.notices() {
+        ui.say(notice);
+    }
     let mut header =
         header(spec.mode, program.clone(), Vec::new(), spec.fail_if, tracer.functions());
     header.pid = Some(pid);

@@ -16,7 +16,9 @@ use nix::{
 };
 
 use crate::{
-    bpf::{EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, monotonic_ns},
+    bpf::{
+        EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, entry_only, monotonic_ns,
+    },
     intervene::{
         Plan,
         control::{Controller, Flow, Served, StopRecord, StopState},
@@ -44,6 +46,10 @@ pub enum TraceError {
     Run(#[from] RunError),
     #[error(transparent)]
     Control(#[from] ControlError),
+    #[error(
+        "the kernel can probe none of the {count} function(s) matched ({why}): choose other functions with --trace"
+    )]
+    NothingProbeable { count: usize, why: String },
 }
 
 /// What an intervened run does besides intervening (hardware watchpoints,
@@ -71,6 +77,9 @@ pub struct Tracer {
     stream: EventStream,
     resolver: Resolver,
     stops: StopState,
+    /// What the user should know about the probes (functions skipped,
+    /// entry-only probes), one line each.
+    notices: Vec<String>,
 }
 
 impl Tracer {
@@ -85,11 +94,52 @@ impl Tracer {
         scope: Scope,
         programs: Programs,
     ) -> Result<Tracer, TraceError> {
-        let pthread_create = resolver.pthread_create(functions.len() as FuncId).map(|f| {
+        if let Some(f) = resolver.pthread_create(functions.len() as FuncId) {
             functions.push(f);
-            (functions.len() - 1) as FuncId
-        });
+        }
         let mut probes = Probes::load(load)?;
+        let mut notices = Vec::new();
+        let refused = probes.check(&functions)?;
+        if !refused.is_empty() {
+            let user = functions.iter().filter(|f| !f.internal).count();
+            let skipped: Vec<String> = refused
+                .iter()
+                .map(|r| format!("{} ({})", functions[r.index].name, r.reason()))
+                .collect();
+            let gone: BTreeSet<usize> = refused.iter().map(|r| r.index).collect();
+            if functions.iter().enumerate().all(|(i, f)| f.internal || gone.contains(&i)) {
+                return Err(TraceError::NothingProbeable {
+                    count: user,
+                    why: crate::record::start::summarize(&skipped),
+                });
+            }
+            notices.push(format!(
+                "skipping {} function(s) the kernel cannot probe: {}",
+                refused.len(),
+                crate::record::start::summarize(&skipped)
+            ));
+            functions = functions
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| !gone.contains(i))
+                .map(|(_, f)| f)
+                .collect();
+            for (id, f) in functions.iter_mut().enumerate() {
+                f.id = id as FuncId;
+            }
+        }
+        let pthread_create = functions.iter().position(|f| f.internal).map(|i| i as FuncId);
+        let entry_only: Vec<&str> = functions
+            .iter()
+            .filter(|f| !f.internal && entry_only::reason(&f.symbol).is_some())
+            .map(|f| f.name.as_str())
+            .collect();
+        if !entry_only.is_empty() {
+            notices.push(format!(
+                "entry probes only (no return value or duration) for {}: they return twice or never return normally (docs/probes.md)",
+                crate::record::start::summarize(&entry_only)
+            ));
+        }
         if probes.kernel_writes_registers() {
             log::info!(
                 "this kernel lets BPF write registers: return overrides need no thread stop"
@@ -109,7 +159,13 @@ impl Tracer {
             stream,
             resolver,
             stops: StopState::new(stop_signal),
+            notices,
         })
+    }
+
+    /// What the user should know about the probes, one line each.
+    pub fn notices(&self) -> &[String] {
+        &self.notices
     }
 
     /// Every traced function, aid's internal ones last: a session's
@@ -139,11 +195,19 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
+        let started = t.elapsed();
         let pid = child.pid;
         child.release()?;
+        let exec = t.elapsed();
         let exit = child.wait(policy.timeout, cancel)?;
+        let ended = t.elapsed();
         let mut rec = self.finish(id, pid, exit, policy)?;
+        log::debug!(
+            "run {id}: held child and probes {started:.1?}, exec {exec:.1?}, end {ended:.1?}, recorded {:.1?}",
+            t.elapsed()
+        );
         mark_interrupted(&mut rec.run, cancel);
         Ok(rec)
     }
@@ -154,7 +218,13 @@ impl Tracer {
     fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
         let _stale = self.stream.flush();
         let child = spawn::spawn_held(target)?;
+        let started = std::time::Instant::now();
         self.probes.begin_target(child.pid, intervene)?;
+        log::info!(
+            "pid {}: probes attached in {:.3} ms",
+            child.pid,
+            started.elapsed().as_secs_f64() * 1e3
+        );
         Ok(child)
     }
 
@@ -168,7 +238,12 @@ impl Tracer {
         policy: &RunPolicy,
     ) -> Result<RecordedRun, TraceError> {
         let events = self.stream.flush();
+        let started = std::time::Instant::now();
         self.probes.end_target(pid)?;
+        log::info!(
+            "pid {pid}: probes handed to the background for removal in {:.3} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = judge(&exit, &policy.rules);
@@ -294,6 +369,19 @@ impl Tracer {
         };
         // Counters are read once, at the run's end: all of it is charged.
         lost::charge(&mut run, lost);
+        let children: Vec<String> = events
+            .iter()
+            .filter(|e| e.pid == pid && e.kind == aid_common::EventKind::CHILD)
+            .map(|e| e.func.to_string())
+            .collect();
+        let mut notes = Vec::new();
+        if !children.is_empty() {
+            notes.push(format!(
+                "the target started {} child process(es) (pid {}); their calls are not traced: aid traces the target process only",
+                children.len(),
+                crate::record::start::summarize(&children)
+            ));
+        }
         RecordedRun {
             run,
             rows: rec.rows,
@@ -302,6 +390,7 @@ impl Tracer {
             stdout: exit.stdout.tail().to_owned(),
             stderr: exit.stderr.tail().to_owned(),
             probe_errors,
+            notes,
         }
     }
 

@@ -170,6 +170,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         discovery: Some(discovery),
         tagt: Some(tagt),
         oracle_runs,
+        interrupted: None,
     };
     (d, intervened)
 }

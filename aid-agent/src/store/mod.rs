@@ -9,6 +9,12 @@
 //! Every CSV file's row count and SHA-256 are in its run's record; loading
 //! checks both, so a truncated or modified file is reported, never read in
 //! part.
+//!
+//! A session is data, never instructions: a file a record names must lie
+//! inside the session directory (or the session is refused), and a damaged
+//! run (a record cut short, a flipped byte, a missing file) is skipped with
+//! a warning naming it while the intact runs are read. Session directories
+//! are created 0700: they hold argument values and program output.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -45,10 +51,19 @@ pub enum SessionError {
     Corrupt { path: PathBuf, reason: String },
     #[error("session file {} is missing (run {run}): the session was moved or damaged", path.display())]
     Missing { path: PathBuf, run: u32 },
-    #[error("writing {}: {source}", path.display())]
+    #[error("cannot write {}: {source}: {}", path.display(), write_hint(source))]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("{} names `{file}`, outside the session directory: refusing to read it (the session was tampered with)", path.display())]
+    Escapes { path: PathBuf, file: String },
     #[error("reading {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+}
+
+fn write_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => "free space, or choose another --out",
+        _ => "choose another --out",
+    }
 }
 
 /// How the session was produced.
@@ -136,6 +151,9 @@ pub struct RunRecord {
     /// Agent overhead stops, taken out of call durations.
     #[serde(default)]
     pub pauses: Vec<Pause>,
+    /// What was not traced in the run, in words (child processes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub events: FileRef,
     pub threads: FileRef,
 }
@@ -162,13 +180,37 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
     move |source| SessionError::Write { path: path.to_owned(), source }
 }
 
+/// Creates the session directory `dir` (mode 0700, with any missing
+/// parents), which must not exist or be empty, and checks that files can be
+/// created in it: done before any probe is attached, so that an unusable
+/// `--out` is found first.
+pub fn prepare(dir: &Path) -> Result<(), SessionError> {
+    if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
+        return Err(SessionError::Exists(dir.to_owned()));
+    }
+    private_dir(dir)?;
+    // An unnamed file: nothing is left behind.
+    tempfile::tempfile_in(dir).map_err(write_err(dir))?;
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents 0700, and makes `dir` 0700 if it
+/// existed.
+fn private_dir(dir: &Path) -> Result<(), SessionError> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(write_err(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))
+}
+
 impl Writer {
-    /// Creates `dir` (which must not exist or be empty) and writes the header.
+    /// Creates `dir` (which must not exist or be empty; see [`prepare`])
+    /// and writes the header.
     pub fn create(dir: &Path, header: &Header) -> Result<Writer, SessionError> {
         if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
             return Err(SessionError::Exists(dir.to_owned()));
         }
-        fs::create_dir_all(dir.join("runs")).map_err(write_err(dir))?;
+        private_dir(dir)?;
+        private_dir(&dir.join("runs"))?;
         let header_path = dir.join("session.json");
         let text = serde_json::to_string_pretty(header).expect("header serializes");
         atomic_write(&header_path, text.as_bytes())?;
@@ -198,8 +240,28 @@ impl Writer {
     }
 
     /// Writes a run's files, then its record (the record last, so a record
-    /// never points at files that were not completely written).
+    /// never points at files that were not completely written). If any of
+    /// it cannot be written (a full disk), what was written of the run is
+    /// removed: the session keeps its earlier runs and nothing half-written
+    /// looks complete.
     pub fn append(
+        &mut self,
+        rec: &RecordedRun,
+        functions: &[Function],
+    ) -> Result<(), SessionError> {
+        let before = self.runs.metadata().map(|m| m.len()).ok();
+        let run_dir = self.dir.join(format!("runs/{:06}", rec.run.id));
+        let result = self.try_append(rec, functions);
+        if result.is_err() {
+            if let Some(len) = before {
+                let _ = self.runs.set_len(len);
+            }
+            let _ = fs::remove_dir_all(&run_dir);
+        }
+        result
+    }
+
+    fn try_append(
         &mut self,
         rec: &RecordedRun,
         functions: &[Function],
@@ -211,12 +273,13 @@ impl Writer {
             orphan_exits,
             stdout,
             stderr,
+            notes,
             ..
         } = rec;
         let (start_monotonic_ns, orphan_exits) = (*start_monotonic_ns, *orphan_exits);
         let rel = format!("runs/{:06}", run.id);
         let run_dir = self.dir.join(&rel);
-        fs::create_dir_all(&run_dir).map_err(write_err(&run_dir))?;
+        private_dir(&run_dir)?;
         let events = write_csv(
             &self.dir,
             &format!("{rel}/events.csv"),
@@ -247,6 +310,7 @@ impl Writer {
             interventions: run.interventions.clone(),
             noise: run.noise.clone(),
             pauses: run.pauses.clone(),
+            notes: notes.clone(),
             events,
             threads,
         };
@@ -441,14 +505,17 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A session read back: header, run records and the model.
+/// A session read back: header, run records and the model (of the runs
+/// that could be read), and the damaged runs that were left out.
 pub struct Loaded {
     pub header: Header,
     pub records: Vec<RunRecord>,
     pub session: Session,
+    pub skipped: Vec<Skipped>,
 }
 
-/// Reads and verifies a whole session directory.
+/// Reads and verifies a session directory; damaged runs are left out
+/// ([`load_full`] says which).
 pub fn load(dir: &Path) -> Result<Session, SessionError> {
     load_full(dir).map(|l| l.session)
 }
@@ -476,35 +543,59 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
         .map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
-    let mut line = String::new();
+    let mut skipped = Vec::new();
+    let mut line = Vec::new();
     let mut number = 0;
     loop {
         line.clear();
         let n = reader
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
         if n == 0 {
             break;
         }
         number += 1;
-        if !line.ends_with('\n') {
-            return Err(SessionError::Corrupt {
-                path: runs_path,
-                reason: format!(
-                    "line {number} is cut short (the recording was interrupted while writing it)"
-                ),
-            });
+        let damaged = |what: String| Skipped {
+            run: None,
+            reason: format!("{} line {number} {what}", runs_path.display()),
+        };
+        if line.last() != Some(&b'\n') {
+            skipped.push(damaged(
+                "is cut short (the recording was interrupted while writing it)".into(),
+            ));
+            continue;
         }
-        let record: RunRecord = serde_json::from_str(&line).map_err(|e| SessionError::Corrupt {
-            path: runs_path.clone(),
-            reason: format!("line {number}: {e}"),
-        })?;
-        records.push(record);
+        match serde_json::from_slice::<RunRecord>(&line) {
+            Ok(record) => records.push(record),
+            Err(e) => skipped.push(damaged(format!("is damaged ({e})"))),
+        }
+    }
+    // Where files may be: inside the session directory, symbolic links
+    // resolved.
+    let root =
+        dir.canonicalize().map_err(|source| SessionError::Read { path: dir.into(), source })?;
+    for rec in &records {
+        for file in [&rec.events, &rec.threads] {
+            inside(&root, &runs_path, &file.path)?;
+        }
     }
     let mut runs = Vec::with_capacity(records.len());
-    for rec in &records {
-        let rows = read_events(dir, rec, &header)?;
-        let threads = read_threads(dir, rec, header.version)?;
+    let mut kept = Vec::with_capacity(records.len());
+    for rec in records {
+        let read = read_events(dir, &rec, &header)
+            .and_then(|rows| Ok((rows, read_threads(dir, &rec, header.version)?)));
+        let (rows, threads) = match read {
+            Ok(read) => read,
+            Err(
+                e @ (SessionError::Corrupt { .. }
+                | SessionError::Missing { .. }
+                | SessionError::Read { .. }),
+            ) => {
+                skipped.push(Skipped { run: Some(rec.id), reason: e.to_string() });
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         runs.push(Run {
             id: rec.id,
             label: rec.label,
@@ -523,9 +614,53 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
             noise: rec.noise.clone(),
             pauses: rec.pauses.clone(),
         });
+        kept.push(rec);
     }
     let session = Session { functions: header.functions.clone(), runs };
-    Ok(Loaded { header, records, session })
+    Ok(Loaded { header, records: kept, session, skipped })
+}
+
+/// A damaged run left out of a loaded session, and why.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    /// The run, when its record could be read.
+    pub run: Option<u32>,
+    /// What is damaged, naming the file.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.run {
+            Some(id) => write!(f, "run {id} skipped: {}", self.reason),
+            None => write!(f, "a run skipped: {}", self.reason),
+        }
+    }
+}
+
+/// Refuses a file reference that leaves the session directory `root`
+/// (canonical): an absolute path, `..`, or a symbolic link pointing out.
+fn inside(root: &Path, runs_path: &Path, file: &str) -> Result<(), SessionError> {
+    use std::path::Component;
+    let escapes = || SessionError::Escapes { path: runs_path.to_owned(), file: file.to_owned() };
+    let rel = Path::new(file);
+    if file.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(escapes());
+    }
+    // A file that does not exist is a damaged run, not an escape; its
+    // parent, if it exists, must still be inside.
+    let mut probe = root.join(rel);
+    loop {
+        match probe.canonicalize() {
+            Ok(real) if real.starts_with(root) => return Ok(()),
+            Ok(_) => return Err(escapes()),
+            Err(_) => {
+                if !probe.pop() {
+                    return Ok(());
+                }
+            }
+        }
+    }
 }
 
 /// Reads a referenced CSV file, checking its digest and row count.
@@ -679,6 +814,7 @@ mod tests {
             stdout: stdout.into(),
             stderr: stderr.into(),
             probe_errors: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -727,32 +863,121 @@ mod tests {
         assert_eq!(s.functions, h.functions);
     }
 
-    #[test]
-    fn truncated_events_file_is_reported() {
+    /// A session of three identical runs, 1 to 3.
+    fn three_runs() -> (tempfile::TempDir, Header) {
         let dir = tempfile::tempdir().unwrap();
         let h = header();
-        let mut w = Writer::create(dir.path(), &h).unwrap();
-        let (r, rows) = run(1);
-        w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
-        let events = dir.path().join("runs/000001/events.csv");
-        let text = fs::read_to_string(&events).unwrap();
-        fs::write(&events, &text[..text.len() - 3]).unwrap();
-        let err = load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("events.csv is corrupt: checksum mismatch"), "{err}");
+        let mut w = Writer::create(&dir.path().join("s"), &h).unwrap();
+        for id in 1..=3 {
+            let (r, rows) = run(id);
+            w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
+        }
+        (dir, h)
+    }
+
+    fn ids(loaded: &Loaded) -> Vec<u32> {
+        loaded.session.runs.iter().map(|r| r.id).collect()
     }
 
     #[test]
-    fn cut_short_run_record_is_reported() {
+    fn truncated_or_flipped_events_file_skips_that_run() {
+        let (dir, _) = three_runs();
+        let s = dir.path().join("s");
+        let events = s.join("runs/000002/events.csv");
+        let text = fs::read_to_string(&events).unwrap();
+        fs::write(&events, &text[..text.len() - 3]).unwrap();
+        let mut bytes = fs::read(s.join("runs/000003/threads.csv")).unwrap();
+        bytes[20] ^= 0x01;
+        fs::write(s.join("runs/000003/threads.csv"), bytes).unwrap();
+        let loaded = load_full(&s).unwrap();
+        assert_eq!(ids(&loaded), vec![1]);
+        let why: Vec<String> = loaded.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(why.len(), 2);
+        assert!(why[0].starts_with("run 2 skipped: session file "), "{why:?}");
+        assert!(why[0].ends_with("runs/000002/events.csv is corrupt: checksum mismatch (truncated or modified after recording)"), "{why:?}");
+        assert!(
+            why[1].contains("runs/000003/threads.csv is corrupt: checksum mismatch"),
+            "{why:?}"
+        );
+    }
+
+    #[test]
+    fn cut_short_or_damaged_record_and_missing_file_skip_their_runs() {
+        let (dir, _) = three_runs();
+        let s = dir.path().join("s");
+        let runs = s.join("runs.jsonl");
+        let text = fs::read_to_string(&runs).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines[0] = lines[0].replacen("\"label\"", "\"lab\u{1}el\"", 1);
+        let last = lines.pop().unwrap();
+        let cut = format!("{}\n{}", lines.join("\n"), &last[..last.len() - 10]);
+        fs::write(&runs, cut).unwrap();
+        fs::remove_file(s.join("runs/000002/events.csv")).unwrap();
+        let loaded = load_full(&s).unwrap();
+        assert_eq!(ids(&loaded), Vec::<u32>::new());
+        let why: Vec<String> = loaded.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(why.len(), 3, "{why:?}");
+        assert!(why[0].contains("runs.jsonl line 1 is damaged"), "{why:?}");
+        assert!(why[1].contains("runs.jsonl line 3 is cut short"), "{why:?}");
+        assert!(why[2].starts_with("run 2 skipped: session file "), "{why:?}");
+        assert!(why[2].contains("runs/000002/events.csv is missing (run 2)"), "{why:?}");
+    }
+
+    #[test]
+    fn a_file_outside_the_session_is_refused() {
+        for bad in ["/etc/shadow", "../outside.csv", "runs/../../outside.csv", "link/events.csv"] {
+            let (dir, _) = three_runs();
+            let s = dir.path().join("s");
+            fs::write(dir.path().join("outside.csv"), "t_ns\n").unwrap();
+            std::os::unix::fs::symlink(dir.path(), s.join("link")).unwrap();
+            let runs = s.join("runs.jsonl");
+            let text = fs::read_to_string(&runs).unwrap();
+            fs::write(&runs, text.replacen("runs/000002/events.csv", bad, 1)).unwrap();
+            let Err(err) = load(&s) else { panic!("{bad} was read") };
+            let err = err.to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "{} names `{bad}`, outside the session directory: refusing to read it (the session was tampered with)",
+                    runs.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn session_directories_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (dir, _) = three_runs();
+        let s = dir.path().join("s");
+        for d in [s.clone(), s.join("runs"), s.join("runs/000001")] {
+            assert_eq!(fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700, "{d:?}");
+        }
+        let fresh = dir.path().join("a/b");
+        prepare(&fresh).unwrap();
+        assert_eq!(fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(fs::read_dir(&fresh).unwrap().count(), 0, "prepare leaves nothing behind");
+        Writer::create(&fresh, &header()).unwrap();
+    }
+
+    /// A run that cannot be written (here: its directory is taken by a
+    /// file) leaves no trace, and the runs before it stay readable.
+    #[test]
+    fn a_failed_append_leaves_the_session_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
+        let s = dir.path().join("s");
         let h = header();
-        let mut w = Writer::create(dir.path(), &h).unwrap();
+        let mut w = Writer::create(&s, &h).unwrap();
         let (r, rows) = run(1);
         w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
-        let runs = dir.path().join("runs.jsonl");
-        let text = fs::read_to_string(&runs).unwrap();
-        fs::write(&runs, &text[..text.len() - 10]).unwrap();
-        let err = load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("line 1 is cut short"), "{err}");
+        let before = fs::read(s.join("runs.jsonl")).unwrap();
+        fs::write(s.join("runs/000002"), "in the way").unwrap();
+        let (r2, rows2) = run(2);
+        let err = w.append(&stored(&r2, &rows2, "", ""), &h.functions).unwrap_err().to_string();
+        assert!(err.starts_with("cannot write "), "{err}");
+        assert!(err.ends_with(": choose another --out"), "{err}");
+        assert_eq!(fs::read(s.join("runs.jsonl")).unwrap(), before);
+        assert_eq!(ids(&load_full(&s).unwrap()), vec![1]);
     }
 
     #[test]

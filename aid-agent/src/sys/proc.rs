@@ -17,6 +17,50 @@ pub fn exists(pid: u32) -> bool {
     process(pid).is_some()
 }
 
+/// Why a pid cannot be traced.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcError {
+    #[error("pid {0} not found: is the process still running?")]
+    NotFound(u32),
+    #[error(
+        "pid {pid} is a kernel thread ({name}): aid traces user-space programs; give the pid of one"
+    )]
+    KernelThread { pid: u32, name: String },
+    #[error(
+        "pid {pid} ({name}) is a zombie: it has exited and only waits for its parent to collect it; nothing is left to trace"
+    )]
+    Zombie { pid: u32, name: String },
+    #[error("pid {pid} is a thread of process {tgid}: give --pid {tgid}")]
+    Thread { pid: u32, tgid: u32 },
+}
+
+/// Checks that `pid` is a live user-space process (not a kernel thread, a
+/// zombie, or one thread of a process).
+pub fn traceable(pid: u32) -> Result<(), ProcError> {
+    const PF_KTHREAD: u32 = 0x0020_0000;
+    let p = process(pid).ok_or(ProcError::NotFound(pid))?;
+    let stat = p.stat().map_err(|_| ProcError::NotFound(pid))?;
+    let name = stat.comm.clone();
+    if stat.flags & PF_KTHREAD != 0 {
+        return Err(ProcError::KernelThread { pid, name });
+    }
+    if stat.state == 'Z' || stat.state == 'X' {
+        return Err(ProcError::Zombie { pid, name });
+    }
+    if let Ok(status) = p.status()
+        && status.tgid != pid as i32
+        && status.tgid > 0
+    {
+        return Err(ProcError::Thread { pid, tgid: status.tgid as u32 });
+    }
+    Ok(())
+}
+
+/// The real user id a process runs as.
+pub fn owner(pid: u32) -> Option<u32> {
+    process(pid)?.uid().ok()
+}
+
 /// The link to the running executable: reading the ELF file through it
 /// still finds what is running after the file was replaced or deleted.
 pub fn exe_link(pid: u32) -> PathBuf {
@@ -125,5 +169,43 @@ mod tests {
         assert!(thread_ids(me).unwrap().contains(&me));
         assert!(mapped_executables(me).contains(&executable(me).unwrap()));
         assert!(!exists(u32::MAX));
+        traceable(me).unwrap();
+        assert_eq!(owner(me), Some(nix::unistd::getuid().as_raw()));
+    }
+
+    #[test]
+    fn kernel_threads_zombies_and_threads_are_refused() {
+        assert_eq!(
+            traceable(2).unwrap_err().to_string(),
+            "pid 2 is a kernel thread (kthreadd): aid traces user-space programs; give the pid of one"
+        );
+        // A child that exited and was not waited for yet.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while traceable(pid).is_ok() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            traceable(pid).unwrap_err().to_string(),
+            format!(
+                "pid {pid} (true) is a zombie: it has exited and only waits for its parent to collect it; nothing is left to trace"
+            )
+        );
+        child.wait().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let live = rx.recv().unwrap();
+        let me = std::process::id();
+        assert_eq!(
+            traceable(live).unwrap_err().to_string(),
+            format!("pid {live} is a thread of process {me}: give --pid {me}")
+        );
+        drop(done_tx);
+        t.join().unwrap();
     }
 }

@@ -2,13 +2,24 @@
 //! can be attached to its pid first), release it, wait for it with a
 //! timeout, and capture its output (how the run is judged:
 //! [`crate::record::fail`]).
+//!
+//! The target's world stays its own: it runs in the agent's mount
+//! namespace (the user's; the agent mounts nothing), without the agent's
+//! ambient capabilities, and writes its stdout and stderr to unnamed files
+//! in the session directory, not to pipes: if the agent dies, the target
+//! goes on writing (a pipe whose reader is gone would kill it with
+//! SIGPIPE).
 
 use std::{
     ffi::{CString, OsString},
+    fs::File,
     io::Read as _,
-    os::{fd::OwnedFd, unix::ffi::OsStrExt as _},
+    os::{fd::OwnedFd, unix::ffi::OsStrExt as _, unix::fs::FileExt as _},
     path::PathBuf,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     thread::JoinHandle,
     time::{Duration, Instant},
 };
@@ -26,6 +37,8 @@ use crate::{model::Outcome, sys::poll};
 pub enum RunError {
     #[error("`{0}` not found: give a path or a program on PATH")]
     NotFound(String),
+    #[error("`{0}` is not executable: chmod +x it, or give the program that runs it")]
+    NotExecutable(String),
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
     #[error("cannot start {}: {reason}", path.display())]
@@ -39,16 +52,29 @@ pub struct Target {
     pub program: PathBuf,
     /// argv, including argv[0] as the user typed it.
     pub argv: Vec<OsString>,
+    /// Where the files holding the target's output are created (unnamed:
+    /// they vanish when the last process holding them exits): the session
+    /// directory, so nothing is written outside it. None: the system's
+    /// temporary directory.
+    pub output_dir: Option<PathBuf>,
 }
 
 impl Target {
     /// Resolves `argv[0]` like a shell would (a path, or a name on PATH).
     pub fn from_argv(argv: &[OsString]) -> Result<Target, RunError> {
         let first = argv.first().ok_or_else(|| RunError::NotFound(String::new()))?;
-        let program = which::which(first)
-            .map_err(|_| RunError::NotFound(first.to_string_lossy().into_owned()))?;
+        let shown = first.to_string_lossy().into_owned();
+        let Ok(program) = which::which(first) else {
+            // `which` skips files it may not execute: say so rather than
+            // "not found" when the path names one.
+            let path = std::path::Path::new(first);
+            if first.as_bytes().contains(&b'/') && path.is_file() {
+                return Err(RunError::NotExecutable(shown));
+            }
+            return Err(RunError::NotFound(shown));
+        };
         let program = program.canonicalize().unwrap_or(program);
-        Ok(Target { program, argv: argv.to_vec() })
+        Ok(Target { program, argv: argv.to_vec(), output_dir: None })
     }
 
     pub fn display(&self) -> String {
@@ -104,8 +130,8 @@ pub struct Spawned {
     pub pid: u32,
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
-    stdout: Option<JoinHandle<Captured>>,
-    stderr: Option<JoinHandle<Captured>>,
+    stdout: Option<Reader>,
+    stderr: Option<Reader>,
     started: Option<Instant>,
 }
 
@@ -114,9 +140,9 @@ fn cstring(bytes: &[u8]) -> Result<CString, String> {
 }
 
 /// Forks the target. The child puts itself in its own process group,
-/// connects stdin to /dev/null and stdout/stderr to pipes, and blocks until
-/// released; if the agent disappears first it exits without running the
-/// target.
+/// connects stdin to /dev/null and stdout/stderr to files of their own,
+/// drops the agent's ambient capabilities, and blocks until released; if
+/// the agent disappears first it exits without running the target.
 pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
     let spawn_err = |reason: String| RunError::Spawn { path: target.program.clone(), reason };
     // Everything the child needs is prepared before fork: after it, only
@@ -140,9 +166,14 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
     let pipe = || unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| io(e.into()));
     let (go_r, go_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let (out_r, out_w) = pipe()?;
-    let (errout_r, errout_w) = pipe()?;
-    let devnull = std::fs::File::open("/dev/null").map_err(io)?;
+    let output_file = || {
+        let dir = target.output_dir.clone().unwrap_or_else(std::env::temp_dir);
+        tempfile::tempfile_in(&dir).map_err(|e| RunError::Io { path: dir, source: e })
+    };
+    let (out_file, errout_file) = (output_file()?, output_file()?);
+    let out_w = OwnedFd::from(out_file.try_clone().map_err(io)?);
+    let errout_w = OwnedFd::from(errout_file.try_clone().map_err(io)?);
+    let devnull = File::open("/dev/null").map_err(io)?;
 
     // SAFETY: the child runs `exec_when_released` alone, which only makes
     // async-signal-safe calls (see there) and never returns.
@@ -158,15 +189,15 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
                 pid: child.as_raw() as u32,
                 go: Some(go_w),
                 exec_error: err_r,
-                stdout: Some(capture(out_r)),
-                stderr: Some(capture(errout_r)),
+                stdout: Some(Reader::spawn(out_file)),
+                stderr: Some(Reader::spawn(errout_file)),
                 started: None,
             })
         }
     }
 }
 
-/// The child's ends of the pipes to the agent.
+/// The child's ends of the pipes to the agent, and its output files.
 struct Child {
     go: OwnedFd,
     exec_error: OwnedFd,
@@ -184,7 +215,7 @@ struct Child {
 /// allocation cannot deadlock on a lock another agent thread held.
 fn exec_when_released(
     child: &Child,
-    devnull: &std::fs::File,
+    devnull: &File,
     program: &CString,
     argv: &[CString],
     envp: &[CString],
@@ -203,6 +234,11 @@ fn exec_when_released(
     if setup.is_err() {
         quit();
     }
+    // The target does not inherit privileges the agent was given to trace
+    // (ambient capabilities survive exec). Fails only on kernels without
+    // ambient capabilities, which have none to drop.
+    // SAFETY: prctl is a plain system call, async-signal-safe.
+    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
     // SAFETY: restoring the default action installs no handler.
     if unsafe { signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) }.is_err() {
         quit();
@@ -223,28 +259,86 @@ fn exec_when_released(
     quit()
 }
 
-fn capture(fd: OwnedFd) -> JoinHandle<Captured> {
-    std::thread::spawn(move || {
-        let mut file = std::fs::File::from(fd);
-        let mut out = Captured::default();
-        let mut buf = vec![0u8; 64 << 10];
-        let mut bytes: Vec<u8> = Vec::new();
-        loop {
-            match file.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    bytes.extend_from_slice(&buf[..n]);
-                    if bytes.len() > Captured::CAP {
-                        let cut = bytes.len() - Captured::CAP;
-                        bytes.drain(..cut);
-                        out.truncated = true;
+/// Reads one output file of the target while it runs: the bytes added
+/// since the last look (at the reader's own offset: the target's writes
+/// move the offset the two descriptors share), keeping the last
+/// [`Captured::CAP`] bytes, and freeing the file's blocks behind it so a
+/// chatty target does not fill the disk.
+struct Reader {
+    done: Arc<AtomicBool>,
+    thread: JoinHandle<Captured>,
+}
+
+impl Reader {
+    fn spawn(file: File) -> Reader {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let mut out = Captured::default();
+            let mut bytes: Vec<u8> = Vec::new();
+            let mut offset = 0u64;
+            let mut freed = 0u64;
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                // Decided before reading: everything written before the
+                // target was reaped is read after `done` is set, and no
+                // more (a daemon it left behind may write on for ever).
+                let last = stop.load(Ordering::Acquire);
+                let end = if last { file.metadata().map_or(0, |m| m.len()) } else { u64::MAX };
+                while offset < end {
+                    let want = buf.len().min(usize::try_from(end - offset).unwrap_or(usize::MAX));
+                    match file.read_at(&mut buf[..want], offset) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            bytes.extend_from_slice(&buf[..n]);
+                            offset += n as u64;
+                            // Trimmed in large steps: a chatty target
+                            // costs a copy per CAP bytes, not per read.
+                            if bytes.len() > 2 * Captured::CAP {
+                                let cut = bytes.len() - Captured::CAP;
+                                bytes.drain(..cut);
+                                out.truncated = true;
+                            }
+                        }
                     }
                 }
+                let behind = offset & !0xfff;
+                if behind >= freed + (1 << 20) {
+                    free_blocks(&file, behind);
+                    freed = behind;
+                }
+                if last {
+                    break;
+                }
+                // `finish` wakes it at once.
+                std::thread::park_timeout(poll::OUTPUT_READ);
             }
-        }
-        out.text = String::from_utf8_lossy(&bytes).into_owned();
-        out
-    })
+            if bytes.len() > Captured::CAP {
+                let cut = bytes.len() - Captured::CAP;
+                bytes.drain(..cut);
+                out.truncated = true;
+            }
+            out.text = String::from_utf8_lossy(&bytes).into_owned();
+            out
+        });
+        Reader { done, thread }
+    }
+
+    /// Everything the target wrote, once it has been reaped.
+    fn finish(self) -> Captured {
+        self.done.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Gives the blocks of `file` before `end` back to the file system (the
+/// file keeps its size; reading there gives zeros). File systems that
+/// cannot punch holes keep them.
+fn free_blocks(file: &File, end: u64) {
+    use nix::fcntl::{FallocateFlags, fallocate};
+    let flags = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+    let _ = fallocate(file, flags, 0, end as libc::off_t);
 }
 
 impl Spawned {
@@ -256,13 +350,13 @@ impl Spawned {
             path: PathBuf::from(format!("pid {}", self.pid)),
             reason,
         };
-        let mut file = std::fs::File::from(go);
+        let mut file = File::from(go);
         std::io::Write::write_all(&mut file, &[1]).map_err(|e| spawn_err(e.to_string()))?;
         drop(file);
         self.started = Some(Instant::now());
         let mut errno = [0u8; 4];
         let mut reader =
-            std::fs::File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
+            File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
         match reader.read(&mut errno) {
             Ok(4) => Err(spawn_err(
                 std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)).to_string(),
@@ -312,33 +406,30 @@ impl Spawned {
             WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
             _ => (None, None),
         };
-        // Output pipes close when the last holder exits; don't wait forever
-        // for a daemon the target left behind.
-        let join = |h: Option<JoinHandle<Captured>>| {
-            let h = h?;
-            let deadline = Instant::now() + poll::OUTPUT_DEADLINE;
-            while !h.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(poll::OUTPUT_JOIN);
-            }
-            if h.is_finished() { h.join().ok() } else { None }
-        };
+        // Read to the end of the files, whoever still holds them (a daemon
+        // the target left behind writes on, unread).
+        let read = |r: Option<Reader>| r.map(Reader::finish).unwrap_or_default();
         Exit {
             code,
             signal,
             timed_out: false,
             wall_ns: self.started.map_or(0, |s| s.elapsed().as_nanos() as u64),
-            stdout: join(self.stdout.take()).unwrap_or_default(),
-            stderr: join(self.stderr.take()).unwrap_or_default(),
+            stdout: read(self.stdout.take()),
+            stderr: read(self.stderr.take()),
         }
     }
 }
 
 impl Drop for Spawned {
-    /// A target that was never released is not left waiting.
+    /// A target that was never released is not left waiting; the output
+    /// readers of one that was never finished stop.
     fn drop(&mut self) {
         if self.go.is_some() {
             kill_group(self.pid);
             let _ = nix::sys::wait::waitpid(Pid::from_raw(self.pid as i32), None);
+        }
+        for reader in [self.stdout.take(), self.stderr.take()].into_iter().flatten() {
+            reader.finish();
         }
     }
 }

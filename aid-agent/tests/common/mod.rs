@@ -214,3 +214,58 @@ pub fn alive(pid: u32) -> bool {
         s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
     })
 }
+
+/// The state letter of `/proc/PID/stat` ('R', 'S', 't' traced stop, 'T'
+/// stopped, 'Z' zombie, '?' gone).
+pub fn proc_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()).unwrap_or('?')
+}
+
+/// `TracerPid` of `/proc/PID/status` (0: nobody ptraces it).
+pub fn tracer_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// The fate every fault test wants for a target that outlives the agent:
+/// running (not a zombie), not stopped, not ptraced.
+pub fn assert_untouched(pid: u32, what: &str) {
+    assert!(alive(pid), "{what}: the target is gone");
+    let state = proc_state(pid);
+    assert!(!matches!(state, 't' | 'T'), "{what}: the target is stopped ({state})");
+    assert_eq!(tracer_pid(pid), Some(0), "{what}: the target is still ptraced");
+}
+
+/// Child processes of `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Polls `cond` every 5 ms for up to `secs` seconds; true once it holds.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Sends `sig` to a process this test started.
+pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+}
+
+/// A number a fixture writes to a file (0 while the file is missing).
+pub fn read_count(path: &Path) -> i64 {
+    std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+}
