@@ -21,3 +21,13 @@ unsafe impl aya::Pod for crate::Pending {}
 unsafe impl aya::Pod for crate::UnitState {}
 // SAFETY: as above.
 unsafe impl aya::Pod for crate::Replay {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::EntryRegs {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::GroupMember {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::GroupSlot {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::RunningKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::OpenMember {}

@@ -65,7 +65,8 @@ impl Oracle for SourceOracle<'_> {
         if self.cancel.load(Ordering::Relaxed) {
             bail!("interrupted by the user");
         }
-        let mut plan = Plan::new(&self.interventions(group), self.hold_timeout);
+        let mut plan =
+            Plan::new(&self.interventions(group), self.hold_timeout, self.source.functions());
         if let Some(noise) = self.noise.as_mut() {
             plan = plan.with_noise(&noise.draw());
         }
