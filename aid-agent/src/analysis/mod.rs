@@ -154,7 +154,7 @@ pub fn analyze_timed(
         candidates.push(id);
     }
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
-    for (dup, rep) in merge::same_moment(&candidates, &failing) {
+    for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
         candidates.retain(|&c| c != dup);
         excluded.push((dup, Exclusion::SameAs { id: rep }));
     }

@@ -18,7 +18,7 @@ use crate::{
     causal::{Observation, Oracle},
     intervene::{Plan, noise::NoiseSource},
     model::{Intervention, Run},
-    predicates::{Catalog, PredId},
+    predicates::{Catalog, PredId, RunTruth},
     record::progress::Progress,
     store::Writer,
 };
@@ -35,11 +35,21 @@ pub struct OracleRun {
 }
 
 /// The one validity rule: an intervened run is evidence only if nothing
-/// of it was lost or cut short (it is complete) and everything due in it
-/// was done — a hold that timed out, or a frame that could not be
-/// unwound, leaves the predicate as it was.
-pub fn is_evidence(run: &Run) -> bool {
-    run.complete && run.interventions.iter().all(|a| a.applied && !a.timed_out)
+/// of it was lost or cut short (it is complete) and none of the
+/// predicates intervened on held in it — the intervention did what it is
+/// for, forcing them to their passing value, judged by the same catalog
+/// that defined them.
+///
+/// It is the predicates that decide, not the bookkeeping of the actions:
+/// a hold that timed out because the call it waited for never came (the
+/// run took the failing path before it) still left "A ends before B
+/// starts" false, and a failure then is evidence against the predicate;
+/// discarding such runs would keep only the runs that passed and confirm
+/// a spurious cause. Conversely a re-execution that gave up, or a frame
+/// that could not be unwound, leaves the predicate true, and the run says
+/// nothing about it.
+pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> bool {
+    run.complete && group.iter().all(|&p| !truth.holds(p))
 }
 
 pub struct SourceOracle<'a> {
@@ -73,7 +83,7 @@ impl Oracle for SourceOracle<'_> {
         let rec = self.source.intervene(&plan, self.cancel)?;
         self.writer.append(&rec, self.source.functions())?;
         let truth = self.catalog.evaluate(&rec.run);
-        let valid = is_evidence(&rec.run);
+        let valid = is_evidence(&rec.run, &truth, group);
         let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
         let id = rec.run.id;
         self.log.push(OracleRun {
@@ -98,20 +108,42 @@ mod tests {
     use super::*;
     use crate::model::{AppliedIntervention, Label, Site, testing::run};
 
+    /// A run is evidence when it is complete and the intervened predicates
+    /// did not hold, whatever the actions' bookkeeping says.
     #[test]
-    fn evidence_needs_a_complete_run_with_everything_applied() {
+    fn evidence_is_a_complete_run_where_the_intervened_predicates_are_false() {
+        use crate::{
+            model::{
+                Function, Session, ValueKind,
+                testing::{call, function},
+            },
+            predicates::{ExtractConfig, learn},
+        };
+        let functions: Vec<Function> = vec![function(0, "read").with_ret(ValueKind::Signed)];
+        let r = |id, label, v| run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(v))], 100);
+        let s = Session {
+            functions,
+            runs: vec![r(1, Label::Pass, 0), r(2, Label::Pass, 0), r(3, Label::Fail, -1)],
+        };
+        let catalog = learn(&s, &ExtractConfig::default()).unwrap();
+        let group = BTreeSet::from([PredId(1)]);
         let iv =
             Intervention::DelayExit { site: Site { func: 0, role: 0, instance: 1 }, delay_us: 1 };
-        let with = |applied, timed_out, complete| {
-            let mut r = run(1, Label::Pass, vec![], 1);
-            r.complete = complete;
-            r.interventions =
+        let judged = |mut run: Run, applied, timed_out| {
+            run.interventions =
                 vec![AppliedIntervention { intervention: iv.clone(), applied, timed_out }];
-            r
+            let truth = catalog.evaluate(&run);
+            is_evidence(&run, &truth, &group)
         };
-        assert!(is_evidence(&with(true, false, true)));
-        assert!(!is_evidence(&with(false, false, true)));
-        assert!(!is_evidence(&with(true, true, true)));
-        assert!(!is_evidence(&with(true, false, false)));
+        // Negated, failing anyway: evidence, even though a hold timed out.
+        assert!(judged(r(4, Label::Fail, 0), true, true));
+        // Negated and passing.
+        assert!(judged(r(5, Label::Pass, 0), true, false));
+        // Still held (the action "applied", the value still wrong): no.
+        assert!(!judged(r(6, Label::Fail, -1), true, false));
+        // Lost events: no.
+        let mut cut = r(7, Label::Pass, 0);
+        cut.complete = false;
+        assert!(!judged(cut, true, false));
     }
 }

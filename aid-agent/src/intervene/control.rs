@@ -454,15 +454,32 @@ impl Controller<'_> {
         let mut regs = ptrace::getregs(tid).map_err(|e| format!("reading registers: {e}"))?;
         let r = &p.regs;
         let entry_sp = r[19];
-        if regs.rsp != entry_sp.wrapping_add(8) {
+        // Where the thread stopped depends on how the kernel returns from
+        // a uretprobe. Through an int3 trampoline, the thread is at the
+        // return address with the frame popped (rsp = entry + 8). Through
+        // the uretprobe syscall trampoline (x86-64, Linux 6.11 and later),
+        // it is inside the trampoline, which has pushed rax, rcx and r11
+        // (rsp = entry - 16), and the kernel has put the real return address
+        // in rax's slot — the very slot the call's return address had.
+        let return_address = if regs.rsp == entry_sp.wrapping_add(8) {
+            let ret = regs.rip;
+            ptrace::write(tid, entry_sp as ptrace::AddressType, ret as i64)
+                .map_err(|e| format!("restoring the return address: {e}"))?;
+            ret
+        } else if regs.rsp == entry_sp.wrapping_sub(16) {
+            ptrace::read(tid, entry_sp as ptrace::AddressType)
+                .map(|w| w as u64)
+                .map_err(|e| format!("reading the return address: {e}"))?
+        } else {
             return Err(format!(
-                "the stack pointer at the return ({:#x}) is not the entry's + 8 ({:#x}): not re-executing",
+                "the stack at the return (rsp {:#x}) is not the call's (entry rsp {:#x}): not re-executing",
                 regs.rsp, entry_sp
             ));
-        }
-        let return_address = regs.rip;
-        ptrace::write(tid, entry_sp as ptrace::AddressType, return_address as i64)
-            .map_err(|e| format!("restoring the return address: {e}"))?;
+        };
+        log::debug!(
+            "re-executing function {} of thread {tid}, returning to {return_address:#x}",
+            p.site.func
+        );
         (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) =
             (r[0], r[1], r[2], r[3], r[4], r[5]);
         (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) =

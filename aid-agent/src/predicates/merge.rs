@@ -11,9 +11,13 @@
 //!   definition (every failing run, no passing one), so they are never
 //!   merged this way: their timing is what tells them apart.
 //! - **Same moment** (for the AC-DAG): fully-discriminative candidates
-//!   anchored at the very same time in every failing run are one event
-//!   seen twice (a call's wrong value and its error value; a pair of calls
-//!   and the group it belongs to); the better ranked one stands for both.
+//!   about the same calls, anchored at the very same time in every
+//!   failing run, are one event seen twice (a call's wrong value and its
+//!   error value; "ends before" and "starts before" of the same two calls
+//!   when both are placed at the same call's start); the better ranked one
+//!   stands for both. Predicates about different calls that happen at one
+//!   instant stay apart: they are different facts, and interventions may
+//!   tell them apart.
 
 use std::collections::HashMap;
 
@@ -65,16 +69,23 @@ pub fn same_runs(
 }
 
 /// (duplicate, representative) among `candidates` (best first): those
-/// anchored at the same time as a better one in every failing run.
-pub fn same_moment(candidates: &[PredId], failing: &[&RunTruth]) -> Vec<(PredId, PredId)> {
-    let mut first: HashMap<Vec<Option<u64>>, PredId> = HashMap::new();
+/// about the same calls as a better one and anchored at the same time in
+/// every failing run.
+pub fn same_moment(
+    catalog: &Catalog,
+    candidates: &[PredId],
+    failing: &[&RunTruth],
+) -> Vec<(PredId, PredId)> {
+    type Calls = (u32, super::Calls, Option<super::Other>, u8);
+    let mut first: HashMap<(Option<Calls>, Vec<Option<u64>>), PredId> = HashMap::new();
     let mut out = Vec::new();
     for &p in candidates {
+        let calls = catalog.get(p).map(|x| (x.key.func, x.key.calls, x.key.other, x.key.arg));
         let moments: Vec<Option<u64>> = failing.iter().map(|t| t.anchor(p)).collect();
-        match first.get(&moments) {
+        match first.get(&(calls, moments.clone())) {
             Some(&rep) => out.push((p, rep)),
             None => {
-                first.insert(moments, p);
+                first.insert((calls, moments), p);
             }
         }
     }

@@ -27,13 +27,16 @@ use super::{
 };
 use crate::model::{Intervention, Point, Role, Run, Site};
 
-/// One member of an aggregate pair predicate: sites A and B, and whether
-/// it is anchored (and held) at A's entry.
+/// One member of an aggregate pair predicate: sites A and B, whether it
+/// is anchored at A's entry, and whether every passing run ran B to
+/// completion before A started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PairMember {
     pub a: Site,
     pub b: Site,
     pub at_entry: bool,
+    #[serde(default)]
+    pub reversed: bool,
 }
 
 /// What the passing runs showed.
@@ -269,8 +272,12 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
         v.sort_unstable_by_key(|e| e.0);
         v
     };
+    // "A starts before B starts" holds for pairs that overlap and for pairs
+    // that follow each other: both are candidates (a failing run may show
+    // one and another failing run the other, which only the aggregate
+    // over pairs catches).
+    let mut starts = live(cands.during.iter().chain(&cands.orders).copied().collect());
     let mut orders = live(cands.orders);
-    let mut starts = live(cands.during.clone());
     let mut concurrent = live(cands.during);
     for run in passing {
         if orders.is_empty() && starts.is_empty() && concurrent.is_empty() {
@@ -317,16 +324,25 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
     Vetted { overlaps, orders: kept(orders), starts: kept(starts), concurrent, groups }
 }
 
-/// The hold that negates "A ends before B starts" (or "starts before"):
-/// when passing runs always ran B to completion before A started, A's
-/// entry waits for B's exit, at the moment the order went wrong (A
-/// started); otherwise A's return waits for B's start (Order) or A's start
-/// does (StartsBefore).
+/// The hold that negates "A ends before B starts" (or "starts before"),
+/// and where the predicate is placed.
+///
+/// When passing runs always ran B to completion before A started, A's
+/// entry waits for B's exit: that restores the passing order (holding A's
+/// return instead would come after A did what it did). "A starts before B
+/// starts" is then placed at A's entry, where the hold acts. "A ends
+/// before B starts" keeps its place at A's exit even so: at A's entry it
+/// would tie with the overlap that begins at that same entry ("A starts
+/// while C runs on the same object"), and a causal chain needs the two
+/// ordered (docs/predicates.md, "anchors and intervention points").
+/// Otherwise A's return waits for B's start (Order, at A's exit), or A's
+/// start does (StartsBefore, at A's entry).
 fn hold(kind: Kind, a: Site, b: Site, reversed: bool) -> (Anchor, Intervention) {
     let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
     match (kind, reversed) {
-        (_, true) => (Anchor::Entry, at(Point::Entry, Point::Exit)),
+        (Kind::Order, true) => (Anchor::FirstExit, at(Point::Entry, Point::Exit)),
         (Kind::Order, false) => (Anchor::FirstExit, at(Point::Exit, Point::Entry)),
+        (_, true) => (Anchor::Entry, at(Point::Entry, Point::Exit)),
         _ => (Anchor::Entry, at(Point::Entry, Point::Entry)),
     }
 }
@@ -354,6 +370,7 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
                     a,
                     b,
                     at_entry: anchor == Anchor::Entry,
+                    reversed,
                 });
             }
         }
@@ -362,13 +379,7 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
                 continue;
             }
             pairs.sort_unstable_by_key(|p| (p.a, p.b));
-            let each = pairs
-                .iter()
-                .map(|p| {
-                    let reversed = p.at_entry && (kind == Kind::Order || is_reversed(list, p));
-                    hold(kind, p.a, p.b, reversed).1
-                })
-                .collect();
+            let each = pairs.iter().map(|p| hold(kind, p.a, p.b, p.reversed).1).collect();
             let key = PredKey {
                 kind,
                 func: fa,
@@ -425,10 +436,6 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
         ));
     }
     out
-}
-
-fn is_reversed(list: &[(Site, Site, bool)], p: &PairMember) -> bool {
-    list.iter().any(|&(a, b, rev)| a == p.a && b == p.b && rev)
 }
 
 /// The class of a role, when it is the role of a single class.

@@ -340,13 +340,16 @@ fn order_flipped_between_two_threads() {
     let s = Session { functions, runs: vec![pass(0), pass(1), fail] };
     let c = learn_default(&s);
     let order = PredKey::pair(Kind::Order, site(1, 1, 1), site(0, 0, 1));
-    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    // It also started first: the same flip, placed at its start.
+    let starts = PredKey::pair(Kind::StartsBefore, site(1, 1, 1), site(0, 0, 1));
+    assert_eq!(keys(&c), vec![PredKey::failure(), order, starts]);
+    assert_eq!(c.predicates[2].anchor, Anchor::Entry);
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(2)), Some(0));
     let p = &c.predicates[1];
     assert_eq!(p.condition, Condition::EndsBefore);
-    // The order went wrong the moment use_config started (init, which
-    // every passing run finished first, had not): that is where the
-    // intervention holds it, and where the predicate is placed.
-    assert_eq!(p.anchor, Anchor::Entry);
+    // Placed when use_config ends (docs/predicates.md: anchors and
+    // intervention points); held at its entry, where the order went wrong.
+    assert_eq!(p.anchor, Anchor::FirstExit);
     // Passing runs ran init to completion first: make use_config wait.
     assert_eq!(
         p.intervention,
@@ -361,7 +364,8 @@ fn order_flipped_between_two_threads() {
         p.description,
         "call 1 of use_config on worker#1 ends before call 1 of init on main starts, which no passing run shows"
     );
-    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(0));
+    // Settled when use_config ends (10), before init starts (20).
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(10));
     assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
     assert!(c.evaluate(&s.runs[0]).observed(PredId(1)));
 }

@@ -258,7 +258,8 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
     };
     assert!(fd(&c, &s).contains(&group), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&group).unwrap().0 as usize];
-    let member = |k| PairMember { a: site(0, 1, 1), b: site(0, 0, k), at_entry: true };
+    let member =
+        |k| PairMember { a: site(0, 1, 1), b: site(0, 0, k), at_entry: false, reversed: true };
     assert_eq!(
         p.condition,
         Condition::AnyPair {
@@ -266,7 +267,7 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
             pairs: vec![member(1), member(2)]
         }
     );
-    assert_eq!(p.anchor, Anchor::Entry);
+    assert_eq!(p.anchor, Anchor::FirstExit);
     assert_eq!(
         p.description,
         "call 1 of handle on beat#1 ends before call 1 of handle on main starts, or call 1 of handle on beat#1 ends before call 2 of handle on main starts, which no passing run shows"
@@ -281,8 +282,15 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
         until_point: Point::Exit,
     };
     assert_eq!(p.intervention, Some(Intervention::All { each: vec![hold(1), hold(2)] }));
-    assert_eq!(c.evaluate(&s.runs[4]).anchor(p.id), Some(5 * US));
-    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(15 * US));
+    assert_eq!(c.evaluate(&s.runs[4]).anchor(p.id), Some(6 * US));
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(16 * US));
+    // The same two groups, by start: the heartbeat started before one of
+    // main's messages, placed (and held) at the heartbeat's start.
+    let starts = PredKey { kind: Kind::StartsBefore, ..group };
+    assert!(fd(&c, &s).contains(&starts));
+    let q = &c.predicates[c.find(&starts).unwrap().0 as usize];
+    assert_eq!(q.anchor, Anchor::Entry);
+    assert_eq!(c.evaluate(&s.runs[4]).anchor(q.id), Some(5 * US));
 }
 
 /// Workers resize and look up a table main created. A resize overlapping
@@ -445,5 +453,5 @@ fn predicates_true_in_the_same_runs_are_merged() {
     // run (its exit), the group's is earlier in run 2 (call 1's exit).
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
     let cands = vec![id(site_ret(2)), id(site_err(2)), id(group(Kind::ErrorReturn))];
-    assert_eq!(merge::same_moment(&cands, &failing), vec![(id(site_err(2)), id(site_ret(2)))]);
+    assert_eq!(merge::same_moment(&c, &cands, &failing), vec![(id(site_err(2)), id(site_ret(2)))]);
 }
