@@ -383,7 +383,9 @@ fn reexecute(
     let scratch = AID_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
     // SAFETY: the per-CPU scratch slot, fully written before it is read.
     let pending = unsafe { &mut *scratch };
-    pending.action = *action;
+    // The agent backs off longer before each retry: it reads which one
+    // this is from `retries`.
+    pending.action = Action { retries: saved.tries, ..*action };
     pending.site = site;
     pending.func_ip = saved.ip;
     pending.ts_ns = ts;

@@ -20,7 +20,7 @@ use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
 use self::{
-    oracle::{OracleRun, SourceOracle},
+    oracle::{Control, OracleRun, SourceOracle},
     source::RunSource,
 };
 pub use crate::record::progress::{Progress, Quiet};
@@ -103,6 +103,8 @@ pub struct Diagnosis {
     pub discovery: Option<Discovery>,
     pub tagt: Option<TagtEstimate>,
     pub oracle_runs: Vec<OracleRun>,
+    /// The control runs the rounds were judged against.
+    pub control: Option<Control>,
 }
 
 /// A finished `debug`: the diagnosis, and the session directory holding
@@ -131,9 +133,10 @@ pub fn debug(
             discovery: None,
             tagt: None,
             oracle_runs: Vec::new(),
+            control: None,
         });
     }
-    let config = engine_config(&analysis, opts, ui)?;
+    let mut config = engine_config(&analysis, opts, ui)?;
     source.begin_interventions()?;
     ui.begin("intervening", None);
     let mut oracle = SourceOracle {
@@ -146,13 +149,60 @@ pub fn debug(
         log: Vec::new(),
         ui: &mut *ui,
     };
+    let control = match calibrate(&mut oracle, &mut config) {
+        Ok(c) => c,
+        Err(e) => {
+            drop(oracle);
+            ui.end();
+            source.end_interventions();
+            return Err(e);
+        }
+    };
     let discovery = causal::discover(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = std::mem::take(&mut oracle.log);
     drop(oracle);
     ui.end();
     source.end_interventions();
     let (discovery, tagt) = conclude(&analysis, discovery, &config, opts)?;
-    Ok(Diagnosis { observed, analysis, discovery: Some(discovery), tagt, oracle_runs })
+    Ok(Diagnosis {
+        observed,
+        analysis,
+        discovery: Some(discovery),
+        tagt,
+        oracle_runs,
+        control: Some(control),
+    })
+}
+
+/// Judges intervention rounds against the failure rate of control runs
+/// (made as intervened runs are, nothing intervened on) when that is lower
+/// than the observed one: "no failure in k runs" must be unlikely for a
+/// round that changed nothing. Control runs go on until
+/// [`oracle::CONTROL_FAILURES`] fail, at most 15 / (observed rate) runs
+/// (20 to 200).
+fn calibrate(oracle: &mut SourceOracle<'_>, config: &mut Config) -> anyhow::Result<Control> {
+    let observed = config.failure_rate;
+    let max = ((15.0 / observed).ceil() as u32).clamp(20, 200);
+    let control = oracle.control(max)?;
+    if control.failing == 0 {
+        bail!(
+            "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), against {:.0}% of observed {noun}s: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
+            control.runs,
+            observed * 100.0,
+            noun = oracle.source.noun()
+        );
+    }
+    config.failure_rate = observed.min(control.rate());
+    oracle.ui.say(&format!(
+        "control: {} of {} {}s failed with nothing intervened on ({:.0}%); rounds are judged against {:.0}%: up to {} runs per round",
+        control.failing,
+        control.runs,
+        oracle.source.noun(),
+        control.rate() * 100.0,
+        config.failure_rate * 100.0,
+        config.runs_per_round()?
+    ));
+    Ok(control)
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as

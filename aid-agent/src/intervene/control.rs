@@ -383,13 +383,30 @@ impl Controller<'_> {
                 }
                 done(record, stops);
             }
-            ActionKind::REEXECUTE => {
-                match self.reexecute(tid, &p) {
-                    Ok(()) => record.applied = true,
-                    Err(e) => record.error = Some(e),
+            ActionKind::REEXECUTE => match self.reexecute(tid, &p) {
+                Ok(()) => {
+                    record.applied = true;
+                    // Back off before running it again, as code that
+                    // retries a transient failure does: 50 µs before the
+                    // first retry, doubling (12.75 ms over eight). The
+                    // wait is the agent's, not the program's: a pause.
+                    let backoff =
+                        Duration::from_micros(50 << p.action.retries.clamp(1, 8).saturating_sub(1));
+                    holds.push(Hold {
+                        tid,
+                        release: Release::At,
+                        deadline: now + backoff,
+                        since: now,
+                        record: stops.len(),
+                        own,
+                    });
+                    stops.push(record);
                 }
-                done(record, stops);
-            }
+                Err(e) => {
+                    record.error = Some(e);
+                    done(record, stops);
+                }
+            },
             ActionKind::REEXECUTE_EXHAUSTED => {
                 // The call still returned a value the intervention exists
                 // to avoid, every time: the predicate stays as it was.

@@ -44,8 +44,13 @@ pub struct Plan {
     /// Calls the kernel counts while they run, for group serialisation.
     pub groups: Vec<(GroupMember, GroupSlot)>,
     /// Interventions that could not be installed: another one already acts
-    /// at the same site.
+    /// at the same site, in a way the two cannot share.
     pub conflicts: Vec<usize>,
+    /// Actions one intervention shares with another that installed them
+    /// first (the two wanted compatible actions at the same site: a hold
+    /// until two calls of one thread waits for the later): (site, the
+    /// intervention sharing it).
+    pub shared: Vec<(SiteKey, usize)>,
     /// Random delays installed (their actions carry index `usize::MAX`).
     pub noise: Vec<Noise>,
 }
@@ -261,18 +266,33 @@ impl Plan {
                 clash: false,
             };
             b.add(iv);
-            let taken = |k: &SiteKey| plan.actions.iter().any(|(t, _, _)| t == k);
             let member_taken = |m: &GroupMember, s: &GroupSlot| {
                 plan.groups.iter().any(|(t, ts)| t == m && ts != s)
             };
-            if b.clash
-                || b.wanted.iter().any(|(k, _)| taken(k))
-                || b.groups.iter().any(|(m, s)| member_taken(m, s))
-            {
+            // Sites another intervention already acts at: shared when the
+            // two actions merge, else a conflict.
+            let mut merged: Vec<(usize, Action)> = Vec::new();
+            let mut clash = b.clash || b.groups.iter().any(|(m, s)| member_taken(m, s));
+            for (k, a) in &b.wanted {
+                if let Some(j) = plan.actions.iter().position(|(t, _, _)| t == k) {
+                    match merge(&plan.actions[j].1, a) {
+                        Some(m) => merged.push((j, m)),
+                        None => clash = true,
+                    }
+                }
+            }
+            if clash {
                 plan.conflicts.push(i);
                 continue;
             }
-            plan.actions.extend(b.wanted.into_iter().map(|(k, a)| (k, a, i)));
+            for (j, m) in merged {
+                plan.actions[j].1 = m;
+                plan.shared.push((plan.actions[j].0, i));
+            }
+            let taken: Vec<SiteKey> = plan.actions.iter().map(|(k, _, _)| *k).collect();
+            plan.actions.extend(
+                b.wanted.into_iter().filter(|(k, _)| !taken.contains(k)).map(|(k, a)| (k, a, i)),
+            );
             plan.watch.extend(b.watch);
             for g in b.groups {
                 if !plan.groups.contains(&g) {
@@ -305,15 +325,28 @@ impl Plan {
         self
     }
 
-    /// The intervention a stop served: the owner of the stop's own key,
-    /// else of its function's key for every instance.
-    pub fn owner(&self, site: &SiteKey) -> Option<usize> {
+    /// The key of the action a stop at `site` served: the stop's own,
+    /// else its function's for every instance.
+    fn key_of(&self, site: &SiteKey) -> Option<SiteKey> {
         let own = self.actions.iter().find(|(k, _, _)| k == site);
         let any = || {
             let wild = SiteKey { instance: ANY_INSTANCE, ..*site };
             self.actions.iter().find(|(k, _, _)| *k == wild)
         };
-        own.or_else(any).map(|(_, _, owner)| *owner)
+        own.or_else(any).map(|(k, _, _)| *k)
+    }
+
+    /// The intervention a stop served (the one that installed its action).
+    pub fn owner(&self, site: &SiteKey) -> Option<usize> {
+        let key = self.key_of(site)?;
+        self.actions.iter().find(|(k, _, _)| *k == key).map(|(_, _, owner)| *owner)
+    }
+
+    /// Whether a stop at `site` served intervention `i` (its own action,
+    /// or one it shares).
+    fn served(&self, site: &SiteKey, i: usize) -> bool {
+        let Some(key) = self.key_of(site) else { return false };
+        self.owner(site) == Some(i) || self.shared.contains(&(key, i))
     }
 
     /// Whether a stop at `site` served one of the random delays.
@@ -337,7 +370,7 @@ impl Plan {
                     };
                 }
                 let mine: Vec<&StopRecord> =
-                    stops.iter().filter(|s| self.owner(&s.site) == Some(i)).collect();
+                    stops.iter().filter(|s| self.served(&s.site, i)).collect();
                 AppliedIntervention {
                     intervention: iv.clone(),
                     applied: mine.iter().all(|s| s.applied),
@@ -478,9 +511,16 @@ mod tests {
         assert!(plan.conflicts.is_empty());
         assert_eq!(plan.actions.len(), 1);
         assert_eq!(plan.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
-        // Across two interventions the same site still conflicts.
+        // Across two interventions the same site is shared the same way,
+        // and a stop there serves both.
         let two = self::plan(&[hold(1), hold(2)]);
-        assert_eq!(two.conflicts, vec![1]);
+        assert!(two.conflicts.is_empty());
+        assert_eq!(two.actions.len(), 1);
+        assert_eq!(two.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
+        let mut held = stop(site_key(site(5, 1, 1), Point::Entry), false, true);
+        held.action = ActionKind::HOLD_UNTIL;
+        let o = two.outcome(&[held]);
+        assert!(o.iter().all(|a| !a.applied && a.timed_out));
     }
 
     #[test]
