@@ -294,6 +294,58 @@ pub enum Point {
     Exit,
 }
 
+/// Which calls an intervention acts on: calls of `func` on any of `roles`
+/// (the threads of a class), the `instance`-th or every one (0), and only
+/// those made while a call of `within` runs on the same thread, if set.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CallSet {
+    pub func: FuncId,
+    /// Sorted, no duplicates.
+    pub roles: Vec<Role>,
+    /// 1-based; 0: every call.
+    pub instance: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<FuncId>,
+}
+
+impl CallSet {
+    /// Exactly one call.
+    pub fn site(site: Site) -> CallSet {
+        CallSet { func: site.func, roles: vec![site.role], instance: site.instance, within: None }
+    }
+
+    /// The sites it names, instance 0 standing for every call.
+    pub fn sites(&self) -> Vec<Site> {
+        self.roles
+            .iter()
+            .map(|&role| Site { func: self.func, role, instance: self.instance })
+            .collect()
+    }
+}
+
+/// Most re-executions of one call before a re-execution gives up
+/// ([`Intervention::Reexecute`]).
+pub const REEXECUTE_RETRIES: u32 = 8;
+
+/// Which return values a value-changing intervention applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "test")]
+pub enum ValueTest {
+    /// Error-class values: negative (when `negative`), zero (when `zero`).
+    Error { negative: bool, zero: bool },
+    /// Any value other than `value`.
+    NotEqual { value: i64 },
+}
+
+impl ValueTest {
+    pub fn passes(self, v: i64) -> bool {
+        match self {
+            ValueTest::Error { negative, zero } => (negative && v < 0) || (zero && v == 0),
+            ValueTest::NotEqual { value } => v != value,
+        }
+    }
+}
+
 /// A change to one execution that forces a predicate to the value it has in
 /// passing runs (AID Fig. 2, column 3). The causal engine chooses them; the
 /// live oracle turns them into kernel map entries and ptrace actions.
@@ -314,16 +366,38 @@ pub enum Intervention {
     /// Whichever of the two calls enters second waits until the other has
     /// exited ("overlap on the same object" → serialise them).
     Serialize { a: Site, b: Site },
+    /// Every call in `calls` whose return value passes `test` is run again
+    /// from its entry with the registers it had there, up to `retries`
+    /// times, so that the value it returns is genuine ("returns an error"
+    /// of a transient fault); if it still passes the test, it returns
+    /// `fallback` (None: the genuine value stays, and the intervention
+    /// counts as not applied). Safe functions only.
+    Reexecute { calls: CallSet, test: ValueTest, retries: u32, fallback: Option<i64> },
+    /// Whichever call of `a` or `b` enters while a call of the other is
+    /// running waits until none is ("some A overlaps some B" → serialise
+    /// the two groups). With `object`, only calls on the same object wait:
+    /// the 1-based argument of `a`'s calls and of `b`'s that carries it.
+    SerializeGroups { a: CallSet, b: CallSet, object: Option<(u8, u8)> },
+    /// Several interventions at once (an aggregate predicate negated call
+    /// by call).
+    All { each: Vec<Intervention> },
 }
 
 impl Intervention {
     /// True for the kinds that change a value the program computes; AID
     /// only allows those on functions the user declared safe (Sec. 3.2).
     pub fn changes_values(&self) -> bool {
-        matches!(self, Intervention::ReturnEarly { .. } | Intervention::OverrideReturn { .. })
+        match self {
+            Intervention::ReturnEarly { .. }
+            | Intervention::OverrideReturn { .. }
+            | Intervention::Reexecute { .. } => true,
+            Intervention::All { each } => each.iter().any(Intervention::changes_values),
+            _ => false,
+        }
     }
 
-    /// The sites the intervention acts on (not the ones it waits for).
+    /// The sites the intervention acts on (not the ones it waits for);
+    /// instance 0 stands for every call of the function on that role.
     pub fn acting_sites(&self) -> Vec<Site> {
         match self {
             Intervention::ReturnEarly { site, .. }
@@ -331,6 +405,21 @@ impl Intervention {
             | Intervention::DelayExit { site, .. }
             | Intervention::HoldUntil { site, .. } => vec![*site],
             Intervention::Serialize { a, b } => vec![*a, *b],
+            Intervention::Reexecute { calls, .. } => calls.sites(),
+            Intervention::SerializeGroups { a, b, .. } => {
+                a.sites().into_iter().chain(b.sites()).collect()
+            }
+            Intervention::All { each } => {
+                each.iter().flat_map(Intervention::acting_sites).collect()
+            }
+        }
+    }
+
+    /// The interventions it is made of (itself, unless it is `All`).
+    pub fn parts(&self) -> Vec<&Intervention> {
+        match self {
+            Intervention::All { each } => each.iter().flat_map(Intervention::parts).collect(),
+            other => vec![other],
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `aid-agent debug` on every bundled example (examples/*): the exact root
-//! cause and causal path it reports, and fewer interventions than TAGT
-//! would need on the same session.
+//! cause and causal path it reports, and no more interventions than TAGT
+//! would need on the same session (fewer, for the five built for aid,
+//! whose AC-DAGs have several candidates).
 //!
 //! The examples fail because of timing, so they run one at a time (a busy
 //! machine changes their failure rates), and a session can miss: on rare
@@ -8,7 +9,13 @@
 //! behaviour, so it is no longer fully discriminative. The acceptance rule
 //! is therefore statistical, and stated here (see [`check`]): **an example
 //! passes when at least 2 of 3 sessions report the exact path**, each of
-//! those with its root cause named and fewer interventions than TAGT.
+//! those with its root cause named and no more interventions than TAGT
+//! (fewer for the five built for aid).
+//!
+//! The three ordinary programs (pool-table-race, heartbeat-auth,
+//! transient-fetch) are run with the flags in their `aid.args`: the
+//! functions a user would trace after reading the code, `--safe` only for
+//! the functions their READMEs list as side-effect free.
 
 mod common;
 
@@ -29,16 +36,26 @@ fn build(name: &str) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let c = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "c"));
-    let status = match c {
-        Some(c) => {
-            Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).status()
-        }
-        None => Command::new("rustc")
+    let source = |ext: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == ext))
+    };
+    let status = match (source("c"), source("cpp")) {
+        (Some(c), _) => Command::new("gcc")
+            .args(["-g", "-O1", "-pthread", "-o"])
+            .arg(&out)
+            .arg(c)
+            .arg("-lm")
+            .status(),
+        (None, Some(cpp)) => Command::new("g++")
+            .args(["-std=c++17", "-g", "-O1", "-pthread", "-o"])
+            .arg(&out)
+            .arg(cpp)
+            .status(),
+        (None, None) => Command::new("rustc")
             .args([
                 "-g",
                 "-C",
@@ -94,8 +111,33 @@ fn debug(name: &str) -> Outcome {
     }
 }
 
-fn matches(path: &[String], expected: &[&str]) -> bool {
-    path.len() == expected.len() && path.iter().zip(expected).all(|(p, e)| p.starts_with(e))
+/// How a link of the expected path is matched.
+enum Expect<'a> {
+    /// The start of the predicate's description (the numbers after it are
+    /// measured durations).
+    Starts(&'a str),
+    /// The whole description, a regular expression: for a fact that aid
+    /// can state in more than one exact form.
+    Regex(&'a str),
+}
+
+impl Expect<'_> {
+    fn matches(&self, p: &str) -> bool {
+        match self {
+            Expect::Starts(s) => p.starts_with(s),
+            Expect::Regex(r) => regex::Regex::new(&format!("^(?:{r})$")).unwrap().is_match(p),
+        }
+    }
+
+    fn words(&self) -> &str {
+        match self {
+            Expect::Starts(s) | Expect::Regex(s) => s,
+        }
+    }
+}
+
+fn matches(path: &[String], expected: &[Expect<'_>]) -> bool {
+    path.len() == expected.len() && path.iter().zip(expected).all(|(p, e)| e.matches(p))
 }
 
 /// Sessions per example, and how many must report the exact path.
@@ -116,6 +158,19 @@ const NEEDED: usize = 2;
 /// the path it reported, past the harness' output capture, so no miss
 /// goes unseen even when the example passes.
 fn check(name: &str, expected: &[&str]) {
+    let expected: Vec<Expect<'_>> = expected.iter().map(|&s| Expect::Starts(s)).collect();
+    check_path(name, &expected, Tagt::Fewer);
+}
+
+/// How AID's interventions must compare with TAGT's estimate.
+#[derive(Clone, Copy, PartialEq)]
+enum Tagt {
+    Fewer,
+    /// With one or two candidates the two strategies need the same rounds.
+    NoMore,
+}
+
+fn check_path(name: &str, expected: &[Expect<'_>], tagt: Tagt) {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (mut exact, mut missed) = (0, Vec::new());
@@ -133,16 +188,27 @@ fn check(name: &str, expected: &[&str]) {
             missed.push(outcome);
             continue;
         }
-        assert!(outcome.root_cause.starts_with(expected[0]), "{}", outcome.root_cause);
         // The terminal names the same call site (with the values the runs
         // showed rather than the rule).
-        let site = expected[0].split(" runs ").next().unwrap().split(" returns ").next().unwrap();
-        assert!(outcome.text.contains(&format!("Root cause: {site}")), "{}", outcome.text);
+        let site =
+            outcome.path[0].split(" runs ").next().unwrap().split(" returns ").next().unwrap();
+        let root = format!("Root cause: {site}");
         assert!(
-            outcome.interventions < outcome.tagt_mean,
+            outcome.text.contains(&root)
+                && expected[0].matches(&outcome.path[0])
+                && expected[0].matches(&outcome.root_cause),
+            "{}\n(expected {})",
+            outcome.text,
+            expected[0].words()
+        );
+        let fewer = match tagt {
+            Tagt::Fewer => outcome.interventions < outcome.tagt_mean,
+            Tagt::NoMore => outcome.interventions <= outcome.tagt_mean,
+        };
+        assert!(
+            fewer,
             "{name}: AID took {} interventions, TAGT about {}",
-            outcome.interventions,
-            outcome.tagt_mean
+            outcome.interventions, outcome.tagt_mean
         );
         exact += 1;
     }
@@ -314,5 +380,66 @@ fn default_functions_and_no_failure() {
             .unwrap()
             .starts_with("aid: no run failed in 5 runs (a run fails on: nonzero, signal, timeout)"),
         "{stderr}"
+    );
+}
+
+/// A thread pool: which worker runs which job changes every run, so only
+/// group predicates mean something. The race itself (a resize inside
+/// `dict_intern` overlapping a lookup) has no call of its own: `dict_grow`
+/// is inlined, and under the tracer every `dict_intern` can be slow
+/// (lock contention) in passing runs too. What separates the runs is its
+/// first effect, a lookup from `document_norm` that returns NULL for a
+/// word that is in the table; re-executing that lookup (a pure read) gives
+/// its genuine value and the failure stops (examples/pool-table-race).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn pool_table_race() {
+    check_path(
+        "pool-table-race",
+        &[Expect::Starts(
+            "some call of dict_lookup from document_norm on the worker threads returns an error: 0 (NULL or false)",
+        )],
+        Tagt::NoMore,
+    );
+}
+
+/// C++ std::thread with a lambda: the heartbeat reaches the server before
+/// main's HELLO or AUTH frame (the calls share no pointer). aid states it
+/// as the heartbeat thread's first `Server::handle` starting (or ending)
+/// before main's first or second one — both forms are the README's root
+/// cause, which one holds in every failing run depends on the session —
+/// and confirms it by holding that heartbeat until main's frames were
+/// handled. `send_heartbeat` and `Client::login` returning false follow,
+/// but change state (not `--safe`), so the path is the root cause alone.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn heartbeat_auth() {
+    let handle = r"session::Server::handle\(unsigned int, session::Frame const&\)";
+    let one = format!(
+        r"call 1 of {handle} on .+#1 (?:starts|ends) before call [12] of {handle} on main starts"
+    );
+    let root = format!("{one}(?:, or {one})?, which no passing run shows");
+    check_path("heartbeat-auth", &[Expect::Regex(&root)], Tagt::NoMore);
+}
+
+/// A transient fault whose right value depends on the call: re-executing
+/// the failed `pricing_fetch` gives the genuine price (a constant would
+/// still be wrong for most SKUs). `unit_price` follows; `price_order` is
+/// not safe (it stores the price) and `validate_invoice` is inlined into
+/// `main` at -O1, so neither can be on the path.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn transient_fetch() {
+    check_path(
+        "transient-fetch",
+        &[
+            Expect::Starts(
+                "some call of pricing_fetch on main returns a value other than the one every passing run returned for that call",
+            ),
+            Expect::Starts(
+                "some call of unit_price on main returns a value other than the one every passing run returned for that call",
+            ),
+        ],
+        Tagt::NoMore,
     );
 }

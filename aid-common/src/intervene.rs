@@ -27,7 +27,9 @@ impl core::fmt::Debug for SitePoint {
 }
 
 /// One point in an execution: the entry or exit of the `instance`-th call
-/// (1-based) of `func` on thread `role`.
+/// (1-based) of `func` on thread `role`. As an action key, instance
+/// [`ANY_INSTANCE`] matches every call of `func` on `role` that has no
+/// action of its own.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SiteKey {
@@ -37,6 +39,10 @@ pub struct SiteKey {
     pub point: SitePoint,
 }
 const _: () = assert!(size_of::<SiteKey>() == 16);
+
+/// [`SiteKey::instance`] of an action that applies to every call of the
+/// function on the role (instances are numbered from 1).
+pub const ANY_INSTANCE: u32 = 0;
 
 /// [`Action::kind`]: what the agent wants done at a site. A newtype: the
 /// agent writes it into a map and reads it back from [`Pending`].
@@ -60,12 +66,26 @@ impl ActionKind {
     pub const RETURN_EARLY: ActionKind = ActionKind(4);
     /// At exit, replace the return value with `value`.
     pub const OVERRIDE_RETURN: ActionKind = ActionKind(5);
+    /// At exit, when the return value passes [`Action::test`]: run the
+    /// call again from its entry, with the registers saved there, at most
+    /// [`Action::retries`] times; if it still passes the test, return
+    /// `value` instead when [`RetTest::FALLBACK`] is set.
+    pub const REEXECUTE: ActionKind = ActionKind(6);
+    /// At entry: hold the thread while any call of the group in `other`
+    /// ([`SiteKey::func`] = group id, [`SiteKey::role`] = 1 when only calls
+    /// on the same object count) is running (group serialisation).
+    pub const HOLD_WHILE_GROUP_RUNNING: ActionKind = ActionKind(7);
+    /// Reported to the agent, never installed: a re-execution gave up
+    /// (the return value still passed the test after every retry and there
+    /// was no fallback value).
+    pub const REEXECUTE_EXHAUSTED: ActionKind = ActionKind(8);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
         self.0 == Self::DELAY.0
             || self.0 == Self::HOLD_UNTIL.0
             || self.0 == Self::HOLD_WHILE_RUNNING.0
+            || self.0 == Self::HOLD_WHILE_GROUP_RUNNING.0
     }
 }
 
@@ -78,8 +98,78 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::HOLD_WHILE_RUNNING => f.write_str("HoldWhileRunning"),
             ActionKind::RETURN_EARLY => f.write_str("ReturnEarly"),
             ActionKind::OVERRIDE_RETURN => f.write_str("OverrideReturn"),
+            ActionKind::REEXECUTE => f.write_str("Reexecute"),
+            ActionKind::HOLD_WHILE_GROUP_RUNNING => f.write_str("HoldWhileGroupRunning"),
+            ActionKind::REEXECUTE_EXHAUSTED => f.write_str("ReexecuteExhausted"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
+    }
+}
+
+/// [`Action::test`]: which return values an exit action applies to: a
+/// set of bits in the low byte ([`RetTest::ALWAYS`], no bit, applies to
+/// every value) and the width of the value in bytes in the next byte
+/// (0: all 8 bytes of `rax`; an `int` return leaves the upper half
+/// undefined, so its tests read the low 4 bytes, sign-extended).
+#[repr(transparent)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RetTest(u32);
+
+impl RetTest {
+    /// Every return value.
+    pub const ALWAYS: RetTest = RetTest(0);
+    /// Negative values.
+    pub const NEGATIVE: RetTest = RetTest(1);
+    /// Zero (NULL, false).
+    pub const ZERO: RetTest = RetTest(2);
+    /// Any value other than [`Action::test_value`].
+    pub const NOT_EQUAL: RetTest = RetTest(4);
+    /// A re-execution that gives up returns [`Action::value`] instead.
+    pub const FALLBACK: RetTest = RetTest(16);
+
+    pub const fn contains(self, other: RetTest) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn with(self, other: RetTest) -> RetTest {
+        RetTest(self.0 | other.0)
+    }
+
+    /// The same test on a value `bytes` wide (1, 2, 4; anything else is 8).
+    pub const fn width(self, bytes: u8) -> RetTest {
+        let b = match bytes {
+            1 | 2 | 4 => bytes as u32,
+            _ => 0,
+        };
+        RetTest((self.0 & 0xff) | (b << 8))
+    }
+
+    /// `raw` read at the test's width, sign-extended.
+    pub const fn read(self, raw: u64) -> i64 {
+        match (self.0 >> 8) & 0xff {
+            1 => raw as u8 as i8 as i64,
+            2 => raw as u16 as i16 as i64,
+            4 => raw as u32 as i32 as i64,
+            _ => raw as i64,
+        }
+    }
+
+    /// Whether the raw `rax` value passes the test.
+    pub const fn passes(self, rax: u64, test_value: u64) -> bool {
+        let any = RetTest::NEGATIVE.0 | RetTest::ZERO.0 | RetTest::NOT_EQUAL.0;
+        if self.0 & any == 0 {
+            return true;
+        }
+        let v = self.read(rax);
+        (self.contains(RetTest::NEGATIVE) && v < 0)
+            || (self.contains(RetTest::ZERO) && v == 0)
+            || (self.contains(RetTest::NOT_EQUAL) && v != self.read(test_value))
+    }
+}
+
+impl core::fmt::Debug for RetTest {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "RetTest({:#x})", self.0)
     }
 }
 
@@ -88,15 +178,25 @@ impl core::fmt::Debug for ActionKind {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Action {
     pub kind: ActionKind,
-    pub _pad: u32,
-    /// Delay in microseconds, or the value to return.
+    /// 0, or a function id + 1: the action applies only while a call of
+    /// that function is running on the same thread (a calling context).
+    pub within: u32,
+    /// Delay in microseconds, the value to return, or a re-execution's
+    /// fallback value.
     pub value: u64,
     /// Longest hold, in microseconds.
     pub timeout_us: u64,
-    /// The site waited for by the hold kinds.
+    /// The site waited for by the hold kinds (for
+    /// [`ActionKind::HOLD_WHILE_GROUP_RUNNING`], the group).
     pub other: SiteKey,
+    /// Exit actions: which return values they apply to.
+    pub test: RetTest,
+    /// [`ActionKind::REEXECUTE`]: most re-executions of one call.
+    pub retries: u32,
+    /// The reference value of [`RetTest::NOT_EQUAL`].
+    pub test_value: u64,
 }
-const _: () = assert!(size_of::<Action>() == 40);
+const _: () = assert!(size_of::<Action>() == 56);
 
 /// Number of general registers in x86-64 `struct pt_regs` (r15 .. ss).
 pub const PT_REGS_WORDS: usize = 21;
@@ -119,7 +219,7 @@ pub struct Pending {
     /// to the function's first instruction.
     pub regs: [u64; PT_REGS_WORDS],
 }
-const _: () = assert!(size_of::<Pending>() == 40 + 16 + 16 + 8 * PT_REGS_WORDS);
+const _: () = assert!(size_of::<Pending>() == 56 + 16 + 16 + 8 * PT_REGS_WORDS);
 
 impl Default for Pending {
     fn default() -> Self {
@@ -145,8 +245,83 @@ pub struct Replay {
     pub func: u32,
     /// 1 until the repeated entry has been seen.
     pub entry_pending: u32,
+    /// 1 when the kernel will report the call's return twice (a thread
+    /// rewound at its entry: the return address was redirected before);
+    /// 0 for a call re-executed from its exit (its first return is gone).
+    pub dup_exit: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<Replay>() == 24);
+const _: () = assert!(size_of::<Replay>() == 32);
+
+/// Value of the entry-registers map: the registers of a call's entry,
+/// kept while it runs when its exit may re-execute it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRegs {
+    /// The instance the registers belong to (a recursive inner call of
+    /// the same function overwrites them; the exit then cannot re-execute).
+    pub instance: u32,
+    /// Re-executions of this call so far.
+    pub tries: u32,
+    /// Address of the function's first instruction.
+    pub ip: u64,
+    /// In `struct pt_regs` order, as [`Pending::regs`].
+    pub regs: [u64; PT_REGS_WORDS],
+}
+const _: () = assert!(size_of::<EntryRegs>() == 16 + 8 * PT_REGS_WORDS);
+
+impl Default for EntryRegs {
+    fn default() -> Self {
+        EntryRegs { instance: 0, tries: 0, ip: 0, regs: [0; PT_REGS_WORDS] }
+    }
+}
+
+/// Key of the group-membership map: which (function, role) pairs belong
+/// to a serialised group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GroupMember {
+    pub func: u32,
+    pub role: u32,
+}
+const _: () = assert!(size_of::<GroupMember>() == 8);
+
+/// Value of the group-membership map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupSlot {
+    /// The group's id (1-based).
+    pub group: u32,
+    /// 0, or the argument (1-based, up to 3) that names the object calls
+    /// are serialised on.
+    pub arg: u32,
+    /// 0, or a function id + 1: only calls made while a call of it runs
+    /// on the same thread belong to the group.
+    pub within: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<GroupSlot>() == 16);
+
+/// Key of the running-calls map: a group and the object its calls ran on
+/// (0 when objects do not matter).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RunningKey {
+    pub group: u32,
+    pub _pad: u32,
+    pub object: u64,
+}
+const _: () = assert!(size_of::<RunningKey>() == 16);
+
+/// Key of the open-member map: one group call running on a thread, so its
+/// exit can find the object its entry counted it under.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OpenMember {
+    pub tid: u32,
+    pub func: u32,
+}
+const _: () = assert!(size_of::<OpenMember>() == 8);
 
 /// Key of the calls map.
 #[repr(C)]

@@ -23,8 +23,9 @@ mod watch;
 pub use error::ProbeErrorKind;
 pub use event::{Event, EventKind, LostSlot};
 pub use intervene::{
-    Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, PT_REGS_WORDS, Pending, Replay,
-    SiteKey, SitePoint, UnitState,
+    ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
+    GroupSlot, OpenMember, PT_REGS_WORDS, Pending, Replay, RetTest, RunningKey, SiteKey, SitePoint,
+    UnitState,
 };
 pub use maps::*;
 pub use target::{TargetFlags, TargetState};

@@ -50,6 +50,19 @@ pub const MAP_WATCH_HITS: &str = "AID_WATCH_HITS";
 pub const MAP_WATCH_LOST: &str = "AID_WATCH_LOST";
 /// Array of one [`crate::WatchConfig`].
 pub const MAP_WATCH_CONFIG: &str = "AID_WATCH_CONF";
+/// `(tid, function) -> EntryRegs`: the entry registers of a running call
+/// whose exit may re-execute it.
+pub const MAP_ENTRY_REGS: &str = "AID_ENTRY_REGS";
+/// Per-CPU array of one [`crate::EntryRegs`], built there before it is
+/// stored (too large for the BPF stack).
+pub const MAP_REGS_SCRATCH: &str = "AID_REG_SCRATCH";
+/// `GroupMember -> GroupSlot`: the (function, role) pairs whose calls are
+/// counted for group serialisation.
+pub const MAP_GROUPS: &str = "AID_GROUPS";
+/// `RunningKey -> count`: calls of a group running now, per object.
+pub const MAP_RUNNING: &str = "AID_RUNNING";
+/// `OpenMember -> RunningKey`: where a running group call is counted.
+pub const MAP_OPEN_MEMBERS: &str = "AID_OPEN_MEMBER";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -70,6 +83,11 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_WATCH_HITS,
     MAP_WATCH_LOST,
     MAP_WATCH_CONFIG,
+    MAP_ENTRY_REGS,
+    MAP_REGS_SCRATCH,
+    MAP_GROUPS,
+    MAP_RUNNING,
+    MAP_OPEN_MEMBERS,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

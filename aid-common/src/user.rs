@@ -25,3 +25,13 @@ unsafe impl aya::Pod for crate::Replay {}
 unsafe impl aya::Pod for crate::WatchHit {}
 // SAFETY: as above.
 unsafe impl aya::Pod for crate::WatchConfig {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::EntryRegs {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::GroupMember {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::GroupSlot {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::RunningKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::OpenMember {}

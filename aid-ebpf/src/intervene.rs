@@ -1,26 +1,43 @@
 //! Intervened runs only: numbering call instances per thread role, marking
-//! watched sites as happened, and stopping a thread for the agent when the
-//! action installed at its site is due.
+//! watched sites as happened, counting the running calls of serialised
+//! groups, keeping the entry registers of calls that may be re-executed,
+//! and stopping a thread for the agent when the action installed at its
+//! site is due.
+//!
+//! An action is found by its exact site first, then by the site's
+//! function and role with [`ANY_INSTANCE`] (an action for every call); an
+//! action with a calling context (`within`) applies only while a call of
+//! that function runs on the same thread.
 
 use aid_common::{
-    Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, PT_REGS_WORDS, Pending,
-    ProbeErrorKind, SiteKey, SitePoint, UnitState,
+    ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
+    OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey, SitePoint,
+    UnitState,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
 use crate::maps::{
-    AID_ACTIONS, AID_CALLS, AID_LIVE_UNIT, AID_PENDING, AID_REPLAY, AID_ROLES, AID_SCRATCH,
-    AID_STOP_SIGNAL, AID_UNIT_STATE, AID_WATCH, global,
+    AID_ACTIONS, AID_CALLS, AID_ENTRY_REGS, AID_GROUPS, AID_LIVE_UNIT, AID_OPEN_MEMBER,
+    AID_PENDING, AID_REG_SCRATCH, AID_REPLAY, AID_ROLES, AID_RUNNING, AID_SCRATCH, AID_STOP_SIGNAL,
+    AID_UNIT_STATE, AID_WATCH, global,
 };
 
-/// The same call entered again after the agent rewound the thread: ignore.
+/// `BPF_NOEXIST`: insert only if the key is new.
+const NOEXIST: u64 = 1;
+
+/// The same call entered again after the agent rewound the thread (a hold
+/// at its entry) or re-executed it (from its exit): ignore.
 #[inline(always)]
 pub fn replayed_entry(tid: u32, ip: u64) -> bool {
     match AID_REPLAY.get_ptr_mut(tid) {
         // SAFETY: a map value pointer; only this thread touches its entry.
         Some(r) => unsafe {
             if (*r).entry_pending != 0 && (*r).ip == ip {
-                (*r).entry_pending = 0;
+                if (*r).dup_exit == 0 {
+                    let _ = AID_REPLAY.remove(tid);
+                } else {
+                    (*r).entry_pending = 0;
+                }
                 true
             } else {
                 false
@@ -30,12 +47,13 @@ pub fn replayed_entry(tid: u32, ip: u64) -> bool {
     }
 }
 
-/// The first of the two returns the kernel reports for a rewound call.
+/// The first of the two returns the kernel reports for a call rewound at
+/// its entry.
 #[inline(always)]
 pub fn replayed_exit(tid: u32, func: u32, sp: u64) -> bool {
     // SAFETY: a read of a map value; only this thread writes its entry.
     match unsafe { AID_REPLAY.get(tid) } {
-        Some(r) if r.entry_pending == 0 && r.func == func && r.exit_sp == sp => {
+        Some(r) if r.dup_exit != 0 && r.entry_pending == 0 && r.func == func && r.exit_sp == sp => {
             let _ = AID_REPLAY.remove(tid);
             true
         }
@@ -43,90 +61,337 @@ pub fn replayed_exit(tid: u32, func: u32, sp: u64) -> bool {
     }
 }
 
-/// Numbers the instance this entry/exit belongs to, marks it as happened if
-/// someone waits for it, and stops the thread when its action is due.
-/// `regs` are the entry breakpoint's registers (None at exit).
+/// The thread's role and unit epoch, or None when interventions do not
+/// apply to it.
 #[inline(always)]
-pub fn try_intervene(
-    ts: u64,
-    pid_tgid: u64,
-    func: u32,
-    point: SitePoint,
-    ip: u64,
-    regs: Option<&pt_regs>,
-) -> Result<(), ProbeErrorKind> {
-    let tid = pid_tgid as u32;
+fn identify(tid: u32, func: u32, point: SitePoint) -> Result<Option<(u32, u32)>, ProbeErrorKind> {
     let unit = AID_LIVE_UNIT.get(0).copied().unwrap_or(0);
-    let (role, epoch) = if unit == 0 {
+    if unit == 0 {
         // SAFETY: a read of a map value.
-        match unsafe { AID_ROLES.get(tid) } {
-            Some(r) => (*r, 0),
-            None => return Ok(()),
-        }
-    } else {
-        // Live-unit mode: only the thread running the unit is intervened
-        // on, as role 0, with instances counted from the unit's entry.
-        match unit_epoch(tid, func + 1 == unit, point)? {
-            Some(epoch) => (0, epoch),
-            None => return Ok(()),
-        }
-    };
+        return Ok(unsafe { AID_ROLES.get(tid) }.map(|r| (*r, 0)));
+    }
+    // Live-unit mode: only the thread running the unit is intervened on,
+    // as role 0, with instances counted from the unit's entry.
+    Ok(unit_epoch(tid, func + 1 == unit, point)?.map(|epoch| (0, epoch)))
+}
+
+/// The thread's call stack of `func`, restarted when the unit epoch moved.
+#[inline(always)]
+fn stack(tid: u32, func: u32, epoch: u32, create: bool) -> Result<*mut CallStack, ProbeErrorKind> {
     let key = CallKey { tid, func };
-    if point == SitePoint::ENTRY && AID_CALLS.get_ptr_mut(key).is_none() {
+    if create && AID_CALLS.get_ptr_mut(key).is_none() {
         AID_CALLS.insert(key, CallStack::default(), 0).map_err(|_| ProbeErrorKind::MapFull)?;
     }
     let stack = AID_CALLS.get_ptr_mut(key).ok_or(ProbeErrorKind::MapLookup)?;
     // SAFETY: a map value pointer; only this thread touches its own
     // (tid, func) entry.
-    let instance = unsafe {
-        let stack = &mut *stack;
-        if stack.epoch != epoch {
+    unsafe {
+        if (*stack).epoch != epoch {
             *stack = CallStack { epoch, ..CallStack::default() };
         }
-        if point == SitePoint::ENTRY {
-            stack.count += 1;
-            let slot = (stack.depth as usize) % CALL_STACK_DEPTH;
-            stack.open[slot] = stack.count;
-            stack.depth += 1;
-            stack.count
-        } else {
-            if stack.depth == 0 {
-                return Ok(()); // exit of a call entered before tracing began
-            }
-            stack.depth -= 1;
-            stack.open[(stack.depth as usize) % CALL_STACK_DEPTH]
+    }
+    Ok(stack)
+}
+
+/// Whether a call of `func` is running on the thread.
+#[inline(always)]
+fn running(tid: u32, func: u32) -> bool {
+    // SAFETY: a read of a map value.
+    unsafe { AID_CALLS.get(CallKey { tid, func }) }.is_some_and(|s| s.depth > 0)
+}
+
+/// The action for a site: its own, else its function's on its role for
+/// every instance; only if its calling context holds.
+#[inline(always)]
+fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
+    // SAFETY: reads of map values, copied out at once.
+    let action = unsafe {
+        match AID_ACTIONS.get(site) {
+            Some(a) => *a,
+            None => *AID_ACTIONS.get(SiteKey { instance: ANY_INSTANCE, ..*site })?,
         }
     };
-    if unit != 0 && func + 1 == unit && point == SitePoint::EXIT {
+    if action.within != 0 && !running(tid, action.within - 1) {
+        return None;
+    }
+    Some(action)
+}
+
+/// An entry, after its event was emitted: numbers the instance, marks it
+/// as happened, counts it in its serialised group, stops the thread when
+/// its action is due, and keeps its registers when its exit may
+/// re-execute it.
+#[inline(always)]
+pub fn try_enter(
+    ts: u64,
+    pid_tgid: u64,
+    func: u32,
+    ip: u64,
+    regs: &pt_regs,
+) -> Result<(), ProbeErrorKind> {
+    let tid = pid_tgid as u32;
+    let Some((role, epoch)) = identify(tid, func, SitePoint::ENTRY)? else { return Ok(()) };
+    let stack = stack(tid, func, epoch, true)?;
+    // SAFETY: a map value pointer of this thread's own entry.
+    let instance = unsafe {
+        let stack = &mut *stack;
+        stack.count += 1;
+        let slot = (stack.depth as usize) % CALL_STACK_DEPTH;
+        stack.open[slot] = stack.count;
+        stack.depth += 1;
+        stack.count
+    };
+    let site = SiteKey { func, role, instance, point: SitePoint::ENTRY };
+    mark(&site, ts);
+    let own = count_group_entry(tid, func, role, regs)?;
+    if let Some(action) = lookup(tid, &site)
+        && due_at_entry(&action, regs, own)
+    {
+        stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
+    }
+    let exit = SiteKey { point: SitePoint::EXIT, ..site };
+    if let Some(action) = lookup(tid, &exit)
+        && action.kind == ActionKind::REEXECUTE
+    {
+        save_entry(tid, func, instance, ip, regs)?;
+    }
+    Ok(())
+}
+
+/// An exit. Emits its event with `emit` unless the call is re-executed
+/// (then its first return never happened, as far as the record goes),
+/// marks it, and stops the thread when its action is due.
+#[inline(always)]
+pub fn try_exit(
+    ts: u64,
+    pid_tgid: u64,
+    func: u32,
+    rax: u64,
+    emit: impl FnOnce(),
+) -> Result<(), ProbeErrorKind> {
+    let tid = pid_tgid as u32;
+    let Some((role, epoch)) = identify(tid, func, SitePoint::EXIT)? else {
+        emit();
+        return Ok(());
+    };
+    let stack = stack(tid, func, epoch, false);
+    let Ok(stack) = stack else {
+        emit();
+        return Ok(()); // exit of a call entered before tracing began
+    };
+    // SAFETY: a map value pointer of this thread's own entry.
+    let (depth, instance) = unsafe {
+        let s = &*stack;
+        (s.depth, s.open[(s.depth.wrapping_sub(1) as usize) % CALL_STACK_DEPTH])
+    };
+    if depth == 0 {
+        emit();
+        return Ok(());
+    }
+    let site = SiteKey { func, role, instance, point: SitePoint::EXIT };
+    let mut action = lookup(tid, &site);
+    if let Some(a) = action
+        && a.kind == ActionKind::REEXECUTE
+    {
+        action = None;
+        if a.test.passes(rax, a.test_value) {
+            if reexecute(tid, func, instance, &a, site, ts)? {
+                return Ok(());
+            }
+            action = Some(if a.test.contains(RetTest::FALLBACK) {
+                Action { kind: ActionKind::OVERRIDE_RETURN, test: RetTest::ALWAYS, ..a }
+            } else {
+                Action { kind: ActionKind::REEXECUTE_EXHAUSTED, ..a }
+            });
+        }
+        let _ = AID_ENTRY_REGS.remove(CallKey { tid, func });
+    }
+    // SAFETY: as above.
+    unsafe { (*stack).depth -= 1 };
+    let unit = AID_LIVE_UNIT.get(0).copied().unwrap_or(0);
+    if unit != 0 && func + 1 == unit {
         leave_unit(tid);
     }
-    let site = SiteKey { func, role, instance, point };
+    emit();
+    mark(&site, ts);
+    count_group_exit(tid, func);
+    if let Some(action) = action
+        && due_at_exit(&action, rax)
+    {
+        stop_for_agent(tid, action, site, 0, ts, None)?;
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn mark(site: &SiteKey, ts: u64) {
     if let Some(seen) = AID_WATCH.get_ptr_mut(site) {
         // SAFETY: a store into a map value.
         unsafe { *seen = ts };
     }
-    // SAFETY: a read of a map value, copied out at once.
-    let Some(action) = (unsafe { AID_ACTIONS.get(site) }).copied() else {
-        return Ok(());
-    };
-    if !due(&action) {
-        return Ok(());
-    }
-    stop_for_agent(tid, action, site, ip, ts, regs)
 }
 
-/// Whether the action at a site applies now.
+/// Whether an entry action applies now; `own` is where this call is
+/// counted in a serialised group, if it is.
 #[inline(always)]
-fn due(action: &Action) -> bool {
+fn due_at_entry(action: &Action, regs: &pt_regs, own: Option<RunningKey>) -> bool {
     match action.kind {
-        ActionKind::DELAY | ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => true,
+        ActionKind::DELAY | ActionKind::RETURN_EARLY => true,
         ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
             happened(&action.other).is_some_and(|t| t != 0) && happened(&exit) == Some(0)
         }
+        ActionKind::HOLD_WHILE_GROUP_RUNNING => {
+            let key = awaited_group(action, regs);
+            // This call does not wait for itself.
+            let mine = u64::from(own.is_some_and(|k| k == key));
+            // SAFETY: a read of a map value.
+            unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > mine)
+        }
         _ => false,
     }
+}
+
+/// The running-calls key a group hold waits on: the group in
+/// `other.func`, on this call's argument `other.instance` (1-based) when
+/// `other.role` says objects matter.
+#[inline(always)]
+fn awaited_group(action: &Action, regs: &pt_regs) -> RunningKey {
+    let object = if action.other.role != 0 { argument(regs, action.other.instance) } else { 0 };
+    RunningKey { group: action.other.func, _pad: 0, object }
+}
+
+#[inline(always)]
+fn argument(regs: &pt_regs, position: u32) -> u64 {
+    match position {
+        1 => regs.rdi,
+        2 => regs.rsi,
+        3 => regs.rdx,
+        _ => 0,
+    }
+}
+
+/// Whether an exit action applies to this return value.
+#[inline(always)]
+fn due_at_exit(action: &Action, rax: u64) -> bool {
+    match action.kind {
+        ActionKind::DELAY | ActionKind::OVERRIDE_RETURN => {
+            action.test.passes(rax, action.test_value)
+        }
+        ActionKind::REEXECUTE_EXHAUSTED => true,
+        ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
+        _ => false,
+    }
+}
+
+/// Counts an entering call in its serialised group, if it belongs to
+/// one; returns the key it is counted under.
+#[inline(always)]
+fn count_group_entry(
+    tid: u32,
+    func: u32,
+    role: u32,
+    regs: &pt_regs,
+) -> Result<Option<RunningKey>, ProbeErrorKind> {
+    // SAFETY: a read of a map value, copied out at once.
+    let Some(slot) = (unsafe { AID_GROUPS.get(GroupMember { func, role }) }).copied() else {
+        return Ok(None);
+    };
+    if slot.within != 0 && !running(tid, slot.within - 1) {
+        return Ok(None);
+    }
+    let key = RunningKey { group: slot.group, _pad: 0, object: argument(regs, slot.arg) };
+    add(&key, 1)?;
+    AID_OPEN_MEMBER
+        .insert(OpenMember { tid, func }, key, 0)
+        .map_err(|_| ProbeErrorKind::MapFull)?;
+    Ok(Some(key))
+}
+
+#[inline(always)]
+fn count_group_exit(tid: u32, func: u32) {
+    let member = OpenMember { tid, func };
+    // SAFETY: a read of a map value, copied out at once.
+    if let Some(key) = (unsafe { AID_OPEN_MEMBER.get(member) }).copied() {
+        let _ = AID_OPEN_MEMBER.remove(member);
+        let _ = add(&key, u64::MAX); // -1, wrapping
+    }
+}
+
+/// Adds `n` (wrapping) to a running count, atomically: several threads
+/// enter and leave a group at once.
+#[inline(always)]
+fn add(key: &RunningKey, n: u64) -> Result<(), ProbeErrorKind> {
+    if AID_RUNNING.get_ptr_mut(key).is_none() {
+        // Another thread may create it first; then add to that one.
+        let _ = AID_RUNNING.insert(key, 0, NOEXIST);
+    }
+    let count = AID_RUNNING.get_ptr_mut(key).ok_or(ProbeErrorKind::MapFull)?;
+    // SAFETY: a map value pointer, updated atomically (BPF_XADD: the
+    // result is not used; core's atomic types have no 64-bit read-modify-
+    // write on this target, the instruction set's XADD is all there is).
+    unsafe {
+        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+            count, n,
+        )
+    };
+    Ok(())
+}
+
+/// Keeps the registers of a call's entry for a later re-execution (built
+/// in the per-CPU scratch slot: they do not fit the stack).
+#[inline(always)]
+fn save_entry(
+    tid: u32,
+    func: u32,
+    instance: u32,
+    ip: u64,
+    regs: &pt_regs,
+) -> Result<(), ProbeErrorKind> {
+    let scratch = AID_REG_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
+    // SAFETY: the per-CPU scratch slot, fully written before it is read.
+    let saved = unsafe { &mut *scratch };
+    saved.instance = instance;
+    saved.tries = 0;
+    saved.ip = ip;
+    fill_regs(&mut saved.regs, regs);
+    let saved: &EntryRegs = saved;
+    AID_ENTRY_REGS.insert(CallKey { tid, func }, saved, 0).map_err(|_| ProbeErrorKind::MapFull)
+}
+
+/// Asks the agent to run the call again from its entry, if its entry
+/// registers are kept and retries are left; false when it gave up.
+#[inline(always)]
+fn reexecute(
+    tid: u32,
+    func: u32,
+    instance: u32,
+    action: &Action,
+    site: SiteKey,
+    ts: u64,
+) -> Result<bool, ProbeErrorKind> {
+    let Some(saved) = AID_ENTRY_REGS.get_ptr_mut(CallKey { tid, func }) else {
+        return Ok(false);
+    };
+    // SAFETY: a map value pointer; only this thread touches its entry.
+    let saved = unsafe { &mut *saved };
+    if saved.instance != instance || saved.tries >= action.retries {
+        return Ok(false);
+    }
+    saved.tries += 1;
+    let scratch = AID_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
+    // SAFETY: the per-CPU scratch slot, fully written before it is read.
+    let pending = unsafe { &mut *scratch };
+    // The agent backs off longer before each retry: it reads which one
+    // this is from `retries`.
+    pending.action = Action { retries: saved.tries, ..*action };
+    pending.site = site;
+    pending.func_ip = saved.ip;
+    pending.ts_ns = ts;
+    pending.regs = saved.regs;
+    signal(tid, pending)?;
+    Ok(true)
 }
 
 /// Leaves the agent a record of what is wanted (built in the per-CPU
@@ -153,9 +418,13 @@ fn stop_for_agent(
         Some(r) => fill_regs(&mut pending.regs, r),
         None => pending.regs = [0; PT_REGS_WORDS],
     }
+    signal(tid, pending)
+}
+
+#[inline(always)]
+fn signal(tid: u32, pending: &Pending) -> Result<(), ProbeErrorKind> {
     // By reference, from the scratch slot: a copy would not fit the stack.
-    let record: &Pending = pending;
-    AID_PENDING.insert(tid, record, 0).map_err(|_| ProbeErrorKind::MapFull)?;
+    AID_PENDING.insert(tid, pending, 0).map_err(|_| ProbeErrorKind::MapFull)?;
     // SAFETY: signals only the current thread; the agent is its tracer and
     // suppresses the signal at the resulting stop.
     let rc = unsafe { bpf_send_signal_thread(global(&AID_STOP_SIGNAL)) };

@@ -13,6 +13,10 @@
 //! failure in the error map by kind; nothing panics.
 #![no_std]
 #![no_main]
+// BPF_XADD for the group counters (intervene.rs): core's atomics have no
+// 64-bit read-modify-write on this target.
+#![allow(internal_features, reason = "core::intrinsics::atomic_xadd, see below")]
+#![feature(core_intrinsics)]
 
 mod intervene;
 mod maps;
@@ -20,7 +24,7 @@ mod record;
 mod threads;
 mod watch;
 
-use aid_common::{EventKind, ProbeErrorKind, SitePoint, TargetFlags};
+use aid_common::{EventKind, ProbeErrorKind, TargetFlags};
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
@@ -67,7 +71,7 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     let args = [regs.rdi, regs.rsi, regs.rdx];
     emit(ts, pid_tgid, func, EventKind::ENTRY, args, regs.rip);
     if intervene {
-        intervene::try_intervene(ts, pid_tgid, func, SitePoint::ENTRY, regs.rip, Some(regs))?;
+        intervene::try_enter(ts, pid_tgid, func, regs.rip, regs)?;
     }
     Ok(())
 }
@@ -88,9 +92,12 @@ fn try_exit_fn(ctx: &RetProbeContext) -> Result<(), ProbeErrorKind> {
         return Ok(());
     }
     let ts = now();
-    emit(ts, pid_tgid, func, EventKind::EXIT, [0; 3], regs.rax);
+    let report = || emit(ts, pid_tgid, func, EventKind::EXIT, [0; 3], regs.rax);
     if intervene {
-        intervene::try_intervene(ts, pid_tgid, func, SitePoint::EXIT, 0, None)?;
+        // A call re-executed from its exit reports only its last return.
+        intervene::try_exit(ts, pid_tgid, func, regs.rax, report)?;
+    } else {
+        report();
     }
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! static's name is the map's name in the object (`aid_common::MAP_*`).
 
 use aid_common::{
-    Action, CallKey, CallStack, LostSlot, Pending, ProbeErrorKind, Replay, SiteKey, TargetState,
-    UnitState,
+    Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, LostSlot, OpenMember, Pending,
+    ProbeErrorKind, Replay, RunningKey, SiteKey, TargetState, UnitState,
 };
 use aya_ebpf::{
     macros::map,
@@ -55,3 +55,13 @@ pub static AID_REPLAY: HashMap<u32, Replay> = HashMap::with_max_entries(16384, 0
 pub static AID_UNIT_STATE: HashMap<u32, UnitState> = HashMap::with_max_entries(16384, 0);
 #[map]
 pub static AID_SCRATCH: PerCpuArray<Pending> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+pub static AID_ENTRY_REGS: HashMap<CallKey, EntryRegs> = HashMap::with_max_entries(16384, 0);
+#[map]
+pub static AID_REG_SCRATCH: PerCpuArray<EntryRegs> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+pub static AID_GROUPS: HashMap<GroupMember, GroupSlot> = HashMap::with_max_entries(4096, 0);
+#[map]
+pub static AID_RUNNING: HashMap<RunningKey, u64> = HashMap::with_max_entries(16384, 0);
+#[map]
+pub static AID_OPEN_MEMBER: HashMap<OpenMember, RunningKey> = HashMap::with_max_entries(16384, 0);

@@ -106,10 +106,13 @@ fn delay_if_asked(tid: u32, kind: HitKind, ts_ns: u64) -> Result<(), ProbeErrorK
     let pending = unsafe { &mut *scratch };
     pending.action = Action {
         kind: ActionKind::DELAY,
-        _pad: 0,
+        within: 0,
         value: config.delay_us,
         timeout_us: config.delay_us,
         other: SiteKey::default(),
+        test: aid_common::RetTest::ALWAYS,
+        retries: 0,
+        test_value: 0,
     };
     pending.site = SiteKey { func: WATCH_DELAY_FUNC, role, instance: 0, point: SitePoint::EXIT };
     pending.func_ip = 0;

@@ -15,7 +15,7 @@ use crate::{
     causal::{AcDag, CausalError},
     intervene::{Reach, SafeList},
     model::{Intervention, Session},
-    predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn},
+    predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn, merge},
     stats::{Scores, Totals, rank, score_all, tally},
 };
 
@@ -45,8 +45,9 @@ pub enum Exclusion {
     /// Its intervention changes a value and the function is not declared
     /// safe (Sec. 3.2).
     Unsafe,
-    /// Same intervention, and (being fully discriminative) the same truth in
-    /// every run, as a better-ranked candidate.
+    /// Same intervention, or the same moment in every failing run, as a
+    /// better-ranked candidate (being fully discriminative, it also holds
+    /// in the same runs): one event seen twice.
     SameAs { id: PredId },
     /// The run source cannot carry out its intervention (another thread or
     /// a hold, on the units of a live service).
@@ -69,6 +70,10 @@ pub struct Analysis {
     /// nodes besides F, in ranking order.
     pub candidates: Vec<PredId>,
     pub excluded: Vec<(PredId, Exclusion)>,
+    /// (merged, representative): predicates that are not fully
+    /// discriminative and held in exactly the same runs as a more general
+    /// or better-ranked one (`predicates::merge::same_runs`).
+    pub merged: Vec<(PredId, PredId)>,
     pub dag: AcDag,
 }
 
@@ -119,6 +124,8 @@ pub fn analyze_timed(
     let scores = score_all(&counts, totals);
     let f = catalog.failure();
     let ranking: Vec<PredId> = rank(&scores).into_iter().filter(|&p| p != f).collect();
+    let fd = |p: PredId| scores[p.0 as usize].fully_discriminative;
+    let merged = merge::same_runs(&catalog, &truths, &ranking, fd);
     let mut candidates = Vec::new();
     let mut excluded = Vec::new();
     let mut seen: Vec<(&Intervention, PredId)> = Vec::new();
@@ -146,6 +153,11 @@ pub fn analyze_timed(
         seen.push((iv, id));
         candidates.push(id);
     }
+    let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
+    for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
+        candidates.retain(|&c| c != dup);
+        excluded.push((dup, Exclusion::SameAs { id: rep }));
+    }
     time.statistics = t.elapsed();
     let t = Instant::now();
     let dag = AcDag::build(
@@ -166,6 +178,7 @@ pub fn analyze_timed(
             failure_rate,
             candidates,
             excluded,
+            merged,
             dag,
         },
         time,
@@ -185,6 +198,9 @@ pub struct RankedRow {
     /// "not_discriminative".
     pub status: String,
     pub intervention: Option<Intervention>,
+    /// Predicates that held in exactly the same runs, folded into this row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_runs: Vec<PredId>,
 }
 
 /// The machine-readable form of `analyze --json`.
@@ -195,6 +211,9 @@ pub struct AnalysisReport {
     pub runs_skipped: u32,
     pub failure_rate: f64,
     pub predicates: usize,
+    /// Rows after folding predicates that held in the same runs.
+    #[serde(default)]
+    pub rows_after_merging: usize,
     pub fully_discriminative: usize,
     pub candidates: Vec<PredId>,
     pub rows: Vec<RankedRow>,
@@ -217,10 +236,19 @@ impl Analysis {
         }
     }
 
-    /// The top `top` rows of the ranking (all when `top` is 0).
+    /// The ranking with predicates that held in the same runs folded into
+    /// their representative.
+    pub fn shown(&self) -> Vec<PredId> {
+        let folded: BTreeSet<PredId> = self.merged.iter().map(|&(m, _)| m).collect();
+        self.ranking.iter().copied().filter(|p| !folded.contains(p)).collect()
+    }
+
+    /// The top `top` rows of the ranking (all when `top` is 0), with
+    /// predicates that held in the same runs folded into one row.
     pub fn report(&self, top: usize) -> AnalysisReport {
-        let n = if top == 0 { self.ranking.len() } else { top.min(self.ranking.len()) };
-        let rows = self.ranking[..n]
+        let shown = self.shown();
+        let n = if top == 0 { shown.len() } else { top.min(shown.len()) };
+        let rows = shown[..n]
             .iter()
             .enumerate()
             .filter_map(|(i, &id)| {
@@ -234,6 +262,12 @@ impl Analysis {
                     scores: self.scores[id.0 as usize],
                     status: self.status(id),
                     intervention: p.intervention.clone(),
+                    same_runs: self
+                        .merged
+                        .iter()
+                        .filter(|&&(_, rep)| rep == id)
+                        .map(|&(m, _)| m)
+                        .collect(),
                 })
             })
             .collect();
@@ -243,6 +277,7 @@ impl Analysis {
             runs_skipped: self.runs_skipped,
             failure_rate: self.failure_rate,
             predicates: self.ranking.len(),
+            rows_after_merging: shown.len(),
             fully_discriminative: self
                 .scores
                 .iter()
@@ -287,6 +322,14 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
         r.fully_discriminative,
         r.candidates.len()
     );
+    if r.rows_after_merging < r.predicates {
+        let _ = writeln!(
+            s,
+            "{} of them held in exactly the same runs as another and are folded into its row: {} rows",
+            r.predicates - r.rows_after_merging,
+            r.rows_after_merging
+        );
+    }
     if r.rows.is_empty() {
         s.push_str("no predicate separates failing from passing runs: trace more functions (--trace) or record more runs\n");
         return s;
@@ -325,6 +368,20 @@ pub fn render_table(a: &Analysis, top: usize) -> String {
             },
             row.description
         );
+        if !row.same_runs.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>83}  ↳ and {} more true in the same runs: {}",
+                "",
+                row.same_runs.len(),
+                row.same_runs
+                    .iter()
+                    .take(5)
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if (row.status == "candidate" || row.status == "unsafe")
             && let Some(p) = a.catalog.get(row.id)
             && !p.intervention_text.is_empty()

@@ -44,23 +44,26 @@ fn s(func: u32, role: u32) -> Site {
     Site { func, role, instance: 1 }
 }
 
+/// Microseconds.
+const US: u64 = 1000;
+
 /// One run of the program. `slow`: the nondeterministic root cause.
 fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha8Rng) -> Run {
-    let j = |rng: &mut ChaCha8Rng| rng.random_range(0..5u64);
-    let (init_s, init_e) = (j(rng), 100 + j(rng));
-    let fetch_s = 110 + j(rng);
-    let mut fetch_e = if slow { 600 + j(rng) } else { 200 + j(rng) };
-    let mut use_s = 300 + j(rng);
-    let mut use_len = 20 + j(rng);
+    let j = |rng: &mut ChaCha8Rng| rng.random_range(0..5u64) * US;
+    let (init_s, init_e) = (j(rng), 100 * US + j(rng));
+    let fetch_s = 110 * US + j(rng);
+    let mut fetch_e = if slow { 600 * US + j(rng) } else { 200 * US + j(rng) };
+    let mut use_s = 300 * US + j(rng);
+    let mut use_len = 20 * US + j(rng);
     let mut use_ret: Option<i64> = None;
     for iv in interventions {
         match *iv {
-            Intervention::ReturnEarly { site, .. } if site == s(1, 1) => fetch_e = fetch_s + 1,
+            Intervention::ReturnEarly { site, .. } if site == s(1, 1) => fetch_e = fetch_s + US,
             Intervention::Serialize { a, b }
                 if ((a, b) == (s(1, 1), s(2, 2)) || (a, b) == (s(2, 2), s(1, 1)))
                     && use_s < fetch_e =>
             {
-                use_s = fetch_e + 1;
+                use_s = fetch_e + US;
             }
             Intervention::OverrideReturn { site, value } if site == s(2, 2) => {
                 use_ret = Some(value);
@@ -73,15 +76,15 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
     }
     // The cache is filled when fetch returns.
     let ret = use_ret.unwrap_or(if fetch_e <= use_s { 0 } else { -1 });
-    let report_s = use_s.max(fetch_e) + 50 + j(rng);
+    let report_s = use_s.max(fetch_e) + 50 * US + j(rng);
     let calls = vec![
         call(0, 0, 1, init_s, Some(init_e), Some(0)).with_args([CACHE, 0, 0]),
         call(1, 1, 1, fetch_s, Some(fetch_e), Some(0)).with_args([CACHE, 0, 0]),
         call(2, 2, 1, use_s, Some(use_s + use_len), Some(ret)).with_args([CACHE, 0, 0]),
-        call(3, 0, 1, report_s, Some(report_s + 10), None),
+        call(3, 0, 1, report_s, Some(report_s + 10 * US), None),
     ];
     let label = if ret < 0 { Label::Fail } else { Label::Pass };
-    run(id, label, calls, report_s + 20)
+    run(id, label, calls, report_s + 20 * US)
         .with_threads(vec![thread(0, "main"), thread(1, "fetcher"), thread(2, "reader")])
         .with_outcome(Outcome {
             exit_code: Some(if ret < 0 { 1 } else { 0 }),
@@ -102,9 +105,12 @@ fn session(runs: u32, p: f64, seed: u64) -> Session {
 }
 
 fn find(a: &Analysis, kind: Kind, func: u32, role: u32, other: Option<Site>) -> PredId {
-    a.catalog
-        .find(&PredKey { kind, func, role, instance: 1, other })
-        .unwrap_or_else(|| panic!("no {kind:?} f{func} r{role}"))
+    let at = Site { func, role, instance: 1 };
+    let key = match other {
+        Some(o) => PredKey::pair(kind, at, o),
+        None => PredKey::at(kind, at),
+    };
+    a.catalog.find(&key).unwrap_or_else(|| panic!("no {kind:?} f{func} r{role}"))
 }
 
 #[test]

@@ -167,7 +167,13 @@ fn one_run(
             // it does not wait and starts while the stalled call holds it.
             let mut entry = t[r] + rng.random_range(500..1_500);
             if role == 2 && k == STALL_AT && stall_entry != u64::MAX {
-                entry = if fail { stall_entry + 100_000 } else { entry.max(stall_end + 1_000) };
+                // Never before the worker's own previous call returned: a
+                // thread runs one call at a time.
+                entry = if fail {
+                    (stall_entry + 100_000).max(t[r] + 1)
+                } else {
+                    entry.max(stall_end + 1_000)
+                };
             }
             let exit = entry + d;
             if role == 1 && k == STALL_AT {

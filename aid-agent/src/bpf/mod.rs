@@ -8,10 +8,11 @@
 use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
 
 use aid_common::{
-    Action, CallKey, CallStack, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, LostSlot, MAP_ACTIONS,
-    MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT, MAP_LOST, MAP_PENDING, MAP_REPLAY,
-    MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, Pending, ProbeErrorKind,
-    Replay, SiteKey, TargetFlags, TargetState, UnitState,
+    Action, CallKey, CallStack, EntryRegs, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, GroupMember,
+    GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
+    MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL,
+    MAP_ROLES, MAP_RUNNING, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember, Pending,
+    ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -445,6 +446,10 @@ impl Probes {
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
         clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
         clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
+        clear::<CallKey, EntryRegs>(&mut self.ebpf, MAP_ENTRY_REGS)?;
+        clear::<GroupMember, GroupSlot>(&mut self.ebpf, MAP_GROUPS)?;
+        clear::<RunningKey, u64>(&mut self.ebpf, MAP_RUNNING)?;
+        clear::<OpenMember, RunningKey>(&mut self.ebpf, MAP_OPEN_MEMBERS)?;
         self.set_live_unit(None)
     }
 
@@ -666,6 +671,28 @@ impl Probes {
         let watch: BpfHashMap<_, SiteKey, u64> =
             BpfHashMap::try_from(self.ebpf.map(MAP_WATCH)?).ok()?;
         watch.get(site, 0).ok().filter(|t| *t != 0)
+    }
+
+    /// Counts the calls of `member` while they run, as `slot` says (group
+    /// serialisation).
+    pub fn set_group(&mut self, member: GroupMember, slot: GroupSlot) -> Result<(), ProbeError> {
+        let mut m: BpfHashMap<_, GroupMember, GroupSlot> = map(&mut self.ebpf, MAP_GROUPS)?;
+        m.insert(member, slot, 0).map_err(|e| map_err(MAP_GROUPS, e))
+    }
+
+    /// Calls of a serialised group running now on `key`'s object.
+    pub fn running(&self, key: &RunningKey) -> u64 {
+        let Some(m) = self.ebpf.map(MAP_RUNNING) else { return 0 };
+        let Ok(m) = BpfHashMap::<_, RunningKey, u64>::try_from(m) else { return 0 };
+        m.get(key, 0).unwrap_or(0)
+    }
+
+    /// Where the running call of `func` on thread `tid` is counted, if it
+    /// belongs to a serialised group.
+    pub fn open_member(&self, tid: u32, func: u32) -> Option<RunningKey> {
+        let m = BpfHashMap::<_, OpenMember, RunningKey>::try_from(self.ebpf.map(MAP_OPEN_MEMBERS)?)
+            .ok()?;
+        m.get(&OpenMember { tid, func }, 0).ok()
     }
 
     /// The action a stopped thread asked for, removed from the map.

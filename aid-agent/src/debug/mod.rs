@@ -21,7 +21,7 @@ use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
 use self::{
-    oracle::{OracleRun, SourceOracle},
+    oracle::{Control, OracleRun, SourceOracle},
     source::RunSource,
 };
 pub use crate::record::progress::{Progress, Quiet};
@@ -139,6 +139,8 @@ pub struct Diagnosis {
     /// The phase the user interrupted (Ctrl-C), if they did: the discovery
     /// then holds only what was confirmed before.
     pub interrupted: Option<&'static str>,
+    /// The control runs the rounds were judged against.
+    pub control: Option<Control>,
 }
 
 /// A finished `debug`: the diagnosis, the session directory holding
@@ -176,9 +178,10 @@ pub fn debug(
             tagt: None,
             oracle_runs: Vec::new(),
             interrupted,
+            control: None,
         });
     }
-    let config = engine_config(&analysis, opts, source.noun(), ui)?;
+    let mut config = engine_config(&analysis, opts, source.noun(), ui)?;
     source.begin_interventions()?;
     let mut oracle = SourceOracle::new(
         &mut *source,
@@ -189,6 +192,14 @@ pub fn debug(
         cancel,
         &mut *ui,
     );
+    let control = match calibrate(&mut oracle, &mut config) {
+        Ok(c) => c,
+        Err(e) => {
+            oracle.finish();
+            source.end_interventions();
+            return Err(e);
+        }
+    };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = oracle.finish();
     source.end_interventions();
@@ -204,6 +215,7 @@ pub fn debug(
                 tagt: None,
                 oracle_runs,
                 interrupted: Some("intervening"),
+                control: Some(control),
             });
         }
         Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
@@ -220,7 +232,43 @@ pub fn debug(
         tagt,
         oracle_runs,
         interrupted: None,
+        control: Some(control),
     })
+}
+
+/// Judges intervention rounds against the failure rate of control runs
+/// (made as intervened runs are, nothing intervened on) when that is lower
+/// than the observed one: "no failure in k runs" must be unlikely for a
+/// round that changed nothing. Control runs go on until
+/// [`oracle::CONTROL_FAILURES`] fail, at most 15 / (observed rate) runs
+/// (20 to 200).
+fn calibrate(oracle: &mut SourceOracle<'_>, config: &mut Config) -> anyhow::Result<Control> {
+    let observed = config.baseline.rate();
+    let max = ((15.0 / observed.max(1e-3)).ceil() as u32).clamp(20, 200);
+    let control = oracle.control(max)?;
+    let noun = oracle.source.noun();
+    if control.failing == 0 {
+        bail!(
+            "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), against {:.0}% of observed {noun}s: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
+            control.runs,
+            observed * 100.0,
+        );
+    }
+    // The control runs are the evidence for the failure rate when they
+    // show it lower: the rate under the conditions rounds are made in.
+    if control.rate() < observed {
+        config.baseline =
+            causal::Baseline { failing: control.failing, passing: control.runs - control.failing };
+    }
+    oracle.ui.say(&format!(
+        "control: {} of {} {noun}s failed with nothing intervened on ({:.0}%); rounds are judged against {:.0}%: {} {noun}s without failure for the first conclusion",
+        control.failing,
+        control.runs,
+        control.rate() * 100.0,
+        config.baseline.rate() * 100.0,
+        config.first_round_runs()?
+    ));
+    Ok(control)
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as

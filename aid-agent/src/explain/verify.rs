@@ -220,7 +220,7 @@ pub fn verify_program(
     for (label, holds, flip) in experiments {
         let mut interventions: Vec<Intervention> = holds.iter().map(|o| o.force()).collect();
         interventions.extend(flip.map(Order::flip));
-        let plan = Plan::new(&interventions, settings.hold_timeout);
+        let plan = Plan::new(&interventions, settings.hold_timeout, session.tracer.functions());
         let (mut usable, mut failed, mut runs) = (0, 0, 0);
         for _ in 0..settings.repeat {
             if cancel.load(Ordering::Relaxed) {

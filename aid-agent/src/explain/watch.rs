@@ -261,7 +261,8 @@ pub fn watch_program(
     let watcher = Watcher::new(&loaded.header.program, objects.clone(), settings.delay)?;
     let (mut session, policy) =
         rerun::restart(loaded, &settings.out, settings.timeout, settings.load)?;
-    let plan = Plan::new(&settings.interventions, settings.hold_timeout);
+    let plan =
+        Plan::new(&settings.interventions, settings.hold_timeout, session.tracer.functions());
     let path = settings.out.join(WATCH_FILE);
     let mut file = OpenOptions::new()
         .create(true)

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aid_common::{ActionKind, Pending, SiteKey, SitePoint};
+use aid_common::{ActionKind, Pending, RunningKey, SiteKey, SitePoint};
 use nix::{
     errno::Errno,
     sys::{
@@ -56,6 +56,8 @@ pub struct StopRecord {
     /// The thread was held on purpose (a delay or a hold); otherwise the
     /// whole stop was the agent's overhead.
     pub held: bool,
+    /// The value a return was forced to, if one was.
+    pub value: Option<u64>,
     pub error: Option<String>,
 }
 
@@ -69,6 +71,11 @@ pub struct Driven {
 enum Release {
     At,
     WhenHappened(SiteKey),
+    /// No call of a group runs on the key but (when `mine`) the held call.
+    WhenIdle {
+        key: RunningKey,
+        mine: u64,
+    },
 }
 
 struct Hold {
@@ -77,6 +84,8 @@ struct Hold {
     deadline: Instant,
     since: Instant,
     record: usize,
+    /// Where the held call is itself counted in a serialised group.
+    own: Option<RunningKey>,
 }
 
 /// What the agent keeps between stops: the signal its probes stop threads
@@ -104,6 +113,16 @@ pub struct Controller<'a> {
     pub probes: &'a mut Probes,
     pub functions: &'a [Function],
     pub state: &'a mut StopState,
+}
+
+/// Argument `position` (1-based) of the call a stopped thread entered.
+fn argument(p: &Pending, position: u32) -> u64 {
+    match position {
+        1 => p.regs[14],
+        2 => p.regs[13],
+        3 => p.regs[12],
+        _ => 0,
+    }
 }
 
 fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
@@ -206,10 +225,14 @@ impl Controller<'_> {
             }
             // Release holds whose time has come or whose event happened.
             let now = Instant::now();
+            let stuck = self.stuck_group_hold(&holds);
             holds.retain(|h| {
                 let done = match h.release {
                     Release::At => now >= h.deadline,
                     Release::WhenHappened(site) => self.probes.happened(&site).is_some(),
+                    Release::WhenIdle { key, mine } => {
+                        self.probes.running(&key) <= mine || stuck == Some(h.tid)
+                    }
                 };
                 let expired = !done && now >= h.deadline;
                 if done || expired {
@@ -233,7 +256,7 @@ impl Controller<'_> {
             let nap = holds
                 .iter()
                 .map(|h| match h.release {
-                    Release::WhenHappened(_) => poll::HOLD_EVENT,
+                    Release::WhenHappened(_) | Release::WhenIdle { .. } => poll::HOLD_EVENT,
                     Release::At => h.deadline.saturating_duration_since(now),
                 })
                 .min()
@@ -241,6 +264,26 @@ impl Controller<'_> {
                 .min(poll::SERVE_NAP);
             wait_for_child(nap);
         }
+    }
+
+    /// Group holds can wait for each other: calls of A held until no call
+    /// of B runs while the running calls of B are held until no call of A
+    /// runs. When every running call a hold waits for is itself held, the
+    /// oldest such hold is let go (the others keep waiting for it, so the
+    /// groups still run one at a time).
+    fn stuck_group_hold(&self, holds: &[Hold]) -> Option<Pid> {
+        holds
+            .iter()
+            .filter(|h| match h.release {
+                Release::WhenIdle { key, mine } => {
+                    let held = holds.iter().filter(|g| g.tid != h.tid && g.own == Some(key)).count()
+                        as u64;
+                    self.probes.running(&key).saturating_sub(mine) <= held
+                }
+                _ => false,
+            })
+            .min_by_key(|h| h.since)
+            .map(|h| h.tid)
     }
 
     /// Carries out the action a stopped thread asked for.
@@ -256,6 +299,7 @@ impl Controller<'_> {
             released_ns: 0,
             probe_ns: p.ts_ns,
             held: false,
+            value: None,
             error: None,
         };
         let deadline = now + Duration::from_micros(p.action.timeout_us.max(1));
@@ -263,10 +307,7 @@ impl Controller<'_> {
         // anything: rewind the thread to its first instruction when that
         // instruction can safely run again.
         if p.site.point == SitePoint::ENTRY
-            && matches!(
-                p.action.kind,
-                ActionKind::DELAY | ActionKind::HOLD_UNTIL | ActionKind::HOLD_WHILE_RUNNING
-            )
+            && p.action.kind.is_hold()
             && let Err(e) = self.rewind(tid, &p)
         {
             log::debug!(
@@ -274,13 +315,14 @@ impl Controller<'_> {
                 p.site.func
             );
         }
+        let own = self.probes.open_member(tid.as_raw() as u32, p.site.func);
         let hold = |release: Release,
                     deadline: Instant,
                     holds: &mut Vec<Hold>,
                     stops: &mut Vec<StopRecord>,
                     mut record: StopRecord| {
             record.held = true;
-            holds.push(Hold { tid, release, deadline, since: now, record: stops.len() });
+            holds.push(Hold { tid, release, deadline, since: now, record: stops.len(), own });
             stops.push(record);
         };
         // A stop that ends at once: all of it was the agent's overhead.
@@ -316,11 +358,58 @@ impl Controller<'_> {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
             }
+            ActionKind::HOLD_WHILE_GROUP_RUNNING => {
+                let object = if p.action.other.role != 0 {
+                    argument(&p, p.action.other.instance)
+                } else {
+                    0
+                };
+                let key = RunningKey { group: p.action.other.func, _pad: 0, object };
+                let mine = u64::from(own == Some(key));
+                if self.probes.running(&key) <= mine {
+                    record.applied = true;
+                    done(record, stops);
+                } else {
+                    hold(Release::WhenIdle { key, mine }, deadline, holds, stops, record);
+                }
+            }
             ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => {
                 match self.edit_registers(tid, &p) {
                     Ok(()) => record.applied = true,
                     Err(e) => record.error = Some(e),
                 }
+                if p.action.kind == ActionKind::OVERRIDE_RETURN {
+                    record.value = Some(p.action.value);
+                }
+                done(record, stops);
+            }
+            ActionKind::REEXECUTE => match self.reexecute(tid, &p) {
+                Ok(()) => {
+                    record.applied = true;
+                    // Back off before running it again, as code that
+                    // retries a transient failure does: 50 µs before the
+                    // first retry, doubling (12.75 ms over eight). The
+                    // wait is the agent's, not the program's: a pause.
+                    let backoff =
+                        Duration::from_micros(50 << p.action.retries.clamp(1, 8).saturating_sub(1));
+                    holds.push(Hold {
+                        tid,
+                        release: Release::At,
+                        deadline: now + backoff,
+                        since: now,
+                        record: stops.len(),
+                        own,
+                    });
+                    stops.push(record);
+                }
+                Err(e) => {
+                    record.error = Some(e);
+                    done(record, stops);
+                }
+            },
+            ActionKind::REEXECUTE_EXHAUSTED => {
+                // The call still returned a value the intervention exists
+                // to avoid, every time: the predicate stays as it was.
                 done(record, stops);
             }
             other => {
@@ -366,9 +455,64 @@ impl Controller<'_> {
             exit_sp: r[19] + 8,
             func: p.site.func,
             entry_pending: 1,
+            dup_exit: 1,
+            _pad: 0,
         };
         self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
         ptrace::setregs(tid, regs).map_err(|e| e.to_string())
+    }
+
+    /// Runs a call that has just returned again from its entry: the
+    /// registers its entry had (saved by the probe), its stack pointer, and
+    /// its return address put back in the stack slot the return consumed.
+    /// The probes ignore the repeated entry, so the call keeps its
+    /// instance, and report only the return of the last attempt.
+    fn reexecute(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
+        let mut regs = ptrace::getregs(tid).map_err(|e| format!("reading registers: {e}"))?;
+        let r = &p.regs;
+        let entry_sp = r[19];
+        // Where the thread stopped depends on how the kernel returns from
+        // a uretprobe. Through an int3 trampoline, the thread is at the
+        // return address with the frame popped (rsp = entry + 8). Through
+        // the uretprobe syscall trampoline (x86-64, Linux 6.11 and later),
+        // it is inside the trampoline, which has pushed rax, rcx and r11
+        // (rsp = entry - 16), and the kernel has put the real return address
+        // in rax's slot — the very slot the call's return address had.
+        let return_address = if regs.rsp == entry_sp.wrapping_add(8) {
+            let ret = regs.rip;
+            ptrace::write(tid, entry_sp as ptrace::AddressType, ret as i64)
+                .map_err(|e| format!("restoring the return address: {e}"))?;
+            ret
+        } else if regs.rsp == entry_sp.wrapping_sub(16) {
+            ptrace::read(tid, entry_sp as ptrace::AddressType)
+                .map(|w| w as u64)
+                .map_err(|e| format!("reading the return address: {e}"))?
+        } else {
+            return Err(format!(
+                "the stack at the return (rsp {:#x}) is not the call's (entry rsp {:#x}): not re-executing",
+                regs.rsp, entry_sp
+            ));
+        };
+        log::debug!(
+            "re-executing function {} of thread {tid}, returning to {return_address:#x}",
+            p.site.func
+        );
+        (regs.r15, regs.r14, regs.r13, regs.r12, regs.rbp, regs.rbx) =
+            (r[0], r[1], r[2], r[3], r[4], r[5]);
+        (regs.r11, regs.r10, regs.r9, regs.r8, regs.rax, regs.rcx) =
+            (r[6], r[7], r[8], r[9], r[10], r[11]);
+        (regs.rdx, regs.rsi, regs.rdi, regs.orig_rax) = (r[12], r[13], r[14], r[15]);
+        (regs.rip, regs.eflags, regs.rsp) = (p.func_ip, r[18], entry_sp);
+        let replay = aid_common::Replay {
+            ip: p.func_ip,
+            exit_sp: entry_sp + 8,
+            func: p.site.func,
+            entry_pending: 1,
+            dup_exit: 0,
+            _pad: 0,
+        };
+        self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
+        ptrace::setregs(tid, regs).map_err(|e| format!("writing registers: {e}"))
     }
 
     fn edit_registers(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {

@@ -1,14 +1,24 @@
 //! Interventions (AID Fig. 2, column 3) as kernel actions: which site of
-//! which call gets which action, what the kernel must watch for, and —
-//! after the run — whether each intervention was carried out.
+//! which call gets which action, what the kernel must watch for or count,
+//! and — after the run — whether each intervention was carried out.
+//!
+//! An action key names one call (function, role, instance, entry|exit) or,
+//! with instance [`ANY_INSTANCE`], every call of the function on the role;
+//! an intervention on a class of threads installs one key per role of the
+//! class. The probes prefer a call's own key to its function's.
 
 use std::time::Duration;
 
-use aid_common::{Action, ActionKind, SiteKey, SitePoint};
+use aid_common::{
+    ANY_INSTANCE, Action, ActionKind, GroupMember, GroupSlot, RetTest, SiteKey, SitePoint,
+};
 
 use crate::{
     intervene::control::StopRecord,
-    model::{AppliedIntervention, Intervention, Noise, Point, Site},
+    model::{
+        AppliedIntervention, CallSet, Function, Intervention, Noise, Point, Site, ValueKind,
+        ValueTest,
+    },
 };
 
 pub fn site_key(site: Site, point: Point) -> SiteKey {
@@ -31,67 +41,264 @@ pub struct Plan {
     pub actions: Vec<(SiteKey, Action, usize)>,
     /// Sites whose occurrence the kernel must time-stamp.
     pub watch: Vec<SiteKey>,
+    /// Calls the kernel counts while they run, for group serialisation.
+    pub groups: Vec<(GroupMember, GroupSlot)>,
     /// Interventions that could not be installed: another one already acts
-    /// at the same site.
+    /// at the same site, in a way the two cannot share.
     pub conflicts: Vec<usize>,
+    /// Actions one intervention shares with another that installed them
+    /// first (the two wanted compatible actions at the same site: a hold
+    /// until two calls of one thread waits for the later): (site, the
+    /// intervention sharing it).
+    pub shared: Vec<(SiteKey, usize)>,
     /// Random delays installed (their actions carry index `usize::MAX`).
     pub noise: Vec<Noise>,
 }
 
-impl Plan {
-    /// `hold_timeout` bounds every hold, so a forced order that cannot be
-    /// satisfied never hangs the target.
-    pub fn new(interventions: &[Intervention], hold_timeout: Duration) -> Plan {
-        let timeout_us = hold_timeout.as_micros() as u64;
-        let mut plan = Plan { interventions: interventions.to_vec(), ..Plan::default() };
-        for (i, iv) in interventions.iter().enumerate() {
-            let mut wanted: Vec<(SiteKey, Action)> = Vec::new();
-            let action = |kind, value, other| Action { kind, _pad: 0, value, timeout_us, other };
-            let none = SiteKey::default();
-            match *iv {
-                Intervention::ReturnEarly { site, value } => {
-                    wanted.push((
-                        site_key(site, Point::Entry),
-                        action(ActionKind::RETURN_EARLY, value as u64, none),
-                    ));
+/// Builds the kernel's form of one intervention.
+struct Builder<'a> {
+    functions: &'a [Function],
+    timeout_us: u64,
+    wanted: Vec<(SiteKey, Action)>,
+    watch: Vec<SiteKey>,
+    groups: Vec<(GroupMember, GroupSlot)>,
+    /// The plan's groups so far (id = index + 1), by the calls they count
+    /// and the argument carrying the object.
+    known_groups: &'a mut Vec<(CallSet, u8)>,
+    clash: bool,
+}
+
+impl Builder<'_> {
+    fn action(&self, kind: ActionKind, value: u64, other: SiteKey) -> Action {
+        Action { kind, value, timeout_us: self.timeout_us, other, ..Action::default() }
+    }
+
+    /// Adds an action, merging it with one this intervention already wants
+    /// at the same key where both can hold at once.
+    fn want(&mut self, key: SiteKey, action: Action) {
+        match self.wanted.iter_mut().find(|(k, _)| *k == key) {
+            None => self.wanted.push((key, action)),
+            Some((_, have)) => match merge(have, &action) {
+                Some(m) => *have = m,
+                None => self.clash = true,
+            },
+        }
+    }
+
+    fn test(&self, func: u32, test: ValueTest) -> (RetTest, u64) {
+        let width = self.functions.get(func as usize).map_or(8, |f| match f.ret.kind {
+            ValueKind::Unknown | ValueKind::Pointer => 8,
+            _ => f.ret.size,
+        });
+        let (t, v) = match test {
+            ValueTest::Error { negative, zero } => {
+                let mut t = RetTest::ALWAYS;
+                if negative {
+                    t = t.with(RetTest::NEGATIVE);
                 }
-                Intervention::OverrideReturn { site, value } => {
-                    wanted.push((
-                        site_key(site, Point::Exit),
-                        action(ActionKind::OVERRIDE_RETURN, value as u64, none),
-                    ));
+                if zero {
+                    t = t.with(RetTest::ZERO);
                 }
-                Intervention::DelayExit { site, delay_us } => {
-                    wanted.push((
-                        site_key(site, Point::Exit),
-                        action(ActionKind::DELAY, delay_us, none),
-                    ));
+                (t, 0)
+            }
+            ValueTest::NotEqual { value } => (RetTest::NOT_EQUAL, value as u64),
+        };
+        (t.width(width), v)
+    }
+
+    /// The group counting `calls` (on argument `arg`, 0: no object).
+    fn group(&mut self, calls: &CallSet, arg: u8) -> u32 {
+        if let Some(i) = self.known_groups.iter().position(|(c, a)| c == calls && *a == arg) {
+            return i as u32 + 1;
+        }
+        self.known_groups.push((calls.clone(), arg));
+        let id = self.known_groups.len() as u32;
+        for &role in &calls.roles {
+            let slot = GroupSlot {
+                group: id,
+                arg: u32::from(arg),
+                within: calls.within.map_or(0, |w| w + 1),
+                _pad: 0,
+            };
+            self.groups.push((GroupMember { func: calls.func, role }, slot));
+        }
+        id
+    }
+
+    fn add(&mut self, iv: &Intervention) {
+        let none = SiteKey::default();
+        match iv {
+            Intervention::ReturnEarly { site, value } => {
+                let a = self.action(ActionKind::RETURN_EARLY, *value as u64, none);
+                self.want(site_key(*site, Point::Entry), a);
+            }
+            Intervention::OverrideReturn { site, value } => {
+                let a = self.action(ActionKind::OVERRIDE_RETURN, *value as u64, none);
+                self.want(site_key(*site, Point::Exit), a);
+            }
+            Intervention::DelayExit { site, delay_us } => {
+                let a = self.action(ActionKind::DELAY, *delay_us, none);
+                self.want(site_key(*site, Point::Exit), a);
+            }
+            Intervention::HoldUntil { site, point, until, until_point } => {
+                let other = site_key(*until, *until_point);
+                self.watch.push(other);
+                let a = self.action(ActionKind::HOLD_UNTIL, 0, other);
+                self.want(site_key(*site, *point), a);
+            }
+            Intervention::Serialize { a, b } => {
+                for s in [a, b] {
+                    self.watch.push(site_key(*s, Point::Entry));
+                    self.watch.push(site_key(*s, Point::Exit));
                 }
-                Intervention::HoldUntil { site, point, until, until_point } => {
-                    let other = site_key(until, until_point);
-                    plan.watch.push(other);
-                    wanted.push((site_key(site, point), action(ActionKind::HOLD_UNTIL, 0, other)));
-                }
-                Intervention::Serialize { a, b } => {
-                    for s in [a, b] {
-                        plan.watch.push(site_key(s, Point::Entry));
-                        plan.watch.push(site_key(s, Point::Exit));
-                    }
-                    wanted.push((
-                        site_key(a, Point::Entry),
-                        action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(b, Point::Entry)),
-                    ));
-                    wanted.push((
-                        site_key(b, Point::Entry),
-                        action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(a, Point::Entry)),
-                    ));
+                let ha = self.action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(*b, Point::Entry));
+                let hb = self.action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(*a, Point::Entry));
+                self.want(site_key(*a, Point::Entry), ha);
+                self.want(site_key(*b, Point::Entry), hb);
+            }
+            Intervention::Reexecute { calls, test, retries, fallback } => {
+                let (t, test_value) = self.test(calls.func, *test);
+                let t = if fallback.is_some() { t.with(RetTest::FALLBACK) } else { t };
+                let action = Action {
+                    kind: ActionKind::REEXECUTE,
+                    within: calls.within.map_or(0, |w| w + 1),
+                    value: fallback.unwrap_or(0) as u64,
+                    timeout_us: self.timeout_us,
+                    other: none,
+                    test: t,
+                    retries: *retries,
+                    test_value,
+                };
+                for site in calls.sites() {
+                    self.want(site_key(site, Point::Exit), action);
                 }
             }
-            if wanted.iter().any(|(k, _)| plan.actions.iter().any(|(taken, _, _)| taken == k)) {
+            Intervention::SerializeGroups { a, b, object } => {
+                let (arg_a, arg_b) = object.unwrap_or((0, 0));
+                let ga = self.group(a, arg_a);
+                let gb = self.group(b, arg_b);
+                let same = u32::from(object.is_some());
+                for (calls, awaited, arg) in [(a, gb, arg_a), (b, ga, arg_b)] {
+                    let other = SiteKey {
+                        func: awaited,
+                        role: same,
+                        instance: u32::from(arg),
+                        point: SitePoint::ENTRY,
+                    };
+                    let action = Action {
+                        within: calls.within.map_or(0, |w| w + 1),
+                        ..self.action(ActionKind::HOLD_WHILE_GROUP_RUNNING, 0, other)
+                    };
+                    for site in calls.sites() {
+                        self.want(site_key(site, Point::Entry), action);
+                    }
+                }
+            }
+            Intervention::All { each } => {
+                for part in each {
+                    self.add(part);
+                }
+            }
+        }
+    }
+}
+
+/// Two actions one intervention wants at the same key, as one, when that
+/// keeps the meaning of both: holds until two calls of the same function
+/// on the same role happen wait for the later one; re-executions on
+/// error tests retry on either error.
+fn merge(have: &Action, new: &Action) -> Option<Action> {
+    if have == new {
+        return Some(*have);
+    }
+    if have.kind != new.kind || have.within != new.within {
+        return None;
+    }
+    match have.kind {
+        ActionKind::HOLD_UNTIL
+            if have.other.func == new.other.func
+                && have.other.role == new.other.role
+                && have.other.point == new.other.point =>
+        {
+            let later = if new.other.instance > have.other.instance { new } else { have };
+            Some(*later)
+        }
+        ActionKind::REEXECUTE
+            if !have.test.contains(RetTest::NOT_EQUAL)
+                && !new.test.contains(RetTest::NOT_EQUAL)
+                && have.value == new.value
+                && have.test.contains(RetTest::FALLBACK)
+                    == new.test.contains(RetTest::FALLBACK) =>
+        {
+            let bits = |t: RetTest| {
+                [RetTest::NEGATIVE, RetTest::ZERO].into_iter().filter(move |b| t.contains(*b))
+            };
+            let mut test = have.test;
+            for b in bits(new.test) {
+                test = test.with(b);
+            }
+            Some(Action { test, retries: have.retries.max(new.retries), ..*have })
+        }
+        _ => None,
+    }
+}
+
+impl Plan {
+    /// `hold_timeout` bounds every hold, so a forced order that cannot be
+    /// satisfied never hangs the target; `functions` give the widths of
+    /// the return values the tests read.
+    pub fn new(
+        interventions: &[Intervention],
+        hold_timeout: Duration,
+        functions: &[Function],
+    ) -> Plan {
+        let timeout_us = hold_timeout.as_micros() as u64;
+        let mut plan = Plan { interventions: interventions.to_vec(), ..Plan::default() };
+        let mut known_groups = Vec::new();
+        for (i, iv) in interventions.iter().enumerate() {
+            let mut b = Builder {
+                functions,
+                timeout_us,
+                wanted: Vec::new(),
+                watch: Vec::new(),
+                groups: Vec::new(),
+                known_groups: &mut known_groups,
+                clash: false,
+            };
+            b.add(iv);
+            let member_taken = |m: &GroupMember, s: &GroupSlot| {
+                plan.groups.iter().any(|(t, ts)| t == m && ts != s)
+            };
+            // Sites another intervention already acts at: shared when the
+            // two actions merge, else a conflict.
+            let mut merged: Vec<(usize, Action)> = Vec::new();
+            let mut clash = b.clash || b.groups.iter().any(|(m, s)| member_taken(m, s));
+            for (k, a) in &b.wanted {
+                if let Some(j) = plan.actions.iter().position(|(t, _, _)| t == k) {
+                    match merge(&plan.actions[j].1, a) {
+                        Some(m) => merged.push((j, m)),
+                        None => clash = true,
+                    }
+                }
+            }
+            if clash {
                 plan.conflicts.push(i);
                 continue;
             }
-            plan.actions.extend(wanted.into_iter().map(|(k, a)| (k, a, i)));
+            for (j, m) in merged {
+                plan.actions[j].1 = m;
+                plan.shared.push((plan.actions[j].0, i));
+            }
+            let taken: Vec<SiteKey> = plan.actions.iter().map(|(k, _, _)| *k).collect();
+            plan.actions.extend(
+                b.wanted.into_iter().filter(|(k, _)| !taken.contains(k)).map(|(k, a)| (k, a, i)),
+            );
+            plan.watch.extend(b.watch);
+            for g in b.groups {
+                if !plan.groups.contains(&g) {
+                    plan.groups.push(g);
+                }
+            }
         }
         plan.watch.sort();
         plan.watch.dedup();
@@ -108,15 +315,43 @@ impl Plan {
             }
             let action = Action {
                 kind: ActionKind::DELAY,
-                _pad: 0,
                 value: n.delay_us,
                 timeout_us: n.delay_us,
-                other: SiteKey::default(),
+                ..Action::default()
             };
             self.actions.push((key, action, usize::MAX));
             self.noise.push(n.clone());
         }
         self
+    }
+
+    /// The key of the action a stop at `site` served: the stop's own,
+    /// else its function's for every instance.
+    fn key_of(&self, site: &SiteKey) -> Option<SiteKey> {
+        let own = self.actions.iter().find(|(k, _, _)| k == site);
+        let any = || {
+            let wild = SiteKey { instance: ANY_INSTANCE, ..*site };
+            self.actions.iter().find(|(k, _, _)| *k == wild)
+        };
+        own.or_else(any).map(|(k, _, _)| *k)
+    }
+
+    /// The intervention a stop served (the one that installed its action).
+    pub fn owner(&self, site: &SiteKey) -> Option<usize> {
+        let key = self.key_of(site)?;
+        self.actions.iter().find(|(k, _, _)| *k == key).map(|(_, _, owner)| *owner)
+    }
+
+    /// Whether a stop at `site` served intervention `i` (its own action,
+    /// or one it shares).
+    fn served(&self, site: &SiteKey, i: usize) -> bool {
+        let Some(key) = self.key_of(site) else { return false };
+        self.owner(site) == Some(i) || self.shared.contains(&(key, i))
+    }
+
+    /// Whether a stop at `site` served one of the random delays.
+    pub fn is_noise(&self, site: &SiteKey) -> bool {
+        self.owner(site) == Some(usize::MAX)
     }
 
     /// What became of each intervention, given the stops the run had. An
@@ -134,12 +369,8 @@ impl Plan {
                         timed_out: false,
                     };
                 }
-                let mine: Vec<&StopRecord> = stops
-                    .iter()
-                    .filter(|s| {
-                        self.actions.iter().any(|(k, _, owner)| *owner == i && *k == s.site)
-                    })
-                    .collect();
+                let mine: Vec<&StopRecord> =
+                    stops.iter().filter(|s| self.served(&s.site, i)).collect();
                 AppliedIntervention {
                     intervention: iv.clone(),
                     applied: mine.iter().all(|s| s.applied),
@@ -153,17 +384,35 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{ValueType, testing::function};
 
     fn site(func: u32, role: u32, instance: u32) -> Site {
         Site { func, role, instance }
     }
 
+    fn plan(ivs: &[Intervention]) -> Plan {
+        Plan::new(ivs, Duration::from_millis(500), &[])
+    }
+
+    fn stop(site: SiteKey, applied: bool, timed_out: bool) -> StopRecord {
+        StopRecord {
+            site,
+            tid: 7,
+            action: ActionKind::HOLD_UNTIL,
+            applied,
+            timed_out,
+            held_ns: 0,
+            released_ns: 0,
+            probe_ns: 0,
+            held: true,
+            value: None,
+            error: None,
+        }
+    }
+
     #[test]
     fn serialize_installs_two_holds_and_watches_four_sites() {
-        let plan = Plan::new(
-            &[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }],
-            Duration::from_millis(500),
-        );
+        let plan = plan(&[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }]);
         assert_eq!(plan.actions.len(), 2);
         assert!(
             plan.actions.iter().all(
@@ -176,13 +425,10 @@ mod tests {
     #[test]
     fn conflicting_interventions_are_not_installed() {
         let s = site(3, 0, 2);
-        let plan = Plan::new(
-            &[
-                Intervention::OverrideReturn { site: s, value: 1 },
-                Intervention::DelayExit { site: s, delay_us: 10 },
-            ],
-            Duration::from_secs(1),
-        );
+        let plan = plan(&[
+            Intervention::OverrideReturn { site: s, value: 1 },
+            Intervention::DelayExit { site: s, delay_us: 10 },
+        ]);
         assert_eq!(plan.conflicts, vec![1]);
         let outcome = plan.outcome(&[]);
         assert!(outcome[0].applied && !outcome[1].applied);
@@ -196,20 +442,116 @@ mod tests {
             until: site(0, 1, 1),
             until_point: Point::Exit,
         };
-        let plan = Plan::new(&[iv], Duration::from_millis(10));
-        let stop = StopRecord {
-            site: site_key(site(1, 2, 1), Point::Entry),
-            tid: 7,
-            action: ActionKind::HOLD_UNTIL,
-            applied: false,
-            timed_out: true,
-            held_ns: 10_000_000,
-            released_ns: 0,
-            probe_ns: 0,
-            held: true,
-            error: None,
-        };
-        let o = plan.outcome(&[stop]);
+        let plan = plan(&[iv]);
+        let o = plan.outcome(&[stop(site_key(site(1, 2, 1), Point::Entry), false, true)]);
         assert!(!o[0].applied && o[0].timed_out);
+    }
+
+    /// A class of threads gets one key per role, for every instance, in
+    /// the calling context, with the test at the return type's width.
+    #[test]
+    fn reexecution_on_a_class_is_one_wildcard_key_per_role() {
+        let int = ValueType { kind: ValueKind::Signed, size: 4 };
+        let functions = vec![function(0, "norm"), function(1, "fetch").with_types(int, vec![])];
+        let iv = Intervention::Reexecute {
+            calls: CallSet { func: 1, roles: vec![1, 2, 3], instance: 0, within: Some(0) },
+            test: ValueTest::Error { negative: true, zero: false },
+            retries: crate::model::REEXECUTE_RETRIES,
+            fallback: None,
+        };
+        let plan = Plan::new(&[iv], Duration::from_secs(1), &functions);
+        let keys: Vec<SiteKey> = plan.actions.iter().map(|(k, _, _)| *k).collect();
+        assert_eq!(
+            keys,
+            (1..=3)
+                .map(|role| SiteKey {
+                    func: 1,
+                    role,
+                    instance: ANY_INSTANCE,
+                    point: SitePoint::EXIT
+                })
+                .collect::<Vec<_>>()
+        );
+        let a = plan.actions[0].1;
+        assert_eq!((a.kind, a.within, a.retries), (ActionKind::REEXECUTE, 1, 8));
+        // An int -1 in rax is 0x0000_0000_ffff_ffff: negative at 4 bytes.
+        assert!(a.test.passes(0xffff_ffff, a.test_value));
+        assert!(!a.test.passes(5, a.test_value));
+        assert!(!a.test.contains(RetTest::FALLBACK));
+        // A stop of instance 7 on role 2 belongs to it.
+        let s = SiteKey { func: 1, role: 2, instance: 7, point: SitePoint::EXIT };
+        assert_eq!(plan.owner(&s), Some(0));
+    }
+
+    #[test]
+    fn reexecution_with_a_fallback_overrides_when_retries_run_out() {
+        let iv = Intervention::Reexecute {
+            calls: CallSet::site(site(0, 0, 4)),
+            test: ValueTest::NotEqual { value: 1430 },
+            retries: 2,
+            fallback: Some(1430),
+        };
+        let a = plan(&[iv]).actions[0].1;
+        assert!(a.test.contains(RetTest::FALLBACK) && a.test.contains(RetTest::NOT_EQUAL));
+        assert_eq!((a.value, a.test_value), (1430, 1430));
+        assert!(a.test.passes((-1i64) as u64, a.test_value) && !a.test.passes(1430, 1430));
+    }
+
+    /// An aggregate order negated call by call: two holds of the same call
+    /// until two calls of one function on one thread wait for the later.
+    #[test]
+    fn holds_of_one_intervention_at_one_site_wait_for_the_later_call() {
+        let hold = |k| Intervention::HoldUntil {
+            site: site(5, 1, 1),
+            point: Point::Entry,
+            until: site(5, 0, k),
+            until_point: Point::Exit,
+        };
+        let plan = plan(&[Intervention::All { each: vec![hold(1), hold(2)] }]);
+        assert!(plan.conflicts.is_empty());
+        assert_eq!(plan.actions.len(), 1);
+        assert_eq!(plan.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
+        // Across two interventions the same site is shared the same way,
+        // and a stop there serves both.
+        let two = self::plan(&[hold(1), hold(2)]);
+        assert!(two.conflicts.is_empty());
+        assert_eq!(two.actions.len(), 1);
+        assert_eq!(two.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
+        let mut held = stop(site_key(site(5, 1, 1), Point::Entry), false, true);
+        held.action = ActionKind::HOLD_UNTIL;
+        let o = two.outcome(&[held]);
+        assert!(o.iter().all(|a| !a.applied && a.timed_out));
+    }
+
+    #[test]
+    fn group_serialisation_counts_both_groups_and_holds_both_ways() {
+        let a = CallSet { func: 1, roles: vec![1, 2], instance: 0, within: None };
+        let b = CallSet { func: 2, roles: vec![1, 2], instance: 0, within: Some(3) };
+        let plan = plan(&[Intervention::SerializeGroups {
+            a: a.clone(),
+            b: b.clone(),
+            object: Some((1, 1)),
+        }]);
+        assert_eq!(plan.groups.len(), 4);
+        assert!(plan.groups.iter().all(|(_, s)| s.arg == 1));
+        let b_slot = plan.groups.iter().find(|(m, _)| m.func == 2).unwrap().1;
+        assert_eq!((b_slot.group, b_slot.within), (2, 4));
+        assert_eq!(plan.actions.len(), 4);
+        let on_a = plan.actions.iter().find(|(k, _, _)| k.func == 1).unwrap().1;
+        assert_eq!(on_a.kind, ActionKind::HOLD_WHILE_GROUP_RUNNING);
+        // a waits for group 2 (b), on the same object, its argument 1.
+        assert_eq!((on_a.other.func, on_a.other.role, on_a.other.instance), (2, 1, 1));
+    }
+
+    #[test]
+    fn noise_is_told_apart_from_interventions() {
+        let s = site(2, 1, 1);
+        let plan = plan(&[Intervention::DelayExit { site: s, delay_us: 5 }]).with_noise(&[
+            Noise { site: s, point: Point::Exit, delay_us: 9 },
+            Noise { site: site(2, 1, 2), point: Point::Entry, delay_us: 9 },
+        ]);
+        assert_eq!(plan.noise.len(), 1, "no delay where an intervention acts");
+        assert!(plan.is_noise(&site_key(site(2, 1, 2), Point::Entry)));
+        assert!(!plan.is_noise(&site_key(s, Point::Exit)));
     }
 }

@@ -2,7 +2,9 @@
 //! predicates whose intervention it cannot apply. A program aid starts can
 //! be intervened on anywhere; a live service only on the thread running
 //! the unit (the kernel numbers instances per unit on that thread) and
-//! without holds (they would need per-unit "has happened" marks).
+//! without holds (they would need per-unit "has happened" marks); an
+//! intervention on a class of threads or several calls needs every part
+//! in reach.
 
 use crate::model::Intervention;
 
@@ -24,16 +26,20 @@ impl Reach {
 
     /// Can `iv` be carried out?
     pub fn allows(self, iv: &Intervention) -> bool {
+        let own = |roles: &[u32]| self.any_thread || roles.iter().all(|&r| r == 0);
         match iv {
             Intervention::ReturnEarly { site, .. }
             | Intervention::OverrideReturn { site, .. }
-            | Intervention::DelayExit { site, .. } => self.any_thread || site.role == 0,
+            | Intervention::DelayExit { site, .. } => own(&[site.role]),
+            Intervention::Reexecute { calls, .. } => own(&calls.roles),
             Intervention::HoldUntil { site, until, .. } => {
-                self.holds && (self.any_thread || site.role == 0 && until.role == 0)
+                self.holds && own(&[site.role, until.role])
             }
-            Intervention::Serialize { a, b } => {
-                self.holds && (self.any_thread || a.role == 0 && b.role == 0)
+            Intervention::Serialize { a, b } => self.holds && own(&[a.role, b.role]),
+            Intervention::SerializeGroups { a, b, .. } => {
+                self.holds && own(&a.roles) && own(&b.roles)
             }
+            Intervention::All { each } => each.iter().all(|i| self.allows(i)),
         }
     }
 }
@@ -47,7 +53,7 @@ impl Default for Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Point, Site};
+    use crate::model::{CallSet, Point, Site, ValueTest};
 
     #[test]
     fn a_service_unit_allows_only_its_own_thread_and_no_holds() {
@@ -67,5 +73,15 @@ mod tests {
         assert!(Reach::PROGRAM.allows(&on(1)) && Reach::PROGRAM.allows(&hold));
         assert!(Reach::PROGRAM.allows(&serialize));
         assert!(Reach::UNIT_THREAD.allows(&Intervention::OverrideReturn { site: s(0), value: 1 }));
+        let retry = |roles: Vec<u32>| Intervention::Reexecute {
+            calls: CallSet { func: 0, roles, instance: 0, within: None },
+            test: ValueTest::Error { negative: true, zero: false },
+            retries: 3,
+            fallback: None,
+        };
+        assert!(Reach::UNIT_THREAD.allows(&retry(vec![0])));
+        assert!(!Reach::UNIT_THREAD.allows(&retry(vec![0, 1])));
+        let all = Intervention::All { each: vec![retry(vec![0]), hold] };
+        assert!(!Reach::UNIT_THREAD.allows(&all) && Reach::PROGRAM.allows(&all));
     }
 }

@@ -1,19 +1,57 @@
-//! Predicate descriptions in plain words, with the function names of the
-//! session and the role names of its threads ("call 2 of flush on
-//! worker#1 runs too slow: longer than 1.25 ms, the slowest passing run").
+//! Predicates and interventions in plain words, with the function names of
+//! the session and the names of its threads ("call 2 of flush on worker#1
+//! runs too slow: longer than 1.25 ms, the slowest passing run"; "some call
+//! of lookup from norm on the worker threads returns an error: NULL"), and
+//! the same facts structured ([`Described`]) for reports to lay out as
+//! they like.
 
 use std::collections::HashMap;
 
-use super::{Condition, Kind, PredKey};
-use crate::model::{Intervention, Point, Role, Session, Site};
+use serde::{Deserialize, Serialize};
 
-pub(super) struct Names {
-    funcs: Vec<String>,
-    roles: HashMap<Role, String>,
+use super::{
+    Calls, Condition, Kind, PredKey,
+    classes::{ClassId, Classes},
+};
+use crate::model::{CallSet, FuncId, Intervention, Point, Role, Session, Site, ValueTest};
+
+/// One side of a predicate, structured: which calls of which function.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRef {
+    pub function: String,
+    /// The thread class (groups), or the thread (sites).
+    pub thread: String,
+    /// Calls of one site: the instance (0: every call on the thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u32>,
+    /// Groups: only calls from this traced caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<String>,
+    /// A group (some call of ...) rather than one call site.
+    pub group: bool,
 }
 
-impl Names {
-    pub fn new(session: &Session) -> Names {
+/// A predicate's parts, for reports: its kind, the calls it is about, the
+/// other calls of pairwise kinds, and its named numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Described {
+    pub kind: String,
+    pub calls: CallRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other: Option<CallRef>,
+    /// (name, value) pairs: passing value, threshold, counts, argument...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<(String, String)>,
+}
+
+pub(super) struct Names<'c> {
+    funcs: Vec<String>,
+    roles: HashMap<Role, String>,
+    classes: &'c Classes,
+}
+
+impl<'c> Names<'c> {
+    pub fn new(session: &Session, classes: &'c Classes) -> Names<'c> {
         let funcs = session.functions.iter().map(|f| f.name.clone()).collect();
         let mut roles = HashMap::new();
         for run in &session.runs {
@@ -21,10 +59,10 @@ impl Names {
                 roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
             }
         }
-        Names { funcs, roles }
+        Names { funcs, roles, classes }
     }
 
-    fn func(&self, f: u32) -> String {
+    fn func(&self, f: FuncId) -> String {
         self.funcs.get(f as usize).cloned().unwrap_or_else(|| format!("function#{f}"))
     }
 
@@ -35,8 +73,75 @@ impl Names {
             .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
     }
 
+    /// "main", "thread#1" for single classes; "the worker threads".
+    fn class(&self, c: ClassId) -> String {
+        match self.classes.single(c) {
+            Some(role) => self.role(role),
+            None => format!("the {} threads", self.classes.name(c)),
+        }
+    }
+
     fn call(&self, s: Site) -> String {
         format!("call {} of {} on {}", s.instance, self.func(s.func), self.role(s.role))
+    }
+
+    /// "call 2 of f on main" or "some call of f from g on the worker threads".
+    fn calls(&self, func: FuncId, calls: Calls, some: &str) -> String {
+        match calls {
+            Calls::Site { role, instance } => self.call(Site { func, role, instance }),
+            Calls::Group { class, within } => format!(
+                "{some} call of {}{} on {}",
+                self.func(func),
+                within.map(|w| format!(" from {}", self.func(w))).unwrap_or_default(),
+                self.class(class)
+            ),
+        }
+    }
+
+    /// ("f", "main") or ("f from g", "the worker threads"): who is called
+    /// where, for counts.
+    fn function_on(&self, func: FuncId, calls: Calls) -> (String, String) {
+        match calls {
+            Calls::Site { role, .. } => (self.func(func), self.role(role)),
+            Calls::Group { class, within } => (
+                format!(
+                    "{}{}",
+                    self.func(func),
+                    within.map(|w| format!(" from {}", self.func(w))).unwrap_or_default()
+                ),
+                self.class(class),
+            ),
+        }
+    }
+
+    /// The threads `roles` stand for: a class, when they are all of one.
+    fn roles_words(&self, roles: &[Role]) -> String {
+        let class = (0..self.classes.names.len() as ClassId)
+            .find(|&c| self.classes.roles(c) == roles && self.classes.single(c).is_none());
+        match (class, roles) {
+            (Some(c), _) => self.class(c),
+            (None, [r]) => self.role(*r),
+            (None, rs) => rs.iter().map(|&r| self.role(r)).collect::<Vec<_>>().join(", "),
+        }
+    }
+
+    fn call_set(&self, c: &CallSet) -> String {
+        let within = c.within.map(|w| format!(" from {}", self.func(w))).unwrap_or_default();
+        match (c.instance, c.roles.as_slice()) {
+            (0, _) => format!(
+                "every call of {}{within} on {}",
+                self.func(c.func),
+                self.roles_words(&c.roles)
+            ),
+            (k, [r]) => {
+                format!("{}{within}", self.call(Site { func: c.func, role: *r, instance: k }))
+            }
+            (k, rs) => format!(
+                "call {k} of {}{within} on {}",
+                self.func(c.func),
+                rs.iter().map(|&r| self.role(r)).collect::<Vec<_>>().join(", ")
+            ),
+        }
     }
 
     /// An intervention in words: "hold call 1 of close on main at its entry
@@ -50,31 +155,94 @@ impl Names {
             Point::Entry => "has started",
             Point::Exit => "has returned",
         };
-        match *iv {
+        match iv {
             Intervention::ReturnEarly { site, value } => {
-                format!("make {} return {value} at once, skipping its body", self.call(site))
+                format!("make {} return {value} at once, skipping its body", self.call(*site))
             }
             Intervention::OverrideReturn { site, value } => {
-                format!("force {} to return {value}", self.call(site))
+                format!("force {} to return {value}", self.call(*site))
             }
             Intervention::DelayExit { site, delay_us } => {
                 format!(
                     "delay {} by {} before it returns",
-                    self.call(site),
+                    self.call(*site),
                     duration(delay_us * 1000)
                 )
             }
             Intervention::HoldUntil { site, point, until, until_point } => format!(
                 "hold {} {} until {} {}",
-                self.call(site),
-                at(point),
-                self.call(until),
-                done(until_point)
+                self.call(*site),
+                at(*point),
+                self.call(*until),
+                done(*until_point)
             ),
             Intervention::Serialize { a, b } => {
-                format!("run {} and {} one after the other", self.call(a), self.call(b))
+                format!("run {} and {} one after the other", self.call(*a), self.call(*b))
             }
+            Intervention::Reexecute { calls, test, retries, fallback } => {
+                let when = match test {
+                    ValueTest::Error { negative: true, zero: true } => {
+                        "a negative value or 0".to_string()
+                    }
+                    ValueTest::Error { negative: true, .. } => "a negative value".into(),
+                    ValueTest::Error { .. } => "0 (NULL or false)".into(),
+                    ValueTest::NotEqual { value } => format!("a value other than {value}"),
+                };
+                let then = match fallback {
+                    Some(v) => format!(", then make it return {v}"),
+                    None => String::new(),
+                };
+                format!(
+                    "re-execute {} whenever it returns {when} (up to {retries} times{then})",
+                    self.call_set(calls)
+                )
+            }
+            Intervention::SerializeGroups { a, b, object } => format!(
+                "let no call of {} start while a call of {} runs{}, and the other way round",
+                self.call_set(a).trim_start_matches("every call of "),
+                self.call_set(b).trim_start_matches("every call of "),
+                if object.is_some() { " on the same object" } else { "" }
+            ),
+            Intervention::All { each } => self.all(each),
         }
+    }
+
+    /// Several interventions: one line when they re-execute calls of one
+    /// function against per-call values.
+    fn all(&self, each: &[Intervention]) -> String {
+        let per_call: Option<Vec<(&CallSet, i64)>> = each
+            .iter()
+            .map(|iv| match iv {
+                Intervention::Reexecute {
+                    calls,
+                    test: ValueTest::NotEqual { value },
+                    fallback: Some(f),
+                    ..
+                } if f == value => Some((calls, *value)),
+                _ => None,
+            })
+            .collect();
+        if let Some(list) = per_call
+            && let Some((first, _)) = list.first()
+            && list.iter().all(|(c, _)| c.func == first.func && c.roles == first.roles)
+        {
+            let retries = match each.first() {
+                Some(Intervention::Reexecute { retries, .. }) => *retries,
+                _ => 0,
+            };
+            return format!(
+                "re-execute each call of {}{} on {} that returns a value other than the one every passing run returned for that call (up to {retries} times, then make it return that value; {} calls)",
+                self.func(first.func),
+                first.within.map(|w| format!(" from {}", self.func(w))).unwrap_or_default(),
+                self.roles_words(&first.roles),
+                list.len()
+            );
+        }
+        let mut parts: Vec<String> = each.iter().take(3).map(|iv| self.intervention(iv)).collect();
+        if each.len() > 3 {
+            parts.push(format!("{} more", each.len() - 3));
+        }
+        parts.join("; and ")
     }
 
     pub fn describe(
@@ -83,17 +251,26 @@ impl Names {
         cond: &Condition,
         count_range: Option<(u32, u32)>,
     ) -> String {
-        let site = key.site();
+        let some = self.calls(key.func, key.calls, "some");
         let range = |r: Option<(u32, u32)>| match r {
             Some((lo, hi)) if lo == hi => format!("{lo}"),
             Some((lo, hi)) => format!("{lo}-{hi}"),
             None => "?".into(),
         };
+        let other = key.other.map(|o| self.calls(o.func, o.calls, "some"));
+        let other = other.unwrap_or_default();
+        let passing = if key.is_group() { "passing call" } else { "passing run" };
+        let failing = if key.is_group() { "failing call" } else { "failing run" };
+        let (who, on) = self.function_on(key.func, key.calls);
         match (key.kind, cond) {
-            (Kind::Failure, _) => "the run fails".into(),
-            (_, Condition::RetNot { value }) => format!(
-                "{} returns a value other than {value}, which every passing run returned",
-                self.call(site)
+            (Kind::Failure, _) | (_, Condition::Failure) => "the run fails".into(),
+            (_, Condition::RetNot { value }) => {
+                format!(
+                    "{some} returns a value other than {value}, which every passing run returned"
+                )
+            }
+            (_, Condition::RetNotPerCall { .. }) => format!(
+                "{some} returns a value other than the one every passing run returned for that call"
             ),
             (_, Condition::ErrorValue { negative, zero }) => {
                 let what = match (negative, zero) {
@@ -102,73 +279,144 @@ impl Names {
                     (false, true) => "0 (NULL or false)",
                     (false, false) => "an error value",
                 };
-                format!("{} returns an error: {what}", self.call(site))
+                format!("{some} returns an error: {what}")
             }
             (_, Condition::LongerThan { max_ns, passing_ns, failing_ns }) => format!(
-                "{} runs too slow: longer than {} (slowest passing run {}, fastest failing run {})",
-                self.call(site),
+                "{some} runs too slow: longer than {} (slowest {passing} {}, fastest {failing} {})",
                 duration(*max_ns),
                 duration(*passing_ns),
                 duration(*failing_ns)
             ),
             (_, Condition::ShorterThan { min_ns, passing_ns, failing_ns }) => format!(
-                "{} runs too fast: shorter than {} (fastest passing run {}, slowest failing run {})",
-                self.call(site),
+                "{some} runs too fast: shorter than {} (fastest {passing} {}, slowest {failing} {})",
                 duration(*min_ns),
                 duration(*passing_ns),
                 duration(*failing_ns)
             ),
-            (_, Condition::CountAbove { max: 0 }) => format!(
-                "{} is called on {}, which no passing run does",
-                self.func(key.func),
-                self.role(key.role)
+            (_, Condition::ArgNot { value }) => format!(
+                "{some} receives argument {} other than {value}, which every passing run passed",
+                key.arg + 1
             ),
-            (_, Condition::CountAbove { max }) => {
-                format!(
-                    "{} is called more than {max} times on {} (passing runs: {})",
-                    self.func(key.func),
-                    self.role(key.role),
-                    range(count_range)
-                )
+            (_, Condition::ArgNotPerCall { .. }) => format!(
+                "{some} receives argument {} other than the one every passing run passed to that call",
+                key.arg + 1
+            ),
+            (_, Condition::CountAbove { max: 0 }) => {
+                format!("{who} is called on {on}, which no passing run does")
             }
-            (_, Condition::CountBelow { min }) => {
-                format!(
-                    "{} is called fewer than {min} times on {} (passing runs: {})",
-                    self.func(key.func),
-                    self.role(key.role),
-                    range(count_range)
-                )
+            (_, Condition::CountAbove { max }) => format!(
+                "{who} is called more than {max} times on {on} (passing runs: {})",
+                range(count_range)
+            ),
+            (_, Condition::CountBelow { min }) => format!(
+                "{who} is called fewer than {min} times on {on} (passing runs: {})",
+                range(count_range)
+            ),
+            (_, Condition::NoCall) => format!(
+                "{who} is never called on {on} (passing runs call it {} times)",
+                range(count_range)
+            ),
+            (_, Condition::EndsBefore) => {
+                format!("{some} ends before {other} starts, which no passing run shows")
             }
-            (_, Condition::NoCall) => {
-                format!(
-                    "{} is never called on {} (passing runs call it {} times)",
-                    self.func(key.func),
-                    self.role(key.role),
-                    range(count_range)
-                )
+            (_, Condition::EntersBefore) => {
+                format!("{some} starts before {other} starts, which no passing run shows")
             }
-            (_, Condition::EndsBefore) => match key.other {
-                Some(o) => format!(
-                    "{} ends before {} starts, which no passing run shows",
-                    self.call(site),
-                    self.call(o)
-                ),
-                None => format!("{} ends early", self.call(site)),
+            (_, Condition::Intersect) => {
+                format!("{other} starts while {some} runs, which no passing run shows")
+            }
+            (_, Condition::OverlapSamePointer) => format!(
+                "{some} and {other} run at the same time on the same object, which no passing run shows"
+            ),
+            (_, Condition::AnyPair { relation, pairs }) => {
+                let verb = match **relation {
+                    Condition::EntersBefore => "starts before",
+                    _ => "ends before",
+                };
+                let mut alts: Vec<String> = pairs
+                    .iter()
+                    .take(3)
+                    .map(|m| format!("{} {verb} {} starts", self.call(m.a), self.call(m.b)))
+                    .collect();
+                if pairs.len() > 3 {
+                    alts.push(format!("{} more such pairs", pairs.len() - 3));
+                }
+                format!("{}, which no passing run shows", alts.join(", or "))
+            }
+            (_, Condition::GroupOverlap { shared, object }) => {
+                let on = match (shared, object) {
+                    (true, Some(o)) => format!(
+                        " on the same object (first passed as argument {} of {} on {})",
+                        o.arg + 1,
+                        self.func(o.func),
+                        self.class(o.class)
+                    ),
+                    (true, None) => " on the same object".into(),
+                    (false, _) => String::new(),
+                };
+                format!("{some} and {other} run at the same time{on}, which no passing run shows")
+            }
+        }
+    }
+
+    /// The structured form of a predicate.
+    pub fn structured(&self, key: &PredKey, cond: &Condition) -> Described {
+        let side = |func: FuncId, calls: Calls| match calls {
+            Calls::Site { role, instance } => CallRef {
+                function: self.func(func),
+                thread: self.role(role),
+                instance: Some(instance),
+                within: None,
+                group: false,
             },
-            (_, Condition::OverlapSamePointer) => match key.other {
-                Some(o) => format!(
-                    "{} and {} run at the same time on the same object, which no passing run shows",
-                    self.call(site),
-                    self.call(o)
-                ),
-                None => format!("{} overlaps another call", self.call(site)),
+            Calls::Group { class, within } => CallRef {
+                function: self.func(func),
+                thread: self.class(class),
+                instance: None,
+                within: within.map(|w| self.func(w)),
+                group: true,
             },
-            (_, Condition::Failure) => "the run fails".into(),
+        };
+        let values = match cond {
+            Condition::RetNot { value } => vec![("passing_value".into(), value.to_string())],
+            Condition::ArgNot { value } => vec![
+                ("argument".into(), (key.arg + 1).to_string()),
+                ("passing_value".into(), value.to_string()),
+            ],
+            Condition::ErrorValue { negative, zero } => {
+                vec![("negative".into(), negative.to_string()), ("zero".into(), zero.to_string())]
+            }
+            Condition::LongerThan { max_ns, passing_ns, failing_ns }
+            | Condition::ShorterThan { min_ns: max_ns, passing_ns, failing_ns } => vec![
+                ("threshold_ns".into(), max_ns.to_string()),
+                ("passing_ns".into(), passing_ns.to_string()),
+                ("failing_ns".into(), failing_ns.to_string()),
+            ],
+            Condition::CountAbove { max } => vec![("passing_max".into(), max.to_string())],
+            Condition::CountBelow { min } => vec![("passing_min".into(), min.to_string())],
+            Condition::RetNotPerCall { expected } | Condition::ArgNotPerCall { expected } => {
+                vec![("calls_with_a_passing_value".into(), expected.len().to_string())]
+            }
+            Condition::AnyPair { pairs, .. } => vec![("pairs".into(), pairs.len().to_string())],
+            Condition::GroupOverlap { shared, .. } => {
+                vec![("same_object".into(), shared.to_string())]
+            }
+            _ => Vec::new(),
+        };
+        Described {
+            kind: key.kind.name().into(),
+            calls: if key.kind == Kind::Failure {
+                CallRef::default()
+            } else {
+                side(key.func, key.calls)
+            },
+            other: key.other.map(|o| side(o.func, o.calls)),
+            values,
         }
     }
 }
 
 /// A duration for people ("792 µs", "8.2 ms"): [`crate::util::human::duration`].
-pub(crate) fn duration(ns: u64) -> String {
+pub fn duration(ns: u64) -> String {
     crate::util::human::duration(ns)
 }

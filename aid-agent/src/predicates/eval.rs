@@ -5,18 +5,33 @@
 use std::collections::BTreeSet;
 
 use super::{
-    Catalog, Condition, Kind, PredId, Predicate, RunTruth,
-    index::{RunIndex, end_of, share_pointer},
+    Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
+    RunTruth,
+    index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
+    objects,
 };
-use crate::{bitset::BitSet, model::Run};
+use crate::{
+    bitset::BitSet,
+    model::{Call, Run},
+};
 
 /// `only`: evaluate just these ids (F always).
 pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>) -> RunTruth {
-    let idx = RunIndex::new(run, |f| !cat.internal.contains(&f));
+    let keep = |f| !cat.internal.contains(&f);
+    let groups = cat.predicates.iter().any(|p| {
+        p.key.is_group() || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
+    });
+    let idx = if groups {
+        let by_caller: FxSet<_> = cat.by_caller.iter().copied().collect();
+        RunIndex::with_groups(run, keep, &cat.classes, &by_caller)
+    } else {
+        RunIndex::new(run, keep)
+    };
+    let mut ev = Evaluator { cat, idx, names: None };
     let mut held = Vec::new();
     let mut observed = BitSet::new(cat.predicates.len());
     let mut check = |p: &Predicate| {
-        let (seen, at) = test(cat, &idx, p);
+        let (seen, at) = ev.test(p);
         if seen {
             observed.insert(p.id.0 as usize);
         }
@@ -41,62 +56,229 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     RunTruth { run: run.id, failed: run.failed(), held, observed }
 }
 
-/// (observed, Some(anchor) when it held).
-fn test(cat: &Catalog, idx: &RunIndex<'_>, p: &Predicate) -> (bool, Option<u64>) {
-    let run = idx.run;
-    let key = &p.key;
-    match &p.condition {
-        Condition::Failure => (true, run.failed().then_some(run.end_ns)),
-        Condition::CountAbove { max } => {
-            let n = idx.count(key.func, key.role);
-            let at = (n > *max)
-                .then(|| idx.nth(key.func, key.role, max + 1).map_or(run.end_ns, |c| c.entry_ns));
-            (true, at)
+struct Evaluator<'c, 'r> {
+    cat: &'c Catalog,
+    idx: RunIndex<'r>,
+    /// Canonical object names of the run, computed when first needed.
+    names: Option<FxMap<i64, ObjectName>>,
+}
+
+fn group_of(func: u32, calls: Calls) -> Option<GroupKey> {
+    match calls {
+        Calls::Group { class, within } => Some((func, class, within)),
+        Calls::Site { .. } => None,
+    }
+}
+
+fn expected_at(expected: &[Expected], c: &Call) -> Option<i64> {
+    expected
+        .binary_search_by_key(&(c.role, c.instance), |&(r, i, _)| (r, i))
+        .ok()
+        .map(|i| expected[i].2)
+}
+
+impl Evaluator<'_, '_> {
+    fn mask(&self, f: u32) -> u8 {
+        self.cat.pointer_args.get(f as usize).copied().unwrap_or(0b111)
+    }
+
+    /// (observed, Some(anchor) when it held).
+    fn test(&mut self, p: &Predicate) -> (bool, Option<u64>) {
+        let run = self.idx.run;
+        let key = &p.key;
+        match &p.condition {
+            Condition::Failure => (true, run.failed().then_some(run.end_ns)),
+            Condition::CountAbove { .. } | Condition::CountBelow { .. } | Condition::NoCall => {
+                self.count(key, &p.condition)
+            }
+            Condition::EndsBefore
+            | Condition::EntersBefore
+            | Condition::OverlapSamePointer
+            | Condition::Intersect => {
+                let (Some(a), Some(b)) = (key.site(), key.other_site()) else {
+                    return (false, None);
+                };
+                let (Some(a), Some(b)) = (self.idx.call(a), self.idx.call(b)) else {
+                    return (false, None);
+                };
+                let at_entry = p.anchor == super::Anchor::Entry;
+                (true, self.pair(&p.condition, a, b, at_entry))
+            }
+            Condition::AnyPair { relation, pairs } => self.any_pair(relation, pairs),
+            Condition::GroupOverlap { shared, object } => self.group_overlap(key, *shared, *object),
+            cond => match group_of(key.func, key.calls) {
+                Some(g) => {
+                    let mut seen = false;
+                    let mut first: Option<u64> = None;
+                    for c in self.idx.group_calls(&g) {
+                        seen = true;
+                        if let Some(t) = one_call(cond, key, c, run)
+                            && first.is_none_or(|f| t < f)
+                        {
+                            first = Some(t);
+                        }
+                    }
+                    (seen, first)
+                }
+                None => {
+                    let Some(c) = key.site().and_then(|s| self.idx.call(s)) else {
+                        return (false, None);
+                    };
+                    (true, one_call(cond, key, c, run))
+                }
+            },
         }
-        Condition::CountBelow { min } => {
-            let n = idx.count(key.func, key.role);
-            (true, (n >= 1 && n < *min).then_some(run.end_ns))
-        }
-        Condition::NoCall => (true, (idx.count(key.func, key.role) == 0).then_some(run.end_ns)),
-        Condition::EndsBefore | Condition::OverlapSamePointer => {
-            let Some(other) = key.other else {
-                return (false, None);
-            };
-            let (Some(a), Some(b)) = (idx.call(key.site()), idx.call(other)) else {
-                return (false, None);
-            };
-            if p.key.kind == Kind::Order {
-                let exit = a.exit_ns.filter(|&x| x < b.entry_ns);
-                (true, exit)
-            } else {
+    }
+
+    fn count(&self, key: &PredKey, cond: &Condition) -> (bool, Option<u64>) {
+        let run = self.idx.run;
+        let (n, nth): (u32, Box<dyn Fn(u32) -> Option<u64>>) = match key.calls {
+            Calls::Site { role, .. } => (
+                self.idx.count(key.func, role),
+                Box::new(move |k| self.idx.nth(key.func, role, k).map(|c| c.entry_ns)),
+            ),
+            Calls::Group { class, within } => {
+                let g = (key.func, class, within);
+                let calls: Vec<&Call> = self.idx.group_calls(&g).collect();
+                let n = calls.len() as u32;
+                (n, Box::new(move |k| calls.get(k as usize - 1).map(|c| c.entry_ns)))
+            }
+        };
+        let at = match *cond {
+            Condition::CountAbove { max } => (n > max).then(|| nth(max + 1).unwrap_or(run.end_ns)),
+            Condition::CountBelow { min } => (n >= 1 && n < min).then_some(run.end_ns),
+            _ => (n == 0).then_some(run.end_ns),
+        };
+        (true, at)
+    }
+
+    /// A pairwise relation between two calls, and its anchor.
+    fn pair(&self, cond: &Condition, a: &Call, b: &Call, at_entry: bool) -> Option<u64> {
+        let run = self.idx.run;
+        match cond {
+            Condition::EndsBefore => {
+                a.exit_ns.filter(|&x| x < b.entry_ns).map(|x| if at_entry { a.entry_ns } else { x })
+            }
+            Condition::EntersBefore => (a.entry_ns < b.entry_ns).then_some(a.entry_ns),
+            Condition::Intersect => {
+                (a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run)).then_some(b.entry_ns)
+            }
+            Condition::OverlapSamePointer => {
                 let (ea, eb) = (end_of(a, run), end_of(b, run));
                 let overlap = a.entry_ns < eb && b.entry_ns < ea;
-                let mask = |f: u32| cat.pointer_args.get(f as usize).copied().unwrap_or(0b111);
-                let holds = overlap && share_pointer(a, mask(a.func), b, mask(b.func));
-                (true, holds.then_some(a.entry_ns.max(b.entry_ns)))
+                (overlap && share_pointer(a, self.mask(a.func), b, self.mask(b.func)))
+                    .then_some(a.entry_ns.max(b.entry_ns))
+            }
+            _ => None,
+        }
+    }
+
+    fn any_pair(&self, relation: &Condition, pairs: &[PairMember]) -> (bool, Option<u64>) {
+        let mut seen = false;
+        let mut first: Option<u64> = None;
+        for m in pairs {
+            let (Some(a), Some(b)) = (self.idx.call(m.a), self.idx.call(m.b)) else { continue };
+            seen = true;
+            if let Some(t) = self.pair(relation, a, b, m.at_entry)
+                && first.is_none_or(|f| t < f)
+            {
+                first = Some(t);
             }
         }
-        cond => {
-            let Some(c) = idx.call(key.site()) else {
-                return (false, None);
-            };
-            let mut at = c.exit_ns.unwrap_or(run.end_ns);
-            let holds = match *cond {
-                Condition::RetNot { value } => c.ret.is_some_and(|v| v != value),
-                Condition::ErrorValue { negative, zero } => {
-                    c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0))
-                }
-                Condition::LongerThan { max_ns, passing_ns, .. } => {
-                    // Anchored when it became slower than every passing run.
-                    at = c.entry_ns.saturating_add(passing_ns).saturating_add(1);
-                    c.active_ns(end_of(c, run)) > max_ns
-                }
-                Condition::ShorterThan { min_ns, .. } => {
-                    c.duration_ns().is_some_and(|d| d < min_ns)
-                }
-                _ => false,
-            };
-            (true, holds.then_some(at))
+        (seen, first)
+    }
+
+    /// The first moment a call of one group starts while a call of the
+    /// other runs on another thread (on a shared object, or on the named
+    /// one, when asked).
+    fn group_overlap(
+        &mut self,
+        key: &PredKey,
+        shared: bool,
+        object: Option<ObjectName>,
+    ) -> (bool, Option<u64>) {
+        let (Some(ga), Some(gb)) =
+            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
+        else {
+            return (false, None);
+        };
+        let idx = &self.idx;
+        let run = idx.run;
+        let (la, lb) = (idx.by_group.get(&ga), idx.by_group.get(&gb));
+        let (Some(la), Some(lb)) = (la, lb) else { return (false, None) };
+        if object.is_some() && self.names.is_none() {
+            self.names = Some(objects::names(&self.idx, &self.cat.pointer_args));
         }
+        let idx = &self.idx;
+        let names = self.names.as_ref();
+        // Merge the two lists in entry order; (call, side).
+        let mut all: Vec<(u32, bool)> = la.iter().map(|&i| (i, false)).collect();
+        all.extend(lb.iter().map(|&i| (i, true)));
+        all.sort_unstable_by_key(|&(i, _)| (run.calls[i as usize].entry_ns, i));
+        let mut active: Vec<(u32, bool)> = Vec::new();
+        for &(i, side) in &all {
+            let c = &run.calls[i as usize];
+            active.retain(|&(j, _)| end_of(&run.calls[j as usize], run) > c.entry_ns);
+            let hit = active.iter().any(|&(j, other_side)| {
+                let d = &run.calls[j as usize];
+                if d.role == c.role || (ga != gb && other_side == side) {
+                    return false;
+                }
+                if !shared {
+                    return true;
+                }
+                let (mc, md) = (self.mask(c.func), self.mask(d.func));
+                pointers(c, mc).any(|p| {
+                    pointers(d, md).any(|q| q == p)
+                        && object.is_none_or(|o| names.and_then(|n| n.get(&p)) == Some(&o))
+                })
+            });
+            if hit {
+                return (true, Some(c.entry_ns));
+            }
+            active.push((i, side));
+        }
+        let _ = idx;
+        (true, None)
+    }
+}
+
+/// A per-call condition on one call: its anchor when it holds.
+fn one_call(cond: &Condition, key: &PredKey, c: &Call, run: &Run) -> Option<u64> {
+    let at_exit = c.exit_ns.unwrap_or(run.end_ns);
+    match *cond {
+        Condition::RetNot { value } => c.ret.is_some_and(|v| v != value).then_some(at_exit),
+        Condition::RetNotPerCall { ref expected } => {
+            let x = expected_at(expected, c)?;
+            c.ret.is_some_and(|v| v != x).then_some(at_exit)
+        }
+        Condition::ErrorValue { negative, zero } => {
+            c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0)).then_some(at_exit)
+        }
+        // Anchored when it became slower than every passing run.
+        Condition::LongerThan { max_ns, passing_ns, .. } => (c.active_ns(end_of(c, run)) > max_ns)
+            .then(|| c.entry_ns.saturating_add(passing_ns).saturating_add(1)),
+        Condition::ShorterThan { min_ns, .. } => {
+            c.duration_ns().is_some_and(|d| d < min_ns).then_some(at_exit)
+        }
+        Condition::ArgNot { value } => {
+            (c.args[key.arg as usize % 3] != value).then_some(c.entry_ns)
+        }
+        Condition::ArgNotPerCall { ref expected } => {
+            let x = expected_at(expected, c)?;
+            (c.args[key.arg as usize % 3] != x).then_some(c.entry_ns)
+        }
+        _ => None,
+    }
+}
+
+impl Kind {
+    /// Kinds whose predicates hold per call and can be aggregated "some
+    /// call of the group".
+    pub fn per_call(self) -> bool {
+        matches!(
+            self,
+            Kind::RetDiffers | Kind::ErrorReturn | Kind::TooSlow | Kind::TooFast | Kind::ArgDiffers
+        )
     }
 }

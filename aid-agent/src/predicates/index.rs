@@ -1,13 +1,16 @@
-//! Per-run lookup of calls by site, the one structure every pass over a run
-//! needs. Calls are grouped by (function, role) and placed by instance, so
-//! a site lookup is one hash probe and an index. Built once per run and
-//! dropped, so memory stays flat however many runs a session has.
+//! Per-run lookup of calls by site and by group, the one structure every
+//! pass over a run needs. Calls are grouped by (function, role) and placed
+//! by instance, so a site lookup is one hash probe and an index; with the
+//! session's thread classes, each call also has its class and its
+//! innermost traced caller, and calls are listed by group. Built once per
+//! run and dropped, so memory stays flat however many runs a session has.
 
 use std::{
     collections::HashMap,
     hash::{BuildHasherDefault, Hasher},
 };
 
+use super::classes::{ClassId, Classes};
 use crate::model::{Call, FuncId, Function, Role, Run, Site};
 
 /// FxHash (rustc's hasher): the keys here are small integers we produce,
@@ -57,13 +60,57 @@ pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHas
 /// instance is missing), and how many calls there were.
 type Slots = (Vec<Option<u32>>, u32);
 
+/// A group of calls: (function, class, caller) — the caller only for
+/// functions whose calls on that class are told apart by caller.
+pub(crate) type GroupKey = (FuncId, ClassId, Option<FuncId>);
+
 /// Calls of one run by site.
 pub(crate) struct RunIndex<'r> {
     pub run: &'r Run,
     by_fr: FxMap<(FuncId, Role), Slots>,
+    /// Class of each role (threads whose class no learning run had have
+    /// none); empty when not asked for.
+    pub class: FxMap<Role, ClassId>,
+    /// Per call: its group, when classes were asked for.
+    pub group: Vec<Option<GroupKey>>,
+    /// Call indices by group, in entry order.
+    pub by_group: FxMap<GroupKey, Vec<u32>>,
 }
 
 impl<'r> RunIndex<'r> {
+    /// Indexes the calls whose function passes `keep`, by site and — with
+    /// `classes` — by group, telling calls apart by caller for the
+    /// (function, class) pairs in `by_caller`.
+    pub fn with_groups(
+        run: &'r Run,
+        keep: impl Fn(FuncId) -> bool,
+        classes: &Classes,
+        by_caller: &FxSet<(FuncId, ClassId)>,
+    ) -> Self {
+        let mut idx = RunIndex::new(run, &keep);
+        idx.class = classes.of_run(run);
+        let callers = callers(run, &keep);
+        idx.group = run
+            .calls
+            .iter()
+            .zip(&callers)
+            .map(|(c, caller)| {
+                if !keep(c.func) || c.instance == 0 {
+                    return None;
+                }
+                let class = *idx.class.get(&c.role)?;
+                let within = if by_caller.contains(&(c.func, class)) { *caller } else { None };
+                Some((c.func, class, within))
+            })
+            .collect();
+        for (i, g) in idx.group.iter().enumerate() {
+            if let Some(g) = g {
+                idx.by_group.entry(*g).or_default().push(i as u32);
+            }
+        }
+        idx
+    }
+
     /// Indexes the calls whose function passes `keep`.
     pub fn new(run: &'r Run, keep: impl Fn(FuncId) -> bool) -> Self {
         let mut by_fr: FxMap<(FuncId, Role), Slots> = FxMap::default();
@@ -81,7 +128,19 @@ impl<'r> RunIndex<'r> {
                 e.1 += 1;
             }
         }
-        RunIndex { run, by_fr }
+        RunIndex {
+            run,
+            by_fr,
+            class: FxMap::default(),
+            group: Vec::new(),
+            by_group: FxMap::default(),
+        }
+    }
+
+    /// The calls of a group, in entry order.
+    pub fn group_calls(&self, g: &GroupKey) -> impl Iterator<Item = &'r Call> + '_ {
+        let run = self.run;
+        self.by_group.get(g).into_iter().flatten().map(move |&i| &run.calls[i as usize])
     }
 
     pub fn call(&self, site: Site) -> Option<&'r Call> {
@@ -106,6 +165,30 @@ impl<'r> RunIndex<'r> {
     pub fn groups(&self) -> impl Iterator<Item = (FuncId, Role, u32)> + '_ {
         self.by_fr.iter().map(|(&(f, r), e)| (f, r, e.1))
     }
+}
+
+/// The innermost traced caller of every call on its own thread (None for
+/// calls no kept call encloses), by index in `run.calls`.
+pub(crate) fn callers(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<FuncId>> {
+    let mut stacks: FxMap<Role, Vec<(u64, FuncId)>> = FxMap::default();
+    run.calls
+        .iter()
+        .map(|c| {
+            if !keep(c.func) {
+                return None;
+            }
+            let stack = stacks.entry(c.role).or_default();
+            while stack.last().is_some_and(|&(end, _)| end <= c.entry_ns) {
+                stack.pop();
+            }
+            // A caller encloses the call; one that returns first does not
+            // (a thread runs one call at a time, so that is a broken trace).
+            let end = end_of(c, run);
+            let caller = stack.last().filter(|&&(e, _)| e >= end).map(|&(_, f)| f);
+            stack.push((end, c.func));
+            caller
+        })
+        .collect()
 }
 
 /// End of a call for interval tests: its exit, or the run's end.

@@ -1,47 +1,64 @@
-//! Learning the catalog from labelled runs, in four streaming passes so
-//! that only one run's index lives at a time:
+//! Learning the catalog from labelled runs, in streaming passes so that
+//! only one run's index lives at a time:
 //!
-//! 1. passing runs → the baseline: per instance, the return values, the
-//!    duration range and whether it ever ran to the end of a run; per
-//!    (function, role), the call-count range; the pairs of calls that ever
-//!    overlapped on the same object;
+//! 0. every run → the thread classes, and which functions' calls on a
+//!    class are told apart by their traced caller;
+//! 1. passing runs → the baseline: per call site, the return values, the
+//!    duration range, the argument values and whether it ever ran to the
+//!    end of a run; per (function, role), the call-count range; per group,
+//!    the same over all its calls ([`super::groups`]); the pairs of calls
+//!    that ever overlapped ([`super::pairs`]);
 //! 2. failing runs → candidates: every departure from that baseline, plus
-//!    pairs of calls on different roles that ended just before one another
-//!    started (the order candidates, [`super::ExtractConfig::order_window`]);
-//! 3. passing runs again → order candidates that some passing run also
+//!    pairs of calls on different threads near each other in time (the
+//!    order candidates, [`super::ExtractConfig::order_window`]);
+//! 3. passing runs again → pair candidates that some passing run also
 //!    showed are dropped ("differs from every passing run");
 //! 4. the catalog: conditions, anchors, interventions and descriptions.
+//!
+//! Per-call keys (instance k on a role) are only made for threads whose
+//! class is single (one thread, the same role in every run): in a pool,
+//! "call 9 of lookup on worker#3" names a different job in every run,
+//! and only group keys mean something.
 
 use super::{
-    Catalog, Condition, ExtractConfig, Kind, PredId, PredKey, Predicate, PredicateError,
+    Anchor, Calls, Catalog, Condition, ExtractConfig, Kind, PredId, PredKey, Predicate,
+    PredicateError,
+    classes::{ClassId, Classes},
     describe::Names,
-    index::{FxMap, FxSet, RunIndex, end_of, pointer_mask, pointers},
+    groups::{self, GroupBase},
+    index::{FxMap, FxSet, RunIndex, callers, end_of, pointer_mask},
+    pairs::{self, PairBase},
 };
 use crate::model::{
-    FuncId, Intervention, Label, Point, Role, Run, Session, Site, ValueKind, ValueType,
+    Call, CallSet, FuncId, Intervention, Label, REEXECUTE_RETRIES as RETRIES, Role, Run, Session,
+    Site, ValueKind, ValueTest, ValueType,
 };
 
 /// What the passing runs showed for one call site.
 #[derive(Clone, Debug, Default)]
-struct SiteStats {
+pub(super) struct SiteStats {
     /// Passing runs that returned from this instance.
-    returned: u32,
+    pub returned: u32,
     /// Distinct return values with counts (capped; only the most common
     /// matter for interventions).
-    values: Vec<(i64, u32)>,
+    pub values: Vec<(i64, u32)>,
     /// More distinct values than `values` keeps.
-    many_values: bool,
-    min_ns: u64,
-    max_ns: u64,
+    pub many_values: bool,
+    pub min_ns: u64,
+    pub max_ns: u64,
     /// Some passing run ended inside this call: its longest duration is
     /// unknown, so "too slow" cannot be decided.
-    unfinished: bool,
+    pub unfinished: bool,
+    /// Per argument: the value every passing run passed, if they agreed.
+    pub args: [Option<i64>; 3],
+    /// Per argument: passing runs passed different values.
+    pub args_varied: [bool; 3],
 }
 
 const MAX_VALUES: usize = 8;
 
 impl SiteStats {
-    fn uniform(&self) -> Option<i64> {
+    pub fn uniform(&self) -> Option<i64> {
         match (self.values.as_slice(), self.many_values) {
             ([(v, _)], false) => Some(*v),
             _ => None,
@@ -49,41 +66,106 @@ impl SiteStats {
     }
 
     /// The most common passing value that is not an error.
-    fn usual(&self, is_error: impl Fn(i64) -> bool) -> Option<i64> {
+    pub fn usual(&self, is_error: impl Fn(i64) -> bool) -> Option<i64> {
         self.values
             .iter()
             .filter(|(v, _)| !is_error(*v))
             .max_by_key(|&&(v, n)| (n, std::cmp::Reverse(v)))
             .map(|&(v, _)| v)
     }
-}
 
-struct Baseline {
-    sites: FxMap<Site, SiteStats>,
-    /// (func, role) → (min, max) calls over passing runs (0 where absent).
-    counts: FxMap<(FuncId, Role), (u32, u32)>,
-    overlaps: FxSet<(Site, Site)>,
-}
+    pub fn add_value(&mut self, v: i64) {
+        if let Some(e) = self.values.iter_mut().find(|(x, _)| *x == v) {
+            e.1 += 1;
+        } else if self.values.len() < MAX_VALUES {
+            self.values.push((v, 1));
+        } else {
+            self.many_values = true;
+        }
+    }
 
-/// Per-function facts extraction needs.
-struct Funcs {
-    keep: Vec<bool>,
-    masks: Vec<u8>,
-    ret: Vec<ValueType>,
-}
-
-impl Funcs {
-    fn keep(&self, f: FuncId) -> bool {
-        self.keep.get(f as usize).copied().unwrap_or(false)
+    /// The uniform value of argument `i`, when passing runs agreed.
+    pub fn arg(&self, i: usize) -> Option<i64> {
+        if self.args_varied[i] { None } else { self.args[i] }
     }
 }
 
-pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, PredicateError> {
-    let funcs = Funcs {
-        keep: session.functions.iter().map(|f| !f.internal).collect(),
-        masks: session.functions.iter().map(pointer_mask).collect(),
-        ret: session.functions.iter().map(|f| f.ret).collect(),
+pub(super) struct Baseline {
+    pub sites: FxMap<Site, SiteStats>,
+    /// (func, role) → (min, max) calls over passing runs (0 where absent).
+    pub counts: FxMap<(FuncId, Role), (u32, u32)>,
+}
+
+/// Per-function facts extraction needs, and the session's classes.
+pub(super) struct Funcs {
+    pub keep: Vec<bool>,
+    pub masks: Vec<u8>,
+    pub ret: Vec<ValueType>,
+    pub params: Vec<[ValueType; 3]>,
+    /// Return values that would restate the failure.
+    pub restates: Vec<bool>,
+    pub classes: Classes,
+    /// (function, class) pairs whose calls are told apart by caller.
+    pub by_caller: FxSet<(FuncId, ClassId)>,
+}
+
+impl Funcs {
+    pub fn keep(&self, f: FuncId) -> bool {
+        self.keep.get(f as usize).copied().unwrap_or(false)
+    }
+
+    pub fn mask(&self, f: FuncId) -> u8 {
+        self.masks.get(f as usize).copied().unwrap_or(0)
+    }
+
+    pub fn ret(&self, f: FuncId) -> ValueType {
+        self.ret.get(f as usize).copied().unwrap_or_default()
+    }
+
+    /// Whether argument `i` of `f` carries a value (not an address).
+    pub fn value_arg(&self, f: FuncId, i: usize) -> bool {
+        self.params.get(f as usize).is_some_and(|p| {
+            matches!(p[i].kind, ValueKind::Signed | ValueKind::Unsigned | ValueKind::Bool)
+        })
+    }
+
+    /// Value predicates make sense: the value is not an address, and is
+    /// not the failure itself.
+    pub fn value_ret(&self, f: FuncId) -> bool {
+        !self.restates.get(f as usize).copied().unwrap_or(false)
+            && !matches!(self.ret(f).kind, ValueKind::Void | ValueKind::Float)
+    }
+
+    /// Whether the role's calls get per-call keys.
+    pub fn single(&self, idx: &RunIndex<'_>, role: Role) -> bool {
+        idx.class.get(&role).is_some_and(|&c| self.classes.single(c) == Some(role))
+    }
+
+    pub fn index<'r>(&self, run: &'r Run) -> RunIndex<'r> {
+        RunIndex::with_groups(run, |f| self.keep(f), &self.classes, &self.by_caller)
+    }
+}
+
+/// Which error test applies to a return type: (negative, zero), or None
+/// when the type has no error values we can recognise.
+pub(super) fn error_test(config: &ExtractConfig, t: ValueType) -> Option<(bool, bool)> {
+    let e = config.error;
+    let (negative, zero) = match t.kind {
+        ValueKind::Void | ValueKind::Float => return None,
+        ValueKind::Pointer => (false, e.null_pointer),
+        ValueKind::Signed | ValueKind::Unknown => (e.negative, e.zero),
+        ValueKind::Unsigned | ValueKind::Bool => (false, e.zero),
     };
+    (negative || zero).then_some((negative, zero))
+}
+
+/// A value that may be an address in this run only: never forced into
+/// another run (ASLR moves everything).
+pub(super) fn run_local(t: ValueType, v: i64) -> bool {
+    t.may_be_pointer() && v != 0 && super::index::looks_like_address(v)
+}
+
+pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, PredicateError> {
     for run in &session.runs {
         if let Some(c) = run.calls.iter().find(|c| c.func as usize >= session.functions.len()) {
             return Err(PredicateError::UnknownFunction { run: run.id, func: c.func });
@@ -101,106 +183,100 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     if failing.is_empty() {
         return Err(PredicateError::NoFailingRuns);
     }
-    let base = baseline(&passing, &funcs);
-    let (mut keys, order_cands, extremes) = candidates(&failing, &funcs, &base, config);
-    let orders = filter_orders(&passing, &funcs, order_cands);
-    keys.extend(orders.keys().map(|&(a, b)| order_key(a, b)));
+    let keep: Vec<bool> = session.functions.iter().map(|f| !f.internal).collect();
+    let classes = Classes::learn(passing.iter().chain(&failing).copied());
+    let by_caller = split_by_caller(passing.iter().chain(&failing).copied(), &keep, &classes);
+    let funcs = Funcs {
+        masks: session.functions.iter().map(pointer_mask).collect(),
+        ret: session.functions.iter().map(|f| f.ret).collect(),
+        params: session
+            .functions
+            .iter()
+            .map(|f| {
+                let p = |i: usize| f.params.get(i).copied().unwrap_or(ValueType::UNKNOWN);
+                [p(0), p(1), p(2)]
+            })
+            .collect(),
+        restates: session
+            .functions
+            .iter()
+            .map(|f| {
+                f.name == "main" || f.symbol == "main" || config.restates_failure.contains(&f.id)
+            })
+            .collect(),
+        keep,
+        classes,
+        by_caller,
+    };
+
+    // Pass 1.
+    let mut base = Baseline { sites: FxMap::default(), counts: FxMap::default() };
+    let mut counts: FxMap<(FuncId, Role), (u32, u32, u32)> = FxMap::default();
+    let mut gbase = GroupBase::default();
+    let mut pbase = PairBase::default();
+    for run in &passing {
+        let idx = funcs.index(run);
+        site_baseline(&idx, &funcs, &mut base.sites);
+        for (f, r, n) in idx.groups() {
+            let e = counts.entry((f, r)).or_insert((u32::MAX, 0, 0));
+            e.0 = e.0.min(n);
+            e.1 = e.1.max(n);
+            e.2 += 1;
+        }
+        groups::baseline(&idx, &funcs, config, &mut gbase);
+        pairs::baseline(&idx, &funcs, &mut pbase);
+    }
+    let n = passing.len() as u32;
+    base.counts = counts
+        .into_iter()
+        .map(|(k, (lo, hi, seen))| (k, (if seen < n { 0 } else { lo }, hi)))
+        .collect();
+    gbase.finish(n);
+
+    // Pass 2.
+    let mut keys: FxSet<PredKey> = FxSet::default();
+    let mut extremes = Extremes::default();
+    let mut gcands = groups::Candidates::default();
+    let mut pcands = pairs::Candidates::default();
+    for run in &failing {
+        let idx = funcs.index(run);
+        site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
+        groups::candidates(&idx, &funcs, &base, &gbase, config, &mut gcands);
+        pairs::candidates(&idx, &funcs, &pbase, config, &mut pcands);
+    }
+
+    // Pass 3.
+    let pairs = pairs::filter(&passing, &funcs, pcands);
+
+    // Pass 4.
+    let names = Names::new(session, &funcs.classes);
+    let mut out = Vec::new();
     let mut keys: Vec<PredKey> = keys.into_iter().collect();
     keys.sort_unstable();
+    for key in keys {
+        if let Some(p) = site_predicate(key, &funcs, &base, &extremes, config) {
+            out.push(p);
+        }
+    }
+    out.extend(groups::predicates(&funcs, &base, &gbase, &gcands, config));
+    out.extend(pairs::predicates(&funcs, &pairs));
+    out.sort_by_key(|a| a.0);
+    out.dedup_by(|a, b| a.0 == b.0);
 
-    let names = Names::new(session);
-    let error_test =
-        |f: FuncId| error_test(config, funcs.ret.get(f as usize).copied().unwrap_or_default());
     let mut predicates = vec![Predicate {
         id: PredId(0),
         key: PredKey::failure(),
-        description: names.describe(&PredKey::failure(), &Condition::Failure, None),
-        anchor: Kind::Failure.anchor(),
+        description: "the run fails".into(),
+        described: names.structured(&PredKey::failure(), &Condition::Failure),
+        anchor: Anchor::RunEnd,
         condition: Condition::Failure,
         intervention: None,
         intervention_text: String::new(),
     }];
-    for key in keys {
-        let site = key.site();
-        let st = base.sites.get(&site);
-        let counts = base.counts.get(&(key.func, key.role)).copied();
-        let (condition, intervention) = match key.kind {
-            Kind::Failure => continue,
-            Kind::RetDiffers => {
-                let Some(v) = st.and_then(SiteStats::uniform) else {
-                    continue;
-                };
-                (
-                    Condition::RetNot { value: v },
-                    Some(Intervention::OverrideReturn { site, value: v }),
-                )
-            }
-            Kind::ErrorReturn => {
-                let Some((negative, zero)) = error_test(key.func) else {
-                    continue;
-                };
-                let usual = st.and_then(|s| s.usual(|v| (negative && v < 0) || (zero && v == 0)));
-                (
-                    Condition::ErrorValue { negative, zero },
-                    usual.map(|value| Intervention::OverrideReturn { site, value }),
-                )
-            }
-            Kind::TooSlow => {
-                let Some(st) = st else { continue };
-                // Premature return needs the value every passing run
-                // returned; a void function needs none.
-                let void =
-                    funcs.ret.get(key.func as usize).is_some_and(|t| t.kind == ValueKind::Void);
-                let value = if void { Some(0) } else { st.uniform() };
-                let failing_ns = extremes.slow.get(&site).copied().unwrap_or(st.max_ns + 1);
-                let max_ns = st.max_ns + (failing_ns - st.max_ns) / 2;
-                (
-                    Condition::LongerThan { max_ns, passing_ns: st.max_ns, failing_ns },
-                    value.map(|value| Intervention::ReturnEarly { site, value }),
-                )
-            }
-            Kind::TooFast => {
-                let Some(st) = st else { continue };
-                let delay_us = st.min_ns.div_ceil(1000).max(1);
-                let failing_ns =
-                    extremes.fast.get(&site).copied().unwrap_or(st.min_ns.saturating_sub(1));
-                let min_ns = st.min_ns - (st.min_ns - failing_ns).div_ceil(2);
-                (
-                    Condition::ShorterThan { min_ns, passing_ns: st.min_ns, failing_ns },
-                    Some(Intervention::DelayExit { site, delay_us }),
-                )
-            }
-            Kind::CountAbove => (Condition::CountAbove { max: counts.map_or(0, |c| c.1) }, None),
-            Kind::CountBelow => (Condition::CountBelow { min: counts.map_or(0, |c| c.0) }, None),
-            Kind::NeverCalled => (Condition::NoCall, None),
-            Kind::Order => {
-                let Some(other) = key.other else { continue };
-                let reversed = orders.get(&(site, other)).copied().unwrap_or(false);
-                let hold = if reversed {
-                    // Passing runs ran `other` to completion before this
-                    // call started: restore that.
-                    Intervention::HoldUntil {
-                        site,
-                        point: Point::Entry,
-                        until: other,
-                        until_point: Point::Exit,
-                    }
-                } else {
-                    // Passing runs had `other` start before this call
-                    // ended: hold the exit until it has.
-                    Intervention::HoldUntil {
-                        site,
-                        point: Point::Exit,
-                        until: other,
-                        until_point: Point::Entry,
-                    }
-                };
-                (Condition::EndsBefore, Some(hold))
-            }
-            Kind::Overlap => {
-                let Some(other) = key.other else { continue };
-                (Condition::OverlapSamePointer, Some(Intervention::Serialize { a: site, b: other }))
-            }
+    for (key, condition, anchor, intervention) in out {
+        let counts = match key.calls {
+            Calls::Site { role, .. } => base.counts.get(&(key.func, role)).copied(),
+            Calls::Group { class, within } => gbase.class_counts(key.func, class, within),
         };
         let id = PredId(predicates.len() as u32);
         let intervention_text =
@@ -209,290 +285,251 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
             id,
             key,
             description: names.describe(&key, &condition, counts),
-            anchor: key.kind.anchor(),
+            described: names.structured(&key, &condition),
+            anchor,
             condition,
             intervention,
             intervention_text,
         });
     }
-    Ok(Catalog::from_parts(predicates, passing.len() as u32, failing.len() as u32, session))
+    let classes = funcs.classes.clone();
+    let mut catalog = Catalog::from_parts(
+        predicates,
+        passing.len() as u32,
+        failing.len() as u32,
+        session,
+        classes,
+    );
+    catalog.by_caller = funcs.by_caller.iter().copied().collect();
+    Ok(catalog)
 }
 
-/// Which error test applies to a return type: (negative, zero), or None
-/// when the type has no error values we can recognise.
-fn error_test(config: &ExtractConfig, t: ValueType) -> Option<(bool, bool)> {
-    let e = config.error;
-    let (negative, zero) = match t.kind {
-        ValueKind::Void | ValueKind::Float => return None,
-        ValueKind::Pointer => (false, e.null_pointer),
-        ValueKind::Signed | ValueKind::Unknown => (e.negative, e.zero),
-        ValueKind::Unsigned | ValueKind::Bool => (false, e.zero),
-    };
-    (negative || zero).then_some((negative, zero))
+/// A learned predicate before it gets its id and words.
+pub(super) type Learned = (PredKey, Condition, Anchor, Option<Intervention>);
+
+/// Which (function, class) pairs have calls from more than one traced
+/// caller (counting "no traced caller" as one): their groups are split by
+/// caller, so "lookup from norm" and "lookup from intern" are told apart.
+fn split_by_caller<'a>(
+    runs: impl Iterator<Item = &'a Run>,
+    keep: &[bool],
+    classes: &Classes,
+) -> FxSet<(FuncId, ClassId)> {
+    let keep = |f: FuncId| keep.get(f as usize).copied().unwrap_or(false);
+    let mut seen: FxMap<(FuncId, ClassId), Option<FuncId>> = FxMap::default();
+    let mut split = FxSet::default();
+    for run in runs {
+        let class = classes.of_run(run);
+        for (c, caller) in run.calls.iter().zip(callers(run, keep)) {
+            let Some(&cl) = class.get(&c.role) else { continue };
+            if !keep(c.func) {
+                continue;
+            }
+            let first = *seen.entry((c.func, cl)).or_insert(caller);
+            if first != caller {
+                split.insert((c.func, cl));
+            }
+        }
+    }
+    split
 }
 
-fn order_key(a: Site, b: Site) -> PredKey {
-    PredKey { kind: Kind::Order, func: a.func, role: a.role, instance: a.instance, other: Some(b) }
-}
-
-fn site_of(c: &crate::model::Call) -> Site {
+pub(super) fn site_of(c: &Call) -> Site {
     Site { func: c.func, role: c.role, instance: c.instance }
 }
 
-fn baseline(passing: &[&Run], funcs: &Funcs) -> Baseline {
-    let mut sites: FxMap<Site, SiteStats> = FxMap::default();
-    let mut counts: FxMap<(FuncId, Role), (u32, u32, u32)> = FxMap::default();
-    let mut overlaps = FxSet::default();
-    for run in passing {
-        let idx = RunIndex::new(run, |f| funcs.keep(f));
-        for c in run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
-            let st = sites
-                .entry(site_of(c))
-                .or_insert_with(|| SiteStats { min_ns: u64::MAX, ..Default::default() });
-            match (c.ret, c.duration_ns()) {
-                (ret, Some(d)) => {
-                    st.min_ns = st.min_ns.min(d);
-                    st.max_ns = st.max_ns.max(d);
-                    st.returned += 1;
-                    if let Some(v) = ret {
-                        if let Some(e) = st.values.iter_mut().find(|(x, _)| *x == v) {
-                            e.1 += 1;
-                        } else if st.values.len() < MAX_VALUES {
-                            st.values.push((v, 1));
-                        } else {
-                            st.many_values = true;
-                        }
-                    }
-                }
-                (_, None) => st.unfinished = true,
+fn site_baseline(idx: &RunIndex<'_>, funcs: &Funcs, sites: &mut FxMap<Site, SiteStats>) {
+    for c in idx.run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
+        if !funcs.single(idx, c.role) {
+            continue;
+        }
+        let fresh = !sites.contains_key(&site_of(c));
+        let st = sites
+            .entry(site_of(c))
+            .or_insert_with(|| SiteStats { min_ns: u64::MAX, ..Default::default() });
+        for i in 0..3 {
+            if !funcs.value_arg(c.func, i) {
+                continue;
+            }
+            match st.args[i] {
+                _ if fresh => st.args[i] = Some(c.args[i]),
+                Some(v) if v != c.args[i] => st.args_varied[i] = true,
+                _ => {}
             }
         }
-        for (f, r, n) in idx.groups() {
-            let e = counts.entry((f, r)).or_insert((u32::MAX, 0, 0));
-            e.0 = e.0.min(n);
-            e.1 = e.1.max(n);
-            e.2 += 1;
+        match (c.ret, c.duration_ns()) {
+            (ret, Some(d)) => {
+                st.min_ns = st.min_ns.min(d);
+                st.max_ns = st.max_ns.max(d);
+                st.returned += 1;
+                if let Some(v) = ret {
+                    st.add_value(v);
+                }
+            }
+            (_, None) => st.unfinished = true,
         }
-        overlaps.extend(overlap_pairs(run, funcs));
     }
-    let n = passing.len() as u32;
-    let counts = counts
-        .into_iter()
-        .map(|(k, (lo, hi, seen))| (k, (if seen < n { 0 } else { lo }, hi)))
-        .collect();
-    Baseline { sites, counts, overlaps }
 }
 
-/// Departures from the baseline in the failing runs, and order candidates.
 /// Per site, the failing durations closest to the passing range: the
-/// fastest one above the passing maximum, the slowest one below the
-/// passing minimum.
+/// fastest one clearly above the passing maximum, the slowest one clearly
+/// below the passing minimum.
 #[derive(Default)]
-struct Extremes {
-    slow: FxMap<Site, u64>,
-    fast: FxMap<Site, u64>,
+pub(super) struct Extremes {
+    pub slow: FxMap<Site, u64>,
+    pub fast: FxMap<Site, u64>,
 }
 
-fn candidates(
-    failing: &[&Run],
+/// Departures of one failing run's single-thread calls from the baseline.
+fn site_candidates(
+    idx: &RunIndex<'_>,
     funcs: &Funcs,
     base: &Baseline,
     config: &ExtractConfig,
-) -> (FxSet<PredKey>, FxSet<(Site, Site)>, Extremes) {
-    let mut extremes = Extremes::default();
-    let mut keys: FxSet<PredKey> = FxSet::default();
-    let mut orders: FxSet<(Site, Site)> = FxSet::default();
-    let key = |kind: Kind, s: Site| PredKey {
-        kind,
-        func: s.func,
-        role: s.role,
-        instance: s.instance,
-        other: None,
-    };
-    for run in failing {
-        let idx = RunIndex::new(run, |f| funcs.keep(f));
-        for c in run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
-            let site = site_of(c);
-            if let Some(v) = c.ret {
-                let t = funcs.ret.get(c.func as usize).copied().unwrap_or_default();
-                if let Some((neg, zero)) = error_test(config, t)
-                    && ((neg && v < 0) || (zero && v == 0))
-                {
-                    keys.insert(key(Kind::ErrorReturn, site));
-                }
-            }
-            let Some(st) = base.sites.get(&site) else {
-                continue;
-            };
-            if st.returned == 0 {
-                continue;
-            }
-            if let (Some(v), Some(x)) = (c.ret, st.uniform())
-                && v != x
-            {
-                keys.insert(key(Kind::RetDiffers, site));
-            }
-            let active = c.active_ns(end_of(c, run));
-            if !st.unfinished && active > st.max_ns {
-                keys.insert(key(Kind::TooSlow, site));
-                let e = extremes.slow.entry(site).or_insert(u64::MAX);
-                *e = (*e).min(active);
-            }
-            if let Some(d) = c.duration_ns().filter(|&d| d < st.min_ns) {
-                keys.insert(key(Kind::TooFast, site));
-                let e = extremes.fast.entry(site).or_insert(0);
-                *e = (*e).max(d);
-            }
-        }
-        let count_key = |kind: Kind, f: FuncId, r: Role| PredKey {
-            kind,
-            func: f,
-            role: r,
-            instance: 0,
-            other: None,
-        };
-        for (f, r, n) in idx.groups() {
-            let (lo, hi) = base.counts.get(&(f, r)).copied().unwrap_or((0, 0));
-            if n > hi {
-                keys.insert(count_key(Kind::CountAbove, f, r));
-            }
-            if n < lo {
-                keys.insert(count_key(Kind::CountBelow, f, r));
-            }
-        }
-        for (&(f, r), &(lo, _)) in &base.counts {
-            if lo >= 1 && idx.count(f, r) == 0 {
-                keys.insert(count_key(Kind::NeverCalled, f, r));
-            }
-        }
-        for (a, b) in overlap_pairs(run, funcs) {
-            if !base.overlaps.contains(&(a, b)) {
-                keys.insert(PredKey {
-                    kind: Kind::Overlap,
-                    func: a.func,
-                    role: a.role,
-                    instance: a.instance,
-                    other: Some(b),
-                });
-            }
-        }
-        near_orders(run, funcs, config.order_window, &mut orders);
-    }
-    (keys, orders, extremes)
-}
-
-/// Pairs (a, b), a before b, of calls on different roles that overlap in
-/// time while sharing a pointer-like argument. Canonical order: a < b.
-fn overlap_pairs(run: &Run, funcs: &Funcs) -> Vec<(Site, Site)> {
-    let mut by_ptr: FxMap<i64, Vec<u32>> = FxMap::default();
-    for (i, c) in run.calls.iter().enumerate() {
-        if !funcs.keep(c.func) || c.instance == 0 {
-            continue;
-        }
-        let mask = funcs.masks.get(c.func as usize).copied().unwrap_or(0);
-        for p in pointers(c, mask) {
-            by_ptr.entry(p).or_default().push(i as u32);
-        }
-    }
-    let mut out = Vec::new();
-    let mut active: Vec<u32> = Vec::new();
-    for list in by_ptr.values_mut().filter(|l| l.len() > 1) {
-        list.sort_by_key(|&i| run.calls[i as usize].entry_ns);
-        active.clear();
-        for &i in list.iter() {
-            let c = &run.calls[i as usize];
-            active.retain(|&j| end_of(&run.calls[j as usize], run) > c.entry_ns);
-            for &j in &active {
-                let d = &run.calls[j as usize];
-                if d.role != c.role {
-                    let (x, y) = (site_of(c), site_of(d));
-                    out.push(if x < y { (x, y) } else { (y, x) });
-                }
-            }
-            active.push(i);
-        }
-    }
-    out
-}
-
-/// Order candidates of one failing run: for each call, the `w` calls per
-/// other role that ended last before it started and the `w` that started
-/// first after it ended.
-fn near_orders(run: &Run, funcs: &Funcs, w: usize, out: &mut FxSet<(Site, Site)>) {
-    if w == 0 {
-        return;
-    }
-    let mut roles: Vec<Role> =
-        run.calls.iter().filter(|c| funcs.keep(c.func)).map(|c| c.role).collect();
-    roles.sort_unstable();
-    roles.dedup();
-    let slot = |r: Role| roles.binary_search(&r).unwrap_or(0);
-    let mut exits: Vec<Vec<(u64, u32)>> = vec![Vec::new(); roles.len()];
-    let mut entries: Vec<Vec<(u64, u32)>> = vec![Vec::new(); roles.len()];
-    for (i, c) in run.calls.iter().enumerate() {
-        if !funcs.keep(c.func) || c.instance == 0 {
-            continue;
-        }
-        entries[slot(c.role)].push((c.entry_ns, i as u32));
-        if let Some(x) = c.exit_ns {
-            exits[slot(c.role)].push((x, i as u32));
-        }
-    }
-    for v in exits.iter_mut().chain(entries.iter_mut()) {
-        v.sort_unstable();
-    }
+    keys: &mut FxSet<PredKey>,
+    extremes: &mut Extremes,
+) {
+    let run = idx.run;
     for c in run.calls.iter().filter(|c| funcs.keep(c.func) && c.instance > 0) {
-        let me = slot(c.role);
-        for other in 0..roles.len() {
-            if other == me {
-                continue;
+        if !funcs.single(idx, c.role) {
+            continue;
+        }
+        let site = site_of(c);
+        if let Some(v) = c.ret
+            && funcs.value_ret(c.func)
+            && let Some((neg, zero)) = error_test(config, funcs.ret(c.func))
+            && ((neg && v < 0) || (zero && v == 0))
+        {
+            keys.insert(PredKey::at(Kind::ErrorReturn, site));
+        }
+        let Some(st) = base.sites.get(&site) else {
+            continue;
+        };
+        for i in 0..3 {
+            if let Some(x) = st.arg(i)
+                && c.args[i] != x
+            {
+                keys.insert(PredKey { arg: i as u8, ..PredKey::at(Kind::ArgDiffers, site) });
             }
-            let ex = &exits[other];
-            let p = ex.partition_point(|e| e.0 < c.entry_ns);
-            for e in &ex[p.saturating_sub(w)..p] {
-                out.insert((site_of(&run.calls[e.1 as usize]), site_of(c)));
-            }
-            if let Some(x) = c.exit_ns {
-                let en = &entries[other];
-                let q = en.partition_point(|e| e.0 <= x);
-                for e in &en[q..(q + w).min(en.len())] {
-                    out.insert((site_of(c), site_of(&run.calls[e.1 as usize])));
-                }
-            }
+        }
+        if st.returned == 0 {
+            continue;
+        }
+        if let (Some(v), Some(x)) = (c.ret, st.uniform())
+            && v != x
+            && funcs.value_ret(c.func)
+        {
+            keys.insert(PredKey::at(Kind::RetDiffers, site));
+        }
+        let active = c.active_ns(end_of(c, run));
+        if !st.unfinished && active > st.max_ns + config.margin.gap(st.max_ns) {
+            keys.insert(PredKey::at(Kind::TooSlow, site));
+            let e = extremes.slow.entry(site).or_insert(u64::MAX);
+            *e = (*e).min(active);
+        }
+        if let Some(d) = c.duration_ns().filter(|&d| d + config.margin.gap(st.min_ns) < st.min_ns) {
+            keys.insert(PredKey::at(Kind::TooFast, site));
+            let e = extremes.fast.entry(site).or_insert(0);
+            *e = (*e).max(d);
+        }
+    }
+    let count_key = |kind: Kind, f: FuncId, r: Role| PredKey {
+        kind,
+        func: f,
+        calls: Calls::Site { role: r, instance: 0 },
+        other: None,
+        arg: 0,
+    };
+    for (f, r, n) in idx.groups() {
+        if !funcs.single(idx, r) {
+            continue;
+        }
+        let (lo, hi) = base.counts.get(&(f, r)).copied().unwrap_or((0, 0));
+        if n > hi {
+            keys.insert(count_key(Kind::CountAbove, f, r));
+        }
+        if n < lo {
+            keys.insert(count_key(Kind::CountBelow, f, r));
+        }
+    }
+    for (&(f, r), &(lo, _)) in &base.counts {
+        if lo >= 1 && idx.count(f, r) == 0 && funcs.single(idx, r) {
+            keys.insert(count_key(Kind::NeverCalled, f, r));
         }
     }
 }
 
-/// Keeps the order candidates no passing run shows, that co-occur in at
-/// least one passing run; the value says whether every passing run had the
-/// strict reverse order.
-fn filter_orders(
-    passing: &[&Run],
+/// Condition, anchor and intervention of a per-site key (None: the
+/// baseline does not support it after all).
+fn site_predicate(
+    key: PredKey,
     funcs: &Funcs,
-    cands: FxSet<(Site, Site)>,
-) -> FxMap<(Site, Site), bool> {
-    // (pair, co-occurrences, always reversed)
-    let mut live: Vec<((Site, Site), u32, bool)> =
-        cands.into_iter().map(|p| (p, 0, true)).collect();
-    live.sort_unstable_by_key(|e| e.0);
-    for run in passing {
-        if live.is_empty() {
-            break;
+    base: &Baseline,
+    extremes: &Extremes,
+    config: &ExtractConfig,
+) -> Option<Learned> {
+    let site = key.site()?;
+    let st = base.sites.get(&site);
+    let counts = base.counts.get(&(key.func, site.role)).copied();
+    let ret = funcs.ret(key.func);
+    let (condition, anchor, intervention) = match key.kind {
+        Kind::RetDiffers => {
+            let v = st.and_then(SiteStats::uniform)?;
+            // A passing run's address means nothing in another run.
+            let iv =
+                (!run_local(ret, v)).then_some(Intervention::OverrideReturn { site, value: v });
+            (Condition::RetNot { value: v }, Anchor::Exit, iv)
         }
-        let idx = RunIndex::new(run, |f| funcs.keep(f));
-        live.retain_mut(|(pair, co, reversed)| {
-            let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
-                return true;
+        Kind::ErrorReturn => {
+            let (negative, zero) = error_test(config, ret)?;
+            let is_error = |v: i64| (negative && v < 0) || (zero && v == 0);
+            let fallback = st.and_then(|s| s.usual(is_error)).filter(|&v| !run_local(ret, v));
+            let iv = Intervention::Reexecute {
+                calls: CallSet::site(site),
+                test: ValueTest::Error { negative, zero },
+                retries: RETRIES,
+                fallback,
             };
-            *co += 1;
-            if a.exit_ns.is_some_and(|x| x < b.entry_ns) {
-                return false;
-            }
-            if b.exit_ns.is_none_or(|x| x >= a.entry_ns) {
-                *reversed = false;
-            }
-            true
-        });
-    }
-    live.into_iter().filter(|e| e.1 > 0).map(|(p, _, rev)| (p, rev)).collect()
+            (Condition::ErrorValue { negative, zero }, Anchor::Exit, Some(iv))
+        }
+        Kind::TooSlow => {
+            let st = st?;
+            // Premature return needs the value every passing run returned;
+            // a void function needs none; an address from another run is
+            // no value to return.
+            let void = ret.kind == ValueKind::Void;
+            let value = if void { Some(0) } else { st.uniform().filter(|&v| !run_local(ret, v)) };
+            let failing_ns = extremes.slow.get(&site).copied()?;
+            let max_ns = st.max_ns + (failing_ns - st.max_ns) / 2;
+            (
+                Condition::LongerThan { max_ns, passing_ns: st.max_ns, failing_ns },
+                Anchor::Overrun,
+                value.map(|value| Intervention::ReturnEarly { site, value }),
+            )
+        }
+        Kind::TooFast => {
+            let st = st?;
+            let delay_us = st.min_ns.div_ceil(1000).max(1);
+            let failing_ns = extremes.fast.get(&site).copied()?;
+            let min_ns = st.min_ns - (st.min_ns - failing_ns).div_ceil(2);
+            (
+                Condition::ShorterThan { min_ns, passing_ns: st.min_ns, failing_ns },
+                Anchor::Exit,
+                Some(Intervention::DelayExit { site, delay_us }),
+            )
+        }
+        Kind::ArgDiffers => {
+            let v = st?.arg(key.arg as usize)?;
+            (Condition::ArgNot { value: v }, Anchor::Entry, None)
+        }
+        Kind::CountAbove => {
+            (Condition::CountAbove { max: counts.map_or(0, |c| c.1) }, Anchor::ExcessCall, None)
+        }
+        Kind::CountBelow => {
+            (Condition::CountBelow { min: counts.map_or(0, |c| c.0) }, Anchor::RunEnd, None)
+        }
+        Kind::NeverCalled => (Condition::NoCall, Anchor::RunEnd, None),
+        _ => return None,
+    };
+    Some((key, condition, anchor, intervention))
 }

@@ -6,9 +6,13 @@
 //! A predicate is learned once, from the passing runs (the baseline: return
 //! values, duration range, call counts, orders and overlaps they showed) and
 //! the failing runs (where a behaviour departs from that baseline). Its
-//! [`PredKey`] names a call site by function, thread role and instance, so
-//! the same key means the same thing in every run. Its [`Condition`] carries
-//! the baseline numbers, so a [`Catalog`] evaluates new runs on its own.
+//! [`PredKey`] names the calls it is about so that the same key means the
+//! same thing in every run: one call site (function, thread role,
+//! instance), or a *group* — every call of a function on the threads of a
+//! class (threads grouped by name, e.g. the workers of a pool), optionally
+//! only the calls made from one traced caller — for programs whose threads
+//! and call counts vary from run to run. Its [`Condition`] carries the
+//! baseline numbers, so a [`Catalog`] evaluates new runs on its own.
 //! docs/predicates.md lists each kind with its extraction rule, time anchor
 //! (Sec. 4) and negating intervention (Fig. 2, column 3).
 
@@ -24,12 +28,21 @@ use crate::{
     model::{FuncId, Intervention, Role, Run, Session, Site},
 };
 
+mod classes;
 mod describe;
 mod eval;
+mod groups;
 mod index;
 mod learn;
+pub mod merge;
+mod objects;
+mod pairs;
 
+pub use classes::{ClassId, Classes, class_name};
+pub use describe::{Described, duration};
 pub use learn::learn;
+pub use objects::ObjectName;
+pub use pairs::PairMember;
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.
@@ -65,27 +78,38 @@ pub enum PredicateError {
 pub enum Kind {
     /// The failure predicate F.
     Failure,
-    /// Returned a value other than the one every passing run returned.
+    /// Returned a value other than the one every passing run returned for
+    /// that call.
     RetDiffers,
     /// Returned an error-class value (negative, NULL, ...; [`ErrorClass`]).
     ErrorReturn,
-    /// Ran longer than the longest passing run of this instance.
+    /// Ran longer than every passing run of that call (or group of calls),
+    /// by a clear margin.
     TooSlow,
-    /// Ran shorter than the shortest passing run of this instance.
+    /// Ran shorter than every passing run, by a clear margin.
     TooFast,
-    /// Called on a role more often than any passing run did.
+    /// Called on a role (or class) more often than any passing run did.
     CountAbove,
     /// Called, but less often than every passing run did.
     CountBelow,
-    /// Never called on a role where every passing run called it.
+    /// Never called on a role (or class) where every passing run called it.
     NeverCalled,
-    /// One call ended before another on a different role started, which no
-    /// passing run showed.
+    /// Received an argument value other than the one every passing run
+    /// passed to that call.
+    ArgDiffers,
+    /// One call ended before another on a different thread started, which
+    /// no passing run showed.
     Order,
-    /// Two calls on different roles overlapped in time while receiving the
-    /// same pointer argument (a data race, Fig. 2 row 1), which no passing
-    /// run showed.
+    /// One call started before another on a different thread started,
+    /// which no passing run showed.
+    StartsBefore,
+    /// Two calls on different threads overlapped in time while receiving
+    /// the same object (a data race, Fig. 2 row 1), which no passing run
+    /// showed.
     Overlap,
+    /// Two calls on different threads that share no object overlapped in
+    /// time (one started while the other ran), which no passing run showed.
+    Concurrent,
 }
 
 impl Kind {
@@ -99,69 +123,151 @@ impl Kind {
             Kind::CountAbove => "count_above",
             Kind::CountBelow => "count_below",
             Kind::NeverCalled => "never_called",
+            Kind::ArgDiffers => "arg_differs",
             Kind::Order => "order",
+            Kind::StartsBefore => "starts_before",
             Kind::Overlap => "overlap",
+            Kind::Concurrent => "concurrent",
         }
     }
 
-    /// The start-or-end rule for temporal precedence (Sec. 4).
-    pub fn anchor(self) -> Anchor {
-        match self {
-            Kind::RetDiffers | Kind::ErrorReturn | Kind::TooFast => Anchor::Exit,
-            Kind::TooSlow => Anchor::Overrun,
-            Kind::CountAbove => Anchor::ExcessCall,
-            Kind::CountBelow | Kind::NeverCalled | Kind::Failure => Anchor::RunEnd,
-            Kind::Order => Anchor::FirstExit,
-            Kind::Overlap => Anchor::LaterEntry,
-        }
+    /// Kinds about a pair of calls.
+    pub fn is_pairwise(self) -> bool {
+        matches!(self, Kind::Order | Kind::StartsBefore | Kind::Overlap | Kind::Concurrent)
     }
 }
 
+/// Which calls of a function a predicate is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "scope")]
+pub enum Calls {
+    /// The `instance`-th call (1-based) on thread `role`; instance 0: every
+    /// call on the role (counts).
+    Site { role: Role, instance: u32 },
+    /// Every call on the threads of `class`; with `within`, only the calls
+    /// whose innermost traced caller on the same thread is that function.
+    Group {
+        class: ClassId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within: Option<FuncId>,
+    },
+}
+
+/// The second calls of a pairwise predicate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Other {
+    pub func: FuncId,
+    pub calls: Calls,
+}
+
 /// A stable name for a predicate: the same key means the same behaviour of
-/// the same call site in every run of the target.
+/// the same calls in every run of the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PredKey {
     pub kind: Kind,
     pub func: FuncId,
-    pub role: Role,
-    /// 1-based instance (k-th call of `func` on `role`); 0 for per-function
-    /// kinds (counts) and for F.
-    pub instance: u32,
-    /// The second call of pairwise kinds: for `Order`, the call that started
-    /// after this one ended; for `Overlap`, the other call.
-    pub other: Option<Site>,
+    pub calls: Calls,
+    /// The second calls of pairwise kinds: for `Order`, the call that
+    /// started after this one ended; for the others, the other call.
+    pub other: Option<Other>,
+    /// Argument kinds: the argument (0-based).
+    #[serde(default)]
+    pub arg: u8,
 }
 
 impl PredKey {
     pub fn failure() -> PredKey {
-        PredKey { kind: Kind::Failure, func: 0, role: 0, instance: 0, other: None }
+        PredKey {
+            kind: Kind::Failure,
+            func: 0,
+            calls: Calls::Site { role: 0, instance: 0 },
+            other: None,
+            arg: 0,
+        }
     }
 
-    pub fn site(&self) -> Site {
-        Site { func: self.func, role: self.role, instance: self.instance }
+    /// A key about one call site.
+    pub fn at(kind: Kind, site: Site) -> PredKey {
+        PredKey {
+            kind,
+            func: site.func,
+            calls: Calls::Site { role: site.role, instance: site.instance },
+            other: None,
+            arg: 0,
+        }
+    }
+
+    /// A pairwise key about two call sites.
+    pub fn pair(kind: Kind, a: Site, b: Site) -> PredKey {
+        PredKey {
+            other: Some(Other {
+                func: b.func,
+                calls: Calls::Site { role: b.role, instance: b.instance },
+            }),
+            ..PredKey::at(kind, a)
+        }
+    }
+
+    /// The call site, for site keys.
+    pub fn site(&self) -> Option<Site> {
+        match self.calls {
+            Calls::Site { role, instance } => Some(Site { func: self.func, role, instance }),
+            Calls::Group { .. } => None,
+        }
+    }
+
+    /// The other call site, for pairwise site keys.
+    pub fn other_site(&self) -> Option<Site> {
+        match self.other? {
+            Other { func, calls: Calls::Site { role, instance } } => {
+                Some(Site { func, role, instance })
+            }
+            _ => None,
+        }
+    }
+
+    pub fn is_group(&self) -> bool {
+        matches!(self.calls, Calls::Group { .. })
+    }
+}
+
+impl fmt::Display for Calls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Calls::Site { role, instance: 0 } => write!(f, "r{role}"),
+            Calls::Site { role, instance } => write!(f, "r{role}/#{instance}"),
+            Calls::Group { class, within: None } => write!(f, "c{class}"),
+            Calls::Group { class, within: Some(w) } => write!(f, "c{class}<f{w}"),
+        }
     }
 }
 
 impl fmt::Display for PredKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let site = |s: Site| format!("f{}/r{}/#{}", s.func, s.role, s.instance);
-        match (self.kind, self.other) {
-            (Kind::Failure, _) => f.write_str("failure"),
-            (Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled, _) => {
-                write!(f, "{}:f{}/r{}", self.kind.name(), self.func, self.role)
-            }
-            (_, Some(o)) => write!(f, "{}:{}+{}", self.kind.name(), site(self.site()), site(o)),
-            (_, None) => write!(f, "{}:{}", self.kind.name(), site(self.site())),
+        if self.kind == Kind::Failure {
+            return f.write_str("failure");
         }
+        write!(f, "{}:f{}/{}", self.kind.name(), self.func, self.calls)?;
+        if self.kind == Kind::ArgDiffers {
+            write!(f, "/a{}", self.arg)?;
+        }
+        if let Some(o) = self.other {
+            write!(f, "+f{}/{}", o.func, o.calls)?;
+        }
+        Ok(())
     }
 }
 
 /// Which moment of a run a predicate is placed at for precedence (Sec. 4).
+/// Each kind's anchor is never later than the moment its intervention acts
+/// (docs/predicates.md has the two side by side).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Anchor {
     /// The call's exit (end-time rule, Sec. 4 case 1).
     Exit,
+    /// The call's entry (start-time rule, Sec. 4 case 2).
+    Entry,
     /// The moment the call ran past the longest passing duration (entry +
     /// passing maximum + 1 ns): the earliest time "too slow" is true. The
     /// paper's end-time rule would place a slow call after the effects it
@@ -203,6 +309,29 @@ impl Default for ErrorClass {
     }
 }
 
+/// How far outside the passing range a duration must lie to count as too
+/// slow or too fast: beyond the passing extreme by the larger of `abs_ns`
+/// and `rel` times that extreme. A duration a few nanoseconds past the
+/// passing maximum is noise, not a behaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Margin {
+    pub abs_ns: u64,
+    pub rel: f64,
+}
+
+impl Default for Margin {
+    fn default() -> Self {
+        Margin { abs_ns: 20_000, rel: 0.25 }
+    }
+}
+
+impl Margin {
+    /// The gap a duration needs beyond the passing extreme `ns`.
+    pub fn gap(self, ns: u64) -> u64 {
+        self.abs_ns.max((ns as f64 * self.rel) as u64)
+    }
+}
+
 /// Knobs of extraction.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ExtractConfig {
@@ -213,13 +342,30 @@ pub struct ExtractConfig {
     /// ordered the same way in every run and never discriminate, so looking
     /// near each call keeps the search linear.
     pub order_window: usize,
+    /// Duration predicates need this margin.
+    #[serde(default)]
+    pub margin: Margin,
+    /// Functions whose return value *is* the failure (`main` always; the
+    /// functions of `--fail-if` rules): their return-value predicates
+    /// would restate F, so none are learned.
+    #[serde(default)]
+    pub restates_failure: BTreeSet<FuncId>,
 }
 
 impl Default for ExtractConfig {
     fn default() -> Self {
-        ExtractConfig { error: ErrorClass::default(), order_window: 2 }
+        ExtractConfig {
+            error: ErrorClass::default(),
+            order_window: 2,
+            margin: Margin::default(),
+            restates_failure: BTreeSet::new(),
+        }
     }
 }
+
+/// One call's expected value, for conditions over a group of calls:
+/// (role, instance, value every passing run had there).
+pub type Expected = (Role, u32, i64);
 
 /// The test a predicate applies to a run, with the baseline it compares to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,26 +376,33 @@ pub enum Condition {
     RetNot {
         value: i64,
     },
-    /// ret < 0 (when `negative`) or ret = 0 (when `zero`).
+    /// Groups: some call's ret ≠ what every passing run returned for that
+    /// call (calls whose passing values varied are not looked at).
+    RetNotPerCall {
+        expected: Vec<Expected>,
+    },
+    /// ret < 0 (when `negative`) or ret = 0 (when `zero`); groups: some
+    /// call's.
     ErrorValue {
         negative: bool,
         zero: bool,
     },
     /// duration > max_ns (a call still running at the end counts from its
-    /// entry to the end of the run).
+    /// entry to the end of the run); groups: some call's.
     ///
     /// The threshold lies halfway between the slowest passing run
-    /// (`passing_ns`) and the fastest failing run slower than that
-    /// (`failing_ns`): on the recorded runs that is the same test as
-    /// "slower than every passing run", but a later passing run that is a
-    /// little slower than any seen before is not taken for a failing one.
+    /// (`passing_ns`) and the fastest failing run slower than that by the
+    /// margin (`failing_ns`): on the recorded runs that is the same test as
+    /// "clearly slower than every passing run", but a later passing run that
+    /// is a little slower than any seen before is not taken for a failing
+    /// one.
     LongerThan {
         max_ns: u64,
         passing_ns: u64,
         failing_ns: u64,
     },
     /// duration < min_ns, halfway between the fastest passing run and the
-    /// slowest failing run faster than that.
+    /// slowest failing run faster than that by the margin.
     ShorterThan {
         min_ns: u64,
         passing_ns: u64,
@@ -265,11 +418,37 @@ pub enum Condition {
     },
     /// no call at all.
     NoCall,
+    /// argument ≠ value.
+    ArgNot {
+        value: i64,
+    },
+    /// Groups: some call's argument ≠ what every passing run passed there.
+    ArgNotPerCall {
+        expected: Vec<Expected>,
+    },
     /// the first call's exit precedes the second call's entry.
     EndsBefore,
+    /// the first call's entry precedes the second call's entry.
+    EntersBefore,
     /// the two calls' intervals intersect and they share a pointer-like
     /// argument.
     OverlapSamePointer,
+    /// the two calls' intervals intersect.
+    Intersect,
+    /// Groups of pairs: any of these site pairs satisfies `relation` (one
+    /// of the pairwise conditions above).
+    AnyPair {
+        relation: Box<Condition>,
+        pairs: Vec<PairMember>,
+    },
+    /// Groups: some call of the first group and some call of the second,
+    /// on different threads, overlap in time — on the same object when
+    /// `object` names it (its canonical name, [`ObjectName`]), on any
+    /// shared object when `shared`, regardless otherwise.
+    GroupOverlap {
+        shared: bool,
+        object: Option<ObjectName>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -278,6 +457,9 @@ pub struct Predicate {
     pub key: PredKey,
     /// Plain words, with function and role names.
     pub description: String,
+    /// The same, structured, for reports.
+    #[serde(default)]
+    pub described: Described,
     pub anchor: Anchor,
     pub condition: Condition,
     /// What forces the predicate to its passing value (Fig. 2, column 3);
@@ -300,6 +482,14 @@ pub struct Catalog {
     /// Pointer-like argument positions per function (bit i = argument i),
     /// for the overlap test on new runs.
     pub pointer_args: Vec<u8>,
+    /// Thread classes by name (class id = index), with the roles each had
+    /// in the learning runs.
+    #[serde(default)]
+    pub classes: Classes,
+    /// (function, class) pairs whose calls form one group per traced
+    /// caller.
+    #[serde(default)]
+    pub by_caller: Vec<(FuncId, ClassId)>,
     #[serde(skip)]
     index: HashMap<PredKey, PredId>,
 }
@@ -371,6 +561,7 @@ impl Catalog {
         passing_runs: u32,
         failing_runs: u32,
         session: &Session,
+        classes: Classes,
     ) -> Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
@@ -380,6 +571,8 @@ impl Catalog {
             failing_runs,
             internal,
             pointer_args,
+            classes,
+            by_caller: Vec::new(),
             index: HashMap::new(),
         };
         c.reindex();
@@ -400,3 +593,5 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;

@@ -1,12 +1,16 @@
-//! Extraction on hand-built runs: one test per predicate kind, each
-//! asserting the exact catalog learned, its conditions, interventions and
-//! anchors.
+//! Extraction on hand-built runs: one test per per-call predicate kind,
+//! each asserting the exact catalog learned, its conditions, interventions
+//! and anchors (group kinds: `tests_groups.rs`). Durations are in
+//! microseconds: predicates need a real gap ([`Margin`]).
 
 use super::*;
 use crate::model::{
-    Call, Function, Label, Point, ValueKind,
-    testing::{call, function, run},
+    Call, CallSet, Function, Label, Point, REEXECUTE_RETRIES as RETRIES, ValueKind, ValueTest,
+    testing::{call, function, run, thread},
 };
+
+/// Microseconds.
+const US: u64 = 1000;
 
 fn func(id: u32, name: &str, ret: ValueKind, params: &[ValueKind]) -> Function {
     function(id, name).with_ret(ret).with_params(params)
@@ -29,7 +33,16 @@ fn site(func: u32, role: u32, instance: u32) -> Site {
 }
 
 fn key(kind: Kind, func: u32, role: u32, instance: u32) -> PredKey {
-    PredKey { kind, func, role, instance, other: None }
+    PredKey::at(kind, site(func, role, instance))
+}
+
+fn retry(site: Site, negative: bool, zero: bool, fallback: Option<i64>) -> Intervention {
+    Intervention::Reexecute {
+        calls: CallSet::site(site),
+        test: ValueTest::Error { negative, zero },
+        retries: RETRIES,
+        fallback,
+    }
 }
 
 #[test]
@@ -62,9 +75,12 @@ fn wrong_and_error_returns() {
     );
     let err = &c.predicates[2];
     assert_eq!(err.condition, Condition::ErrorValue { negative: true, zero: false });
+    // An error: run the call again (its value is then genuine), falling
+    // back to the value passing runs returned.
+    assert_eq!(err.intervention, Some(retry(site(0, 0, 1), true, false, Some(0))));
     assert_eq!(
-        err.intervention,
-        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 0 })
+        err.intervention_text,
+        "re-execute call 1 of read_config on main whenever it returns a negative value (up to 8 times, then make it return 0)"
     );
     let t = c.evaluate(&s.runs[2]);
     assert_eq!(t.held, vec![(PredId(0), 100), (PredId(1), 20), (PredId(2), 20)]);
@@ -81,30 +97,28 @@ fn null_pointer_is_an_error_and_varying_values_give_no_ret_predicate() {
     };
     let c = learn_default(&s);
     // Passing runs returned different addresses: no "the value every
-    // passing run returned", so only the NULL predicate, and its override
-    // uses the more common (here: smallest of equally common) address.
+    // passing run returned", so only the NULL predicate. Its negation
+    // re-executes the call and never falls back to an address another run
+    // returned: pointers do not travel between runs (ASLR).
     assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::ErrorReturn, 0, 0, 1)]);
     assert_eq!(c.predicates[1].condition, Condition::ErrorValue { negative: false, zero: true });
-    assert_eq!(
-        c.predicates[1].intervention,
-        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 0x5000 })
-    );
+    assert_eq!(c.predicates[1].intervention, Some(retry(site(0, 0, 1), false, true, None)));
 }
 
 #[test]
 fn too_slow_and_too_fast() {
     let functions =
         vec![func(0, "flush", ValueKind::Void, &[]), func(1, "poll", ValueKind::Signed, &[])];
-    // flush takes 100-120 ns and poll 50-60 ns when the run passes.
+    // flush takes 100-120 µs and poll 50-60 µs when the run passes.
     let r = |id, label, flush: u64, poll: u64| {
         run(
             id,
             label,
             vec![
-                call(0, 1, 1, 1000, Some(1000 + flush), None),
-                call(1, 1, 1, 2000, Some(2000 + poll), Some(1)),
+                call(0, 1, 1, 1000 * US, Some((1000 + flush) * US), None),
+                call(1, 1, 1, 2000 * US, Some((2000 + poll) * US), Some(1)),
             ],
-            5000,
+            5000 * US,
         )
     };
     let s = Session {
@@ -124,7 +138,7 @@ fn too_slow_and_too_fast() {
     // Halfway between the slowest passing run (120) and the failing one (200).
     assert_eq!(
         slow.condition,
-        Condition::LongerThan { max_ns: 160, passing_ns: 120, failing_ns: 200 }
+        Condition::LongerThan { max_ns: 160 * US, passing_ns: 120 * US, failing_ns: 200 * US }
     );
     // Void: premature return needs no value.
     assert_eq!(
@@ -133,27 +147,85 @@ fn too_slow_and_too_fast() {
     );
     assert_eq!(
         slow.description,
-        "call 1 of flush on worker#1 runs too slow: longer than 160 ns (slowest passing run 120 ns, fastest failing run 200 ns)"
+        "call 1 of flush on worker#1 runs too slow: longer than 160 µs (slowest passing run 120 µs, fastest failing run 200 µs)"
     );
     let fast = &c.predicates[2];
     assert_eq!(
         fast.condition,
-        Condition::ShorterThan { min_ns: 30, passing_ns: 50, failing_ns: 10 }
+        Condition::ShorterThan { min_ns: 30 * US, passing_ns: 50 * US, failing_ns: 10 * US }
     );
     assert_eq!(
         fast.intervention,
-        Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 1 })
+        Some(Intervention::DelayExit { site: site(1, 1, 1), delay_us: 50 })
     );
     let t = c.evaluate(&s.runs[2]);
-    assert_eq!(t.held, vec![(PredId(0), 5000), (PredId(1), 1121), (PredId(2), 2010)]);
+    assert_eq!(
+        t.held,
+        vec![(PredId(0), 5000 * US), (PredId(1), 1120 * US + 1), (PredId(2), 2010 * US)]
+    );
     assert_eq!(slow.anchor, Anchor::Overrun);
+}
+
+/// A duration a hair outside the passing range is noise, not a
+/// behaviour: the margin is the larger of 20 µs and 25 % of the passing
+/// extreme.
+#[test]
+fn durations_need_a_real_gap() {
+    let functions = vec![func(0, "hash", ValueKind::Signed, &[])];
+    let r = |id, label, d: u64| run(id, label, vec![call(0, 0, 1, 0, Some(d), Some(0))], 10 * US);
+    // 3.151 µs vs 3.156 µs: the 5 ns of the issue that motivated this.
+    let tiny = Session {
+        functions: functions.clone(),
+        runs: vec![r(0, Label::Pass, 3156), r(1, Label::Pass, 3300), r(2, Label::Fail, 3151)],
+    };
+    assert_eq!(keys(&learn_default(&tiny)), vec![PredKey::failure()]);
+    // 25 % over a 1 ms maximum is needed: 1.2 ms is not, 1.3 ms is.
+    let ms = |d| r(0, Label::Pass, d);
+    let close = Session {
+        functions: functions.clone(),
+        runs: vec![ms(900 * US), ms(1000 * US), r(2, Label::Fail, 1200 * US)],
+    };
+    assert_eq!(keys(&learn_default(&close)), vec![PredKey::failure()]);
+    let far = Session {
+        functions,
+        runs: vec![ms(900 * US), ms(1000 * US), r(2, Label::Fail, 1300 * US)],
+    };
+    assert_eq!(keys(&learn_default(&far)), vec![PredKey::failure(), key(Kind::TooSlow, 0, 0, 1)]);
+}
+
+/// An injected delay is never a cause: the agent records the random
+/// delays it injects (and its own stops) as pauses of the thread, and
+/// durations leave them out.
+#[test]
+fn an_injected_delay_never_becomes_a_predicate() {
+    let functions = vec![func(0, "withdraw", ValueKind::Signed, &[])];
+    let r = |id, label, pause: Option<u64>| {
+        let mut run = run(id, label, vec![call(0, 0, 1, 0, Some(100 * US), Some(0))], 10_000 * US);
+        if let Some(d) = pause {
+            // 5 ms of noise inside the call (the call took 5.1 ms).
+            run.calls[0].exit_ns = Some(100 * US + d);
+            run.pauses = vec![crate::model::Pause { role: 0, at_ns: 50 * US, dur_ns: d }];
+            crate::model::apply_pauses(&mut run.calls, &run.pauses);
+        }
+        run
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, None),
+            r(1, Label::Pass, None),
+            r(2, Label::Fail, Some(5_000 * US)),
+        ],
+    };
+    assert_eq!(keys(&learn_default(&s)), vec![PredKey::failure()]);
 }
 
 #[test]
 fn a_call_cut_off_by_the_end_of_the_run_is_too_slow_from_its_entry() {
     let functions = vec![func(0, "wait", ValueKind::Signed, &[])];
-    let done = |id| run(id, Label::Pass, vec![call(0, 0, 1, 10, Some(50), Some(0))], 100);
-    let cut = run(2, Label::Fail, vec![call(0, 0, 1, 10, None, None)], 500);
+    let done =
+        |id| run(id, Label::Pass, vec![call(0, 0, 1, 10 * US, Some(50 * US), Some(0))], 100 * US);
+    let cut = run(2, Label::Fail, vec![call(0, 0, 1, 10 * US, None, None)], 500 * US);
     let s = Session { functions, runs: vec![done(0), done(1), cut] };
     let c = learn_default(&s);
     assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::TooSlow, 0, 0, 1)]);
@@ -162,7 +234,7 @@ fn a_call_cut_off_by_the_end_of_the_run_is_too_slow_from_its_entry() {
         c.predicates[1].intervention,
         Some(Intervention::ReturnEarly { site: site(0, 0, 1), value: 0 })
     );
-    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(51));
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(50 * US + 1));
 }
 
 #[test]
@@ -171,9 +243,9 @@ fn passing_runs_that_end_inside_a_call_disable_too_slow() {
     let s = Session {
         functions,
         runs: vec![
-            run(0, Label::Pass, vec![call(0, 0, 1, 10, Some(50), Some(0))], 100),
-            run(1, Label::Pass, vec![call(0, 0, 1, 10, None, None)], 100),
-            run(2, Label::Fail, vec![call(0, 0, 1, 10, Some(90), Some(0))], 100),
+            run(0, Label::Pass, vec![call(0, 0, 1, 10 * US, Some(50 * US), Some(0))], 100 * US),
+            run(1, Label::Pass, vec![call(0, 0, 1, 10 * US, None, None)], 100 * US),
+            run(2, Label::Fail, vec![call(0, 0, 1, 10 * US, Some(900 * US), Some(0))], 1000 * US),
         ],
     };
     assert_eq!(keys(&learn_default(&s)), vec![PredKey::failure()]);
@@ -208,7 +280,7 @@ fn call_counts_outside_the_passing_range() {
         ],
     };
     let c = learn_default(&s);
-    let count = |kind, f, r| PredKey { kind, func: f, role: r, instance: 0, other: None };
+    let count = |kind, f, r| PredKey::at(kind, site(f, r, 0));
     assert_eq!(
         keys(&c),
         vec![
@@ -267,11 +339,16 @@ fn order_flipped_between_two_threads() {
     );
     let s = Session { functions, runs: vec![pass(0), pass(1), fail] };
     let c = learn_default(&s);
-    let order =
-        PredKey { kind: Kind::Order, func: 1, role: 1, instance: 1, other: Some(site(0, 0, 1)) };
-    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    let order = PredKey::pair(Kind::Order, site(1, 1, 1), site(0, 0, 1));
+    // It also started first: the same flip, placed at its start.
+    let starts = PredKey::pair(Kind::StartsBefore, site(1, 1, 1), site(0, 0, 1));
+    assert_eq!(keys(&c), vec![PredKey::failure(), order, starts]);
+    assert_eq!(c.predicates[2].anchor, Anchor::Entry);
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(2)), Some(0));
     let p = &c.predicates[1];
     assert_eq!(p.condition, Condition::EndsBefore);
+    // Placed when use_config ends (docs/predicates.md: anchors and
+    // intervention points); held at its entry, where the order went wrong.
     assert_eq!(p.anchor, Anchor::FirstExit);
     // Passing runs ran init to completion first: make use_config wait.
     assert_eq!(
@@ -313,9 +390,11 @@ fn order_against_overlapping_passing_runs_holds_the_exit() {
     );
     let s = Session { functions, runs: vec![pass(0), pass(1), fail] };
     let c = learn_default(&s);
-    let order =
-        PredKey { kind: Kind::Order, func: 0, role: 0, instance: 1, other: Some(site(1, 1, 1)) };
+    let order = PredKey::pair(Kind::Order, site(0, 0, 1), site(1, 1, 1));
     assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    // Settled when a ends (20) before b starts (25).
+    assert_eq!(c.predicates[1].anchor, Anchor::FirstExit);
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(20));
     assert_eq!(
         c.predicates[1].intervention,
         Some(Intervention::HoldUntil {
@@ -345,6 +424,11 @@ fn overlap_on_the_same_pointer() {
             ],
             100,
         )
+        .with_threads(vec![
+            thread(0, "main"),
+            thread(1, "producer"),
+            thread(2, "consumer"),
+        ])
     };
     let s = Session {
         functions,
@@ -358,8 +442,7 @@ fn overlap_on_the_same_pointer() {
     // In passing runs pop's *second* argument also equals push's object —
     // but DWARF types it as a signed integer, not a pointer, so it does not
     // count.
-    let overlap =
-        PredKey { kind: Kind::Overlap, func: 0, role: 1, instance: 1, other: Some(site(1, 2, 1)) };
+    let overlap = PredKey::pair(Kind::Overlap, site(0, 1, 1), site(1, 2, 1));
     assert_eq!(keys(&c), vec![PredKey::failure(), overlap]);
     let p = &c.predicates[1];
     assert_eq!(
@@ -374,7 +457,9 @@ fn overlap_on_the_same_pointer() {
 #[test]
 fn evaluating_a_new_run_uses_the_learned_baseline() {
     let functions = vec![func(0, "flush", ValueKind::Signed, &[])];
-    let r = |id, label, d: u64, v| run(id, label, vec![call(0, 0, 1, 0, Some(d), Some(v))], 1000);
+    let r = |id, label, d: u64, v| {
+        run(id, label, vec![call(0, 0, 1, 0, Some(d * US), Some(v))], 1000 * US)
+    };
     let s = Session {
         functions,
         runs: vec![
@@ -470,10 +555,7 @@ fn zero_as_error_is_configurable() {
         keys(&c),
         vec![PredKey::failure(), key(Kind::RetDiffers, 0, 0, 1), key(Kind::ErrorReturn, 0, 0, 1)]
     );
-    assert_eq!(
-        c.predicates[2].intervention,
-        Some(Intervention::OverrideReturn { site: site(0, 0, 1), value: 1 })
-    );
+    assert_eq!(c.predicates[2].intervention, Some(retry(site(0, 0, 1), false, true, Some(1))));
 }
 
 #[test]
@@ -488,4 +570,129 @@ fn keys_are_stable_across_learning_and_serialise() {
     assert_eq!(keys(&a), keys(&b));
     assert_eq!(b.find(&key(Kind::RetDiffers, 0, 0, 1)), Some(PredId(1)));
     assert_eq!(key(Kind::RetDiffers, 0, 0, 1).to_string(), "ret_differs:f0/r0/#1");
+}
+
+/// `main`'s return value is the exit status the run is judged by: a
+/// predicate on it would restate the failure, never explain it.
+#[test]
+fn the_failure_restated_is_no_predicate() {
+    let functions =
+        vec![func(0, "main", ValueKind::Signed, &[]), func(1, "check", ValueKind::Signed, &[])];
+    let r = |id, label, v: i64| {
+        run(
+            id,
+            label,
+            vec![call(0, 0, 1, 0, Some(100), Some(v)), call(1, 0, 1, 10, Some(20), Some(v))],
+            200,
+        )
+    };
+    let s = Session {
+        functions,
+        runs: vec![r(0, Label::Pass, 0), r(1, Label::Pass, 0), r(2, Label::Fail, 1)],
+    };
+    assert_eq!(keys(&learn_default(&s)), vec![PredKey::failure(), key(Kind::RetDiffers, 1, 0, 1)]);
+    let cfg = ExtractConfig { restates_failure: [1].into(), ..ExtractConfig::default() };
+    assert_eq!(keys(&learn(&s, &cfg).unwrap()), vec![PredKey::failure()]);
+}
+
+/// Arguments that carry meaning: a call that receives a value no passing
+/// run passed to it. Pointer arguments are addresses and never compared.
+#[test]
+fn argument_differs_from_every_passing_run() {
+    let functions =
+        vec![func(0, "set_mode", ValueKind::Void, &[ValueKind::Signed, ValueKind::Pointer])];
+    let r = |id, label, mode: i64, p: i64| {
+        run(id, label, vec![call(0, 0, 1, 10, Some(20), None).with_args([mode, p, 0])], 100)
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, 2, 0x5000_0000),
+            r(1, Label::Pass, 2, 0x6000_0000),
+            r(2, Label::Fail, 3, 0x7000_0000),
+        ],
+    };
+    let c = learn_default(&s);
+    let k = PredKey { arg: 0, ..key(Kind::ArgDiffers, 0, 0, 1) };
+    assert_eq!(keys(&c), vec![PredKey::failure(), k]);
+    let p = &c.predicates[1];
+    assert_eq!(p.condition, Condition::ArgNot { value: 2 });
+    assert_eq!((p.anchor, p.intervention.as_ref()), (Anchor::Entry, None));
+    assert_eq!(
+        p.description,
+        "call 1 of set_mode on main receives argument 1 other than 2, which every passing run passed"
+    );
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(10));
+}
+
+/// "A starts before B starts" and "B starts while A runs" for two calls on
+/// different threads that share no object: passing runs always started B
+/// first and finished it before A started.
+#[test]
+fn starts_before_and_concurrent() {
+    let functions = vec![
+        func(0, "login", ValueKind::Signed, &[]),
+        func(1, "heartbeat", ValueKind::Signed, &[]),
+    ];
+    let r = |id, label, login: (u64, u64), hb: (u64, u64)| {
+        run(
+            id,
+            label,
+            vec![
+                call(0, 0, 1, login.0 * US, Some(login.1 * US), Some(1)),
+                call(1, 1, 1, hb.0 * US, Some(hb.1 * US), Some(1)),
+            ],
+            100 * US,
+        )
+        .with_threads(vec![thread(0, "main"), thread(1, "beat")])
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, (0, 20), (30, 40)),
+            r(1, Label::Pass, (0, 25), (30, 40)),
+            // The heartbeat starts while login runs.
+            r(2, Label::Fail, (10, 40), (5, 20)),
+        ],
+    };
+    let c = learn_default(&s);
+    let hb = site(1, 1, 1);
+    let login = site(0, 0, 1);
+    assert_eq!(
+        keys(&c),
+        vec![
+            PredKey::failure(),
+            PredKey::pair(Kind::StartsBefore, hb, login),
+            PredKey::pair(Kind::Concurrent, hb, login),
+        ]
+    );
+    let starts = &c.predicates[1];
+    assert_eq!((starts.condition.clone(), starts.anchor), (Condition::EntersBefore, Anchor::Entry));
+    // Passing runs ran login to completion before the heartbeat started.
+    assert_eq!(
+        starts.intervention,
+        Some(Intervention::HoldUntil {
+            site: hb,
+            point: Point::Entry,
+            until: login,
+            until_point: Point::Exit
+        })
+    );
+    assert_eq!(
+        starts.description,
+        "call 1 of heartbeat on beat#1 starts before call 1 of login on main starts, which no passing run shows"
+    );
+    let during = &c.predicates[2];
+    assert_eq!(
+        (during.condition.clone(), during.anchor),
+        (Condition::Intersect, Anchor::LaterEntry)
+    );
+    assert_eq!(
+        during.description,
+        "call 1 of login on main starts while call 1 of heartbeat on beat#1 runs, which no passing run shows"
+    );
+    // Anchors: the heartbeat's entry (5 µs), login's entry (10 µs).
+    let t = c.evaluate(&s.runs[2]);
+    assert_eq!((t.anchor(PredId(1)), t.anchor(PredId(2))), (Some(5 * US), Some(10 * US)));
+    assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
 }

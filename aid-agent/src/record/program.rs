@@ -95,7 +95,7 @@ pub fn record(
             Ok(functions)
         },
     )?;
-    let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold));
+    let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold, tracer.functions()));
     if plan.is_none() {
         let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
         ui.say(&format!(

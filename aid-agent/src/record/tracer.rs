@@ -284,6 +284,9 @@ impl Tracer {
         for site in &plan.watch {
             self.probes.watch(*site)?;
         }
+        for (member, slot) in &plan.groups {
+            self.probes.set_group(*member, *slot)?;
+        }
         hook.started(&mut self.probes, pid)?;
         ptrace::seize(pid)?;
         child.release()?;
@@ -313,8 +316,8 @@ impl Tracer {
         let stops = served.stops;
         let mut rec = self.finish(id, pid, exit, policy)?;
         shift_held_rows(&mut rec.rows, &stops, rec.start_ns);
-        record_forced_returns(&mut rec.rows, &stops, plan, &self.functions);
-        rec.run.pauses = pauses(&stops, &rec.run.threads, rec.start_ns);
+        record_forced_returns(&mut rec.rows, &stops, &self.functions);
+        rec.run.pauses = pauses(&stops, plan, &rec.run.threads, rec.start_ns);
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
@@ -539,15 +542,19 @@ fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
 }
 
 /// Stops that were only the agent's overhead (register edits, holds that
-/// turned out not to be needed), as pauses of the thread's role.
+/// turned out not to be needed) or random delays injected to amplify a
+/// rare failure (not part of the program's timing either: an injected
+/// delay is never a cause), as pauses of the thread's role.
 fn pauses(
     stops: &[StopRecord],
+    plan: &Plan,
     threads: &[crate::model::Thread],
     start_ns: u64,
 ) -> Vec<crate::model::Pause> {
     stops
         .iter()
-        .filter(|s| !s.held && s.released_ns > s.probe_ns && s.probe_ns >= start_ns)
+        .filter(|s| (!s.held || plan.is_noise(&s.site)) && s.released_ns > s.probe_ns)
+        .filter(|s| s.probe_ns >= start_ns)
         .filter_map(|s| {
             let role = threads.iter().find(|t| t.tid == s.tid)?.role;
             Some(crate::model::Pause {
@@ -561,18 +568,9 @@ fn pauses(
 
 /// The exit probe saw the value the function computed; after an override
 /// the caller saw the forced one, and that is what the run records.
-fn record_forced_returns(
-    rows: &mut [EventRow],
-    stops: &[StopRecord],
-    plan: &Plan,
-    functions: &[Function],
-) {
-    for stop in
-        stops.iter().filter(|s| s.applied && s.action == aid_common::ActionKind::OVERRIDE_RETURN)
-    {
-        let Some((_, action, _)) = plan.actions.iter().find(|(k, _, _)| *k == stop.site) else {
-            continue;
-        };
+fn record_forced_returns(rows: &mut [EventRow], stops: &[StopRecord], functions: &[Function]) {
+    for stop in stops.iter().filter(|s| s.applied) {
+        let Some(value) = stop.value else { continue };
         let Some(f) = functions.get(stop.site.func as usize) else { continue };
         if let Some(row) = rows.iter_mut().find(|r| {
             r.tid == stop.tid
@@ -580,7 +578,7 @@ fn record_forced_returns(
                 && r.instance == stop.site.instance
                 && r.point == Point::Exit
         }) {
-            row.ret = f.ret.normalize(action.value);
+            row.ret = f.ret.normalize(value);
         }
     }
 }

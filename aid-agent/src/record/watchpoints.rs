@@ -28,7 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aid_common::{ActionKind, DelayOn, HitKind, SiteKey, WatchConfig, WatchHit};
+use aid_common::{ActionKind, DelayOn, HitKind, WatchConfig, WatchHit};
 use nix::{sys::ptrace, unistd::Pid};
 use object::{Object as _, ObjectKind, ObjectSegment as _};
 use serde::{Deserialize, Serialize};
@@ -201,10 +201,9 @@ impl Watcher {
             }
             let action = aid_common::Action {
                 kind: ActionKind::DELAY,
-                _pad: 0,
                 value: ARM_HOLD_US,
                 timeout_us: ARM_HOLD_US,
-                other: SiteKey::default(),
+                ..aid_common::Action::default()
             };
             plan.actions.push((key, action, usize::MAX));
         }

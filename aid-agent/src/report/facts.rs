@@ -121,8 +121,10 @@ impl<'a> Facts<'a> {
     pub fn view(&self, id: PredId) -> Option<PredicateView> {
         let p = self.catalog.get(id)?;
         let k = p.key;
-        let per_call = k.instance > 0;
         let whole_run = k.kind == Kind::Failure;
+        // Group keys (every call on a class of threads) name no single
+        // role or call: their prose says which threads.
+        let site = k.site().filter(|_| !whole_run);
         let values = measure(self.session, p);
         let mut view = PredicateView {
             id,
@@ -130,10 +132,10 @@ impl<'a> Facts<'a> {
             text: p.description.clone(),
             headline: String::new(),
             function: (!whole_run).then(|| self.function(k.func)),
-            role: (!whole_run).then(|| self.role(k.role)),
-            role_id: (!whole_run).then_some(k.role),
-            instance: per_call.then_some(k.instance),
-            other: k.other.map(|o| self.site(o)),
+            role: site.map(|s| self.role(s.role)),
+            role_id: site.map(|s| s.role),
+            instance: site.map(|s| s.instance).filter(|i| *i > 0),
+            other: k.other_site().map(|o| self.site(o)),
             values,
         };
         view.headline = headline(&view, p);
@@ -144,7 +146,7 @@ impl<'a> Facts<'a> {
 /// The values a predicate is about, in every analysed run.
 fn measure(session: &Session, p: &Predicate) -> Option<Values> {
     let k = p.key;
-    let site = k.site();
+    let site = k.site()?;
     let ret_type = session.function(k.func).map(|f| f.ret);
     let runs = session.runs.iter().filter(|r| r.complete);
     let mut failing = Tally::default();
@@ -179,7 +181,8 @@ fn measure(session: &Session, p: &Predicate) -> Option<Values> {
         Kind::CountAbove | Kind::CountBelow | Kind::NeverCalled => {
             for run in runs {
                 let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
-                let n = run.calls.iter().filter(|c| c.func == k.func && c.role == k.role).count();
+                let n =
+                    run.calls.iter().filter(|c| c.func == k.func && c.role == site.role).count();
                 t.add(n as i64);
             }
             "calls"

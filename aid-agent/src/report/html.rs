@@ -321,7 +321,15 @@ fn marks(d: &Diagnosis, run: &Run, names: &BTreeMap<PredId, String>) -> Vec<Mark
         if pred.key.kind == Kind::Failure || !a.dag.contains(p) {
             continue;
         }
-        let role = pred.key.role;
+        // A group key's lane: the thread of its call nearest the moment.
+        let role = pred.key.site().map(|s| s.role).or_else(|| {
+            run.calls
+                .iter()
+                .filter(|c| c.func == pred.key.func)
+                .min_by_key(|c| c.entry_ns.abs_diff(t))
+                .map(|c| c.role)
+        });
+        let role = role.unwrap_or(0);
         out.push(Mark {
             role,
             t_ns: t,
@@ -437,11 +445,10 @@ fn lanes(
         .iter()
         .filter_map(|&p| d.analysis.catalog.get(p))
         .flat_map(|p| {
-            let mut v = vec![(p.key.func, p.key.role, p.key.instance)];
-            if let Some(o) = p.key.other {
-                v.push((o.func, o.role, o.instance));
-            }
-            v
+            [p.key.site(), p.key.other_site()]
+                .into_iter()
+                .flatten()
+                .map(|s| (s.func, s.role, s.instance))
         })
         .collect();
     let mut roles: Vec<Role> = run.threads.iter().map(|t| t.role).collect();

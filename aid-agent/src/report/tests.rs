@@ -171,6 +171,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         tagt: Some(tagt),
         oracle_runs,
         interrupted: None,
+        control: None,
     };
     (d, intervened)
 }

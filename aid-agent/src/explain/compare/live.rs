@@ -92,7 +92,7 @@ impl Rerun for LiveRerun<'_> {
         let roles = if base == Side::Fail { &self.fail_roles } else { &self.pass_roles };
         let interventions: Vec<Intervention> =
             replacements.iter().map(|r| intervention(r, roles)).collect::<anyhow::Result<_>>()?;
-        let plan = Plan::new(&interventions, self.hold_timeout);
+        let plan = Plan::new(&interventions, self.hold_timeout, self.tracer.functions());
         let id = self.next_id;
         self.next_id += 1;
         let rec = self.tracer.intervene(self.target, id, self.policy, &plan, self.cancel)?;

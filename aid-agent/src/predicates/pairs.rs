@@ -1,0 +1,451 @@
+//! Time relations between two calls on different threads, and their
+//! aggregates:
+//!
+//! - `Order`: A ends before B starts;
+//! - `StartsBefore`: A starts before B starts (B starting while A runs);
+//! - `Concurrent`: B starts while A runs, the two sharing no object;
+//! - `Overlap`: A and B run at the same time on the same object (a data
+//!   race, Fig. 2 row 1).
+//!
+//! Per call site (threads of single classes), each learned when a failing
+//! run shows it and no passing run does. Candidates come from near each
+//! call in time ([`super::ExtractConfig::order_window`]), which keeps the
+//! search linear. Sites pairs of the same two functions and classes that
+//! each hold in some failing runs are also joined into one "any of these
+//! pairs" predicate (the heartbeat before HELLO in some runs, before AUTH
+//! in others). For classes of many threads (pools) the overlap relations
+//! are learned between groups instead: "some resize overlaps some lookup
+//! on the same table".
+
+use super::{
+    Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey,
+    classes::ClassId,
+    groups::call_set,
+    index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
+    learn::{Funcs, Learned, site_of},
+    objects,
+};
+use crate::model::{Intervention, Point, Role, Run, Site};
+
+/// One member of an aggregate pair predicate: sites A and B, whether it
+/// is anchored at A's entry, and whether every passing run ran B to
+/// completion before A started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PairMember {
+    pub a: Site,
+    pub b: Site,
+    pub at_entry: bool,
+    #[serde(default)]
+    pub reversed: bool,
+}
+
+/// What the passing runs showed.
+#[derive(Default)]
+pub(super) struct PairBase {
+    /// Site pairs that overlapped on a shared object (a < b).
+    overlaps: FxSet<(Site, Site)>,
+    /// Group pairs that overlapped (a ≤ b), and whether on a shared object.
+    groups: FxSet<GroupPair>,
+}
+
+/// Two groups whose calls overlapped on different threads (a ≤ b), and
+/// whether they shared an object.
+type GroupPair = (GroupKey, GroupKey, bool);
+/// For a shared object: the argument positions (a's, b's) and the object's
+/// name where the failing runs agree.
+type SharedAt = Option<(u8, u8, Option<ObjectName>)>;
+
+/// Pairs seen in failing runs, before the passing runs vet them.
+#[derive(Default)]
+pub(super) struct Candidates {
+    overlaps: FxSet<(Site, Site)>,
+    /// (A, B): A ended just before B started.
+    orders: FxSet<(Site, Site)>,
+    /// (A, B): B started while A ran.
+    during: FxSet<(Site, Site)>,
+    /// Group overlaps: shared object or not, and for shared ones the
+    /// argument positions and the object's name where the failing runs
+    /// agree (None when they do not).
+    groups: FxMap<GroupPair, SharedAt>,
+}
+
+/// Pairs that survived the passing runs.
+pub(super) struct Vetted {
+    overlaps: Vec<(Site, Site)>,
+    /// (A, B, every passing run ran B to completion before A started).
+    orders: Vec<(Site, Site, bool)>,
+    starts: Vec<(Site, Site, bool)>,
+    concurrent: Vec<(Site, Site)>,
+    groups: Vec<(GroupPair, SharedAt)>,
+}
+
+pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut PairBase) {
+    base.overlaps.extend(site_overlaps(idx, funcs));
+    group_overlaps(idx, funcs, &mut |k, _| {
+        base.groups.insert(k);
+    });
+}
+
+pub(super) fn candidates(
+    idx: &RunIndex<'_>,
+    funcs: &Funcs,
+    base: &PairBase,
+    config: &ExtractConfig,
+    out: &mut Candidates,
+) {
+    for p in site_overlaps(idx, funcs) {
+        if !base.overlaps.contains(&p) {
+            out.overlaps.insert(p);
+        }
+    }
+    near(idx, funcs, config.order_window, out);
+    let mut names: Option<FxMap<i64, ObjectName>> = None;
+    group_overlaps(idx, funcs, &mut |k, shared| {
+        if base.groups.contains(&k) {
+            return;
+        }
+        let seen = shared.map(|(ai, bi, p)| {
+            let names = names.get_or_insert_with(|| objects::names(idx, &funcs.masks));
+            (ai, bi, names.get(&p).copied())
+        });
+        let have = out.groups.entry(k).or_insert(seen);
+        if let (Some((a, b, o)), Some((a2, b2, o2))) = (have.as_mut(), seen)
+            && ((*a, *b) != (a2, b2) || *o != o2)
+        {
+            *o = None;
+        }
+    });
+}
+
+/// Whether the role's calls get per-call keys in this run.
+fn single(idx: &RunIndex<'_>, funcs: &Funcs, role: Role) -> bool {
+    funcs.single(idx, role)
+}
+
+/// Pairs (a, b), a < b, of calls on different roles of single classes that
+/// overlap in time while sharing a pointer-like argument.
+fn site_overlaps(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Site, Site)> {
+    let run = idx.run;
+    let mut by_ptr: FxMap<i64, Vec<u32>> = FxMap::default();
+    for (i, c) in run.calls.iter().enumerate() {
+        if !funcs.keep(c.func) || c.instance == 0 || !single(idx, funcs, c.role) {
+            continue;
+        }
+        for p in pointers(c, funcs.mask(c.func)) {
+            by_ptr.entry(p).or_default().push(i as u32);
+        }
+    }
+    let mut out = Vec::new();
+    let mut active: Vec<u32> = Vec::new();
+    for list in by_ptr.values_mut().filter(|l| l.len() > 1) {
+        list.sort_by_key(|&i| run.calls[i as usize].entry_ns);
+        active.clear();
+        for &i in list.iter() {
+            let c = &run.calls[i as usize];
+            active.retain(|&j| end_of(&run.calls[j as usize], run) > c.entry_ns);
+            for &j in &active {
+                let d = &run.calls[j as usize];
+                if d.role != c.role {
+                    let (x, y) = (site_of(c), site_of(d));
+                    out.push(if x < y { (x, y) } else { (y, x) });
+                }
+            }
+            active.push(i);
+        }
+    }
+    out
+}
+
+/// Every pair of groups whose calls overlap in time on different threads,
+/// where at least one side is a class of many threads (single classes have
+/// per-site pairs); `f` gets the pair (a ≤ b), and for a shared object the
+/// argument positions (a's, b's) and the pointer.
+fn group_overlaps(
+    idx: &RunIndex<'_>,
+    funcs: &Funcs,
+    f: &mut dyn FnMut(GroupPair, Option<(u8, u8, i64)>),
+) {
+    let run = idx.run;
+    if idx.group.is_empty() {
+        return;
+    }
+    let mut active: Vec<u32> = Vec::new();
+    for (i, c) in run.calls.iter().enumerate() {
+        let Some(gc) = idx.group[i] else { continue };
+        active.retain(|&j| end_of(&run.calls[j as usize], run) > c.entry_ns);
+        for &j in &active {
+            let d = &run.calls[j as usize];
+            let Some(gd) = idx.group[j as usize] else { continue };
+            if d.role == c.role
+                || (funcs.classes.single(gc.1).is_some() && funcs.classes.single(gd.1).is_some())
+            {
+                continue;
+            }
+            let shared = shared_arg(d, funcs.mask(d.func), c, funcs.mask(c.func));
+            let (k, s) = if gd <= gc {
+                ((gd, gc, shared.is_some()), shared)
+            } else {
+                ((gc, gd, shared.is_some()), shared.map(|(a, b, p)| (b, a, p)))
+            };
+            f(k, s);
+            if shared.is_some() {
+                // Sharing an object implies overlapping at all.
+                f((k.0, k.1, false), None);
+            }
+        }
+        active.push(i as u32);
+    }
+}
+
+/// The first pointer argument two calls share: (a's position, b's, value).
+fn shared_arg(
+    a: &crate::model::Call,
+    ma: u8,
+    b: &crate::model::Call,
+    mb: u8,
+) -> Option<(u8, u8, i64)> {
+    if !share_pointer(a, ma, b, mb) {
+        return None;
+    }
+    let p = pointers(a, ma).find(|p| pointers(b, mb).any(|q| q == *p))?;
+    let ai = (0..3).find(|&i| a.args[i] == p)? as u8;
+    let bi = (0..3).find(|&i| b.args[i] == p)? as u8;
+    Some((ai, bi, p))
+}
+
+/// Order and start candidates of one failing run: for each call of a
+/// single class, the `w` calls per other single role that ended last
+/// before it started, the `w` that started first after it ended, and the
+/// `w` that started first while it ran.
+fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
+    let run = idx.run;
+    if w == 0 {
+        return;
+    }
+    let ok =
+        |c: &crate::model::Call| funcs.keep(c.func) && c.instance > 0 && single(idx, funcs, c.role);
+    let mut roles: Vec<Role> = run.calls.iter().filter(|c| ok(c)).map(|c| c.role).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    let slot = |r: Role| roles.binary_search(&r).unwrap_or(0);
+    let mut exits: Vec<Vec<(u64, u32)>> = vec![Vec::new(); roles.len()];
+    let mut entries: Vec<Vec<(u64, u32)>> = vec![Vec::new(); roles.len()];
+    for (i, c) in run.calls.iter().enumerate() {
+        if !ok(c) {
+            continue;
+        }
+        entries[slot(c.role)].push((c.entry_ns, i as u32));
+        if let Some(x) = c.exit_ns {
+            exits[slot(c.role)].push((x, i as u32));
+        }
+    }
+    for v in exits.iter_mut().chain(entries.iter_mut()) {
+        v.sort_unstable();
+    }
+    for c in run.calls.iter().filter(|c| ok(c)) {
+        let me = slot(c.role);
+        let end = end_of(c, run);
+        for other in 0..roles.len() {
+            if other == me {
+                continue;
+            }
+            let ex = &exits[other];
+            let p = ex.partition_point(|e| e.0 < c.entry_ns);
+            for e in &ex[p.saturating_sub(w)..p] {
+                out.orders.insert((site_of(&run.calls[e.1 as usize]), site_of(c)));
+            }
+            let en = &entries[other];
+            if let Some(x) = c.exit_ns {
+                let q = en.partition_point(|e| e.0 <= x);
+                for e in &en[q..(q + w).min(en.len())] {
+                    out.orders.insert((site_of(c), site_of(&run.calls[e.1 as usize])));
+                }
+            }
+            let q = en.partition_point(|e| e.0 <= c.entry_ns);
+            for e in en[q..(q + w).min(en.len())].iter().take_while(|e| e.0 < end) {
+                out.during.insert((site_of(c), site_of(&run.calls[e.1 as usize])));
+            }
+        }
+    }
+}
+
+/// Keeps the candidates no passing run shows, that co-occur in at least
+/// one passing run.
+pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vetted {
+    // (pair, co-occurrences, every passing run had B entirely first)
+    type Live = Vec<((Site, Site), u32, bool)>;
+    let live = |set: FxSet<(Site, Site)>| -> Live {
+        let mut v: Live = set.into_iter().map(|p| (p, 0, true)).collect();
+        v.sort_unstable_by_key(|e| e.0);
+        v
+    };
+    // "A starts before B starts" holds for pairs that overlap and for pairs
+    // that follow each other: both are candidates (a failing run may show
+    // one and another failing run the other, which only the aggregate
+    // over pairs catches).
+    let mut starts = live(cands.during.iter().chain(&cands.orders).copied().collect());
+    let mut orders = live(cands.orders);
+    let mut concurrent = live(cands.during);
+    for run in passing {
+        if orders.is_empty() && starts.is_empty() && concurrent.is_empty() {
+            break;
+        }
+        let idx = funcs.index(run);
+        let vet =
+            |list: &mut Live, shows: &dyn Fn(&crate::model::Call, &crate::model::Call) -> bool| {
+                list.retain_mut(|(pair, co, reversed)| {
+                    let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
+                        return true;
+                    };
+                    *co += 1;
+                    if shows(a, b) {
+                        return false;
+                    }
+                    if b.exit_ns.is_none_or(|x| x >= a.entry_ns) {
+                        *reversed = false;
+                    }
+                    true
+                });
+            };
+        vet(&mut orders, &|a, b| a.exit_ns.is_some_and(|x| x < b.entry_ns));
+        vet(&mut starts, &|a, b| a.entry_ns < b.entry_ns);
+        vet(&mut concurrent, &|a, b| a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run));
+    }
+    let kept = |l: Live| -> Vec<(Site, Site, bool)> {
+        l.into_iter().filter(|e| e.1 > 0).map(|(p, _, rev)| (p.0, p.1, rev)).collect()
+    };
+    let overlaps: FxSet<(Site, Site)> = cands.overlaps;
+    let mut overlaps: Vec<(Site, Site)> = overlaps.into_iter().collect();
+    overlaps.sort_unstable();
+    // A pair that shares an object is an overlap, not a mere concurrency.
+    let concurrent = kept(concurrent)
+        .into_iter()
+        .map(|(a, b, _)| (a, b))
+        .filter(|(a, b)| {
+            let k = if a < b { (*a, *b) } else { (*b, *a) };
+            overlaps.binary_search(&k).is_err()
+        })
+        .collect();
+    let mut groups: Vec<_> = cands.groups.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
+    Vetted { overlaps, orders: kept(orders), starts: kept(starts), concurrent, groups }
+}
+
+/// The hold that negates "A ends before B starts" (or "starts before"),
+/// and where the predicate is placed.
+///
+/// When passing runs always ran B to completion before A started, A's
+/// entry waits for B's exit: that restores the passing order (holding A's
+/// return instead would come after A did what it did). "A starts before B
+/// starts" is then placed at A's entry, where the hold acts. "A ends
+/// before B starts" keeps its place at A's exit even so: at A's entry it
+/// would tie with the overlap that begins at that same entry ("A starts
+/// while C runs on the same object"), and a causal chain needs the two
+/// ordered (docs/predicates.md, "anchors and intervention points").
+/// Otherwise A's return waits for B's start (Order, at A's exit), or A's
+/// start does (StartsBefore, at A's entry).
+fn hold(kind: Kind, a: Site, b: Site, reversed: bool) -> (Anchor, Intervention) {
+    let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
+    match (kind, reversed) {
+        (Kind::Order, true) => (Anchor::FirstExit, at(Point::Entry, Point::Exit)),
+        (Kind::Order, false) => (Anchor::FirstExit, at(Point::Exit, Point::Entry)),
+        (_, true) => (Anchor::Entry, at(Point::Entry, Point::Exit)),
+        _ => (Anchor::Entry, at(Point::Entry, Point::Entry)),
+    }
+}
+
+pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
+    let mut out = Vec::new();
+    for &(a, b) in &v.overlaps {
+        out.push((
+            PredKey::pair(Kind::Overlap, a, b),
+            Condition::OverlapSamePointer,
+            Anchor::LaterEntry,
+            Some(Intervention::Serialize { a, b }),
+        ));
+    }
+    for (kind, list, relation) in [
+        (Kind::Order, &v.orders, Condition::EndsBefore),
+        (Kind::StartsBefore, &v.starts, Condition::EntersBefore),
+    ] {
+        let mut by_groups: FxMap<(u32, ClassId, u32, ClassId), Vec<PairMember>> = FxMap::default();
+        for &(a, b, reversed) in list {
+            let (anchor, iv) = hold(kind, a, b, reversed);
+            out.push((PredKey::pair(kind, a, b), relation.clone(), anchor, Some(iv)));
+            if let (Some(ca), Some(cb)) = (class_of(funcs, a.role), class_of(funcs, b.role)) {
+                by_groups.entry((a.func, ca, b.func, cb)).or_default().push(PairMember {
+                    a,
+                    b,
+                    at_entry: anchor == Anchor::Entry,
+                    reversed,
+                });
+            }
+        }
+        for ((fa, ca, fb, cb), mut pairs) in by_groups {
+            if pairs.len() < 2 {
+                continue;
+            }
+            pairs.sort_unstable_by_key(|p| (p.a, p.b));
+            let each = pairs.iter().map(|p| hold(kind, p.a, p.b, p.reversed).1).collect();
+            let key = PredKey {
+                kind,
+                func: fa,
+                calls: Calls::Group { class: ca, within: None },
+                other: Some(Other { func: fb, calls: Calls::Group { class: cb, within: None } }),
+                arg: 0,
+            };
+            let anchor =
+                if pairs.iter().all(|p| p.at_entry) { Anchor::Entry } else { Anchor::FirstExit };
+            out.push((
+                key,
+                Condition::AnyPair { relation: Box::new(relation.clone()), pairs },
+                anchor,
+                Some(Intervention::All { each }),
+            ));
+        }
+    }
+    for &(a, b) in &v.concurrent {
+        out.push((
+            PredKey::pair(Kind::Concurrent, a, b),
+            Condition::Intersect,
+            Anchor::LaterEntry,
+            Some(Intervention::HoldUntil {
+                site: b,
+                point: Point::Entry,
+                until: a,
+                until_point: Point::Exit,
+            }),
+        ));
+    }
+    for ((ga, gb, shared), seen) in &v.groups {
+        let kind = if *shared { Kind::Overlap } else { Kind::Concurrent };
+        let key = PredKey {
+            kind,
+            func: ga.0,
+            calls: Calls::Group { class: ga.1, within: ga.2 },
+            other: Some(Other { func: gb.0, calls: Calls::Group { class: gb.1, within: gb.2 } }),
+            arg: 0,
+        };
+        let (object, args) = match seen {
+            Some((ai, bi, o)) => (*o, Some((ai + 1, bi + 1))),
+            None => (None, None),
+        };
+        let iv = Intervention::SerializeGroups {
+            a: call_set(funcs, ga),
+            b: call_set(funcs, gb),
+            object: if *shared { args } else { None },
+        };
+        out.push((
+            key,
+            Condition::GroupOverlap { shared: *shared, object },
+            Anchor::LaterEntry,
+            Some(iv),
+        ));
+    }
+    out
+}
+
+/// The class of a role, when it is the role of a single class.
+fn class_of(funcs: &Funcs, role: Role) -> Option<ClassId> {
+    (0..funcs.classes.names.len() as ClassId).find(|&c| funcs.classes.single(c) == Some(role))
+}
