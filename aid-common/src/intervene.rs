@@ -60,12 +60,18 @@ impl ActionKind {
     pub const RETURN_EARLY: ActionKind = ActionKind(4);
     /// At exit, replace the return value with `value`.
     pub const OVERRIDE_RETURN: ActionKind = ActionKind(5);
+    /// Hold the thread until no other thread of the process can run (each
+    /// is blocked, sleeping, stopped or gone), or `timeout_us` passed;
+    /// among several, the highest `value` resumes first (a PCT priority
+    /// change point, failure amplification).
+    pub const YIELD: ActionKind = ActionKind(6);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
         self.0 == Self::DELAY.0
             || self.0 == Self::HOLD_UNTIL.0
             || self.0 == Self::HOLD_WHILE_RUNNING.0
+            || self.0 == Self::YIELD.0
     }
 }
 
@@ -78,6 +84,7 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::HOLD_WHILE_RUNNING => f.write_str("HoldWhileRunning"),
             ActionKind::RETURN_EARLY => f.write_str("ReturnEarly"),
             ActionKind::OVERRIDE_RETURN => f.write_str("OverrideReturn"),
+            ActionKind::YIELD => f.write_str("Yield"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }

@@ -15,6 +15,7 @@ mod error;
 mod event;
 mod intervene;
 mod maps;
+mod noise;
 mod target;
 #[cfg(feature = "user")]
 mod user;
@@ -26,4 +27,5 @@ pub use intervene::{
     SiteKey, SitePoint, UnitState,
 };
 pub use maps::*;
+pub use noise::{SYNC_COOKIE_BIT, SYNC_SITE_FUNC};
 pub use target::{TargetFlags, TargetState};

@@ -44,6 +44,10 @@ pub const MAP_REPLAY: &str = "AID_REPLAY";
 /// Per-CPU array of one [`crate::Pending`]: where a probe builds the record
 /// it hands to the agent, which is too large for the 512-byte BPF stack.
 pub const MAP_SCRATCH: &str = "AID_SCRATCH";
+/// `tid -> count`: synchronisation points each thread of an intervened run
+/// has entered (noise at sync points is keyed by that count); the agent
+/// reads it when the run is over.
+pub const MAP_SYNC_STEPS: &str = "AID_SYNC_STEPS";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -61,6 +65,7 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_UNIT_STATE,
     MAP_REPLAY,
     MAP_SCRATCH,
+    MAP_SYNC_STEPS,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

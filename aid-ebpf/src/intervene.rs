@@ -119,7 +119,10 @@ pub fn try_intervene(
 #[inline(always)]
 fn due(action: &Action) -> bool {
     match action.kind {
-        ActionKind::DELAY | ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => true,
+        ActionKind::DELAY
+        | ActionKind::YIELD
+        | ActionKind::RETURN_EARLY
+        | ActionKind::OVERRIDE_RETURN => true,
         ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
@@ -133,7 +136,7 @@ fn due(action: &Action) -> bool {
 /// scratch slot: it does not fit the stack) and signals the thread, which
 /// stops for the agent, its tracer.
 #[inline(always)]
-fn stop_for_agent(
+pub fn stop_for_agent(
     tid: u32,
     action: Action,
     site: SiteKey,

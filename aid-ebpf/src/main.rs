@@ -16,10 +16,11 @@
 
 mod intervene;
 mod maps;
+mod noise;
 mod record;
 mod threads;
 
-use aid_common::{EventKind, ProbeErrorKind, SitePoint, TargetFlags};
+use aid_common::{EventKind, ProbeErrorKind, SYNC_COOKIE_BIT, SitePoint, TargetFlags};
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
@@ -58,6 +59,9 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     let Some(flags) = live_target(pid_tgid) else { return Ok(()) };
     let func = cookie(ctx);
     let regs = regs(ctx);
+    if func & SYNC_COOKIE_BIT != 0 {
+        return noise::try_sync_point(pid_tgid, func & !SYNC_COOKIE_BIT, flags, regs);
+    }
     let intervene = flags.contains(TargetFlags::INTERVENE);
     if intervene && intervene::replayed_entry(pid_tgid as u32, regs.rip) {
         return Ok(());

@@ -10,8 +10,9 @@ use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Dur
 use aid_common::{
     Action, CallKey, CallStack, Event, GLOBAL_NEWTASK_CLONE_FLAGS, GLOBAL_NEWTASK_PID,
     GLOBAL_STOP_SIGNAL, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ERRORS, MAP_EVENTS, MAP_LIVE_UNIT,
-    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_TARGET, MAP_UNIT_STATE,
-    MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState, UnitState,
+    MAP_LOST, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_SYNC_STEPS, MAP_TARGET,
+    MAP_UNIT_STATE, MAP_WATCH, Pending, ProbeErrorKind, Replay, SiteKey, TargetFlags, TargetState,
+    UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -33,9 +34,16 @@ use crate::{
         tracepoint::FormatError,
         uprobe_multi::{MultiError, MultiProgram},
     },
-    model::Function,
+    model::{Function, Probe},
     sys::poll,
 };
+
+/// The attach cookie of a function: its id, flagged for synchronisation
+/// points (their entry probe records nothing and only serves noise).
+pub fn cookie(f: &Function) -> u64 {
+    let flag = if f.probe == Probe::Sync { aid_common::SYNC_COOKIE_BIT } else { 0 };
+    u64::from(f.id | flag)
+}
 
 /// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
 const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
@@ -181,6 +189,9 @@ pub struct Probes {
     mechanism: Mechanism,
     /// [`Scope::Target`]: what to attach to each run's target.
     per_run: Option<(Vec<Function>, Programs)>,
+    /// Whether the next runs' targets get the synchronisation points among
+    /// `per_run` ([`Probes::set_sync_points`]).
+    sync_points: bool,
     /// Probes scoped to one process, and that process.
     scoped: Option<(u32, Attachment)>,
     reaper: Reaper,
@@ -236,6 +247,7 @@ impl Probes {
             multi,
             mechanism,
             per_run: None,
+            sync_points: false,
             scoped: None,
             reaper: Reaper::new(),
             reg_write,
@@ -279,7 +291,13 @@ impl Probes {
             if let Some((_, old)) = self.scoped.take() {
                 self.reaper.detach(old);
             }
-            let attached = self.attach_scoped(&functions, pid, programs);
+            let attached = if self.sync_points {
+                self.attach_scoped(&functions, pid, programs)
+            } else {
+                let calls: Vec<Function> =
+                    functions.iter().filter(|f| f.probe != Probe::Sync).cloned().collect();
+                self.attach_scoped(&calls, pid, programs)
+            };
             self.per_run = Some((functions, programs));
             self.scoped = Some((pid, attached?));
         }
@@ -383,6 +401,7 @@ impl Probes {
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
         clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
         clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
+        clear::<u32, u32>(&mut self.ebpf, MAP_SYNC_STEPS)?;
         self.set_live_unit(None)
     }
 
@@ -415,11 +434,12 @@ impl Probes {
         }
         let scope = UProbeScope::AllProcesses;
         for f in functions {
-            for name in [enter, exit] {
+            let names: &[&'static str] = if f.probes_return() { &[enter, exit] } else { &[enter] };
+            for &name in names {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
                 let point = UProbeAttachPoint {
                     location: UProbeAttachLocation::AbsoluteOffset(f.offset),
-                    cookie: Some(u64::from(f.id)),
+                    cookie: Some(cookie(f)),
                 };
                 let link =
                     prog.attach(point, &f.module, scope).map_err(|e| ProbeError::Attach {
@@ -510,6 +530,21 @@ impl Probes {
                 log::warn!("detaching {name}: {e}");
             }
         }
+    }
+
+    /// Whether the targets of the next runs ([`Scope::Target`]) get the
+    /// synchronisation points ([`Probe::Sync`]) among the functions too:
+    /// only runs that amplify a failure with noise need them.
+    pub fn set_sync_points(&mut self, on: bool) {
+        self.sync_points = on;
+    }
+
+    /// Synchronisation points each thread (by tid) of the last intervened
+    /// run entered; read before the next run starts.
+    pub fn sync_steps(&self) -> Vec<(u32, u32)> {
+        let Some(m) = self.ebpf.map(MAP_SYNC_STEPS) else { return Vec::new() };
+        let Ok(steps) = BpfHashMap::<_, u32, u32>::try_from(m) else { return Vec::new() };
+        steps.iter().filter_map(Result::ok).collect()
     }
 
     /// Events dropped because the ring buffer was full, since the last call.

@@ -256,22 +256,33 @@ pub struct Links {
 
 impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
-    /// function, in process `pid` only: one link per module and direction.
+    /// function (at the entry only, for those without a return probe), in
+    /// process `pid` only: one link per module and direction.
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,
         functions: &[Function],
         pid: u32,
     ) -> Result<Links, MultiError> {
-        let mut by_module: BTreeMap<&PathBuf, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
+        type Points = (Vec<u64>, Vec<u64>);
+        let mut by_module: BTreeMap<&PathBuf, (Points, Points)> = BTreeMap::new();
         for f in functions {
-            let (offsets, cookies) = by_module.entry(&f.module).or_default();
-            offsets.push(f.offset);
-            cookies.push(u64::from(f.id));
+            let (entries, returns) = by_module.entry(&f.module).or_default();
+            entries.0.push(f.offset);
+            entries.1.push(super::cookie(f));
+            if f.probes_return() {
+                returns.0.push(f.offset);
+                returns.1.push(super::cookie(f));
+            }
         }
         let mut links = Links::default();
-        for (module, (offsets, cookies)) in by_module {
-            for (program, ret, kind) in [(enter, false, "entry"), (exit, true, "return")] {
+        for (module, (entries, returns)) in by_module {
+            for (program, ret, kind, (offsets, cookies)) in
+                [(enter, false, "entry", entries), (exit, true, "return", returns)]
+            {
+                if offsets.is_empty() {
+                    continue;
+                }
                 let fd = link_create(program.fd.as_fd(), module, &offsets, &cookies, ret, pid)
                     .map_err(|source| MultiError::Link {
                         count: offsets.len(),

@@ -2,7 +2,9 @@
 //! observed or intervened on from its exec to its end, so any thread can
 //! be intervened on and a rare failure can be amplified.
 
-use std::{ffi::OsString, path::PathBuf, sync::atomic::AtomicBool};
+use std::{
+    cell::RefCell, collections::BTreeMap, ffi::OsString, path::PathBuf, sync::atomic::AtomicBool,
+};
 
 use anyhow::bail;
 
@@ -10,21 +12,21 @@ use super::{DebugOptions, Debugged, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
-    model::{Function, Noise, RecordedRun},
+    model::{FuncId, Function, Noise, RecordedRun},
     record::{
+        census,
         fail::RunPolicy,
         progress::Progress,
         start::{self, ProgramSession},
         tracer::Tracer,
     },
     store::Mode,
-    symbols::{self, Resolver},
+    symbols::{
+        self, Resolver,
+        own::{self, Skipped},
+    },
     sys::spawn::Target,
 };
-
-/// With no --trace, at most this many of the program's own functions are
-/// traced (each costs two probes and ~100 ms to remove at the end).
-pub const DEFAULT_FUNCTIONS: usize = 32;
 
 /// Runs of a program, one process each.
 pub struct ProgramSource<'t> {
@@ -106,8 +108,8 @@ impl RunSource for ProgramSource<'_> {
 pub struct ProgramRequest {
     /// The program and its arguments.
     pub command: Vec<OsString>,
-    /// `--trace` patterns; none: the program's own functions, up to
-    /// [`DEFAULT_FUNCTIONS`].
+    /// `--trace` patterns; none: the program's own functions that are
+    /// cheap enough to trace (`record/census.rs`).
     pub trace: Vec<String>,
     /// `--safe` patterns (also in `options.safe`), each of which must name
     /// a traced function.
@@ -124,6 +126,7 @@ pub fn debug_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
         &req.command,
@@ -132,13 +135,23 @@ pub fn debug_program(
         req.out.as_deref(),
         Programs::Record,
         |r| {
-            let functions = if req.trace.is_empty() {
-                default_functions(r, &mut *ui)?
-            } else {
-                r.resolve(&req.trace)?
-            };
+            if req.trace.is_empty() {
+                let found = default_candidates(r)?;
+                let functions = found.functions.clone();
+                *candidates.borrow_mut() = Some(found);
+                return Ok(functions);
+            }
+            let functions = r.resolve(&req.trace)?;
             start::check_safe(&req.safe, &functions)?;
             Ok(functions)
+        },
+        |tracer, target| {
+            if let Some(found) = candidates.borrow_mut().take() {
+                choose_by_cost(tracer, target, req, found, cancel, &mut *ui)?;
+            }
+            let sync = tracer.add_sync_points()?;
+            log::info!("{sync} synchronisation points of the C library ready for amplification");
+            Ok(())
         },
     )?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
@@ -151,13 +164,24 @@ pub fn debug_program(
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     // Probes are removed when the tracer is dropped; say why it may take a moment.
-    ui.say(&format!("removing {} probes", tracer.probe_count()));
+    ui.say(&format!(
+        "removing {} probes",
+        tracer.probe_count(diagnosis.observed.amplified.is_some())
+    ));
     drop(tracer);
     Ok(Debugged { diagnosis, out: writer.dir().to_owned() })
 }
 
-/// The program's own functions, first ones in address order, capped.
-fn default_functions(resolver: &Resolver, ui: &mut dyn Progress) -> anyhow::Result<Vec<Function>> {
+/// The program's own functions that are candidates for the default set,
+/// and those left out by rule.
+struct Candidates {
+    functions: Vec<Function>,
+    skipped: Vec<(String, Skipped)>,
+}
+
+/// The program's own functions in address order, without `main`, sleep
+/// and clock helpers and stubs ([`own::skipped`]).
+fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
     let mut own = resolver.own_functions();
     if own.is_empty() {
         bail!(
@@ -166,24 +190,102 @@ fn default_functions(resolver: &Resolver, ui: &mut dyn Progress) -> anyhow::Resu
         );
     }
     own.sort_by_key(|s| s.address);
-    let total = own.len();
-    own.truncate(DEFAULT_FUNCTIONS);
-    let functions: Vec<Function> = own
-        .iter()
-        .enumerate()
-        .map(|(i, s)| symbols::function(resolver.executable(), s, i as u32, false))
-        .collect();
-    let names: Vec<&str> = functions.iter().map(|f| f.name.as_str()).collect();
-    if total > DEFAULT_FUNCTIONS {
+    let mut skipped = Vec::new();
+    let mut functions = Vec::new();
+    for sym in own {
+        match own::skipped(resolver.executable(), sym) {
+            Some(why) => skipped.push((sym.name.clone(), why)),
+            None => functions.push(symbols::function(
+                resolver.executable(),
+                sym,
+                functions.len() as FuncId,
+                false,
+            )),
+        }
+    }
+    if functions.is_empty() {
+        bail!(
+            "{} has no functions of its own worth tracing by default (left out: {}): pass --trace PATTERN",
+            resolver.executable().path.display(),
+            skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(Candidates { functions, skipped })
+}
+
+/// Measures the candidates' call rates and keeps those cheap enough to
+/// trace (`record/census.rs`), saying which were left out, why, and how to
+/// trace them anyway.
+fn choose_by_cost(
+    tracer: &mut Tracer,
+    target: &Target,
+    req: &ProgramRequest,
+    found: Candidates,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let Candidates { functions, skipped } = found;
+    let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, reason) in &skipped {
+        why.entry(reason.reason()).or_default().push(name);
+    }
+    let left: Vec<String> =
+        why.iter().map(|(reason, names)| format!("{}: {reason}", names.join(", "))).collect();
+    ui.say(&format!(
+        "no --trace given: measuring how often the program's {} own functions are called{}",
+        functions.len(),
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!("; not candidates: {}", left.join("; "))
+        }
+    ));
+    let census = census::measure(tracer, target, &req.policy, &functions, cancel)?;
+    let addresses: Vec<u64> = functions.iter().map(|f| f.address).collect();
+    let choice = census::choose(&census, &addresses);
+    let ms = |ns: f64| ns / 1e6;
+    ui.say(&format!(
+        "untraced run {:.1} ms (median of {}), counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
+        ms(census.untraced_ns as f64),
+        census::UNTRACED_RUNS,
+        ms(census.counted_ns as f64),
+        if census.cut_short { " (cut short: counts are lower bounds)" } else { "" },
+        census.call_ns / 1e3,
+        ms(census.budget_ns()),
+    ));
+    if !choice.hot.is_empty() {
+        let hot: Vec<String> = choice
+            .hot
+            .iter()
+            .map(|&(i, calls, cost)| {
+                format!("{} ({calls} calls, ~{:.1} ms per run)", functions[i].name, ms(cost))
+            })
+            .collect();
         ui.say(&format!(
-            "no --trace given: tracing the first {DEFAULT_FUNCTIONS} of the program's {total} own functions (in address order): {}; pass --trace to choose",
-            names.join(", ")
+            "left out {} function(s) called too often to trace within the budget: {}; to trace one anyway, name every function to trace with --trace (it replaces the default set), e.g. --trace '{}'",
+            hot.len(),
+            hot.join(", "),
+            functions[choice.hot[0].0].name
         ));
-    } else {
+    }
+    if !choice.over_cap.is_empty() {
+        let names: Vec<&str> =
+            choice.over_cap.iter().map(|&i| functions[i].name.as_str()).collect();
         ui.say(&format!(
-            "no --trace given: tracing the program's {total} own functions: {}",
+            "left out {} function(s) beyond the default set's {} (the most called first): {}; name them with --trace to trace them",
+            names.len(),
+            census::MAX_FUNCTIONS,
             names.join(", ")
         ));
     }
-    Ok(functions)
+    let chosen: Vec<Function> = choice.traced.iter().map(|&i| functions[i].clone()).collect();
+    start::check_safe(&req.safe, &chosen)?;
+    ui.say(&format!(
+        "tracing {} of them (~{:.2} ms per run): {}",
+        chosen.len(),
+        ms(choice.cost_ns),
+        chosen.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+    ));
+    tracer.set_user_functions(chosen)?;
+    Ok(())
 }

@@ -69,6 +69,9 @@ pub struct Driven {
 enum Release {
     At,
     WhenHappened(SiteKey),
+    /// When no other thread of the process can run (a PCT change point,
+    /// `noise.rs`); among several, the highest priority first.
+    WhenAlone(u64),
 }
 
 struct Hold {
@@ -112,6 +115,19 @@ fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bo
     rec.applied = done;
     rec.timed_out = expired;
     resume(h.tid, None);
+}
+
+/// The thread held at a PCT change point that may resume now: the one of
+/// highest priority, once no other thread of `pid` can run (each is
+/// blocked, sleeping, stopped — held ones included — or gone).
+fn next_alone(pid: u32, holds: &[Hold]) -> Option<Pid> {
+    let waiting = holds.iter().filter_map(|h| match h.release {
+        Release::WhenAlone(priority) => Some((priority, h.tid)),
+        _ => None,
+    });
+    let (_, tid) = waiting.max_by_key(|(priority, _)| *priority)?;
+    let runnable = crate::sys::proc::runnable_threads(pid);
+    runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
 }
 
 /// What the loop should do next, decided by the caller at every turn.
@@ -206,10 +222,12 @@ impl Controller<'_> {
             }
             // Release holds whose time has come or whose event happened.
             let now = Instant::now();
+            let alone = next_alone(pid, &holds);
             holds.retain(|h| {
                 let done = match h.release {
                     Release::At => now >= h.deadline,
                     Release::WhenHappened(site) => self.probes.happened(&site).is_some(),
+                    Release::WhenAlone(_) => alone == Some(h.tid),
                 };
                 let expired = !done && now >= h.deadline;
                 if done || expired {
@@ -233,7 +251,7 @@ impl Controller<'_> {
             let nap = holds
                 .iter()
                 .map(|h| match h.release {
-                    Release::WhenHappened(_) => poll::HOLD_EVENT,
+                    Release::WhenHappened(_) | Release::WhenAlone(_) => poll::HOLD_EVENT,
                     Release::At => h.deadline.saturating_duration_since(now),
                 })
                 .min()
@@ -265,7 +283,10 @@ impl Controller<'_> {
         if p.site.point == SitePoint::ENTRY
             && matches!(
                 p.action.kind,
-                ActionKind::DELAY | ActionKind::HOLD_UNTIL | ActionKind::HOLD_WHILE_RUNNING
+                ActionKind::DELAY
+                    | ActionKind::HOLD_UNTIL
+                    | ActionKind::HOLD_WHILE_RUNNING
+                    | ActionKind::YIELD
             )
             && let Err(e) = self.rewind(tid, &p)
         {
@@ -315,6 +336,9 @@ impl Controller<'_> {
                 } else {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
+            }
+            ActionKind::YIELD => {
+                hold(Release::WhenAlone(p.action.value), deadline, holds, stops, record);
             }
             ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => {
                 match self.edit_registers(tid, &p) {

@@ -34,8 +34,10 @@ pub struct Plan {
     /// Interventions that could not be installed: another one already acts
     /// at the same site.
     pub conflicts: Vec<usize>,
-    /// Random delays installed (their actions carry index `usize::MAX`).
+    /// Noise installed (its actions carry index `usize::MAX`).
     pub noise: Vec<Noise>,
+    /// The run needs the synchronisation-point probes (it amplifies).
+    pub sync_points: bool,
 }
 
 impl Plan {
@@ -98,22 +100,18 @@ impl Plan {
         plan
     }
 
-    /// Adds random delays (failure amplification). A delay is dropped
-    /// where an intervention already acts.
+    /// Adds the noise of a run (failure amplification, `noise.rs`): a
+    /// delay or a PCT change point at a traced call's entry or at a
+    /// thread's k-th synchronisation point, whose probes the run then
+    /// needs. Noise is dropped where an intervention already acts.
     pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
+        self.sync_points = true;
         for n in noise {
-            let key = site_key(n.site, n.point);
+            let key = super::noise::site_key(n.at);
             if self.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
             }
-            let action = Action {
-                kind: ActionKind::DELAY,
-                _pad: 0,
-                value: n.delay_us,
-                timeout_us: n.delay_us,
-                other: SiteKey::default(),
-            };
-            self.actions.push((key, action, usize::MAX));
+            self.actions.push((key, super::noise::action(n.action), usize::MAX));
             self.noise.push(n.clone());
         }
         self

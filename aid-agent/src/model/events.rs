@@ -33,6 +33,9 @@ pub struct RecordedRun {
     pub stderr: String,
     /// Probe bodies that failed in the kernel during this run.
     pub probe_errors: u64,
+    /// Amplified runs: how many synchronisation points each thread role
+    /// entered (what noise at sync points is drawn from; not stored).
+    pub sync_steps: Vec<(Role, u32)>,
 }
 
 /// Takes the agent's pauses out of the durations of the calls their thread

@@ -28,6 +28,7 @@ pub fn function(id: FuncId, name: &str) -> Function {
         ret: ValueType::UNKNOWN,
         params: Vec::new(),
         internal: false,
+        probe: crate::model::Probe::Call,
     }
 }
 

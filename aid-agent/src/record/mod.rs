@@ -5,6 +5,7 @@
 //! library calls ([`program::record`], [`attach::attach`]).
 
 pub mod attach;
+pub mod census;
 pub mod fail;
 pub mod lost;
 pub mod program;

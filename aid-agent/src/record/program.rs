@@ -86,6 +86,7 @@ pub fn record(
             }
             Ok(functions)
         },
+        |_, _| Ok(()),
     )?;
     let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold));
     if plan.is_none() {

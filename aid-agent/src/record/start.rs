@@ -30,9 +30,11 @@ pub struct ProgramSession {
 }
 
 /// Resolves `command`, checks privileges, lets `choose` pick the functions,
-/// loads and attaches the probes (to every process running that code; the
-/// kernel filters by target), and creates the session directory (`out`, or
+/// loads the probes (attached to each run's target), lets `prepare` adjust
+/// the tracer before any run is stored (measure the program, settle the
+/// function table), and creates the session directory (`out`, or
 /// `aid-sessions/<time>-<program>`).
+#[allow(clippy::too_many_arguments, reason = "to be replaced by a session request struct")]
 pub fn program(
     mode: Mode,
     command: &[OsString],
@@ -41,13 +43,15 @@ pub fn program(
     out: Option<&Path>,
     programs: Programs,
     choose: impl FnOnce(&mut Resolver) -> anyhow::Result<Vec<Function>>,
+    prepare: impl FnOnce(&mut Tracer, &Target) -> anyhow::Result<()>,
 ) -> anyhow::Result<ProgramSession> {
     let target = Target::from_argv(command)?;
     bpf::preflight()?;
     let mut resolver = Resolver::for_executable(&target.program)?;
     let functions = choose(&mut resolver)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
-    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)?;
+    prepare(&mut tracer, &target)?;
     let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let header = header(mode, target.program.clone(), args, rules, tracer.functions());
     let writer = Writer::create(&out, &header)?;

@@ -5,7 +5,10 @@
 //! threads — and records the run; or it watches a process that is already
 //! running ([`Running`]).
 
-use std::{collections::BTreeSet, sync::atomic::AtomicBool};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::atomic::AtomicBool,
+};
 
 use nix::{sys::signal::Signal, unistd::Pid};
 
@@ -14,8 +17,12 @@ use crate::{
     intervene::{
         Plan,
         control::{Controller, Flow, Served, StopRecord, StopState},
+        noise,
     },
-    model::{EventRow, FuncId, Function, Point, RecordedRun, Run, apply_pauses, calls_from_rows},
+    model::{
+        EventRow, FuncId, Function, Noise, Point, Probe, RecordedRun, Role, Run, apply_pauses,
+        calls_from_rows,
+    },
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
         lost,
@@ -44,6 +51,11 @@ pub struct Tracer {
     /// User functions first, then aid's internal ones.
     functions: Vec<Function>,
     pthread_create: Option<FuncId>,
+    /// Thread bodies (aid's entry-only probes) and the user function each
+    /// runs: names threads started through a runtime's trampoline.
+    bodies: HashMap<FuncId, String>,
+    scope: Scope,
+    programs: Programs,
     probes: Probes,
     stream: EventStream,
     resolver: Resolver,
@@ -66,6 +78,14 @@ impl Tracer {
             functions.push(f);
             (functions.len() - 1) as FuncId
         });
+        let mut bodies = HashMap::new();
+        for (mut f, runs) in resolver.thread_bodies(functions.len() as FuncId) {
+            if !traced(&functions, &f) {
+                f.id = functions.len() as FuncId;
+                bodies.insert(f.id, runs);
+                functions.push(f);
+            }
+        }
         let mut probes = Probes::load(load)?;
         if probes.kernel_writes_registers() {
             log::info!(
@@ -82,11 +102,59 @@ impl Tracer {
         Ok(Tracer {
             functions,
             pthread_create,
+            bodies,
+            scope,
+            programs,
             probes,
             stream,
             resolver,
             stops: StopState::new(stop_signal),
         })
+    }
+
+    /// Adds the C library's synchronisation points (aid's entry-only
+    /// probes for noise, `intervene/noise.rs`) to the function table.
+    /// Runs of a program only ([`Scope::Target`]): they are attached to the
+    /// runs whose plan amplifies, never to observation runs. Returns how
+    /// many were found.
+    pub fn add_sync_points(&mut self) -> Result<usize, TraceError> {
+        if self.scope != Scope::Target || self.functions.iter().any(|f| f.probe == Probe::Sync) {
+            return Ok(0);
+        }
+        let sync = self.resolver.sync_points(self.functions.len() as FuncId);
+        let mut n = 0;
+        for mut f in sync {
+            // One the user traces keeps its own probe (and gets noise as a call).
+            if !traced(&self.functions, &f) {
+                f.id = self.functions.len() as FuncId;
+                self.functions.push(f);
+                n += 1;
+            }
+        }
+        self.probes.attach(&self.functions, self.scope, self.programs)?;
+        Ok(n)
+    }
+
+    /// Replaces the user functions (ids from 0, in order; aid's internal
+    /// ones follow them again). Before the first run only: a session's
+    /// function table never changes once runs refer to it.
+    pub fn set_user_functions(&mut self, user: Vec<Function>) -> Result<(), TraceError> {
+        let internal: Vec<Function> =
+            self.functions.iter().filter(|f| f.internal).cloned().collect();
+        let offset = user.len() as FuncId;
+        let old_first = self.functions.len() as FuncId - internal.len() as FuncId;
+        let mut functions: Vec<Function> =
+            user.into_iter().enumerate().map(|(i, f)| Function { id: i as FuncId, ..f }).collect();
+        for f in internal {
+            functions.push(Function { id: f.id - old_first + offset, ..f });
+        }
+        let shift = |id: FuncId| id - old_first + offset;
+        self.pthread_create = self.pthread_create.map(shift);
+        self.bodies =
+            std::mem::take(&mut self.bodies).into_iter().map(|(id, n)| (shift(id), n)).collect();
+        self.functions = functions;
+        self.probes.attach(&self.functions, self.scope, self.programs)?;
+        Ok(())
     }
 
     /// Every traced function, aid's internal ones last: a session's
@@ -95,10 +163,14 @@ impl Tracer {
         &self.functions
     }
 
-    /// Probes attached (an entry and an exit probe per function); removing
-    /// each takes the kernel a while.
-    pub fn probe_count(&self) -> usize {
-        2 * self.functions.len()
+    /// Probes attached to a run (an entry and, for traced calls, an exit
+    /// probe per function; `amplified`: with the synchronisation points).
+    pub fn probe_count(&self, amplified: bool) -> usize {
+        self.functions
+            .iter()
+            .filter(|f| amplified || f.probe != Probe::Sync)
+            .map(|f| if f.probes_return() { 2 } else { 1 })
+            .sum()
     }
 
     /// Functions the user asked for (not aid's internal probes).
@@ -116,6 +188,7 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        self.probes.set_sync_points(false);
         let mut child = self.start(target, false)?;
         let pid = child.pid;
         child.release()?;
@@ -164,6 +237,7 @@ impl Tracer {
         plan: &Plan,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        self.probes.set_sync_points(plan.sync_points);
         let mut child = self.start(target, true)?;
         let pid = child.pid;
         for (site, action, _) in &plan.actions {
@@ -187,11 +261,23 @@ impl Tracer {
         let mut rec = self.finish(id, pid, exit, policy)?;
         shift_held_rows(&mut rec.rows, &driven.stops, rec.start_ns);
         record_forced_returns(&mut rec.rows, &driven.stops, plan, &self.functions);
-        rec.run.pauses = pauses(&driven.stops, &rec.run.threads, rec.start_ns);
+        rec.run.noise = noise_outcome(plan, &driven.stops, &self.functions);
+        rec.run.pauses =
+            pauses(&driven.stops, &rec.run.threads, rec.start_ns, |s| self.is_noise(plan, s));
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&driven.stops);
-        rec.run.noise = plan.noise.clone();
+        if plan.sync_points {
+            let roles: HashMap<u32, Role> =
+                rec.run.threads.iter().map(|t| (t.tid, t.role)).collect();
+            rec.sync_steps = self
+                .probes
+                .sync_steps()
+                .into_iter()
+                .filter_map(|(tid, n)| Some((*roles.get(&tid)?, n)))
+                .collect();
+            rec.sync_steps.sort_unstable();
+        }
         mark_interrupted(&mut rec.run, cancel);
         for stop in driven.stops.iter().filter(|s| s.error.is_some()) {
             log::warn!(
@@ -201,6 +287,13 @@ impl Tracer {
             );
         }
         Ok(rec)
+    }
+
+    /// Whether a stop served noise rather than an intervention.
+    fn is_noise(&self, plan: &Plan, stop: &StopRecord) -> bool {
+        let sync =
+            self.functions.get(stop.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+        plan.noise.iter().any(|n| noise::served_by(n.at, stop.site, sync))
     }
 
     /// Builds the run from its events and how it ended.
@@ -220,6 +313,7 @@ impl Tracer {
             pid,
             functions: &self.functions,
             pthread_create: self.pthread_create,
+            bodies: &self.bodies,
             symbolize: &self.resolver,
             start_ns: None,
             existing_threads: Vec::new(),
@@ -250,6 +344,7 @@ impl Tracer {
             stdout: exit.stdout.tail().to_owned(),
             stderr: exit.stderr.tail().to_owned(),
             probe_errors,
+            sync_steps: Vec::new(),
         }
     }
 
@@ -274,6 +369,7 @@ impl Tracer {
             pid,
             functions: &self.functions,
             pthread_create: self.pthread_create,
+            bodies: &self.bodies,
             symbolize: &self.resolver,
             start_ns: Some(start_ns),
             existing_threads: threads,
@@ -367,6 +463,11 @@ impl<'t> Running<'t> {
     }
 }
 
+/// Whether `functions` already has a probe at `f`'s address.
+fn traced(functions: &[Function], f: &Function) -> bool {
+    functions.iter().any(|g| g.module == f.module && g.address == f.address)
+}
+
 /// A run the user interrupted (its process killed by us) is kept, but
 /// never as evidence.
 fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
@@ -397,16 +498,20 @@ fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
     }
 }
 
-/// Stops that were only the agent's overhead (register edits, holds that
-/// turned out not to be needed), as pauses of the thread's role.
+/// Stops that were the agent's overhead (register edits, holds that
+/// turned out not to be needed) or noise (`is_noise`: an injected delay is
+/// not the program's time), as pauses of the thread's role.
 fn pauses(
     stops: &[StopRecord],
     threads: &[crate::model::Thread],
     start_ns: u64,
+    is_noise: impl Fn(&StopRecord) -> bool,
 ) -> Vec<crate::model::Pause> {
     stops
         .iter()
-        .filter(|s| !s.held && s.released_ns > s.probe_ns && s.probe_ns >= start_ns)
+        .filter(|s| {
+            (!s.held || is_noise(s)) && s.released_ns > s.probe_ns && s.probe_ns >= start_ns
+        })
         .filter_map(|s| {
             let role = threads.iter().find(|t| t.tid == s.tid)?.role;
             Some(crate::model::Pause {
@@ -414,6 +519,27 @@ fn pauses(
                 at_ns: s.probe_ns - start_ns,
                 dur_ns: s.released_ns - s.probe_ns,
             })
+        })
+        .collect()
+}
+
+/// The run's noise with what each did: how long its thread was held, and
+/// in which function.
+fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> Vec<Noise> {
+    plan.noise
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            let served = stops.iter().find(|s| {
+                let sync =
+                    functions.get(s.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+                noise::served_by(n.at, s.site, sync)
+            });
+            if let Some(s) = served {
+                n.held_ns = s.released_ns.saturating_sub(s.probe_ns);
+                n.func = Some(s.site.func);
+            }
+            n
         })
         .collect()
 }

@@ -35,6 +35,7 @@ impl Unit {
             stdout: String::new(),
             stderr: String::new(),
             probe_errors: 0,
+            sync_steps: Vec::new(),
         }
     }
 }

@@ -183,6 +183,7 @@ impl<'t> UnitWatcher<'t> {
             stdout: String::new(),
             stderr: String::new(),
             probe_errors: 0,
+            sync_steps: Vec::new(),
         };
         Ok(Finished { runs: vec![whole], partial: 0, lost: total })
     }

@@ -560,6 +560,7 @@ mod tests {
             stdout: stdout.into(),
             stderr: stderr.into(),
             probe_errors: 0,
+            sync_steps: Vec::new(),
         }
     }
 

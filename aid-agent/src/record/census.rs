@@ -1,0 +1,189 @@
+//! The default set of functions, chosen by what tracing them would cost
+//! (docs/probes.md, "Default mode"). A uprobe and its return probe cost
+//! microseconds per call, so a helper called a million times per run
+//! slows the program a thousandfold — and a slowed program may no longer
+//! fail. Before the session starts, `debug` without `--trace` measures
+//! the program: a few runs without any probe (its own wall time), and one
+//! run with an entry-only probe on every candidate (how often each is
+//! called, and what a probe costs here). It then traces the candidates
+//! cheapest first while the estimated cost stays within a quarter of the
+//! untraced wall time (at least 1 ms), and names the ones it left out.
+
+use std::{collections::HashMap, sync::atomic::AtomicBool, time::Duration};
+
+use crate::{
+    model::{FuncId, Function, Point, Probe},
+    record::{fail::RunPolicy, tracer::Tracer},
+    sys::spawn::{self, Target},
+};
+
+/// Untraced runs measured; their median is the reference.
+pub const UNTRACED_RUNS: usize = 3;
+/// Share of the untraced wall time the default set may add.
+pub const BUDGET_SHARE: f64 = 0.25;
+/// The budget is never below this (fork and exec alone take about that).
+pub const BUDGET_FLOOR_NS: u64 = 1_000_000;
+/// Most functions in the default set: two probes each, within the probe
+/// budget with room for aid's own probes.
+pub const MAX_FUNCTIONS: usize = 200;
+/// Cost of one traced call (entry and return probe, two events) assumed
+/// when the counting run had too few calls to measure it
+/// (docs/probes.md: 5.4–7.8 µs on this machine kind).
+pub const DEFAULT_CALL_NS: f64 = 6_000.0;
+
+/// What the measuring runs found.
+#[derive(Clone, Debug)]
+pub struct Census {
+    /// Median wall time of the untraced runs.
+    pub untraced_ns: u64,
+    /// Wall time of the counting run.
+    pub counted_ns: u64,
+    /// Calls of each candidate (by index in the candidate list) in the
+    /// counting run.
+    pub calls: Vec<u64>,
+    /// The counting run was cut short (its counts are lower bounds).
+    pub cut_short: bool,
+    /// Estimated cost of one traced call.
+    pub call_ns: f64,
+}
+
+impl Census {
+    /// What the default set may add to a run.
+    pub fn budget_ns(&self) -> f64 {
+        (self.untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64)
+    }
+}
+
+/// The default set and what was left out.
+#[derive(Clone, Debug)]
+pub struct Choice {
+    /// Indices into the candidate list, in address order.
+    pub traced: Vec<usize>,
+    /// Left out for cost, most frequent first: index, calls per run,
+    /// estimated cost per run.
+    pub hot: Vec<(usize, u64, f64)>,
+    /// Left out because the set was full.
+    pub over_cap: Vec<usize>,
+    /// Estimated cost of the chosen set per run.
+    pub cost_ns: f64,
+}
+
+/// Measures `candidates` (the program's own functions): runs `target`
+/// untraced [`UNTRACED_RUNS`] times, then once with an entry-only probe on
+/// each candidate. The tracer's function table is the candidates'
+/// afterwards; the caller replaces it with its choice.
+pub fn measure(
+    tracer: &mut Tracer,
+    target: &Target,
+    policy: &RunPolicy,
+    candidates: &[Function],
+    cancel: &AtomicBool,
+) -> anyhow::Result<Census> {
+    let mut walls: Vec<u64> = Vec::with_capacity(UNTRACED_RUNS);
+    for _ in 0..UNTRACED_RUNS {
+        let mut child = spawn::spawn_held(target)?;
+        child.release()?;
+        walls.push(child.wait(policy.timeout, cancel)?.wall_ns);
+    }
+    walls.sort_unstable();
+    let untraced_ns = walls[walls.len() / 2];
+    let counting: Vec<Function> =
+        candidates.iter().map(|f| Function { probe: Probe::Entry, ..f.clone() }).collect();
+    tracer.set_user_functions(counting)?;
+    // A hot helper can make the counting run very slow: stop it after a
+    // while; what it counted by then is enough to call a function hot.
+    let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
+        .max(Duration::from_secs(5))
+        .min(policy.timeout);
+    let short = RunPolicy { timeout: limit, ..policy.clone() };
+    let rec = tracer.observe(target, 0, &short, cancel)?;
+    let mut counts: HashMap<FuncId, u64> = HashMap::new();
+    for row in rec.rows.iter().filter(|r| r.point == Point::Entry) {
+        *counts.entry(row.func).or_insert(0) += 1;
+    }
+    let calls: Vec<u64> =
+        (0..candidates.len()).map(|i| counts.get(&(i as FuncId)).copied().unwrap_or(0)).collect();
+    let counted_ns = rec.run.outcome.wall_ns;
+    let total: u64 = calls.iter().sum();
+    // An entry probe and its event, per call; a traced call has two.
+    let call_ns = if total >= 1_000 && counted_ns > untraced_ns {
+        (2.0 * (counted_ns - untraced_ns) as f64 / total as f64).clamp(1_000.0, 20_000.0)
+    } else {
+        DEFAULT_CALL_NS
+    };
+    Ok(Census {
+        untraced_ns,
+        counted_ns,
+        calls,
+        cut_short: rec.run.outcome.timed_out || rec.run.lost_events > 0,
+        call_ns,
+    })
+}
+
+/// The default set: candidates cheapest first (fewest calls per run, then
+/// address order) while the estimated cost stays within the budget and
+/// the set within [`MAX_FUNCTIONS`]. Functions never called in the
+/// counting run cost nothing and are always in (up to the cap).
+pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
+    let mut order: Vec<usize> = (0..census.calls.len()).collect();
+    order.sort_by_key(|&i| (census.calls[i], addresses.get(i).copied().unwrap_or(0)));
+    let budget = census.budget_ns();
+    let mut traced = Vec::new();
+    let mut hot = Vec::new();
+    let mut over_cap = Vec::new();
+    let mut cost = 0.0;
+    for i in order {
+        let c = census.calls[i] as f64 * census.call_ns;
+        if cost + c > budget {
+            hot.push((i, census.calls[i], c));
+        } else if traced.len() >= MAX_FUNCTIONS {
+            over_cap.push(i);
+        } else {
+            cost += c;
+            traced.push(i);
+        }
+    }
+    traced.sort_by_key(|&i| addresses.get(i).copied().unwrap_or(0));
+    hot.sort_by_key(|h| std::cmp::Reverse(h.1));
+    Choice { traced, hot, over_cap, cost_ns: cost }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn census(calls: Vec<u64>, untraced_ms: u64) -> Census {
+        Census {
+            untraced_ns: untraced_ms * 1_000_000,
+            counted_ns: 0,
+            calls,
+            cut_short: false,
+            call_ns: 5_000.0,
+        }
+    }
+
+    #[test]
+    fn cheapest_first_within_a_quarter_of_the_untraced_time() {
+        // 14 ms untraced: 3.5 ms of budget, 700 calls at 5 µs.
+        let c = census(vec![427_000, 2, 0, 6_000, 300, 500, 1], 14);
+        let addresses: Vec<u64> = (0..7).map(|i| 0x1000 + 16 * i).collect();
+        let choice = choose(&c, &addresses);
+        assert_eq!(choice.traced, vec![1, 2, 4, 6], "300 + 2 + 1 calls fit, 500 more do not");
+        let hot: Vec<(usize, u64)> = choice.hot.iter().map(|h| (h.0, h.1)).collect();
+        assert_eq!(hot, vec![(0, 427_000), (3, 6_000), (5, 500)]);
+        assert!(choice.cost_ns <= c.budget_ns());
+        assert!(choice.over_cap.is_empty());
+    }
+
+    #[test]
+    fn the_budget_has_a_floor_and_the_set_a_cap() {
+        let c = census(vec![150; MAX_FUNCTIONS + 5], 0);
+        assert_eq!(c.budget_ns(), BUDGET_FLOOR_NS as f64);
+        let choice = choose(&c, &[]);
+        // 1 ms at 5 µs a call: 200 calls, so one function of 150 calls.
+        assert_eq!(choice.traced.len(), 1);
+        let free = census(vec![0; MAX_FUNCTIONS + 5], 10);
+        let choice = choose(&free, &[]);
+        assert_eq!((choice.traced.len(), choice.over_cap.len()), (MAX_FUNCTIONS, 5));
+    }
+}
