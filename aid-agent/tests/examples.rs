@@ -319,13 +319,22 @@ fn default_functions_and_no_failure() {
 /// calls it was in, and synchronisation points are aid's own functions,
 /// so no predicate may blame `work` for being slow or name a sync point:
 /// without that, "call 1 of work on main runs too slow" separates every
-/// failing run from every passing one.
+/// failing run from every passing one. Meanwhile a bystander running the
+/// same locks never meets a sync-point probe: they exist in the targets
+/// only.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn injected_noise_is_never_a_predicate() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("noise_only.c", "noise_only", &[]);
+    let mut bystander = Background(
+        Command::new(&exe).arg("spin").stdout(std::process::Stdio::piped()).spawn().unwrap(),
+    );
+    let mut spun = std::io::BufReader::new(bystander.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut spun, &mut line).unwrap();
+    assert_eq!(line.trim(), "spinning");
     let (_tmp, out) = temp_session();
     let output = agent()
         .args(["debug", "-t", "work", "--amplify", "random", "--runs", "150", "--out"])
@@ -336,6 +345,17 @@ fn injected_noise_is_never_a_predicate() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", bystander.pid())).unwrap();
+    assert!(!maps.lines().any(|l| l.ends_with("[uprobes]")), "a probe was hit in the bystander");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bystander.pid() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(bystander.0.wait().unwrap().success(), "the bystander survived");
+    line.clear();
+    std::io::BufRead::read_line(&mut spun, &mut line).unwrap();
+    assert!(line.starts_with("calls="), "{line}");
     let loaded = aid::store::load_full(&out).unwrap();
     let s = &loaded.session;
     let failing: Vec<&aid::model::Run> = s.runs.iter().filter(|r| r.failed()).collect();
@@ -418,7 +438,8 @@ fn amplification_makes_two_lock_race_fail() {
 /// Default mode on a program with a hot helper (issue 10): `debug` with
 /// no flags measures how often each of inventory-sixty's own functions is
 /// called, leaves out `crc32_update` (about 427,000 calls per run) with its
-/// count and the way to trace it anyway, never makes `main` or the
+/// count (a lower bound when the counting run was cut short) and the way to
+/// trace it anyway, never makes `main` or the
 /// never-returning `die` candidates, and traces the functions called a
 /// handful of times per run. (Which of the functions called a few hundred
 /// times fit depends on the measured budget, a quarter of the untraced
@@ -447,7 +468,8 @@ fn default_mode_leaves_the_hot_helper_out() {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("crc32_update is left out with its count: {hot}"));
-    assert!(count > 400_000, "{hot}");
+    // About 427,000 per run; a counting run cut short counts fewer.
+    assert!(count > 100_000, "{hot}");
     assert!(hot.contains("name every function to trace with --trace"), "{hot}");
     let s = aid::store::load(&out).unwrap();
     let traced: Vec<&str> =

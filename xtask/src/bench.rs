@@ -6,7 +6,8 @@
 //! after round, and ratios are taken within a round.
 //!
 //! `cargo xtask bench probes` runs the probe-scoping benchmark, which loads
-//! eBPF programs itself (aid-agent/benches/probes.rs).
+//! eBPF programs itself (aid-agent/benches/probes.rs); `cargo xtask bench
+//! amplify` the amplification and default-mode one (benches/amplify.rs).
 
 use std::{path::Path, process::Command};
 
@@ -41,6 +42,15 @@ pub enum Which {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Failure amplification on two-lock-race (natural, random delays,
+    /// PCT-style change points) and the default set's slowdown on
+    /// inventory-sixty (needs root; aid-agent/benches/amplify.rs).
+    Amplify {
+        /// Arguments for the benchmark (`--runs N`, `--pairs N`,
+        /// `--only amplify|default`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -60,6 +70,12 @@ pub fn run(which: Which) -> anyhow::Result<()> {
         Which::Probes { args } => exec(
             Command::new("cargo")
                 .args(["bench", "--package", "aid-agent", "--bench", "probes", "--"])
+                .args(&args)
+                .current_dir(root()),
+        ),
+        Which::Amplify { args } => exec(
+            Command::new("cargo")
+                .args(["bench", "--package", "aid-agent", "--bench", "amplify", "--"])
                 .args(&args)
                 .current_dir(root()),
         ),

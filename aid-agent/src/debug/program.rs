@@ -147,7 +147,7 @@ pub fn debug_program(
         },
         |tracer, target| {
             if let Some(found) = candidates.borrow_mut().take() {
-                choose_by_cost(tracer, target, req, found, cancel, &mut *ui)?;
+                choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, &mut *ui)?;
             }
             let sync = tracer.add_sync_points()?;
             log::info!("{sync} synchronisation points of the C library ready for amplification");
@@ -174,14 +174,14 @@ pub fn debug_program(
 
 /// The program's own functions that are candidates for the default set,
 /// and those left out by rule.
-struct Candidates {
-    functions: Vec<Function>,
-    skipped: Vec<(String, Skipped)>,
+pub struct Candidates {
+    pub functions: Vec<Function>,
+    pub skipped: Vec<(String, Skipped)>,
 }
 
 /// The program's own functions in address order, without `main`, sleep
 /// and clock helpers and stubs ([`own::skipped`]).
-fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
+pub fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
     let mut own = resolver.own_functions();
     if own.is_empty() {
         bail!(
@@ -213,13 +213,15 @@ fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
     Ok(Candidates { functions, skipped })
 }
 
-/// Measures the candidates' call rates and keeps those cheap enough to
-/// trace (`record/census.rs`), saying which were left out, why, and how to
-/// trace them anyway.
-fn choose_by_cost(
+/// Measures the candidates' call rates and makes the tracer's user
+/// functions those cheap enough to trace (`record/census.rs`), saying which
+/// were left out, why, and how to trace them anyway. Every `safe` pattern
+/// must name a chosen function.
+pub fn choose_by_cost(
     tracer: &mut Tracer,
     target: &Target,
-    req: &ProgramRequest,
+    policy: &RunPolicy,
+    safe: &[String],
     found: Candidates,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
@@ -240,16 +242,24 @@ fn choose_by_cost(
             format!("; not candidates: {}", left.join("; "))
         }
     ));
-    let census = census::measure(tracer, target, &req.policy, &functions, cancel)?;
+    let census = census::measure(tracer, target, policy, &functions, cancel)?;
     let addresses: Vec<u64> = functions.iter().map(|f| f.address).collect();
     let choice = census::choose(&census, &addresses);
     let ms = |ns: f64| ns / 1e6;
+    let cut = census.cut.iter().filter(|c| **c).count();
     ui.say(&format!(
-        "untraced run {:.1} ms (median of {}), counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
+        "untraced run {:.1} ms (median of {}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
         ms(census.untraced_ns as f64),
         census::UNTRACED_RUNS,
         ms(census.counted_ns as f64),
-        if census.cut_short { " (cut short: counts are lower bounds)" } else { "" },
+        if cut > 0 {
+            format!(
+                " (the last of {}: the ones before were cut short, and {cut} function(s) too hot by then were left out of the next)",
+                census.counting_runs
+            )
+        } else {
+            String::new()
+        },
         census.call_ns / 1e3,
         ms(census.budget_ns()),
     ));
@@ -258,7 +268,12 @@ fn choose_by_cost(
             .hot
             .iter()
             .map(|&(i, calls, cost)| {
-                format!("{} ({calls} calls, ~{:.1} ms per run)", functions[i].name, ms(cost))
+                let at_least = if census.cut[i] { "at least " } else { "" };
+                format!(
+                    "{} ({at_least}{calls} calls, ~{:.1} ms per run)",
+                    functions[i].name,
+                    ms(cost)
+                )
             })
             .collect();
         ui.say(&format!(
@@ -279,7 +294,7 @@ fn choose_by_cost(
         ));
     }
     let chosen: Vec<Function> = choice.traced.iter().map(|&i| functions[i].clone()).collect();
-    start::check_safe(&req.safe, &chosen)?;
+    start::check_safe(safe, &chosen)?;
     ui.say(&format!(
         "tracing {} of them (~{:.2} ms per run): {}",
         chosen.len(),

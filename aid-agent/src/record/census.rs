@@ -31,18 +31,25 @@ pub const MAX_FUNCTIONS: usize = 200;
 /// (docs/probes.md: 5.4–7.8 µs on this machine kind).
 pub const DEFAULT_CALL_NS: f64 = 6_000.0;
 
+/// Counting runs at most: each one that is cut short leaves out the
+/// functions already too hot to trace, and the next runs without them.
+pub const MAX_COUNTING_RUNS: usize = 4;
+
 /// What the measuring runs found.
 #[derive(Clone, Debug)]
 pub struct Census {
     /// Median wall time of the untraced runs.
     pub untraced_ns: u64,
-    /// Wall time of the counting run.
+    /// Wall time of the last counting run.
     pub counted_ns: u64,
+    /// Counting runs made.
+    pub counting_runs: usize,
     /// Calls of each candidate (by index in the candidate list) in the
-    /// counting run.
+    /// last counting run that probed it.
     pub calls: Vec<u64>,
-    /// The counting run was cut short (its counts are lower bounds).
-    pub cut_short: bool,
+    /// Candidates whose counting run was cut short while they were already
+    /// too hot to trace: their counts are lower bounds, and they are hot.
+    pub cut: Vec<bool>,
     /// Estimated cost of one traced call.
     pub call_ns: f64,
 }
@@ -59,8 +66,8 @@ impl Census {
 pub struct Choice {
     /// Indices into the candidate list, in address order.
     pub traced: Vec<usize>,
-    /// Left out for cost, most frequent first: index, calls per run,
-    /// estimated cost per run.
+    /// Left out for cost, most frequent first: index, calls per run (a
+    /// lower bound where [`Census::cut`]), estimated cost per run.
     pub hot: Vec<(usize, u64, f64)>,
     /// Left out because the set was full.
     pub over_cap: Vec<usize>,
@@ -69,9 +76,13 @@ pub struct Choice {
 }
 
 /// Measures `candidates` (the program's own functions): runs `target`
-/// untraced [`UNTRACED_RUNS`] times, then once with an entry-only probe on
-/// each candidate. The tracer's function table is the candidates'
-/// afterwards; the caller replaces it with its choice.
+/// untraced [`UNTRACED_RUNS`] times, then with an entry-only probe on each
+/// candidate. A hot helper can make that run very slow, so it is stopped
+/// after 50× the untraced time (at least 5 s); the functions whose count
+/// by then already exceeds the budget are hot, and the run is repeated
+/// without them, up to [`MAX_COUNTING_RUNS`] times. The tracer's function
+/// table is the last counting run's afterwards; the caller replaces it
+/// with its choice.
 pub fn measure(
     tracer: &mut Tracer,
     target: &Target,
@@ -87,46 +98,76 @@ pub fn measure(
     }
     walls.sort_unstable();
     let untraced_ns = walls[walls.len() / 2];
-    let counting: Vec<Function> =
-        candidates.iter().map(|f| Function { probe: Probe::Entry, ..f.clone() }).collect();
-    tracer.set_user_functions(counting)?;
-    // A hot helper can make the counting run very slow: stop it after a
-    // while; what it counted by then is enough to call a function hot.
     let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
         .max(Duration::from_secs(5))
         .min(policy.timeout);
     let short = RunPolicy { timeout: limit, ..policy.clone() };
-    let rec = tracer.observe(target, 0, &short, cancel)?;
-    let mut counts: HashMap<FuncId, u64> = HashMap::new();
-    for row in rec.rows.iter().filter(|r| r.point == Point::Entry) {
-        *counts.entry(row.func).or_insert(0) += 1;
-    }
-    let calls: Vec<u64> =
-        (0..candidates.len()).map(|i| counts.get(&(i as FuncId)).copied().unwrap_or(0)).collect();
-    let counted_ns = rec.run.outcome.wall_ns;
-    let total: u64 = calls.iter().sum();
-    // An entry probe and its event, per call; a traced call has two.
-    let call_ns = if total >= 1_000 && counted_ns > untraced_ns {
-        (2.0 * (counted_ns - untraced_ns) as f64 / total as f64).clamp(1_000.0, 20_000.0)
-    } else {
-        DEFAULT_CALL_NS
-    };
-    Ok(Census {
+    let budget = (untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64);
+    let mut census = Census {
         untraced_ns,
-        counted_ns,
-        calls,
-        cut_short: rec.run.outcome.timed_out || rec.run.lost_events > 0,
-        call_ns,
-    })
+        counted_ns: 0,
+        counting_runs: 0,
+        calls: vec![0; candidates.len()],
+        cut: vec![false; candidates.len()],
+        call_ns: DEFAULT_CALL_NS,
+    };
+    for _ in 0..MAX_COUNTING_RUNS {
+        // Candidates still counted, by their index in `candidates`.
+        let probed: Vec<usize> = (0..candidates.len()).filter(|&i| !census.cut[i]).collect();
+        let counting: Vec<Function> = probed
+            .iter()
+            .map(|&i| Function { probe: Probe::Entry, ..candidates[i].clone() })
+            .collect();
+        tracer.set_user_functions(counting)?;
+        let rec = tracer.observe(target, 0, &short, cancel)?;
+        census.counting_runs += 1;
+        let mut counts: HashMap<FuncId, u64> = HashMap::new();
+        for row in rec.rows.iter().filter(|r| r.point == Point::Entry) {
+            *counts.entry(row.func).or_insert(0) += 1;
+        }
+        for (k, &i) in probed.iter().enumerate() {
+            census.calls[i] = counts.get(&(k as FuncId)).copied().unwrap_or(0);
+        }
+        census.counted_ns = rec.run.outcome.wall_ns;
+        let complete = !rec.run.outcome.timed_out && rec.run.lost_events == 0;
+        if complete {
+            let total: u64 = probed.iter().map(|&i| census.calls[i]).sum();
+            // An entry probe and its event per call; a traced call has two.
+            if total >= 1_000 && census.counted_ns > untraced_ns {
+                census.call_ns = (2.0 * (census.counted_ns - untraced_ns) as f64 / total as f64)
+                    .clamp(1_000.0, 20_000.0);
+            }
+            break;
+        }
+        // Cut short: what is already too hot for the budget stays out.
+        let mut newly: Vec<usize> = probed
+            .iter()
+            .copied()
+            .filter(|&i| census.calls[i] as f64 * DEFAULT_CALL_NS > budget)
+            .collect();
+        if newly.is_empty() {
+            // Nothing is over the budget yet: leave out the most called.
+            newly.extend(probed.iter().copied().max_by_key(|&i| census.calls[i]));
+        }
+        for i in newly {
+            census.cut[i] = true;
+        }
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok(census)
 }
 
 /// The default set: candidates cheapest first (fewest calls per run, then
 /// address order) while the estimated cost stays within the budget and
 /// the set within [`MAX_FUNCTIONS`]. Functions never called in the
-/// counting run cost nothing and are always in (up to the cap).
+/// counting run cost nothing and are always in (up to the cap); those cut
+/// short are always out.
 pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
     let mut order: Vec<usize> = (0..census.calls.len()).collect();
-    order.sort_by_key(|&i| (census.calls[i], addresses.get(i).copied().unwrap_or(0)));
+    order
+        .sort_by_key(|&i| (census.cut[i], census.calls[i], addresses.get(i).copied().unwrap_or(0)));
     let budget = census.budget_ns();
     let mut traced = Vec::new();
     let mut hot = Vec::new();
@@ -134,7 +175,7 @@ pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
     let mut cost = 0.0;
     for i in order {
         let c = census.calls[i] as f64 * census.call_ns;
-        if cost + c > budget {
+        if census.cut[i] || cost + c > budget {
             hot.push((i, census.calls[i], c));
         } else if traced.len() >= MAX_FUNCTIONS {
             over_cap.push(i);
@@ -156,8 +197,9 @@ mod tests {
         Census {
             untraced_ns: untraced_ms * 1_000_000,
             counted_ns: 0,
+            counting_runs: 1,
+            cut: vec![false; calls.len()],
             calls,
-            cut_short: false,
             call_ns: 5_000.0,
         }
     }
@@ -185,5 +227,17 @@ mod tests {
         let free = census(vec![0; MAX_FUNCTIONS + 5], 10);
         let choice = choose(&free, &[]);
         assert_eq!((choice.traced.len(), choice.over_cap.len()), (MAX_FUNCTIONS, 5));
+    }
+
+    /// A function cut short is hot whatever its (partial) count says.
+    #[test]
+    fn functions_cut_short_are_always_left_out() {
+        let mut c = census(vec![0, 10, 40_000], 14);
+        c.cut[0] = true;
+        c.cut[2] = true;
+        let choice = choose(&c, &[0x10, 0x20, 0x30]);
+        assert_eq!(choice.traced, vec![1]);
+        let hot: Vec<usize> = choice.hot.iter().map(|h| h.0).collect();
+        assert_eq!(hot, vec![2, 0]);
     }
 }

@@ -160,8 +160,9 @@ pub fn render(r: &DebugReport<'_>) -> String {
         o.failing,
         o.passing,
         match o.amplified {
-            Some((sites, us)) =>
-                format!(" (failures amplified with random delays: {sites} per run, up to {us} µs)"),
+            Some((sites, us)) => format!(
+                " (failures amplified with noise: {sites} points per run, holds up to {us} µs)"
+            ),
             None => String::new(),
         }
     );
