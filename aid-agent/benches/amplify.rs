@@ -7,8 +7,9 @@
 //!    PCT-style change points, interleaved run by run, at the first two
 //!    noise levels `debug` uses.
 //! 2. `inventory-sixty` with its hot helper: the default set (functions
-//!    and probes) and the wall time of a run with it traced against a run
-//!    without probes, interleaved, the ratio taken pair by pair. Both are
+//!    and probes) and the wall time of a run with it traced, and of a run
+//!    with aid's own probes only, against a run without probes,
+//!    interleaved round by round, the ratios taken within a round. All are
 //!    timed the same way (from the release of the held child to its
 //!    reaping), so agent start-up is not counted.
 //!
@@ -37,22 +38,22 @@ use aid::{
 
 struct Args {
     runs: usize,
-    pairs: usize,
+    rounds: usize,
     only: Option<String>,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { runs: 200, pairs: 60, only: None };
+    let mut args = Args { runs: 200, rounds: 60, only: None };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
         match a.as_str() {
             "--bench" => {}
             "--runs" => args.runs = value().parse().expect("--runs N"),
-            "--pairs" => args.pairs = value().parse().expect("--pairs N"),
+            "--rounds" => args.rounds = value().parse().expect("--rounds N"),
             "--only" => args.only = Some(value()),
             other => {
-                panic!("unknown argument {other}: --runs N, --pairs N, --only amplify|default")
+                panic!("unknown argument {other}: --runs N, --rounds N, --only amplify|default")
             }
         }
     }
@@ -186,56 +187,83 @@ fn amplify(dir: &Path, runs: usize) {
     }
 }
 
-fn default_mode(dir: &Path, pairs: usize) {
+fn default_mode(dir: &Path, rounds: usize) {
     let exe = dir.join("inventory-sixty");
     let policy = RunPolicy::new(&[], Duration::from_secs(60)).unwrap();
     let cancel = AtomicBool::new(false);
-    println!("## inventory-sixty: the default set and its cost ({pairs} pairs)");
+    println!("## inventory-sixty: the default set and its cost ({rounds} rounds)");
     let started = Instant::now();
     let (mut tracer, target) = default_tracer(&exe, &policy, &cancel);
-    let user: Vec<String> = tracer.user_functions().map(|f| f.name.clone()).collect();
+    let chosen: Vec<aid::model::Function> = tracer.user_functions().cloned().collect();
     println!(
         "default set: {} functions, {} probes per observed run ({} with the sync points), chosen in {:.1} s",
-        user.len(),
+        chosen.len(),
         tracer.probe_count(false),
         tracer.probe_count(true),
         started.elapsed().as_secs_f64()
     );
-    // A failing run stops at its first error, so its wall time is not
-    // comparable: the ratio is taken over pairs in which both runs passed.
-    let (mut bare, mut traced, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let mut failures = (0, 0);
-    for i in 0..pairs {
-        let (f, b) = untraced(&target, &policy, &cancel);
-        let rec = tracer.observe(&target, i as u32 + 1, &policy, &cancel).unwrap();
-        let t = failed(&rec.run);
-        failures.0 += usize::from(f);
-        failures.1 += usize::from(t);
-        if !f && !t {
-            bare.push(b);
-            traced.push(rec.run.outcome.wall_ns);
-            ratios.push(rec.run.outcome.wall_ns as f64 / b as f64);
+    // Each round runs the program without probes, with aid's own probes
+    // only (what any traced run costs: per-run attach, exec into probed
+    // code, the event stream), and with the default set. A failing run
+    // stops at its first error, so its wall time is not comparable: the
+    // ratios are taken over the rounds in which all three passed.
+    let (mut bare, mut own, mut traced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failures = [0usize; 3];
+    let mut id = 0;
+    for _ in 0..rounds {
+        let (f0, w0) = untraced(&target, &policy, &cancel);
+        tracer.set_user_functions(Vec::new()).unwrap();
+        id += 1;
+        let r1 = tracer.observe(&target, id, &policy, &cancel).unwrap().run;
+        tracer.set_user_functions(chosen.clone()).unwrap();
+        id += 1;
+        let r2 = tracer.observe(&target, id, &policy, &cancel).unwrap().run;
+        let f = [f0, failed(&r1), failed(&r2)];
+        for (n, f) in failures.iter_mut().zip(f) {
+            *n += usize::from(f);
+        }
+        if f.iter().all(|f| !f) {
+            bare.push(w0 as f64);
+            own.push(r1.outcome.wall_ns as f64);
+            traced.push(r2.outcome.wall_ns as f64);
         }
     }
-    if ratios.is_empty() {
-        println!("no pair in which both runs passed: no ratio");
+    if bare.is_empty() {
+        println!("no round in which all three runs passed: no ratio");
         return;
     }
-    let med = |v: &mut Vec<u64>| {
-        v.sort_unstable();
-        v[v.len() / 2] as f64 / 1e6
+    let summary = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
     };
-    ratios.sort_by(f64::total_cmp);
-    println!("| run | failed | wall per passing run, median (ms) |");
-    println!("| --- | --- | --- |");
-    println!("| no probes | {}/{pairs} | {:.1} |", failures.0, med(&mut bare));
-    println!("| default set traced | {}/{pairs} | {:.1} |", failures.1, med(&mut traced));
+    let ratios = |a: &[f64]| -> Vec<f64> { a.iter().zip(&bare).map(|(x, b)| x / b).collect() };
+    let ms = |v: &[f64]| {
+        let (m, lo, hi) = summary(v);
+        format!("{:.1} ({:.1}–{:.1})", m / 1e6, lo / 1e6, hi / 1e6)
+    };
+    let ratio = |v: &[f64]| {
+        let (m, lo, hi) = summary(&ratios(v));
+        format!("{m:.2}× ({lo:.2}–{hi:.2})")
+    };
+    println!("rounds in which all three runs passed: {} of {rounds}", bare.len());
     println!(
-        "slowdown over the {} pairs in which both passed: median {:.2}× (min {:.2}×, max {:.2}×)",
-        ratios.len(),
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
+        "| run | failed | wall per passing run, ms, median (min–max) | against no probes, pair by pair |"
+    );
+    println!("| --- | --- | --- | --- |");
+    println!("| no probes | {}/{rounds} | {} | — |", failures[0], ms(&bare));
+    println!(
+        "| aid's own probes only | {}/{rounds} | {} | {} |",
+        failures[1],
+        ms(&own),
+        ratio(&own)
+    );
+    println!(
+        "| default set ({} functions) | {}/{rounds} | {} | {} |",
+        chosen.len(),
+        failures[2],
+        ms(&traced),
+        ratio(&traced)
     );
 }
 
@@ -248,7 +276,7 @@ fn main() {
     aid::bpf::preflight().expect("eBPF preflight");
     let dir = examples();
     if args.only.as_deref().is_none_or(|o| o == "default") {
-        default_mode(&dir, args.pairs);
+        default_mode(&dir, args.rounds);
     }
     if args.only.as_deref().is_none_or(|o| o == "amplify") {
         amplify(&dir, args.runs);

@@ -408,13 +408,15 @@ fn injected_noise_is_never_a_predicate() {
 /// flags finds no failure in its first 40 runs, amplifies with noise at
 /// the synchronisation points, and the failure appears.
 ///
-/// Acceptance rule: one session (no retry) must end with at least 10
-/// failing runs within its 200 runs, each of them amplified (noise that
-/// held a thread is recorded with the run). Natively the program failed at
-/// most 5 times in 1000 runs (examples/two-lock-race/README.md), so 10
-/// failures in at most 160 amplified runs would happen by chance with a
-/// probability below 10⁻⁶; the amplified rate measured is 5–30 % per run
-/// (BENCHMARKS.md), so a session misses with a probability below 1 %.
+/// Acceptance rule: one session (no retry; at most 200 runs, so at most
+/// 160 amplified) must have at least 5 failing runs among its amplified
+/// runs, each held by noise. Amplified runs fail 5–13 % of the time
+/// (BENCHMARKS.md: 9.3 % with random delays and 5.3 % with PCT-style
+/// change points at the first level, 150 runs each, more at the next), so
+/// 160 of them show fewer than 5 failures with a probability of about 1 %
+/// (binomial, mean 11.7); the program's own rate, at most 0.5 % in the
+/// README's measurements, would give 5 failures in 160 runs with a
+/// probability below 0.2 %.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn amplification_makes_two_lock_race_fail() {
@@ -426,12 +428,19 @@ fn amplification_makes_two_lock_race_fail() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
     let s = aid::store::load(&out).unwrap();
-    let failing: Vec<&aid::model::Run> = s.runs.iter().filter(|r| r.failed()).collect();
-    assert!(failing.len() >= 10, "{} failing runs in {}\n{stderr}", failing.len(), s.runs.len());
+    let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
+    let failing: Vec<&aid::model::Run> = amplified.iter().copied().filter(|r| r.failed()).collect();
+    assert!(
+        failing.len() >= 5,
+        "{} failing of {} amplified runs ({} in all)\n{stderr}",
+        failing.len(),
+        amplified.len(),
+        s.runs.len()
+    );
     assert!(
         failing.iter().all(|r| r.noise.iter().any(|n| n.held_ns > 0)),
-        "a failing run without noise: {:?}",
-        failing.iter().find(|r| r.noise.is_empty()).map(|r| r.id)
+        "an amplified run failed without being held: {:?}",
+        failing.iter().find(|r| r.noise.iter().all(|n| n.held_ns == 0)).map(|r| r.id)
     );
 }
 

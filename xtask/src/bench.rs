@@ -46,7 +46,7 @@ pub enum Which {
     /// PCT-style change points) and the default set's slowdown on
     /// inventory-sixty (needs root; aid-agent/benches/amplify.rs).
     Amplify {
-        /// Arguments for the benchmark (`--runs N`, `--pairs N`,
+        /// Arguments for the benchmark (`--runs N`, `--rounds N`,
         /// `--only amplify|default`).
         #[arg(last = true)]
         args: Vec<String>,
