@@ -43,7 +43,7 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { runs: 200, rounds: 60, only: None };
+    let mut args = Args { runs: 200, rounds: 20, only: None };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -191,7 +191,7 @@ fn default_mode(dir: &Path, rounds: usize) {
     let exe = dir.join("inventory-sixty");
     let policy = RunPolicy::new(&[], Duration::from_secs(60)).unwrap();
     let cancel = AtomicBool::new(false);
-    println!("## inventory-sixty: the default set and its cost ({rounds} rounds)");
+    println!("## inventory-sixty: the default set and its cost ({rounds} rounds of 3 blocks)");
     let started = Instant::now();
     let (mut tracer, target) = default_tracer(&exe, &policy, &cancel);
     let chosen: Vec<aid::model::Function> = tracer.user_functions().cloned().collect();
@@ -202,34 +202,53 @@ fn default_mode(dir: &Path, rounds: usize) {
         tracer.probe_count(true),
         started.elapsed().as_secs_f64()
     );
-    // Each round runs the program without probes, with aid's own probes
-    // only (what any traced run costs: per-run attach, exec into probed
-    // code, the event stream), and with the default set. A failing run
-    // stops at its first error, so its wall time is not comparable: the
-    // ratios are taken over the rounds in which all three passed.
+    // Each round runs the program in three blocks of BLOCK runs, in an
+    // order that rotates from round to round: without probes, with aid's
+    // own probes only (what any traced run costs: per-run attach, exec into
+    // probed code, the event stream, the previous run's probes removed in
+    // the background), and with the default set. The first run of a block
+    // is not counted (it pays for the block before it); the block's median
+    // is. A failing run stops at its first error, so only passing runs are
+    // timed. Ratios are taken within a round.
+    const BLOCK: usize = 6;
     let (mut bare, mut own, mut traced) = (Vec::new(), Vec::new(), Vec::new());
     let mut failures = [0usize; 3];
     let mut id = 0;
-    for _ in 0..rounds {
-        let (f0, w0) = untraced(&target, &policy, &cancel);
-        tracer.set_user_functions(Vec::new()).unwrap();
-        id += 1;
-        let r1 = tracer.observe(&target, id, &policy, &cancel).unwrap().run;
-        tracer.set_user_functions(chosen.clone()).unwrap();
-        id += 1;
-        let r2 = tracer.observe(&target, id, &policy, &cancel).unwrap().run;
-        let f = [f0, failed(&r1), failed(&r2)];
-        for (n, f) in failures.iter_mut().zip(f) {
-            *n += usize::from(f);
+    for round in 0..rounds {
+        let mut medians = [None; 3];
+        for k in 0..3 {
+            let config = (round + k) % 3;
+            match config {
+                1 => tracer.set_user_functions(Vec::new()).unwrap(),
+                2 => tracer.set_user_functions(chosen.clone()).unwrap(),
+                _ => {}
+            }
+            let mut walls = Vec::new();
+            for n in 0..BLOCK {
+                let (f, w) = if config == 0 {
+                    untraced(&target, &policy, &cancel)
+                } else {
+                    id += 1;
+                    let r = tracer.observe(&target, id, &policy, &cancel).unwrap().run;
+                    (failed(&r), r.outcome.wall_ns)
+                };
+                failures[config] += usize::from(f);
+                if n > 0 && !f {
+                    walls.push(w as f64);
+                }
+            }
+            walls.sort_by(f64::total_cmp);
+            medians[config] = walls.get(walls.len() / 2).copied();
         }
-        if f.iter().all(|f| !f) {
-            bare.push(w0 as f64);
-            own.push(r1.outcome.wall_ns as f64);
-            traced.push(r2.outcome.wall_ns as f64);
+        if let [Some(b), Some(o), Some(t)] = medians {
+            bare.push(b);
+            own.push(o);
+            traced.push(t);
         }
     }
+    let runs = rounds * BLOCK;
     if bare.is_empty() {
-        println!("no round in which all three runs passed: no ratio");
+        println!("no round with a passing run timed in every block: no ratio");
         return;
     }
     let summary = |v: &[f64]| {
@@ -246,20 +265,15 @@ fn default_mode(dir: &Path, rounds: usize) {
         let (m, lo, hi) = summary(&ratios(v));
         format!("{m:.2}× ({lo:.2}–{hi:.2})")
     };
-    println!("rounds in which all three runs passed: {} of {rounds}", bare.len());
+    println!("rounds with a passing run timed in every block: {} of {rounds}", bare.len());
     println!(
-        "| run | failed | wall per passing run, ms, median (min–max) | against no probes, pair by pair |"
+        "| runs | failed | wall per passing run, ms: median of the block medians (min–max) | against no probes, round by round |"
     );
     println!("| --- | --- | --- | --- |");
-    println!("| no probes | {}/{rounds} | {} | — |", failures[0], ms(&bare));
+    println!("| no probes | {}/{runs} | {} | — |", failures[0], ms(&bare));
+    println!("| aid's own probes only | {}/{runs} | {} | {} |", failures[1], ms(&own), ratio(&own));
     println!(
-        "| aid's own probes only | {}/{rounds} | {} | {} |",
-        failures[1],
-        ms(&own),
-        ratio(&own)
-    );
-    println!(
-        "| default set ({} functions) | {}/{rounds} | {} | {} |",
+        "| default set ({} functions) | {}/{runs} | {} | {} |",
         chosen.len(),
         failures[2],
         ms(&traced),

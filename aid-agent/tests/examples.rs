@@ -451,7 +451,7 @@ fn amplification_makes_two_lock_race_fail() {
 /// trace it anyway, never makes `main` or the
 /// never-returning `die` candidates, and traces the functions called a
 /// handful of times per run. (Which of the functions called a few hundred
-/// times fit depends on the measured budget, a quarter of the untraced
+/// times fit depends on the measured budget, 15 % of the untraced
 /// run's wall time; BENCHMARKS.md has a measured set and the slowdown.)
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]

@@ -6,8 +6,11 @@
 //! the program: a few runs without any probe (its own wall time), and one
 //! run with an entry-only probe on every candidate (how often each is
 //! called, and what a probe costs here). It then traces the candidates
-//! cheapest first while the estimated cost stays within a quarter of the
+//! cheapest first while the estimated cost stays within 15 % of the
 //! untraced wall time (at least 1 ms), and names the ones it left out.
+//! (15 %, not the 30 % a 1.3× goal would allow: aid's own probes cost
+//! about 7 % of a run, and a traced call in a real run costs more than the
+//! counting run's estimate — BENCHMARKS.md, "Default mode".)
 
 use std::{collections::HashMap, sync::atomic::AtomicBool, time::Duration};
 
@@ -19,8 +22,8 @@ use crate::{
 
 /// Untraced runs measured; their median is the reference.
 pub const UNTRACED_RUNS: usize = 3;
-/// Share of the untraced wall time the default set may add.
-pub const BUDGET_SHARE: f64 = 0.25;
+/// Share of the untraced wall time the default set's calls may add.
+pub const BUDGET_SHARE: f64 = 0.15;
 /// The budget is never below this (fork and exec alone take about that).
 pub const BUDGET_FLOOR_NS: u64 = 1_000_000;
 /// Most functions in the default set: two probes each, within the probe
@@ -205,8 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn cheapest_first_within_a_quarter_of_the_untraced_time() {
-        // 14 ms untraced: 3.5 ms of budget, 700 calls at 5 µs.
+    fn cheapest_first_within_the_budget() {
+        // 14 ms untraced: 2.1 ms of budget, 420 calls at 5 µs.
         let c = census(vec![427_000, 2, 0, 6_000, 300, 500, 1], 14);
         let addresses: Vec<u64> = (0..7).map(|i| 0x1000 + 16 * i).collect();
         let choice = choose(&c, &addresses);
