@@ -1,7 +1,9 @@
 //! The kernel half of aid: records function entries and exits of a traced
 //! process into a ring buffer, tracks thread creation so every thread gets
 //! a stable role, and — for intervened runs only — numbers call instances
-//! and stops a thread for the agent when an intervention is due.
+//! and stops a thread for the agent when an intervention is due. Entry
+//! probes whose cookie carries `SYNC_COOKIE_BIT` are synchronisation
+//! points: they record nothing and only serve noise (`noise.rs`).
 //!
 //! The target map says which process is recorded and whether a run is
 //! intervened on (only then are instances numbered and the action map
