@@ -248,7 +248,7 @@ pub fn choose_by_cost(
     let ms = |ns: f64| ns / 1e6;
     let cut = census.cut.iter().filter(|c| **c).count();
     ui.say(&format!(
-        "untraced run {:.1} ms (median of {}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
+        "untraced run {:.1} ms (fastest of {}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
         ms(census.untraced_ns as f64),
         census::UNTRACED_RUNS,
         ms(census.counted_ns as f64),

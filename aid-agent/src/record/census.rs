@@ -20,8 +20,10 @@ use crate::{
     sys::spawn::{self, Target},
 };
 
-/// Untraced runs measured; their median is the reference.
-pub const UNTRACED_RUNS: usize = 3;
+/// Untraced runs measured; the fastest is the reference (the one least
+/// disturbed by whatever else the machine runs: a busy moment must not
+/// buy a larger budget).
+pub const UNTRACED_RUNS: usize = 5;
 /// Share of the untraced wall time the default set's calls may add.
 pub const BUDGET_SHARE: f64 = 0.15;
 /// The budget is never below this (fork and exec alone take about that).
@@ -41,7 +43,7 @@ pub const MAX_COUNTING_RUNS: usize = 4;
 /// What the measuring runs found.
 #[derive(Clone, Debug)]
 pub struct Census {
-    /// Median wall time of the untraced runs.
+    /// Wall time of the fastest untraced run.
     pub untraced_ns: u64,
     /// Wall time of the last counting run.
     pub counted_ns: u64,
@@ -79,7 +81,8 @@ pub struct Choice {
 }
 
 /// Measures `candidates` (the program's own functions): runs `target`
-/// untraced [`UNTRACED_RUNS`] times, then with an entry-only probe on each
+/// untraced [`UNTRACED_RUNS`] times (the fastest is the reference), then
+/// with an entry-only probe on each
 /// candidate. A hot helper can make that run very slow, so it is stopped
 /// after 50× the untraced time (at least 5 s); the functions whose count
 /// by then already exceeds the budget are hot, and the run is repeated
@@ -99,8 +102,7 @@ pub fn measure(
         child.release()?;
         walls.push(child.wait(policy.timeout, cancel)?.wall_ns);
     }
-    walls.sort_unstable();
-    let untraced_ns = walls[walls.len() / 2];
+    let untraced_ns = walls.iter().copied().min().unwrap_or(0);
     let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
         .max(Duration::from_secs(5))
         .min(policy.timeout);
