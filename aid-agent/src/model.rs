@@ -104,6 +104,33 @@ pub struct Function {
     /// Traced by aid itself (e.g. `pthread_create` to name threads), not
     /// asked for by the user; hidden from analysis.
     pub internal: bool,
+    /// How it is probed.
+    #[serde(default)]
+    pub probe: Probe,
+}
+
+impl Function {
+    /// Whether a return probe is attached too.
+    pub fn probes_return(&self) -> bool {
+        self.probe == Probe::Call
+    }
+}
+
+/// How a function is probed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    /// Entry and return recorded: a traced call.
+    #[default]
+    Call,
+    /// Entry recorded, no return probe: functions whose return is not
+    /// wanted, or not safe to probe (a thread's body, which a panic or
+    /// `pthread_exit` may unwind through).
+    Entry,
+    /// A synchronisation point (a lock, a condition variable, a sleep):
+    /// entry only, recorded nowhere; in amplified runs each thread counts
+    /// the ones it enters, and noise may stop it at one of them.
+    Sync,
 }
 
 /// How a run was judged.
@@ -434,12 +461,56 @@ pub struct AppliedIntervention {
     pub timed_out: bool,
 }
 
-/// A random delay injected at a traced function (failure amplification).
+/// Noise injected into a run to make a rare failure more frequent
+/// (failure amplification, `intervene/noise.rs`): where, what, and — once
+/// the run is over — what it did. Never a cause: the time a thread was
+/// held for it is a [`Pause`] of that thread, and the functions it acts at
+/// are aid's own (synchronisation points are internal).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Noise {
-    pub site: Site,
-    pub point: Point,
-    pub delay_us: u64,
+    pub at: NoiseAt,
+    pub action: NoiseAction,
+    /// How long the thread was held there (0: never reached).
+    #[serde(default)]
+    pub held_ns: u64,
+    /// The function it stopped in, when reached (for a synchronisation
+    /// point: which one, e.g. `pthread_mutex_lock`).
+    #[serde(default)]
+    pub func: Option<FuncId>,
+}
+
+/// Where noise acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum NoiseAt {
+    /// Before the first instruction of a traced call.
+    Call { site: Site },
+    /// At the entry of the `step`-th synchronisation point (counting all
+    /// of them: locks, unlocks, waits, sleeps) thread `role` enters.
+    Sync { role: Role, step: u32 },
+}
+
+impl NoiseAt {
+    pub fn role(&self) -> Role {
+        match self {
+            NoiseAt::Call { site } => site.role,
+            NoiseAt::Sync { role, .. } => *role,
+        }
+    }
+}
+
+/// What noise does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum NoiseAction {
+    /// Hold the thread this long (random delays, as rr's chaos mode).
+    Delay { us: u64 },
+    /// A PCT priority change point: the thread drops below every other
+    /// thread — it is held until no other thread of the target can run
+    /// (each is blocked, sleeping, stopped or gone), then resumes in
+    /// `priority` order (higher first) among those demoted; at most
+    /// `max_us`.
+    Demote { priority: u32, max_us: u64 },
 }
 
 #[cfg(test)]

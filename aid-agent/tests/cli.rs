@@ -13,7 +13,7 @@ use std::{
 
 use aid::{
     model::{
-        AppliedIntervention, Intervention, Label, Noise, Outcome, Point, Site, ValueKind,
+        AppliedIntervention, Intervention, Label, Noise, Outcome, Site, ValueKind,
         testing::{call, function, recorded, run, thread},
     },
     store::{FORMAT, Header, Mode, VERSION, Writer},
@@ -77,7 +77,12 @@ fn write_session(dir: &Path, created: u64) {
             }];
         }
         if id == 8 {
-            r.noise = vec![Noise { site: s, point: Point::Entry, delay_us: 250 }];
+            r.noise = vec![Noise {
+                at: aid::model::NoiseAt::Call { site: s },
+                action: aid::model::NoiseAction::Delay { us: 250 },
+                held_ns: 250_000,
+                func: Some(s.func),
+            }];
         }
         let mut rec = recorded(r);
         rec.start_ns = u64::from(id) * 1_000_000;

@@ -29,7 +29,9 @@ fn example_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name)
 }
 
-/// Builds an example the way its README says.
+/// Builds an example the way its README (and examples/build.sh) says: its
+/// program is `<name>.c`, `<name>.cpp` or `main.rs` (other files, such as
+/// two-lock-race's noise library, are not part of it).
 fn build(name: &str) -> PathBuf {
     let dir = example_dir(name);
     let out = std::env::temp_dir().join(format!("aid-example-{}-{name}", std::process::id()));
@@ -336,7 +338,10 @@ fn rare_failures_are_amplified() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
-    assert!(stderr.contains("injecting random delays at traced calls"), "{stderr}");
+    assert!(
+        stderr.contains("injecting noise at synchronisation points and traced calls"),
+        "{stderr}"
+    );
     // Not a terminal: no progress bars, spinners or colour, only lines.
     assert!(!stderr.contains('\r') && !stderr.contains('\x1b'), "{stderr:?}");
     assert!(!stdout.contains('\x1b'), "{stdout:?}");
@@ -352,8 +357,9 @@ fn rare_failures_are_amplified() {
     );
 }
 
-/// Without --trace, debug traces the program's own functions and says
-/// which; a program that never fails is a one-line error.
+/// Without --trace, debug measures the program's own functions, traces
+/// those cheap enough (all of them here) without `main`, and says which;
+/// a program that never fails is a one-line error.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn default_functions_and_no_failure() {
@@ -370,9 +376,12 @@ fn default_functions_and_no_failure() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("no --trace given: tracing the program's 6 own functions: add3, scale, negate, worker_a, worker_b, main"),
+        stderr.contains("no --trace given: measuring how often the program's 5 own functions are called; not candidates: main: its return restates the failure"),
         "{stderr}"
     );
+    let tracing =
+        stderr.lines().find(|l| l.starts_with("aid: tracing 5 of them (")).expect(&stderr);
+    assert!(tracing.ends_with("per run): add3, scale, negate, worker_a, worker_b"), "{tracing}");
     assert!(
         stderr
             .lines()
@@ -442,4 +451,185 @@ fn transient_fetch() {
         ],
         Tagt::NoMore,
     );
+}
+
+/// Noise is never a cause (issue 10). `noise_only.c` fails only when the
+/// critical section inside `work` takes longer than 300 µs, which on its
+/// own it practically never does; amplification injects noise, and the
+/// noise at the lock or unlock inside `work` is what makes runs fail. The
+/// time a thread was held for noise is taken out of the durations of the
+/// calls it was in, and synchronisation points are aid's own functions,
+/// so no predicate may blame `work` for being slow or name a sync point:
+/// without that, "call 1 of work on main runs too slow" separates every
+/// failing run from every passing one. Meanwhile a bystander running the
+/// same locks never meets a sync-point probe: they exist in the targets
+/// only.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn injected_noise_is_never_a_predicate() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exe = c_fixture("noise_only.c", "noise_only", &[]);
+    let mut bystander = Background(
+        Command::new(&exe).arg("spin").stdout(std::process::Stdio::piped()).spawn().unwrap(),
+    );
+    let mut spun = std::io::BufReader::new(bystander.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut spun, &mut line).unwrap();
+    assert_eq!(line.trim(), "spinning");
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["debug", "-t", "work", "--amplify", "random", "--runs", "150", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("failures are rare ("), "{stderr}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", bystander.pid())).unwrap();
+    assert!(!maps.lines().any(|l| l.ends_with("[uprobes]")), "a probe was hit in the bystander");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bystander.pid() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(bystander.0.wait().unwrap().success(), "the bystander survived");
+    line.clear();
+    std::io::BufRead::read_line(&mut spun, &mut line).unwrap();
+    assert!(line.starts_with("calls="), "{line}");
+    let loaded = aid::store::load_full(&out).unwrap();
+    let s = &loaded.session;
+    let failing: Vec<&aid::model::Run> = s.runs.iter().filter(|r| r.failed()).collect();
+    assert!(
+        failing.len() >= 5,
+        "amplified runs fail: {} of {}\n{stderr}",
+        failing.len(),
+        s.runs.len()
+    );
+    // The noise is stored with the runs, with what it held and where.
+    let name = |f: Option<u32>| f.map(|f| s.functions[f as usize].name.clone());
+    let served: Vec<String> = s
+        .runs
+        .iter()
+        .flat_map(|r| &r.noise)
+        .filter(|n| n.held_ns > 0)
+        .filter_map(|n| name(n.func))
+        .collect();
+    assert!(
+        served.iter().any(|n| n == "pthread_mutex_lock" || n == "pthread_mutex_unlock"),
+        "{served:?}"
+    );
+    assert!(
+        failing.iter().all(|r| r.noise.iter().any(|n| n.held_ns > 0)),
+        "every failing run was held by noise (the program alone does not fail)"
+    );
+    let options = aid::analysis::AnalysisOptions {
+        extract: aid::predicates::ExtractConfig::default(),
+        safe: aid::intervene::SafeList::default(),
+        reach: aid::intervene::Reach::PROGRAM,
+    };
+    let analysis = aid::analysis::analyze(s, &options).unwrap();
+    for i in 1..analysis.catalog.len() {
+        let p = analysis.catalog.get(aid::predicates::PredId(i as u32)).unwrap();
+        let f = &s.functions[p.key.func as usize];
+        assert!(!f.internal, "a predicate on aid's own probe {}: {}", f.name, p.description);
+        if p.description.contains("runs too slow") {
+            assert!(
+                !analysis.scores[i].fully_discriminative,
+                "noise surfaced as a cause: {}",
+                p.description
+            );
+        }
+    }
+}
+
+/// Amplification reaches a race that never shows on its own (issue 10):
+/// two-lock-race's window is a few instructions between an unlock and the
+/// next lock, and it failed 0 times in 1000 runs natively. `debug` with no
+/// flags finds no failure in its first 40 runs, amplifies with noise at
+/// the synchronisation points, and the failure appears.
+///
+/// Acceptance rule: one session (no retry; at most 200 runs, so at most
+/// 160 amplified) must have at least 5 failing runs among its amplified
+/// runs, each held by noise. Amplified runs fail 5–13 % of the time
+/// (BENCHMARKS.md: 9.3 % with random delays and 5.3 % with PCT-style
+/// change points at the first level, 150 runs each, more at the next), so
+/// 160 of them show fewer than 5 failures with a probability of about 1 %
+/// (binomial, mean 11.7); the program's own rate, at most 0.5 % in the
+/// README's measurements, would give 5 failures in 160 runs with a
+/// probability below 0.2 %.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn amplification_makes_two_lock_race_fail() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exe = build("two-lock-race");
+    let (_tmp, out) = temp_session();
+    let output = agent().args(["debug", "--out"]).arg(&out).arg("--").arg(&exe).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("failures are rare ("), "{stderr}");
+    let s = aid::store::load(&out).unwrap();
+    let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
+    let failing: Vec<&aid::model::Run> = amplified.iter().copied().filter(|r| r.failed()).collect();
+    assert!(
+        failing.len() >= 5,
+        "{} failing of {} amplified runs ({} in all)\n{stderr}",
+        failing.len(),
+        amplified.len(),
+        s.runs.len()
+    );
+    assert!(
+        failing.iter().all(|r| r.noise.iter().any(|n| n.held_ns > 0)),
+        "an amplified run failed without being held: {:?}",
+        failing.iter().find(|r| r.noise.iter().all(|n| n.held_ns == 0)).map(|r| r.id)
+    );
+}
+
+/// Default mode on a program with a hot helper (issue 10): `debug` with
+/// no flags measures how often each of inventory-sixty's own functions is
+/// called, leaves out `crc32_update` (about 427,000 calls per run) with its
+/// count (a lower bound when the counting run was cut short) and the way to
+/// trace it anyway, never makes `main` or the
+/// never-returning `die` candidates, and traces the functions called a
+/// handful of times per run. (Which of the functions called a few hundred
+/// times fit depends on the measured budget, 15 % of the untraced
+/// run's wall time; BENCHMARKS.md has a measured set and the slowdown.)
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn default_mode_leaves_the_hot_helper_out() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exe = build("inventory-sixty");
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["debug", "--runs", "1", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("main: its return restates the failure"), "{stderr}");
+    assert!(stderr.contains("die: never returns: calling it ends the program"), "{stderr}");
+    let hot = stderr.lines().find(|l| l.contains("called too often to trace")).expect(&stderr);
+    let count: u64 = hot
+        .split("crc32_update (")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("crc32_update is left out with its count: {hot}"));
+    // About 427,000 per run; a counting run cut short counts fewer.
+    assert!(count > 100_000, "{hot}");
+    assert!(hot.contains("name every function to trace with --trace"), "{hot}");
+    let s = aid::store::load(&out).unwrap();
+    let traced: Vec<&str> =
+        s.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+    for f in ["importer_main", "load_journal", "apply_journal", "reconcile_counts", "catalog_load"]
+    {
+        assert!(traced.contains(&f), "{f} not traced: {traced:?}");
+    }
+    for f in ["crc32_update", "main", "die"] {
+        assert!(!traced.contains(&f), "{f} traced: {traced:?}");
+    }
 }

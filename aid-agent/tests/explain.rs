@@ -381,6 +381,7 @@ fn written_session(dir: &Path) {
             stderr: String::new(),
             probe_errors: 0,
             notes: Vec::new(),
+            sync_steps: Vec::new(),
         };
         w.append(&rec, std::slice::from_ref(&f)).unwrap();
     }

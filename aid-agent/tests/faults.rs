@@ -603,6 +603,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
             stderr: String::new(),
             probe_errors: 0,
             notes: vec![],
+            sync_steps: vec![],
         };
         w.append(&rec, &header.functions).unwrap();
     }

@@ -132,6 +132,67 @@ fn rust_names_are_demangled() {
     assert_eq!(s.runs[0].role_name(1), "cruncher#1");
 }
 
+/// Threads started through a runtime's trampoline are named by the user
+/// function they run (issue 10): a `std::thread`'s lambda or function
+/// object, a `thread::spawn` closure — not `thread#N`, not the trampoline.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn std_threads_are_named_by_what_they_run() {
+    require_bpf();
+    let names = |exe: &std::path::Path, pattern: &str| -> Vec<String> {
+        let (_tmp, out) = temp_session();
+        run_ok(
+            agent()
+                .args(["record", "-t", pattern, "--runs", "1", "--out"])
+                .arg(&out)
+                .arg("--")
+                .arg(exe),
+        );
+        let s = load(&out);
+        let r = &s.runs[0];
+        (1..r.threads.len() as u32).map(|role| r.role_name(role)).collect()
+    };
+    let cpp = c_fixture("std_threads.cpp", "std_threads", &[]);
+    assert_eq!(names(&cpp, "pool::step"), vec!["pool::start::{lambda()#1}#1", "pool::Job#2"]);
+    let rust = rust_fixture("rust_spawn.rs", "rust_spawn");
+    assert_eq!(
+        names(&rust, "rust_spawn::step"),
+        vec![
+            "rust_spawn::main::{closure#0}#1",
+            "rust_spawn::main::{closure#1}::{closure#0}#2",
+            "rust_spawn::main::{closure#1}::{closure#0}#3",
+        ]
+    );
+}
+
+/// The C library's symbols are versioned (`pthread_mutex_unlock@@GLIBC_2.2.5`)
+/// and share addresses with aliases (`__pthread_mutex_unlock`): a bare name
+/// traces the function, as in bpftrace (issue 10).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn versioned_libc_functions_are_traced_by_bare_name() {
+    require_bpf();
+    let exe = c_fixture("noise_only.c", "noise_only_lib", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["record", "-t", "libc:pthread_mutex_lock", "-t", "libc:pthread_mutex_unlock"])
+            .args(["--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
+    let s = load(&out);
+    let calls = calls_on(&s, 0, 0);
+    let mutexes =
+        |name: &str| -> Vec<i64> { calls.iter().filter(|c| c.0 == name).map(|c| c.2[0]).collect() };
+    let (locked, unlocked) = (mutexes("pthread_mutex_lock"), mutexes("pthread_mutex_unlock"));
+    assert!(
+        locked.iter().any(|m| unlocked.contains(m)),
+        "work's mutex is locked and unlocked: {calls:?}"
+    );
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn shared_library_functions_by_short_name() {

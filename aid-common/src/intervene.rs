@@ -79,6 +79,11 @@ impl ActionKind {
     /// (the return value still passed the test after every retry and there
     /// was no fallback value).
     pub const REEXECUTE_EXHAUSTED: ActionKind = ActionKind(8);
+    /// Hold the thread until no other thread of the process can run (each
+    /// is blocked, sleeping, stopped or gone), or `timeout_us` passed;
+    /// among several, the highest `value` resumes first (a PCT priority
+    /// change point, failure amplification).
+    pub const YIELD: ActionKind = ActionKind(9);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
@@ -86,6 +91,7 @@ impl ActionKind {
             || self.0 == Self::HOLD_UNTIL.0
             || self.0 == Self::HOLD_WHILE_RUNNING.0
             || self.0 == Self::HOLD_WHILE_GROUP_RUNNING.0
+            || self.0 == Self::YIELD.0
     }
 }
 
@@ -101,6 +107,7 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::REEXECUTE => f.write_str("Reexecute"),
             ActionKind::HOLD_WHILE_GROUP_RUNNING => f.write_str("HoldWhileGroupRunning"),
             ActionKind::REEXECUTE_EXHAUSTED => f.write_str("ReexecuteExhausted"),
+            ActionKind::YIELD => f.write_str("Yield"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }

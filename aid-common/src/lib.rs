@@ -15,6 +15,7 @@ mod error;
 mod event;
 mod intervene;
 mod maps;
+mod noise;
 mod target;
 #[cfg(feature = "user")]
 mod user;
@@ -28,5 +29,6 @@ pub use intervene::{
     UnitState,
 };
 pub use maps::*;
+pub use noise::{SYNC_COOKIE_BIT, SYNC_SITE_FUNC};
 pub use target::{TargetFlags, TargetState};
 pub use watch::{DelayOn, HitKind, WATCH_DELAY_FUNC, WatchConfig, WatchHit};

@@ -63,6 +63,10 @@ pub const MAP_GROUPS: &str = "AID_GROUPS";
 pub const MAP_RUNNING: &str = "AID_RUNNING";
 /// `OpenMember -> RunningKey`: where a running group call is counted.
 pub const MAP_OPEN_MEMBERS: &str = "AID_OPEN_MEMBER";
+/// `tid -> count`: synchronisation points each thread of an intervened run
+/// has entered (noise at sync points is keyed by that count); the agent
+/// reads it when the run is over.
+pub const MAP_SYNC_STEPS: &str = "AID_SYNC_STEPS";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -88,6 +92,7 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_GROUPS,
     MAP_RUNNING,
     MAP_OPEN_MEMBERS,
+    MAP_SYNC_STEPS,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

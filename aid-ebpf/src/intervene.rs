@@ -236,7 +236,7 @@ fn mark(site: &SiteKey, ts: u64) {
 #[inline(always)]
 fn due_at_entry(action: &Action, regs: &pt_regs, own: Option<RunningKey>) -> bool {
     match action.kind {
-        ActionKind::DELAY | ActionKind::RETURN_EARLY => true,
+        ActionKind::DELAY | ActionKind::YIELD | ActionKind::RETURN_EARLY => true,
         ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
@@ -398,7 +398,7 @@ fn reexecute(
 /// scratch slot: it does not fit the stack) and signals the thread, which
 /// stops for the agent, its tracer.
 #[inline(always)]
-fn stop_for_agent(
+pub fn stop_for_agent(
     tid: u32,
     action: Action,
     site: SiteKey,

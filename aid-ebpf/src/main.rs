@@ -1,7 +1,9 @@
 //! The kernel half of aid: records function entries and exits of a traced
 //! process into a ring buffer, tracks thread creation so every thread gets
 //! a stable role, and — for intervened runs only — numbers call instances
-//! and stops a thread for the agent when an intervention is due.
+//! and stops a thread for the agent when an intervention is due. Entry
+//! probes whose cookie carries `SYNC_COOKIE_BIT` are synchronisation
+//! points: they record nothing and only serve noise (`noise.rs`).
 //!
 //! The target map says which process is recorded and whether a run is
 //! intervened on (only then are instances numbered and the action map
@@ -20,11 +22,12 @@
 
 mod intervene;
 mod maps;
+mod noise;
 mod record;
 mod threads;
 mod watch;
 
-use aid_common::{EventKind, ProbeErrorKind, TargetFlags};
+use aid_common::{EventKind, ProbeErrorKind, SYNC_COOKIE_BIT, TargetFlags};
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
@@ -63,6 +66,9 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     let Some(flags) = live_target(pid_tgid) else { return Ok(()) };
     let func = cookie(ctx);
     let regs = regs(ctx);
+    if func & SYNC_COOKIE_BIT != 0 {
+        return noise::try_sync_point(pid_tgid, func & !SYNC_COOKIE_BIT, flags, regs);
+    }
     let intervene = flags.contains(TargetFlags::INTERVENE);
     if intervene && intervene::replayed_entry(pid_tgid as u32, regs.rip) {
         return Ok(());

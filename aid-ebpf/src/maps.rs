@@ -54,6 +54,8 @@ pub static AID_REPLAY: HashMap<u32, Replay> = HashMap::with_max_entries(16384, 0
 #[map]
 pub static AID_UNIT_STATE: HashMap<u32, UnitState> = HashMap::with_max_entries(16384, 0);
 #[map]
+pub static AID_SYNC_STEPS: HashMap<u32, u32> = HashMap::with_max_entries(16384, 0);
+#[map]
 pub static AID_SCRATCH: PerCpuArray<Pending> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 pub static AID_ENTRY_REGS: HashMap<CallKey, EntryRegs> = HashMap::with_max_entries(16384, 0);

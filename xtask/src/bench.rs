@@ -12,6 +12,9 @@
 //! path (spawn held, attach the per-run links, exec, run, detach in the
 //! background, record and store the run) for 1, 32 and 512 traced
 //! functions, against running the same program without aid.
+//!
+//! `cargo xtask bench amplify`: the amplification and default-mode
+//! benchmark (benches/amplify.rs).
 
 use std::{path::Path, process::Command};
 
@@ -57,6 +60,15 @@ pub enum Which {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
+    /// Failure amplification on two-lock-race (natural, random delays,
+    /// PCT-style change points) and the default set's slowdown on
+    /// inventory-sixty (needs root; aid-agent/benches/amplify.rs).
+    Amplify {
+        /// Arguments for the benchmark (`--runs N`, `--rounds N`,
+        /// `--only amplify|default`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -77,6 +89,12 @@ pub fn run(which: Which) -> anyhow::Result<()> {
         Which::Probes { args } => exec(
             Command::new("cargo")
                 .args(["bench", "--package", "aid-agent", "--bench", "probes", "--"])
+                .args(&args)
+                .current_dir(root()),
+        ),
+        Which::Amplify { args } => exec(
+            Command::new("cargo")
+                .args(["bench", "--package", "aid-agent", "--bench", "amplify", "--"])
                 .args(&args)
                 .current_dir(root()),
         ),

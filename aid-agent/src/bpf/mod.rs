@@ -11,8 +11,8 @@ use aid_common::{
     Action, CallKey, CallStack, EntryRegs, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, GroupMember,
     GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
     MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL,
-    MAP_ROLES, MAP_RUNNING, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember, Pending,
-    ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState, UnitState,
+    MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember,
+    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -37,9 +37,23 @@ use crate::{
         btf::BtfError,
         uprobe_multi::{MultiError, MultiProgram},
     },
-    model::Function,
+    model::{Function, Probe},
     sys::poll,
 };
+
+/// The attach cookie of a function: its id, flagged for synchronisation
+/// points (their entry probe records nothing and only serves noise).
+pub fn cookie(f: &Function) -> u64 {
+    let flag = if f.probe == Probe::Sync { aid_common::SYNC_COOKIE_BIT } else { 0 };
+    u64::from(f.id | flag)
+}
+
+/// Whether `f` gets a return probe: it asks for one, and it is not among
+/// the functions whose return probe would harm the target
+/// ([`entry_only`]).
+pub fn wants_return(f: &Function) -> bool {
+    f.probes_return() && entry_only::reason(&f.symbol).is_none()
+}
 
 /// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
 const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
@@ -244,6 +258,9 @@ pub struct Probes {
     mechanism: Mechanism,
     /// [`Scope::Target`]: what to attach to each run's target.
     per_run: Option<(Vec<Function>, Programs)>,
+    /// Whether the next runs' targets get the synchronisation points among
+    /// `per_run` ([`Probes::set_sync_points`]).
+    sync_points: bool,
     /// Probes scoped to one process, and that process.
     scoped: Option<(u32, Attachment)>,
     reaper: Reaper,
@@ -299,6 +316,7 @@ impl Probes {
             multi,
             mechanism,
             per_run: None,
+            sync_points: false,
             scoped: None,
             reaper: Reaper::new(),
             reg_write,
@@ -342,7 +360,13 @@ impl Probes {
             if let Some((_, old)) = self.scoped.take() {
                 self.reaper.detach(old);
             }
-            let attached = self.attach_scoped(&functions, pid, programs);
+            let attached = if self.sync_points {
+                self.attach_scoped(&functions, pid, programs)
+            } else {
+                let calls: Vec<Function> =
+                    functions.iter().filter(|f| f.probe != Probe::Sync).cloned().collect();
+                self.attach_scoped(&calls, pid, programs)
+            };
             self.per_run = Some((functions, programs));
             self.scoped = Some((pid, attached?));
         }
@@ -450,6 +474,7 @@ impl Probes {
         clear::<GroupMember, GroupSlot>(&mut self.ebpf, MAP_GROUPS)?;
         clear::<RunningKey, u64>(&mut self.ebpf, MAP_RUNNING)?;
         clear::<OpenMember, RunningKey>(&mut self.ebpf, MAP_OPEN_MEMBERS)?;
+        clear::<u32, u32>(&mut self.ebpf, MAP_SYNC_STEPS)?;
         self.set_live_unit(None)
     }
 
@@ -505,12 +530,12 @@ impl Probes {
         }
         let scope = UProbeScope::AllProcesses;
         for f in functions {
-            let exit = entry_only::reason(&f.symbol).is_none().then_some(exit);
-            for name in std::iter::once(enter).chain(exit) {
+            let names: &[&'static str] = if wants_return(f) { &[enter, exit] } else { &[enter] };
+            for &name in names {
                 let prog: &mut UProbe = program(&mut self.ebpf, name)?;
                 let point = UProbeAttachPoint {
                     location: UProbeAttachLocation::AbsoluteOffset(f.offset),
-                    cookie: Some(u64::from(f.id)),
+                    cookie: Some(cookie(f)),
                 };
                 let link =
                     prog.attach(point, &f.module, scope).map_err(|e| ProbeError::Attach {
@@ -603,6 +628,21 @@ impl Probes {
                 log::warn!("detaching {name}: {e}");
             }
         }
+    }
+
+    /// Whether the targets of the next runs ([`Scope::Target`]) get the
+    /// synchronisation points ([`Probe::Sync`]) among the functions too:
+    /// only runs that amplify a failure with noise need them.
+    pub fn set_sync_points(&mut self, on: bool) {
+        self.sync_points = on;
+    }
+
+    /// Synchronisation points each thread (by tid) of the last intervened
+    /// run entered; read before the next run starts.
+    pub fn sync_steps(&self) -> Vec<(u32, u32)> {
+        let Some(m) = self.ebpf.map(MAP_SYNC_STEPS) else { return Vec::new() };
+        let Ok(steps) = BpfHashMap::<_, u32, u32>::try_from(m) else { return Vec::new() };
+        steps.iter().filter_map(Result::ok).collect()
     }
 
     /// Events dropped because the ring buffer was full, since the last call.

@@ -14,10 +14,7 @@ use aya::{
 };
 
 use crate::{
-    bpf::{
-        entry_only,
-        uprobe_multi::{self, Links, MultiProgram},
-    },
+    bpf::uprobe_multi::{self, Links, MultiProgram},
     model::Function,
 };
 
@@ -55,8 +52,8 @@ impl Attachment {
         let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid).expect("pid 0"));
         let mut links = Vec::with_capacity(2 * functions.len());
         for f in functions {
-            let exit = entry_only::reason(&f.symbol).is_none().then_some(exit);
-            for name in std::iter::once(enter).chain(exit) {
+            let names: &[&str] = if super::wants_return(f) { &[enter, exit] } else { &[enter] };
+            for &name in names {
                 let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
                 let prog: &mut UProbe = ebpf
                     .program_mut(name)
@@ -64,7 +61,7 @@ impl Attachment {
                     .ok_or_else(|| (what(), aya::programs::ProgramError::NotLoaded))?;
                 let point = UProbeAttachPoint {
                     location: UProbeAttachLocation::AbsoluteOffset(f.offset),
-                    cookie: Some(u64::from(f.id)),
+                    cookie: Some(super::cookie(f)),
                 };
                 let id =
                     prog.attach(point, Path::new(&f.module), scope).map_err(|e| (what(), e))?;

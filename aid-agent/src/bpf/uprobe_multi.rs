@@ -31,7 +31,7 @@ use aya_obj::generated::{
     bpf_prog_type,
 };
 
-use crate::{bpf::entry_only, model::Function};
+use crate::model::Function;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MultiError {
@@ -260,23 +260,24 @@ pub struct Links {
 
 impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
-    /// function (no return probe on those of [`entry_only`]), in process
-    /// `pid` only: one link per module and direction.
+    /// function (at the entry only, for those without a return probe or
+    /// in [`super::entry_only`]), in process `pid` only: one link per module and
+    /// direction.
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,
         functions: &[Function],
         pid: u32,
     ) -> Result<Links, MultiError> {
-        type Sites = (Vec<u64>, Vec<u64>);
-        let mut by_module: BTreeMap<&PathBuf, (Sites, Sites)> = BTreeMap::new();
+        type Points = (Vec<u64>, Vec<u64>);
+        let mut by_module: BTreeMap<&PathBuf, (Points, Points)> = BTreeMap::new();
         for f in functions {
             let (entries, returns) = by_module.entry(&f.module).or_default();
             entries.0.push(f.offset);
-            entries.1.push(u64::from(f.id));
-            if entry_only::reason(&f.symbol).is_none() {
+            entries.1.push(super::cookie(f));
+            if super::wants_return(f) {
                 returns.0.push(f.offset);
-                returns.1.push(u64::from(f.id));
+                returns.1.push(super::cookie(f));
             }
         }
         let mut links = Links::default();

@@ -8,6 +8,7 @@ use anyhow::bail;
 use crate::{
     bpf::LoadOptions,
     causal::{Strategy, synthetic::Threads},
+    intervene::noise::Schedule,
     record::{
         fail::RunPolicy,
         list::{ListIn, list},
@@ -123,6 +124,28 @@ impl From<StrategyArg> for Strategy {
             StrategyArg::AidP => Strategy::AidP,
             StrategyArg::AidPB => Strategy::AidPB,
             StrategyArg::Tagt => Strategy::Tagt,
+        }
+    }
+}
+
+/// `debug --amplify` values: the noise amplified runs get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AmplifyArg {
+    /// Random delays and PCT-style priority change points, run by run.
+    Both,
+    /// Random delays at synchronisation points and traced calls (rr's chaos
+    /// mode).
+    Random,
+    /// PCT-style priority change points (Burckhardt et al., ASPLOS 2010).
+    Pct,
+}
+
+impl From<AmplifyArg> for Schedule {
+    fn from(a: AmplifyArg) -> Schedule {
+        match a {
+            AmplifyArg::Both => Schedule::Both,
+            AmplifyArg::Random => Schedule::Random,
+            AmplifyArg::Pct => Schedule::Pct,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{RunArgs, StrategyArg, parse_duration, positive, print_list},
+    args::{AmplifyArg, RunArgs, StrategyArg, parse_duration, positive, print_list},
     out::emit,
     terminal::{Terminal, interrupt_flag, report_layout},
 };
@@ -25,7 +25,8 @@ use crate::{
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Functions to trace (globs, 'lib:glob'). Default: the program's own
-    /// functions (not libraries), up to 32.
+    /// functions that are cheap enough to trace, measured in a first run
+    /// (those left out are named).
     #[arg(long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
     /// Functions whose return value may be forced (globs, repeatable).
@@ -58,6 +59,10 @@ pub struct Args {
     /// Seed for tie-breaking and noise (runs are still nondeterministic).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The noise that amplifies a rare failure (injected at synchronisation
+    /// points and traced calls when fewer than 5 % of the first runs fail).
+    #[arg(long, value_enum, default_value_t = AmplifyArg::Both)]
+    pub amplify: AmplifyArg,
     /// Debug a running service instead of starting a program: each call of
     /// --unit is one run, and interventions go to later calls.
     #[arg(short, long, conflicts_with = "command")]
@@ -133,6 +138,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         hold_timeout: positive("--hold-timeout", parse_duration(&args.hold_timeout)?)?,
         safe,
         seed: args.seed,
+        schedule: args.amplify.into(),
         ..DebugOptions::default()
     };
     let load = args.run.load_options()?;

@@ -1,7 +1,7 @@
 //! The one debug pipeline, over any run source (a program aid starts, or
 //! the units of a running service): observe runs until there are enough
-//! passing and failing ones (amplifying a rare failure with random delays
-//! where the source allows), learn the predicates and the AC-DAG, discover
+//! passing and failing ones (amplifying a rare failure with noise at
+//! synchronisation points and traced calls where the source allows), learn the predicates and the AC-DAG, discover
 //! the causal path with interventions, and estimate what TAGT would have
 //! needed on the same session.
 
@@ -30,7 +30,7 @@ use crate::{
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
     intervene::{
         Reach, SafeList,
-        noise::{Level, NoiseSource},
+        noise::{Level, NoiseSource, Schedule},
     },
     model::{Label, Run, Session},
     predicates::ExtractConfig,
@@ -54,10 +54,12 @@ pub struct DebugOptions {
     /// `--runs N`: observe exactly N runs, as `record --runs N` records N
     /// (no early stop; `max_runs` is then ignored).
     pub runs: Option<u32>,
-    /// Below this failure rate (after `amplify_after` runs), random delays
-    /// are injected to make the failure more frequent.
+    /// Below this failure rate (after `amplify_after` runs), noise is
+    /// injected to make the failure more frequent.
     pub amplify_below: f64,
     pub amplify_after: u32,
+    /// Which noise amplified runs get (`intervene/noise.rs`).
+    pub schedule: Schedule,
     pub hold_timeout: Duration,
     pub safe: SafeList,
     pub extract: ExtractConfig,
@@ -77,6 +79,7 @@ impl Default for DebugOptions {
             runs: None,
             amplify_below: 0.05,
             amplify_after: 40,
+            schedule: Schedule::default(),
             hold_timeout: Duration::from_secs(1),
             safe: SafeList::default(),
             extract: ExtractConfig::default(),
@@ -387,28 +390,35 @@ fn observe(
                 Some(n) => n.level.stronger(),
             };
             let Some(level) = level else { break };
-            let delays = format!(
-                "{} per {noun}, up to {}",
-                level.sites,
-                crate::util::human::duration(level.max_delay_us * 1000)
-            );
+            let holds = crate::util::human::duration(level.max_delay_us * 1000);
             ui.say(&if noise.is_none() {
                 format!(
-                    "failures are rare ({failing} of {} {noun}s): injecting random delays at traced calls ({delays}) to make them more frequent; the {noun}s record them",
-                    basis.len()
+                    "failures are rare ({failing} of {} {noun}s): injecting noise at synchronisation points and traced calls ({}; {} per {noun}, holds up to {holds}) to make them more frequent; the {noun}s record it",
+                    basis.len(),
+                    opts.schedule.describe(),
+                    level.sites,
                 )
             } else {
                 format!(
-                    "still rare with those delays ({failing} of {} {noun}s): stronger delays ({delays})",
-                    basis.len()
+                    "still rare with that noise ({failing} of {} {noun}s): stronger noise ({} per {noun}, holds up to {holds})",
+                    basis.len(),
+                    level.sites,
                 )
             });
-            let seen = if plain.is_empty() { basis.clone() } else { plain.clone() };
-            noise = Some(NoiseSource::new(level, seen, opts.seed));
+            match noise.as_mut() {
+                Some(n) => n.raise(level),
+                None => {
+                    let seen = if plain.is_empty() { &basis } else { &plain };
+                    noise = Some(NoiseSource::new(level, opts.schedule, seen, opts.seed));
+                }
+            }
             basis.clear();
         }
         let delays = noise.as_mut().map(NoiseSource::draw).unwrap_or_default();
         let Some(rec) = source.observe(&delays, cancel)? else { break };
+        if let Some(n) = noise.as_mut() {
+            n.learn(&rec.sync_steps);
+        }
         writer.append(&rec, source.functions())?;
         if !rec.notes.is_empty() && !noted {
             noted = true;

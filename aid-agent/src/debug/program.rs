@@ -2,20 +2,29 @@
 //! observed or intervened on from its exec to its end, so any thread can
 //! be intervened on and a rare failure can be amplified.
 
-use std::{ffi::OsString, path::PathBuf, sync::atomic::AtomicBool};
+use std::{
+    cell::RefCell, collections::BTreeMap, ffi::OsString, path::PathBuf, sync::atomic::AtomicBool,
+};
+
+use anyhow::bail;
 
 use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
-    model::{Function, Noise, RecordedRun},
+    model::{FuncId, Function, Noise, RecordedRun},
     record::{
+        census,
         fail::RunPolicy,
         progress::Progress,
         start::{self, ProgramSession},
         tracer::Tracer,
     },
     store::Mode,
+    symbols::{
+        self, Resolver,
+        own::{self, Skipped},
+    },
     sys::spawn::Target,
 };
 
@@ -98,8 +107,8 @@ impl RunSource for ProgramSource<'_> {
 pub struct ProgramRequest {
     /// The program and its arguments.
     pub command: Vec<OsString>,
-    /// `--trace` patterns; none: the program's own functions, up to
-    /// [`start::DEFAULT_FUNCTIONS`].
+    /// `--trace` patterns; none: the program's own functions that are
+    /// cheap enough to trace (`record/census.rs`).
     pub trace: Vec<String>,
     /// `--safe` patterns (also in `options.safe`), each of which must name
     /// a traced function.
@@ -123,6 +132,7 @@ pub fn debug_program(
         Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
         None => None,
     };
+    let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
         &req.command,
@@ -131,14 +141,32 @@ pub fn debug_program(
         req.out.as_deref(),
         Programs::Record,
         &mut *ui,
-        |r, ui| {
-            let functions = if req.trace.is_empty() {
-                start::default_functions(r, &mut *ui)?
-            } else {
-                r.resolve(&req.trace)?
-            };
+        |r, _| {
+            if req.trace.is_empty() {
+                let found = default_candidates(r)?;
+                if found.functions.len() > req.load.max_functions {
+                    bail!(
+                        "{} has {} functions of its own, more than the limit of {} probes that measuring them needs: name the functions to trace with --trace, or raise --max-probes",
+                        r.executable().path.display(),
+                        found.functions.len(),
+                        req.load.max_functions
+                    );
+                }
+                let functions = found.functions.clone();
+                *candidates.borrow_mut() = Some(found);
+                return Ok(functions);
+            }
+            let functions = r.resolve(&req.trace)?;
             start::check_safe(&req.safe, &functions)?;
             Ok(functions)
+        },
+        |tracer, target, ui| {
+            if let Some(found) = candidates.borrow_mut().take() {
+                choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)?;
+            }
+            let sync = tracer.add_sync_points()?;
+            log::info!("{sync} synchronisation points of the C library ready for amplification");
+            Ok(())
         },
     )?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
@@ -154,4 +182,137 @@ pub fn debug_program(
     let beside =
         beside::for_session(writer.dir(), &target.program, &req.options.safe, patterns.as_ref());
     Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
+}
+
+/// The program's own functions that are candidates for the default set,
+/// and those left out by rule.
+pub struct Candidates {
+    pub functions: Vec<Function>,
+    pub skipped: Vec<(String, Skipped)>,
+}
+
+/// The program's own functions in address order, without `main`, sleep
+/// and clock helpers and stubs ([`own::skipped`]).
+pub fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
+    let mut own = resolver.own_functions();
+    if own.is_empty() {
+        bail!(
+            "{} has no functions of its own to trace (only start-up code and libraries): pass --trace PATTERN",
+            resolver.executable().path.display()
+        );
+    }
+    own.sort_by_key(|s| s.address);
+    let mut skipped = Vec::new();
+    let mut functions = Vec::new();
+    for sym in own {
+        match own::skipped(resolver.executable(), sym) {
+            Some(why) => skipped.push((sym.name.clone(), why)),
+            None => functions.push(symbols::function(
+                resolver.executable(),
+                sym,
+                functions.len() as FuncId,
+                false,
+            )),
+        }
+    }
+    if functions.is_empty() {
+        bail!(
+            "{} has no functions of its own worth tracing by default (left out: {}): pass --trace PATTERN",
+            resolver.executable().path.display(),
+            skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(Candidates { functions, skipped })
+}
+
+/// Measures the candidates' call rates and makes the tracer's user
+/// functions those cheap enough to trace (`record/census.rs`), saying which
+/// were left out, why, and how to trace them anyway. Every `safe` pattern
+/// must name a chosen function.
+pub fn choose_by_cost(
+    tracer: &mut Tracer,
+    target: &Target,
+    policy: &RunPolicy,
+    safe: &[String],
+    found: Candidates,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let Candidates { functions, skipped } = found;
+    let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, reason) in &skipped {
+        why.entry(reason.reason()).or_default().push(name);
+    }
+    let left: Vec<String> =
+        why.iter().map(|(reason, names)| format!("{}: {reason}", names.join(", "))).collect();
+    ui.say(&format!(
+        "no --trace given: measuring how often the program's {} own functions are called{}",
+        functions.len(),
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!("; not candidates: {}", left.join("; "))
+        }
+    ));
+    let census = census::measure(tracer, target, policy, &functions, cancel)?;
+    let addresses: Vec<u64> = functions.iter().map(|f| f.address).collect();
+    let choice = census::choose(&census, &addresses);
+    let ms = |ns: f64| ns / 1e6;
+    let cut = census.cut.iter().filter(|c| **c).count();
+    ui.say(&format!(
+        "untraced run {:.1} ms (fastest of {}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
+        ms(census.untraced_ns as f64),
+        census::UNTRACED_RUNS,
+        ms(census.counted_ns as f64),
+        if cut > 0 {
+            format!(
+                " (the last of {}: the ones before were cut short, and {cut} function(s) too hot by then were left out of the next)",
+                census.counting_runs
+            )
+        } else {
+            String::new()
+        },
+        census.call_ns / 1e3,
+        ms(census.budget_ns()),
+    ));
+    if !choice.hot.is_empty() {
+        let hot: Vec<String> = choice
+            .hot
+            .iter()
+            .map(|&(i, calls, cost)| {
+                let at_least = if census.cut[i] { "at least " } else { "" };
+                format!(
+                    "{} ({at_least}{calls} calls, ~{:.1} ms per run)",
+                    functions[i].name,
+                    ms(cost)
+                )
+            })
+            .collect();
+        ui.say(&format!(
+            "left out {} function(s) called too often to trace within the budget: {}; to trace one anyway, name every function to trace with --trace (it replaces the default set), e.g. --trace '{}'",
+            hot.len(),
+            hot.join(", "),
+            functions[choice.hot[0].0].name
+        ));
+    }
+    if !choice.over_cap.is_empty() {
+        let names: Vec<&str> =
+            choice.over_cap.iter().map(|&i| functions[i].name.as_str()).collect();
+        ui.say(&format!(
+            "left out {} function(s) beyond the default set's {} (the most called first): {}; name them with --trace to trace them",
+            names.len(),
+            census::MAX_FUNCTIONS,
+            names.join(", ")
+        ));
+    }
+    let chosen: Vec<Function> = choice.traced.iter().map(|&i| functions[i].clone()).collect();
+    start::check_safe(safe, &chosen)?;
+    ui.say(&format!(
+        "tracing {} of them (~{:.2} ms per run): {}",
+        chosen.len(),
+        ms(choice.cost_ns),
+        chosen.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+    ));
+    tracer.set_user_functions(chosen)?;
+    Ok(())
 }

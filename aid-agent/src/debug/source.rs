@@ -21,7 +21,7 @@ pub trait RunSource {
     /// The interventions this source can carry out.
     fn reach(&self) -> Reach;
 
-    /// Whether random delays can be injected into observed runs to make a
+    /// Whether noise can be injected into observed runs to make a
     /// rare failure more frequent.
     fn can_amplify(&self) -> bool;
 

@@ -48,6 +48,7 @@ pub fn restart(
             unchanged(r.executable(), &user)?;
             Ok(user.clone())
         },
+        |_, _, _| Ok(()),
     )?;
     Ok((session, policy))
 }

@@ -19,6 +19,7 @@ pub fn function(id: FuncId, name: &str, params: &[ValueKind], ret: ValueKind) ->
         ret: ty(ret),
         params: params.iter().map(|k| ty(*k)).collect(),
         internal: false,
+        probe: crate::model::Probe::Call,
     }
 }
 

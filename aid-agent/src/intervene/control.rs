@@ -76,6 +76,9 @@ enum Release {
         key: RunningKey,
         mine: u64,
     },
+    /// When no other thread of the process can run (a PCT change point,
+    /// `noise.rs`); among several, the highest priority first.
+    WhenAlone(u64),
 }
 
 struct Hold {
@@ -131,6 +134,19 @@ fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bo
     rec.applied = done;
     rec.timed_out = expired;
     resume(h.tid, None);
+}
+
+/// The thread held at a PCT change point that may resume now: the one of
+/// highest priority, once no other thread of `pid` can run (each is
+/// blocked, sleeping, stopped — held ones included — or gone).
+fn next_alone(pid: u32, holds: &[Hold]) -> Option<Pid> {
+    let waiting = holds.iter().filter_map(|h| match h.release {
+        Release::WhenAlone(priority) => Some((priority, h.tid)),
+        _ => None,
+    });
+    let (_, tid) = waiting.max_by_key(|(priority, _)| *priority)?;
+    let runnable = crate::sys::proc::runnable_threads(pid);
+    runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
 }
 
 /// What the loop should do next, decided by the caller at every turn.
@@ -226,6 +242,7 @@ impl Controller<'_> {
             // Release holds whose time has come or whose event happened.
             let now = Instant::now();
             let stuck = self.stuck_group_hold(&holds);
+            let alone = next_alone(pid, &holds);
             holds.retain(|h| {
                 let done = match h.release {
                     Release::At => now >= h.deadline,
@@ -233,6 +250,7 @@ impl Controller<'_> {
                     Release::WhenIdle { key, mine } => {
                         self.probes.running(&key) <= mine || stuck == Some(h.tid)
                     }
+                    Release::WhenAlone(_) => alone == Some(h.tid),
                 };
                 let expired = !done && now >= h.deadline;
                 if done || expired {
@@ -256,7 +274,9 @@ impl Controller<'_> {
             let nap = holds
                 .iter()
                 .map(|h| match h.release {
-                    Release::WhenHappened(_) | Release::WhenIdle { .. } => poll::HOLD_EVENT,
+                    Release::WhenHappened(_) | Release::WhenIdle { .. } | Release::WhenAlone(_) => {
+                        poll::HOLD_EVENT
+                    }
                     Release::At => h.deadline.saturating_duration_since(now),
                 })
                 .min()
@@ -372,6 +392,9 @@ impl Controller<'_> {
                 } else {
                     hold(Release::WhenIdle { key, mine }, deadline, holds, stops, record);
                 }
+            }
+            ActionKind::YIELD => {
+                hold(Release::WhenAlone(p.action.value), deadline, holds, stops, record);
             }
             ActionKind::RETURN_EARLY | ActionKind::OVERRIDE_RETURN => {
                 match self.edit_registers(tid, &p) {

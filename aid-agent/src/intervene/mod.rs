@@ -1,7 +1,7 @@
 //! Interventions as the kernel and the agent carry them out: plans of kernel
-//! actions, the agent serving the stops they cause, random delays that amplify a rare failure, the list of
-//! functions whose return values may be forced, and what a run source can
-//! carry out at all.
+//! actions, the agent serving the stops they cause, noise that amplifies a
+//! rare failure, the list of functions whose return values may be forced,
+//! and what a run source can carry out at all.
 
 pub mod control;
 pub mod noise;

@@ -1,30 +1,57 @@
-//! Failure amplification: when failures are rare, `debug` injects random
-//! delays at traced call sites (chaos-style noise) so more runs fail. The
-//! sites come from calls seen in earlier runs; each run draws its own, and
-//! the delays are stored with the run.
+//! Failure amplification: when failures are rare, `debug` injects noise
+//! where the order of threads is decided, so more runs fail — at the
+//! entries of the C library's synchronisation points (locks, unlocks,
+//! condition variables, semaphores, yields, sleeps; aid's own entry-only
+//! probes, attached to amplified runs only) and of traced calls. Each run
+//! draws its own noise, of one of two kinds, side by side:
 //!
-//! Delays go before a call's first instruction, never before its return: a
-//! late return would move the recorded end of a call whose effect has
-//! already happened, and blur the "A ended before B started" orders the
-//! predicates look for.
+//! - **random delays**, as rr's chaos mode perturbs scheduling: a few
+//!   points of the run, each chosen uniformly among those seen, hold their
+//!   thread for a random time;
+//! - **a PCT-style priority schedule** (Burckhardt et al., "A randomized
+//!   scheduler with probabilistic guarantees of finding bugs", ASPLOS
+//!   2010): d − 1 priority change points chosen uniformly among the steps
+//!   of the run; at the i-th, the thread drops to priority i, below every
+//!   other thread, which aid emulates by holding it until no other thread
+//!   of the target can run (each blocked, sleeping, stopped or gone), the
+//!   highest-priority one resuming first. Threads that run are not
+//!   serialised (they share the CPUs); only the change points are enforced.
+//!
+//! A synchronisation point is named by its thread and rank — the k-th one
+//! thread `role` enters, whichever function it is — because that is what
+//! PCT's steps are; the kernel counts them per thread in amplified runs,
+//! and the source learns how many each thread reaches from every run.
+//!
+//! Noise is never a cause: every hold is stored with the run
+//! ([`Noise::held_ns`]) and taken out of the durations of the calls its
+//! thread was in (a [`crate::model::Pause`]), and the functions it acts at
+//! are aid's own (internal), never predicates. Delays go before a call's
+//! first instruction, never before its return: a late return would move
+//! the recorded end of a call whose effect has already happened.
 
-use rand::{SeedableRng as _, seq::IndexedRandom as _};
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{Noise, Point, Run, Site};
+use aid_common::{Action, ActionKind, SYNC_SITE_FUNC, SiteKey, SitePoint};
+use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
+
+use crate::{
+    intervene::plan,
+    model::{Noise, NoiseAction, NoiseAt, Point, Role, Run, Site},
+};
 
 /// How much noise to inject per run.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Level {
-    /// Delayed call sites per run.
+    /// Noise points per run: delayed points, or PCT change points (d − 1).
     pub sites: usize,
-    /// Longest delay, in microseconds.
+    /// Longest delay or PCT hold, in microseconds.
     pub max_delay_us: u64,
 }
 
 impl Level {
     pub const START: Level = Level { sites: 2, max_delay_us: 2_000 };
 
-    /// The next, stronger level (more sites, longer delays), up to a cap.
+    /// The next, stronger level (more points, longer holds), up to a cap.
     pub fn stronger(self) -> Option<Level> {
         let next = Level {
             sites: (self.sites * 2).min(16),
@@ -34,45 +61,160 @@ impl Level {
     }
 }
 
-/// Random delays drawn for every run at one level, from the call sites of
-/// the runs seen before amplification began.
+/// Which kind of noise the runs get.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// Random delays only.
+    Random,
+    /// PCT-style change points only.
+    Pct,
+    /// Alternating run by run: random delays, then PCT, then random...
+    #[default]
+    Both,
+}
+
+impl Schedule {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Schedule::Random => "random delays",
+            Schedule::Pct => "PCT-style priority change points",
+            Schedule::Both => "random delays and PCT-style priority change points, run by run",
+        }
+    }
+}
+
+/// Sync points per thread assumed before any amplified run has counted
+/// them.
+const GUESSED_STEPS: u32 = 8;
+
+/// The noise drawn for every run at one level: the call sites of the runs
+/// seen before amplification began, and the synchronisation points each
+/// thread reached in amplified runs.
 pub struct NoiseSource {
     pub level: Level,
-    seen: Vec<Run>,
+    pub schedule: Schedule,
+    calls: Vec<Site>,
+    roles: BTreeSet<Role>,
+    /// Most sync points each role entered in one amplified run.
+    steps: BTreeMap<Role, u32>,
+    drawn: u64,
     rng: rand_chacha::ChaCha8Rng,
 }
 
 impl NoiseSource {
-    pub fn new(level: Level, seen: Vec<Run>, seed: u64) -> NoiseSource {
-        NoiseSource { level, seen, rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed) }
+    pub fn new(level: Level, schedule: Schedule, seen: &[Run], seed: u64) -> NoiseSource {
+        let mut calls: Vec<Site> = seen
+            .iter()
+            .flat_map(|r| {
+                r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance })
+            })
+            .collect();
+        calls.sort();
+        calls.dedup();
+        let roles = seen.iter().flat_map(|r| r.threads.iter().map(|t| t.role)).collect();
+        NoiseSource {
+            level,
+            schedule,
+            calls,
+            roles,
+            steps: BTreeMap::new(),
+            drawn: 0,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+        }
     }
 
-    /// The delays for the next run.
+    /// Takes a new level, keeping what was learnt.
+    pub fn raise(&mut self, level: Level) {
+        self.level = level;
+    }
+
+    /// Learns from an amplified run how many sync points each thread
+    /// entered (`steps`: role and count).
+    pub fn learn(&mut self, steps: &[(Role, u32)]) {
+        for &(role, n) in steps {
+            self.roles.insert(role);
+            let max = self.steps.entry(role).or_insert(0);
+            *max = (*max).max(n);
+        }
+    }
+
+    /// The noise for the next run.
     pub fn draw(&mut self) -> Vec<Noise> {
-        let seen: Vec<&Run> = self.seen.iter().collect();
-        draw(&seen, self.level, &mut self.rng)
+        let pct = match self.schedule {
+            Schedule::Random => false,
+            Schedule::Pct => true,
+            Schedule::Both => self.drawn % 2 == 1,
+        };
+        self.drawn += 1;
+        let points = self.points();
+        let chosen: Vec<NoiseAt> =
+            points.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
+        let max = self.level.max_delay_us;
+        chosen
+            .into_iter()
+            .enumerate()
+            .map(|(i, at)| {
+                let action = if pct {
+                    NoiseAction::Demote { priority: i as u32 + 1, max_us: max }
+                } else {
+                    NoiseAction::Delay { us: self.rng.random_range(50..=max) }
+                };
+                Noise { at, action, held_ns: 0, func: None }
+            })
+            .collect()
+    }
+
+    /// Every point noise may act at: the traced calls seen, and each
+    /// thread's sync points (as many as it reached, or a guess before any
+    /// amplified run has counted them).
+    fn points(&self) -> Vec<NoiseAt> {
+        let mut out: Vec<NoiseAt> = self.calls.iter().map(|&site| NoiseAt::Call { site }).collect();
+        for &role in &self.roles {
+            let n = if self.steps.is_empty() {
+                GUESSED_STEPS
+            } else {
+                self.steps.get(&role).copied().unwrap_or(0)
+            };
+            out.extend((1..=n).map(|step| NoiseAt::Sync { role, step }));
+        }
+        out
     }
 }
 
-/// Draws the noise for one run from the call sites of `seen` runs.
-pub fn draw(seen: &[&Run], level: Level, rng: &mut impl rand::Rng) -> Vec<Noise> {
-    let mut sites: Vec<Site> = seen
-        .iter()
-        .flat_map(|r| {
-            r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance })
-        })
-        .collect();
-    sites.sort();
-    sites.dedup();
-    let mut out: Vec<Noise> = Vec::new();
-    for site in sites.choose_multiple(rng, level.sites) {
-        out.push(Noise {
-            site: *site,
-            point: Point::Entry,
-            delay_us: rng.random_range(50..=level.max_delay_us),
-        });
+/// Where the kernel looks noise up.
+pub fn site_key(at: NoiseAt) -> SiteKey {
+    match at {
+        NoiseAt::Call { site } => plan::site_key(site, Point::Entry),
+        NoiseAt::Sync { role, step } => {
+            SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY }
+        }
     }
-    out
+}
+
+/// The kernel action that carries it out.
+pub fn action(action: NoiseAction) -> Action {
+    let (kind, value, timeout_us) = match action {
+        NoiseAction::Delay { us } => (ActionKind::DELAY, us, us),
+        NoiseAction::Demote { priority, max_us } => {
+            (ActionKind::YIELD, u64::from(priority), max_us)
+        }
+    };
+    Action { kind, value, timeout_us, ..Action::default() }
+}
+
+/// Whether a stop at `stopped` (the site the probe reported; for a sync
+/// point, the sync function's id with the thread's rank) served noise `at`,
+/// given whether the stopped function is a sync point.
+pub fn served_by(at: NoiseAt, stopped: SiteKey, sync_function: bool) -> bool {
+    match at {
+        NoiseAt::Call { .. } => !sync_function && stopped == site_key(at),
+        NoiseAt::Sync { role, step } => {
+            sync_function
+                && stopped.role == role
+                && stopped.instance == step
+                && stopped.point == SitePoint::ENTRY
+        }
+    }
 }
 
 #[cfg(test)]
@@ -83,18 +225,76 @@ mod tests {
         testing::{call, run},
     };
 
-    #[test]
-    fn draws_distinct_seen_sites_within_bounds() {
+    fn seen() -> Run {
         let calls = (1..=10).map(|i| call(0, 0, i, 0, Some(1), Some(0))).collect();
-        let run = run(1, Label::Pass, calls, 1);
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let noise = draw(&[&run], Level { sites: 4, max_delay_us: 300 }, &mut rng);
-        assert_eq!(noise.len(), 4);
-        // Distinct: a set keeps one of each, in any order.
-        let sites: std::collections::BTreeSet<Site> = noise.iter().map(|n| n.site).collect();
-        assert_eq!(sites.len(), 4);
-        assert!(noise.iter().all(|n| (50..=300).contains(&n.delay_us) && n.site.instance <= 10));
-        assert!(noise.iter().all(|n| n.point == Point::Entry));
+        run(1, Label::Pass, calls, 1)
+    }
+
+    #[test]
+    fn random_delays_are_distinct_points_within_bounds() {
+        let level = Level { sites: 4, max_delay_us: 300 };
+        let mut source = NoiseSource::new(level, Schedule::Random, &[seen()], 7);
+        source.learn(&[(0, 5)]);
+        for _ in 0..20 {
+            let noise = source.draw();
+            assert_eq!(noise.len(), 4);
+            let points: BTreeSet<NoiseAt> = noise.iter().map(|n| n.at).collect();
+            assert_eq!(points.len(), 4, "distinct points");
+            for n in &noise {
+                match n.at {
+                    NoiseAt::Call { site } => assert!(site.instance <= 10 && site.role == 0),
+                    NoiseAt::Sync { role, step } => assert!(role == 0 && (1..=5).contains(&step)),
+                }
+                assert!(matches!(n.action, NoiseAction::Delay { us } if (50..=300).contains(&us)));
+            }
+        }
         assert_eq!(Level::START.stronger(), Some(Level { sites: 4, max_delay_us: 4_000 }));
+    }
+
+    #[test]
+    fn both_alternates_random_delays_and_pct_change_points() {
+        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], 3);
+        let kinds: Vec<bool> = (0..4)
+            .map(|_| {
+                let noise = source.draw();
+                assert_eq!(noise.len(), 2);
+                matches!(noise[0].action, NoiseAction::Demote { .. })
+            })
+            .collect();
+        assert_eq!(kinds, vec![false, true, false, true]);
+        let pct = {
+            source.draw();
+            source.draw()
+        };
+        let priorities: Vec<u32> = pct
+            .iter()
+            .map(|n| match n.action {
+                NoiseAction::Demote { priority, max_us } => {
+                    assert_eq!(max_us, Level::START.max_delay_us);
+                    priority
+                }
+                NoiseAction::Delay { .. } => panic!("a delay in a PCT run"),
+            })
+            .collect();
+        assert_eq!(priorities, vec![1, 2], "change point i gets priority i");
+    }
+
+    #[test]
+    fn sync_points_are_guessed_until_counted_then_learnt() {
+        let mut source = NoiseSource::new(Level::START, Schedule::Random, &[seen()], 1);
+        let syncs = |s: &NoiseSource| {
+            s.points().into_iter().filter(|p| matches!(p, NoiseAt::Sync { .. })).count()
+        };
+        assert_eq!(syncs(&source), GUESSED_STEPS as usize);
+        source.learn(&[(0, 3), (2, 4)]);
+        source.learn(&[(0, 2)]);
+        assert_eq!(syncs(&source), 3 + 4, "the most each role reached");
+        let key = site_key(NoiseAt::Sync { role: 2, step: 4 });
+        assert_eq!((key.func, key.role, key.instance), (SYNC_SITE_FUNC, 2, 4));
+        let stopped = SiteKey { func: 17, ..key };
+        assert!(served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, true));
+        assert!(!served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, false));
+        let act = action(NoiseAction::Demote { priority: 2, max_us: 900 });
+        assert_eq!((act.kind, act.value, act.timeout_us), (ActionKind::YIELD, 2, 900));
     }
 }

@@ -51,8 +51,10 @@ pub struct Plan {
     /// until two calls of one thread waits for the later): (site, the
     /// intervention sharing it).
     pub shared: Vec<(SiteKey, usize)>,
-    /// Random delays installed (their actions carry index `usize::MAX`).
+    /// Noise installed (its actions carry index `usize::MAX`).
     pub noise: Vec<Noise>,
+    /// The run needs the synchronisation-point probes (it amplifies).
+    pub sync_points: bool,
 }
 
 /// Builds the kernel's form of one intervention.
@@ -305,21 +307,18 @@ impl Plan {
         plan
     }
 
-    /// Adds random delays (failure amplification). A delay is dropped
-    /// where an intervention already acts.
+    /// Adds the noise of a run (failure amplification, `noise.rs`): a
+    /// delay or a PCT change point at a traced call's entry or at a
+    /// thread's k-th synchronisation point, whose probes the run then
+    /// needs. Noise is dropped where an intervention already acts.
     pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
+        self.sync_points = true;
         for n in noise {
-            let key = site_key(n.site, n.point);
+            let key = super::noise::site_key(n.at);
             if self.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
             }
-            let action = Action {
-                kind: ActionKind::DELAY,
-                value: n.delay_us,
-                timeout_us: n.delay_us,
-                ..Action::default()
-            };
-            self.actions.push((key, action, usize::MAX));
+            self.actions.push((key, super::noise::action(n.action), usize::MAX));
             self.noise.push(n.clone());
         }
         self
@@ -545,13 +544,20 @@ mod tests {
 
     #[test]
     fn noise_is_told_apart_from_interventions() {
+        use crate::model::{NoiseAction, NoiseAt};
         let s = site(2, 1, 1);
-        let plan = plan(&[Intervention::DelayExit { site: s, delay_us: 5 }]).with_noise(&[
-            Noise { site: s, point: Point::Exit, delay_us: 9 },
-            Noise { site: site(2, 1, 2), point: Point::Entry, delay_us: 9 },
-        ]);
-        assert_eq!(plan.noise.len(), 1, "no delay where an intervention acts");
+        let noise = |site| Noise {
+            at: NoiseAt::Call { site },
+            action: NoiseAction::Delay { us: 9 },
+            held_ns: 0,
+            func: None,
+        };
+        // The intervention holds s at its entry, where the first noise
+        // would act.
+        let hold = Intervention::ReturnEarly { site: s, value: 0 };
+        let plan = plan(&[hold]).with_noise(&[noise(s), noise(site(2, 1, 2))]);
+        assert_eq!(plan.noise.len(), 1, "no noise where an intervention acts");
         assert!(plan.is_noise(&site_key(site(2, 1, 2), Point::Entry)));
-        assert!(!plan.is_noise(&site_key(s, Point::Exit)));
+        assert!(!plan.is_noise(&site_key(s, Point::Entry)));
     }
 }

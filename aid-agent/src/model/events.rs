@@ -36,6 +36,9 @@ pub struct RecordedRun {
     /// What the run's record says in words about what was not traced
     /// (child processes the target started), stored with it.
     pub notes: Vec<String>,
+    /// Amplified runs: how many synchronisation points each thread role
+    /// entered (what noise at sync points is drawn from; not stored).
+    pub sync_steps: Vec<(Role, u32)>,
 }
 
 /// Takes the agent's pauses out of the durations of the calls their thread

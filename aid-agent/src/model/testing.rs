@@ -31,6 +31,7 @@ pub fn function(id: FuncId, name: &str) -> Function {
         ret: ValueType::UNKNOWN,
         params: Vec::new(),
         internal: false,
+        probe: crate::model::Probe::Call,
     }
 }
 
@@ -177,5 +178,6 @@ pub fn recorded(run: Run) -> RecordedRun {
         stderr: String::new(),
         probe_errors: 0,
         notes: Vec::new(),
+        sync_steps: Vec::new(),
     }
 }

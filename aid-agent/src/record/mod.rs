@@ -6,6 +6,7 @@
 //! library calls ([`program::record`], [`attach::attach`]).
 
 pub mod attach;
+pub mod census;
 pub mod fail;
 pub mod list;
 pub mod lost;

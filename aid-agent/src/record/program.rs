@@ -94,6 +94,7 @@ pub fn record(
             }
             Ok(functions)
         },
+        |_, _, _| Ok(()),
     )?;
     let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold, tracer.functions()));
     if plan.is_none() {

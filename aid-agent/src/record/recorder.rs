@@ -13,7 +13,7 @@ use aid_common::{Event, EventKind};
 
 use crate::{
     model::{EventRow, FuncId, Function, Point, Role, Thread},
-    symbols::Resolver,
+    symbols::{Resolver, runtime::is_trampoline},
 };
 
 /// What the recorder needs to know besides the events.
@@ -22,6 +22,9 @@ pub struct Context<'a> {
     pub functions: &'a [Function],
     /// The internal `pthread_create` probe, used to name threads.
     pub pthread_create: Option<FuncId>,
+    /// Thread bodies (internal entry-only probes) and the user function
+    /// each runs, used to name threads started through a trampoline.
+    pub bodies: &'a HashMap<FuncId, String>,
     /// Names start routines of threads.
     pub symbolize: &'a dyn Symbolize,
     /// Monotonic time the run starts at when no exec event marks it (a
@@ -78,6 +81,10 @@ pub struct Recorder<'a> {
     threads: Vec<Thread>,
     /// Start routine address of threads not yet named.
     unnamed: HashMap<Role, u64>,
+    /// The user function each thread's body ran, where a body probe saw it.
+    body_of: HashMap<Role, String>,
+    /// The first traced function each thread entered.
+    first_call: HashMap<Role, FuncId>,
     /// Thread names (`comm`) reported when threads exited.
     comms: HashMap<u32, String>,
     role_of: HashMap<u32, Role>,
@@ -125,6 +132,8 @@ impl<'a> Recorder<'a> {
             ctx,
             threads,
             unnamed: HashMap::new(),
+            body_of: HashMap::new(),
+            first_call: HashMap::new(),
             comms: HashMap::new(),
             role_of,
             counts: HashMap::new(),
@@ -176,10 +185,14 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// A thread is named after its start routine; when that routine is a
-    /// language runtime's trampoline (every Rust or C++ std thread starts in
-    /// one), or unknown, the name the thread gave itself is used instead, if
-    /// it gave itself one.
+    /// A thread is named after the user function it runs: its start
+    /// routine; when that is a language runtime's trampoline (every Rust or
+    /// C++ std thread starts in one) or unknown, the name the thread gave
+    /// itself if it gave itself one (an explicit choice of the program),
+    /// else the user function its runtime's thread body ran (the lambda
+    /// of a `std::thread`, the closure given to `thread::spawn`), else the
+    /// first traced function it entered (its first non-runtime frame we
+    /// see), else "thread".
     fn name_threads(&mut self) {
         let ctx = &self.ctx;
         let bias = &self.bias;
@@ -196,12 +209,20 @@ impl<'a> Recorder<'a> {
                 t.name = name;
                 self.unnamed.remove(&t.role);
             }
-            if (t.name == "thread" || is_runtime_trampoline(&t.name))
-                && let Some(comm) = self.comms.get(&t.tid)
+            if !(t.name == "thread" || is_trampoline(&t.name)) {
+                continue;
+            }
+            if let Some(comm) = self.comms.get(&t.tid)
                 && !comm.is_empty()
                 && Some(comm) != main_comm.as_ref()
             {
                 t.name = comm.clone();
+            } else if let Some(body) = self.body_of.get(&t.role) {
+                t.name = body.clone();
+            } else if let Some(f) =
+                self.first_call.get(&t.role).and_then(|f| ctx.functions.get(*f as usize))
+            {
+                t.name = f.name.clone();
             }
         }
     }
@@ -256,6 +277,11 @@ impl<'a> Recorder<'a> {
                     self.bias
                         .entry(func.module.as_path())
                         .or_insert(e.ret.wrapping_sub(func.address));
+                    if let Some(runs) = self.ctx.bodies.get(&func.id) {
+                        self.body_of.entry(role).or_insert_with(|| runs.clone());
+                    } else if !func.internal {
+                        self.first_call.entry(role).or_insert(func.id);
+                    }
                     let n = self.counts.entry((role, func.id)).or_insert(0);
                     *n += 1;
                     let instance = *n;
@@ -304,14 +330,6 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// Start routines that every thread of a runtime shares, and so say nothing
-/// about the thread (Rust's std, libstdc++'s std::thread).
-fn is_runtime_trampoline(name: &str) -> bool {
-    name.contains("::thread_start")
-        || name == "execute_native_thread_routine"
-        || name.starts_with("std::thread")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +362,7 @@ mod tests {
             pid: 100,
             functions: &functions,
             pthread_create: None,
+            bodies: &HashMap::new(),
             symbolize: &|_: &Path, _: u64| None::<String>,
             start_ns: None,
             existing_threads: Vec::new(),

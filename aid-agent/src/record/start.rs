@@ -38,8 +38,9 @@ pub struct ProgramSession {
 /// Resolves `command`, checks privileges, lets `choose` pick the functions
 /// (within the probe budget), creates the session directory (`out`, or
 /// `aid-sessions/<time>-<program>`), loads the probes (attached to each
-/// run's target), and writes the header. What the user should know about
-/// the probes is said on `ui`.
+/// run's target), lets `prepare` adjust the tracer before any run is
+/// stored (measure the program, settle the function table), and writes the
+/// header. What the user should know about the probes is said on `ui`.
 #[allow(clippy::too_many_arguments, reason = "the entry points' shared start-up")]
 pub fn program(
     mode: Mode,
@@ -50,6 +51,7 @@ pub fn program(
     programs: Programs,
     ui: &mut dyn Progress,
     choose: impl FnOnce(&mut Resolver, &mut dyn Progress) -> anyhow::Result<Vec<Function>>,
+    prepare: impl FnOnce(&mut Tracer, &Target, &mut dyn Progress) -> anyhow::Result<()>,
 ) -> anyhow::Result<ProgramSession> {
     let mut target = Target::from_argv(command)?;
     // The target is the agent's own child: no privilege over other users'
@@ -62,11 +64,12 @@ pub fn program(
     let existed = out.exists();
     store::prepare(&out)?;
     say_checking(ui, &functions);
-    let tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
+    let mut tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
         .inspect_err(|_| forget(&out, existed))?;
     for notice in tracer.notices() {
         ui.say(notice);
     }
+    prepare(&mut tracer, &target, ui).inspect_err(|_| forget(&out, existed))?;
     let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let header = header(mode, target.program.clone(), args, rules, tracer.functions());
     let writer = Writer::create(&out, &header)?;

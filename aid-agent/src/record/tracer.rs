@@ -6,7 +6,7 @@
 //! running ([`Running`]).
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     sync::atomic::{AtomicBool, Ordering},
 };
 
@@ -22,8 +22,12 @@ use crate::{
     intervene::{
         Plan,
         control::{Controller, Flow, Served, StopRecord, StopState},
+        noise,
     },
-    model::{EventRow, FuncId, Function, Point, RecordedRun, Run, apply_pauses, calls_from_rows},
+    model::{
+        EventRow, FuncId, Function, Noise, Point, Probe, RecordedRun, Role, Run, apply_pauses,
+        calls_from_rows,
+    },
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
         lost,
@@ -73,6 +77,11 @@ pub struct Tracer {
     /// User functions first, then aid's internal ones.
     functions: Vec<Function>,
     pthread_create: Option<FuncId>,
+    /// Thread bodies (aid's entry-only probes) and the user function each
+    /// runs: names threads started through a runtime's trampoline.
+    bodies: HashMap<FuncId, String>,
+    scope: Scope,
+    programs: Programs,
     probes: Probes,
     stream: EventStream,
     resolver: Resolver,
@@ -129,6 +138,16 @@ impl Tracer {
             }
         }
         let pthread_create = functions.iter().position(|f| f.internal).map(|i| i as FuncId);
+        // Thread bodies after the check: their ids follow the functions
+        // that are left.
+        let mut bodies = HashMap::new();
+        for (mut f, runs) in resolver.thread_bodies(functions.len() as FuncId) {
+            if !traced(&functions, &f) {
+                f.id = functions.len() as FuncId;
+                bodies.insert(f.id, runs);
+                functions.push(f);
+            }
+        }
         let entry_only: Vec<&str> = functions
             .iter()
             .filter(|f| !f.internal && entry_only::reason(&f.symbol).is_some())
@@ -155,6 +174,9 @@ impl Tracer {
         Ok(Tracer {
             functions,
             pthread_create,
+            bodies,
+            scope,
+            programs,
             probes,
             stream,
             resolver,
@@ -168,16 +190,65 @@ impl Tracer {
         &self.notices
     }
 
+    /// Adds the C library's synchronisation points (aid's entry-only
+    /// probes for noise, `intervene/noise.rs`) to the function table.
+    /// Runs of a program only ([`Scope::Target`]): they are attached to the
+    /// runs whose plan amplifies, never to observation runs. Returns how
+    /// many were found.
+    pub fn add_sync_points(&mut self) -> Result<usize, TraceError> {
+        if self.scope != Scope::Target || self.functions.iter().any(|f| f.probe == Probe::Sync) {
+            return Ok(0);
+        }
+        let sync = self.resolver.sync_points(self.functions.len() as FuncId);
+        let mut n = 0;
+        for mut f in sync {
+            // One the user traces keeps its own probe (and gets noise as a call).
+            if !traced(&self.functions, &f) {
+                f.id = self.functions.len() as FuncId;
+                self.functions.push(f);
+                n += 1;
+            }
+        }
+        self.probes.attach(&self.functions, self.scope, self.programs)?;
+        Ok(n)
+    }
+
+    /// Replaces the user functions (ids from 0, in order; aid's internal
+    /// ones follow them again). Before the first run only: a session's
+    /// function table never changes once runs refer to it.
+    pub fn set_user_functions(&mut self, user: Vec<Function>) -> Result<(), TraceError> {
+        let internal: Vec<Function> =
+            self.functions.iter().filter(|f| f.internal).cloned().collect();
+        let offset = user.len() as FuncId;
+        let old_first = self.functions.len() as FuncId - internal.len() as FuncId;
+        let mut functions: Vec<Function> =
+            user.into_iter().enumerate().map(|(i, f)| Function { id: i as FuncId, ..f }).collect();
+        for f in internal {
+            functions.push(Function { id: f.id - old_first + offset, ..f });
+        }
+        let shift = |id: FuncId| id - old_first + offset;
+        self.pthread_create = self.pthread_create.map(shift);
+        self.bodies =
+            std::mem::take(&mut self.bodies).into_iter().map(|(id, n)| (shift(id), n)).collect();
+        self.functions = functions;
+        self.probes.attach(&self.functions, self.scope, self.programs)?;
+        Ok(())
+    }
+
     /// Every traced function, aid's internal ones last: a session's
     /// function table.
     pub fn functions(&self) -> &[Function] {
         &self.functions
     }
 
-    /// Probes attached (an entry and an exit probe per function); removing
-    /// each takes the kernel a while.
-    pub fn probe_count(&self) -> usize {
-        2 * self.functions.len()
+    /// Probes attached to a run (an entry and, for traced calls, an exit
+    /// probe per function; `amplified`: with the synchronisation points).
+    pub fn probe_count(&self, amplified: bool) -> usize {
+        self.functions
+            .iter()
+            .filter(|f| amplified || f.probe != Probe::Sync)
+            .map(|f| if crate::bpf::wants_return(f) { 2 } else { 1 })
+            .sum()
     }
 
     /// Functions the user asked for (not aid's internal probes).
@@ -195,6 +266,7 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        self.probes.set_sync_points(false);
         let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
         let started = t.elapsed();
@@ -276,6 +348,7 @@ impl Tracer {
         cancel: &AtomicBool,
         hook: &mut dyn RunHook,
     ) -> Result<RecordedRun, TraceError> {
+        self.probes.set_sync_points(plan.sync_points);
         let mut child = self.start(target, true)?;
         let pid = child.pid;
         for (site, action, _) in &plan.actions {
@@ -317,11 +390,22 @@ impl Tracer {
         let mut rec = self.finish(id, pid, exit, policy)?;
         shift_held_rows(&mut rec.rows, &stops, rec.start_ns);
         record_forced_returns(&mut rec.rows, &stops, &self.functions);
-        rec.run.pauses = pauses(&stops, plan, &rec.run.threads, rec.start_ns);
+        rec.run.noise = noise_outcome(plan, &stops, &self.functions);
+        rec.run.pauses = pauses(&stops, &rec.run.threads, rec.start_ns, |s| self.is_noise(plan, s));
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
-        rec.run.noise = plan.noise.clone();
+        if plan.sync_points {
+            let roles: HashMap<u32, Role> =
+                rec.run.threads.iter().map(|t| (t.tid, t.role)).collect();
+            rec.sync_steps = self
+                .probes
+                .sync_steps()
+                .into_iter()
+                .filter_map(|(tid, n)| Some((*roles.get(&tid)?, n)))
+                .collect();
+            rec.sync_steps.sort_unstable();
+        }
         mark_interrupted(&mut rec.run, cancel);
         for stop in stops.iter().filter(|s| s.error.is_some()) {
             log::warn!(
@@ -331,6 +415,13 @@ impl Tracer {
             );
         }
         Ok(rec)
+    }
+
+    /// Whether a stop served noise rather than an intervention.
+    fn is_noise(&self, plan: &Plan, stop: &StopRecord) -> bool {
+        let sync =
+            self.functions.get(stop.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+        plan.noise.iter().any(|n| noise::served_by(n.at, stop.site, sync))
     }
 
     /// Builds the run from its events and how it ended.
@@ -350,6 +441,7 @@ impl Tracer {
             pid,
             functions: &self.functions,
             pthread_create: self.pthread_create,
+            bodies: &self.bodies,
             symbolize: &self.resolver,
             start_ns: None,
             existing_threads: Vec::new(),
@@ -394,6 +486,7 @@ impl Tracer {
             stderr: exit.stderr.tail().to_owned(),
             probe_errors,
             notes,
+            sync_steps: Vec::new(),
         }
     }
 
@@ -418,6 +511,7 @@ impl Tracer {
             pid,
             functions: &self.functions,
             pthread_create: self.pthread_create,
+            bodies: &self.bodies,
             symbolize: &self.resolver,
             start_ns: Some(start_ns),
             existing_threads: threads,
@@ -511,6 +605,11 @@ impl<'t> Running<'t> {
     }
 }
 
+/// Whether `functions` already has a probe at `f`'s address.
+fn traced(functions: &[Function], f: &Function) -> bool {
+    functions.iter().any(|g| g.module == f.module && g.address == f.address)
+}
+
 /// A run the user interrupted (its process killed by us) is kept, but
 /// never as evidence.
 fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
@@ -541,20 +640,20 @@ fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
     }
 }
 
-/// Stops that were only the agent's overhead (register edits, holds that
-/// turned out not to be needed) or random delays injected to amplify a
-/// rare failure (not part of the program's timing either: an injected
-/// delay is never a cause), as pauses of the thread's role.
+/// Stops that were the agent's overhead (register edits, holds that
+/// turned out not to be needed) or noise (`is_noise`: an injected delay is
+/// not the program's time), as pauses of the thread's role.
 fn pauses(
     stops: &[StopRecord],
-    plan: &Plan,
     threads: &[crate::model::Thread],
     start_ns: u64,
+    is_noise: impl Fn(&StopRecord) -> bool,
 ) -> Vec<crate::model::Pause> {
     stops
         .iter()
-        .filter(|s| (!s.held || plan.is_noise(&s.site)) && s.released_ns > s.probe_ns)
-        .filter(|s| s.probe_ns >= start_ns)
+        .filter(|s| {
+            (!s.held || is_noise(s)) && s.released_ns > s.probe_ns && s.probe_ns >= start_ns
+        })
         .filter_map(|s| {
             let role = threads.iter().find(|t| t.tid == s.tid)?.role;
             Some(crate::model::Pause {
@@ -562,6 +661,27 @@ fn pauses(
                 at_ns: s.probe_ns - start_ns,
                 dur_ns: s.released_ns - s.probe_ns,
             })
+        })
+        .collect()
+}
+
+/// The run's noise with what each did: how long its thread was held, and
+/// in which function.
+fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> Vec<Noise> {
+    plan.noise
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            let served = stops.iter().find(|s| {
+                let sync =
+                    functions.get(s.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+                noise::served_by(n.at, s.site, sync)
+            });
+            if let Some(s) = served {
+                n.held_ns = s.released_ns.saturating_sub(s.probe_ns);
+                n.func = Some(s.site.func);
+            }
+            n
         })
         .collect()
 }

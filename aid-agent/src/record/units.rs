@@ -36,6 +36,7 @@ impl Unit {
             stderr: String::new(),
             probe_errors: 0,
             notes: Vec::new(),
+            sync_steps: Vec::new(),
         }
     }
 }

@@ -184,6 +184,7 @@ impl<'t> UnitWatcher<'t> {
             stderr: String::new(),
             probe_errors: 0,
             notes: Vec::new(),
+            sync_steps: Vec::new(),
         };
         Ok(Finished { runs: vec![whole], partial: 0, lost: total })
     }

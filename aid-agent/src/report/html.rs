@@ -358,13 +358,16 @@ fn marks(d: &Diagnosis, run: &Run, names: &BTreeMap<PredId, String>) -> Vec<Mark
             }
         }
     }
+    // Noise at traced calls (noise at synchronisation points has no
+    // traced call to be placed at).
     for n in &run.noise {
-        if let Some(t) = at(n.site, n.point) {
+        let crate::model::NoiseAt::Call { site } = n.at else { continue };
+        if let Some(t) = at(site, Point::Entry) {
             out.push(Mark {
-                role: n.site.role,
+                role: site.role,
                 t_ns: t,
                 class: "mark-noise",
-                title: format!("random delay of {}", duration(n.delay_us * 1000)),
+                title: super::noise_words(n),
             });
         }
     }

@@ -298,6 +298,19 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
     }
 }
 
+/// Noise injected into a run, in words.
+pub(crate) fn noise_words(n: &crate::model::Noise) -> String {
+    match n.action {
+        crate::model::NoiseAction::Delay { us } => {
+            format!("random delay of {}", crate::util::human::duration(us * 1000))
+        }
+        crate::model::NoiseAction::Demote { priority, max_us } => format!(
+            "priority change point (priority {priority}, held up to {})",
+            crate::util::human::duration(max_us * 1000)
+        ),
+    }
+}
+
 /// Why a round was not used as evidence, in words.
 fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> String {
     let group: Vec<String> = r.group.iter().map(|&p| desc(p)).collect();

@@ -166,13 +166,22 @@ fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process
         }
     }
     for n in &run.noise {
-        let Some(t) = at(n.site, n.point) else { continue };
-        let i = track(&mut tracks, n.site.role);
-        tracks[i].items.push(Item::Instant {
-            t_ns: t,
-            name: "random delay".into(),
-            args: vec![("delay_us".into(), Value::from(n.delay_us))],
-        });
+        let crate::model::NoiseAt::Call { site } = n.at else { continue };
+        let Some(t) = at(site, Point::Entry) else { continue };
+        let i = track(&mut tracks, site.role);
+        let (name, args) = match n.action {
+            crate::model::NoiseAction::Delay { us } => {
+                ("random delay", vec![("delay_us".into(), Value::from(us))])
+            }
+            crate::model::NoiseAction::Demote { priority, max_us } => (
+                "priority change point",
+                vec![
+                    ("priority".into(), Value::from(priority)),
+                    ("max_us".into(), Value::from(max_us)),
+                ],
+            ),
+        };
+        tracks[i].items.push(Item::Instant { t_ns: t, name: name.into(), args });
     }
     Process {
         pid: run.id,

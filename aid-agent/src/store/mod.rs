@@ -815,6 +815,7 @@ mod tests {
             stderr: stderr.into(),
             probe_errors: 0,
             notes: Vec::new(),
+            sync_steps: Vec::new(),
         }
     }
 

@@ -3,9 +3,13 @@
 //! parameters (so a 32-bit `int` returned in `eax` reads as -1, not
 //! 4294967295).
 
-use std::{borrow::Cow, collections::HashMap, rc::Rc};
+use std::{
+    borrow::Cow,
+    collections::{HashMap, HashSet},
+    rc::Rc,
+};
 
-use gimli::{AttributeValue, EndianRcSlice, RunTimeEndian};
+use gimli::{AttributeValue, EndianRcSlice, Reader as _, RunTimeEndian};
 use object::{Object as _, ObjectSection as _};
 
 use crate::model::{SourceLoc, ValueKind, ValueType};
@@ -15,6 +19,12 @@ type Reader = EndianRcSlice<RunTimeEndian>;
 pub struct DebugInfo {
     lines: addr2line::Context<Reader>,
     signatures: HashMap<u64, (ValueType, Vec<ValueType>)>,
+    /// `DW_AT_name` of generic instances (names with `<`): Rust symbols
+    /// in the legacy mangling lose their generic arguments, DWARF keeps
+    /// them (`__rust_begin_short_backtrace<app::main::{closure_env#0}, ()>`).
+    generic_names: HashMap<u64, String>,
+    /// Entry addresses of functions marked `DW_AT_noreturn`.
+    noreturn: HashSet<u64>,
 }
 
 impl DebugInfo {
@@ -31,9 +41,10 @@ impl DebugInfo {
             Ok(EndianRcSlice::new(Rc::from(&*data), endian))
         };
         let dwarf = gimli::Dwarf::load(load).ok()?;
-        let signatures = collect_signatures(&dwarf).unwrap_or_default();
+        let Collected { signatures, generic_names, noreturn } =
+            collect_signatures(&dwarf).unwrap_or_default();
         let lines = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DebugInfo { lines, signatures })
+        Some(DebugInfo { lines, signatures, generic_names, noreturn })
     }
 
     pub fn source(&self, address: u64) -> Option<SourceLoc> {
@@ -44,14 +55,32 @@ impl DebugInfo {
     pub fn signature(&self, address: u64) -> Option<(ValueType, Vec<ValueType>)> {
         self.signatures.get(&address).cloned()
     }
+
+    /// The DWARF name of the generic instance starting at `address`, with
+    /// its generic arguments.
+    pub fn generic_name(&self, address: u64) -> Option<&str> {
+        self.generic_names.get(&address).map(String::as_str)
+    }
+
+    /// Whether the function at `address` is declared never to return.
+    pub fn noreturn(&self, address: u64) -> bool {
+        self.noreturn.contains(&address)
+    }
+}
+
+/// What one walk over the subprograms collects.
+#[derive(Default)]
+struct Collected {
+    signatures: HashMap<u64, (ValueType, Vec<ValueType>)>,
+    generic_names: HashMap<u64, String>,
+    noreturn: HashSet<u64>,
 }
 
 /// Walks every `DW_TAG_subprogram` with a `DW_AT_low_pc` and records its
-/// return type and integer parameter types, keyed by entry address.
-fn collect_signatures(
-    dwarf: &gimli::Dwarf<Reader>,
-) -> gimli::Result<HashMap<u64, (ValueType, Vec<ValueType>)>> {
-    let mut out = HashMap::new();
+/// return type and integer parameter types, keyed by entry address; the
+/// names of generic instances; and which never return.
+fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> {
+    let mut out = Collected::default();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
@@ -64,9 +93,21 @@ fn collect_signatures(
                 continue;
             };
             let offset = entry.offset();
+            if let Some(name) = find_attr(&unit, offset, gimli::DW_AT_name)?
+                && let Ok(name) = dwarf.attr_string(&unit, name)
+                && let Ok(name) = name.to_string_lossy()
+                && name.contains('<')
+            {
+                out.generic_names.insert(low_pc, name.into_owned());
+            }
+            if let Some(AttributeValue::Flag(true)) =
+                find_attr(&unit, offset, gimli::DW_AT_noreturn)?
+            {
+                out.noreturn.insert(low_pc);
+            }
             let ret = subprogram_return(dwarf, &unit, offset)?;
             let params = subprogram_params(dwarf, &unit, offset)?;
-            out.insert(low_pc, (ret, params));
+            out.signatures.insert(low_pc, (ret, params));
         }
     }
     Ok(out)

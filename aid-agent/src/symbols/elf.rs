@@ -15,7 +15,8 @@ use object::{
 use super::{SymbolError, dwarf::DebugInfo};
 use crate::model::ValueType;
 
-/// A function symbol of one module.
+/// A function symbol of one module: one per address, under the name a
+/// user would choose among its aliases.
 #[derive(Clone, Debug)]
 pub struct Symbol {
     /// As written in the ELF file.
@@ -26,6 +27,21 @@ pub struct Symbol {
     pub short: Option<String>,
     pub address: u64,
     pub offset: u64,
+    /// Size of the function's code in bytes (0 when the symbol does not say).
+    pub size: u64,
+    /// Every name of this address, `raw` included, each also with its
+    /// symbol version as `nm -D` prints it (`free@@GLIBC_2.2.5`, hidden
+    /// versions with a single `@`): what patterns are matched against.
+    pub aliases: Vec<String>,
+}
+
+impl Symbol {
+    /// Whether `matches` accepts this function under any of its names.
+    pub fn matched_by(&self, matches: impl Fn(&str) -> bool) -> bool {
+        matches(&self.name)
+            || self.short.as_deref().is_some_and(&matches)
+            || self.aliases.iter().any(|a| matches(a))
+    }
 }
 
 /// One executable or shared library, with what we know of its functions.
@@ -52,7 +68,7 @@ impl Module {
         }
         let file = object::File::parse(&*data)
             .map_err(|e| SymbolError::BadElf { path: path.clone(), reason: e.to_string() })?;
-        let symbols = function_symbols(&file);
+        let symbols = function_symbols(&file, &data);
         if symbols.is_empty() {
             return Err(SymbolError::NoSymbols { path });
         }
@@ -66,6 +82,17 @@ impl Module {
         self.debug.as_ref()?.source(address)
     }
 
+    /// The DWARF name, with generic arguments, of the generic instance
+    /// starting at `address`.
+    pub fn generic_name(&self, address: u64) -> Option<&str> {
+        self.debug.as_ref()?.generic_name(address)
+    }
+
+    /// Whether DWARF declares the function at `address` never to return.
+    pub fn noreturn(&self, address: u64) -> bool {
+        self.debug.as_ref().is_some_and(|d| d.noreturn(address))
+    }
+
     /// Return type and the types of the parameters passed in the first
     /// three integer registers, from DWARF. Without DWARF all three
     /// registers are reported, typed unknown.
@@ -77,9 +104,44 @@ impl Module {
     }
 }
 
-/// Defined function symbols, one per address (aliases collapse onto the
-/// first name seen, `.symtab` before `.dynsym`), with file offsets.
-fn function_symbols(file: &object::File<'_>) -> Vec<Symbol> {
+/// One name found for an address, before aliases are merged.
+struct Name {
+    raw: String,
+    /// The symbol version, and whether it is hidden (not the default one
+    /// a new link would bind to: `name@VER` rather than `name@@VER`).
+    version: Option<(String, bool)>,
+    size: u64,
+}
+
+impl Name {
+    /// How a user would name the function: public names before reserved
+    /// ones (`free` before `__libc_free`, `getpid` before `__getpid`),
+    /// default versions before hidden ones (`pthread_mutex_unlock@@` before
+    /// `__pthread_mutex_unlock@`); otherwise the first seen (`.symtab`
+    /// before `.dynsym`). Lower is better.
+    fn rank(&self) -> (bool, bool) {
+        (
+            self.raw.starts_with('_') && !self.raw.starts_with("_Z") && !self.raw.starts_with("_R"),
+            self.version.as_ref().is_some_and(|(_, hidden)| *hidden),
+        )
+    }
+
+    /// The raw name, and with its version as `nm -D` prints it.
+    fn spellings(&self) -> Vec<String> {
+        let mut out = vec![self.raw.clone()];
+        if let Some((version, hidden)) = &self.version {
+            let at = if *hidden { "@" } else { "@@" };
+            out.push(format!("{}{at}{version}", self.raw));
+        }
+        out
+    }
+}
+
+/// Defined function symbols (from `.symtab` and `.dynsym`), one per
+/// address, with file offsets. Aliases — several names for one address,
+/// as the C library has (`free`, `cfree`, `__libc_free`) — are kept for
+/// matching, and the address is shown under its most public name.
+fn function_symbols(file: &object::File<'_>, data: &[u8]) -> Vec<Symbol> {
     let segments: Vec<(u64, u64, u64)> = file
         .segments()
         .filter_map(|s| {
@@ -93,9 +155,12 @@ fn function_symbols(file: &object::File<'_>) -> Vec<Symbol> {
             .find(|(start, size, _)| address >= *start && address < start + size)
             .map(|(start, _, offset)| address - start + offset)
     };
+    let versions = dynamic_versions(data);
     let mut by_address: HashMap<u64, usize> = HashMap::new();
-    let mut out: Vec<Symbol> = Vec::new();
-    for sym in file.symbols().chain(file.dynamic_symbols()) {
+    let mut names: Vec<(u64, Vec<Name>)> = Vec::new();
+    let symtab = file.symbols().map(|s| (s, false));
+    let dynsym = file.dynamic_symbols().map(|s| (s, true));
+    for (sym, dynamic) in symtab.chain(dynsym) {
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
             continue;
         }
@@ -106,15 +171,64 @@ fn function_symbols(file: &object::File<'_>) -> Vec<Symbol> {
             continue;
         }
         let Ok(raw) = sym.name() else { continue };
-        if raw.is_empty() || by_address.contains_key(&sym.address()) {
+        if raw.is_empty() || file_offset(sym.address()).is_none() {
             continue;
         }
-        let Some(offset) = file_offset(sym.address()) else { continue };
-        let (name, short) = demangle(raw);
-        by_address.insert(sym.address(), out.len());
-        out.push(Symbol { raw: raw.to_owned(), name, short, address: sym.address(), offset });
+        let version = if dynamic { versions.get(&sym.index().0).cloned() } else { None };
+        let name = Name { raw: raw.to_owned(), version, size: sym.size() };
+        let slot = *by_address.entry(sym.address()).or_insert_with(|| {
+            names.push((sym.address(), Vec::new()));
+            names.len() - 1
+        });
+        let list = &mut names[slot].1;
+        match list.iter_mut().find(|n| n.raw == name.raw) {
+            // The same name in both tables: keep the version.
+            Some(seen) => {
+                if seen.version.is_none() {
+                    seen.version = name.version;
+                }
+            }
+            None => list.push(name),
+        }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out: Vec<Symbol> = names
+        .into_iter()
+        .filter_map(|(address, list)| {
+            let best = list.iter().enumerate().min_by_key(|(i, n)| (n.rank(), *i))?.1;
+            let (name, short) = demangle(&best.raw);
+            let mut aliases: Vec<String> = list.iter().flat_map(Name::spellings).collect();
+            aliases.dedup();
+            Some(Symbol {
+                raw: best.raw.clone(),
+                name,
+                short,
+                address,
+                offset: file_offset(address)?,
+                size: list.iter().map(|n| n.size).max().unwrap_or(0),
+                aliases,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
+    out
+}
+
+/// Symbol versions of `.dynsym` entries by symbol index: the version name
+/// and whether it is hidden.
+fn dynamic_versions(data: &[u8]) -> HashMap<usize, (String, bool)> {
+    let mut out = HashMap::new();
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(data) else { return out };
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let Ok(Some(table)) = sections.versions(endian, data) else { return out };
+    let Ok(symbols) = sections.symbols(endian, data, elf::SHT_DYNSYM) else { return out };
+    for index in 0..symbols.len() {
+        let v = table.version_index(endian, object::SymbolIndex(index));
+        if let Ok(Some(version)) = table.version(v) {
+            let name = String::from_utf8_lossy(version.name()).into_owned();
+            out.insert(index, (name, v.is_hidden()));
+        }
+    }
     out
 }
 
@@ -136,7 +250,7 @@ pub fn demangle(raw: &str) -> (String, Option<String>) {
     (raw.to_owned(), None)
 }
 
-fn is_rust_symbol(raw: &str) -> bool {
+pub(super) fn is_rust_symbol(raw: &str) -> bool {
     if raw.starts_with("_R") {
         return true;
     }

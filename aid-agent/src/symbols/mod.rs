@@ -4,12 +4,18 @@
 //! `app::worker::*`), optionally prefixed by a library and a single colon
 //! (`libc.so.6:pthread_mutex_*`, `libc:malloc`, `/opt/lib/libx.so:x_*`).
 //! Names are matched demangled (C++ with and without the parameter list,
-//! Rust without the hash) and raw. Addresses become file offsets, which is
-//! what uprobes attach to, so PIE and non-PIE executables are handled alike.
+//! Rust without the hash) and raw, under every alias of an address and
+//! with or without the symbol version, as bpftrace does:
+//! `libc:pthread_mutex_unlock` matches `pthread_mutex_unlock@@GLIBC_2.2.5`,
+//! `libc:free` the address `free`, `cfree` and `__libc_free` share.
+//! Addresses become file offsets, which is what uprobes attach to, so PIE
+//! and non-PIE executables are handled alike.
 
 mod dwarf;
 mod elf;
 mod libs;
+pub mod own;
+pub mod runtime;
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -20,7 +26,7 @@ pub use elf::{Module, Symbol, demangle};
 use globset::{Glob, GlobMatcher};
 
 use crate::{
-    model::{FuncId, Function},
+    model::{FuncId, Function, Probe},
     sys::proc,
 };
 
@@ -156,15 +162,8 @@ impl Resolver {
             let pattern = Pattern::parse(text)?;
             let matcher = pattern.matcher(text)?;
             let module = self.module(pattern.library.as_deref())?;
-            let matched: Vec<&Symbol> = module
-                .symbols
-                .iter()
-                .filter(|s| {
-                    matcher.is_match(&s.name)
-                        || matcher.is_match(&s.raw)
-                        || s.short.as_deref().is_some_and(|n| matcher.is_match(n))
-                })
-                .collect();
+            let matched: Vec<&Symbol> =
+                module.symbols.iter().filter(|s| s.matched_by(|n| matcher.is_match(n))).collect();
             if matched.is_empty() {
                 return Err(SymbolError::NoMatch {
                     pattern: text.clone(),
@@ -186,7 +185,9 @@ impl Resolver {
     pub fn pthread_create(&mut self, id: FuncId) -> Option<Function> {
         for lib in [None, Some("libc")] {
             let Ok(module) = self.module(lib) else { continue };
-            if let Some(sym) = module.symbols.iter().find(|s| s.raw == "pthread_create") {
+            if let Some(sym) =
+                module.symbols.iter().find(|s| s.matched_by(|n| n == "pthread_create"))
+            {
                 return Some(function(module, sym, id, true));
             }
         }
@@ -194,9 +195,50 @@ impl Resolver {
     }
 
     /// The executable's own functions — not the C runtime's start-up code,
-    /// not Rust's standard library — for tracing when no pattern is given.
+    /// not a language runtime — for tracing when no pattern is given.
     pub fn own_functions(&self) -> Vec<&Symbol> {
-        self.exe.symbols.iter().filter(|s| is_own_function(s)).collect()
+        own::own_functions(&self.exe)
+    }
+
+    /// The C library's synchronisation points ([`runtime::SYNC_POINTS`]),
+    /// wherever the program has them (the C library, or the executable if
+    /// it is static), numbered from `first`: aid's own entry-only probes
+    /// for noise. Every address of a name counts (older symbol versions
+    /// too: `pthread_cond_wait@GLIBC_2.2.5`).
+    pub fn sync_points(&mut self, first: FuncId) -> Vec<Function> {
+        let mut out: Vec<Function> = Vec::new();
+        let mut seen: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
+        for lib in [None, Some("libc")] {
+            let Ok(module) = self.module(lib) else { continue };
+            for sym in module
+                .symbols
+                .iter()
+                .filter(|s| s.matched_by(|n| runtime::SYNC_POINTS.contains(&n)))
+            {
+                if seen.insert((module.path.clone(), sym.address)) {
+                    let mut f = function(module, sym, first + out.len() as FuncId, true);
+                    f.probe = Probe::Sync;
+                    out.push(f);
+                }
+            }
+        }
+        out
+    }
+
+    /// The thread bodies of the executable ([`runtime::thread_body`]),
+    /// numbered from `first`, each with the user function it runs: aid's
+    /// own entry-only probes to name threads started through a runtime's
+    /// trampoline.
+    pub fn thread_bodies(&self, first: FuncId) -> Vec<(Function, String)> {
+        let mut out: Vec<(Function, String)> = Vec::new();
+        for sym in &self.exe.symbols {
+            if let Some(runs) = runtime::thread_body(&self.exe, sym) {
+                let mut f = function(&self.exe, sym, first + out.len() as FuncId, true);
+                f.probe = Probe::Entry;
+                out.push((f, runs));
+            }
+        }
+        out
     }
 
     /// Name of the function starting at ELF virtual address `address` of
@@ -221,55 +263,8 @@ pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Fu
         ret,
         params,
         internal,
+        probe: Probe::Call,
     }
-}
-
-/// Start-up code, compiler helpers and language runtimes.
-fn is_own_function(sym: &Symbol) -> bool {
-    const C_RUNTIME: &[&str] = &[
-        "_start",
-        "_init",
-        "_fini",
-        "frame_dummy",
-        "register_tm_clones",
-        "deregister_tm_clones",
-        "__do_global_dtors_aux",
-        "__libc_csu_init",
-        "__libc_csu_fini",
-        "_dl_relocate_static_pie",
-    ];
-    const RUST_RUNTIME: &[&str] = &[
-        "std::",
-        "core::",
-        "alloc::",
-        "<std::",
-        "<core::",
-        "<alloc::",
-        "<&",
-        "<[",
-        "<(",
-        "<*",
-        "std_detect::",
-        "compiler_builtins::",
-        "panic_unwind::",
-        "panic_abort::",
-        "gimli::",
-        "addr2line::",
-        "miniz_oxide::",
-        "hashbrown::",
-        "object::",
-        "memchr::",
-        "rustc_demangle::",
-        "adler",
-        "__rust",
-        "rust_",
-        "_<",
-    ];
-    let name = sym.name.as_str();
-    !(C_RUNTIME.contains(&name)
-        || name.starts_with('_')
-        || name.starts_with('.')
-        || RUST_RUNTIME.iter().any(|p| name.starts_with(p)))
 }
 
 /// Up to five names that look like what the user meant.

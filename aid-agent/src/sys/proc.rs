@@ -1,7 +1,7 @@
 //! Everything aid reads from `/proc`, through the `procfs` crate: whether a
 //! process exists, its executable, the files it maps executable, its
-//! threads in creation order, where it maps a file, and this process'
-//! capabilities.
+//! threads in creation order and which of them can run, where it maps a
+//! file, and this process' capabilities.
 
 use std::path::PathBuf;
 
@@ -106,6 +106,26 @@ pub fn mappings_of(pid: u32, file: &std::path::Path) -> Vec<(u64, u64)> {
 pub fn thread_ids(pid: u32) -> Option<Vec<u32>> {
     let tasks = process(pid)?.tasks().ok()?;
     Some(tasks.flatten().filter_map(|t| u32::try_from(t.tid).ok()).collect())
+}
+
+/// Threads of a process that are running or waiting for a CPU (state
+/// `R`): not blocked, sleeping, stopped or gone. Polled while a thread is
+/// held at a PCT change point, so it reads the `stat` files directly.
+pub fn runnable_threads(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // The state follows the parenthesised name, which may hold spaces.
+        if stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('R')
+        {
+            out.push(tid);
+        }
+    }
+    out
 }
 
 /// Threads of a running process in creation order (start time, then tid),

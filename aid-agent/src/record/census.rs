@@ -1,0 +1,248 @@
+//! The default set of functions, chosen by what tracing them would cost
+//! (docs/probes.md, "Default mode"). A uprobe and its return probe cost
+//! microseconds per call, so a helper called a million times per run
+//! slows the program a thousandfold — and a slowed program may no longer
+//! fail. Before the session starts, `debug` without `--trace` measures
+//! the program: a few runs without any probe (its own wall time), and one
+//! run with an entry-only probe on every candidate (how often each is
+//! called, and what a probe costs here). It then traces the candidates
+//! cheapest first while the estimated cost stays within 15 % of the
+//! untraced wall time (at least 1 ms), and names the ones it left out.
+//! (15 %, not the 30 % a 1.3× goal would allow: aid's own probes cost
+//! about 7 % of a run, and a traced call in a real run costs more than the
+//! counting run's estimate — BENCHMARKS.md, "Default mode".)
+
+use std::{collections::HashMap, sync::atomic::AtomicBool, time::Duration};
+
+use crate::{
+    model::{FuncId, Function, Point, Probe},
+    record::{fail::RunPolicy, tracer::Tracer},
+    sys::spawn::{self, Target},
+};
+
+/// Untraced runs measured; the fastest is the reference (the one least
+/// disturbed by whatever else the machine runs: a busy moment must not
+/// buy a larger budget).
+pub const UNTRACED_RUNS: usize = 5;
+/// Share of the untraced wall time the default set's calls may add.
+pub const BUDGET_SHARE: f64 = 0.15;
+/// The budget is never below this (fork and exec alone take about that).
+pub const BUDGET_FLOOR_NS: u64 = 1_000_000;
+/// Most functions in the default set: two probes each, within the probe
+/// budget with room for aid's own probes.
+pub const MAX_FUNCTIONS: usize = 200;
+/// Cost of one traced call (entry and return probe, two events) assumed
+/// when the counting run had too few calls to measure it
+/// (docs/probes.md: 5.4–7.8 µs on this machine kind).
+pub const DEFAULT_CALL_NS: f64 = 6_000.0;
+
+/// Counting runs at most: each one that is cut short leaves out the
+/// functions already too hot to trace, and the next runs without them.
+pub const MAX_COUNTING_RUNS: usize = 4;
+
+/// What the measuring runs found.
+#[derive(Clone, Debug)]
+pub struct Census {
+    /// Wall time of the fastest untraced run.
+    pub untraced_ns: u64,
+    /// Wall time of the last counting run.
+    pub counted_ns: u64,
+    /// Counting runs made.
+    pub counting_runs: usize,
+    /// Calls of each candidate (by index in the candidate list) in the
+    /// last counting run that probed it.
+    pub calls: Vec<u64>,
+    /// Candidates whose counting run was cut short while they were already
+    /// too hot to trace: their counts are lower bounds, and they are hot.
+    pub cut: Vec<bool>,
+    /// Estimated cost of one traced call.
+    pub call_ns: f64,
+}
+
+impl Census {
+    /// What the default set may add to a run.
+    pub fn budget_ns(&self) -> f64 {
+        (self.untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64)
+    }
+}
+
+/// The default set and what was left out.
+#[derive(Clone, Debug)]
+pub struct Choice {
+    /// Indices into the candidate list, in address order.
+    pub traced: Vec<usize>,
+    /// Left out for cost, most frequent first: index, calls per run (a
+    /// lower bound where [`Census::cut`]), estimated cost per run.
+    pub hot: Vec<(usize, u64, f64)>,
+    /// Left out because the set was full.
+    pub over_cap: Vec<usize>,
+    /// Estimated cost of the chosen set per run.
+    pub cost_ns: f64,
+}
+
+/// Measures `candidates` (the program's own functions): runs `target`
+/// untraced [`UNTRACED_RUNS`] times (the fastest is the reference), then
+/// with an entry-only probe on each
+/// candidate. A hot helper can make that run very slow, so it is stopped
+/// after 50× the untraced time (at least 5 s); the functions whose count
+/// by then already exceeds the budget are hot, and the run is repeated
+/// without them, up to [`MAX_COUNTING_RUNS`] times. The tracer's function
+/// table is the last counting run's afterwards; the caller replaces it
+/// with its choice.
+pub fn measure(
+    tracer: &mut Tracer,
+    target: &Target,
+    policy: &RunPolicy,
+    candidates: &[Function],
+    cancel: &AtomicBool,
+) -> anyhow::Result<Census> {
+    let mut walls: Vec<u64> = Vec::with_capacity(UNTRACED_RUNS);
+    for _ in 0..UNTRACED_RUNS {
+        let mut child = spawn::spawn_held(target)?;
+        child.release()?;
+        walls.push(child.wait(policy.timeout, cancel)?.wall_ns);
+    }
+    let untraced_ns = walls.iter().copied().min().unwrap_or(0);
+    let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
+        .max(Duration::from_secs(5))
+        .min(policy.timeout);
+    let short = RunPolicy { timeout: limit, ..policy.clone() };
+    let budget = (untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64);
+    let mut census = Census {
+        untraced_ns,
+        counted_ns: 0,
+        counting_runs: 0,
+        calls: vec![0; candidates.len()],
+        cut: vec![false; candidates.len()],
+        call_ns: DEFAULT_CALL_NS,
+    };
+    for _ in 0..MAX_COUNTING_RUNS {
+        // Candidates still counted, by their index in `candidates`.
+        let probed: Vec<usize> = (0..candidates.len()).filter(|&i| !census.cut[i]).collect();
+        let counting: Vec<Function> = probed
+            .iter()
+            .map(|&i| Function { probe: Probe::Entry, ..candidates[i].clone() })
+            .collect();
+        tracer.set_user_functions(counting)?;
+        let rec = tracer.observe(target, 0, &short, cancel)?;
+        census.counting_runs += 1;
+        let mut counts: HashMap<FuncId, u64> = HashMap::new();
+        for row in rec.rows.iter().filter(|r| r.point == Point::Entry) {
+            *counts.entry(row.func).or_insert(0) += 1;
+        }
+        for (k, &i) in probed.iter().enumerate() {
+            census.calls[i] = counts.get(&(k as FuncId)).copied().unwrap_or(0);
+        }
+        census.counted_ns = rec.run.outcome.wall_ns;
+        let complete = !rec.run.outcome.timed_out && rec.run.lost_events == 0;
+        if complete {
+            let total: u64 = probed.iter().map(|&i| census.calls[i]).sum();
+            // An entry probe and its event per call; a traced call has two.
+            if total >= 1_000 && census.counted_ns > untraced_ns {
+                census.call_ns = (2.0 * (census.counted_ns - untraced_ns) as f64 / total as f64)
+                    .clamp(1_000.0, 20_000.0);
+            }
+            break;
+        }
+        // Cut short: what is already too hot for the budget stays out.
+        let mut newly: Vec<usize> = probed
+            .iter()
+            .copied()
+            .filter(|&i| census.calls[i] as f64 * DEFAULT_CALL_NS > budget)
+            .collect();
+        if newly.is_empty() {
+            // Nothing is over the budget yet: leave out the most called.
+            newly.extend(probed.iter().copied().max_by_key(|&i| census.calls[i]));
+        }
+        for i in newly {
+            census.cut[i] = true;
+        }
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok(census)
+}
+
+/// The default set: candidates cheapest first (fewest calls per run, then
+/// address order) while the estimated cost stays within the budget and
+/// the set within [`MAX_FUNCTIONS`]. Functions never called in the
+/// counting run cost nothing and are always in (up to the cap); those cut
+/// short are always out.
+pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
+    let mut order: Vec<usize> = (0..census.calls.len()).collect();
+    order
+        .sort_by_key(|&i| (census.cut[i], census.calls[i], addresses.get(i).copied().unwrap_or(0)));
+    let budget = census.budget_ns();
+    let mut traced = Vec::new();
+    let mut hot = Vec::new();
+    let mut over_cap = Vec::new();
+    let mut cost = 0.0;
+    for i in order {
+        let c = census.calls[i] as f64 * census.call_ns;
+        if census.cut[i] || cost + c > budget {
+            hot.push((i, census.calls[i], c));
+        } else if traced.len() >= MAX_FUNCTIONS {
+            over_cap.push(i);
+        } else {
+            cost += c;
+            traced.push(i);
+        }
+    }
+    traced.sort_by_key(|&i| addresses.get(i).copied().unwrap_or(0));
+    hot.sort_by_key(|h| std::cmp::Reverse(h.1));
+    Choice { traced, hot, over_cap, cost_ns: cost }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn census(calls: Vec<u64>, untraced_ms: u64) -> Census {
+        Census {
+            untraced_ns: untraced_ms * 1_000_000,
+            counted_ns: 0,
+            counting_runs: 1,
+            cut: vec![false; calls.len()],
+            calls,
+            call_ns: 5_000.0,
+        }
+    }
+
+    #[test]
+    fn cheapest_first_within_the_budget() {
+        // 14 ms untraced: 2.1 ms of budget, 420 calls at 5 µs.
+        let c = census(vec![427_000, 2, 0, 6_000, 300, 500, 1], 14);
+        let addresses: Vec<u64> = (0..7).map(|i| 0x1000 + 16 * i).collect();
+        let choice = choose(&c, &addresses);
+        assert_eq!(choice.traced, vec![1, 2, 4, 6], "300 + 2 + 1 calls fit, 500 more do not");
+        let hot: Vec<(usize, u64)> = choice.hot.iter().map(|h| (h.0, h.1)).collect();
+        assert_eq!(hot, vec![(0, 427_000), (3, 6_000), (5, 500)]);
+        assert!(choice.cost_ns <= c.budget_ns());
+        assert!(choice.over_cap.is_empty());
+    }
+
+    #[test]
+    fn the_budget_has_a_floor_and_the_set_a_cap() {
+        let c = census(vec![150; MAX_FUNCTIONS + 5], 0);
+        assert_eq!(c.budget_ns(), BUDGET_FLOOR_NS as f64);
+        let choice = choose(&c, &[]);
+        // 1 ms at 5 µs a call: 200 calls, so one function of 150 calls.
+        assert_eq!(choice.traced.len(), 1);
+        let free = census(vec![0; MAX_FUNCTIONS + 5], 10);
+        let choice = choose(&free, &[]);
+        assert_eq!((choice.traced.len(), choice.over_cap.len()), (MAX_FUNCTIONS, 5));
+    }
+
+    /// A function cut short is hot whatever its (partial) count says.
+    #[test]
+    fn functions_cut_short_are_always_left_out() {
+        let mut c = census(vec![0, 10, 40_000], 14);
+        c.cut[0] = true;
+        c.cut[2] = true;
+        let choice = choose(&c, &[0x10, 0x20, 0x30]);
+        assert_eq!(choice.traced, vec![1]);
+        let hot: Vec<usize> = choice.hot.iter().map(|h| h.0).collect();
+        assert_eq!(hot, vec![2, 0]);
+    }
+}

@@ -1,0 +1,64 @@
+//! Resolving `--trace` patterns against the real C library: versioned
+//! dynamic symbols and aliases at one address (issue 10). `nm -D` is the
+//! independent witness of where each symbol is.
+
+mod common;
+
+use std::process::Command;
+
+use aid::symbols::Resolver;
+use common::*;
+
+/// The address `nm -D` gives for `symbol` (e.g. `free@@GLIBC_2.2.5`,
+/// matched on the name before the version) in the C library the fixture
+/// uses, with the full versioned name.
+fn nm_default_version(libc: &std::path::Path, name: &str) -> (u64, String) {
+    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(libc).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let (addr, _, sym) = (parts.next()?, parts.next()?, parts.next()?);
+            let (bare, _) = sym.split_once("@@")?;
+            (bare == name).then(|| (u64::from_str_radix(addr, 16).unwrap(), sym.to_owned()))
+        })
+        .next()
+        .unwrap_or_else(|| panic!("nm -D lists no default version of {name}"))
+}
+
+fn resolve_one(r: &mut Resolver, pattern: &str) -> aid::model::Function {
+    let found = r.resolve(&[pattern.to_owned()]).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+    assert_eq!(
+        found.len(),
+        1,
+        "{pattern} matched {:?}",
+        found.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    found.into_iter().next().unwrap()
+}
+
+#[test]
+fn libc_names_match_their_versioned_symbols() {
+    let exe = c_fixture("noise_only.c", "noise_only_symbols", &[]);
+    let mut r = Resolver::for_executable(&exe).unwrap();
+    for name in ["pthread_mutex_unlock", "pthread_mutex_lock", "free", "getpid"] {
+        let f = resolve_one(&mut r, &format!("libc:{name}"));
+        let (address, versioned) = nm_default_version(&f.module, name);
+        assert_eq!(f.address, address, "libc:{name} resolved to {} at {:#x}", f.name, f.address);
+        // Shown under the public name, not an alias (`__getpid`, `cfree`).
+        assert_eq!(f.name, name);
+        // The versioned spelling names the same function.
+        let again = resolve_one(&mut r, &format!("libc:{versioned}"));
+        assert_eq!(again.address, address, "libc:{versioned}");
+    }
+}
+
+/// Every alias of an address still matches it: `__libc_free` is `free`.
+#[test]
+fn aliases_match_the_function_they_name() {
+    let exe = c_fixture("noise_only.c", "noise_only_aliases", &[]);
+    let mut r = Resolver::for_executable(&exe).unwrap();
+    let free = resolve_one(&mut r, "libc:free");
+    let alias = resolve_one(&mut r, "libc:__libc_free");
+    assert_eq!((alias.address, alias.name.as_str()), (free.address, "free"));
+}

@@ -1,0 +1,52 @@
+//! Synchronisation points (libc locks, condition variables, semaphores,
+//! yields, sleeps): entry-only probes that record nothing. In an
+//! intervened run each thread counts the sync points it enters, and when
+//! the agent installed noise at its k-th one (a delay, or a PCT priority
+//! change point) the thread stops for the agent there. Observation runs
+//! never attach them.
+
+use aid_common::{ProbeErrorKind, SYNC_SITE_FUNC, SiteKey, SitePoint, TargetFlags};
+use aya_ebpf::bindings::pt_regs;
+
+use crate::{
+    intervene::{replayed_entry, stop_for_agent},
+    maps::{AID_ACTIONS, AID_ROLES, AID_SYNC_STEPS},
+    record::now,
+};
+
+/// Entry of sync point `func` (its id, the cookie's flag removed).
+#[inline(always)]
+pub fn try_sync_point(
+    pid_tgid: u64,
+    func: u32,
+    flags: TargetFlags,
+    regs: &pt_regs,
+) -> Result<(), ProbeErrorKind> {
+    if !flags.contains(TargetFlags::INTERVENE) {
+        return Ok(());
+    }
+    let tid = pid_tgid as u32;
+    // The agent rewound the thread to the first instruction: the same entry.
+    if replayed_entry(tid, regs.rip) {
+        return Ok(());
+    }
+    // SAFETY: a read of a map value.
+    let Some(role) = (unsafe { AID_ROLES.get(tid) }).copied() else { return Ok(()) };
+    let step = match AID_SYNC_STEPS.get_ptr_mut(tid) {
+        // SAFETY: a map value pointer; only this thread touches its entry.
+        Some(n) => unsafe {
+            *n += 1;
+            *n
+        },
+        None => {
+            AID_SYNC_STEPS.insert(tid, 1, 0).map_err(|_| ProbeErrorKind::MapFull)?;
+            1
+        }
+    };
+    let key = SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY };
+    // SAFETY: a read of a map value, copied out at once.
+    let Some(action) = (unsafe { AID_ACTIONS.get(key) }).copied() else { return Ok(()) };
+    // The agent learns which sync function it was from the site.
+    let site = SiteKey { func, ..key };
+    stop_for_agent(tid, action, site, regs.rip, now(), Some(regs))
+}
