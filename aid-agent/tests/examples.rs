@@ -38,39 +38,22 @@ fn build(name: &str) -> PathBuf {
     if out.exists() {
         return out;
     }
-    let source = |ext: &str| {
-        std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == ext))
-    };
-    let status = match (source("c"), source("cpp")) {
-        (Some(c), _) => Command::new("gcc")
-            .args(["-g", "-O1", "-pthread", "-o"])
-            .arg(&out)
-            .arg(c)
-            .arg("-lm")
-            .status(),
-        (None, Some(cpp)) => Command::new("g++")
+    let stem = name.replace('-', "_");
+    let (c, cpp) = (dir.join(format!("{stem}.c")), dir.join(format!("{stem}.cpp")));
+    let status = if c.exists() {
+        Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).arg("-lm").status()
+    } else if cpp.exists() {
+        Command::new("g++")
             .args(["-std=c++17", "-g", "-O1", "-pthread", "-o"])
             .arg(&out)
             .arg(cpp)
-            .status(),
-        (None, None) => Command::new("rustc")
-            .args([
-                "-g",
-                "-C",
-                "opt-level=1",
-                "--edition",
-                "2021",
-                "--crate-name",
-                &name.replace('-', "_"),
-                "-o",
-            ])
+            .status()
+    } else {
+        Command::new("rustc")
+            .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &stem, "-o"])
             .arg(&out)
             .arg(dir.join("main.rs"))
-            .status(),
+            .status()
     };
     assert!(status.unwrap().success(), "building example {name}");
     out
