@@ -89,6 +89,7 @@ pub fn decide(
     let mut pending: Vec<Pending> = Vec::new();
     // Object name → what to watch.
     let mut objects: BTreeMap<String, WatchObject> = BTreeMap::new();
+    let mut whole: BTreeMap<String, bool> = BTreeMap::new();
     for (id, a, b) in overlaps {
         let undecided = |object: Option<String>, note: String| RaceCheck {
             predicate: id,
@@ -129,6 +130,7 @@ pub fn decide(
                     continue;
                 }
                 Ok(o) => {
+                    whole.insert(object.clone(), o.size.is_some_and(|s| s <= o.len));
                     objects.insert(object.clone(), o);
                 }
                 Err(e) => {
@@ -137,8 +139,13 @@ pub fn decide(
                 }
             }
         }
-        let evidence =
-            RaceEvidence { object: object.clone(), a_writes: false, b_writes: false, runs: 0 };
+        let evidence = RaceEvidence {
+            object: object.clone(),
+            a_writes: false,
+            b_writes: false,
+            runs: 0,
+            whole: whole.get(&object).copied().unwrap_or(false),
+        };
         pending.push(Pending { id, a, b, object, evidence, raced: 0 });
     }
     let list: Vec<WatchObject> = objects.into_values().collect();

@@ -31,6 +31,9 @@ pub struct RaceEvidence {
     pub b_writes: bool,
     /// Re-runs in which both calls ran with the object watched.
     pub runs: u32,
+    /// The whole object was watched (a global of at most 8 bytes); else
+    /// only its first word (a heap object, whose size is not known).
+    pub whole: bool,
 }
 
 /// What became of an overlap predicate.
@@ -83,9 +86,17 @@ impl Catalog {
             };
             p.description = names.describe(&p.key, &p.condition, None);
             RaceVerdict::DataRace
-        } else {
+        } else if e.whole {
             p.description = format!(
                 "{}; hardware watchpoints ({} re-run(s)) saw both only read {}: not a data race",
+                p.description, e.runs, e.object
+            );
+            RaceVerdict::ReadOnly
+        } else {
+            // Only the first word was watched: a write elsewhere in the
+            // object would not have been seen.
+            p.description = format!(
+                "{}; hardware watchpoints ({} re-run(s)) saw neither write the first 8 bytes of {}",
                 p.description, e.runs, e.object
             );
             RaceVerdict::ReadOnly
@@ -153,7 +164,13 @@ mod tests {
         let id = overlap(&cat);
         let before: Vec<bool> = s.runs.iter().map(|r| cat.evaluate(r).holds(id)).collect();
         assert_eq!(before, [true, true, false, false]);
-        let e = RaceEvidence { object: "events".into(), a_writes: false, b_writes: true, runs: 3 };
+        let e = RaceEvidence {
+            object: "events".into(),
+            a_writes: false,
+            b_writes: true,
+            runs: 3,
+            whole: true,
+        };
         assert_eq!(cat.decide_race(&s, id, &e), Some(RaceVerdict::DataRace));
         let p = cat.get(id).unwrap();
         assert_eq!(p.key.kind, Kind::DataRace);
@@ -179,8 +196,13 @@ mod tests {
         let s = session();
         let mut cat = learn(&s, &ExtractConfig::default()).unwrap();
         let id = overlap(&cat);
-        let none =
-            RaceEvidence { object: "events".into(), a_writes: false, b_writes: false, runs: 0 };
+        let none = RaceEvidence {
+            object: "events".into(),
+            a_writes: false,
+            b_writes: false,
+            runs: 0,
+            whole: true,
+        };
         assert_eq!(cat.decide_race(&s, id, &none), None, "no re-run saw both calls");
         let e = RaceEvidence { runs: 2, ..none };
         assert_eq!(cat.decide_race(&s, id, &e), Some(RaceVerdict::ReadOnly));
@@ -189,6 +211,15 @@ mod tests {
         assert_eq!(
             p.description,
             "call 1 of update on first#1 and call 1 of update on second#2 run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw both only read events: not a data race"
+        );
+        // A heap object is watched on its first word only: no claim about
+        // the rest of it.
+        let mut cat = learn(&s, &ExtractConfig::default()).unwrap();
+        let heap = RaceEvidence { object: "main:make#1.ret".into(), whole: false, ..e };
+        assert_eq!(cat.decide_race(&s, id, &heap), Some(RaceVerdict::ReadOnly));
+        assert_eq!(
+            cat.get(id).unwrap().description,
+            "call 1 of update on first#1 and call 1 of update on second#2 run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw neither write the first 8 bytes of main:make#1.ret"
         );
     }
 }
