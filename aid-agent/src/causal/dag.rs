@@ -34,6 +34,12 @@ pub struct AcDag {
     /// Longest edge count from a source of the reduction to the node; sorting
     /// by it gives a topological order.
     depth: Vec<usize>,
+    /// `tied[i]`: nodes anchored at exactly the same time as `i` in every
+    /// failing run where both held (two facets of one instant: the overlap
+    /// that begins at a call's entry and "that call starts before ...").
+    /// Unordered with `i`, but not independent of it: an intervention at
+    /// that instant changes both (the engine's confounding guard).
+    tied: Vec<BitSet>,
 }
 
 impl AcDag {
@@ -63,6 +69,9 @@ impl AcDag {
         // far where both held; together[i]: nodes seen in a run with i.
         let mut before: Vec<BitSet> = vec![BitSet::full(n); n];
         let mut together: Vec<BitSet> = vec![BitSet::new(n); n];
+        // same[i]: nodes with exactly i's anchor in every run where both held.
+        let mut same: Vec<BitSet> = vec![BitSet::full(n); n];
+        let mut tie = BitSet::new(n);
         let mut sum = vec![0f64; n];
         let mut seen = vec![0u32; n];
         let mut nruns = 0usize;
@@ -98,9 +107,15 @@ impl AcDag {
                 // come strictly later than this group of ties.
                 let mut allowed = later.clone();
                 allowed.union_with(&absent);
+                tie.clear();
+                for &(_, i) in &order[start..k] {
+                    tie.insert(i);
+                }
+                tie.union_with(&absent);
                 for &(_, i) in &order[start..k] {
                     before[i].intersect_with(&allowed);
                     together[i].union_with(&present);
+                    same[i].intersect_with(&tie);
                 }
                 for &(_, i) in &order[start..k] {
                     later.insert(i);
@@ -134,7 +149,16 @@ impl AcDag {
             }
         }
         let ids: Vec<PredId> = order.iter().map(|&i| ids[i]).collect();
-        Ok(Self::from_rows(ids, f, rows))
+        let mut dag = Self::from_rows(ids, f, rows);
+        for i in 0..n {
+            let mut s = std::mem::take(&mut same[i]);
+            s.intersect_with(&together[i]);
+            s.remove(i);
+            for j in s.iter() {
+                dag.tied[rank[i]].insert(rank[j]);
+            }
+        }
+        Ok(dag)
     }
 
     /// Builds the DAG from explicit edges among `nodes` (tests, the synthetic
@@ -231,7 +255,14 @@ impl AcDag {
             depth[i] = back[i].iter().map(|a| depth[a] + 1).max().unwrap_or(0);
         }
         let index = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-        AcDag { ids, index, f: fi, reach, back, depth }
+        let tied = vec![BitSet::new(total); total];
+        AcDag { ids, index, f: fi, reach, back, depth, tied }
+    }
+
+    /// Nodes anchored at exactly the same time as node `i` in every failing
+    /// run where both held (none for DAGs built from explicit edges).
+    pub fn tied(&self, i: usize) -> &BitSet {
+        &self.tied[i]
     }
 
     /// The failure predicate F.
@@ -388,6 +419,23 @@ mod tests {
         let r1 = [(p(1), 10), (p(2), 10)];
         let dag = AcDag::build(&[p(1), p(2)], p(9), [&r1[..]]).unwrap();
         assert!(!dag.precedes(p(1), p(2)) && !dag.precedes(p(2), p(1)));
+    }
+
+    #[test]
+    fn predicates_at_the_same_instant_in_every_run_are_tied() {
+        // 1 and 2 share their anchor in both runs; 3 ties with 1 in one
+        // run only; 4 never co-occurs with 1.
+        let r1 = [(p(1), 10), (p(2), 10), (p(3), 10)];
+        let r2 = [(p(1), 20), (p(2), 20), (p(3), 25)];
+        let r3 = [(p(4), 10)];
+        let dag =
+            AcDag::build(&[p(1), p(2), p(3), p(4)], p(9), [&r1[..], &r2[..], &r3[..]]).unwrap();
+        let tied = |a, b| dag.tied(dag.index_of(a).unwrap()).contains(dag.index_of(b).unwrap());
+        assert!(tied(p(1), p(2)) && tied(p(2), p(1)));
+        assert!(!tied(p(1), p(3)) && !tied(p(1), p(4)) && !tied(p(1), p(1)));
+        assert!(!dag.precedes(p(1), p(2)) && !dag.precedes(p(2), p(1)));
+        let edges = AcDag::from_edges(&[p(1), p(2)], p(9), &[]).unwrap();
+        assert!(edges.tied(0).is_empty());
     }
 
     #[test]

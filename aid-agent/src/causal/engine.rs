@@ -22,6 +22,12 @@
 //! confirm. A round whose upstream predicates never held at all is not
 //! used either: nothing shows the failure was ever under way.
 //!
+//! A predicate *tied* with the group (anchored at the very same time in
+//! every failing run, `AcDag::tied`) is left out of that check: the
+//! intervention acts at that instant, so it changes both whichever is the
+//! cause; two facets of one instant cannot be told apart by intervening,
+//! and docs/causal.md says what the report then claims.
+//!
 //! Absences prune only when seen in `absence_runs` failing runs of the
 //! round, and only for descendants of the group (for any other predicate an
 //! absence is a missed observation or confounding).
@@ -160,6 +166,12 @@ impl<'a> Experiment<'a> {
         upstream.remove(f);
         upstream.difference_with(group);
         upstream.difference_with(&below);
+        // Predicates tied with the group (anchored at the very instant its
+        // intervention acts, in every failing run) change with it whatever
+        // the cause: their change is no sign of confounding.
+        for g in group.iter() {
+            upstream.difference_with(self.dag.tied(g));
+        }
         let blind = upstream.is_empty();
         let alpha = self.ledger.alpha();
         let cap = if self.max_round_runs > 0 {

@@ -103,7 +103,7 @@ pub fn render(r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) -> S
         ob.passing,
         match ob.amplified {
             Some((sites, us)) => format!(
-                " (failures made more frequent with random delays: {sites} per {noun}, up to {})",
+                " (failures made more frequent with noise: {sites} points per {noun}, holds up to {})",
                 duration(us * 1000)
             ),
             None => String::new(),
@@ -311,7 +311,7 @@ struct Mark {
 }
 
 /// What to mark on a run: predicates of the graph that held (at their
-/// time anchor), interventions carried out, random delays.
+/// time anchor), interventions carried out, noise at traced calls.
 fn marks(d: &Diagnosis, run: &Run, names: &BTreeMap<PredId, String>) -> Vec<Mark> {
     let a = &d.analysis;
     let truth = a.catalog.evaluate(run);

@@ -99,7 +99,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
     let ob = r.observed;
     let amplified = match ob.amplified {
         Some((sites, us)) => format!(
-            " (failures made more frequent with random delays at traced calls: {sites} per {noun}, up to {})",
+            " (failures made more frequent with noise at synchronisation points and traced calls: {sites} points per {noun}, holds up to {})",
             duration(us * 1000)
         ),
         None => String::new(),

@@ -2,7 +2,7 @@
 //! (ui.perfetto.dev, trace processor) or chrome://tracing, as uftrace's
 //! `dump --chrome` does for its recordings. Each run is a process, each
 //! thread role a thread track; each call a slice with its arguments and
-//! return value as args; interventions and random delays are instants.
+//! return value as args; interventions and noise at traced calls are instants.
 //! Times are the runs' own `CLOCK_MONOTONIC` times, so runs appear in the
 //! order they were made.
 //!
