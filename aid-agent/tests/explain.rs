@@ -314,6 +314,167 @@ fn compare_tests_the_order_both_ways() {
     assert!(rr.runs.iter().all(|r| !r.interventions.is_empty()));
 }
 
+/// `compare --access watch` on counter-atomicity, declaring nothing: the
+/// reads-from edges of the two runs and of every re-run come from what
+/// watchpoints saw. The read-write guess makes worker 1's `load_counter`
+/// a writer (a write at its exit), so worker 2's load may "read from" it
+/// and the dual slice keep it (when the two loads did not overlap);
+/// typed by the hardware the load never writes, returns 0 in both runs,
+/// and is not in the slice. The chain starts at the order of
+/// [`compare_tests_the_order_both_ways`], tested with watched re-runs.
+///
+/// Acceptance: 30 watched runs must hold a failing one where worker 2's
+/// update survived (p ≈ 0.25 per run, worker 2 usually survives; no
+/// failure at all has probability 0.75^30 < 2e-4) and a passing one where
+/// worker 1 stored first (the usual order). The chain's first link is
+/// found without re-running; its test is made but its verdict depends on
+/// how many re-runs are confounded (below), so it is not asserted.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn compare_with_watchpoints_takes_reads_from_real_writes() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (_, session, fail, _) = counter_session();
+    let tmp = tempfile::tempdir().unwrap();
+    let watched = tmp.path().join("watched");
+    run_ok(
+        agent()
+            .arg("watch")
+            .arg(session)
+            .args(["--object", "events", "--run", &fail[0].to_string(), "--runs", "30"])
+            .arg("--out")
+            .arg(&watched),
+    );
+    let w = load(&watched);
+    // The failing run: worker 2's update survived; the passing run: worker
+    // 1 stored first (as in the spec's example). With another passing
+    // run the two differ in worker 1's load too.
+    let pick = |failed: bool| {
+        w.runs
+            .iter()
+            .filter(|r| r.complete && r.failed() == failed)
+            .map(|r| r.id)
+            .find(|&r| survivor(&watched, r).0 == "second_worker")
+    };
+    let run = pick(true).expect("a failing watched run where worker 2's update survived");
+    let pass = pick(false).expect("a passing watched run where worker 1 stored first");
+    let compare = |access: &str, repeat: &str| {
+        json(
+            agent()
+                .arg("compare")
+                .arg(&watched)
+                .args(["--fail", &run.to_string(), "--pass", &pass.to_string()])
+                .args(["--access", access, "--repeat", repeat])
+                .args(["--safe", "load_counter", "--out"])
+                .arg(tmp.path().join(format!("reruns-{access}")))
+                .arg("--json"),
+        )
+    };
+    let slice = |c: &Value| -> Vec<String> {
+        c["dual_slice"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().into()).collect()
+    };
+    let c = compare("watch", "5");
+    assert_eq!((&c["fail"], &c["pass"]), (&Value::from(run), &Value::from(pass)));
+    assert!(!slice(&c).contains(&"first_worker.load_counter#1".to_owned()), "{c:#}");
+    let first = &c["chain"][0];
+    assert_eq!(
+        first["text"],
+        "order second_worker.load_counter#1 ≺ first_worker.store_counter#1 (FAIL) vs ≻ (PASS)",
+        "{c:#}"
+    );
+    // The link was tested from the failing side with watched re-runs. Its
+    // verdict is not asserted: typed exactly, the re-runs' reads-from
+    // edges show this program's natural schedule variation (worker 2
+    // storing first, check_total reading worker 1's store), which
+    // discards 1 to 3 of 5 re-runs a side as confounded (measured), where
+    // the read-write guess hides it.
+    let cure = &first["test"]["cure"];
+    assert_eq!(cure["runs"].as_array().unwrap().len(), 5, "{c:#}");
+    let sum = |side: &Value| {
+        ["usable", "confounded", "not_applied"]
+            .iter()
+            .map(|k| side[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(sum(cure), 5, "{c:#}");
+    // Every re-run watched the counter.
+    let reruns = tmp.path().join("reruns-watch");
+    let lines = std::fs::read_to_string(reruns.join("watch.jsonl")).unwrap();
+    assert_eq!(lines.lines().count() as u64, c["reruns"].as_u64().unwrap());
+}
+
+/// `debug --amplify-watch account` on the race_window fixture: holding the
+/// thread that first touches the account for 5 ms right after its read
+/// opens the lost update's window, which on its own is a few
+/// instructions wide. The overlap of the two withdrawals is then the
+/// root cause, decided a data race by watched re-runs (both write the
+/// account), and serialising the two calls (its intervention) stops the
+/// failure.
+///
+/// Acceptance: without the hold a run fails only if `early` is preempted
+/// for 2 ms between two adjacent instructions: at most 1 of 16 recorded
+/// runs may fail. With it, runs 2 to 20 of debug (the first locates the
+/// account) fail whenever `late` draws 2 ms (a fair coin): fewer than 3
+/// of 19 has probability P(Bin(19, ½) ≤ 2) < 4e-4. The causal path is
+/// the engine's verdict at its 99 % confidence.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn debug_amplified_by_a_watchpoint_finds_the_data_race() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exe = c_fixture("race_window.c", "race_window", &[]);
+    let trace = ["-t", "withdraw", "-t", "serve", "-t", "open_branch", "-t", "balance_of"];
+    let tmp = tempfile::tempdir().unwrap();
+    let natural = tmp.path().join("natural");
+    run_ok(
+        agent().arg("record").args(trace).args(["--runs", "16", "--out"]).arg(&natural).arg(&exe),
+    );
+    let failed = |s: &aid::model::Session, from: u32| {
+        s.runs.iter().filter(|r| r.id >= from && r.failed()).count()
+    };
+    let n = failed(&load(&natural), 1);
+    assert!(n <= 1, "{n} of 16 runs failed without amplification");
+    let debugged = tmp.path().join("debugged");
+    let output = run_ok(
+        agent()
+            .arg("debug")
+            .args(trace)
+            .args(["--amplify-watch", "account", "--runs", "20", "--out"])
+            .arg(&debugged)
+            .arg(&exe),
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let s = load(&debugged);
+    let observed: Vec<&aid::model::Run> =
+        s.runs.iter().filter(|r| r.id <= 20 && r.interventions.is_empty()).collect();
+    assert_eq!(observed.len(), 20);
+    let amplified = observed.iter().filter(|r| r.id >= 2 && r.failed()).count();
+    assert!(amplified >= 3, "{amplified} of 19 amplified runs failed\n{text}");
+    // The watched re-runs' verdict, and the predicate in its words.
+    let races: Value =
+        serde_json::from_str(&std::fs::read_to_string(debugged.join("races.json")).unwrap())
+            .unwrap();
+    let race = &races[0];
+    assert_eq!(race["object"], "account", "{races:#}");
+    assert_eq!(race["verdict"], "data_race", "{races:#}");
+    assert_eq!(
+        (&race["evidence"]["a_writes"], &race["evidence"]["b_writes"]),
+        (&Value::Bool(true), &Value::Bool(true))
+    );
+    let runs = race["evidence"]["runs"].as_u64().unwrap();
+    assert!((1..=3).contains(&runs), "{races:#}");
+    let root = format!(
+        "Root cause: call 1 of withdraw on early#1 and call 1 of withdraw on late#2 run at the same time on the same object, which no passing run shows: a data race on account, which both write (hardware watchpoints, {runs} re-run(s))"
+    );
+    assert!(text.lines().any(|l| l == root), "{root}\n{text}");
+    assert!(
+        text.contains(
+            "intervention: run call 1 of withdraw on early#1 and call 1 of withdraw on late#2 one after the other"
+        ),
+        "{text}"
+    );
+}
+
 /// Bad input is one line and exit code 2.
 #[test]
 fn bad_arguments_are_one_line_errors() {
@@ -330,6 +491,11 @@ fn bad_arguments_are_one_line_errors() {
     assert_eq!(
         line,
         "aid: bad criterion `f#1`: give `exit` or `function#k.ret`, e.g. `check_total#1.ret`"
+    );
+    let line = run_err(agent().args(["debug", "-p", "1", "--amplify-watch", "account"]));
+    assert_eq!(
+        line,
+        "aid: --amplify-watch needs runs of a program aid starts (a watched object is located in one run and watched from the next), not --pid"
     );
 }
 

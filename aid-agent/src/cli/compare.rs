@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
     args::{load_options, parse_duration},
-    mine::AccessArgs,
+    mine::{AccessArgs, AccessMode, fresh_dir},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -19,6 +19,8 @@ use crate::{
             live::{LiveSettings, compare_program},
             minimize::Offline,
         },
+        watch::WatchSettings,
+        watched::{CompareRequest, compare_watched},
     },
     intervene::SafeList,
     model::Function,
@@ -65,6 +67,17 @@ pub struct Args {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub access: AccessArgs,
+    /// How reads and writes are known: `watch` takes the reads-from edges
+    /// from hardware watchpoints in re-runs (see docs/explain.md).
+    #[arg(long = "access", value_enum, default_value = "rw")]
+    pub mode: AccessMode,
+    /// With --access watch: how many watched re-runs to make at most.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub watch_runs: u32,
+    /// With --access watch: the objects (at most two), or words of them
+    /// (`pool+0x20`), to watch instead of the ones the differences name.
+    #[arg(long = "watch-object", value_name = "NAME")]
+    pub watch_objects: Vec<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -88,6 +101,60 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
     };
     let (loaded, globals) = explain::load(&args.session)?;
+    let opts = Options { repeat: args.repeat, theta: args.theta, pin: args.pin, safe };
+    let load = load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?;
+    if args.mode == AccessMode::Watch {
+        let live = (args.repeat > 0).then(|| LiveSettings {
+            hold_timeout,
+            timeout,
+            out: args.out.clone().unwrap_or_else(|| fresh_dir(&args.session, "compare")),
+            load,
+            watch: Vec::new(),
+        });
+        let settings = WatchSettings {
+            names: args.watch_objects.clone(),
+            runs: args.watch_runs,
+            until_failure: false,
+            delay: None,
+            interventions: Vec::new(),
+            hold_timeout,
+            timeout,
+            out: fresh_dir(&args.session, "watch"),
+            load,
+        };
+        let req = CompareRequest {
+            dir: &args.session,
+            fail: args.fail,
+            pass: pass_arg,
+            target,
+            spec: &spec,
+            opts: &opts,
+            live: live.clone(),
+        };
+        let cancel = interrupt_flag()?;
+        let result = compare_watched(
+            &loaded,
+            globals.as_ref(),
+            &req,
+            &settings,
+            &cancel,
+            &mut Terminal::default(),
+        );
+        if cancel.load(Ordering::Relaxed) {
+            eprintln!("aid: interrupted; the re-runs made so far are kept");
+            return Ok(ExitCode::from(130));
+        }
+        let out = result?;
+        eprintln!("aid: {}", out.watch.text());
+        eprintln!(
+            "aid: compared watched run {} (failed) with watched run {} (passed)",
+            out.fail, out.pass
+        );
+        if let Some(live) = &live {
+            eprintln!("aid: {} re-run(s) saved in {}", out.comparison.reruns, live.out.display());
+        }
+        return print(&out.comparison, &out.functions, &opts, args.json);
+    }
     let session = &loaded.session;
     compare::check_runs(session, args.fail, pass_arg)?;
     let pass = match pass_arg {
@@ -101,8 +168,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         fail: args.fail,
         pass: Some(pass),
         target,
+        watched: None,
     };
-    let opts = Options { repeat: args.repeat, theta: args.theta, pin: args.pin, safe };
     let functions = session.functions.clone();
     if args.repeat == 0 {
         let c = compare::compare(&inputs, &opts, Offline)?;
@@ -111,12 +178,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args.out.clone().unwrap_or_else(|| {
         args.session.join(format!("compare-{}-vs-{pass}-{}", args.fail, store::now_unix()))
     });
-    let settings = LiveSettings {
-        hold_timeout,
-        timeout,
-        out: out.clone(),
-        load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
-    };
+    let settings =
+        LiveSettings { hold_timeout, timeout, out: out.clone(), load, watch: Vec::new() };
     let cancel = interrupt_flag()?;
     let result =
         compare_program(&loaded, &inputs, &opts, &settings, &cancel, &mut Terminal::default());

@@ -14,11 +14,11 @@ use super::{
 use crate::{
     debug::{
         DebugOptions,
-        program::{ProgramRequest, debug_program},
+        program::{ProgramRequest, WatchAmplify, debug_program},
         service::{ServiceRequest, debug_service},
     },
     intervene::SafeList,
-    record::list::ListIn,
+    record::{list::ListIn, watchpoints::WatchDelay},
     report,
 };
 
@@ -63,6 +63,21 @@ pub struct Args {
     /// points and traced calls when fewer than 5 % of the first runs fail).
     #[arg(long, value_enum, default_value_t = AmplifyArg::Both)]
     pub amplify: AmplifyArg,
+    /// Amplify with a hardware watchpoint on OBJECT (a global, a word of
+    /// one such as `pool+0x20`, or `role:function#k.argN|ret`): the thread
+    /// that reads or writes it is held right after the access, in every
+    /// run from the second on (docs/explain.md).
+    #[arg(long, value_name = "OBJECT")]
+    pub amplify_watch: Option<String>,
+    /// With --amplify-watch: how long the thread is held.
+    #[arg(long, default_value = "5ms", value_name = "DURATION")]
+    pub amplify_watch_delay: String,
+    /// With --amplify-watch: hold only after writes, not after reads.
+    #[arg(long)]
+    pub amplify_watch_writes: bool,
+    /// With --amplify-watch: at most this many holds per run.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub amplify_watch_max: u32,
     /// Debug a running service instead of starting a program: each call of
     /// --unit is one run, and interventions go to later calls.
     #[arg(short, long, conflicts_with = "command")]
@@ -145,6 +160,11 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let mut ui = Terminal::default();
     let debugged = match args.pid {
         Some(pid) => {
+            if args.amplify_watch.is_some() {
+                bail!(
+                    "--amplify-watch needs runs of a program aid starts (a watched object is located in one run and watched from the next), not --pid"
+                );
+            }
             if args.fail_if.is_empty() {
                 bail!("--pid needs --fail-if CONDITION (when a unit failed, e.g. 'FN ret < 0')");
             }
@@ -167,7 +187,23 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             debug_service(&req, &*interrupt_flag()?, &mut ui)?
         }
         None => {
+            let amplify_watch = match args.amplify_watch {
+                Some(object) => Some(WatchAmplify {
+                    object,
+                    delay: WatchDelay {
+                        writes_only: args.amplify_watch_writes,
+                        delay_us: positive(
+                            "--amplify-watch-delay",
+                            parse_duration(&args.amplify_watch_delay)?,
+                        )?
+                        .as_micros() as u64,
+                        max: args.amplify_watch_max,
+                    },
+                }),
+                None => None,
+            };
             let req = ProgramRequest {
+                amplify_watch,
                 policy: args.run.policy()?,
                 command: args.command,
                 trace: args.trace,

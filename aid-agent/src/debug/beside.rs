@@ -203,8 +203,15 @@ fn chain(
     };
     let (Some(fail), Some(_)) = (usable(true), usable(false)) else { return Ok(None) };
     let pass = compare::pick_pass(session, fail.id, globals, spec)?;
-    let inputs =
-        Inputs { session, globals, spec, fail: fail.id, pass: Some(pass), target: Target::Exit };
+    let inputs = Inputs {
+        session,
+        globals,
+        spec,
+        fail: fail.id,
+        pass: Some(pass),
+        target: Target::Exit,
+        watched: None,
+    };
     let opts = CompareOptions { repeat: 0, theta: 0.8, pin: false, safe: safe.clone() };
     let c = match compare::compare(&inputs, &opts, Offline) {
         Ok(c) => c,

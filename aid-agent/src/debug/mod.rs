@@ -8,6 +8,7 @@
 pub mod beside;
 pub mod oracle;
 pub mod program;
+pub mod races;
 pub mod service;
 pub mod source;
 
@@ -170,7 +171,9 @@ pub fn debug(
     ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
     let analysis = analyse(&session, opts, source.reach(), ui);
     ui.end();
-    let analysis = analysis?;
+    let mut analysis = analysis?;
+    // Overlaps on an object: which side writes it, from watched re-runs.
+    races::decide(&mut analysis, &session, &mut *source, writer.dir(), cancel, ui);
     let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
     if analysis.candidates.is_empty() || interrupted.is_some() {
         return Ok(Diagnosis {

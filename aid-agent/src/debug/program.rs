@@ -9,6 +9,7 @@ use std::{
 use anyhow::bail;
 
 use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
+use crate::explain::{objects::Globals, watch};
 use crate::{
     bpf::{LoadOptions, Programs},
     intervene::{Plan, Reach},
@@ -19,6 +20,7 @@ use crate::{
         progress::Progress,
         start::{self, ProgramSession},
         tracer::Tracer,
+        watchpoints::{WatchDelay, WatchedRun, Watcher, watched_run},
     },
     store::Mode,
     symbols::{
@@ -34,11 +36,66 @@ pub struct ProgramSource<'t> {
     target: &'t Target,
     policy: &'t RunPolicy,
     next_id: u32,
+    amplify: Amplify,
+}
+
+/// Failure amplification with a watchpoint: a thread is held right after
+/// it touches the object (`--amplify-watch`).
+#[derive(Clone, Debug)]
+pub struct WatchAmplify {
+    /// The object, named as `watch` names it (`account`, `pool+0x20`,
+    /// `main:make_cell#1.ret`).
+    pub object: String,
+    pub delay: WatchDelay,
+}
+
+/// Where `--amplify-watch` stands: the object is located with the first
+/// run (made without), then watched in every later run, observed or
+/// intervened on, so that rounds are judged under the conditions the
+/// observations were made in.
+enum Amplify {
+    Off,
+    Pending(WatchAmplify),
+    Ready(Box<Watcher>),
 }
 
 impl<'t> ProgramSource<'t> {
     pub fn new(tracer: &'t mut Tracer, target: &'t Target, policy: &'t RunPolicy) -> Self {
-        ProgramSource { tracer, target, policy, next_id: 1 }
+        ProgramSource { tracer, target, policy, next_id: 1, amplify: Amplify::Off }
+    }
+
+    /// Amplifies with a delay after each access of `a.object` (up to
+    /// `a.delay.max` per run), from the second run on.
+    #[must_use]
+    pub fn with_watch_amplify(mut self, a: Option<WatchAmplify>) -> Self {
+        self.amplify = a.map_or(Amplify::Off, Amplify::Pending);
+        self
+    }
+
+    /// After the first run: the object located in it, the watcher ready.
+    fn locate(&mut self, base: &RecordedRun) -> anyhow::Result<()> {
+        let Amplify::Pending(a) = &self.amplify else { return Ok(()) };
+        let globals = Globals::load(&self.target.program);
+        let objects = watch::resolve(
+            self.tracer.functions(),
+            &base.run,
+            globals.as_ref(),
+            std::slice::from_ref(&a.object),
+        )
+        .map_err(|e| anyhow::anyhow!("--amplify-watch {}: {e}", a.object))?;
+        let watcher = Watcher::new(&self.target.program, objects, Some(a.delay))?;
+        self.amplify = Amplify::Ready(Box::new(watcher));
+        Ok(())
+    }
+
+    /// One run with `plan`, watched for amplification when asked.
+    fn run(&mut self, id: u32, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
+        match &self.amplify {
+            Amplify::Ready(w) => {
+                Ok(watched_run(self.tracer, self.target, id, self.policy, plan, w, cancel)?.rec)
+            }
+            _ => Ok(self.tracer.intervene(self.target, id, self.policy, plan, cancel)?),
+        }
     }
 
     fn next_id(&mut self) -> u32 {
@@ -82,12 +139,13 @@ impl RunSource for ProgramSource<'_> {
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<RecordedRun>> {
         let id = self.next_id();
-        let rec = if noise.is_empty() {
+        let rec = if noise.is_empty() && !matches!(self.amplify, Amplify::Ready(_)) {
             self.tracer.observe(self.target, id, self.policy, cancel)?
         } else {
             let plan = Plan::default().with_noise(noise);
-            self.tracer.intervene(self.target, id, self.policy, &plan, cancel)?
+            self.run(id, &plan, cancel)?
         };
+        self.locate(&rec)?;
         Ok(Some(rec))
     }
 
@@ -97,10 +155,24 @@ impl RunSource for ProgramSource<'_> {
 
     fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
         let id = self.next_id();
-        Ok(self.tracer.intervene(self.target, id, self.policy, plan, cancel)?)
+        self.run(id, plan, cancel)
     }
 
     fn end_interventions(&mut self) {}
+
+    fn watchable(&self) -> Option<&std::path::Path> {
+        Some(&self.target.program)
+    }
+
+    fn watched(
+        &mut self,
+        id: u32,
+        watcher: &Watcher,
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<WatchedRun> {
+        let plan = Plan::default();
+        Ok(watched_run(self.tracer, self.target, id, self.policy, &plan, watcher, cancel)?)
+    }
 }
 
 /// `debug -- CMD`.
@@ -120,6 +192,8 @@ pub struct ProgramRequest {
     /// `--patterns`: a `mine --emit-predicates` file whose "pattern
     /// occurs" predicates are evaluated on the observed runs.
     pub patterns: Option<PathBuf>,
+    /// `--amplify-watch`: hold a thread right after it touches an object.
+    pub amplify_watch: Option<WatchAmplify>,
 }
 
 /// Starts the session, debugs the program, and removes the probes.
@@ -176,7 +250,17 @@ pub fn debug_program(
         names.len(),
         start::summarize(&names)
     ));
-    let mut source = ProgramSource::new(&mut tracer, &target, &req.policy);
+    if let Some(a) = &req.amplify_watch {
+        ui.say(&format!(
+            "amplifying with a watchpoint on {}: a thread is held {} right after it {} it (at most {} per run), from the second run on (the first locates it)",
+            a.object,
+            crate::util::human::duration(a.delay.delay_us * 1000),
+            if a.delay.writes_only { "writes" } else { "reads or writes" },
+            a.delay.max
+        ));
+    }
+    let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
+        .with_watch_amplify(req.amplify_watch.clone());
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(tracer);
     let beside =

@@ -4,11 +4,12 @@
 //! asks a source for observed runs, then for runs under interventions;
 //! everything that differs between the two lives behind this trait.
 
-use std::sync::atomic::AtomicBool;
+use std::{path::Path, sync::atomic::AtomicBool};
 
 use crate::{
     intervene::{Plan, Reach},
     model::{Function, Noise, RecordedRun},
+    record::watchpoints::{WatchedRun, Watcher},
 };
 
 pub trait RunSource {
@@ -51,4 +52,21 @@ pub trait RunSource {
     /// nothing to undo, so it may be called again on the way out of an
     /// error.
     fn end_interventions(&mut self);
+
+    /// The executable, when this source can make runs with hardware
+    /// watchpoints (it starts the program; `debug/races.rs`).
+    fn watchable(&self) -> Option<&Path> {
+        None
+    }
+
+    /// A run with `watcher`'s objects watched and nothing intervened on,
+    /// numbered `id` apart from the session's runs (it is not one of them).
+    fn watched(
+        &mut self,
+        _id: u32,
+        _watcher: &Watcher,
+        _cancel: &AtomicBool,
+    ) -> anyhow::Result<WatchedRun> {
+        anyhow::bail!("this run source cannot make runs with hardware watchpoints")
+    }
 }

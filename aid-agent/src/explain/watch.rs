@@ -34,7 +34,9 @@ use crate::{
     },
     record::{
         progress::Progress,
-        watchpoints::{Armed, Locate, MAX_OBJECTS, WatchDelay, WatchObject, Watcher, watched_run},
+        watchpoints::{
+            Armed, Locate, MAX_OBJECTS, WatchDelay, WatchObject, WatchedRun, Watcher, watched_run,
+        },
     },
     store::Loaded,
 };
@@ -264,11 +266,6 @@ pub fn watch_program(
     let plan =
         Plan::new(&settings.interventions, settings.hold_timeout, session.tracer.functions());
     let path = settings.out.join(WATCH_FILE);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
     let names: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
     ui.say(&format!("watching {} with hardware breakpoints", names.join(" and ")));
     ui.begin("watched runs", Some(u64::from(settings.runs)));
@@ -287,27 +284,15 @@ pub fn watch_program(
             cancel,
         )?;
         session.writer.append(&w.rec, session.tracer.functions())?;
-        let mut accesses = w.accesses;
-        let dropped = accesses.len().saturating_sub(MAX_ACCESSES) as u64;
-        accesses.truncate(MAX_ACCESSES);
-        let record = WatchRecord {
-            run: id,
-            objects: objects.clone(),
-            armed: w.armed,
-            lost_hits: w.lost_hits,
-            stray_hits: w.stray_hits,
-            dropped,
-            accesses,
-        };
-        let line = serde_json::to_string(&record).expect("watch records serialize") + "\n";
-        file.write_all(line.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
-        let failed = w.rec.run.failed();
+        let (rec, record) = split_watched(id, &objects, w);
+        append_record(&path, &record)?;
+        let failed = rec.run.failed();
         ui.step(&format!(
             "run {id}: {}, {} accesses",
             if failed { "failed" } else { "passed" },
             record.accesses.len()
         ));
-        runs.push((w.rec.run, record));
+        runs.push((rec.run, record));
         if failed && settings.until_failure {
             break;
         }
@@ -318,6 +303,40 @@ pub fn watch_program(
         runs,
         functions: session.tracer.functions().to_vec(),
     })
+}
+
+/// A watched run as the session stores it: the recorded run, and its
+/// watch record (at most [`MAX_ACCESSES`] accesses kept, the rest
+/// counted).
+pub fn split_watched(
+    id: u32,
+    objects: &[WatchObject],
+    w: WatchedRun,
+) -> (crate::model::RecordedRun, WatchRecord) {
+    let mut accesses = w.accesses;
+    let dropped = accesses.len().saturating_sub(MAX_ACCESSES) as u64;
+    accesses.truncate(MAX_ACCESSES);
+    let record = WatchRecord {
+        run: id,
+        objects: objects.to_vec(),
+        armed: w.armed,
+        lost_hits: w.lost_hits,
+        stray_hits: w.stray_hits,
+        dropped,
+        accesses,
+    };
+    (w.rec, record)
+}
+
+/// Appends one record to a session's `watch.jsonl` at `path`.
+pub fn append_record(path: &Path, record: &WatchRecord) -> anyhow::Result<()> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let line = serde_json::to_string(record).expect("watch records serialize") + "\n";
+    file.write_all(line.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
 /// One call's accesses to one object, in order, repeated accesses of the

@@ -1,7 +1,7 @@
-//! `mine` and `slice` with `--access watch` (the access events of the
-//! objects they name typed by hardware watchpoints instead of guessed
-//! from the calls' entries and exits), and `slice` as one entry point,
-//! `--verify` included.
+//! `mine`, `slice` and `compare` with `--access watch` (the access events
+//! of the objects they name typed by hardware watchpoints instead of
+//! guessed from the calls' entries and exits), and `slice` as one entry
+//! point, `--verify` included.
 //!
 //! A session that already holds watched runs (`aid-agent watch` wrote
 //! it, or an earlier `--access watch`) is analysed as it is. Otherwise the
@@ -15,7 +15,14 @@ use std::{collections::BTreeMap, path::PathBuf, sync::atomic::AtomicBool};
 use anyhow::{Context as _, bail};
 
 use super::{
-    AccessSpec, ExplainError, Substrate, id_list,
+    AccessSpec, ExplainError, Substrate,
+    compare::{
+        self, Comparison, Inputs, Options as CompareOptions, Target,
+        dual::Diff,
+        live::{LiveSettings, compare_program},
+        minimize::Offline,
+    },
+    id_list,
     mine::{self, Dataset, Mined, Options},
     objects::Globals,
     slice::{self, Criterion, Levels, SliceJson},
@@ -294,4 +301,164 @@ pub fn slice_command(
         watch: Some(note),
         verify,
     })
+}
+
+/// What to compare, and how (`compare --access watch`).
+pub struct CompareRequest<'a> {
+    pub dir: &'a std::path::Path,
+    pub fail: u32,
+    pub pass: Option<u32>,
+    pub target: Target,
+    pub spec: &'a AccessSpec,
+    pub opts: &'a CompareOptions,
+    /// Re-runs for the symmetric tests (None with `--repeat 0`); every one
+    /// watches the same objects.
+    pub live: Option<LiveSettings>,
+}
+
+/// What `compare --access watch` compared.
+pub struct CompareOutput {
+    pub comparison: Comparison,
+    pub functions: Vec<crate::model::Function>,
+    pub watch: WatchNote,
+    /// The failing and passing runs compared (of the watched session).
+    pub fail: u32,
+    pub pass: u32,
+}
+
+/// `compare --access watch`: the two runs' reads-from edges come from what
+/// watchpoints saw, not from the read-write guess. A session with watched
+/// runs compares two of them (`--fail` must be one); otherwise the
+/// objects of the differences the dual slice finds between `--fail` and
+/// `--pass` are watched in `settings.runs` re-runs, and the first failing
+/// one is compared with the passing one most like it. The symmetric tests'
+/// re-runs watch the same objects, so that their reads-from edges are
+/// judged (confounding) the way the two runs' are.
+pub fn compare_watched(
+    loaded: &Loaded,
+    globals: Option<&Globals>,
+    req: &CompareRequest<'_>,
+    settings: &WatchSettings,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<CompareOutput> {
+    let existing = watch::load_records(req.dir)?;
+    let (ws, fail, pass, made) = if existing.is_empty() {
+        let objects = compared_objects(loaded, globals, req, settings)?;
+        let outcome = watch::watch_program(loaded, objects, settings, cancel, ui)?;
+        let made = outcome.runs.len();
+        let ws = WatchedSession::load(outcome.out)?;
+        let usable = usable_watched(&ws);
+        let Some(fail) = usable.iter().copied().find(|id| failed(&ws.session, *id)) else {
+            bail!(
+                "none of the {made} watched re-runs in {} failed with every object watched: make more with --watch-runs",
+                ws.dir.display()
+            );
+        };
+        if !usable.iter().any(|id| !failed(&ws.session, *id)) {
+            bail!(
+                "none of the {made} watched re-runs in {} passed with every object watched: make more with --watch-runs",
+                ws.dir.display()
+            );
+        }
+        (ws, fail, None, made)
+    } else {
+        let ws = WatchedSession::load(req.dir.to_owned())?;
+        let usable = usable_watched(&ws);
+        for id in std::iter::once(req.fail).chain(req.pass) {
+            if !usable.contains(&id) {
+                bail!(
+                    "run {id} of {} has no complete watch record (every object watched, nothing lost); runs that have one: {}",
+                    ws.dir.display(),
+                    id_list(usable.iter().copied())
+                );
+            }
+        }
+        (ws, req.fail, req.pass, 0)
+    };
+    let usable = usable_watched(&ws);
+    // Only the watched runs take part: a run that guesses would differ
+    // from them in its reads-from edges alone.
+    let session = Session {
+        functions: ws.session.functions.clone(),
+        runs: ws.session.runs.iter().filter(|r| usable.contains(&r.id)).cloned().collect(),
+    };
+    let watched = ws.watched();
+    let objects = ws.records.get(&fail).map(|r| r.objects.clone()).unwrap_or_default();
+    let note = WatchNote { session: ws.dir.clone(), objects: ws.objects(), made };
+    let pass = match pass {
+        Some(p) => p,
+        None => compare::pick_pass_watched(&session, fail, globals, req.spec, &watched)?,
+    };
+    let inputs = Inputs {
+        session: &session,
+        globals,
+        spec: req.spec,
+        fail,
+        pass: Some(pass),
+        target: req.target.clone(),
+        watched: Some(&watched),
+    };
+    let comparison = match &req.live {
+        None => compare::compare(&inputs, req.opts, Offline)?,
+        Some(live) => {
+            let wloaded = store::load_full(&ws.dir)?;
+            let live = LiveSettings { watch: objects, ..live.clone() };
+            compare_program(&wloaded, &inputs, req.opts, &live, cancel, ui)?
+        }
+    };
+    Ok(CompareOutput { comparison, functions: session.functions, watch: note, fail, pass })
+}
+
+fn failed(session: &Session, id: u32) -> bool {
+    session.runs.iter().any(|r| r.id == id && r.failed())
+}
+
+/// Runs of a watched session made without interventions, complete, with
+/// a complete watch record, in id order.
+fn usable_watched(ws: &WatchedSession) -> Vec<u32> {
+    ws.session
+        .runs
+        .iter()
+        .filter(|r| {
+            r.complete
+                && r.interventions.is_empty()
+                && ws.records.get(&r.id).is_some_and(WatchRecord::complete)
+        })
+        .map(|r| r.id)
+        .collect()
+}
+
+/// The objects to watch for `compare`: `--watch-object`, else those of
+/// the order and reads-from differences the dual slice finds between the
+/// two runs as recorded (at most two, in chain order).
+fn compared_objects(
+    loaded: &Loaded,
+    globals: Option<&Globals>,
+    req: &CompareRequest<'_>,
+    settings: &WatchSettings,
+) -> anyhow::Result<Vec<crate::record::watchpoints::WatchObject>> {
+    let session = &loaded.session;
+    compare::check_runs(session, req.fail, req.pass)?;
+    let pass = match req.pass {
+        Some(p) => p,
+        None => compare::pick_pass(session, req.fail, globals, req.spec)?,
+    };
+    let inputs = Inputs {
+        session,
+        globals,
+        spec: req.spec,
+        fail: req.fail,
+        pass: Some(pass),
+        target: req.target.clone(),
+        watched: None,
+    };
+    let offline = CompareOptions { repeat: 0, ..req.opts.clone() };
+    let c = compare::compare(&inputs, &offline, Offline)?;
+    let found = c.graph.diffs.iter().filter_map(|d| match d {
+        Diff::Order { object, .. } | Diff::ReadsFrom { object, .. } => Some(object.clone()),
+        _ => None,
+    });
+    let base = session.runs.iter().find(|r| r.id == req.fail).expect("checked above");
+    to_watch(&session.functions, base, globals, watchable(found), settings)
 }

@@ -328,6 +328,18 @@ impl<'c> Names<'c> {
             (_, Condition::OverlapSamePointer) => format!(
                 "{some} and {other} run at the same time on the same object, which no passing run shows"
             ),
+            (_, Condition::DataRace { object, a_writes, b_writes, runs }) => {
+                // The overlap's words first: a data race is that overlap.
+                let writers = match (a_writes, b_writes) {
+                    (true, true) => "both write".to_owned(),
+                    (true, false) => format!("{some} writes"),
+                    (false, true) => format!("{other} writes"),
+                    (false, false) => "neither writes".to_owned(),
+                };
+                format!(
+                    "{some} and {other} run at the same time on the same object, which no passing run shows: a data race on {object}, which {writers} (hardware watchpoints, {runs} re-run(s))"
+                )
+            }
             (_, Condition::AnyPair { relation, pairs }) => {
                 let verb = match **relation {
                     Condition::EntersBefore => "starts before",
@@ -401,6 +413,12 @@ impl<'c> Names<'c> {
             Condition::GroupOverlap { shared, .. } => {
                 vec![("same_object".into(), shared.to_string())]
             }
+            Condition::DataRace { object, a_writes, b_writes, runs } => vec![
+                ("object".into(), object.clone()),
+                ("first_writes".into(), a_writes.to_string()),
+                ("second_writes".into(), b_writes.to_string()),
+                ("watched_runs".into(), runs.to_string()),
+            ],
             _ => Vec::new(),
         };
         Described {

@@ -94,6 +94,7 @@ impl Evaluator<'_, '_> {
             Condition::EndsBefore
             | Condition::EntersBefore
             | Condition::OverlapSamePointer
+            | Condition::DataRace { .. }
             | Condition::Intersect => {
                 let (Some(a), Some(b)) = (key.site(), key.other_site()) else {
                     return (false, None);
@@ -163,7 +164,9 @@ impl Evaluator<'_, '_> {
             Condition::Intersect => {
                 (a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run)).then_some(b.entry_ns)
             }
-            Condition::OverlapSamePointer => {
+            // The writes were seen in watched re-runs; in this run, as in
+            // every run, the overlap on the object is what is evaluated.
+            Condition::OverlapSamePointer | Condition::DataRace { .. } => {
                 let (ea, eb) = (end_of(a, run), end_of(b, run));
                 let overlap = a.entry_ns < eb && b.entry_ns < ea;
                 (overlap && share_pointer(a, self.mask(a.func), b, self.mask(b.func)))

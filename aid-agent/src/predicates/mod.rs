@@ -37,12 +37,14 @@ mod learn;
 pub mod merge;
 mod objects;
 mod pairs;
+mod races;
 
 pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
 pub use learn::learn;
 pub use objects::ObjectName;
 pub use pairs::PairMember;
+pub use races::{RaceEvidence, RaceVerdict};
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.
@@ -110,6 +112,10 @@ pub enum Kind {
     /// Two calls on different threads that share no object overlapped in
     /// time (one started while the other ran), which no passing run showed.
     Concurrent,
+    /// An [`Kind::Overlap`] where one side writes the object: hardware
+    /// watchpoints in targeted re-runs saw which of the two calls write it
+    /// (`races.rs`).
+    DataRace,
 }
 
 impl Kind {
@@ -128,12 +134,16 @@ impl Kind {
             Kind::StartsBefore => "starts_before",
             Kind::Overlap => "overlap",
             Kind::Concurrent => "concurrent",
+            Kind::DataRace => "data_race",
         }
     }
 
     /// Kinds about a pair of calls.
     pub fn is_pairwise(self) -> bool {
-        matches!(self, Kind::Order | Kind::StartsBefore | Kind::Overlap | Kind::Concurrent)
+        matches!(
+            self,
+            Kind::Order | Kind::StartsBefore | Kind::Overlap | Kind::Concurrent | Kind::DataRace
+        )
     }
 }
 
@@ -433,6 +443,15 @@ pub enum Condition {
     /// the two calls' intervals intersect and they share a pointer-like
     /// argument.
     OverlapSamePointer,
+    /// [`Condition::OverlapSamePointer`] on `object` (its canonical name),
+    /// which watched re-runs showed the first call (`a_writes`) and/or the
+    /// second (`b_writes`) writing, in `runs` re-runs.
+    DataRace {
+        object: String,
+        a_writes: bool,
+        b_writes: bool,
+        runs: u32,
+    },
     /// the two calls' intervals intersect.
     Intersect,
     /// Groups of pairs: any of these site pairs satisfies `relation` (one

@@ -59,11 +59,23 @@ pub fn render(b: &Beside) -> String {
     if s.is_empty() { s } else { format!("\nBeside the causal path:\n{s}") }
 }
 
-/// Writes `beside.json` into the session directory.
+/// Writes `beside.json` into the session directory, and the section at
+/// the end of its `report.txt` (written before, by `report::save`).
 pub fn save(dir: &Path, b: &Beside) -> anyhow::Result<()> {
     let p = dir.join("beside.json");
     std::fs::write(&p, serde_json::to_string_pretty(b)? + "\n")
-        .with_context(|| format!("writing {}", p.display()))
+        .with_context(|| format!("writing {}", p.display()))?;
+    let section = render(b);
+    let txt = dir.join("report.txt");
+    if section.is_empty() || !txt.exists() {
+        return Ok(());
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&txt)
+        .with_context(|| format!("opening {}", txt.display()))?;
+    std::io::Write::write_all(&mut file, section.as_bytes())
+        .with_context(|| format!("writing {}", txt.display()))
 }
 
 #[cfg(test)]
@@ -119,5 +131,17 @@ mod tests {
              \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
              \x20 (no comparison chain: why)\n"
         );
+    }
+
+    /// Regression: `report.txt` lacked the section the terminal showed.
+    #[test]
+    fn report_txt_ends_with_the_section() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("report.txt"), "Root cause: x\n").unwrap();
+        let b = Beside { notes: vec!["why".into()], ..Beside::default() };
+        save(dir.path(), &b).unwrap();
+        let txt = std::fs::read_to_string(dir.path().join("report.txt")).unwrap();
+        assert_eq!(txt, "Root cause: x\n\nBeside the causal path:\n  (why)\n");
+        assert!(dir.path().join("beside.json").exists());
     }
 }

@@ -11,9 +11,10 @@ use serde::Serialize;
 
 use crate::{
     explain::{
-        access::{Access, AccessSpec, Objects, RunAccesses, accesses},
+        access::{Access, AccessSpec, Objects, RunAccesses, accesses_watched},
         objects::{Globals, Slot},
         slice::{EdgeKind, data_sources},
+        watch::Watched,
     },
     model::{FuncId, Function, Point, Run, ValueKind},
 };
@@ -98,7 +99,20 @@ impl View {
         spec: &AccessSpec,
         objects: &mut Objects,
     ) -> View {
-        let acc = accesses(run, functions, globals, spec, objects);
+        View::watched(run, functions, globals, spec, objects, None)
+    }
+
+    /// [`View::new`], with the watched objects of a watched run typed by
+    /// what the hardware saw (reads-from edges from real writes).
+    pub fn watched(
+        run: &Run,
+        functions: &[Function],
+        globals: Option<&Globals>,
+        spec: &AccessSpec,
+        objects: &mut Objects,
+        watched: Option<&Watched>,
+    ) -> View {
+        let acc = accesses_watched(run, functions, globals, spec, objects, watched);
         let user: Vec<bool> = run
             .calls
             .iter()

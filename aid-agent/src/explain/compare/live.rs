@@ -39,10 +39,19 @@ use super::{
 };
 use crate::{
     bpf::LoadOptions,
-    explain::{rerun, roles::RoleNames},
+    explain::{
+        rerun,
+        roles::RoleNames,
+        watch::{self, WatchRecord},
+    },
     intervene::Plan,
     model::{Intervention, Point, Site},
-    record::{fail::RunPolicy, progress::Progress, tracer::Tracer},
+    record::{
+        fail::RunPolicy,
+        progress::Progress,
+        tracer::Tracer,
+        watchpoints::{WatchObject, Watcher, watched_run},
+    },
     store::{Loaded, Writer},
     sys::spawn::Target,
 };
@@ -60,6 +69,9 @@ pub struct LiveRerun<'a> {
     pub pass_roles: RoleNames,
     pub next_id: u32,
     pub ui: &'a mut dyn Progress,
+    /// `--access watch`: every re-run watches these objects, and its
+    /// accesses go to `watch.jsonl` beside the re-runs.
+    pub watch: Option<(&'a Watcher, PathBuf)>,
 }
 
 fn site(k: &CallKey, roles: &RoleNames) -> anyhow::Result<Site> {
@@ -95,17 +107,38 @@ impl Rerun for LiveRerun<'_> {
         let plan = Plan::new(&interventions, self.hold_timeout, self.tracer.functions());
         let id = self.next_id;
         self.next_id += 1;
-        let rec = self.tracer.intervene(self.target, id, self.policy, &plan, self.cancel)?;
+        let (rec, watched) = match &self.watch {
+            None => {
+                (self.tracer.intervene(self.target, id, self.policy, &plan, self.cancel)?, None)
+            }
+            Some((watcher, path)) => {
+                let w = watched_run(
+                    self.tracer,
+                    self.target,
+                    id,
+                    self.policy,
+                    &plan,
+                    watcher,
+                    self.cancel,
+                )?;
+                let (rec, record) = watch::split_watched(id, &watcher.objects, w);
+                watch::append_record(path, &record)?;
+                (rec, Some(record))
+            }
+        };
         self.writer.append(&rec, self.tracer.functions())?;
+        // A watched re-run is usable only when every object was watched
+        // throughout: a missed write would look like another reads-from.
         let valid = rec.run.complete
             && !self.cancel.load(Ordering::Relaxed)
-            && rec.run.interventions.iter().all(|a| a.applied && !a.timed_out);
+            && rec.run.interventions.iter().all(|a| a.applied && !a.timed_out)
+            && watched.as_ref().is_none_or(WatchRecord::complete);
         self.ui.step(&format!(
             "run {id} ({} base): {}",
             if base == Side::Fail { "failing" } else { "passing" },
             if rec.run.failed() { "failed" } else { "passed" }
         ));
-        Ok(Observed { run: rec.run, valid })
+        Ok(Observed { run: rec.run, valid, watched: watched.map(|r| r.watched()) })
     }
 }
 
@@ -119,6 +152,8 @@ pub struct LiveSettings {
     /// The session directory the re-runs are stored in.
     pub out: PathBuf,
     pub load: LoadOptions,
+    /// `--access watch`: the objects every re-run watches.
+    pub watch: Vec<WatchObject>,
 }
 
 /// `compare` with re-runs of the session's program: checks the session
@@ -140,6 +175,10 @@ pub fn compare_program(
     let role_names = |id: u32| {
         inputs.session.runs.iter().find(|r| r.id == id).map(RoleNames::of).unwrap_or_default()
     };
+    let watcher = match settings.watch.is_empty() {
+        true => None,
+        false => Some(Watcher::new(&loaded.header.program, settings.watch.clone(), None)?),
+    };
     ui.begin("re-running", None);
     let live = LiveRerun {
         tracer: &mut session.tracer,
@@ -152,6 +191,7 @@ pub fn compare_program(
         pass_roles: inputs.pass.map(role_names).unwrap_or_default(),
         next_id: 1,
         ui: &mut *ui,
+        watch: watcher.as_ref().map(|w| (w, settings.out.join(watch::WATCH_FILE))),
     };
     let result = super::compare(inputs, opts, live);
     ui.end();

@@ -34,6 +34,7 @@ use crate::{
     explain::{
         access::{Access, AccessSpec, Objects},
         objects::Globals,
+        watch::Watched,
     },
     intervene::SafeList,
     model::{Function, Point, Run},
@@ -55,6 +56,8 @@ pub enum Replacement {
 pub struct Observed {
     pub run: Run,
     pub valid: bool,
+    /// What watchpoints saw of the re-run (`compare --access watch`).
+    pub watched: Option<Watched>,
 }
 
 /// Runs the program once more, starting from the side `base` stands for
@@ -215,12 +218,13 @@ impl<'a, R: Rerun> Tester<'a, R> {
                 out.not_applied += 1;
                 continue;
             }
-            let view = View::new(
+            let view = View::watched(
                 &obs.run,
                 self.ctx.functions,
                 self.ctx.globals,
                 self.ctx.spec,
                 &mut self.objects,
+                obs.watched.as_ref(),
             );
             if confounded(&view, self.ctx.fail, self.ctx.pass) {
                 out.confounded += 1;

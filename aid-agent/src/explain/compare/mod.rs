@@ -21,7 +21,10 @@ pub mod dual;
 pub mod live;
 pub mod minimize;
 
-use std::{collections::BTreeSet, fmt::Write as _};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Write as _,
+};
 
 use serde::Serialize;
 
@@ -36,6 +39,7 @@ use super::{
     id_list,
     objects::Globals,
     slice::Criterion,
+    watch::Watched,
 };
 use crate::{
     intervene::SafeList,
@@ -130,19 +134,33 @@ pub fn pick_pass(
     globals: Option<&Globals>,
     spec: &AccessSpec,
 ) -> Result<u32, ExplainError> {
+    pick_pass_watched(session, fail, globals, spec, &BTreeMap::new())
+}
+
+/// [`pick_pass`], with the runs in `watched` typed by watchpoints.
+pub fn pick_pass_watched(
+    session: &Session,
+    fail: u32,
+    globals: Option<&Globals>,
+    spec: &AccessSpec,
+    watched: &BTreeMap<u32, Watched>,
+) -> Result<u32, ExplainError> {
     let mut objects = Objects::default();
     let usable = |r: &&crate::model::Run| r.complete && r.interventions.is_empty();
     let f =
         session.runs.iter().filter(usable).find(|r| r.id == fail).ok_or_else(|| {
             ExplainError::NoSuchRun(fail, id_list(session.runs.iter().map(|r| r.id)))
         })?;
-    let fv = View::new(f, &session.functions, globals, spec, &mut objects);
+    let view = |r: &crate::model::Run, objects: &mut Objects| {
+        View::watched(r, &session.functions, globals, spec, objects, watched.get(&r.id))
+    };
+    let fv = view(f, &mut objects);
     let views: Vec<View> = session
         .runs
         .iter()
         .filter(usable)
         .filter(|r| !r.failed())
-        .map(|r| View::new(r, &session.functions, globals, spec, &mut objects))
+        .map(|r| view(r, &mut objects))
         .collect();
     closest_pass(&views, &fv).map(|i| views[i].id).ok_or(ExplainError::NoPassingRuns)
 }
@@ -202,6 +220,9 @@ pub struct Inputs<'a> {
     pub fail: u32,
     pub pass: Option<u32>,
     pub target: Target,
+    /// Runs of the session typed by watchpoints (`--access watch`); the
+    /// others guess.
+    pub watched: Option<&'a BTreeMap<u32, Watched>>,
 }
 
 /// Compares the runs and, when `opts.repeat > 0`, tests the chain with
@@ -217,7 +238,8 @@ pub fn compare<R: Rerun>(
     let mut objects = Objects::default();
     let view = |id: u32, objects: &mut Objects| {
         let run = session.runs.iter().find(|r| r.id == id).expect("chosen run exists");
-        View::new(run, functions, inputs.globals, inputs.spec, objects)
+        let w = inputs.watched.and_then(|w| w.get(&id));
+        View::watched(run, functions, inputs.globals, inputs.spec, objects, w)
     };
     let fail = view(inputs.fail, &mut objects);
     let pass = match inputs.pass {
@@ -227,7 +249,10 @@ pub fn compare<R: Rerun>(
                 .runs
                 .iter()
                 .filter(|r| r.complete && r.interventions.is_empty() && !r.failed())
-                .map(|r| View::new(r, functions, inputs.globals, inputs.spec, &mut objects))
+                .map(|r| {
+                    let w = inputs.watched.and_then(|w| w.get(&r.id));
+                    View::watched(r, functions, inputs.globals, inputs.spec, &mut objects, w)
+                })
                 .collect();
             let i = closest_pass(&views, &fail).ok_or(ExplainError::NoPassingRuns)?;
             views.into_iter().nth(i).expect("index from closest_pass")

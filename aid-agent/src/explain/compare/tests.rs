@@ -86,7 +86,7 @@ impl Rerun for Simulator {
         self.next_id += 1;
         let run = execute(self.next_id, &done, &returns);
         self.log.push((base, replacements.to_vec(), run.clone()));
-        Ok(Observed { run, valid: true })
+        Ok(Observed { run, valid: true, watched: None })
     }
 }
 
@@ -108,6 +108,7 @@ fn run_compare(safe: &[&str], target: &str) -> (Comparison, Simulator, Session) 
         fail: 2,
         pass: Some(1),
         target: Target::parse(target).unwrap(),
+        watched: None,
     };
     let opts = Options { repeat: 3, theta: 0.8, pin: false, safe: SafeList::new(safe).unwrap() };
     let mut sim = Simulator { next_id: 100, log: Vec::new() };
@@ -225,6 +226,7 @@ fn repeat_zero_gives_the_untested_chain_without_re_running() {
         fail: 2,
         pass: None,
         target: Target::Exit,
+        watched: None,
     };
     let opts =
         Options { repeat: 0, theta: 0.8, pin: false, safe: SafeList::new(&["get"]).unwrap() };
