@@ -489,7 +489,7 @@ fn error_stripped_binary() {
             .success()
     );
     let line = run_err(agent().args(["record", "-t", "add3", "--"]).arg(&stripped));
-    assert!(line.contains("has no symbol table (stripped?)"), "{line}");
+    assert!(line.contains("has no function symbols (stripped, and no debug file found"), "{line}");
 }
 
 #[test]

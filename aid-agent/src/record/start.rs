@@ -85,6 +85,14 @@ fn forget(out: &Path, existed: bool) {
     }
 }
 
+/// Which symbols came from where: a line at session start.
+pub fn say_symbol_sources(ui: &mut dyn Progress, resolver: &Resolver, functions: &[Function]) {
+    let sources = resolver.symbol_sources(functions);
+    if !sources.is_empty() {
+        ui.say(&format!("symbols: {}", sources.join("; ")));
+    }
+}
+
 /// Checking many functions takes a moment (about a second for 2,000):
 /// say so first.
 fn say_checking(ui: &mut dyn Progress, functions: &[Function]) {
@@ -119,6 +127,8 @@ pub struct ProcessSpec<'a> {
     pub safe: &'a [String],
     pub out: Option<&'a Path>,
     pub load: LoadOptions,
+    /// Where separate debug information is looked for.
+    pub debug: &'a symbols::DebugSearch,
 }
 
 /// A session on a running process, ready to watch it.
@@ -151,8 +161,9 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     }
     let own = proc::owner(pid).is_none_or(|uid| uid == nix::unistd::geteuid().as_raw());
     bpf::preflight(if own { bpf::Needs::Trace } else { bpf::Needs::TraceOtherUsers })?;
-    let mut resolver = Resolver::for_process(pid)?;
+    let mut resolver = Resolver::for_process_with(pid, spec.debug)?;
     let functions = resolver.resolve(&patterns)?;
+    say_symbol_sources(ui, &resolver, &functions);
     check_safe(spec.safe, &functions)?;
     let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
         let ids: Vec<FuncId> =
