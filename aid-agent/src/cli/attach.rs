@@ -126,10 +126,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn not_recorded(s: &AttachSummary) -> Option<String> {
     let mut why = Vec::new();
     if s.partial_at_start > 0 {
-        why.push(format!("{} had begun before every probe was attached", s.partial_at_start));
+        why.push(format!(
+            "{} already running while the probes were being attached",
+            s.partial_at_start
+        ));
     }
     if s.partial_at_end > 0 {
-        why.push(format!("{} were still running when recording stopped", s.partial_at_end));
+        why.push(format!("{} still running when recording stopped", s.partial_at_end));
     }
     (!why.is_empty()).then(|| {
         format!(
