@@ -309,3 +309,57 @@ fn an_error_mid_attach_releases_the_service() {
     assert!(last.starts_with("aid: saving run ") && last.contains("cannot write"), "{stderr}");
     assert_released(&svc, dir.path(), "after an error");
 }
+
+/// `debug --pid` with value interventions allowed: it ptraces the
+/// service while it intervenes.
+fn spawn_debug(svc: &Background, out: &Path) -> Child {
+    agent()
+        .args(["debug", "-p", &svc.pid().to_string(), "--unit", "handle_request", "-t", "lookup"])
+        .args(["--fail-if", "handle_request ret < 0", "--safe", "handle_request"])
+        .args(["--max-runs", "60", "-o"])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the agent ptraces the service (it is intervening).
+fn wait_until_traced(svc: &Background) {
+    assert!(
+        wait_for(60, || tracer_pid(svc.pid()).is_some_and(|t| t != 0)),
+        "the agent never started intervening"
+    );
+}
+
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn debug_pid_releases_every_thread_at_the_end_on_ctrl_c_and_on_sigkill() {
+    require_bpf();
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start(dir.path(), 0);
+    // The end: the cause confirmed, the service released.
+    let (_t1, out) = temp_session();
+    let output = spawn_debug(&svc, &out).wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("call 1 of handle_request on main returns an error"), "{stdout}");
+    assert_released(&svc, dir.path(), "after debug --pid");
+    // Ctrl-C while intervening: exit 130, released.
+    let (_t2, out) = temp_session();
+    let agent_proc = spawn_debug(&svc, &out);
+    wait_until_traced(&svc);
+    signal(agent_proc.id(), Signal::SIGINT);
+    let output = agent_proc.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_released(&svc, dir.path(), "after Ctrl-C of debug --pid");
+    // SIGKILL while intervening: the kernel ends the ptrace with the
+    // tracer, and closes the probes' descriptors.
+    let (_t3, out) = temp_session();
+    let mut agent_proc = spawn_debug(&svc, &out);
+    wait_until_traced(&svc);
+    agent_proc.kill().unwrap();
+    agent_proc.wait().unwrap();
+    assert_released(&svc, dir.path(), "after SIGKILL of debug --pid");
+    assert!(!load(&out).runs.is_empty(), "the units stored before are kept");
+}

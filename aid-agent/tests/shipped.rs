@@ -242,3 +242,71 @@ fn attach_traces_library_functions_of_a_stripped_process_without_debug_info() {
     assert!(calls > 100, "{calls} calls of usleep in 1 s");
     assert_untouched(svc.pid(), "after attach");
 }
+
+/// The service in a mount namespace of its own (a container), run from a
+/// bind-mounted copy at a path that does not exist outside it.
+fn start_in_container(dir: &Path) -> (Background, PathBuf) {
+    let mount_point = dir.join("ns");
+    std::fs::create_dir_all(&mount_point).unwrap();
+    let inside = mount_point.join("svc");
+    let script = format!(
+        "mount -t tmpfs tmpfs {mp} && touch {inside} && mount --bind {exe} {inside} && exec {inside} {count} 0",
+        mp = mount_point.display(),
+        inside = inside.display(),
+        exe = service().display(),
+        count = dir.join("count").display(),
+    );
+    let mut child = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim().parse::<u32>().unwrap(), child.id(), "unshare and sh exec the service");
+    (Background(child), inside)
+}
+
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn attach_and_debug_reach_a_process_in_another_mount_namespace() {
+    require_bpf();
+    let dir = tempfile::tempdir().unwrap();
+    let (svc, inside) = start_in_container(dir.path());
+    let pid = svc.pid().to_string();
+    assert!(!inside.exists(), "{} exists only inside the namespace", inside.display());
+    assert_eq!(std::fs::read_link(format!("/proc/{pid}/exe")).unwrap(), inside);
+    let (_tmp, out) = temp_session();
+    let output = run_ok(
+        agent()
+            .args(["attach", "-p", &pid, "-t", "handle_request", "-t", "libc:usleep", "-d", "1s"])
+            .arg("-o")
+            .arg(&out),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let seen_as = format!("/proc/{pid}/root{}", inside.display());
+    assert!(stderr.contains(&format!("attached to pid {pid} ({seen_as})")), "{stderr}");
+    assert!(assert_requests_exact(&out) > 100);
+    assert_untouched(svc.pid(), "after attach");
+    // debug --pid: units observed and analysed through the same paths.
+    let (_tmp2, out2) = temp_session();
+    let output = agent()
+        .args(["debug", "-p", &pid, "--unit", "handle_request", "-t", "lookup"])
+        .args(["--fail-if", "handle_request ret < 0", "--max-runs", "40", "-o"])
+        .arg(&out2)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "debugging pid {pid} ({seen_as}): each call of handle_request is one run"
+        )),
+        "{stderr}"
+    );
+    let s = load(&out2);
+    assert!(s.runs.len() >= 10, "{stdout}\n{stderr}");
+    assert!(s.runs.iter().any(|r| r.label == aid::model::Label::Fail), "{stdout}");
+    assert!(assert_requests_exact(&out2) >= 10);
+    assert_untouched(svc.pid(), "after debug");
+}
