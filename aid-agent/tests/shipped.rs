@@ -310,3 +310,33 @@ fn attach_and_debug_reach_a_process_in_another_mount_namespace() {
     assert!(assert_requests_exact(&out2) >= 10);
     assert_untouched(svc.pid(), "after debug");
 }
+
+/// `record` of a stripped program with no `--trace`: its own functions,
+/// found in its debug file.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn record_of_a_stripped_program_finds_its_own_functions_in_the_debug_file() {
+    require_bpf();
+    let dir = tempfile::tempdir().unwrap();
+    let (stripped, debug) = stripped_with_debug(dir.path(), &service());
+    let root = dir.path().join("debug-root");
+    install_by_build_id(&root, &debug);
+    let (_tmp, out) = temp_session();
+    let output = run_ok(
+        agent()
+            .args(["record", "-n", "1", "--timeout", "300ms", "--debug-root"])
+            .arg(&root)
+            .arg("-o")
+            .arg(&out)
+            .arg(&stripped)
+            .args(["/dev/null", "0"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "no --trace given: tracing the program's 3 own functions: lookup, handle_request, main"
+        ),
+        "{stderr}"
+    );
+    assert!(assert_requests_exact(&out) > 50);
+}

@@ -49,6 +49,7 @@ pub fn program(
     load: LoadOptions,
     out: Option<&Path>,
     programs: Programs,
+    debug: &symbols::DebugSearch,
     ui: &mut dyn Progress,
     choose: impl FnOnce(&mut Resolver, &mut dyn Progress) -> anyhow::Result<Vec<Function>>,
     prepare: impl FnOnce(&mut Tracer, &Target, &mut dyn Progress) -> anyhow::Result<()>,
@@ -57,8 +58,9 @@ pub fn program(
     // The target is the agent's own child: no privilege over other users'
     // processes is needed.
     bpf::preflight(bpf::Needs::Trace)?;
-    let mut resolver = Resolver::for_executable(&target.program)?;
+    let mut resolver = Resolver::for_executable_with(&target.program, debug)?;
     let functions = choose(&mut resolver, ui)?;
+    say_symbol_sources(ui, &resolver, &functions);
     within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
     let existed = out.exists();
