@@ -388,9 +388,13 @@ fn attach_in_background(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The lines before it say where the symbols came from.
+    let mut stderr = BufReader::new(agent_proc.stderr.as_mut().unwrap());
     let mut line = String::new();
-    BufReader::new(agent_proc.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.contains("attached to pid"), "{line}");
+    while !line.contains("attached to pid") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the agent ended before attaching");
+    }
     (agent_proc, addr, original)
 }
 

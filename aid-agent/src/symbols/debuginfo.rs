@@ -219,8 +219,8 @@ fn fetch(url: &str) -> Result<Vec<u8>, String> {
     let mut stream = TcpStream::connect_timeout(&addr, FETCH_TIMEOUT).map_err(|e| e.to_string())?;
     stream.set_read_timeout(Some(FETCH_TIMEOUT)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(FETCH_TIMEOUT)).map_err(|e| e.to_string())?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: aid-agent\r\n\r\n")
-        .map_err(|e| e.to_string())?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: aid-agent\r\n\r\n");
+    stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
     stream.take(1 << 30).read_to_end(&mut answer).map_err(|e| e.to_string())?;
     let end = answer.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no HTTP header")?;
@@ -291,10 +291,15 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
             let mut buf = [0u8; 512];
-            let n = s.read(&mut buf).unwrap();
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ends with an empty line");
+                request.extend_from_slice(&buf[..n]);
+            }
             s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello").unwrap();
-            String::from_utf8_lossy(&buf[..n]).lines().next().unwrap().to_owned()
+            String::from_utf8_lossy(&request).lines().next().unwrap().to_owned()
         });
         let body = fetch(&format!("http://127.0.0.1:{port}/buildid/ab/debuginfo")).unwrap();
         assert_eq!(body, b"hello");

@@ -246,7 +246,8 @@ fn function_symbols(
         if raw.is_empty() || file_offset(sym.address()).is_none() {
             continue;
         }
-        let version = if dynamic { versions.get(&sym.index().0).cloned() } else { None };
+        let (raw, version) =
+            if dynamic { (raw, versions.get(&sym.index().0).cloned()) } else { split_version(raw) };
         let name = Name { raw: raw.to_owned(), version, size: sym.size() };
         let slot = *by_address.entry(sym.address()).or_insert_with(|| {
             names.push((sym.address(), Vec::new()));
@@ -283,6 +284,20 @@ fn function_symbols(
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
     out
+}
+
+/// A `.symtab` name with its version written in (`pthread_join@@GLIBC_2.34`,
+/// as the C library's symbol table and its debug file have them) split
+/// into the name and the version (hidden with a single `@`), so it merges
+/// with the same function's `.dynsym` entry.
+fn split_version(raw: &str) -> (&str, Option<(String, bool)>) {
+    match raw.split_once('@') {
+        Some((name, version)) if !name.is_empty() => match version.strip_prefix('@') {
+            Some(default) => (name, Some((default.to_owned(), false))),
+            None => (name, Some((version.to_owned(), true))),
+        },
+        _ => (raw, None),
+    }
 }
 
 /// Symbol versions of `.dynsym` entries by symbol index: the version name
@@ -405,6 +420,19 @@ mod tests {
         let (name, short) = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
         assert_eq!(name, "core::fmt::write");
         assert_eq!(short, None);
+    }
+
+    #[test]
+    fn versions_written_into_symtab_names_are_split_off() {
+        assert_eq!(
+            split_version("pthread_join@@GLIBC_2.34"),
+            ("pthread_join", Some(("GLIBC_2.34".to_owned(), false)))
+        );
+        assert_eq!(
+            split_version("pthread_join@GLIBC_2.2.5"),
+            ("pthread_join", Some(("GLIBC_2.2.5".to_owned(), true)))
+        );
+        assert_eq!(split_version("handle_request"), ("handle_request", None));
     }
 
     #[test]
