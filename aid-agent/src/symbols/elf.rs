@@ -78,7 +78,7 @@ impl Origin {
     pub fn describe(&self) -> String {
         match self {
             Origin::Symtab => ".symtab".to_owned(),
-            Origin::Dynsym => ".dynsym only (stripped; no debug file found)".to_owned(),
+            Origin::Dynsym => ".dynsym only (stripped)".to_owned(),
             Origin::Separate { path, how } => {
                 let how = match how {
                     Found::BuildId => "build-id".to_owned(),

@@ -200,7 +200,11 @@ impl Resolver {
             return Ok(&self.exe);
         }
         if !self.libs.contains_key(&path) {
-            let module = Module::load(&path, Some(&self.search))?;
+            // A library's own tables only: its debug file (glibc's, from
+            // libc6-dbg) would change what patterns match and the types of
+            // traced arguments, and costs seconds to parse
+            // (docs/probes.md, "Binaries as they ship").
+            let module = Module::load(&path, None)?;
             self.libs.insert(path.clone(), module);
         }
         Ok(&self.libs[&path])
