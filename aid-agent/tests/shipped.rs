@@ -154,10 +154,7 @@ fn a_stripped_executable_keeps_the_functions_it_exports() {
     let f = r.resolve(&["handle_request".into()]).unwrap().remove(0);
     assert_eq!(f.name, "handle_request");
     assert_eq!(f.source, None, "no DWARF without a debug file");
-    assert_eq!(
-        r.symbol_sources(&[f]),
-        vec!["ship_exported: .dynsym only (stripped)".to_owned()]
-    );
+    assert_eq!(r.symbol_sources(&[f]), vec!["ship_exported: .dynsym only (stripped)".to_owned()]);
 }
 
 /// The service started from `exe`, its served count in `count`.
