@@ -60,14 +60,15 @@ pub fn program(
     bpf::preflight(bpf::Needs::Trace)?;
     let mut resolver = Resolver::for_executable_with(&target.program, debug)?;
     let functions = choose(&mut resolver, ui)?;
-    say_symbol_sources(ui, &resolver, &functions);
     within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
     let existed = out.exists();
     store::prepare(&out)?;
+    let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let mut tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
         .inspect_err(|_| forget(&out, existed))?;
+    ui.say(&sources);
     for notice in tracer.notices() {
         ui.say(notice);
     }
@@ -87,12 +88,10 @@ fn forget(out: &Path, existed: bool) {
     }
 }
 
-/// Which symbols came from where: a line at session start.
-pub fn say_symbol_sources(ui: &mut dyn Progress, resolver: &Resolver, functions: &[Function]) {
-    let sources = resolver.symbol_sources(functions);
-    if !sources.is_empty() {
-        ui.say(&format!("symbols: {}", sources.join("; ")));
-    }
+/// Which symbols came from where: the line a session starts with, said
+/// once the probes are loaded (an error before stays the only line).
+fn symbol_sources(resolver: &Resolver, functions: &[Function]) -> String {
+    format!("symbols: {}", resolver.symbol_sources(functions).join("; "))
 }
 
 /// Checking many functions takes a moment (about a second for 2,000):
@@ -165,7 +164,6 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     bpf::preflight(if own { bpf::Needs::Trace } else { bpf::Needs::TraceOtherUsers })?;
     let mut resolver = Resolver::for_process_with(pid, spec.debug)?;
     let functions = resolver.resolve(&patterns)?;
-    say_symbol_sources(ui, &resolver, &functions);
     check_safe(spec.safe, &functions)?;
     let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
         let ids: Vec<FuncId> =
@@ -192,9 +190,11 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
     let existed = out.exists();
     store::prepare(&out)?;
+    let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let tracer = Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)
         .inspect_err(|_| forget(&out, existed))?;
+    ui.say(&sources);
     for notice in tracer.notices() {
         ui.say(notice);
     }
