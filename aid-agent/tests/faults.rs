@@ -540,7 +540,7 @@ fn a_stripped_running_process_is_a_one_line_error() {
     assert!(wait_for(5, || std::fs::read_link(format!("/proc/{}/exe", running.pid()))
         .is_ok_and(|e| e == stripped)));
     let line = run_err(agent().args(["attach", "--pid", &running.pid().to_string(), "-t", "add3"]));
-    assert!(line.ends_with("has no symbol table (stripped?): rebuild it without `-s`/`strip`, or install its debug symbols"), "{line}");
+    assert!(line.ends_with("has no function symbols (stripped, and no debug file found by build-id or .gnu_debuglink under /usr/lib/debug): install its debug symbols or pass --debug-root DIR; library functions can still be traced ('libc:PATTERN')"), "{line}");
     assert_untouched(running.pid(), "after the refusal");
 }
 

@@ -38,11 +38,15 @@ use aya_ebpf::{
 
 use crate::record::{cookie, count_error, emit, live_target, now};
 
-/// Counts the failure of a probe body; probes always return 0.
+/// Counts the failure of a probe body, and says what failed through
+/// aya-log (the agent shows it at `-v`); probes always return 0. Only
+/// failures reach the log ring: a probe that works writes nothing to it.
 #[inline(always)]
-fn done(result: Result<(), ProbeErrorKind>) -> u32 {
+fn done(ctx: &impl EbpfContext, result: Result<(), ProbeErrorKind>) -> u32 {
     if let Err(kind) = result {
         count_error(kind);
+        let tid = bpf_get_current_pid_tgid() as u32;
+        aya_log_ebpf::debug!(ctx, "probe failed in thread {}: {}", tid, kind.describe());
     }
     0
 }
@@ -57,7 +61,7 @@ fn regs(ctx: &impl EbpfContext) -> &pt_regs {
 
 #[uprobe]
 pub fn enter_fn(ctx: ProbeContext) -> u32 {
-    done(try_enter_fn(&ctx))
+    done(&ctx, try_enter_fn(&ctx))
 }
 
 #[inline(always)]
@@ -84,7 +88,7 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
 
 #[uretprobe]
 pub fn exit_fn(ctx: RetProbeContext) -> u32 {
-    done(try_exit_fn(&ctx))
+    done(&ctx, try_exit_fn(&ctx))
 }
 
 #[inline(always)]
@@ -111,19 +115,19 @@ fn try_exit_fn(ctx: &RetProbeContext) -> Result<(), ProbeErrorKind> {
 /// A new task was created by a task of a traced process.
 #[raw_tracepoint(tracepoint = "task_newtask")]
 pub fn thread_new(ctx: RawTracePointContext) -> u32 {
-    done(threads::try_thread_new(&ctx))
+    done(&ctx, threads::try_thread_new(&ctx))
 }
 
 /// A traced process replaced its image: time zero of the run.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
-pub fn exec_seen(_ctx: RawTracePointContext) -> u32 {
-    done(threads::try_exec_seen())
+pub fn exec_seen(ctx: RawTracePointContext) -> u32 {
+    done(&ctx, threads::try_exec_seen())
 }
 
 /// A thread of the target exits.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
-pub fn thread_exit(_ctx: RawTracePointContext) -> u32 {
-    done(threads::try_thread_exit())
+pub fn thread_exit(ctx: RawTracePointContext) -> u32 {
+    done(&ctx, threads::try_thread_exit())
 }
 
 /// Empty programs: the floor that `cargo xtask bench tracing` compares the

@@ -38,13 +38,13 @@ pub static AID_WATCH_CONF: Array<WatchConfig> = Array::with_max_entries(1, 0);
 /// The read-or-write breakpoint of a watched address fired.
 #[perf_event]
 pub fn watch_read_write(ctx: PerfEventContext) -> u32 {
-    done(try_watch_hit(&ctx, HitKind::READ_WRITE))
+    done(&ctx, try_watch_hit(&ctx, HitKind::READ_WRITE))
 }
 
 /// The write breakpoint of a watched address fired.
 #[perf_event]
 pub fn watch_write(ctx: PerfEventContext) -> u32 {
-    done(try_watch_hit(&ctx, HitKind::WRITE))
+    done(&ctx, try_watch_hit(&ctx, HitKind::WRITE))
 }
 
 #[inline(always)]

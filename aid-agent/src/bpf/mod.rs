@@ -265,8 +265,11 @@ pub struct Probes {
     scoped: Option<(u32, Attachment)>,
     reaper: Reaper,
     reg_write: bool,
-    ring: Option<RingBuf<MapData>>,
+    ring: Option<(RingBuf<MapData>, Logger)>,
 }
+
+/// aya-log's reader of the programs' log ring.
+type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
 impl Probes {
     /// Loads every program, attaches the thread and exec tracepoints (they
@@ -305,6 +308,10 @@ impl Probes {
         // Before any map is taken out of `ebpf`: the second load binds to
         // all of them.
         let (multi, mechanism) = load_multi(&ebpf, options.mechanism)?;
+        // The programs' own diagnostics (aya-log: failures only), read
+        // beside the events and forwarded to `log` (shown at `-v`).
+        let logger = aya_log::EbpfLogger::init(&mut ebpf)
+            .map_err(|e| ProbeError::Map { name: "AYA_LOGS", reason: e.to_string() })?;
         let ring = RingBuf::try_from(
             ebpf.take_map(MAP_EVENTS)
                 .ok_or(ProbeError::Map { name: MAP_EVENTS, reason: "missing".into() })?,
@@ -320,7 +327,7 @@ impl Probes {
             scoped: None,
             reaper: Reaper::new(),
             reg_write,
-            ring: Some(ring),
+            ring: Some((ring, logger)),
         })
     }
 
@@ -332,7 +339,8 @@ impl Probes {
 
     /// Hands the ring buffer to a reader thread (once).
     pub fn event_stream(&mut self) -> EventStream {
-        EventStream::spawn(self.ring.take().expect("event stream taken twice"))
+        let (ring, logger) = self.ring.take().expect("event stream taken twice");
+        EventStream::spawn(ring, logger)
     }
 
     /// Names of the maps of the loaded object. The ring buffer is among
@@ -851,7 +859,8 @@ enum Control {
 /// A thread that drains the ring buffer continuously, so the kernel side
 /// rarely finds it full, and hands events over in batches. A request
 /// (flush, stop) wakes it through an eventfd, so a flush costs no poll
-/// interval (it happens twice per run).
+/// interval (it happens twice per run). It also drains the programs' log
+/// ring (aya-log), which holds a record only when a probe body failed.
 pub struct EventStream {
     batches: mpsc::Receiver<Vec<Event>>,
     control: mpsc::Sender<Control>,
@@ -867,7 +876,7 @@ fn wake(fd: &std::os::fd::OwnedFd) {
 }
 
 impl EventStream {
-    fn spawn(mut ring: RingBuf<MapData>) -> EventStream {
+    fn spawn(mut ring: RingBuf<MapData>, mut logger: Logger) -> EventStream {
         let (batch_tx, batches) = mpsc::channel();
         let (control, control_rx) = mpsc::channel::<Control>();
         // SAFETY: eventfd returns a new descriptor (or -1), owned here.
@@ -886,9 +895,13 @@ impl EventStream {
                     let mut pfds = [
                         libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
                         libc::pollfd { fd: waker.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                        libc::pollfd { fd: logger.as_raw_fd(), events: libc::POLLIN, revents: 0 },
                     ];
-                    // SAFETY: two valid pollfds; a timeout bounds the wait.
-                    unsafe { libc::poll(pfds.as_mut_ptr(), 2, EVENT_POLL_MS) };
+                    // SAFETY: three valid pollfds; a timeout bounds the wait.
+                    unsafe { libc::poll(pfds.as_mut_ptr(), 3, EVENT_POLL_MS) };
+                    if pfds[2].revents != 0 {
+                        logger.flush();
+                    }
                     if pfds[1].revents != 0 {
                         let mut count = [0u8; 8];
                         // SAFETY: reads the eventfd counter into 8 bytes.
@@ -902,6 +915,7 @@ impl EventStream {
                     }
                     match control_rx.try_recv() {
                         Ok(Control::Flush(ack)) => {
+                            logger.flush();
                             let batch = drain(&mut ring);
                             if !batch.is_empty() && batch_tx.send(batch).is_err() {
                                 return;
@@ -967,8 +981,14 @@ mod tests {
     #[test]
     fn object_has_every_named_map_and_global() {
         let obj = aya_obj::Object::parse(OBJECT).expect("the eBPF object parses");
-        let mut in_object: Vec<&str> =
-            obj.maps.keys().map(String::as_str).filter(|m| !m.starts_with('.')).collect();
+        // aya-log's ring is aya-log's to name.
+        let mut in_object: Vec<&str> = obj
+            .maps
+            .keys()
+            .map(String::as_str)
+            .filter(|m| !m.starts_with('.') && *m != "AYA_LOGS")
+            .collect();
+        assert!(obj.maps.contains_key("AYA_LOGS"));
         in_object.sort_unstable();
         let mut named: Vec<&str> = aid_common::ALL_MAPS.to_vec();
         named.sort_unstable();

@@ -1,16 +1,28 @@
 //! `aid-agent attach --pid PID`: trace a process that is already running,
 //! for a while or until Ctrl-C. With `--unit FN` every invocation of FN is
-//! one run, written to the session as soon as it completes.
+//! one run, written to the session as soon as it completes; without, one
+//! run per `--window`, written as it closes. Counters on stderr while it
+//! runs: one line redrawn in place on a terminal, a plain line every
+//! `--status-every` otherwise.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    io::IsTerminal as _,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use super::{
     args::{load_options, parse_duration, positive, print_list},
     terminal::{Terminal, interrupt_flag},
 };
-use crate::record::{
-    attach::{AttachRequest, attach},
-    list::ListIn,
+use crate::{
+    record::{
+        attach::{AttachRequest, AttachSummary, DEFAULT_WINDOW, attach},
+        list::ListIn,
+        progress::Progress,
+    },
+    symbols::DebugSearch,
 };
 
 #[derive(Debug, clap::Args)]
@@ -28,6 +40,11 @@ pub struct Args {
     /// Each invocation of this function is one run (execution unit).
     #[arg(long, value_name = "FN")]
     pub unit: Option<String>,
+    /// Without --unit: one run per window of this length, each written to
+    /// the session as it closes (an agent killed mid-attach loses at most
+    /// one window).
+    #[arg(short, long, value_name = "DURATION", conflicts_with = "unit")]
+    pub window: Option<String>,
     /// Label a run failed when a call returns such a value:
     /// 'FN ret < 0', 'FN ret == -1', 'FN ret != 0', 'FN ret null'.
     #[arg(long = "fail-if", value_name = "CONDITION")]
@@ -39,6 +56,14 @@ pub struct Args {
     /// libraries, with library and address, and exit (like `bpftrace -l`).
     #[arg(short, long, value_name = "PATTERN")]
     pub list: Option<String>,
+    /// Where separate debug files of stripped binaries are looked for
+    /// (by build-id and .gnu_debuglink; debuginfod too when
+    /// DEBUGINFOD_URLS is set).
+    #[arg(long, value_name = "DIR", default_value = crate::symbols::debuginfo::DEFAULT_ROOT)]
+    pub debug_root: PathBuf,
+    /// When stderr is not a terminal, print the counters this often.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub status_every: String,
     /// Ring buffer size in bytes (a power of two).
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
     pub ring_size: u32,
@@ -52,6 +77,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return print_list(ListIn::Process(args.pid), std::slice::from_ref(pattern));
     }
     super::args::check_patterns(&args.trace)?;
+    let window = match args.window.as_deref() {
+        Some(w) => positive("--window", parse_duration(w)?)?,
+        None => DEFAULT_WINDOW,
+    };
+    let every = positive("--status-every", parse_duration(&args.status_every)?)?;
     let req = AttachRequest {
         duration: args
             .duration
@@ -62,12 +92,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pid: args.pid,
         trace: args.trace,
         unit: args.unit,
+        window,
         fail_if: args.fail_if,
         out: args.out,
+        debug: DebugSearch::with_root(args.debug_root),
     };
     let cancel = interrupt_flag()?;
-    let s = attach(&req, &cancel, &mut Terminal::default())?;
-    let what = if req.unit.is_some() { "unit(s)" } else { "run" };
+    let mut ui = Counters::new(every);
+    let s = attach(&req, &cancel, &mut ui)?;
+    let what = if req.unit.is_some() { "unit(s)" } else { "window(s)" };
     println!(
         "recorded {} {what} of pid {} ({}): {} pass, {} fail -> {}",
         s.recorded,
@@ -77,11 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         s.failed,
         s.out.display()
     );
-    if s.partial > 0 {
-        eprintln!(
-            "aid: {} unit(s) running while probes were attached or removed were not recorded (partially traced)",
-            s.partial
-        );
+    if let Some(line) = not_recorded(&s) {
+        eprintln!("aid: {line}");
     }
     if s.lost > 0 {
         eprintln!(
@@ -90,4 +120,72 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(if s.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+/// The units left out, with why; None when there were none.
+fn not_recorded(s: &AttachSummary) -> Option<String> {
+    let mut why = Vec::new();
+    if s.partial_at_start > 0 {
+        why.push(format!(
+            "{} already running while the probes were being attached",
+            s.partial_at_start
+        ));
+    }
+    if s.partial_at_end > 0 {
+        why.push(format!("{} still running when recording stopped", s.partial_at_end));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "{} unit(s) were not recorded, being only partly traced: {}",
+            s.partial_at_start + s.partial_at_end,
+            why.join("; ")
+        )
+    })
+}
+
+/// The terminal, and on a non-terminal the counters as a plain line at
+/// most every `every` (a spinner redraws them in place on a terminal).
+struct Counters {
+    term: Terminal,
+    plain: bool,
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Counters {
+    fn new(every: Duration) -> Counters {
+        Counters {
+            term: Terminal::default(),
+            plain: !std::io::stderr().is_terminal(),
+            every,
+            last: None,
+        }
+    }
+}
+
+impl Progress for Counters {
+    fn say(&mut self, line: &str) {
+        self.term.say(line);
+    }
+
+    fn begin(&mut self, what: &str, total: Option<u64>) {
+        self.last = Some(Instant::now());
+        self.term.begin(what, total);
+    }
+
+    fn step(&mut self, status: &str) {
+        self.term.step(status);
+    }
+
+    fn step_to(&mut self, pos: u64, status: &str) {
+        self.term.step_to(pos, status);
+        if self.plain && self.last.is_some_and(|t| t.elapsed() >= self.every) {
+            self.last = Some(Instant::now());
+            eprintln!("aid: {status}");
+        }
+    }
+
+    fn end(&mut self) {
+        self.term.end();
+    }
 }

@@ -73,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out: args.run.out,
         programs: Programs::Record,
         plan: Some((interventions, hold_timeout)),
+        debug: crate::symbols::DebugSearch::default(),
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut RunLines)?;

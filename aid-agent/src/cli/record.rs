@@ -33,6 +33,11 @@ pub struct Args {
     /// address, and exit (like `bpftrace -l`).
     #[arg(short, long, value_name = "PATTERN")]
     pub list: Option<String>,
+    /// Where separate debug files of a stripped program are looked for
+    /// (by build-id and .gnu_debuglink; debuginfod too when
+    /// DEBUGINFOD_URLS is set).
+    #[arg(long, value_name = "DIR", default_value = crate::symbols::debuginfo::DEFAULT_ROOT)]
+    pub debug_root: std::path::PathBuf,
     #[command(flatten)]
     pub run: RunArgs,
     /// Attach programs that record nothing (benchmark floor).
@@ -66,6 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out: args.run.out,
         programs: if args.empty_probes { Programs::Empty } else { Programs::Record },
         plan: None,
+        debug: crate::symbols::DebugSearch::with_root(args.debug_root),
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut Terminal::default())?;

@@ -214,6 +214,7 @@ pub fn debug_program(
         req.load,
         req.out.as_deref(),
         Programs::Record,
+        &symbols::DebugSearch::default(),
         &mut *ui,
         |r, _| {
             if req.trace.is_empty() {

@@ -257,6 +257,7 @@ pub fn debug_service(
         safe: &req.safe,
         out: req.out.as_deref(),
         load: req.load,
+        debug: &crate::symbols::DebugSearch::default(),
     };
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
         start::process(&spec, &mut *ui)?;

@@ -43,6 +43,7 @@ pub fn restart(
         load,
         Some(out),
         Programs::Record,
+        &crate::symbols::DebugSearch::default(),
         &mut crate::record::progress::Quiet,
         |r, _| {
             unchanged(r.executable(), &user)?;

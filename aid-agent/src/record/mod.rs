@@ -18,6 +18,7 @@ pub mod tracer;
 pub mod units;
 pub mod watch;
 pub mod watchpoints;
+pub mod window;
 
 /// The user interrupted (Ctrl-C): what was recorded is kept. The command
 /// line exits 130 on it.

@@ -38,6 +38,8 @@ pub struct RecordRequest {
     /// Interventions applied to every run (function ids count from 0 in
     /// the order the patterns match), and the longest any hold may last.
     pub plan: Option<(Vec<Intervention>, Duration)>,
+    /// Where separate debug files of a stripped program are looked for.
+    pub debug: crate::symbols::DebugSearch,
 }
 
 /// What was recorded.
@@ -75,6 +77,7 @@ pub fn record(
         req.load,
         req.out.as_deref(),
         req.programs,
+        &req.debug,
         &mut *ui,
         |r, ui| {
             let functions = if req.trace.is_empty() && req.plan.is_none() {

@@ -165,6 +165,16 @@ impl<'a> Recorder<'a> {
         &self.rows
     }
 
+    /// Takes out the rows recorded before `cutoff_ns` (a closed window of
+    /// an attach without a unit function); the thread and instance state
+    /// stays, so later rows continue where these left off.
+    pub fn take_rows_before(&mut self, cutoff_ns: u64) -> Vec<EventRow> {
+        let (taken, kept) =
+            std::mem::take(&mut self.rows).into_iter().partition(|r| r.t_ns < cutoff_ns);
+        self.rows = kept;
+        taken
+    }
+
     pub fn threads(&mut self) -> &[Thread] {
         self.name_threads();
         &self.threads

@@ -49,6 +49,7 @@ pub fn program(
     load: LoadOptions,
     out: Option<&Path>,
     programs: Programs,
+    debug: &symbols::DebugSearch,
     ui: &mut dyn Progress,
     choose: impl FnOnce(&mut Resolver, &mut dyn Progress) -> anyhow::Result<Vec<Function>>,
     prepare: impl FnOnce(&mut Tracer, &Target, &mut dyn Progress) -> anyhow::Result<()>,
@@ -57,15 +58,17 @@ pub fn program(
     // The target is the agent's own child: no privilege over other users'
     // processes is needed.
     bpf::preflight(bpf::Needs::Trace)?;
-    let mut resolver = Resolver::for_executable(&target.program)?;
+    let mut resolver = Resolver::for_executable_with(&target.program, debug)?;
     let functions = choose(&mut resolver, ui)?;
     within_budget(&functions, load.max_functions)?;
     let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
     let existed = out.exists();
     store::prepare(&out)?;
+    let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let mut tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
         .inspect_err(|_| forget(&out, existed))?;
+    ui.say(&sources);
     for notice in tracer.notices() {
         ui.say(notice);
     }
@@ -83,6 +86,12 @@ fn forget(out: &Path, existed: bool) {
     if !existed {
         let _ = std::fs::remove_dir(out);
     }
+}
+
+/// Which symbols came from where: the line a session starts with, said
+/// once the probes are loaded (an error before stays the only line).
+fn symbol_sources(resolver: &Resolver, functions: &[Function]) -> String {
+    format!("symbols: {}", resolver.symbol_sources(functions).join("; "))
 }
 
 /// Checking many functions takes a moment (about a second for 2,000):
@@ -119,6 +128,8 @@ pub struct ProcessSpec<'a> {
     pub safe: &'a [String],
     pub out: Option<&'a Path>,
     pub load: LoadOptions,
+    /// Where separate debug information is looked for.
+    pub debug: &'a symbols::DebugSearch,
 }
 
 /// A session on a running process, ready to watch it.
@@ -151,7 +162,7 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     }
     let own = proc::owner(pid).is_none_or(|uid| uid == nix::unistd::geteuid().as_raw());
     bpf::preflight(if own { bpf::Needs::Trace } else { bpf::Needs::TraceOtherUsers })?;
-    let mut resolver = Resolver::for_process(pid)?;
+    let mut resolver = Resolver::for_process_with(pid, spec.debug)?;
     let functions = resolver.resolve(&patterns)?;
     check_safe(spec.safe, &functions)?;
     let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
@@ -179,9 +190,11 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
     let existed = out.exists();
     store::prepare(&out)?;
+    let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let tracer = Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)
         .inspect_err(|_| forget(&out, existed))?;
+    ui.say(&sources);
     for notice in tracer.notices() {
         ui.say(notice);
     }

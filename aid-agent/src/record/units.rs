@@ -49,21 +49,35 @@ pub struct Splitter {
     /// Units starting before this (process ns) began while probes were
     /// still being attached: partially traced, never returned.
     not_before: u64,
-    /// How many units were left out for being partially traced.
+    /// How many units were left out for being partially traced...
     pub partial: u64,
+    /// ...of which this many were still running when recording stopped.
+    pub partial_at_end: u64,
 }
 
 impl Splitter {
     /// `not_before`: when the last probe was attached.
     pub fn new(unit: FuncId, conditions: Vec<ReturnCheck>, not_before: u64) -> Splitter {
-        Splitter { unit, conditions, done: HashSet::new(), not_before, partial: 0 }
+        Splitter {
+            unit,
+            conditions,
+            done: HashSet::new(),
+            not_before,
+            partial: 0,
+            partial_at_end: 0,
+        }
     }
 
     /// Counts the units that had started by `cutoff_ns` but will never be
-    /// returned (probes were removed before they ended).
+    /// returned (probes were removed before they ended). Units that began
+    /// after it, while the probes were being removed, lie outside the
+    /// recording and are not counted.
     pub fn count_unfinished(&mut self, rows: &[EventRow], cutoff_ns: u64) {
         let mut open: HashSet<(u32, u32)> = HashSet::new();
-        for r in rows.iter().filter(|r| r.func == self.unit && r.t_ns >= self.not_before) {
+        for r in rows
+            .iter()
+            .filter(|r| r.func == self.unit && r.t_ns >= self.not_before && r.t_ns < cutoff_ns)
+        {
             match r.point {
                 Point::Entry => {
                     open.insert((r.tid, r.instance));
@@ -74,7 +88,9 @@ impl Splitter {
                 Point::Exit => {}
             }
         }
-        self.partial += open.iter().filter(|k| !self.done.contains(k)).count() as u64;
+        let unfinished = open.iter().filter(|k| !self.done.contains(k)).count() as u64;
+        self.partial += unfinished;
+        self.partial_at_end += unfinished;
     }
 
     /// Units whose invocation returned before `cutoff_ns` (process time)

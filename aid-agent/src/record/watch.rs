@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use crate::{
-    bpf::{EventStream, ProbeError, Probes, monotonic_ns},
-    model::{FuncId, Function, Label, Outcome, RecordedRun, Run, calls_from_rows},
+    bpf::{EventStream, Lost, ProbeError, Probes, monotonic_ns},
+    model::{
+        EventRow, FuncId, Function, Label, Outcome, RecordedRun, Run, Thread, calls_from_rows,
+    },
     record::{
         fail::{ReturnCheck, failure_reason},
         lost::{self, LossLog},
@@ -124,6 +126,19 @@ impl<'t> UnitWatcher<'t> {
         self.splitter.as_ref().map_or(0, |s| s.partial)
     }
 
+    /// Without a unit function, a time window closed at `cutoff_ns`
+    /// (process time): the rows recorded before it, taken out of the
+    /// recorder, and the threads known now.
+    pub fn take_rows_before(&mut self, cutoff_ns: u64) -> (Vec<EventRow>, Vec<Thread>) {
+        let rows = self.recorder.take_rows_before(cutoff_ns);
+        (rows, self.recorder.threads().to_vec())
+    }
+
+    /// Losses counted in intervals that overlap `start_ns..=end_ns`.
+    pub fn lost_during(&self, start_ns: u64, end_ns: u64) -> Lost {
+        self.losses.during(start_ns, end_ns)
+    }
+
     /// Every event lost so far.
     pub fn lost_total(&self) -> u64 {
         self.losses.total()
@@ -148,6 +163,7 @@ impl<'t> UnitWatcher<'t> {
             return Ok(Finished {
                 runs: units,
                 partial: self.partial(),
+                partial_at_end: self.splitter.as_ref().map_or(0, |s| s.partial_at_end),
                 lost: self.losses.total(),
             });
         }
@@ -186,7 +202,7 @@ impl<'t> UnitWatcher<'t> {
             notes: Vec::new(),
             sync_steps: Vec::new(),
         };
-        Ok(Finished { runs: vec![whole], partial: 0, lost: total })
+        Ok(Finished { runs: vec![whole], partial: 0, partial_at_end: 0, lost: total })
     }
 }
 
@@ -194,8 +210,11 @@ impl<'t> UnitWatcher<'t> {
 pub struct Finished {
     /// The last units (or the whole recording as one run).
     pub runs: Vec<RecordedRun>,
-    /// Units left out for being only partly traced.
+    /// Units left out for being only partly traced...
     pub partial: u64,
+    /// ...of which this many were still running when the probes were
+    /// removed (the others began before every probe was attached).
+    pub partial_at_end: u64,
     /// Every event lost during the watch.
     pub lost: u64,
 }

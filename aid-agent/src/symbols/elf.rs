@@ -1,6 +1,7 @@
 //! Reading one ELF file: its function symbols (from `.symtab` and
-//! `.dynsym`), their file offsets (what a uprobe attaches to), demangled
-//! names, and the libraries it needs.
+//! `.dynsym`, and from a separate debug file when the binary is stripped),
+//! their file offsets (what a uprobe attaches to), demangled names, and
+//! the libraries it needs.
 
 use std::{
     collections::HashMap,
@@ -12,7 +13,11 @@ use object::{
     read::elf::{Dyn as _, ElfFile64},
 };
 
-use super::{SymbolError, dwarf::DebugInfo};
+use super::{
+    SymbolError,
+    debuginfo::{self, DebugSearch, Found, Identity},
+    dwarf::DebugInfo,
+};
 use crate::model::ValueType;
 
 /// A function symbol of one module: one per address, under the name a
@@ -52,14 +57,47 @@ pub struct Module {
     pub needed: Vec<String>,
     /// `DT_RUNPATH` / `DT_RPATH` directories (with `$ORIGIN` expanded).
     pub runpath: Vec<PathBuf>,
+    /// Where its symbols and debug information came from.
+    pub origin: Origin,
     debug: Option<DebugInfo>,
 }
 
+/// Where a module's function names came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Its own symbol table (`.symtab`, with `.dynsym`).
+    Symtab,
+    /// Stripped: only the dynamic symbols it exports (maybe none).
+    Dynsym,
+    /// A separate debug file, and how it was found.
+    Separate { path: PathBuf, how: Found },
+}
+
+impl Origin {
+    /// In words, for the line a session starts with.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::Symtab => ".symtab".to_owned(),
+            Origin::Dynsym => ".dynsym only (stripped)".to_owned(),
+            Origin::Separate { path, how } => {
+                let how = match how {
+                    Found::BuildId => "build-id".to_owned(),
+                    Found::DebugLink => ".gnu_debuglink".to_owned(),
+                    Found::Debuginfod(server) => format!("debuginfod {server}"),
+                };
+                format!("{} (by {how})", path.display())
+            }
+        }
+    }
+}
+
 impl Module {
-    /// Parses `path`. Fails when it is not ELF or has no function symbols.
-    pub fn load(path: &Path) -> Result<Module, SymbolError> {
-        let path = path
-            .canonicalize()
+    /// Parses `path`. A binary without debug information gets its names
+    /// and DWARF from a separate debug file where `search` finds one; a
+    /// stripped one without has only its dynamic symbols, maybe none.
+    /// Fails when it is not ELF.
+    pub fn load(path: &Path, search: Option<&DebugSearch>) -> Result<Module, SymbolError> {
+        let path = canonical(path)
             .map_err(|source| SymbolError::Read { path: path.to_owned(), source })?;
         let data = std::fs::read(&path)
             .map_err(|source| SymbolError::Read { path: path.clone(), source })?;
@@ -68,13 +106,25 @@ impl Module {
         }
         let file = object::File::parse(&*data)
             .map_err(|e| SymbolError::BadElf { path: path.clone(), reason: e.to_string() })?;
-        let symbols = function_symbols(&file, &data);
-        if symbols.is_empty() {
-            return Err(SymbolError::NoSymbols { path });
-        }
         let (needed, runpath) = dynamic_entries(&data, &path);
-        let debug = DebugInfo::load(&file);
-        Ok(Module { path, symbols, needed, runpath, debug })
+        let separate = match search {
+            Some(search) if file.section_by_name(".debug_info").is_none() => {
+                debuginfo::find(search, &path, &Identity::of(&file))
+            }
+            _ => None,
+        };
+        let separate_file = separate.as_ref().and_then(|d| object::File::parse(&*d.data).ok());
+        let symbols = function_symbols(&file, &data, separate_file.as_ref());
+        let debug = match &separate_file {
+            Some(f) => DebugInfo::load(f),
+            None => DebugInfo::load(&file),
+        };
+        let origin = match separate {
+            Some(d) if separate_file.is_some() => Origin::Separate { path: d.path, how: d.how },
+            _ if file.section_by_name(".symtab").is_some() => Origin::Symtab,
+            _ => Origin::Dynsym,
+        };
+        Ok(Module { path, symbols, needed, runpath, origin, debug })
     }
 
     /// Source position of a function's first instruction, from DWARF.
@@ -102,6 +152,17 @@ impl Module {
             .and_then(|d| d.signature(address))
             .unwrap_or((ValueType::UNKNOWN, vec![ValueType::UNKNOWN; 3]))
     }
+}
+
+/// `path` with symbolic links resolved — except under `/proc`, whose
+/// `PID/root` and `PID/exe` links lead into another mount namespace that
+/// resolving them by name would leave.
+pub fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    if path.starts_with("/proc") {
+        std::fs::metadata(path)?;
+        return Ok(path.to_owned());
+    }
+    path.canonicalize()
 }
 
 /// One name found for an address, before aliases are merged.
@@ -137,11 +198,17 @@ impl Name {
     }
 }
 
-/// Defined function symbols (from `.symtab` and `.dynsym`), one per
-/// address, with file offsets. Aliases — several names for one address,
-/// as the C library has (`free`, `cfree`, `__libc_free`) — are kept for
-/// matching, and the address is shown under its most public name.
-fn function_symbols(file: &object::File<'_>, data: &[u8]) -> Vec<Symbol> {
+/// Defined function symbols (from `.symtab` and `.dynsym`, and the
+/// `.symtab` of a separate debug file), one per address, with file offsets
+/// (from the binary's segments: a debug file has none with contents).
+/// Aliases — several names for one address, as the C library has (`free`,
+/// `cfree`, `__libc_free`) — are kept for matching, and the address is
+/// shown under its most public name.
+fn function_symbols(
+    file: &object::File<'_>,
+    data: &[u8],
+    separate: Option<&object::File<'_>>,
+) -> Vec<Symbol> {
     let segments: Vec<(u64, u64, u64)> = file
         .segments()
         .filter_map(|s| {
@@ -159,8 +226,13 @@ fn function_symbols(file: &object::File<'_>, data: &[u8]) -> Vec<Symbol> {
     let mut by_address: HashMap<u64, usize> = HashMap::new();
     let mut names: Vec<(u64, Vec<Name>)> = Vec::new();
     let symtab = file.symbols().map(|s| (s, false));
+    #[allow(
+        clippy::redundant_closure_for_method_calls,
+        reason = "the method path cannot unify the two files' lifetimes"
+    )]
+    let debug_symtab = separate.into_iter().flat_map(|f| f.symbols()).map(|s| (s, false));
     let dynsym = file.dynamic_symbols().map(|s| (s, true));
-    for (sym, dynamic) in symtab.chain(dynsym) {
+    for (sym, dynamic) in symtab.chain(debug_symtab).chain(dynsym) {
         if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
             continue;
         }
@@ -174,7 +246,8 @@ fn function_symbols(file: &object::File<'_>, data: &[u8]) -> Vec<Symbol> {
         if raw.is_empty() || file_offset(sym.address()).is_none() {
             continue;
         }
-        let version = if dynamic { versions.get(&sym.index().0).cloned() } else { None };
+        let (raw, version) =
+            if dynamic { (raw, versions.get(&sym.index().0).cloned()) } else { split_version(raw) };
         let name = Name { raw: raw.to_owned(), version, size: sym.size() };
         let slot = *by_address.entry(sym.address()).or_insert_with(|| {
             names.push((sym.address(), Vec::new()));
@@ -211,6 +284,20 @@ fn function_symbols(file: &object::File<'_>, data: &[u8]) -> Vec<Symbol> {
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
     out
+}
+
+/// A `.symtab` name with its version written in (`pthread_join@@GLIBC_2.34`,
+/// as the C library's symbol table and its debug file have them) split
+/// into the name and the version (hidden with a single `@`), so it merges
+/// with the same function's `.dynsym` entry.
+fn split_version(raw: &str) -> (&str, Option<(String, bool)>) {
+    match raw.split_once('@') {
+        Some((name, version)) if !name.is_empty() => match version.strip_prefix('@') {
+            Some(default) => (name, Some((default.to_owned(), false))),
+            None => (name, Some((version.to_owned(), true))),
+        },
+        _ => (raw, None),
+    }
 }
 
 /// Symbol versions of `.dynsym` entries by symbol index: the version name
@@ -333,6 +420,19 @@ mod tests {
         let (name, short) = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
         assert_eq!(name, "core::fmt::write");
         assert_eq!(short, None);
+    }
+
+    #[test]
+    fn versions_written_into_symtab_names_are_split_off() {
+        assert_eq!(
+            split_version("pthread_join@@GLIBC_2.34"),
+            ("pthread_join", Some(("GLIBC_2.34".to_owned(), false)))
+        );
+        assert_eq!(
+            split_version("pthread_join@GLIBC_2.2.5"),
+            ("pthread_join", Some(("GLIBC_2.2.5".to_owned(), true)))
+        );
+        assert_eq!(split_version("handle_request"), ("handle_request", None));
     }
 
     #[test]

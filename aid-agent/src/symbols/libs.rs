@@ -55,7 +55,7 @@ pub fn find_library(name: &str, exe: &Module, mapped: &[PathBuf]) -> Option<Path
         if answers_to(&needed, name) {
             return Some(path);
         }
-        if let Ok(module) = Module::load(&path) {
+        if let Ok(module) = Module::load(&path, None) {
             queue.extend(module.needed.iter().cloned());
         }
     }

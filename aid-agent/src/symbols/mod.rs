@@ -11,6 +11,7 @@
 //! Addresses become file offsets, which is what uprobes attach to, so PIE
 //! and non-PIE executables are handled alike.
 
+pub mod debuginfo;
 mod dwarf;
 mod elf;
 mod libs;
@@ -22,7 +23,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-pub use elf::{Module, Symbol, demangle};
+pub use debuginfo::DebugSearch;
+pub use elf::{Module, Origin, Symbol, demangle};
 use globset::{Glob, GlobMatcher};
 
 use crate::{
@@ -39,10 +41,10 @@ pub enum SymbolError {
     #[error("{} is not a valid ELF file: {reason}", path.display())]
     BadElf { path: PathBuf, reason: String },
     #[error(
-        "{} has no symbol table (stripped?): rebuild it without `-s`/`strip`, or install its debug symbols",
-        path.display()
+        "{} has no function symbols (stripped, and no debug file found by build-id or .gnu_debuglink under {}): install its debug symbols or pass --debug-root DIR; library functions can still be traced ('libc:PATTERN')",
+        path.display(), root.display()
     )]
-    NoSymbols { path: PathBuf },
+    NoSymbols { path: PathBuf, root: PathBuf },
     #[error(
         "library `{name}` not found among the libraries {} loads or in the library search path: give its path instead (--trace /path/to/{name}:PATTERN)",
         exe.display()
@@ -108,28 +110,79 @@ pub struct Resolver {
     /// Mapped files of a running process (attach mode), else empty.
     mapped: Vec<PathBuf>,
     libs: HashMap<PathBuf, Module>,
+    /// Where separate debug files are looked for.
+    search: DebugSearch,
 }
 
 impl Resolver {
-    /// For a program about to be started.
+    /// For a program about to be started, debug files looked for where
+    /// they usually are.
     pub fn for_executable(exe: &Path) -> Result<Resolver, SymbolError> {
-        Ok(Resolver { exe: Module::load(exe)?, mapped: Vec::new(), libs: HashMap::new() })
+        Resolver::for_executable_with(exe, &DebugSearch::default())
+    }
+
+    /// For a program about to be started, debug files looked for per
+    /// `search`.
+    pub fn for_executable_with(exe: &Path, search: &DebugSearch) -> Result<Resolver, SymbolError> {
+        Ok(Resolver {
+            exe: Module::load(exe, Some(search))?,
+            mapped: Vec::new(),
+            libs: HashMap::new(),
+            search: search.clone(),
+        })
     }
 
     /// For a running process: its executable and the files it has mapped.
     pub fn for_process(pid: u32) -> Result<Resolver, SymbolError> {
+        Resolver::for_process_with(pid, &DebugSearch::default())
+    }
+
+    /// For a running process, debug files looked for per `search`. Paths
+    /// are the ones the agent can open: in another mount namespace (a
+    /// container) through `/proc/PID/root`.
+    pub fn for_process_with(pid: u32, search: &DebugSearch) -> Result<Resolver, SymbolError> {
         let exe = proc::executable(pid)
             .map_err(|source| SymbolError::Read { path: proc::exe_link(pid), source })?;
         let mapped = proc::mapped_executables(pid);
-        // Read the executable through /proc so a deleted or replaced file
-        // still resolves to what is running.
-        let mut exe_module = Module::load(&proc::exe_link(pid)).map_err(|e| match e {
+        // Read the executable through its path when it is the running
+        // file (a `.gnu_debuglink` is looked for next to it), else through
+        // /proc so a deleted or replaced file still resolves to what is
+        // running.
+        let read_at = if proc::same_file(&exe, &proc::exe_link(pid)) {
+            exe.clone()
+        } else {
+            proc::exe_link(pid)
+        };
+        let mut exe_module = Module::load(&read_at, Some(search)).map_err(|e| match e {
             SymbolError::NotElf { .. } => SymbolError::NotElf { path: exe.clone() },
-            SymbolError::NoSymbols { .. } => SymbolError::NoSymbols { path: exe.clone() },
             other => other,
         })?;
         exe_module.path = exe;
-        Ok(Resolver { exe: exe_module, mapped, libs: HashMap::new() })
+        Ok(Resolver { exe: exe_module, mapped, libs: HashMap::new(), search: search.clone() })
+    }
+
+    /// Where the symbols of the modules of `functions` came from, one
+    /// entry per module: "server: /dbg/.build-id/ab/cd.debug (by
+    /// build-id)".
+    pub fn symbol_sources(&self, functions: &[Function]) -> Vec<String> {
+        let mut seen: Vec<&Path> = Vec::new();
+        let mut out = Vec::new();
+        for f in functions.iter().filter(|f| !f.internal) {
+            if seen.contains(&f.module.as_path()) {
+                continue;
+            }
+            seen.push(&f.module);
+            let module =
+                if f.module == self.exe.path { Some(&self.exe) } else { self.libs.get(&f.module) };
+            if let Some(m) = module {
+                let name = m.path.file_name().map_or_else(
+                    || m.path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                out.push(format!("{name}: {}", m.origin.describe()));
+            }
+        }
+        out
     }
 
     pub fn executable(&self) -> &Module {
@@ -142,12 +195,16 @@ impl Resolver {
         let path = libs::find_library(name, &self.exe, &self.mapped).ok_or_else(|| {
             SymbolError::LibraryNotFound { name: name.to_owned(), exe: self.exe.path.clone() }
         })?;
-        let path = path.canonicalize().unwrap_or(path);
+        let path = elf::canonical(&path).unwrap_or(path);
         if path == self.exe.path {
             return Ok(&self.exe);
         }
         if !self.libs.contains_key(&path) {
-            let module = Module::load(&path)?;
+            // A library's own tables only: its debug file (glibc's, from
+            // libc6-dbg) would change what patterns match and the types of
+            // traced arguments, and costs seconds to parse
+            // (docs/probes.md, "Binaries as they ship").
+            let module = Module::load(&path, None)?;
             self.libs.insert(path.clone(), module);
         }
         Ok(&self.libs[&path])
@@ -161,7 +218,11 @@ impl Resolver {
         for text in patterns {
             let pattern = Pattern::parse(text)?;
             let matcher = pattern.matcher(text)?;
+            let root = self.search.root.clone();
             let module = self.module(pattern.library.as_deref())?;
+            if module.symbols.is_empty() {
+                return Err(SymbolError::NoSymbols { path: module.path.clone(), root });
+            }
             let matched: Vec<&Symbol> =
                 module.symbols.iter().filter(|s| s.matched_by(|n| matcher.is_match(n))).collect();
             if matched.is_empty() {

@@ -2,8 +2,13 @@
 //! process exists, its executable, the files it maps executable, its
 //! threads in creation order and which of them can run, where it maps a
 //! file, and this process' capabilities.
+//!
+//! Paths a process reports (its executable, its maps) are as *it* sees
+//! them. A process in another mount namespace (a container) sees other
+//! files under the same names, so its paths are handed out through
+//! `/proc/PID/root`, where the agent finds the files the process sees.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMaps, Process};
 
@@ -67,15 +72,60 @@ pub fn exe_link(pid: u32) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/exe"))
 }
 
-/// The path of the running executable, as the kernel reports it.
+/// The path of the running executable, as the agent can open it.
 pub fn executable(pid: u32) -> std::io::Result<PathBuf> {
-    std::fs::read_link(exe_link(pid))
+    std::fs::read_link(exe_link(pid)).map(|p| seen_from_here(pid, p))
 }
 
 /// Files the process has mapped executable (its executable and shared
-/// libraries), each once, in address order.
+/// libraries), each once, in address order, as the agent can open them.
 pub fn mapped_executables(pid: u32) -> Vec<PathBuf> {
-    process(pid).and_then(|p| p.maps().ok()).map(executable_files).unwrap_or_default()
+    let files = process(pid).and_then(|p| p.maps().ok()).map(executable_files).unwrap_or_default();
+    files.into_iter().map(|p| seen_from_here(pid, p)).collect()
+}
+
+/// Whether the process runs in another mount namespace than the agent
+/// (a container): its paths name other files here.
+pub fn other_mount_namespace(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    match (ns("self"), ns(&pid.to_string())) {
+        (Some(mine), Some(theirs)) => mine != theirs,
+        _ => false,
+    }
+}
+
+/// A path the process reports, as the agent can open it: through
+/// `/proc/PID/root` when the process is in another mount namespace.
+fn seen_from_here(pid: u32, path: PathBuf) -> PathBuf {
+    if other_mount_namespace(pid) {
+        root_of(pid).join(path.strip_prefix("/").unwrap_or(&path))
+    } else {
+        path
+    }
+}
+
+/// `/proc/PID/root`: the process' root directory, its mount namespace's
+/// files seen from the agent.
+pub fn root_of(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/root"))
+}
+
+/// A path as the process names it (the reverse of what [`executable`]
+/// and [`mapped_executables`] hand out).
+pub fn as_the_process_sees(pid: u32, path: &Path) -> PathBuf {
+    match path.strip_prefix(root_of(pid)) {
+        Ok(inside) => Path::new("/").join(inside),
+        Err(_) => path.to_owned(),
+    }
+}
+
+/// Whether two paths name the same file (device and inode).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 fn executable_files(maps: MemoryMaps) -> Vec<PathBuf> {
@@ -94,10 +144,11 @@ fn executable_files(maps: MemoryMaps) -> Vec<PathBuf> {
 
 /// The mappings of `file` in a process: (start address, file offset), in
 /// address order; empty when the process is gone.
-pub fn mappings_of(pid: u32, file: &std::path::Path) -> Vec<(u64, u64)> {
+pub fn mappings_of(pid: u32, file: &Path) -> Vec<(u64, u64)> {
     let Some(maps) = process(pid).and_then(|p| p.maps().ok()) else { return Vec::new() };
+    let file = as_the_process_sees(pid, file);
     maps.into_iter()
-        .filter(|m| matches!(&m.pathname, MMapPath::Path(p) if p == file))
+        .filter(|m| matches!(&m.pathname, MMapPath::Path(p) if *p == file))
         .map(|m| (m.address.0, m.offset))
         .collect()
 }
