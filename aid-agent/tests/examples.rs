@@ -41,7 +41,12 @@ fn build(name: &str) -> PathBuf {
     let stem = name.replace('-', "_");
     let (c, cpp) = (dir.join(format!("{stem}.c")), dir.join(format!("{stem}.cpp")));
     let status = if c.exists() {
-        Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(&out).arg(c).arg("-lm").status()
+        Command::new("gcc")
+            .args(["-g", "-O1", "-pthread", "-o"])
+            .arg(&out)
+            .arg(c)
+            .arg("-lm")
+            .status()
     } else if cpp.exists() {
         Command::new("g++")
             .args(["-std=c++17", "-g", "-O1", "-pthread", "-o"])

@@ -288,7 +288,10 @@ fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
         "{rest}"
     );
     // The report module's report, for what was known.
-    assert!(stdout.contains("Session and report (report.html, report.json, dag.dot): "), "{stdout}");
+    assert!(
+        stdout.contains("Session and report (report.html, report.json, dag.dot): "),
+        "{stdout}"
+    );
     assert!(out.join("report.json").exists());
     assert!(load(&out).runs.len() > observed);
 }

@@ -35,6 +35,12 @@ use crate::{
 /// post-processing grows fast with trace length).
 const MINE_EVENT_CAP: usize = 200_000;
 
+/// Nothing is computed beside the path above this many traced calls over
+/// the analysed runs: the access substrate and the dual slice hold every
+/// call several times over (pool-table-race, ~190,000 calls per run, grew
+/// the agent past 10 GB here).
+const CALL_CAP: usize = 1_000_000;
+
 /// The top group's first pattern.
 #[derive(Clone, Debug, Serialize)]
 pub struct TopPattern {
@@ -127,6 +133,13 @@ pub fn beside(
     patterns: Option<(&Path, &PatternFile)>,
 ) -> Beside {
     let mut b = Beside::default();
+    let calls: usize = session.runs.iter().map(|r| r.calls.len()).sum();
+    if calls > CALL_CAP {
+        b.notes.push(format!(
+            "nothing beside the causal path: the analysed runs have {calls} traced calls, more than the {CALL_CAP} mining and the dual slice handle in memory here; run `aid-agent mine` or `aid-agent compare` on the session with fewer runs"
+        ));
+        return b;
+    }
     let globals = Globals::load(program);
     // The pattern file's access typing, where one is given: its patterns
     // were mined with it, and it says which calls only read or write.

@@ -264,8 +264,14 @@ pub fn debug_program(
         .with_watch_amplify(req.amplify_watch.clone());
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(tracer);
-    let beside =
-        beside::for_session(writer.dir(), &target.program, &req.options.safe, patterns.as_ref());
+    // Beside the path, from the runs the analysis used (already in memory;
+    // the session on disk also holds every intervened run).
+    let beside = beside::beside(
+        &diagnosis.session,
+        &target.program,
+        &req.options.safe,
+        patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
+    );
     Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
 }
 

@@ -273,6 +273,11 @@ pub fn debug_service(
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);
     drop(tracer);
-    let beside = beside::for_session(writer.dir(), &program, &req.options.safe, patterns.as_ref());
+    let beside = beside::beside(
+        &diagnosis.session,
+        &program,
+        &req.options.safe,
+        patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
+    );
     Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
 }
