@@ -25,9 +25,8 @@ pub struct UnitWatcher<'t> {
     start_ns: u64,
     losses: LossLog,
     last_look_ns: u64,
-    /// Each invocation of this function is one run...
-    unit: Option<FuncId>,
-    /// ...failed when one of these holds of a return value in it.
+    /// A unit (or the whole recording) failed when one of these holds of
+    /// a return value in it.
     checks: Vec<ReturnCheck>,
     splitter: Option<Splitter>,
     next_id: u32,
@@ -54,7 +53,6 @@ impl<'t> UnitWatcher<'t> {
             start_ns,
             losses: LossLog::default(),
             last_look_ns: 0,
-            unit,
             checks,
             splitter,
             next_id: 1,
@@ -71,9 +69,26 @@ impl<'t> UnitWatcher<'t> {
         monotonic_ns().saturating_sub(self.start_ns)
     }
 
-    /// Drains the events delivered so far and the lost-event counters.
+    /// `--context`: a unit's window opens this long before its entry.
+    pub fn set_context(&mut self, context: Duration) {
+        if let Some(s) = self.splitter.as_mut() {
+            s.set_context(context.as_nanos() as u64);
+        }
+    }
+
+    /// Rows held for units that may still need them (0 without a unit
+    /// function).
+    pub fn held_rows(&self) -> usize {
+        self.splitter.as_ref().map_or(0, Splitter::held)
+    }
+
+    /// Drains the events delivered so far and the lost-event counters;
+    /// with a unit function the rows go to the splitter at once.
     pub fn look(&mut self, probes: &mut Probes) -> Result<(), ProbeError> {
         self.recorder.push(&self.stream.try_take());
+        if let Some(s) = self.splitter.as_mut() {
+            s.push(self.recorder.take_rows());
+        }
         let lost = probes.take_lost()?;
         // After the read: every loss counted lies before `now`.
         let now = self.now_ns();
@@ -94,7 +109,6 @@ impl<'t> UnitWatcher<'t> {
         let Some(splitter) = self.splitter.as_mut() else { return Vec::new() };
         let threads = self.recorder.threads().to_vec();
         let units = splitter.complete(
-            self.recorder.rows(),
             &threads,
             self.functions,
             cutoff_ns,
@@ -114,8 +128,8 @@ impl<'t> UnitWatcher<'t> {
     /// running now began before the interventions were installed).
     pub fn restart_units(&mut self) {
         let now = self.now_ns();
-        if let Some(unit) = self.unit {
-            self.splitter = Some(Splitter::new(unit, self.checks.clone(), now));
+        if let Some(s) = self.splitter.as_mut() {
+            s.restart(now);
         }
     }
 
@@ -142,9 +156,11 @@ impl<'t> UnitWatcher<'t> {
         self.recorder.push(&self.stream.flush());
         self.look(probes)?;
         let end = self.last_look_ns;
-        if let Some(splitter) = self.splitter.as_mut() {
-            splitter.count_unfinished(self.recorder.rows(), detach_ns);
+        if self.splitter.is_some() {
             let units = self.units_before(detach_ns);
+            if let Some(splitter) = self.splitter.as_mut() {
+                splitter.count_unfinished(detach_ns);
+            }
             return Ok(Finished {
                 runs: units,
                 partial: self.partial(),
