@@ -216,10 +216,27 @@ impl Splitter {
         });
         ready.sort();
         let mut units = Vec::with_capacity(ready.len());
+        // Windows open in order: one pass over the rows keeps the calls
+        // running at the cursor (every thread), so cutting K units costs
+        // their rows, not K times the rows before them.
+        let mut running = self.carried.clone();
+        let mut cursor = 0;
         for span in ready {
+            let lo = span.start.saturating_sub(self.context_ns);
+            while let Some(r) = self.rows.get(cursor).filter(|r| r.t_ns < lo) {
+                match r.point {
+                    Point::Entry => {
+                        running.insert(call_id(r), r.clone());
+                    }
+                    Point::Exit => {
+                        running.remove(&call_id(r));
+                    }
+                }
+                cursor += 1;
+            }
             let id = *next_id;
             *next_id += 1;
-            units.push(self.cut(id, span, threads, functions));
+            units.push(self.cut(id, span, cursor, &running, threads, functions));
         }
         self.trim(cutoff_ns);
         units
@@ -248,24 +265,21 @@ impl Splitter {
         }
     }
 
-    fn cut(&self, id: u32, span: Span, threads: &[Thread], functions: &[Function]) -> Unit {
+    /// The unit of `span`: `first` is the first row of its window, and
+    /// `running` the calls running just before it.
+    fn cut(
+        &self,
+        id: u32,
+        span: Span,
+        first: usize,
+        running: &HashMap<CallId, EventRow>,
+        threads: &[Thread],
+        functions: &[Function],
+    ) -> Unit {
         let Span { start, end, tid, since } = span;
         let lo = start.saturating_sub(self.context_ns);
         // Calls other threads were in when the window opened.
-        let mut running: HashMap<CallId, &EventRow> =
-            self.carried.iter().filter(|(k, _)| k.0 != tid).map(|(k, r)| (*k, r)).collect();
-        let first = self.rows.partition_point(|r| r.t_ns < lo);
-        for r in self.rows.range(..first).filter(|r| r.tid != tid) {
-            match r.point {
-                Point::Entry => {
-                    running.insert(call_id(r), r);
-                }
-                Point::Exit => {
-                    running.remove(&call_id(r));
-                }
-            }
-        }
-        let mut before: Vec<&EventRow> = running.into_values().collect();
+        let mut before: Vec<&EventRow> = running.values().filter(|r| r.tid != tid).collect();
         before.sort_by_key(|r| (r.t_ns, r.tid, r.func, r.instance));
         let window = self
             .rows
@@ -522,6 +536,31 @@ mod tests {
             assert_eq!(units.len(), 1);
             assert_eq!(units[0].run.calls[0].func, 2, "the long call is in every unit");
             assert!(s.held() <= 5, "{} rows held after unit {k}", s.held());
+        }
+    }
+
+    /// A look that finds many finished units (an agent catching up) cuts
+    /// each with the calls running before its own window.
+    #[test]
+    fn many_units_in_one_look_each_see_what_ran_before_them() {
+        let functions = functions();
+        let mut s = splitter();
+        let mut rows = Vec::new();
+        for k in 0..5_000u64 {
+            let (t, i) = (10 + k * 10, k as u32 + 1);
+            rows.push(row(t, 11, 0, 0, Entry, i, 0));
+            // Another thread's call, entered during unit k, returning
+            // during unit k + 1.
+            rows.push(row(t + 1, 12, 1, 1, Entry, i, 0));
+            rows.push(row(t + 3, 11, 0, 0, Exit, i, 0));
+            rows.push(row(t + 12, 12, 1, 1, Exit, i, 0));
+        }
+        s.push(rows);
+        let mut next = 1;
+        let units = s.complete(&[], &functions, u64::MAX, &mut next);
+        assert_eq!(units.len(), 5_000);
+        for u in &units[1..] {
+            assert_eq!(summary(u)[..2], [(1, 2, 1, 0, Some(0)), (0, 0, 1, 9, Some(0))]);
         }
     }
 
