@@ -12,8 +12,8 @@ use aid_common::{
     GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
     MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL,
     MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember,
-    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState, UNITS_IN_FLIGHT,
-    UnitState,
+    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState,
+    UNITS_IN_FLIGHT, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,

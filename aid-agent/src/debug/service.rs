@@ -292,8 +292,7 @@ pub fn debug_service(
     ));
     let mut running = tracer.watch(req.pid, Some(unit), checks)?;
     running.watcher().set_context(req.context);
-    let mut source =
-        ServiceSource::new(running, unit, req.unit_timeout, req.options.hold_timeout);
+    let mut source = ServiceSource::new(running, unit, req.unit_timeout, req.options.hold_timeout);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);
     drop(tracer);

@@ -21,7 +21,9 @@ pub fn for_units(iv: &Intervention) -> Intervention {
         Intervention::Serialize { a, b } if a.role != 0 || b.role != 0 => {
             Intervention::SerializeGroups { a: calls(*a), b: calls(*b), object: None }
         }
-        Intervention::All { each } => Intervention::All { each: each.iter().map(for_units).collect() },
+        Intervention::All { each } => {
+            Intervention::All { each: each.iter().map(for_units).collect() }
+        }
         other => other.clone(),
     }
 }
@@ -47,11 +49,14 @@ mod tests {
     #[test]
     fn other_threads_are_named_by_function_and_two_calls_serialise_as_groups() {
         let overlap = Intervention::Serialize { a: s(2, 2, 1), b: s(1, 0, 1) };
-        assert_eq!(for_units(&overlap), Intervention::SerializeGroups {
-            a: CallSet { func: 2, roles: vec![2], instance: 0, within: None },
-            b: CallSet { func: 1, roles: vec![0], instance: 1, within: None },
-            object: None,
-        });
+        assert_eq!(
+            for_units(&overlap),
+            Intervention::SerializeGroups {
+                a: CallSet { func: 2, roles: vec![2], instance: 0, within: None },
+                b: CallSet { func: 1, roles: vec![0], instance: 1, within: None },
+                object: None,
+            }
+        );
         let delay = Intervention::DelayExit { site: s(3, 1, 4), delay_us: 7 };
         assert_eq!(for_units(&delay), Intervention::DelayExit { site: s(3, 1, 0), delay_us: 7 });
         let own = Intervention::DelayExit { site: s(3, 0, 4), delay_us: 7 };

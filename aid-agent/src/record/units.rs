@@ -423,13 +423,10 @@ mod tests {
         assert_eq!(units[0].run.label, Label::Pass);
         assert_eq!(units[1].run.label, Label::Fail);
         assert_eq!(units[1].run.outcome.reason, "ret of handle = -1 (handle ret < 0)");
-        assert_eq!(summary(&units[1]), vec![(0, 0, 1, 0, Some(-1)), (1, 3, 1, 1, Some(9)), (
-            1,
-            0,
-            1,
-            2,
-            Some(6)
-        )]);
+        assert_eq!(
+            summary(&units[1]),
+            vec![(0, 0, 1, 0, Some(-1)), (1, 3, 1, 1, Some(9)), (1, 0, 1, 2, Some(6))]
+        );
         // Nothing is returned twice.
         assert!(s.complete(&[], &functions, 100, &mut next).is_empty());
         s.count_unfinished(100);
@@ -456,11 +453,14 @@ mod tests {
         assert_eq!(units.len(), 1);
         let u = &units[0];
         assert_eq!(u.start_ns, 5, "time zero is the compaction's entry");
-        assert_eq!(summary(u), vec![
-            (2, 2, 1, 0, None), // still running when the unit ended
-            (0, 0, 1, 5, Some(-11)),
-            (1, 0, 1, 6, Some(-11)),
-        ]);
+        assert_eq!(
+            summary(u),
+            vec![
+                (2, 2, 1, 0, None), // still running when the unit ended
+                (0, 0, 1, 5, Some(-11)),
+                (1, 0, 1, 6, Some(-11)),
+            ]
+        );
         assert_eq!((u.run.end_ns, u.run.outcome.wall_ns), (8, 3));
         assert_eq!(u.run.label, Label::Fail);
     }
@@ -488,11 +488,10 @@ mod tests {
         assert_eq!(units.len(), 3);
         let second = &units[2];
         assert_eq!(second.start_ns, 70);
-        assert_eq!(summary(second), vec![
-            (1, 0, 1, 40, Some(3)),
-            (0, 2, 1, 42, Some(-5)),
-            (0, 0, 1, 50, Some(0)),
-        ]);
+        assert_eq!(
+            summary(second),
+            vec![(1, 0, 1, 40, Some(3)), (0, 2, 1, 42, Some(-5)), (0, 0, 1, 50, Some(0)),]
+        );
         assert_eq!(second.run.label, Label::Pass, "{}", second.run.outcome.reason);
         assert_eq!(units[1].run.label, Label::Fail);
     }

@@ -108,12 +108,7 @@ impl<'t> UnitWatcher<'t> {
     fn units_before(&mut self, cutoff_ns: u64) -> Vec<RecordedRun> {
         let Some(splitter) = self.splitter.as_mut() else { return Vec::new() };
         let threads = self.recorder.threads().to_vec();
-        let units = splitter.complete(
-            &threads,
-            self.functions,
-            cutoff_ns,
-            &mut self.next_id,
-        );
+        let units = splitter.complete(&threads, self.functions, cutoff_ns, &mut self.next_id);
         units
             .into_iter()
             .map(|mut u| {
