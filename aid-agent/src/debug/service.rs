@@ -22,10 +22,10 @@ use nix::unistd::Pid;
 
 use super::{DebugOptions, Debugged, beside, debug, program, source::RunSource};
 use crate::{
-    bpf::LoadOptions,
+    bpf::{LoadOptions, monotonic_ns},
     intervene::control::Flow,
     intervene::{Plan, Reach, live},
-    model::{FuncId, Function, Noise, RecordedRun},
+    model::{FuncId, Function, Intervention, Noise, RecordedRun},
     record::{
         Interrupted,
         progress::Progress,
@@ -51,6 +51,9 @@ pub struct ServiceSource<'t> {
     /// Threads traced with ptrace while interventions are installed.
     traced: BTreeSet<Pid>,
     intervening: bool,
+    /// The interventions installed (in their live form), and when (monotonic
+    /// ns): a plan is installed once for all the units of its round.
+    installed: Option<(Vec<Intervention>, u64)>,
 }
 
 impl<'t> ServiceSource<'t> {
@@ -70,6 +73,7 @@ impl<'t> ServiceSource<'t> {
             last_unit: Instant::now(),
             traced: BTreeSet::new(),
             intervening: false,
+            installed: None,
         }
     }
 }
@@ -142,18 +146,39 @@ impl RunSource for ServiceSource<'_> {
         let pid = self.running.pid();
         let live: Vec<_> = plan.interventions.iter().map(live::for_units).collect();
         let plan = &Plan::new(&live, self.hold_timeout, self.running.functions());
-        let probes = self.running.probes();
-        probes.clear_actions()?;
-        probes.clear_groups()?;
-        for (member, slot) in &plan.groups {
-            probes.set_group(*member, *slot)?;
+        // Reinstalling for every unit would forget the calls other threads
+        // are in (their group counts), and a request could then meet a
+        // compaction that nothing counts.
+        if self.installed.as_ref().is_none_or(|(l, _)| *l != live) {
+            let probes = self.running.probes();
+            probes.clear_actions()?;
+            probes.clear_groups()?;
+            for (member, slot) in &plan.groups {
+                probes.set_group(*member, *slot)?;
+            }
+            for site in &plan.watch {
+                probes.watch(*site)?;
+            }
+            for (site, action, _) in &plan.actions {
+                probes.set_action(*site, *action)?;
+            }
+            self.installed = Some((live, monotonic_ns()));
         }
-        for site in &plan.watch {
-            probes.watch(*site)?;
-        }
-        for (site, action, _) in &plan.actions {
-            probes.set_action(*site, *action)?;
-        }
+        let installed_ns = self.installed.as_ref().map_or(0, |(_, t)| *t);
+        // Calls of serialised groups on other threads that began before
+        // the plan was installed were never counted: a unit they overlap
+        // is not judged (the next one is).
+        let members: Vec<(FuncId, u32)> = plan
+            .groups
+            .iter()
+            .filter(|(m, _)| m.role != 0)
+            .map(|(m, _)| (m.func, m.role))
+            .collect();
+        let judged = move |rec: &RecordedRun| {
+            !rec.run.calls.iter().any(|c| {
+                members.contains(&(c.func, c.role)) && rec.start_ns + c.entry_ns < installed_ns
+            })
+        };
         // Only a unit that starts after this moment has every action in place.
         self.running.watcher().restart_units();
         let waited = Instant::now();
@@ -178,7 +203,7 @@ impl RunSource for ServiceSource<'_> {
                     return Flow::Stop;
                 }
                 if let Some(u) =
-                    watcher.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().next()
+                    watcher.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().find(&judged)
                 {
                     found = Some(u);
                     return Flow::Stop;
@@ -219,6 +244,7 @@ impl RunSource for ServiceSource<'_> {
             return;
         }
         self.intervening = false;
+        self.installed = None;
         let probes = self.running.probes();
         let _ = probes.clear_actions();
         let _ = probes.clear_groups();
