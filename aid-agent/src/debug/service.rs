@@ -37,6 +37,12 @@ use crate::{
     sys::{poll, proc, ptrace},
 };
 
+/// Units that start this soon after the probes were attached are not
+/// used: calls other threads were already in then (a compaction under
+/// way) have no entry and would be missing from them. A call that began
+/// before aid attached and runs longer than this is still missed.
+const WARM_UP: Duration = Duration::from_secs(1);
+
 /// The units of a running process.
 pub struct ServiceSource<'t> {
     running: Running<'t>,
@@ -318,6 +324,7 @@ pub fn debug_service(
     ));
     let mut running = tracer.watch(req.pid, Some(unit), checks)?;
     running.watcher().set_context(req.context);
+    running.watcher().warm_up(WARM_UP);
     let mut source = ServiceSource::new(running, unit, req.unit_timeout, req.options.hold_timeout);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);

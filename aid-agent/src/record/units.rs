@@ -133,6 +133,14 @@ impl Splitter {
         self.context_ns = context_ns;
     }
 
+    /// Units starting within `ns` of the probes' attachment are not
+    /// returned: calls other threads were already in when the probes were
+    /// attached have no entry, so those units would miss them (a
+    /// compaction that began before aid attached).
+    pub fn warm_up(&mut self, ns: u64) {
+        self.not_before = self.not_before.max(self.attached_ns + ns);
+    }
+
     /// From now on only units that start at or after `now_ns` are returned
     /// (the ones running now began before interventions were installed).
     pub fn restart(&mut self, now_ns: u64) {
@@ -561,6 +569,25 @@ mod tests {
         for u in &units[1..] {
             assert_eq!(summary(u)[..2], [(1, 2, 1, 0, Some(0)), (0, 0, 1, 9, Some(0))]);
         }
+    }
+
+    /// Units that start just after the probes were attached may miss calls
+    /// other threads were already in: with a warm-up they are not returned.
+    #[test]
+    fn units_of_the_warm_up_are_left_out() {
+        let functions = functions();
+        let mut s = splitter();
+        s.warm_up(100);
+        s.push(vec![
+            row(50, 11, 0, 0, Entry, 1, 0),
+            row(60, 11, 0, 0, Exit, 1, 0),
+            row(150, 11, 0, 0, Entry, 2, 0),
+            row(160, 11, 0, 0, Exit, 2, 0),
+        ]);
+        let mut next = 1;
+        let units = s.complete(&[], &functions, 1000, &mut next);
+        assert_eq!(units.iter().map(|u| u.start_ns).collect::<Vec<_>>(), vec![150]);
+        assert_eq!(s.partial, 0);
     }
 
     /// Interventions apply to units that start after they were installed.

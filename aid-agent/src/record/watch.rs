@@ -76,6 +76,14 @@ impl<'t> UnitWatcher<'t> {
         }
     }
 
+    /// Units starting within `d` of the attachment are left out (see
+    /// [`Splitter::warm_up`]).
+    pub fn warm_up(&mut self, d: Duration) {
+        if let Some(s) = self.splitter.as_mut() {
+            s.warm_up(d.as_nanos() as u64);
+        }
+    }
+
     /// Rows held for units that may still need them (0 without a unit
     /// function).
     pub fn held_rows(&self) -> usize {
