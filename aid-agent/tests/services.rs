@@ -227,7 +227,7 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
             return;
         }
     }
-    panic!("no session reported the root cause: {:#?}", outcomes);
+    panic!("no session reported the root cause: {outcomes:#?}");
 }
 
 /// svc-compaction with no `--trace` (the program's own functions): every
