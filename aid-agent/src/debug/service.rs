@@ -152,10 +152,14 @@ impl RunSource for ServiceSource<'_> {
         let pid = self.running.pid();
         let live: Vec<_> = plan.interventions.iter().map(live::for_units).collect();
         let plan = &Plan::new(&live, self.hold_timeout, self.running.functions());
-        // Reinstalling for every unit would forget the calls other threads
-        // are in (their group counts), and a request could then meet a
-        // compaction that nothing counts.
-        if self.installed.as_ref().is_none_or(|(l, _)| *l != live) {
+        // A plan that serialises groups is installed once for its round:
+        // reinstalling it for every unit would forget the calls other
+        // threads are in (their group counts), and a request could then
+        // meet a compaction that nothing counts. Other plans are installed
+        // afresh for every unit, as before (kept: a re-execution round
+        // followed by an override round lost the overrides' evidence when
+        // installed once, not yet understood).
+        if plan.groups.is_empty() || self.installed.as_ref().is_none_or(|(l, _)| *l != live) {
             let probes = self.running.probes();
             probes.clear_actions()?;
             probes.clear_groups()?;
