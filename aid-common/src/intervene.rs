@@ -320,6 +320,11 @@ pub struct RunningKey {
 }
 const _: () = assert!(size_of::<RunningKey>() == 16);
 
+/// Live-unit mode: the running-calls key under which the kernel counts
+/// the units in flight (group ids start at 1, so no group uses it). Actions
+/// on threads other than a unit's own apply only while it is non-zero.
+pub const UNITS_IN_FLIGHT: RunningKey = RunningKey { group: u32::MAX, _pad: 0, object: 0 };
+
 /// Key of the open-member map: one group call running on a thread, so its
 /// exit can find the object its entry counted it under.
 #[repr(C)]

@@ -26,7 +26,7 @@ pub use event::{Event, EventKind, LostSlot};
 pub use intervene::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
     GroupSlot, OpenMember, PT_REGS_WORDS, Pending, Replay, RetTest, RunningKey, SiteKey, SitePoint,
-    UnitState,
+    UNITS_IN_FLIGHT, UnitState,
 };
 pub use maps::*;
 pub use noise::{SYNC_COOKIE_BIT, SYNC_SITE_FUNC};

@@ -12,7 +12,7 @@
 use aid_common::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
     OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey, SitePoint,
-    UnitState,
+    UNITS_IN_FLIGHT, UnitState,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
@@ -70,9 +70,29 @@ fn identify(tid: u32, func: u32, point: SitePoint) -> Result<Option<(u32, u32)>,
         // SAFETY: a read of a map value.
         return Ok(unsafe { AID_ROLES.get(tid) }.map(|r| (*r, 0)));
     }
-    // Live-unit mode: only the thread running the unit is intervened on,
-    // as role 0, with instances counted from the unit's entry.
-    Ok(unit_epoch(tid, func + 1 == unit, point)?.map(|epoch| (0, epoch)))
+    // Live-unit mode: the thread running a unit is role 0, with instances
+    // counted from the unit's entry...
+    if let Some(epoch) = unit_epoch(tid, func + 1 == unit, point)? {
+        return Ok(Some((0, epoch)));
+    }
+    // ...any other thread (and a unit's thread between units) is its
+    // process role + 1, as in the units the agent cuts; its calls are not
+    // numbered per unit (epoch 0), so only actions for every call of a
+    // function, and group counts, reach it.
+    // SAFETY: a read of a map value.
+    Ok(unsafe { AID_ROLES.get(tid) }.map(|r| (*r + 1, 0)))
+}
+
+/// Live-unit mode: whether an action may act on a thread of `role` now.
+/// On the unit's own thread, always; on another thread, only while a unit
+/// is in flight.
+#[inline(always)]
+fn acts_now(role: u32) -> bool {
+    if role == 0 || AID_LIVE_UNIT.get(0).copied().unwrap_or(0) == 0 {
+        return true;
+    }
+    // SAFETY: a read of a map value.
+    unsafe { AID_RUNNING.get(UNITS_IN_FLIGHT) }.is_some_and(|n| (*n as i64) > 0)
 }
 
 /// The thread's call stack of `func`, restarted when the unit epoch moved.
@@ -144,6 +164,9 @@ pub fn try_enter(
     let site = SiteKey { func, role, instance, point: SitePoint::ENTRY };
     mark(&site, ts);
     let own = count_group_entry(tid, func, role, regs)?;
+    if !acts_now(role) {
+        return Ok(());
+    }
     if let Some(action) = lookup(tid, &site)
         && due_at_entry(&action, regs, own)
     {
@@ -189,7 +212,7 @@ pub fn try_exit(
         return Ok(());
     }
     let site = SiteKey { func, role, instance, point: SitePoint::EXIT };
-    let mut action = lookup(tid, &site);
+    let mut action = if acts_now(role) { lookup(tid, &site) } else { None };
     if let Some(a) = action
         && a.kind == ActionKind::REEXECUTE
     {
@@ -452,11 +475,16 @@ fn unit_epoch(tid: u32, is_unit: bool, point: SitePoint) -> Result<Option<u32>, 
         }
         let state = AID_UNIT_STATE.get_ptr_mut(tid).ok_or(ProbeErrorKind::MapLookup)?;
         // SAFETY: a map value pointer; only this thread touches its entry.
-        unsafe {
-            if (*state).depth == 0 {
+        let first = unsafe {
+            let first = (*state).depth == 0;
+            if first {
                 (*state).epoch += 1;
             }
             (*state).depth += 1;
+            first
+        };
+        if first {
+            add(&UNITS_IN_FLIGHT, 1)?;
         }
     }
     // SAFETY: a read of a map value.
@@ -470,10 +498,15 @@ fn unit_epoch(tid: u32, is_unit: bool, point: SitePoint) -> Result<Option<u32>, 
 fn leave_unit(tid: u32) {
     if let Some(state) = AID_UNIT_STATE.get_ptr_mut(tid) {
         // SAFETY: a map value pointer; only this thread touches its entry.
-        unsafe {
-            if (*state).depth > 0 {
+        let last = unsafe {
+            let open = (*state).depth > 0;
+            if open {
                 (*state).depth -= 1;
             }
+            open && (*state).depth == 0
+        };
+        if last {
+            let _ = add(&UNITS_IN_FLIGHT, u64::MAX); // -1, wrapping
         }
     }
 }

@@ -12,7 +12,8 @@ use aid_common::{
     GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
     MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL,
     MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember,
-    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState, UnitState,
+    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState,
+    UNITS_IN_FLIGHT, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -697,6 +698,20 @@ impl Probes {
     /// Removes every action (the watch marks stay).
     pub fn clear_actions(&mut self) -> Result<(), ProbeError> {
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)
+    }
+
+    /// Removes every serialised group and its running counts (the count
+    /// of units in flight stays: the kernel keeps it across rounds).
+    pub fn clear_groups(&mut self) -> Result<(), ProbeError> {
+        clear::<GroupMember, GroupSlot>(&mut self.ebpf, MAP_GROUPS)?;
+        clear::<OpenMember, RunningKey>(&mut self.ebpf, MAP_OPEN_MEMBERS)?;
+        let mut m: BpfHashMap<_, RunningKey, u64> = map(&mut self.ebpf, MAP_RUNNING)?;
+        let keys: Vec<RunningKey> =
+            m.keys().filter_map(Result::ok).filter(|k| *k != UNITS_IN_FLIGHT).collect();
+        for k in keys {
+            let _ = m.remove(&k);
+        }
+        Ok(())
     }
 
     /// Installs an action at a site.

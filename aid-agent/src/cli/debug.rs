@@ -88,6 +88,12 @@ pub struct Args {
     /// With --pid: when a unit failed ('FN ret < 0', 'FN ret == -1', ...).
     #[arg(long = "fail-if", value_name = "CONDITION")]
     pub fail_if: Vec<String>,
+    /// With --pid: a unit's window opens this long before its call (its
+    /// own thread since its previous unit ended, other threads' calls that
+    /// ended within it). Calls other threads are in when the unit starts
+    /// are always part of it.
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub context: String,
     /// With --pid: longest wait for a unit to complete.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub unit_timeout: String,
@@ -179,6 +185,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 fail_if: args.fail_if,
                 safe: args.safe,
                 unit_timeout: positive("--unit-timeout", parse_duration(&args.unit_timeout)?)?,
+                context: parse_duration(&args.context)?,
                 out: args.run.out,
                 load,
                 options,

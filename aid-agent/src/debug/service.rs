@@ -1,9 +1,14 @@
 //! Debugging a running service: each invocation of the unit function is
-//! one run. Units are observed as they come; then each question of the
-//! causal engine is answered by installing the interventions in the
-//! kernel and judging the next unit that starts after that — the process
-//! is never restarted. It is ptrace'd only while interventions are
-//! installed and released (not killed) at the end, whatever happens.
+//! one run, with what the other threads did meanwhile
+//! (`record/units.rs`). Units are observed as they come; then each
+//! question of the causal engine is answered by installing the
+//! interventions in the kernel — on the unit's own thread by call, on any
+//! other thread by function while a unit is in flight
+//! (`intervene/live.rs`) — and judging the next unit that starts after
+//! that: the process is never restarted. It is ptrace'd only while
+//! interventions are installed and released (not killed) at the end,
+//! whatever happens. Without `--trace`, the program's own functions are
+//! traced (docs/services.md).
 
 use std::{
     collections::{BTreeSet, VecDeque},
@@ -15,21 +20,28 @@ use std::{
 use anyhow::bail;
 use nix::unistd::Pid;
 
-use super::{DebugOptions, Debugged, beside, debug, source::RunSource};
+use super::{DebugOptions, Debugged, beside, debug, program, source::RunSource};
 use crate::{
-    bpf::LoadOptions,
+    bpf::{LoadOptions, monotonic_ns},
     intervene::control::Flow,
-    intervene::{Plan, Reach},
-    model::{FuncId, Function, Noise, RecordedRun},
+    intervene::{Plan, Reach, live},
+    model::{FuncId, Function, Intervention, Noise, RecordedRun},
     record::{
         Interrupted,
         progress::Progress,
-        start::{self, ProcessSpec},
+        start::{self, DEFAULT_FUNCTIONS, ProcessSpec},
         tracer::Running,
     },
     store::Mode,
+    symbols::Resolver,
     sys::{poll, proc, ptrace},
 };
+
+/// Units that start this soon after the probes were attached are not
+/// used: calls other threads were already in then (a compaction under
+/// way) have no entry and would be missing from them. A call that began
+/// before aid attached and runs longer than this is still missed.
+const WARM_UP: Duration = Duration::from_secs(1);
 
 /// The units of a running process.
 pub struct ServiceSource<'t> {
@@ -37,25 +49,37 @@ pub struct ServiceSource<'t> {
     unit: FuncId,
     /// Longest wait for one unit to complete.
     unit_timeout: Duration,
+    /// Bounds every hold of an intervention.
+    hold_timeout: Duration,
     /// Units cut out but not yet handed to the pipeline.
     waiting: VecDeque<RecordedRun>,
     last_unit: Instant,
     /// Threads traced with ptrace while interventions are installed.
     traced: BTreeSet<Pid>,
     intervening: bool,
+    /// The interventions installed (in their live form), and when (monotonic
+    /// ns): a plan is installed once for all the units of its round.
+    installed: Option<(Vec<Intervention>, u64)>,
 }
 
 impl<'t> ServiceSource<'t> {
     /// `running` must watch units of `unit`.
-    pub fn new(running: Running<'t>, unit: FuncId, unit_timeout: Duration) -> Self {
+    pub fn new(
+        running: Running<'t>,
+        unit: FuncId,
+        unit_timeout: Duration,
+        hold_timeout: Duration,
+    ) -> Self {
         ServiceSource {
             running,
             unit,
             unit_timeout,
+            hold_timeout,
             waiting: VecDeque::new(),
             last_unit: Instant::now(),
             traced: BTreeSet::new(),
             intervening: false,
+            installed: None,
         }
     }
 }
@@ -70,7 +94,7 @@ impl RunSource for ServiceSource<'_> {
     }
 
     fn reach(&self) -> Reach {
-        Reach::UNIT_THREAD
+        Reach::LIVE_UNITS
     }
 
     fn can_amplify(&self) -> bool {
@@ -126,11 +150,45 @@ impl RunSource for ServiceSource<'_> {
 
     fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
         let pid = self.running.pid();
-        let probes = self.running.probes();
-        probes.clear_actions()?;
-        for (site, action, _) in &plan.actions {
-            probes.set_action(*site, *action)?;
+        let live: Vec<_> = plan.interventions.iter().map(live::for_units).collect();
+        let plan = &Plan::new(&live, self.hold_timeout, self.running.functions());
+        // A plan that serialises groups is installed once for its round:
+        // reinstalling it for every unit would forget the calls other
+        // threads are in (their group counts), and a request could then
+        // meet a compaction that nothing counts. Other plans are installed
+        // afresh for every unit, as before (kept: a re-execution round
+        // followed by an override round lost the overrides' evidence when
+        // installed once, not yet understood).
+        if plan.groups.is_empty() || self.installed.as_ref().is_none_or(|(l, _)| *l != live) {
+            let probes = self.running.probes();
+            probes.clear_actions()?;
+            probes.clear_groups()?;
+            for (member, slot) in &plan.groups {
+                probes.set_group(*member, *slot)?;
+            }
+            for site in &plan.watch {
+                probes.watch(*site)?;
+            }
+            for (site, action, _) in &plan.actions {
+                probes.set_action(*site, *action)?;
+            }
+            self.installed = Some((live, monotonic_ns()));
         }
+        let installed_ns = self.installed.as_ref().map_or(0, |(_, t)| *t);
+        // Calls of serialised groups on other threads that began before
+        // the plan was installed were never counted: a unit they overlap
+        // is not judged (the next one is).
+        let members: Vec<(FuncId, u32)> = plan
+            .groups
+            .iter()
+            .filter(|(m, _)| m.role != 0)
+            .map(|(m, _)| (m.func, m.role))
+            .collect();
+        let judged = move |rec: &RecordedRun| {
+            !rec.run.calls.iter().any(|c| {
+                members.contains(&(c.func, c.role)) && rec.start_ns + c.entry_ns < installed_ns
+            })
+        };
         // Only a unit that starts after this moment has every action in place.
         self.running.watcher().restart_units();
         let waited = Instant::now();
@@ -155,7 +213,7 @@ impl RunSource for ServiceSource<'_> {
                     return Flow::Stop;
                 }
                 if let Some(u) =
-                    watcher.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().next()
+                    watcher.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().find(&judged)
                 {
                     found = Some(u);
                     return Flow::Stop;
@@ -182,14 +240,10 @@ impl RunSource for ServiceSource<'_> {
             );
         }
         let Some(mut rec) = found else { bail!("intervening on pid {pid} stopped without a unit") };
-        // What was done in this unit: the stops on its thread in its window.
-        let tid = rec.run.threads.iter().find(|t| t.role == 0).map_or(0, |t| t.tid);
+        // What was done in this unit: the stops of any thread in its window.
         let (lo, hi) = (rec.start_ns, rec.start_ns + rec.run.end_ns);
-        let stops: Vec<_> = served
-            .stops
-            .into_iter()
-            .filter(|s| s.tid == tid && s.probe_ns >= lo && s.probe_ns <= hi)
-            .collect();
+        let stops: Vec<_> =
+            served.stops.into_iter().filter(|s| s.probe_ns >= lo && s.probe_ns <= hi).collect();
         rec.run.interventions = plan.outcome(&stops);
         Ok(rec)
     }
@@ -200,8 +254,10 @@ impl RunSource for ServiceSource<'_> {
             return;
         }
         self.intervening = false;
+        self.installed = None;
         let probes = self.running.probes();
         let _ = probes.clear_actions();
+        let _ = probes.clear_groups();
         let _ = probes.set_intervene(false);
         let _ = probes.set_live_unit(None);
         let traced = std::mem::take(&mut self.traced);
@@ -230,6 +286,8 @@ pub struct ServiceRequest {
     pub safe: Vec<String>,
     /// Longest wait for a unit to complete.
     pub unit_timeout: Duration,
+    /// `--context`: a unit's window opens this long before its call.
+    pub context: Duration,
     pub out: Option<PathBuf>,
     pub load: LoadOptions,
     pub options: DebugOptions,
@@ -248,10 +306,11 @@ pub fn debug_service(
         Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
         None => None,
     };
+    let trace = if req.trace.is_empty() { default_trace(req.pid, ui)? } else { req.trace.clone() };
     let spec = ProcessSpec {
         mode: Mode::Debug,
         pid: req.pid,
-        trace: &req.trace,
+        trace: &trace,
         unit: Some(&req.unit),
         fail_if: &req.fail_if,
         safe: &req.safe,
@@ -268,8 +327,10 @@ pub fn debug_service(
         program.display(),
         req.unit
     ));
-    let running = tracer.watch(req.pid, Some(unit), checks)?;
-    let mut source = ServiceSource::new(running, unit, req.unit_timeout);
+    let mut running = tracer.watch(req.pid, Some(unit), checks)?;
+    running.watcher().set_context(req.context);
+    running.watcher().warm_up(WARM_UP);
+    let mut source = ServiceSource::new(running, unit, req.unit_timeout, req.options.hold_timeout);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);
     drop(tracer);
@@ -280,4 +341,35 @@ pub fn debug_service(
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
     );
     Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
+}
+
+/// Without `--trace`: the program's own functions (not `main`, error
+/// exits, sleep and clock helpers, stubs), the first
+/// [`DEFAULT_FUNCTIONS`] in address order, as patterns. A running service
+/// cannot be measured untraced first, as a program aid starts is
+/// (`record/census.rs`), so the set is capped instead, and said.
+fn default_trace(pid: u32, ui: &mut dyn Progress) -> anyhow::Result<Vec<String>> {
+    proc::traceable(pid)?;
+    let resolver = Resolver::for_process(pid)?;
+    let found = program::default_candidates(&resolver)?;
+    let total = found.functions.len();
+    let names: Vec<&str> =
+        found.functions.iter().take(DEFAULT_FUNCTIONS).map(|f| f.name.as_str()).collect();
+    let left_out: Vec<&str> = found.skipped.iter().map(|(n, _)| n.as_str()).collect();
+    let mut line = if total > DEFAULT_FUNCTIONS {
+        format!(
+            "no --trace given: tracing the first {DEFAULT_FUNCTIONS} of the program's {total} own functions (in address order): {}",
+            names.join(", ")
+        )
+    } else {
+        format!("no --trace given: tracing the program's own functions: {}", names.join(", "))
+    };
+    if !left_out.is_empty() {
+        line.push_str(&format!(
+            " (not {}: main, exits, sleep/clock helpers and stubs are never candidates)",
+            start::summarize(&left_out)
+        ));
+    }
+    ui.say(&format!("{line}; pass --trace to choose"));
+    Ok(names.iter().map(|n| globset::escape(n)).collect())
 }

@@ -1,9 +1,11 @@
 //! Interventions as the kernel and the agent carry them out: plans of kernel
 //! actions, the agent serving the stops they cause, noise that amplifies a
 //! rare failure, the list of functions whose return values may be forced,
-//! and what a run source can carry out at all.
+//! what a run source can carry out at all, and the form interventions
+//! take on a live service.
 
 pub mod control;
+pub mod live;
 pub mod noise;
 pub mod plan;
 mod reach;

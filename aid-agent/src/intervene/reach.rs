@@ -1,10 +1,12 @@
 //! What a run source can carry out: the analysis leaves out the
 //! predicates whose intervention it cannot apply. A program aid starts can
-//! be intervened on anywhere; a live service only on the thread running
-//! the unit (the kernel numbers instances per unit on that thread) and
-//! without holds (they would need per-unit "has happened" marks); an
-//! intervention on a class of threads or several calls needs every part
-//! in reach.
+//! be intervened on anywhere. A live service's units: values changed only
+//! on the thread running the unit (the kernel numbers instances per unit
+//! on that thread, and re-executes there); delays and serialisation on any
+//! thread ([`super::live`]: other threads by function, while a unit is in
+//! flight); no holds until a given call happened (they would need
+//! per-unit "has happened" marks). An intervention on a class of threads
+//! or several calls needs every part in reach.
 
 use crate::model::Intervention;
 
@@ -16,28 +18,34 @@ pub struct Reach {
     /// A thread may be held until another call has happened (forced
     /// orders, serialisation).
     pub holds: bool,
+    /// Live units: delays and serialisation may act on any thread, by
+    /// function ([`super::live::for_units`]).
+    pub live: bool,
 }
 
 impl Reach {
     /// A program aid starts: everything.
-    pub const PROGRAM: Reach = Reach { any_thread: true, holds: true };
+    pub const PROGRAM: Reach = Reach { any_thread: true, holds: true, live: false };
     /// The units of a running service.
-    pub const UNIT_THREAD: Reach = Reach { any_thread: false, holds: false };
+    pub const LIVE_UNITS: Reach = Reach { any_thread: false, holds: false, live: true };
 
     /// Can `iv` be carried out?
     pub fn allows(self, iv: &Intervention) -> bool {
         let own = |roles: &[u32]| self.any_thread || roles.iter().all(|&r| r == 0);
         match iv {
-            Intervention::ReturnEarly { site, .. }
-            | Intervention::OverrideReturn { site, .. }
-            | Intervention::DelayExit { site, .. } => own(&[site.role]),
+            Intervention::ReturnEarly { site, .. } | Intervention::OverrideReturn { site, .. } => {
+                own(&[site.role])
+            }
+            Intervention::DelayExit { site, .. } => self.live || own(&[site.role]),
             Intervention::Reexecute { calls, .. } => own(&calls.roles),
             Intervention::HoldUntil { site, until, .. } => {
                 self.holds && own(&[site.role, until.role])
             }
-            Intervention::Serialize { a, b } => self.holds && own(&[a.role, b.role]),
+            Intervention::Serialize { a, b } => {
+                (self.holds && own(&[a.role, b.role])) || (self.live && a.role != b.role)
+            }
             Intervention::SerializeGroups { a, b, .. } => {
-                self.holds && own(&a.roles) && own(&b.roles)
+                self.live || (self.holds && own(&a.roles) && own(&b.roles))
             }
             Intervention::All { each } => each.iter().all(|i| self.allows(i)),
         }
@@ -56,7 +64,7 @@ mod tests {
     use crate::model::{CallSet, Point, Site, ValueTest};
 
     #[test]
-    fn a_service_unit_allows_only_its_own_thread_and_no_holds() {
+    fn a_service_unit_changes_values_on_its_own_thread_and_serialises_across_threads() {
         let s = |role| Site { func: 0, role, instance: 1 };
         let on = |role| Intervention::DelayExit { site: s(role), delay_us: 5 };
         let hold = Intervention::HoldUntil {
@@ -66,22 +74,24 @@ mod tests {
             until_point: Point::Exit,
         };
         let serialize = Intervention::Serialize { a: s(0), b: s(1) };
-        assert!(Reach::UNIT_THREAD.allows(&on(0)));
-        assert!(!Reach::UNIT_THREAD.allows(&on(1)));
-        assert!(!Reach::UNIT_THREAD.allows(&hold));
-        assert!(!Reach::UNIT_THREAD.allows(&serialize));
+        let live = Reach::LIVE_UNITS;
+        assert!(live.allows(&on(0)) && live.allows(&on(1)), "delays on any thread");
+        assert!(!live.allows(&hold), "no per-unit marks for holds until a call happened");
+        assert!(live.allows(&serialize), "serialisation across threads");
+        assert!(!live.allows(&Intervention::Serialize { a: s(0), b: s(0) }));
+        assert!(!live.allows(&Intervention::OverrideReturn { site: s(1), value: 1 }));
         assert!(Reach::PROGRAM.allows(&on(1)) && Reach::PROGRAM.allows(&hold));
         assert!(Reach::PROGRAM.allows(&serialize));
-        assert!(Reach::UNIT_THREAD.allows(&Intervention::OverrideReturn { site: s(0), value: 1 }));
+        assert!(Reach::LIVE_UNITS.allows(&Intervention::OverrideReturn { site: s(0), value: 1 }));
         let retry = |roles: Vec<u32>| Intervention::Reexecute {
             calls: CallSet { func: 0, roles, instance: 0, within: None },
             test: ValueTest::Error { negative: true, zero: false },
             retries: 3,
             fallback: None,
         };
-        assert!(Reach::UNIT_THREAD.allows(&retry(vec![0])));
-        assert!(!Reach::UNIT_THREAD.allows(&retry(vec![0, 1])));
+        assert!(Reach::LIVE_UNITS.allows(&retry(vec![0])));
+        assert!(!Reach::LIVE_UNITS.allows(&retry(vec![0, 1])));
         let all = Intervention::All { each: vec![retry(vec![0]), hold] };
-        assert!(!Reach::UNIT_THREAD.allows(&all) && Reach::PROGRAM.allows(&all));
+        assert!(!Reach::LIVE_UNITS.allows(&all) && Reach::PROGRAM.allows(&all));
     }
 }

@@ -175,6 +175,12 @@ impl<'a> Recorder<'a> {
         taken
     }
 
+    /// Hands over the rows recorded so far (units are cut from them
+    /// elsewhere, and the recorder keeps none: memory stays bounded).
+    pub fn take_rows(&mut self) -> Vec<EventRow> {
+        std::mem::take(&mut self.rows)
+    }
+
     pub fn threads(&mut self) -> &[Thread] {
         self.name_threads();
         &self.threads

@@ -27,9 +27,8 @@ pub struct UnitWatcher<'t> {
     start_ns: u64,
     losses: LossLog,
     last_look_ns: u64,
-    /// Each invocation of this function is one run...
-    unit: Option<FuncId>,
-    /// ...failed when one of these holds of a return value in it.
+    /// A unit (or the whole recording) failed when one of these holds of
+    /// a return value in it.
     checks: Vec<ReturnCheck>,
     splitter: Option<Splitter>,
     next_id: u32,
@@ -56,7 +55,6 @@ impl<'t> UnitWatcher<'t> {
             start_ns,
             losses: LossLog::default(),
             last_look_ns: 0,
-            unit,
             checks,
             splitter,
             next_id: 1,
@@ -73,9 +71,34 @@ impl<'t> UnitWatcher<'t> {
         monotonic_ns().saturating_sub(self.start_ns)
     }
 
-    /// Drains the events delivered so far and the lost-event counters.
+    /// `--context`: a unit's window opens this long before its entry.
+    pub fn set_context(&mut self, context: Duration) {
+        if let Some(s) = self.splitter.as_mut() {
+            s.set_context(context.as_nanos() as u64);
+        }
+    }
+
+    /// Units starting within `d` of the attachment are left out (see
+    /// [`Splitter::warm_up`]).
+    pub fn warm_up(&mut self, d: Duration) {
+        if let Some(s) = self.splitter.as_mut() {
+            s.warm_up(d.as_nanos() as u64);
+        }
+    }
+
+    /// Rows held for units that may still need them (0 without a unit
+    /// function).
+    pub fn held_rows(&self) -> usize {
+        self.splitter.as_ref().map_or(0, Splitter::held)
+    }
+
+    /// Drains the events delivered so far and the lost-event counters;
+    /// with a unit function the rows go to the splitter at once.
     pub fn look(&mut self, probes: &mut Probes) -> Result<(), ProbeError> {
         self.recorder.push(&self.stream.try_take());
+        if let Some(s) = self.splitter.as_mut() {
+            s.push(self.recorder.take_rows());
+        }
         let lost = probes.take_lost()?;
         // After the read: every loss counted lies before `now`.
         let now = self.now_ns();
@@ -95,13 +118,7 @@ impl<'t> UnitWatcher<'t> {
     fn units_before(&mut self, cutoff_ns: u64) -> Vec<RecordedRun> {
         let Some(splitter) = self.splitter.as_mut() else { return Vec::new() };
         let threads = self.recorder.threads().to_vec();
-        let units = splitter.complete(
-            self.recorder.rows(),
-            &threads,
-            self.functions,
-            cutoff_ns,
-            &mut self.next_id,
-        );
+        let units = splitter.complete(&threads, self.functions, cutoff_ns, &mut self.next_id);
         units
             .into_iter()
             .map(|mut u| {
@@ -116,8 +133,8 @@ impl<'t> UnitWatcher<'t> {
     /// running now began before the interventions were installed).
     pub fn restart_units(&mut self) {
         let now = self.now_ns();
-        if let Some(unit) = self.unit {
-            self.splitter = Some(Splitter::new(unit, self.checks.clone(), now));
+        if let Some(s) = self.splitter.as_mut() {
+            s.restart(now);
         }
     }
 
@@ -157,9 +174,11 @@ impl<'t> UnitWatcher<'t> {
         self.recorder.push(&self.stream.flush());
         self.look(probes)?;
         let end = self.last_look_ns;
-        if let Some(splitter) = self.splitter.as_mut() {
-            splitter.count_unfinished(self.recorder.rows(), detach_ns);
+        if self.splitter.is_some() {
             let units = self.units_before(detach_ns);
+            if let Some(splitter) = self.splitter.as_mut() {
+                splitter.count_unfinished(detach_ns);
+            }
             return Ok(Finished {
                 runs: units,
                 partial: self.partial(),

@@ -174,6 +174,21 @@ pub struct Writer {
     header: Header,
     runs: File,
     count: usize,
+    /// When `runs.jsonl` last reached the disk.
+    synced: Option<std::time::Instant>,
+}
+
+/// `runs.jsonl` reaches the disk at most this long after a run's record:
+/// a service's units come every few milliseconds, and waiting for the
+/// disk after each one made the agent fall behind the event stream
+/// (issue 12). A record is in the page cache at once, so an agent that is
+/// killed loses nothing; only a machine crash can lose this much.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.runs.sync_data();
+    }
 }
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
@@ -220,7 +235,7 @@ impl Writer {
             .append(true)
             .open(&runs_path)
             .map_err(write_err(&runs_path))?;
-        Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0 })
+        Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0, synced: None })
     }
 
     /// Stores the analysis settings in `session.json` (rewritten whole,
@@ -318,7 +333,10 @@ impl Writer {
         line.push('\n');
         let path = self.dir.join("runs.jsonl");
         self.runs.write_all(line.as_bytes()).map_err(write_err(&path))?;
-        self.runs.sync_data().map_err(write_err(&path))?;
+        if self.synced.is_none_or(|t| t.elapsed() >= SYNC_EVERY) {
+            self.runs.sync_data().map_err(write_err(&path))?;
+            self.synced = Some(std::time::Instant::now());
+        }
         self.count += 1;
         Ok(())
     }
