@@ -25,7 +25,9 @@ use crate::{
     bpf::{LoadOptions, monotonic_ns},
     intervene::control::Flow,
     intervene::{Plan, Reach, live},
-    model::{FuncId, Function, Intervention, Noise, RecordedRun},
+    model::{
+        FuncId, Function, Intervention, Noise, Point, RecordedRun, apply_pauses, calls_from_rows,
+    },
     record::{
         Interrupted,
         progress::Progress,
@@ -245,6 +247,7 @@ impl RunSource for ServiceSource<'_> {
         let stops: Vec<_> =
             served.stops.into_iter().filter(|s| s.probe_ns >= lo && s.probe_ns <= hi).collect();
         rec.run.interventions = plan.outcome(&stops);
+        record_forced_returns(&mut rec, &stops, self.running.functions());
         Ok(rec)
     }
 
@@ -372,4 +375,37 @@ fn default_trace(pid: u32, ui: &mut dyn Progress) -> anyhow::Result<Vec<String>>
     }
     ui.say(&format!("{line}; pass --trace to choose"));
     Ok(names.iter().map(|n| globset::escape(n)).collect())
+}
+
+/// The values the agent forced a unit's calls to return, in its rows:
+/// the unit is judged on what the program saw (an override left unrecorded
+/// made every overridden unit with the failure under way look as if the
+/// intervention had not applied, and the round had no evidence). Units are
+/// cut out of the process' rows with instances of their own, so a stop is
+/// matched to the exit of its thread's call of that function nearest in
+/// time.
+fn record_forced_returns(
+    rec: &mut RecordedRun,
+    stops: &[crate::intervene::control::StopRecord],
+    functions: &[Function],
+) {
+    let start = rec.start_ns;
+    let mut changed = false;
+    for s in stops.iter().filter(|s| s.applied) {
+        let Some(value) = s.value else { continue };
+        let Some(f) = functions.get(s.site.func as usize) else { continue };
+        if let Some(row) = rec
+            .rows
+            .iter_mut()
+            .filter(|r| r.tid == s.tid && r.func == s.site.func && r.point == Point::Exit)
+            .min_by_key(|r| (start + r.t_ns).abs_diff(s.probe_ns))
+        {
+            row.ret = f.ret.normalize(value);
+            changed = true;
+        }
+    }
+    if changed {
+        rec.run.calls = calls_from_rows(&rec.rows);
+        apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+    }
 }
