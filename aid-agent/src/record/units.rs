@@ -198,10 +198,15 @@ impl Splitter {
 
     /// Counts the units that had started (after the probes were attached)
     /// but will never be returned: still running at `cutoff_ns`, when the
-    /// probes were removed.
+    /// probes were removed. Units that began after it, while the probes
+    /// were being removed, lie outside the recording and are not counted.
     pub fn count_unfinished(&mut self, cutoff_ns: u64) {
-        let open = self.open.values().filter(|o| o.start >= self.attached_ns).count();
-        let late = self.ended.iter().filter(|s| s.end >= cutoff_ns).count();
+        let open = self
+            .open
+            .values()
+            .filter(|o| o.start >= self.attached_ns && o.start < cutoff_ns)
+            .count();
+        let late = self.ended.iter().filter(|s| s.start < cutoff_ns && s.end >= cutoff_ns).count();
         self.partial += (open + late) as u64;
         self.partial_at_end += (open + late) as u64;
         self.open.clear();
