@@ -604,7 +604,7 @@ fn default_mode_leaves_the_hot_helper_out() {
     let exe = build("inventory-sixty");
     let (_tmp, out) = temp_session();
     let output = agent()
-        .args(["debug", "--runs", "1", "--out"])
+        .args(["debug", "--runs", "2", "--out"])
         .arg(&out)
         .arg("--")
         .arg(&exe)

@@ -102,8 +102,8 @@ fn capability_only_user_intervenes_on_its_own_target() {
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         vec![
-            "run 1: Pass (exit code 0); 1/1 intervention(s) applied",
-            "run 2: Pass (exit code 0); 1/1 intervention(s) applied"
+            "run 1: pass (exit code 0); 1/1 intervention(s) applied",
+            "run 2: pass (exit code 0); 1/1 intervention(s) applied"
         ]
     );
 }

@@ -136,8 +136,8 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence {} must be between 0 and 1", args.confidence);
     }
-    if args.runs == Some(0) {
-        bail!("--runs 0 observes nothing: give at least 1");
+    if let Some(n) = args.runs.filter(|n| *n < 2) {
+        bail!("--runs {n} cannot show both a failing and a passing run: give at least 2");
     }
     if args.max_runs < 2 {
         bail!(
