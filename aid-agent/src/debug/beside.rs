@@ -107,23 +107,6 @@ pub fn load_patterns(path: &Path) -> anyhow::Result<PatternFile> {
     Ok(file)
 }
 
-/// [`beside`] on the session `debug` wrote to `dir` (a session that
-/// cannot be read back says so in a note).
-pub fn for_session(
-    dir: &Path,
-    program: &Path,
-    safe: &SafeList,
-    patterns: Option<&(std::path::PathBuf, PatternFile)>,
-) -> Beside {
-    match crate::store::load(dir) {
-        Ok(session) => beside(&session, program, safe, patterns.map(|(p, f)| (p.as_path(), f))),
-        Err(e) => Beside {
-            notes: vec![format!("nothing beside the causal path: {e}")],
-            ..Beside::default()
-        },
-    }
-}
-
 /// The parts beside the causal path, on the observation runs of `session`
 /// (complete, made without interventions).
 pub fn beside(
