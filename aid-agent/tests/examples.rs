@@ -545,11 +545,16 @@ fn injected_noise_is_never_a_predicate() {
     }
 }
 
-/// Amplification reaches a race that never shows on its own (issue 10):
+/// Amplification reaches a race that rarely shows on its own (issue 10):
 /// two-lock-race's window is a few instructions between an unlock and the
-/// next lock, and it failed 0 times in 1000 runs natively. `debug` with no
-/// flags finds no failure in its first 40 runs, amplifies with noise at
-/// the synchronisation points, and the failure appears.
+/// next lock, and it failed 0 times in 1000 runs natively on a quiet
+/// machine. On a loaded one the traced program fails more often (CI, two
+/// vCPUs shared with other jobs: 10 of 103 runs), above the 5 % under
+/// which `debug` amplifies by default; so the test says where "rare"
+/// begins, `--amplify-below 50%`: fewer than 20 of the first 40 runs fail
+/// on either machine, and `debug` then injects noise at the
+/// synchronisation points (stronger every 40 runs while fewer than half
+/// fail), and the failure appears.
 ///
 /// Acceptance rule: one session (no retry; at most 200 runs, so at most
 /// 160 amplified) must have at least 5 failing runs among its amplified
@@ -557,9 +562,10 @@ fn injected_noise_is_never_a_predicate() {
 /// (BENCHMARKS.md: 9.3 % with random delays and 5.3 % with PCT-style
 /// change points at the first level, 150 runs each, more at the next), so
 /// 160 of them show fewer than 5 failures with a probability of about 1 %
-/// (binomial, mean 11.7); the program's own rate, at most 0.5 % in the
-/// README's measurements, would give 5 failures in 160 runs with a
-/// probability below 0.2 %.
+/// (binomial, mean 11.7); the program's own rate on a quiet machine, at
+/// most 0.5 % in the README's measurements, would give 5 failures in 160
+/// runs with a probability below 0.2 %. (On a loaded machine the count
+/// alone does not tell noise from load; the held check still holds.)
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn amplification_makes_two_lock_race_fail() {
@@ -567,7 +573,13 @@ fn amplification_makes_two_lock_race_fail() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("two-lock-race");
     let (_tmp, out) = temp_session();
-    let output = agent().args(["debug", "--out"]).arg(&out).arg("--").arg(&exe).output().unwrap();
+    let output = agent()
+        .args(["debug", "--amplify-below", "50%", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
     let s = aid::store::load(&out).unwrap();

@@ -89,6 +89,17 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     humantime::parse_duration(t).map_err(|_| bad())
 }
 
+/// Parses a share given in percent ("5%", "5", "0.5%") as a fraction of
+/// one, between 0 and 100 %.
+pub fn parse_percent(option: &str, text: &str) -> anyhow::Result<f64> {
+    let t = text.trim();
+    let number = t.strip_suffix('%').unwrap_or(t).trim();
+    match number.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+        _ => bail!("{option} `{text}`: give a percentage between 0 and 100, e.g. 5%"),
+    }
+}
+
 /// Prints what `-l/--list` patterns match, one function a line, as
 /// `bpftrace -l` lists probes: `module:function  address  file:line`.
 pub fn print_list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<ExitCode> {
@@ -188,6 +199,20 @@ mod tests {
             parse_duration("-1").unwrap_err().to_string(),
             "invalid duration `-1`: use e.g. 500ms, 30s, 2m"
         );
+    }
+
+    #[test]
+    fn percentages_parse() {
+        assert_eq!(parse_percent("--x", "5%").unwrap(), 0.05);
+        assert_eq!(parse_percent("--x", " 50 ").unwrap(), 0.5);
+        assert_eq!(parse_percent("--x", "0").unwrap(), 0.0);
+        assert_eq!(parse_percent("--x", "100%").unwrap(), 1.0);
+        for bad in ["101%", "-1", "often", "", "NaN"] {
+            assert_eq!(
+                parse_percent("--x", bad).unwrap_err().to_string(),
+                format!("--x `{bad}`: give a percentage between 0 and 100, e.g. 5%")
+            );
+        }
     }
 
     /// Every library strategy has a command-line name, the one clap

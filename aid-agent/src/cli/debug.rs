@@ -7,7 +7,7 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{AmplifyArg, RunArgs, StrategyArg, parse_duration, positive, print_list},
+    args::{AmplifyArg, RunArgs, StrategyArg, parse_duration, parse_percent, positive, print_list},
     out::emit,
     terminal::{Terminal, interrupt_flag, report_layout},
 };
@@ -60,9 +60,15 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The noise that amplifies a rare failure (injected at synchronisation
-    /// points and traced calls when fewer than 5 % of the first runs fail).
+    /// points and traced calls when fewer than --amplify-below of the first
+    /// runs fail).
     #[arg(long, value_enum, default_value_t = AmplifyArg::Both)]
     pub amplify: AmplifyArg,
+    /// A failure is rare, and amplified with noise, when fewer than this
+    /// share of the first 40 runs (and of each 40 amplified runs after
+    /// them, for stronger noise) fail. 0 never injects noise.
+    #[arg(long, default_value = "5%", value_name = "PERCENT")]
+    pub amplify_below: String,
     /// Amplify with a hardware watchpoint on OBJECT (a global, a word of
     /// one such as `pool+0x20`, or `role:function#k.argN|ret`): the thread
     /// that reads or writes it is held right after the access, in every
@@ -160,6 +166,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         safe,
         seed: args.seed,
         schedule: args.amplify.into(),
+        amplify_below: parse_percent("--amplify-below", &args.amplify_below)?,
         ..DebugOptions::default()
     };
     let load = args.run.load_options()?;
