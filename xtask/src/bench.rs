@@ -30,6 +30,9 @@ pub enum Which {
         /// Sessions per example.
         #[arg(long, default_value_t = 3)]
         sessions: usize,
+        /// Only these examples (comma-separated names; default: all).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Cost of one stop-and-resume intervention (a return-value override).
     Stop {
@@ -84,7 +87,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     match which {
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
         Which::Runs { runs, rounds } => runs_cost(runs, rounds),
-        Which::Examples { sessions } => examples(sessions),
+        Which::Examples { sessions, only } => examples(sessions, &only),
         Which::Stop { calls, rounds } => stop(calls, rounds),
         Which::Probes { args } => exec(
             Command::new("cargo")
@@ -101,10 +104,23 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     }
 }
 
-const EXAMPLES: &[&str] =
-    &["index-race", "commit-after-close", "cache-expiry", "counter-atomicity", "rust-config-race"];
+/// The examples with an `aid.args` (the flags their README runs `debug`
+/// with).
+const EXAMPLES: &[&str] = &[
+    "index-race",
+    "commit-after-close",
+    "cache-expiry",
+    "counter-atomicity",
+    "rust-config-race",
+    "heartbeat-auth",
+    "transient-fetch",
+    "pool-table-race",
+];
 
-fn examples(sessions: usize) -> anyhow::Result<()> {
+fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
+    if let Some(bad) = only.iter().find(|o| !EXAMPLES.contains(&o.as_str())) {
+        bail!("--only {bad}: not an example with aid.args; one of {}", EXAMPLES.join(", "));
+    }
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     println!("sessions per example: {sessions}; each cell: mean over the sessions (min-max)");
@@ -112,7 +128,7 @@ fn examples(sessions: usize) -> anyhow::Result<()> {
         "| example | AID interventions | AID runs | TAGT interventions (replayed) | TAGT runs (replayed) | observed runs | wall time (s) |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for name in EXAMPLES {
+    for name in EXAMPLES.iter().filter(|n| only.is_empty() || only.iter().any(|o| o == *n)) {
         let ex_dir = root().join("examples").join(name);
         let exe = crate::build_example(&ex_dir, &dir.join(name))?;
         let args: Vec<String> = std::fs::read_to_string(ex_dir.join("aid.args"))?

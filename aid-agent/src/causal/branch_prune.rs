@@ -162,7 +162,7 @@ impl Junction<'_> {
                 live.intersect_with(ex.kb.open());
                 group.union_with(&live);
             }
-            let round = ex.interventions();
+            let round = ex.next_round();
             match ex.intervene(&group, Phase::BranchPrune)? {
                 Outcome::Stopped => {
                     self.prune_outside(ex, &first, round);

@@ -109,7 +109,8 @@ impl<'a> Experiment<'a> {
         })
     }
 
-    pub fn interventions(&self) -> usize {
+    /// The index the next round will have.
+    pub fn next_round(&self) -> usize {
         self.rounds.len()
     }
 
@@ -155,6 +156,25 @@ impl<'a> Experiment<'a> {
             return Err(CausalError::FailureIntervened(self.dag.failure()));
         }
         let ids: BTreeSet<PredId> = group.iter().map(|i| self.dag.id(i)).collect();
+        if ids.len() > 1 && !self.oracle.installable(&ids) {
+            let index = self.rounds.len();
+            self.rounds.push(Round {
+                index,
+                phase,
+                group: ids,
+                runs: 0,
+                invalid_runs: 0,
+                witnessed: 0,
+                failing_runs: 0,
+                failure_stopped: false,
+                risk: None,
+                unused: Some(Unused::NotInstallable),
+                confirmed: Vec::new(),
+                pruned: Vec::new(),
+                set_aside: Vec::new(),
+            });
+            return Ok(Outcome::Unused);
+        }
         // Descendants of the group may vanish with it; nothing else may.
         let mut below = BitSet::new(n);
         for g in group.iter() {
@@ -386,7 +406,10 @@ impl<'a> Experiment<'a> {
             strategy,
             root_cause: path.first().copied(),
             path,
-            interventions: rounds.len() as u32,
+            interventions: rounds
+                .iter()
+                .filter(|r| r.unused != Some(Unused::NotInstallable))
+                .count() as u32,
             runs: self.runs,
             rounds,
             unresolved,
@@ -586,6 +609,35 @@ mod tests {
         let d = discover(&dag, Strategy::Tagt, &mut o, &cfg).unwrap();
         assert_eq!(d.rounds[0].unused, Some(Unused::NotApplied));
         assert_eq!(d.rounds.len(), 3);
+        assert!(d.path.is_empty() && d.untestable.is_empty());
+    }
+
+    /// Singles only: no two predicates can be installed together.
+    struct Singles(Script);
+
+    impl Oracle for Singles {
+        fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+            self.0.run(group)
+        }
+
+        fn installable(&mut self, group: &BTreeSet<PredId>) -> bool {
+            group.len() == 1
+        }
+    }
+
+    #[test]
+    fn a_group_that_cannot_be_installed_is_split_without_a_run() {
+        // TAGT asks for {1, 2} first: refused without running; then {1}
+        // (the failure persists) and {2} (the failure persists).
+        let dag = chain();
+        let answers = vec![obs(true, &[2], true), obs(true, &[1], true)];
+        let mut o = Singles(script(answers));
+        let cfg = Config { absence_runs: 1, ties: Ties::ById, ..config() };
+        let d = discover(&dag, Strategy::Tagt, &mut o, &cfg).unwrap();
+        assert_eq!(o.0.asked, vec![BTreeSet::from([PredId(1)]), BTreeSet::from([PredId(2)])]);
+        assert_eq!(d.rounds[0].unused, Some(Unused::NotInstallable));
+        assert_eq!(d.rounds[0].runs + d.rounds[0].invalid_runs, 0);
+        assert_eq!((d.rounds.len(), d.interventions, d.runs), (3, 2, 2));
         assert!(d.path.is_empty() && d.untestable.is_empty());
     }
 

@@ -34,7 +34,7 @@ mod tagt;
 pub use confidence::SessionConfidence;
 pub use dag::{AcDag, RunAnchors};
 pub use oracle::{Observation, Oracle};
-pub use replay::{TagtEstimate, estimate_tagt};
+pub use replay::{Installable, TagtEstimate, estimate_tagt};
 pub use sim::{example, simulate, synthetic};
 pub use simulate::{CausalModel, SimulatedOracle};
 
@@ -271,6 +271,11 @@ pub enum Unused {
     /// The group's interventions could not all be applied in one run (one
     /// of them kept another's call site from being reached).
     NotApplied,
+    /// The group's interventions act at one call site in ways a single
+    /// stop cannot combine (a delay and a hold, holds until different
+    /// calls): known before any run, so none was made and the round is no
+    /// intervention.
+    NotInstallable,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,7 +323,9 @@ pub struct Discovery {
     pub root_cause: Option<PredId>,
     /// Confirmed causes in topological order: root cause .. last before F.
     pub path: Vec<PredId>,
-    /// Rounds of intervention (group tests).
+    /// Rounds of intervention (group tests) that ran the target: a group
+    /// that could not be installed (`Unused::NotInstallable`) is listed in
+    /// `rounds` but is none.
     pub interventions: u32,
     /// Executions of the target, valid or not.
     pub runs: u64,

@@ -39,6 +39,13 @@ pub trait Oracle {
     /// One run with every predicate of `group` intervened on.
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation>;
 
+    /// Whether the interventions of `group` can be installed together in
+    /// one run (two that act at one call site in ways a single stop cannot
+    /// combine cannot). A group that cannot is split without a run.
+    fn installable(&mut self, _group: &BTreeSet<PredId>) -> bool {
+        true
+    }
+
     /// A round on `group` begins; it takes at most `max_runs` valid runs
     /// (most end far sooner). For progress displays; does nothing unless
     /// overridden.
@@ -51,6 +58,10 @@ pub trait Oracle {
 impl<O: Oracle + ?Sized> Oracle for &mut O {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
         (**self).run(group)
+    }
+
+    fn installable(&mut self, group: &BTreeSet<PredId>) -> bool {
+        (**self).installable(group)
     }
 
     fn round_begins(&mut self, group: &BTreeSet<PredId>, max_runs: u32) {

@@ -13,6 +13,7 @@ pub mod service;
 pub mod source;
 
 use std::{
+    collections::BTreeSet,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
@@ -34,7 +35,7 @@ use crate::{
         noise::{Level, NoiseSource, Schedule},
     },
     model::{Label, Run, Session},
-    predicates::ExtractConfig,
+    predicates::{ExtractConfig, PredId},
     record::Interrupted,
     store::{Settings, Writer},
 };
@@ -227,7 +228,9 @@ pub fn debug(
         Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
     };
     ui.begin("replaying TAGT on the same graph for the comparison", None);
-    let concluded = conclude(&analysis, discovery, &config, opts);
+    let functions = source.functions();
+    let installable = |g: &BTreeSet<PredId>| oracle::installable(&analysis.catalog, functions, g);
+    let concluded = conclude(&analysis, discovery, &config, opts, &installable);
     ui.end();
     let (discovery, tagt) = concluded?;
     Ok(Diagnosis {
@@ -333,17 +336,24 @@ fn engine_config(
 }
 
 /// The engine's answer, and what TAGT would have needed on the same AC-DAG
-/// against the causal path found.
+/// against the causal path found, with the same groups installable.
 fn conclude(
     analysis: &Analysis,
     discovery: Discovery,
     config: &Config,
     opts: &DebugOptions,
+    installable: causal::Installable<'_>,
 ) -> anyhow::Result<(Discovery, Option<TagtEstimate>)> {
     let tagt = if discovery.path.is_empty() {
         None
     } else {
-        Some(causal::estimate_tagt(&analysis.dag, &discovery.path, config, opts.tagt_seeds)?)
+        Some(causal::estimate_tagt(
+            &analysis.dag,
+            &discovery.path,
+            config,
+            opts.tagt_seeds,
+            installable,
+        )?)
     };
     Ok((discovery, tagt))
 }

@@ -17,7 +17,7 @@ use super::source::RunSource;
 use crate::{
     causal::{Observation, Oracle},
     intervene::{Plan, noise::NoiseSource},
-    model::{Intervention, Run},
+    model::{Function, Intervention, Run},
     predicates::{Catalog, PredId, RunTruth},
     record::progress::Progress,
     store::Writer,
@@ -54,6 +54,18 @@ pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> boo
     let negated = group.iter().all(|&p| !truth.holds(p));
     let gave_up = run.interventions.iter().any(|a| a.timed_out);
     run.complete && installed && (negated || (run.failed() && gave_up))
+}
+
+/// The interventions that negate the predicates of `group`.
+fn interventions(catalog: &Catalog, group: &BTreeSet<PredId>) -> Vec<Intervention> {
+    group.iter().filter_map(|p| catalog.get(*p)?.intervention.clone()).collect()
+}
+
+/// Whether the interventions on `group` can all be installed in one run:
+/// none wants an action at a call site where another acts in a way the
+/// two cannot share ([`Plan`]'s conflicts, which depend on nothing else).
+pub fn installable(catalog: &Catalog, functions: &[Function], group: &BTreeSet<PredId>) -> bool {
+    Plan::new(&interventions(catalog, group), Duration::ZERO, functions).conflicts.is_empty()
 }
 
 pub struct SourceOracle<'a> {
@@ -126,7 +138,7 @@ impl<'a> SourceOracle<'a> {
     }
 
     fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
-        group.iter().filter_map(|p| self.catalog.get(*p)?.intervention.clone()).collect()
+        interventions(self.catalog, group)
     }
 
     /// One more run of the round under way, shown.
@@ -205,6 +217,10 @@ impl Oracle for SourceOracle<'_> {
         });
         self.show(valid, obs.failed, id);
         Ok(obs)
+    }
+
+    fn installable(&mut self, group: &BTreeSet<PredId>) -> bool {
+        installable(self.catalog, self.source.functions(), group)
     }
 
     fn round_begins(&mut self, group: &BTreeSet<PredId>, max_runs: u32) {

@@ -335,6 +335,9 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
                 count(r.runs, noun)
             )
         }
+        Some(Unused::NotInstallable) => format!(
+            "{what} was not run: its interventions act at one call site in ways a single stop cannot combine, so its predicates were tested in smaller groups (not counted as an intervention)"
+        ),
         Some(Unused::NotApplied) => format!(
             "{what} was not used: its interventions could not all be applied in the same {noun} ({} tries), so its predicates were tested in smaller groups",
             r.invalid_runs

@@ -152,7 +152,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
     };
     let discovery = discover(&analysis.dag, Strategy::Aid, &mut oracle, &config).unwrap();
     let (oracle_runs, intervened) = (oracle.log, oracle.runs);
-    let tagt = estimate_tagt(&analysis.dag, &discovery.path, &config, 20).unwrap();
+    let tagt = estimate_tagt(&analysis.dag, &discovery.path, &config, 20, &|_| true).unwrap();
     let failing = session.runs.iter().filter(|r| r.failed()).count() as u32;
     let observed = Observed {
         noun: "run".into(),
