@@ -236,9 +236,14 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
 /// threads — but GETs and PUTs fail through different functions, so when
 /// the failing units observed include both, no single predicate holds in
 /// every failing unit and no cause is tested (exit 1): the finding the
-/// README states. When they happen to be all GETs (0.7^10, about 3 % of
-/// sessions) or all PUTs, the overlap with that one function is in every
-/// failing unit, and aid confirms it; the test then asserts that instead.
+/// README states. When they happen to be all GETs (72 % of failures are
+/// GETs: 0.72^9, about 5 % of sessions; 1 in 40 measured) or all PUTs, the
+/// overlap with that one function is in every observed failing unit and
+/// is tested, but serialising it leaves the other kind's failures: a unit
+/// under the intervention fails through the other function, the round
+/// persists, and no cause is confirmed (exit 1) — correctly, since that
+/// overlap is not behind every failure. The test then asserts that
+/// instead.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
@@ -279,15 +284,16 @@ fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
         assert!(path.is_empty(), "{text}");
         assert!(text.contains("No predicate both held in every failing unit"), "{text}");
     } else {
-        assert_eq!(code, Some(0), "{text}");
-        assert!(
-            path[0].starts_with(
-                "call 1 of compact_segment on svc-compaction#2 and call 1 of segment_"
-            ) && path[0].ends_with(
-                "on main run at the same time on the same object, which no passing run shows"
-            ),
-            "{text}"
-        );
+        assert_eq!(code, Some(1), "{text}");
+        assert!(path.is_empty(), "{text}");
+        assert!(text.contains("No cause was confirmed"), "{text}");
+        let other = if kinds.contains(&get) { put } else { get };
+        let through_other = session.runs.iter().any(|r| {
+            r.label == aid::model::Label::Fail
+                && !r.interventions.is_empty()
+                && r.calls.iter().any(|c| c.role == 0 && c.func == other)
+        });
+        assert!(through_other, "no intervened unit failed through the other function\n{text}");
     }
     assert_still_serving(svc, &["handle_request", "compact_segment"], "svc-compaction");
 }
