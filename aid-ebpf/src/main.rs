@@ -39,7 +39,8 @@ use aya_ebpf::{
 use crate::record::{cookie, count_error, emit, live_target, now};
 
 /// Counts the failure of a probe body, and says what failed through
-/// aya-log (the agent shows it at `-v`); probes always return 0. Only
+/// aya-log (the agent shows the first few at `-v`, all at `-vv`); probes
+/// always return 0. Only
 /// failures reach the log ring: a probe that works writes nothing to it.
 #[inline(always)]
 fn done(ctx: &impl EbpfContext, result: Result<(), ProbeErrorKind>) -> u32 {

@@ -272,6 +272,48 @@ pub struct Probes {
 /// aya-log's reader of the programs' log ring.
 type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
+/// How many of the programs' records an agent shows at info level (`-v`);
+/// the rest go to debug (`-vv`). A probe that fails for every thread of a
+/// big program writes thousands of records: `-v` shows the first few and
+/// the per-kind count (always shown), `-vv` every one.
+pub const PROBE_RECORDS_AT_INFO: u64 = 10;
+
+/// Forwards the programs' aya-log records to the agent's logger at the
+/// level [`PROBE_RECORDS_AT_INFO`] gives them; errors and warnings keep
+/// theirs.
+struct ProbeLog {
+    seen: std::sync::atomic::AtomicU64,
+}
+
+static PROBE_LOG: ProbeLog = ProbeLog { seen: std::sync::atomic::AtomicU64::new(0) };
+
+impl log::Log for ProbeLog {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let n = self.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let floor = if n <= PROBE_RECORDS_AT_INFO { log::Level::Info } else { log::Level::Debug };
+        let level = record.level().min(floor);
+        let more = if n == PROBE_RECORDS_AT_INFO { " (further records at -vv)" } else { "" };
+        log::logger().log(
+            &log::Record::builder()
+                .args(format_args!("{}{more}", record.args()))
+                .level(level)
+                .target(record.target())
+                .module_path(record.module_path())
+                .file(record.file())
+                .line(record.line())
+                .build(),
+        );
+    }
+
+    fn flush(&self) {
+        log::logger().flush();
+    }
+}
+
 impl Probes {
     /// Loads every program, attaches the thread and exec tracepoints (they
     /// only act on processes in the target map), and learns whether this
@@ -310,8 +352,9 @@ impl Probes {
         // all of them.
         let (multi, mechanism) = load_multi(&ebpf, options.mechanism)?;
         // The programs' own diagnostics (aya-log: failures only), read
-        // beside the events and forwarded to `log` (shown at `-v`).
-        let logger = aya_log::EbpfLogger::init(&mut ebpf)
+        // beside the events and forwarded to `log` (the first few at `-v`,
+        // all at `-vv`).
+        let logger = aya_log::EbpfLogger::init_with_logger(&mut ebpf, &PROBE_LOG as &dyn log::Log)
             .map_err(|e| ProbeError::Map { name: "AYA_LOGS", reason: e.to_string() })?;
         let ring = RingBuf::try_from(
             ebpf.take_map(MAP_EVENTS)

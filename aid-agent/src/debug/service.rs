@@ -247,7 +247,9 @@ impl RunSource for ServiceSource<'_> {
         let stops: Vec<_> =
             served.stops.into_iter().filter(|s| s.probe_ns >= lo && s.probe_ns <= hi).collect();
         rec.run.interventions = plan.outcome(&stops);
-        record_forced_returns(&mut rec, &stops, self.running.functions());
+        if record_forced_returns(&mut rec, &stops, self.running.functions()) {
+            self.running.watcher().rejudge(&mut rec.run);
+        }
         Ok(rec)
     }
 
@@ -383,12 +385,13 @@ fn default_trace(pid: u32, ui: &mut dyn Progress) -> anyhow::Result<Vec<String>>
 /// intervention had not applied, and the round had no evidence). Units are
 /// cut out of the process' rows with instances of their own, so a stop is
 /// matched to the exit of its thread's call of that function nearest in
-/// time.
+/// time. True when a value changed: the unit must then be judged again
+/// (a forced return of the unit's own function is what `--fail-if` reads).
 fn record_forced_returns(
     rec: &mut RecordedRun,
     stops: &[crate::intervene::control::StopRecord],
     functions: &[Function],
-) {
+) -> bool {
     let start = rec.start_ns;
     let mut changed = false;
     for s in stops.iter().filter(|s| s.applied) {
@@ -408,4 +411,5 @@ fn record_forced_returns(
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
     }
+    changed
 }

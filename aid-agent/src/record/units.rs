@@ -282,6 +282,15 @@ impl Splitter {
         }
     }
 
+    /// A unit's label and why, from the calls of its own thread.
+    pub fn judge(&self, calls: &[Call], functions: &[Function]) -> (Label, String) {
+        let own: Vec<Call> = calls.iter().filter(|c| c.role == 0).cloned().collect();
+        match failure_reason(&own, &self.conditions, functions) {
+            Some(r) => (Label::Fail, r),
+            None => (Label::Pass, "no failure condition held".to_owned()),
+        }
+    }
+
     /// The unit of `span`: `first` is the first row of its window, and
     /// `running` the calls running just before it.
     fn cut(
@@ -358,11 +367,7 @@ impl Splitter {
             })
             .collect();
         let calls = calls_from_rows(&rows);
-        let own: Vec<Call> = calls.iter().filter(|c| c.role == 0).cloned().collect();
-        let (label, reason) = match failure_reason(&own, &self.conditions, functions) {
-            Some(r) => (Label::Fail, r),
-            None => (Label::Pass, "no failure condition held".to_owned()),
-        };
+        let (label, reason) = self.judge(&calls, functions);
         let run = Run {
             id,
             label,
@@ -448,6 +453,12 @@ mod tests {
         assert!(s.complete(&[], &functions, 100, &mut next).is_empty());
         s.count_unfinished(100);
         assert_eq!(s.partial, 1);
+        // The failing unit judged again once the agent forced its return
+        // to 6 (what `debug --pid` does after an override or a
+        // re-execution's fallback the probes saw before it).
+        let mut calls = units[1].run.calls.clone();
+        calls[0].ret = Some(6);
+        assert_eq!(s.judge(&calls, &functions), (Label::Pass, "no failure condition held".into()));
     }
 
     /// The cross-thread cause of issue 12: a compaction that began before

@@ -62,6 +62,17 @@ impl<'t> UnitWatcher<'t> {
     }
 
     /// Monotonic ns of the process' time zero.
+    /// Judges a unit again from its calls, after values the agent forced
+    /// its calls to return were written into them (the unit was judged on
+    /// the values the probes saw, before the agent changed them).
+    pub fn rejudge(&self, run: &mut Run) {
+        if let Some(s) = &self.splitter {
+            let (label, reason) = s.judge(&run.calls, self.functions);
+            run.label = label;
+            run.outcome.reason = reason;
+        }
+    }
+
     pub fn start_ns(&self) -> u64 {
         self.start_ns
     }
