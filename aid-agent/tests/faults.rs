@@ -720,6 +720,10 @@ fn bad_input_is_one_line_and_exit_2() {
             "aid: --hold-timeout 0s allows no time at all: give a positive duration".into(),
         ),
         (
+            vec!["debug".into(), "--amplify-below".into(), "150%".into()],
+            "aid: --amplify-below `150%`: give a percentage between 0 and 100, e.g. 5%".into(),
+        ),
+        (
             vec![
                 "debug".into(),
                 "--pid".into(),
