@@ -70,9 +70,15 @@ fn target_of(agent: &Child, exe: &Path) -> u32 {
     let mut found = 0;
     assert!(
         wait_for(20, || {
+            // The run under way, not the previous one's process on its
+            // way out (its exe link outlives its mappings).
             found = children_of(agent.id())
                 .into_iter()
-                .find(|c| std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e == exe))
+                .find(|c| {
+                    std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e == exe)
+                        && std::fs::read_to_string(format!("/proc/{c}/maps"))
+                            .is_ok_and(|m| m.contains(&*exe.to_string_lossy()))
+                })
                 .unwrap_or(0);
             found != 0
         }),
