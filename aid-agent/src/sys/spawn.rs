@@ -14,7 +14,10 @@ use std::{
     ffi::{CString, OsString},
     fs::File,
     io::Read as _,
-    os::{fd::OwnedFd, unix::ffi::OsStrExt as _, unix::fs::FileExt as _},
+    os::{
+        fd::{AsRawFd as _, OwnedFd},
+        unix::{ffi::OsStrExt as _, fs::FileExt as _},
+    },
     path::PathBuf,
     sync::{
         Arc,
@@ -233,6 +236,22 @@ fn exec_when_released(
         .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None));
     if setup.is_err() {
         quit();
+    }
+    // Only the two pipes stay open while the child waits: a copy of the
+    // agent's other descriptors (probe links, maps, another run's output
+    // files) would keep what they refer to alive until the exec — a probe
+    // link the agent closed meanwhile would keep its breakpoints.
+    let (go, err) = (child.go.as_raw_fd(), child.exec_error.as_raw_fd());
+    let (a, b) = (go.min(err) as u32, go.max(err) as u32);
+    if a >= 3 {
+        // Inclusive ranges around the two kept descriptors.
+        for (first, last) in [(3, a - 1), (a + 1, b - 1), (b + 1, u32::MAX)] {
+            if first <= last {
+                // SAFETY: close_range is a plain system call,
+                // async-signal-safe; it closes none of the two kept.
+                unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+            }
+        }
     }
     // The target does not inherit privileges the agent was given to trace
     // (ambient capabilities survive exec). Fails only on kernels without
