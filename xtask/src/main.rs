@@ -129,16 +129,23 @@ fn demo(example: &str) -> anyhow::Result<()> {
     exec(Command::new(agent_binary()).arg("debug").args(&args).arg("-o").arg(&session).arg(&exe))
 }
 
-/// Compiles an example (its one `.c` file, or `main.rs`) the way its
-/// README says.
+/// Compiles an example (its `<name>.c` or `.cpp` file, or `main.rs`) the
+/// way `examples/build.sh` does.
 pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let c = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "c"));
+    let stem = dir.file_name().unwrap_or_default().to_string_lossy().replace('-', "_");
+    let (c, cpp) = (dir.join(format!("{stem}.c")), dir.join(format!("{stem}.cpp")));
     let rs = dir.join("main.rs");
-    if let Some(c) = c {
-        exec(Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c))?;
+    if c.exists() {
+        exec(
+            Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c).arg("-lm"),
+        )?;
+    } else if cpp.exists() {
+        exec(
+            Command::new("g++")
+                .args(["-std=c++17", "-g", "-O1", "-pthread", "-o"])
+                .arg(out)
+                .arg(&cpp),
+        )?;
     } else if rs.exists() {
         let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
         exec(
@@ -148,7 +155,7 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
                 .arg(&rs),
         )?;
     } else {
-        bail!("{} has no .c file or main.rs", dir.display());
+        bail!("{} has no {stem}.c, {stem}.cpp or main.rs", dir.display());
     }
     Ok(out.to_owned())
 }
