@@ -40,8 +40,8 @@ use crate::record::{cookie, count_error, emit, live_target, now};
 
 /// Counts the failure of a probe body, and says what failed through
 /// aya-log (the agent shows the first few at `-v`, all at `-vv`); probes
-/// always return 0. Only
-/// failures reach the log ring: a probe that works writes nothing to it.
+/// always return 0. Only failures reach the log ring: a probe that works
+/// writes nothing to it.
 #[inline(always)]
 fn done(ctx: &impl EbpfContext, result: Result<(), ProbeErrorKind>) -> u32 {
     if let Err(kind) = result {

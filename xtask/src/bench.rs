@@ -131,12 +131,7 @@ fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
     for name in EXAMPLES.iter().filter(|n| only.is_empty() || only.iter().any(|o| o == *n)) {
         let ex_dir = root().join("examples").join(name);
         let exe = crate::build_example(&ex_dir, &dir.join(name))?;
-        let args: Vec<String> = std::fs::read_to_string(ex_dir.join("aid.args"))?
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let args = crate::demo_args(&ex_dir)?;
         let mut rows: Vec<[f64; 6]> = Vec::new();
         for _ in 0..sessions {
             let out = tempfile_dir()?;

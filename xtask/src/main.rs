@@ -147,10 +147,9 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
                 .arg(&cpp),
         )?;
     } else if rs.exists() {
-        let name = dir.file_name().unwrap().to_string_lossy().replace('-', "_");
         exec(
             Command::new("rustc")
-                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &name, "-o"])
+                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &stem, "-o"])
                 .arg(out)
                 .arg(&rs),
         )?;
@@ -162,7 +161,7 @@ pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Re
 
 /// The `aid-agent debug` options an example's `aid.args` file lists, one
 /// argument per line (the command its README suggests).
-fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
+pub fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let path = dir.join("aid.args");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

@@ -32,7 +32,7 @@ use crate::{
         Interrupted,
         progress::Progress,
         start::{self, DEFAULT_FUNCTIONS, ProcessSpec},
-        tracer::Running,
+        tracer::{Running, write_forced_returns},
     },
     store::Mode,
     symbols::Resolver,
@@ -393,20 +393,13 @@ fn record_forced_returns(
     functions: &[Function],
 ) -> bool {
     let start = rec.start_ns;
-    let mut changed = false;
-    for s in stops.iter().filter(|s| s.applied) {
-        let Some(value) = s.value else { continue };
-        let Some(f) = functions.get(s.site.func as usize) else { continue };
-        if let Some(row) = rec
-            .rows
-            .iter_mut()
-            .filter(|r| r.tid == s.tid && r.func == s.site.func && r.point == Point::Exit)
-            .min_by_key(|r| (start + r.t_ns).abs_diff(s.probe_ns))
-        {
-            row.ret = f.ret.normalize(value);
-            changed = true;
-        }
-    }
+    let changed = write_forced_returns(&mut rec.rows, stops, functions, |rows, s| {
+        rows.iter()
+            .enumerate()
+            .filter(|(_, r)| r.tid == s.tid && r.func == s.site.func && r.point == Point::Exit)
+            .min_by_key(|(_, r)| (start + r.t_ns).abs_diff(s.probe_ns))
+            .map(|(i, _)| i)
+    });
     if changed {
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);

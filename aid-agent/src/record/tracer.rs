@@ -687,18 +687,37 @@ fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> V
 }
 
 /// The exit probe saw the value the function computed; after an override
-/// the caller saw the forced one, and that is what the run records.
+/// the caller saw the forced one, and that is what the run records. In a
+/// run of a program, the stop's call is the exit row of its thread,
+/// function and instance.
 fn record_forced_returns(rows: &mut [EventRow], stops: &[StopRecord], functions: &[Function]) {
-    for stop in stops.iter().filter(|s| s.applied) {
-        let Some(value) = stop.value else { continue };
-        let Some(f) = functions.get(stop.site.func as usize) else { continue };
-        if let Some(row) = rows.iter_mut().find(|r| {
+    write_forced_returns(rows, stops, functions, |rows, stop| {
+        rows.iter().position(|r| {
             r.tid == stop.tid
                 && r.func == stop.site.func
                 && r.instance == stop.site.instance
                 && r.point == Point::Exit
-        }) {
-            row.ret = f.ret.normalize(value);
+        })
+    });
+}
+
+/// Writes the value each applied stop forced into the exit row
+/// `exit_of` finds for it (normalised to the function's return width).
+/// True when a row changed.
+pub fn write_forced_returns(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    functions: &[Function],
+    exit_of: impl Fn(&[EventRow], &StopRecord) -> Option<usize>,
+) -> bool {
+    let mut changed = false;
+    for stop in stops.iter().filter(|s| s.applied) {
+        let Some(value) = stop.value else { continue };
+        let Some(f) = functions.get(stop.site.func as usize) else { continue };
+        if let Some(i) = exit_of(rows, stop) {
+            rows[i].ret = f.ret.normalize(value);
+            changed = true;
         }
     }
+    changed
 }

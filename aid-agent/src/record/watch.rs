@@ -61,7 +61,6 @@ impl<'t> UnitWatcher<'t> {
         }
     }
 
-    /// Monotonic ns of the process' time zero.
     /// Judges a unit again from its calls, after values the agent forced
     /// its calls to return were written into them (the unit was judged on
     /// the values the probes saw, before the agent changed them).
@@ -73,6 +72,7 @@ impl<'t> UnitWatcher<'t> {
         }
     }
 
+    /// Monotonic ns of the process' time zero.
     pub fn start_ns(&self) -> u64 {
         self.start_ns
     }
