@@ -368,3 +368,29 @@ fn record_defaults_to_the_programs_own_functions() {
     let events = std::fs::read_to_string(out.join("runs/000002/events.csv")).unwrap();
     assert!(events.lines().skip(1).all(|l| l.starts_with("2,")), "{events}");
 }
+
+/// With no `--trace`, a program whose only function of its own is called
+/// too often to trace within the budget is refused at once, with the
+/// cost and the flag that traces it anyway (before: every run was
+/// observed with no probe at all, and "tracing 0 of them: " was printed).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn debug_refuses_when_no_own_function_fits_the_budget() {
+    require_bpf();
+    let exe = c_fixture("hot.c", "hot_default_budget", &[]);
+    let (_tmp, out) = temp_session();
+    let output =
+        agent().args(["debug", "-o"]).arg(&out).arg(&exe).output().expect("running aid-agent");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("aid: ")
+            && last.contains("none of the program's own functions fits the tracing budget")
+            && last.contains("the cheapest, hot, costs ~")
+            && last.ends_with("trace it anyway with --trace 'hot'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("tracing 0 of them"), "{stderr}");
+    assert!(!stderr.contains("observed"), "no run observed: {stderr}");
+}

@@ -397,6 +397,24 @@ pub fn choose_by_cost(
         ));
     }
     let chosen: Vec<Function> = choice.traced.iter().map(|&i| functions[i].clone()).collect();
+    if chosen.is_empty() {
+        // Observing runs with no probe at all could only restate the
+        // failure: say what it would cost and how to trace anyway.
+        let cheapest = choice.hot.iter().min_by(|a, b| a.2.total_cmp(&b.2));
+        let hint = match cheapest {
+            Some(&(i, _, cost)) => format!(
+                "the cheapest, {}, costs ~{:.1} ms per run: trace it anyway with --trace '{}'",
+                functions[i].name,
+                ms(cost),
+                functions[i].name
+            ),
+            None => "name the functions to trace with --trace".to_string(),
+        };
+        bail!(
+            "none of the program's own functions fits the tracing budget ({:.1} ms per run); {hint}",
+            ms(census.budget_ns())
+        );
+    }
     start::check_safe(safe, &chosen)?;
     ui.say(&format!(
         "tracing {} of them (~{:.2} ms per run): {}",
