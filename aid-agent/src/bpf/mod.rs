@@ -5,7 +5,17 @@
 //! process (perf events, links, maps), so probes disappear when the agent
 //! exits for any reason, SIGKILL included; nothing is pinned.
 
-use std::{os::fd::AsRawFd, path::Path, sync::mpsc, thread::JoinHandle, time::Duration};
+use std::{
+    os::fd::AsRawFd as _,
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
 
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, GroupMember,
@@ -23,6 +33,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
     },
 };
+use tokio::io::{Interest, unix::AsyncFd};
 
 pub mod btf;
 pub mod check;
@@ -39,7 +50,6 @@ use crate::{
         uprobe_multi::{MultiError, MultiProgram},
     },
     model::{Function, Probe},
-    sys::poll,
 };
 
 /// The attach cookie of a function: its id, flagged for synchronisation
@@ -55,9 +65,6 @@ pub fn cookie(f: &Function) -> u64 {
 pub fn wants_return(f: &Function) -> bool {
     f.probes_return() && entry_only::reason(&f.symbol).is_none()
 }
-
-/// How long the event reader waits on the ring buffer ([`poll::EVENT_STREAM`]).
-const EVENT_POLL_MS: i32 = poll::EVENT_STREAM.as_millis() as i32;
 
 /// The eBPF object built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/aid"));
@@ -293,7 +300,7 @@ impl log::Log for ProbeLog {
     }
 
     fn log(&self, record: &log::Record<'_>) {
-        let n = self.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
         let floor = if n <= PROBE_RECORDS_AT_INFO { log::Level::Info } else { log::Level::Debug };
         let level = record.level().min(floor);
         let more = if n == PROBE_RECORDS_AT_INFO { " (further records at -vv)" } else { "" };
@@ -910,90 +917,102 @@ impl Lost {
 
 enum Control {
     /// Drain everything committed so far, then acknowledge.
-    Flush(mpsc::Sender<()>),
+    Flush(mpsc::SyncSender<()>),
     Stop,
 }
 
-/// A thread that drains the ring buffer continuously, so the kernel side
-/// rarely finds it full, and hands events over in batches. A request
-/// (flush, stop) wakes it through an eventfd, so a flush costs no poll
-/// interval (it happens twice per run). It also drains the programs' log
-/// ring (aya-log), which holds a record only when a probe body failed.
+/// Events the reader may hold that the consumer has not taken yet in a
+/// live session ([`EventStream::set_backlog_cap`]): 262,144 events of 56
+/// bytes, 14 MiB. A look takes them every 50 ms; at the 32,000 events a
+/// second of BENCHMARKS.md's busy service that is 1,600 a look, so the cap
+/// is only reached when the consumer stalls for seconds (a slow disk
+/// under the session writer). Then the kernel's ring (64 MiB by default,
+/// about a million more events) fills behind it, and what it cannot hold
+/// is counted lost by the kernel, never dropped here.
+pub const LIVE_BACKLOG: usize = 1 << 18;
+
+/// The events drained but not yet taken, and the cap on them: the reader
+/// drains at most [`Backlog::room`] events, and waits on `taken` while
+/// there is none.
+struct Backlog {
+    queued: AtomicUsize,
+    /// `usize::MAX`: no cap (program runs, drained only at their end).
+    cap: AtomicUsize,
+    taken: tokio::sync::Notify,
+}
+
+impl Backlog {
+    fn new() -> Backlog {
+        Backlog {
+            queued: AtomicUsize::new(0),
+            cap: AtomicUsize::new(usize::MAX),
+            taken: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// How many more events the reader may drain now.
+    fn room(&self) -> usize {
+        self.cap.load(Ordering::Acquire).saturating_sub(self.queued.load(Ordering::Acquire))
+    }
+
+    fn added(&self, n: usize) {
+        self.queued.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// The consumer took `n` events: a reader waiting for room is woken
+    /// (a permit is kept if it is not waiting yet, so no wake-up is lost).
+    fn took(&self, n: usize) {
+        if n > 0 {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+            self.taken.notify_one();
+        }
+    }
+
+    fn set_cap(&self, cap: Option<usize>) {
+        self.cap.store(cap.unwrap_or(usize::MAX), Ordering::Release);
+        self.taken.notify_one();
+    }
+}
+
+/// A thread ("aid-events") that drains the ring buffer continuously, so the
+/// kernel side rarely finds it full, and hands events over in batches. It
+/// runs a current-thread tokio runtime: one `select!` waits for the ring
+/// and the programs' log ring (aya-log, a record only when a probe body
+/// failed) to become readable (`AsyncFd`, epoll), for a request (flush,
+/// stop), and — at the backlog cap — for the consumer to take events. No
+/// timeout: nothing is polled.
 pub struct EventStream {
     batches: mpsc::Receiver<Vec<Event>>,
-    control: mpsc::Sender<Control>,
-    wake: std::sync::Arc<std::os::fd::OwnedFd>,
+    control: tokio::sync::mpsc::UnboundedSender<Control>,
+    backlog: Arc<Backlog>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// Wakes the reader thread (an eventfd counter increment).
-fn wake(fd: &std::os::fd::OwnedFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
-}
-
 impl EventStream {
-    fn spawn(mut ring: RingBuf<MapData>, mut logger: Logger) -> EventStream {
+    fn spawn(ring: RingBuf<MapData>, logger: Logger) -> EventStream {
         let (batch_tx, batches) = mpsc::channel();
-        let (control, control_rx) = mpsc::channel::<Control>();
-        // SAFETY: eventfd returns a new descriptor (or -1), owned here.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        assert!(raw >= 0, "eventfd: {}", std::io::Error::last_os_error());
-        // SAFETY: a descriptor just created and owned by nobody else.
-        let wake_fd = std::sync::Arc::new(unsafe {
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw)
-        });
-        let waker = std::sync::Arc::clone(&wake_fd);
+        let (control, control_rx) = tokio::sync::mpsc::unbounded_channel();
+        let backlog = Arc::new(Backlog::new());
+        let reader = Reader { batches: batch_tx, backlog: Arc::clone(&backlog) };
         let thread = std::thread::Builder::new()
             .name("aid-events".into())
             .spawn(move || {
-                let fd = ring.as_raw_fd();
-                loop {
-                    let mut pfds = [
-                        libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
-                        libc::pollfd { fd: waker.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                        libc::pollfd { fd: logger.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                    ];
-                    // SAFETY: three valid pollfds; a timeout bounds the wait.
-                    unsafe { libc::poll(pfds.as_mut_ptr(), 3, EVENT_POLL_MS) };
-                    if pfds[2].revents != 0 {
-                        logger.flush();
-                    }
-                    if pfds[1].revents != 0 {
-                        let mut count = [0u8; 8];
-                        // SAFETY: reads the eventfd counter into 8 bytes.
-                        let _ = unsafe {
-                            libc::read(waker.as_raw_fd(), count.as_mut_ptr().cast(), count.len())
-                        };
-                    }
-                    let batch = drain(&mut ring);
-                    if !batch.is_empty() && batch_tx.send(batch).is_err() {
-                        return;
-                    }
-                    match control_rx.try_recv() {
-                        Ok(Control::Flush(ack)) => {
-                            logger.flush();
-                            let batch = drain(&mut ring);
-                            if !batch.is_empty() && batch_tx.send(batch).is_err() {
-                                return;
-                            }
-                            let _ = ack.send(());
-                        }
-                        Ok(Control::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
-                        Err(mpsc::TryRecvError::Empty) => {}
-                    }
+                match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+                    Ok(rt) => rt.block_on(reader.run(ring, logger, control_rx)),
+                    Err(e) => log::error!(
+                        "the event reader cannot wait on the ring ({e}): no event will be read"
+                    ),
                 }
             })
             .expect("spawn event reader");
-        EventStream { batches, control, wake: wake_fd, thread: Some(thread) }
+        EventStream { batches, control, backlog, thread: Some(thread) }
     }
 
-    /// Every event committed to the ring buffer before this call.
+    /// Every event committed to the ring buffer before this call (the cap
+    /// does not apply: everything committed is drained).
     pub fn flush(&self) -> Vec<Event> {
-        let (ack_tx, ack_rx) = mpsc::channel();
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
         if self.control.send(Control::Flush(ack_tx)).is_ok() {
-            wake(&self.wake);
             let _ = ack_rx.recv_timeout(Duration::from_secs(10));
         }
         self.try_take()
@@ -1005,23 +1024,115 @@ impl EventStream {
         while let Ok(mut batch) = self.batches.try_recv() {
             out.append(&mut batch);
         }
+        self.backlog.took(out.len());
         out
+    }
+
+    /// Caps the events drained and not yet taken (`None`: no cap). Live
+    /// sessions cap them ([`LIVE_BACKLOG`]): at the cap the reader leaves
+    /// events in the kernel's ring until some are taken, so a consumer
+    /// that falls behind costs events the kernel counts as lost, not
+    /// memory. Program runs are drained only at their end and must not
+    /// lose what the ring held, so they have none.
+    pub fn set_backlog_cap(&self, cap: Option<usize>) {
+        self.backlog.set_cap(cap);
     }
 }
 
 impl Drop for EventStream {
     fn drop(&mut self) {
         let _ = self.control.send(Control::Stop);
-        wake(&self.wake);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
+/// The reader's side of an [`EventStream`].
+struct Reader {
+    batches: mpsc::Sender<Vec<Event>>,
+    backlog: Arc<Backlog>,
+}
+
+impl Reader {
+    async fn run(
+        self,
+        ring: RingBuf<MapData>,
+        logger: Logger,
+        mut control: tokio::sync::mpsc::UnboundedReceiver<Control>,
+    ) {
+        // SAFETY: the ring and the logger own their descriptors (aya's map
+        // data and the log ring's buffer), and each is owned by its
+        // `AsyncFd` until it is dropped: the descriptor stays open and the
+        // same for the `AsyncFd`'s whole life.
+        let registered = unsafe {
+            (
+                AsyncFd::register_with_interest(ring, Interest::READABLE),
+                AsyncFd::register_with_interest(logger, Interest::READABLE),
+            )
+        };
+        let (Ok(mut ring), Ok(mut logger)) = registered else {
+            log::error!("the event reader cannot wait on the ring (epoll): no event will be read");
+            return;
+        };
+        loop {
+            let room = self.backlog.room();
+            tokio::select! {
+                biased;
+                request = control.recv() => match request {
+                    Some(Control::Flush(ack)) => {
+                        logger.get_mut().flush();
+                        if !self.send(drain(ring.get_mut(), usize::MAX)) {
+                            return;
+                        }
+                        let _ = ack.send(());
+                    }
+                    Some(Control::Stop) | None => return,
+                },
+                ready = logger.readable_mut() => {
+                    let Ok(mut ready) = ready else { return };
+                    ready.clear_ready();
+                    ready.get_inner_mut().flush();
+                }
+                ready = ring.readable_mut(), if room > 0 => {
+                    let Ok(mut ready) = ready else { return };
+                    let batch = drain(ready.get_inner_mut(), room);
+                    let emptied = batch.len() < room;
+                    if !self.send(batch) {
+                        return;
+                    }
+                    if emptied {
+                        // Edge-triggered: readiness is cleared only once the
+                        // ring was seen empty; an event committed since then
+                        // raises a new edge, and the drain below takes any
+                        // that came before the clear.
+                        ready.clear_ready();
+                        let room = self.backlog.room();
+                        if !self.send(drain(ready.get_inner_mut(), room)) {
+                            return;
+                        }
+                    }
+                }
+                () = self.backlog.taken.notified(), if room == 0 => {}
+            }
+        }
+    }
+
+    /// Hands a batch over; false when the consumer is gone.
+    fn send(&self, batch: Vec<Event>) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        self.backlog.added(batch.len());
+        self.batches.send(batch).is_ok()
+    }
+}
+
+/// Up to `limit` events from the ring, oldest first.
+fn drain(ring: &mut RingBuf<MapData>, limit: usize) -> Vec<Event> {
     let mut out = Vec::new();
-    while let Some(item) = ring.next() {
+    while out.len() < limit {
+        let Some(item) = ring.next() else { break };
         if item.len() >= size_of::<Event>() {
             // SAFETY: the kernel wrote a whole `Event`; read it unaligned.
             out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) });
@@ -1033,6 +1144,60 @@ fn drain(ring: &mut RingBuf<MapData>) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without a cap the reader drains everything; with one it drains
+    /// only up to the cap, and again as the consumer takes.
+    #[test]
+    fn the_backlog_cap_bounds_events_not_yet_taken() {
+        let b = Backlog::new();
+        b.added(5_000_000);
+        assert_eq!(b.room(), usize::MAX - 5_000_000);
+        b.set_cap(Some(10));
+        assert_eq!(b.room(), 0, "over the cap: nothing more is drained");
+        b.took(4_999_995);
+        assert_eq!(b.room(), 5);
+        b.added(5);
+        assert_eq!(b.room(), 0);
+        b.took(3);
+        assert_eq!(b.room(), 3);
+        b.set_cap(None);
+        assert_eq!(b.room(), usize::MAX - 7);
+    }
+
+    /// A reader at the cap is woken when the consumer takes, also when
+    /// the take came before the reader began to wait; taking nothing
+    /// wakes nobody.
+    #[test]
+    fn a_take_wakes_the_reader_waiting_at_the_cap() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let b = Arc::new(Backlog::new());
+        b.set_cap(Some(2));
+        b.added(2);
+        // The permit set_cap left.
+        rt.block_on(b.taken.notified());
+        b.took(0);
+        let woken = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(50), b.taken.notified()).await
+        });
+        assert!(woken.is_err(), "an empty take woke the reader");
+        b.took(1);
+        rt.block_on(b.taken.notified());
+        assert_eq!(b.room(), 1);
+        b.added(1);
+        let taker = {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                b.took(2);
+            })
+        };
+        let woken = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), b.taken.notified()).await
+        });
+        taker.join().unwrap();
+        assert!(woken.is_ok());
+        assert_eq!(b.room(), 2);
+    }
 
     /// The object has exactly the maps aid-common names (the names the
     /// loader looks them up by), and the globals the loader patches.

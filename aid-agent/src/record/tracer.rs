@@ -17,7 +17,8 @@ use nix::{
 
 use crate::{
     bpf::{
-        EventStream, LoadOptions, ProbeError, Probes, Programs, Scope, entry_only, monotonic_ns,
+        EventStream, LIVE_BACKLOG, LoadOptions, ProbeError, Probes, Programs, Scope, entry_only,
+        monotonic_ns,
     },
     intervene::{
         Plan,
@@ -289,6 +290,7 @@ impl Tracer {
     /// is taken for this one).
     fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
         let _stale = self.stream.flush();
+        self.stream.set_backlog_cap(None);
         let child = spawn::spawn_held(target)?;
         let started = std::time::Instant::now();
         self.probes.begin_target(child.pid, intervene)?;
@@ -502,6 +504,9 @@ impl Tracer {
     ) -> Result<Running<'_>, TraceError> {
         let threads = proc::threads(pid);
         let tids: Vec<u32> = threads.iter().map(|t| t.0).collect();
+        // Looked at every few milliseconds: a consumer that falls behind
+        // leaves events in the kernel's ring, counted lost if it fills.
+        self.stream.set_backlog_cap(Some(LIVE_BACKLOG));
         let start_ns = monotonic_ns();
         self.probes.begin_running_target(pid, &tids, false)?;
         // Units are only whole between the moment every probe is attached

@@ -3,7 +3,9 @@
 //! latency and CPU are read (and changed) together.
 //!
 //! Stops of ptraced threads do wake the agent (SIGCHLD, see
-//! [`crate::sys::ptrace`]); everything below is polled.
+//! [`crate::sys::ptrace`]), and so do the event ring, the programs' log
+//! ring and flush requests (the event reader waits on them with epoll,
+//! [`crate::bpf::EventStream`]); everything below is polled.
 
 use std::time::Duration;
 
@@ -36,11 +38,6 @@ pub const RELEASE_DEADLINE: Duration = Duration::from_secs(2);
 /// agent to read it); the agent reads what was added this often, keeping
 /// a bounded tail in memory and freeing the file's blocks behind it.
 pub const OUTPUT_READ: Duration = Duration::from_millis(20);
-
-/// The event reader thread's `poll(2)` timeout on the ring buffer: it also
-/// answers flush requests, so this bounds how long a flush waits when no
-/// event comes.
-pub const EVENT_STREAM: Duration = Duration::from_millis(10);
 
 /// A live service is looked at this often while units are observed (or
 /// recorded by `attach`): the events drained, the lost-event counters
