@@ -367,6 +367,14 @@ fn record_defaults_to_the_programs_own_functions() {
     assert!(loaded.records.iter().all(|r| r.phase == Some(aid::model::RunPhase::Observe)));
     let events = std::fs::read_to_string(out.join("runs/000002/events.csv")).unwrap();
     assert!(events.lines().skip(1).all(|l| l.starts_with("2,")), "{events}");
+    // aid's own pthread_create probe (the C library has no DWARF): its
+    // three arguments are pointers by the ABI, written in hex.
+    let create = events
+        .lines()
+        .find(|l| l.contains(",pthread_create,entry,"))
+        .unwrap_or_else(|| panic!("a pthread_create entry: {events}"));
+    let args: Vec<&str> = create.split(',').skip(8).take(3).collect();
+    assert!(args.iter().all(|a| a.starts_with("0x")), "{create}");
 }
 
 /// With no `--trace`, a program whose only function of its own is called

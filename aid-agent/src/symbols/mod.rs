@@ -28,7 +28,7 @@ pub use elf::{Module, Origin, Symbol, demangle};
 use globset::{Glob, GlobMatcher};
 
 use crate::{
-    model::{FuncId, Function, Probe},
+    model::{FuncId, Function, Probe, ValueKind, ValueType},
     sys::proc,
 };
 
@@ -249,7 +249,17 @@ impl Resolver {
             if let Some(sym) =
                 module.symbols.iter().find(|s| s.matched_by(|n| n == "pthread_create"))
             {
-                return Some(function(module, sym, id, true));
+                let mut f = function(module, sym, id, true);
+                if f.ret.kind == ValueKind::Unknown {
+                    // The C library has no DWARF here; its ABI is fixed:
+                    // int pthread_create(pthread_t *, const pthread_attr_t *,
+                    // void *(*)(void *), void *) — so the session shows
+                    // the three pointers in hex like any other pointer.
+                    let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
+                    f.ret = ValueType { kind: ValueKind::Signed, size: 4 };
+                    f.params = vec![ptr; 3];
+                }
+                return Some(f);
             }
         }
         None
