@@ -10,9 +10,13 @@ use aya_ebpf::{
 
 use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_TARGET};
 
-/// Submit without waking the reader: it drains on a timer, and a wake-up
-/// from inside the probe would delay the traced thread.
-const BPF_RB_NO_WAKEUP: u64 = 1;
+/// Submit with the kernel's adaptive wake-up (flags 0): the reader is woken
+/// only by an event that finds it caught up (the ring empty before it).
+/// After each drain the reader lets events gather for 10 ms before it waits
+/// again, so a traced thread pays for at most one wake-up per 10 ms however
+/// fast it calls, and an idle session costs no timer (the agent's
+/// `EventStream`).
+const ADAPTIVE_WAKEUP: u64 = 0;
 
 /// Adds one to a per-CPU counter slot.
 #[inline(always)]
@@ -51,7 +55,7 @@ pub fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: EventKind, args: [u64; 3
                 args,
                 ret,
             });
-            slot.submit(BPF_RB_NO_WAKEUP);
+            slot.submit(ADAPTIVE_WAKEUP);
         }
         None => bump(&AID_LOST, kind.lost_slot() as u32),
     }

@@ -50,6 +50,7 @@ use crate::{
         uprobe_multi::{MultiError, MultiProgram},
     },
     model::{Function, Probe},
+    sys::poll,
 };
 
 /// The attach cookie of a function: its id, flagged for synchronisation
@@ -979,8 +980,10 @@ impl Backlog {
 /// runs a current-thread tokio runtime: one `select!` waits for the ring
 /// and the programs' log ring (aya-log, a record only when a probe body
 /// failed) to become readable (`AsyncFd`, epoll), for a request (flush,
-/// stop), and — at the backlog cap — for the consumer to take events. No
-/// timeout: nothing is polled.
+/// stop), and — at the backlog cap — for the consumer to take events.
+/// After each drain of the ring it rests [`poll::EVENT_STREAM`] so that
+/// events come in batches and the kernel wakes it at most once per rest;
+/// idle, it waits without a timer.
 pub struct EventStream {
     batches: mpsc::Receiver<Vec<Event>>,
     control: tokio::sync::mpsc::UnboundedSender<Control>,
@@ -997,7 +1000,11 @@ impl EventStream {
         let thread = std::thread::Builder::new()
             .name("aid-events".into())
             .spawn(move || {
-                match tokio::runtime::Builder::new_current_thread().enable_io().build() {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                {
                     Ok(rt) => rt.block_on(reader.run(ring, logger, control_rx)),
                     Err(e) => log::error!(
                         "the event reader cannot wait on the ring ({e}): no event will be read"
@@ -1075,6 +1082,12 @@ impl Reader {
             log::error!("the event reader cannot wait on the ring (epoll): no event will be read");
             return;
         };
+        // After a drain the ring is left alone for EVENT_STREAM: events
+        // gather, and the kernel sends no wake-up while the reader has not
+        // caught up (the programs submit with adaptive wake-ups).
+        let resting = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(resting);
+        let mut rested = true;
         loop {
             let room = self.backlog.room();
             tokio::select! {
@@ -1094,8 +1107,11 @@ impl Reader {
                     ready.clear_ready();
                     ready.get_inner_mut().flush();
                 }
-                ready = ring.readable_mut(), if room > 0 => {
+                () = &mut resting, if !rested => rested = true,
+                ready = ring.readable_mut(), if room > 0 && rested => {
                     let Ok(mut ready) = ready else { return };
+                    rested = false;
+                    resting.as_mut().reset(tokio::time::Instant::now() + poll::EVENT_STREAM);
                     let batch = drain(ready.get_inner_mut(), room);
                     let emptied = batch.len() < room;
                     if !self.send(batch) {

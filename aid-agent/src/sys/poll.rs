@@ -5,9 +5,12 @@
 //! Stops of ptraced threads do wake the agent (SIGCHLD, see
 //! [`crate::sys::ptrace`]), and so do the event ring, the programs' log
 //! ring and flush requests (the event reader waits on them with epoll,
-//! [`crate::bpf::EventStream`]); everything below is polled.
+//! [`crate::bpf::EventStream`]); everything below is polled or paced.
 
-use std::time::Duration;
+use std::{
+    ops::ControlFlow,
+    time::{Duration, Instant},
+};
 
 /// An observed (not ptraced) run's end: `waitpid(WNOHANG)` between sleeps.
 /// Half a millisecond is nothing next to a run and only ~2,000 cheap
@@ -39,6 +42,13 @@ pub const RELEASE_DEADLINE: Duration = Duration::from_secs(2);
 /// a bounded tail in memory and freeing the file's blocks behind it.
 pub const OUTPUT_READ: Duration = Duration::from_millis(20);
 
+/// After draining the event ring, the reader lets events gather this long
+/// before it waits on the ring again: the kernel wakes it only for an
+/// event that finds it caught up, so the traced threads pay for at most
+/// one wake-up in this time, and a flush (answered at once) or a look
+/// finds events at most this old still in the kernel.
+pub const EVENT_STREAM: Duration = Duration::from_millis(10);
+
 /// A live service is looked at this often while units are observed (or
 /// recorded by `attach`): the events drained, the lost-event counters
 /// read, finished units cut out.
@@ -58,9 +68,72 @@ pub const INTERVENED_UNIT_LOOK: Duration = Duration::from_millis(5);
 /// beyond the unit it judges.
 pub const INTERVENED_UNIT_SETTLE: Duration = Duration::from_millis(20);
 
+/// Calls `look` every `every` (the first time one interval from now) until
+/// it breaks, with what it broke with, or until `deadline` passes: `None`
+/// then, at the deadline itself rather than at the next look. A look that
+/// takes longer than `every` delays the next rather than bunching them.
+/// The loop runs on the calling thread (a current-thread tokio runtime with
+/// its timer): nothing it touches moves, so a ptrace tracer may call it.
+pub fn look_every<T>(
+    every: Duration,
+    deadline: Option<Instant>,
+    mut look: impl FnMut() -> ControlFlow<T>,
+) -> std::io::Result<Option<T>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    Ok(rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let mut looks = tokio::time::interval_at(start + every, every);
+        looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut deadline => return None,
+                _ = looks.tick() => {
+                    if let ControlFlow::Break(done) = look() {
+                        return Some(done);
+                    }
+                }
+            }
+        }
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Looks come one interval apart until one breaks; a deadline ends the
+    /// loop when it passes, between looks.
+    #[test]
+    fn looks_until_done_or_the_deadline() {
+        let began = Instant::now();
+        let mut n = 0;
+        let done = look_every(Duration::from_millis(5), None, || {
+            n += 1;
+            if n == 4 { ControlFlow::Break(n) } else { ControlFlow::Continue(()) }
+        });
+        assert_eq!(done.unwrap(), Some(4));
+        assert!(began.elapsed() >= Duration::from_millis(20));
+
+        let began = Instant::now();
+        let deadline = began + Duration::from_millis(30);
+        let mut looks = 0;
+        let done: Option<()> = look_every(Duration::from_millis(200), Some(deadline), || {
+            looks += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(done, None);
+        assert_eq!(looks, 0, "the deadline came before the first look");
+        assert!(began.elapsed() >= Duration::from_millis(30));
+    }
 
     /// A unit is judged only after a look that followed its end: loss
     /// accounting and the last events depend on it.
