@@ -12,6 +12,7 @@
 
 use std::{
     collections::{BTreeSet, VecDeque},
+    ops::ControlFlow,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
@@ -117,28 +118,42 @@ impl RunSource for ServiceSource<'_> {
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<RecordedRun>> {
         let pid = self.running.pid();
-        loop {
-            if let Some(rec) = self.waiting.pop_front() {
-                self.last_unit = Instant::now();
-                return Ok(Some(rec));
-            }
+        if let Some(rec) = self.waiting.pop_front() {
+            self.last_unit = Instant::now();
+            return Ok(Some(rec));
+        }
+        // A look every UNIT_LOOK until a unit settles, Ctrl-C (the flag) or
+        // the process ends; the unit timeout ends it when it comes.
+        let (running, waiting) = (&mut self.running, &mut self.waiting);
+        let mut look = || -> anyhow::Result<Option<Option<RecordedRun>>> {
             if cancel.load(Ordering::Relaxed) {
-                return Ok(None);
+                return Ok(Some(None));
             }
             if !proc::exists(pid) {
                 bail!("pid {pid} exited during observation");
             }
-            if self.last_unit.elapsed() > self.unit_timeout {
-                bail!(
-                    "no call of the unit function completed in {:?}: is the service receiving work?",
-                    self.unit_timeout
-                );
-            }
-            std::thread::sleep(poll::UNIT_LOOK);
-            self.running.look()?;
-            let units = self.running.watcher().finished_units(poll::UNIT_SETTLE);
-            self.waiting.extend(units);
+            running.look()?;
+            waiting.extend(running.watcher().finished_units(poll::UNIT_SETTLE));
+            Ok(waiting.pop_front().map(Some))
+        };
+        let looked =
+            poll::look_every(poll::UNIT_LOOK, Some(self.last_unit + self.unit_timeout), || {
+                match look() {
+                    Ok(None) => ControlFlow::Continue(()),
+                    Ok(Some(unit)) => ControlFlow::Break(Ok(unit)),
+                    Err(e) => ControlFlow::Break(Err(e)),
+                }
+            })?;
+        let Some(unit) = looked.transpose()? else {
+            bail!(
+                "no call of the unit function completed in {:?}: is the service receiving work?",
+                self.unit_timeout
+            );
+        };
+        if unit.is_some() {
+            self.last_unit = Instant::now();
         }
+        Ok(unit)
     }
 
     fn begin_interventions(&mut self) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@
 //! reach the front end at every look.
 
 use std::{
+    ops::ControlFlow,
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
@@ -140,8 +141,11 @@ pub fn attach(
     let began = Instant::now();
     ui.begin(&format!("tracing pid {}", req.pid), None);
     ui.step_to(0, &counters.status(noun));
-    let ended = loop {
-        std::thread::sleep(poll::UNIT_LOOK);
+    // A look every UNIT_LOOK; the cancel flag (set by signal-hook on
+    // Ctrl-C, ARCHITECTURE.md) and the process are checked at each, the
+    // `-d` deadline ends the loop when it comes.
+    let deadline = req.duration.map(|d| began + d);
+    let mut look = || -> anyhow::Result<Option<&'static str>> {
         running.look()?;
         let watcher = running.watcher();
         if unit.is_some() {
@@ -164,15 +168,20 @@ pub fn attach(
         counters.lost = running.watcher().lost_total();
         ui.step_to(counters.runs, &counters.status(noun));
         if cancel.load(Ordering::Relaxed) {
-            break "stopped";
-        }
-        if req.duration.is_some_and(|d| began.elapsed() >= d) {
-            break "duration reached";
+            return Ok(Some("stopped"));
         }
         if !proc::exists(req.pid) {
-            break "process exited";
+            return Ok(Some("process exited"));
         }
+        Ok(None)
     };
+    let ended = poll::look_every(poll::UNIT_LOOK, deadline, || match look() {
+        Ok(None) => ControlFlow::Continue(()),
+        Ok(Some(ended)) => ControlFlow::Break(Ok(ended)),
+        Err(e) => ControlFlow::Break(Err(e)),
+    })
+    .context("starting the look timer")?
+    .unwrap_or(Ok("duration reached"))?;
     ui.end();
     if running.functions().len() > 64 {
         ui.say(&format!("removing the probes of {} functions", running.functions().len()));
