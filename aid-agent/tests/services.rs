@@ -149,15 +149,17 @@ fn assert_still_serving(svc: Service, traced: &[&str], name: &str) {
 
 /// svc-stale-cache (own-thread transient fault, its good value depending
 /// on the request) with no `--trace` and the three functions its README
-/// lists as side-effect free declared `--safe`. What aid can confirm is
-/// the last link only: `validate_response` rejecting the stale value.
-/// The true root cause — `backend_fetch` timing out for a key the client
-/// has just written — is not fully discriminative (a timeout on a plain
-/// read is served from the cache and passes), so it is never intervened
-/// on; the test pins that, and that aid saw it in every failing unit.
+/// lists as side-effect free declared `--safe`. The backend timeout is in
+/// every failing unit and in some passing ones (a timeout on a plain read
+/// is served from the cache and passes): a necessary-only candidate
+/// (docs/causal.md), confirmed by re-executing the fetch, upstream of
+/// `validate_response` rejecting the stale value. The conjunct that decides
+/// which timeouts fail (the client has just written the key) is outside
+/// the unit and is not named; the report says the cause is not sufficient
+/// on its own.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
-fn svc_stale_cache_confirms_the_stale_value_rejected() {
+fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
     require_bpf();
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("svc-stale-cache", tmp.path());
@@ -169,9 +171,14 @@ fn svc_stale_cache_confirms_the_stale_value_rejected() {
     assert_eq!(
         path,
         vec![
+            "call 1 of backend_fetch on main returns an error: a negative value",
             "call 1 of validate_response on main returns a value other than 0, which every passing run returned"
         ],
         "{text}"
+    );
+    assert!(
+        text.contains("necessary for the failure, not sufficient on its own"),
+        "the report says the timeout alone does not fail a unit: {text}"
     );
     // The timeout was in every failing unit, and in some passing ones.
     let session = load(&out);

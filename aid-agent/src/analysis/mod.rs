@@ -16,7 +16,7 @@ use crate::{
     intervene::{Reach, SafeList},
     model::{Intervention, Session},
     predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn, merge},
-    stats::{Scores, Totals, rank, score_all, tally},
+    stats::{self, Scores, Totals, rank, score_all, tally},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +69,9 @@ pub struct Analysis {
     /// Fully-discriminative, intervenable, safe predicates: the AC-DAG's
     /// nodes besides F, in ranking order.
     pub candidates: Vec<PredId>,
+    /// The candidates that are necessary but not sufficient: they held in
+    /// every failing run and in some passing ones (`stats::necessary`).
+    pub necessary: Vec<PredId>,
     pub excluded: Vec<(PredId, Exclusion)>,
     /// (merged, representative): predicates that are not fully
     /// discriminative and held in exactly the same runs as a more general
@@ -153,9 +156,36 @@ pub fn analyze_timed(
         seen.push((iv, id));
         candidates.push(id);
     }
+    // Necessary-only candidates (stats::necessary): a wrong value held in
+    // every failing run and, less often, in passing ones, on a function
+    // the user declared --safe — after every fully-discriminative one, so
+    // that one stands for both where they are the same event.
+    let mut necessary = Vec::new();
+    for &id in &ranking {
+        let s = &scores[id.0 as usize];
+        let Some(p) = catalog.get(id) else { continue };
+        if s.fully_discriminative
+            || !matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers)
+            || !stats::necessary(s, totals)
+        {
+            continue;
+        }
+        let Some(iv) = p.intervention.as_ref() else { continue };
+        if !opts.safe.allows(iv, &session.functions) || !opts.reach.allows(iv) {
+            continue;
+        }
+        if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
+            excluded.push((id, Exclusion::SameAs { id: first }));
+            continue;
+        }
+        seen.push((iv, id));
+        candidates.push(id);
+        necessary.push(id);
+    }
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
     for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
         candidates.retain(|&c| c != dup);
+        necessary.retain(|&c| c != dup);
         excluded.push((dup, Exclusion::SameAs { id: rep }));
     }
     time.statistics = t.elapsed();
@@ -164,7 +194,8 @@ pub fn analyze_timed(
         &candidates,
         f,
         truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
-    )?;
+    )?
+    .with_necessary(&necessary);
     time.dag = t.elapsed();
     let failure_rate =
         if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
@@ -177,6 +208,7 @@ pub fn analyze_timed(
             runs_skipped,
             failure_rate,
             candidates,
+            necessary,
             excluded,
             merged,
             dag,

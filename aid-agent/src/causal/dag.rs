@@ -40,6 +40,11 @@ pub struct AcDag {
     /// Unordered with `i`, but not independent of it: an intervention at
     /// that instant changes both (the engine's confounding guard).
     tied: Vec<BitSet>,
+    /// Nodes that hold in every failing run but also in some passing runs
+    /// (necessary, not sufficient: docs/causal.md, "Necessary
+    /// candidates"). Holding without the failure is normal for them, so
+    /// it neither prunes them nor witnesses that the failure was under way.
+    necessary: BitSet,
 }
 
 impl AcDag {
@@ -256,7 +261,27 @@ impl AcDag {
         }
         let index = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
         let tied = vec![BitSet::new(total); total];
-        AcDag { ids, index, f: fi, reach, back, depth, tied }
+        let necessary = BitSet::new(total);
+        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary }
+    }
+
+    /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
+    /// ids that are not nodes are ignored.
+    pub fn with_necessary(mut self, ids: &[PredId]) -> AcDag {
+        for p in ids {
+            if let Some(&i) = self.index.get(p)
+                && i != self.f
+            {
+                self.necessary.insert(i);
+            }
+        }
+        self
+    }
+
+    /// Nodes that are necessary but not sufficient for the failure: they
+    /// held in passing runs too.
+    pub fn necessary(&self) -> &BitSet {
+        &self.necessary
     }
 
     /// Nodes anchored at exactly the same time as node `i` in every failing

@@ -192,7 +192,11 @@ impl<'a> Experiment<'a> {
         for g in group.iter() {
             upstream.difference_with(self.dag.tied(g));
         }
-        let blind = upstream.is_empty();
+        // Only a sufficient predicate upstream can witness that the failure
+        // was under way; with none, the round is judged by its length.
+        let mut witnessing = upstream.clone();
+        witnessing.difference_with(self.dag.necessary());
+        let blind = witnessing.is_empty();
         let alpha = self.ledger.alpha();
         let cap = if self.max_round_runs > 0 {
             self.max_round_runs
@@ -254,7 +258,11 @@ impl<'a> Experiment<'a> {
                 }
             }
             held_any.union_with(&held);
-            if obs.failed || !held.is_empty() {
+            // A necessary-only candidate holds in passing runs too: its
+            // holding does not show that the failure was under way.
+            let mut witness = held.clone();
+            witness.difference_with(self.dag.necessary());
+            if obs.failed || !witness.is_empty() {
                 evident += 1;
                 let mut missing = upstream.clone();
                 missing.difference_with(&held);

@@ -173,7 +173,9 @@ impl Knowledge {
             cand.difference_with(&ev.group);
             cand.difference_with(&anc);
             for p in cand.iter() {
-                if ev.held_no_fail.contains(p) {
+                // Necessary-only candidates hold without the failure by
+                // definition: that is no evidence against them.
+                if ev.held_no_fail.contains(p) && !dag.necessary().contains(p) {
                     self.set(
                         p,
                         Status::Spurious,
@@ -201,6 +203,9 @@ impl Knowledge {
                 let r = ev.round;
                 let mut witnesses = ev.held_any.clone();
                 witnesses.intersect_with(&self.causal);
+                // Only a sufficient cause that held shows the failure was
+                // under way in that round.
+                witnesses.difference_with(dag.necessary());
                 witnesses.difference_with(&ev.group);
                 let mut cut = Vec::new();
                 for x in witnesses.iter() {

@@ -186,6 +186,13 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
                 ),
                 None => ("confirmed".into(), None),
             };
+            let evidence = match a.scores.get(p.0 as usize) {
+                Some(s) if a.necessary.contains(&p) => format!(
+                    "{evidence}; it also held in {} of the {} passing {noun}s observed: necessary for the failure, not sufficient on its own: what else a failing {noun} needs is not among the predicates",
+                    s.counts.passing_true, a.totals.passing
+                ),
+                _ => evidence,
+            };
             // Candidates that held in no valid run of that round, besides
             // the intervened ones: its effects.
             let effects: Vec<PredId> = round

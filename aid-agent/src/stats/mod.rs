@@ -122,6 +122,27 @@ pub fn score_all(counts: &[Counts], totals: Totals) -> Vec<Scores> {
     counts.iter().enumerate().map(|(i, &c)| score(PredId(i as u32), c, totals)).collect()
 }
 
+/// Held in every failing run and in some passing runs, and failing runs
+/// are clearly more common where it held than overall: the lower end of
+/// the 95 % Wilson interval of its precision is above the failure rate of
+/// all analysed runs. A necessary condition of the failure that does not
+/// suffice on its own (a timeout that only hurts some requests); one that
+/// holds in almost every run (precision near the overall failure rate) says
+/// nothing and is left out. docs/causal.md, "Necessary candidates".
+pub fn necessary(s: &Scores, totals: Totals) -> bool {
+    let c = s.counts;
+    if totals.failing == 0 || c.failing_true < totals.failing || c.passing_true == 0 {
+        return false;
+    }
+    let n = f64::from(c.failing_true + c.passing_true);
+    let p = f64::from(c.failing_true) / n;
+    let z = 1.96f64;
+    let lower = (p + z * z / (2.0 * n) - z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt())
+        / (1.0 + z * z / n);
+    let base = f64::from(totals.failing) / f64::from(totals.failing + totals.passing);
+    lower > base
+}
+
 /// Ids ranked by Importance, then Failure, then recall (ties by id).
 pub fn rank(scores: &[Scores]) -> Vec<PredId> {
     let mut v: Vec<&Scores> = scores.iter().collect();
@@ -141,6 +162,35 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12
+    }
+
+    /// The acceptance rule of [`necessary`] on the measured cases:
+    /// svc-stale-cache's timeout (10 of 10 failing units, 13 of 96 passing)
+    /// qualifies; a predicate true in 37 of 37 failing and 3 of 3 passing
+    /// runs (the pool's lookups that find a new word) does not; neither
+    /// does one missing from a failing run or one with no passing run.
+    #[test]
+    fn necessary_needs_every_failing_run_and_a_clear_excess() {
+        let s = |f: u32, p: u32, totals: Totals| {
+            score(
+                PredId(1),
+                Counts {
+                    failing_true: f,
+                    passing_true: p,
+                    failing_observed: totals.failing,
+                    passing_observed: totals.passing,
+                },
+                totals,
+            )
+        };
+        let svc = Totals { failing: 10, passing: 96 };
+        assert!(necessary(&s(10, 13, svc), svc));
+        let pool = Totals { failing: 37, passing: 3 };
+        assert!(!necessary(&s(37, 3, pool), pool));
+        assert!(!necessary(&s(9, 13, svc), svc), "not in every failing run");
+        assert!(!necessary(&s(10, 0, svc), svc), "fully discriminative, not necessary-only");
+        // Near the overall rate: 10 of 10 failing and 80 of 96 passing.
+        assert!(!necessary(&s(10, 80, svc), svc));
     }
 
     #[test]
