@@ -530,6 +530,22 @@ mod tests {
         assert_eq!(d.path, vec![PredId(2)]);
     }
 
+    /// The same runs with 1 necessary-only (it holds in passing runs too):
+    /// its holding witnesses nothing, so the round on {2} is blind and
+    /// needs the runs a blind round needs at the baseline's failure rate.
+    #[test]
+    fn a_necessary_candidate_upstream_witnesses_nothing() {
+        let dag = chain().with_necessary(&[PredId(1)]);
+        let mut probe = Ledger::new(0.99, 20, 20);
+        let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+        let mut o = script((0..n).map(|_| obs(false, &[1], true)).collect());
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (n, 0));
+        assert_eq!(d.path, vec![PredId(2)]);
+    }
+
     #[test]
     fn a_round_that_changed_an_unordered_predicate_is_confounded_and_unused() {
         // Intervening on 2 cannot affect 3 (unordered), yet 3 is missing

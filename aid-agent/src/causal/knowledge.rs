@@ -228,8 +228,16 @@ impl Knowledge {
                 self.causal.iter().filter(|&x| !done_comparability.contains(x)).collect();
             for x in fresh {
                 done_comparability.insert(x);
-                let unordered: Vec<usize> =
-                    self.open.iter().filter(|&p| !dag.comparable(x, p)).collect();
+                // Conjuncts of one cause need not be ordered: a necessary
+                // candidate neither prunes nor is pruned by this rule.
+                if dag.necessary().contains(x) {
+                    continue;
+                }
+                let unordered: Vec<usize> = self
+                    .open
+                    .iter()
+                    .filter(|&p| !dag.comparable(x, p) && !dag.necessary().contains(p))
+                    .collect();
                 for p in unordered {
                     self.set(p, Status::Spurious, Reason::NotOrderedWith { cause: dag.id(x) }, out);
                 }
@@ -302,6 +310,32 @@ mod tests {
         let c = kb.absorb(&d, ev(&d, 0, &[3], true, &[1, 2, 4], &[]));
         assert_eq!(named(&d, &c), vec![(p(3), Status::Causal), (p(4), Status::Spurious)]);
         assert!(kb.is_open(d.index_of(p(1)).unwrap()) && kb.is_open(d.index_of(p(2)).unwrap()));
+    }
+
+    /// A necessary-only candidate (a conjunct of a conjunctive cause)
+    /// holds without the failure by definition: Def. 2 spares it; it need
+    /// not be ordered with another cause; and as a confirmed cause it is no
+    /// witness against a group it does not precede.
+    #[test]
+    fn necessary_candidates_are_neither_pruned_for_holding_nor_witnesses() {
+        // 4 is necessary-only and unordered with 2 and 3.
+        let d = dag().with_necessary(&[p(4)]);
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: true });
+        let c = kb.absorb(&d, ev(&d, 0, &[3], true, &[1, 2, 4], &[]));
+        assert_eq!(named(&d, &c), vec![(p(3), Status::Causal)]);
+        assert!(kb.is_open(d.index_of(p(4)).unwrap()), "4 held without the failure, and stays");
+        // Without the mark, the same round prunes it.
+        let plain = dag();
+        let mut kb = Knowledge::new(&plain, Rules { def2: true, extended: false });
+        let c = kb.absorb(&plain, ev(&plain, 0, &[3], true, &[1, 2, 4], &[]));
+        assert!(named(&plain, &c).contains(&(p(4), Status::Spurious)));
+        // Confirmed, 4 held in a round on 2 (which it does not precede)
+        // that stopped the failure: no witness against 2.
+        let d = AcDag::from_edges(&[p(2), p(4)], p(0), &[]).unwrap().with_necessary(&[p(4)]);
+        let mut kb = Knowledge::new(&d, Rules { def2: false, extended: true });
+        kb.absorb(&d, ev(&d, 0, &[4], true, &[], &[]));
+        let c = kb.absorb(&d, ev(&d, 1, &[2], true, &[4], &[]));
+        assert_eq!(named(&d, &c), vec![(p(2), Status::Causal)]);
     }
 
     #[test]
