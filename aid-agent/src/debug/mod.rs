@@ -202,9 +202,22 @@ pub fn debug(
     let control = match calibrate(&mut oracle, &mut config) {
         Ok(c) => c,
         Err(e) => {
-            oracle.finish();
+            let oracle_runs = oracle.finish();
             source.end_interventions();
-            return Err(e);
+            if !cancel.load(Ordering::Relaxed) {
+                return Err(e);
+            }
+            // Interrupted: what the analysis found, untested.
+            return Ok(Diagnosis {
+                observed,
+                session,
+                analysis,
+                discovery: None,
+                tagt: None,
+                oracle_runs,
+                interrupted: Some("measuring the control"),
+                control: None,
+            });
         }
     };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);

@@ -178,10 +178,12 @@ fn cause(s: &mut String, r: &DebugReport<'_>) {
             let _ = writeln!(
                 s,
                 "<div class=\"root\" id=\"root-cause\"><b>No cause was confirmed.</b> {}</div>",
-                if r.discovery.is_some() {
-                    "No intervention on the candidates stopped the failure."
+                if let Some(phase) = r.interrupted {
+                    format!("Interrupted while {phase}, before a cause was confirmed.")
+                } else if r.discovery.is_some() {
+                    "No intervention on the candidates stopped the failure.".to_string()
                 } else {
-                    "No predicate held in every failing run and no passing one while being open to an intervention."
+                    "No predicate held in every failing run and no passing one while being open to an intervention.".to_string()
                 }
             );
         }

@@ -100,6 +100,15 @@ pub struct DebugReport<'a> {
     pub analysis: AnalysisReport,
     pub discovery: Option<&'a Discovery>,
     pub oracle_runs: &'a [OracleRun],
+    /// The phase the user interrupted (Ctrl-C): `analysing`,
+    /// `measuring the control` or `intervening`; absent when the session
+    /// ran to its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<&'static str>,
+    /// Candidates not tested, in words: every candidate when the session
+    /// was interrupted before its first intervention concluded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates_untested: Vec<PredicateView>,
 }
 
 /// The oracle runs of each round (rounds use consecutive runs).
@@ -279,6 +288,12 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         .as_ref()
         .map(|d| d.unresolved.iter().filter_map(|&p| view(p)).collect())
         .unwrap_or_default();
+    let concluded = outcome.discovery.as_ref().is_some_and(|d| !d.rounds.is_empty());
+    let candidates_untested = if outcome.interrupted.is_some() && !concluded {
+        a.candidates.iter().filter_map(|&p| view(p)).collect()
+    } else {
+        Vec::new()
+    };
     DebugReport {
         format: FORMAT,
         version: VERSION,
@@ -302,6 +317,8 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         analysis,
         discovery: outcome.discovery.as_ref(),
         oracle_runs: &outcome.oracle_runs,
+        interrupted: outcome.interrupted,
+        candidates_untested,
     }
 }
 

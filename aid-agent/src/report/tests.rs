@@ -449,3 +449,32 @@ mod unused {
         );
     }
 }
+
+/// Ctrl-C before any round concluded (while the control was measured):
+/// the report says so and lists the candidates that were to be tested —
+/// not "no predicate could be intervened on", not a confidence in a path
+/// that was never looked for.
+#[test]
+fn an_interrupted_session_lists_what_was_to_be_tested() {
+    let (mut d, _) = diagnosis();
+    d.discovery = None;
+    d.tagt = None;
+    d.oracle_runs.clear();
+    d.interrupted = Some("measuring the control");
+    let r = build(&d);
+    assert_eq!(r.candidates_untested.len(), d.analysis.candidates.len());
+    let text = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
+    assert!(
+        text.contains("Interrupted while measuring the control, before any intervention concluded; the candidates that were to be tested:\n  • call 1 of fetch on fetcher#1 runs too slow"),
+        "{text}"
+    );
+    for wrong in ["No predicate both held", "No cause was confirmed", "Confidence that"] {
+        assert!(!text.contains(wrong), "`{wrong}`:\n{text}");
+    }
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["interrupted"], "measuring the control");
+    // A session that ran to its end has neither field.
+    let (done, _) = diagnosis();
+    let json = serde_json::to_value(build(&done)).unwrap();
+    assert!(json.get("interrupted").is_none() && json.get("candidates_untested").is_none());
+}

@@ -166,6 +166,25 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             let pad = " ".repeat(n.len());
             o.para(&n, &pad, &failure_line(r));
         }
+        (None, _) if r.interrupted.is_some() => {
+            let phase = r.interrupted.unwrap_or_default();
+            if r.candidates_untested.is_empty() {
+                o.para("", "", &format!("Interrupted while {phase}: no cause confirmed yet."));
+                if !r.unresolved.is_empty() {
+                    o.para("", "", "Not decided yet:");
+                    bullets(&mut o, &r.unresolved);
+                }
+            } else {
+                o.para(
+                    "",
+                    "",
+                    &format!(
+                        "Interrupted while {phase}, before any intervention concluded; the candidates that were to be tested:"
+                    ),
+                );
+                bullets(&mut o, &r.candidates_untested);
+            }
+        }
         (None, Some(_)) => {
             o.para(
                 "",
@@ -203,7 +222,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             );
         }
     }
-    if let Some(c) = r.confidence {
+    if let Some(c) = r.confidence.filter(|_| r.root_cause_id.is_some() || r.interrupted.is_none()) {
         o.para(
             "",
             "",
