@@ -342,7 +342,8 @@ fn debug_pid_releases_every_thread_at_the_end_on_ctrl_c_and_on_sigkill() {
     let (_t1, out) = temp_session();
     let output = spawn_debug(&svc, &out).wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("call 1 of handle_request on main returns an error"), "{stdout}");
     assert_released(&svc, dir.path(), "after debug --pid");
     // Ctrl-C while intervening: exit 130, released.
