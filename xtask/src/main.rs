@@ -92,8 +92,12 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
 }
 
+/// The agent the benchmarks and the demo run: this workspace's release
+/// build, or the binary `AID_AGENT_BIN` names (an earlier build, to
+/// measure a change side by side in the same time window).
 pub fn agent_binary() -> PathBuf {
-    root().join("target/release/aid-agent")
+    std::env::var_os("AID_AGENT_BIN")
+        .map_or_else(|| root().join("target/release/aid-agent"), PathBuf::from)
 }
 
 pub fn cargo(args: &[&str]) -> anyhow::Result<()> {
