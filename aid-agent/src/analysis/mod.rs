@@ -149,12 +149,9 @@ pub fn analyze_timed(
             excluded.push((id, Exclusion::OutOfReach));
             continue;
         }
-        if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
-            excluded.push((id, Exclusion::SameAs { id: first }));
-            continue;
+        if admit(&mut seen, &mut excluded, iv, id) {
+            candidates.push(id);
         }
-        seen.push((iv, id));
-        candidates.push(id);
     }
     // Necessary-only candidates (stats::necessary): a wrong value held in
     // every failing run and, less often, in passing ones, on a function
@@ -174,13 +171,10 @@ pub fn analyze_timed(
         if !opts.safe.allows(iv, &session.functions) || !opts.reach.allows(iv) {
             continue;
         }
-        if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
-            excluded.push((id, Exclusion::SameAs { id: first }));
-            continue;
+        if admit(&mut seen, &mut excluded, iv, id) {
+            candidates.push(id);
+            necessary.push(id);
         }
-        seen.push((iv, id));
-        candidates.push(id);
-        necessary.push(id);
     }
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
     for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
@@ -215,6 +209,22 @@ pub fn analyze_timed(
         },
         time,
     ))
+}
+
+/// Admits `id` as a candidate unless a candidate already admitted has the
+/// same intervention (then `id` is excluded as the same event seen twice).
+fn admit<'a>(
+    seen: &mut Vec<(&'a Intervention, PredId)>,
+    excluded: &mut Vec<(PredId, Exclusion)>,
+    iv: &'a Intervention,
+    id: PredId,
+) -> bool {
+    if let Some(&(_, first)) = seen.iter().find(|(x, _)| *x == iv) {
+        excluded.push((id, Exclusion::SameAs { id: first }));
+        return false;
+    }
+    seen.push((iv, id));
+    true
 }
 
 /// One row of the report.

@@ -148,6 +148,29 @@ pub struct Diagnosis {
     pub control: Option<Control>,
 }
 
+impl Diagnosis {
+    /// A diagnosis with no intervention concluded: nothing to test, or
+    /// interrupted before the engine ran (`interrupted`: the phase).
+    fn untested(
+        observed: Observed,
+        session: Session,
+        analysis: Analysis,
+        oracle_runs: Vec<OracleRun>,
+        interrupted: Option<&'static str>,
+    ) -> Diagnosis {
+        Diagnosis {
+            observed,
+            session,
+            analysis,
+            discovery: None,
+            tagt: None,
+            oracle_runs,
+            interrupted,
+            control: None,
+        }
+    }
+}
+
 /// A finished `debug`: the diagnosis, the session directory holding
 /// every run it made, and what the other explainers add beside the causal
 /// path.
@@ -177,16 +200,7 @@ pub fn debug(
     races::decide(&mut analysis, &session, &mut *source, writer.dir(), cancel, ui);
     let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
     if analysis.candidates.is_empty() || interrupted.is_some() {
-        return Ok(Diagnosis {
-            observed,
-            session,
-            analysis,
-            discovery: None,
-            tagt: None,
-            oracle_runs: Vec::new(),
-            interrupted,
-            control: None,
-        });
+        return Ok(Diagnosis::untested(observed, session, analysis, Vec::new(), interrupted));
     }
     let mut config = engine_config(&analysis, opts, source.noun(), ui)?;
     source.begin_interventions()?;
@@ -208,16 +222,8 @@ pub fn debug(
                 return Err(e);
             }
             // Interrupted: what the analysis found, untested.
-            return Ok(Diagnosis {
-                observed,
-                session,
-                analysis,
-                discovery: None,
-                tagt: None,
-                oracle_runs,
-                interrupted: Some("measuring the control"),
-                control: None,
-            });
+            let interrupted = Some("measuring the control");
+            return Ok(Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted));
         }
     };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
