@@ -128,8 +128,10 @@ pub enum Probe {
     /// `pthread_exit` may unwind through).
     Entry,
     /// A synchronisation point (a lock, a condition variable, a sleep):
-    /// entry only, recorded nowhere; in amplified runs each thread counts
-    /// the ones it enters, and noise may stop it at one of them.
+    /// entry only, attached in runs that carry noise (amplified), where each
+    /// thread counts the ones it enters and records the first
+    /// `SYNC_EVENTS_PER_THREAD` (no exit), and noise may stop it at one of
+    /// them.
     Sync,
 }
 

@@ -1,17 +1,21 @@
 //! Synchronisation points (libc locks, condition variables, semaphores,
-//! yields, sleeps): entry-only probes that record nothing. In an
-//! intervened run each thread counts the sync points it enters, and when
-//! the agent installed noise at its k-th one (a delay, or a PCT priority
-//! change point) the thread stops for the agent there. Observation runs
-//! never attach them.
+//! yields, sleeps): entry-only probes. In an intervened run each thread
+//! counts the sync points it enters and records the first
+//! `SYNC_EVENTS_PER_THREAD` (which lock, which thread, when: what the lock
+//! predicates read), and when the agent installed noise at its k-th one (a
+//! delay, or a PCT priority change point) the thread stops for the agent
+//! there. Observation runs never attach them.
 
-use aid_common::{ProbeErrorKind, SYNC_SITE_FUNC, SiteKey, SitePoint, TargetFlags};
+use aid_common::{
+    EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC, SiteKey, SitePoint,
+    TargetFlags,
+};
 use aya_ebpf::bindings::pt_regs;
 
 use crate::{
     intervene::{replayed_entry, stop_for_agent},
     maps::{AID_ACTIONS, AID_ROLES, AID_SYNC_STEPS},
-    record::now,
+    record::{emit, now},
 };
 
 /// Entry of sync point `func` (its id, the cookie's flag removed).
@@ -43,6 +47,9 @@ pub fn try_sync_point(
             1
         }
     };
+    if step <= SYNC_EVENTS_PER_THREAD {
+        emit(now(), pid_tgid, func, EventKind::ENTRY, [regs.rdi, regs.rsi, regs.rdx], regs.rip);
+    }
     let key = SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY };
     // SAFETY: a read of a map value, copied out at once.
     let Some(action) = (unsafe { AID_ACTIONS.get(key) }).copied() else { return Ok(()) };

@@ -54,7 +54,8 @@ use crate::{
 };
 
 /// The attach cookie of a function: its id, flagged for synchronisation
-/// points (their entry probe records nothing and only serves noise).
+/// points (their entry probe counts them, records each thread's first
+/// ones and serves noise).
 pub fn cookie(f: &Function) -> u64 {
     let flag = if f.probe == Probe::Sync { aid_common::SYNC_COOKIE_BIT } else { 0 };
     u64::from(f.id | flag)

@@ -355,6 +355,17 @@ impl<'c> Names<'c> {
                 }
                 format!("{}, which no passing run shows", alts.join(", or "))
             }
+            (_, Condition::InterleavedSections) => {
+                let split = match key.other {
+                    Some(o) if o.func == key.func && o.calls == key.calls => {
+                        self.calls(key.func, key.calls, "another")
+                    }
+                    _ => some.clone(),
+                };
+                format!(
+                    "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again), which no passing run shows"
+                )
+            }
             (_, Condition::GroupOverlap { shared, object }) => {
                 let on = match (shared, object) {
                     (true, Some(o)) => format!(

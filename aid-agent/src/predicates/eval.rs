@@ -8,7 +8,7 @@ use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth,
     index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
-    objects,
+    locks, objects,
 };
 use crate::{
     bitset::BitSet,
@@ -27,7 +27,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     } else {
         RunIndex::new(run, keep)
     };
-    let mut ev = Evaluator { cat, idx, names: None };
+    let mut ev = Evaluator { cat, idx, names: None, interleavings: None };
     let mut held = Vec::new();
     let mut observed = BitSet::new(cat.predicates.len());
     let mut check = |p: &Predicate| {
@@ -61,6 +61,8 @@ struct Evaluator<'c, 'r> {
     idx: RunIndex<'r>,
     /// Canonical object names of the run, computed when first needed.
     names: Option<FxMap<i64, ObjectName>>,
+    /// Lock-section interleavings of the run, computed when first needed.
+    interleavings: Option<FxMap<locks::Interleaving, locks::Seen>>,
 }
 
 fn group_of(func: u32, calls: Calls) -> Option<GroupKey> {
@@ -107,6 +109,7 @@ impl Evaluator<'_, '_> {
             }
             Condition::AnyPair { relation, pairs } => self.any_pair(relation, pairs),
             Condition::GroupOverlap { shared, object } => self.group_overlap(key, *shared, *object),
+            Condition::InterleavedSections => self.interleaved(key),
             cond => match group_of(key.func, key.calls) {
                 Some(g) => {
                     let mut seen = false;
@@ -243,6 +246,28 @@ impl Evaluator<'_, '_> {
         }
         let _ = idx;
         (true, None)
+    }
+}
+
+impl Evaluator<'_, '_> {
+    /// Some call of the other group held a lock between two critical
+    /// sections of some call of the key's group.
+    fn interleaved(&mut self, key: &PredKey) -> (bool, Option<u64>) {
+        let (Some(ga), Some(gb)) =
+            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
+        else {
+            return (false, None);
+        };
+        let seen = self.idx.by_group.contains_key(&ga) && self.idx.by_group.contains_key(&gb);
+        if !seen {
+            return (false, None);
+        }
+        let all = self.interleavings.get_or_insert_with(|| {
+            let masks = &self.cat.pointer_args;
+            let mask = |f: u32| masks.get(f as usize).copied().unwrap_or(0b111);
+            locks::interleavings(&self.idx, &self.cat.releases, &mask)
+        });
+        (true, all.get(&(ga, gb)).map(|s| s.at_ns))
     }
 }
 

@@ -27,6 +27,7 @@ use super::{
     describe::Names,
     groups::{self, GroupBase},
     index::{FxMap, FxSet, RunIndex, callers, end_of, pointer_mask},
+    locks::{self, LockBase},
     pairs::{self, PairBase},
 };
 use crate::model::{
@@ -107,6 +108,8 @@ pub(super) struct Funcs {
     pub classes: Classes,
     /// (function, class) pairs whose calls are told apart by caller.
     pub by_caller: FxSet<(FuncId, ClassId)>,
+    /// Exclusive lock releases among aid's sync-point probes.
+    pub releases: Vec<bool>,
 }
 
 impl Funcs {
@@ -207,6 +210,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         keep,
         classes,
         by_caller,
+        releases: locks::releases(&session.functions),
     };
 
     // Pass 1.
@@ -214,6 +218,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut counts: FxMap<(FuncId, Role), (u32, u32, u32)> = FxMap::default();
     let mut gbase = GroupBase::default();
     let mut pbase = PairBase::default();
+    let mut lbase = LockBase::default();
     for run in &passing {
         let idx = funcs.index(run);
         site_baseline(&idx, &funcs, &mut base.sites);
@@ -225,6 +230,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         }
         groups::baseline(&idx, &funcs, config, &mut gbase);
         pairs::baseline(&idx, &funcs, &mut pbase);
+        locks::baseline(&idx, &funcs, &mut lbase);
     }
     let n = passing.len() as u32;
     base.counts = counts
@@ -238,11 +244,13 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut extremes = Extremes::default();
     let mut gcands = groups::Candidates::default();
     let mut pcands = pairs::Candidates::default();
+    let mut lcands = locks::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
         site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
         groups::candidates(&idx, &funcs, &base, &gbase, config, &mut gcands);
         pairs::candidates(&idx, &funcs, &pbase, config, &mut pcands);
+        locks::candidates(&idx, &funcs, &lbase, &mut lcands);
     }
 
     // Pass 3.
@@ -260,6 +268,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     }
     out.extend(groups::predicates(&funcs, &base, &gbase, &gcands, config));
     out.extend(pairs::predicates(&funcs, &pairs));
+    out.extend(locks::predicates(&funcs, &lcands));
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
 

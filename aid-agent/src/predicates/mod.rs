@@ -34,6 +34,7 @@ mod eval;
 mod groups;
 mod index;
 mod learn;
+mod locks;
 pub mod merge;
 mod objects;
 mod pairs;
@@ -116,6 +117,10 @@ pub enum Kind {
     /// watchpoints in targeted re-runs saw which of the two calls write it
     /// (`races.rs`).
     DataRace,
+    /// A call on another thread held a lock between two critical sections
+    /// of one call on that lock (an atomicity violation between lock
+    /// sections, `locks.rs`), which no passing run showed.
+    Interleaved,
 }
 
 impl Kind {
@@ -135,6 +140,7 @@ impl Kind {
             Kind::Overlap => "overlap",
             Kind::Concurrent => "concurrent",
             Kind::DataRace => "data_race",
+            Kind::Interleaved => "interleaved",
         }
     }
 
@@ -142,7 +148,12 @@ impl Kind {
     pub fn is_pairwise(self) -> bool {
         matches!(
             self,
-            Kind::Order | Kind::StartsBefore | Kind::Overlap | Kind::Concurrent | Kind::DataRace
+            Kind::Order
+                | Kind::StartsBefore
+                | Kind::Overlap
+                | Kind::Concurrent
+                | Kind::DataRace
+                | Kind::Interleaved
         )
     }
 }
@@ -468,6 +479,10 @@ pub enum Condition {
         shared: bool,
         object: Option<ObjectName>,
     },
+    /// Groups: some call of the second group held a lock between two
+    /// critical sections on it of some call of the first, on another
+    /// thread.
+    InterleavedSections,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -501,6 +516,10 @@ pub struct Catalog {
     /// Pointer-like argument positions per function (bit i = argument i),
     /// for the overlap test on new runs.
     pub pointer_args: Vec<u8>,
+    /// Per function: an exclusive lock's release among aid's sync-point
+    /// probes, for the interleaving test on new runs.
+    #[serde(default)]
+    pub releases: Vec<bool>,
     /// Thread classes by name (class id = index), with the roles each had
     /// in the learning runs.
     #[serde(default)]
@@ -584,12 +603,14 @@ impl Catalog {
     ) -> Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
+        let releases = locks::releases(&session.functions);
         let mut c = Catalog {
             predicates,
             passing_runs,
             failing_runs,
             internal,
             pointer_args,
+            releases,
             classes,
             by_caller: Vec::new(),
             index: HashMap::new(),

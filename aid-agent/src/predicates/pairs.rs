@@ -198,7 +198,7 @@ fn group_overlaps(
 }
 
 /// The first pointer argument two calls share: (a's position, b's, value).
-fn shared_arg(
+pub(super) fn shared_arg(
     a: &crate::model::Call,
     ma: u8,
     b: &crate::model::Call,

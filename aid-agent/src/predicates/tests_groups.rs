@@ -455,3 +455,106 @@ fn predicates_true_in_the_same_runs_are_merged() {
     let cands = vec![id(site_ret(2)), id(site_err(2)), id(group(Kind::ErrorReturn))];
     assert_eq!(merge::same_moment(&c, &cands, &failing), vec![(id(site_err(2)), id(site_ret(2)))]);
 }
+
+/// Two clients withdraw from one account; a withdrawal checks the balance
+/// in one critical section and debits it in a second one. Runs fail when
+/// the other client's check comes between the two sections (both see the
+/// balance cover the amount). The calls overlap in passing runs too (a
+/// client delayed before its first lock lets the other run its whole
+/// withdrawal inside its call), so no overlap predicate separates the
+/// runs: the interleaving of the lock sections does. Times in µs; the
+/// releases are aid's sync-point probes on `pthread_mutex_unlock`.
+fn withdraw_session() -> Session {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "withdraw", ValueKind::Signed, &[ValueKind::Pointer, ValueKind::Signed]),
+        func(1, "balance", ValueKind::Signed, &[ValueKind::Pointer]),
+        sync(2, "pthread_mutex_unlock"),
+        sync(3, "pthread_mutex_lock"),
+    ];
+    const ACCT: i64 = 0x7000;
+    // One withdrawal on `role`: its calls, given when it enters, where its
+    // sections end (unlocks) and when it returns what.
+    let withdraw = |role: u32, enter: u64, unlocks: &[u64], exit: u64, ret: i64| -> Vec<Call> {
+        let mut v =
+            vec![call(0, role, 1, enter * US, Some(exit * US), Some(ret)).with_args([ACCT, 60, 0])];
+        for (k, &u) in unlocks.iter().enumerate() {
+            let k = k as u32;
+            v.push(call(3, role, k + 1, (u - 2) * US, None, None).with_args([ACCT, 0, 0]));
+            v.push(call(2, role, k + 1, u * US, None, None).with_args([ACCT, 0, 0]));
+        }
+        v
+    };
+    let threads = vec![thread(0, "main"), thread(1, "client"), thread(2, "client")];
+    let mk = |id: u32, fail: bool, mut calls: Vec<Call>| {
+        calls.push(call(1, 0, 1, 200 * US, Some(201 * US), Some(if fail { -20 } else { 40 })));
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 210 * US).with_threads(threads.clone())
+    };
+    let runs = vec![
+        // One after the other.
+        mk(0, false, [withdraw(1, 10, &[15, 35], 40, 0), withdraw(2, 50, &[55], 60, -1)].concat()),
+        // Overlapping calls, the second one's only section after both of
+        // the first's.
+        mk(1, false, [withdraw(1, 10, &[15, 35], 40, 0), withdraw(2, 20, &[50], 70, -1)].concat()),
+        mk(2, false, [withdraw(2, 10, &[15, 35], 40, 0), withdraw(1, 12, &[60], 70, -1)].concat()),
+        // The other client's check between the two sections.
+        mk(
+            3,
+            true,
+            [withdraw(1, 10, &[15, 55], 60, 0), withdraw(2, 12, &[20, 45], 50, 0)].concat(),
+        ),
+        mk(
+            4,
+            true,
+            [withdraw(2, 10, &[15, 65], 70, 0), withdraw(1, 30, &[40, 50], 52, 0)].concat(),
+        ),
+    ];
+    Session { functions, runs }
+}
+
+#[test]
+fn a_lock_taken_between_two_critical_sections_of_one_call_is_a_predicate() {
+    let s = withdraw_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let key = PredKey {
+        kind: Kind::Interleaved,
+        func: 0,
+        calls: Calls::Group { class: 1, within: None },
+        other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
+        arg: 0,
+    };
+    assert!(fd(&c, &s).contains(&key), "{:?}", fd(&c, &s));
+    let p = &c.predicates[c.find(&key).unwrap().0 as usize];
+    assert_eq!(p.condition, Condition::InterleavedSections);
+    assert_eq!(p.anchor, Anchor::LaterEntry);
+    assert_eq!(
+        p.description,
+        "some call of withdraw on the client threads takes a lock while another call of withdraw on the client threads is between two critical sections on it (released it, to take it again), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 0, roles: vec![1, 2], instance: 0, within: None },
+            b: CallSet { func: 0, roles: vec![1, 2], instance: 0, within: None },
+            object: Some((1, 1)),
+        })
+    );
+    // Anchored where serialising acts: the later of the two entries.
+    let t = c.evaluate(&s.runs[4]);
+    assert_eq!(t.anchor(p.id), Some(30 * US));
+    // The overlap itself is no predicate: passing runs overlap too.
+    assert!(c.predicates.iter().all(|p| p.key.kind != Kind::Overlap), "{:?}", c.predicates);
+    // Sync points are never predicates themselves.
+    assert!(c.predicates.iter().all(|p| p.key.func < 2));
+    // A run without sync-point events shows no interleaving: false, not
+    // guessed.
+    let mut bare = s.runs[3].clone();
+    bare.calls.retain(|c| c.func < 2);
+    assert!(!c.evaluate(&bare).holds(p.id));
+}

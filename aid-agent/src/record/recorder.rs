@@ -12,7 +12,7 @@ use std::{collections::HashMap, path::Path};
 use aid_common::{Event, EventKind};
 
 use crate::{
-    model::{EventRow, FuncId, Function, Point, Role, Thread},
+    model::{EventRow, FuncId, Function, Point, Probe, Role, Thread},
     symbols::{Resolver, runtime::is_trampoline},
 };
 
@@ -301,7 +301,11 @@ impl<'a> Recorder<'a> {
                     let n = self.counts.entry((role, func.id)).or_insert(0);
                     *n += 1;
                     let instance = *n;
-                    self.open.entry((e.tid, func.id)).or_default().push(instance);
+                    // A synchronisation point has no return probe: its
+                    // entry is all there is.
+                    if func.probe != Probe::Sync {
+                        self.open.entry((e.tid, func.id)).or_default().push(instance);
+                    }
                     if Some(func.id) == self.ctx.pthread_create {
                         self.creating.insert(e.tid, e.args[2]);
                     }
