@@ -289,6 +289,15 @@ impl Resolver {
                 if seen.insert((module.path.clone(), sym.address)) {
                     let mut f = function(module, sym, first + out.len() as FuncId, true);
                     f.probe = Probe::Sync;
+                    if f.params.iter().all(|p| p.kind == ValueKind::Unknown)
+                        && sym.matched_by(|n| n.starts_with("pthread_") || n.starts_with("sem_"))
+                    {
+                        // No DWARF in the C library; by the ABI the first
+                        // argument of these is the lock, condition
+                        // variable or semaphore: shown in hex.
+                        let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
+                        f.params = vec![ptr, ValueType::UNKNOWN, ValueType::UNKNOWN];
+                    }
                     out.push(f);
                 }
             }
