@@ -97,6 +97,90 @@ fn serialize_removes_the_overlap_on_the_same_object() {
     assert!(s.runs[0].interventions[0].applied);
 }
 
+/// Rounds of the `races` scenario: each is one more chance for the two
+/// entry probes to run at the same moment on the two CPUs.
+const ROUNDS: u32 = 60;
+
+/// Rounds (by instance) in which the two threads' calls of `touch`
+/// overlapped.
+fn overlapping_rounds(s: &Session) -> Vec<u32> {
+    let touches = |role| -> Vec<&Call> {
+        s.runs[0]
+            .calls
+            .iter()
+            .filter(|c| s.functions[c.func as usize].name == "touch" && c.role == role)
+            .collect()
+    };
+    let (a, b) = (touches(1), touches(2));
+    assert_eq!((a.len(), b.len()), (ROUNDS as usize, ROUNDS as usize), "every call recorded");
+    a.iter()
+        .zip(&b)
+        .filter(|(a, b)| {
+            assert_eq!(a.instance, b.instance);
+            a.entry_ns < b.exit_ns.unwrap() && b.entry_ns < a.exit_ns.unwrap()
+        })
+        .map(|(a, _)| a.instance)
+        .collect()
+}
+
+/// The race of the test above, ROUNDS times in one run: the two threads
+/// enter `touch` together after a barrier, round after round, and every
+/// pair of calls is serialised by its own intervention. Acceptance rule:
+/// without interventions at least half of the rounds overlap (the
+/// scenario races); with them no round overlaps and every intervention
+/// is carried out within its hold timeout.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn serialize_holds_in_every_round_of_racing_pairs() {
+    require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let rounds = ROUNDS.to_string();
+    let args = ["races", rounds.as_str()];
+    let timeout = ["--hold-timeout", "300ms"];
+    let s = intervene(&exe, &args, &["touch"], "[]", &timeout);
+    let raced = overlapping_rounds(&s).len();
+    assert!(raced >= ROUNDS as usize / 2, "only {raced} of {ROUNDS} rounds overlap");
+    let plan: Vec<String> = (1..=ROUNDS)
+        .map(|k| {
+            format!(
+                r#"{{"kind":"serialize","a":{{"func":0,"role":1,"instance":{k}}},"b":{{"func":0,"role":2,"instance":{k}}}}}"#
+            )
+        })
+        .collect();
+    let s = intervene(&exe, &args, &["touch"], &format!("[{}]", plan.join(",")), &timeout);
+    let ivs = &s.runs[0].interventions;
+    let failed: Vec<usize> =
+        (0..ivs.len()).filter(|&i| !ivs[i].applied || ivs[i].timed_out).collect();
+    assert_eq!(
+        (overlapping_rounds(&s), failed),
+        (vec![], vec![]),
+        "rounds that overlapped, interventions not carried out"
+    );
+}
+
+/// The same rounds serialised as two groups (every call of `touch` on
+/// thread 1 against every call on thread 2, on the same object), with the
+/// same acceptance rule.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn serialize_groups_holds_in_every_round_of_racing_pairs() {
+    require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let rounds = ROUNDS.to_string();
+    let args = ["races", rounds.as_str()];
+    let timeout = ["--hold-timeout", "300ms"];
+    let plan = r#"[{"kind":"serialize_groups",
+        "a":{"func":0,"roles":[1],"instance":0},
+        "b":{"func":0,"roles":[2],"instance":0},"object":[1,1]}]"#;
+    let s = intervene(&exe, &args, &["touch"], plan, &timeout);
+    let iv = &s.runs[0].interventions[0];
+    assert_eq!(
+        (overlapping_rounds(&s), iv.applied, iv.timed_out),
+        (vec![], true, false),
+        "rounds that overlapped, applied, timed out"
+    );
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_until_forces_the_order() {

@@ -58,9 +58,11 @@ impl ActionKind {
     /// Stop the thread and hold it until `other` has happened (or
     /// `timeout_us` passed). Only stops when `other` has not happened yet.
     pub const HOLD_UNTIL: ActionKind = ActionKind(2);
-    /// Hold the thread while the call named by `other` (its entry site) is
-    /// in progress, until that call's exit (serialisation). Only stops when
-    /// `other` has been entered and has not exited.
+    /// Serialisation of two calls, installed at both entries, each naming
+    /// the other's entry in `other` and their pair in `value`
+    /// ([`serialized_pair`]): the call that enters second is held until the
+    /// other's exit. Only stops when this call is the second to enter and
+    /// the other has not exited.
     pub const HOLD_WHILE_RUNNING: ActionKind = ActionKind(3);
     /// At entry, return `value` immediately without running the function.
     pub const RETURN_EARLY: ActionKind = ActionKind(4);
@@ -188,8 +190,8 @@ pub struct Action {
     /// 0, or a function id + 1: the action applies only while a call of
     /// that function is running on the same thread (a calling context).
     pub within: u32,
-    /// Delay in microseconds, the value to return, or a re-execution's
-    /// fallback value.
+    /// Delay in microseconds, the value to return, a re-execution's
+    /// fallback value, or the id of a serialised pair.
     pub value: u64,
     /// Longest hold, in microseconds.
     pub timeout_us: u64,
@@ -324,6 +326,22 @@ const _: () = assert!(size_of::<RunningKey>() == 16);
 /// the units in flight (group ids start at 1, so no group uses it). Actions
 /// on threads other than a unit's own apply only while it is non-zero.
 pub const UNITS_IN_FLIGHT: RunningKey = RunningKey { group: u32::MAX, _pad: 0, object: 0 };
+
+/// [`RunningKey::group`] of the serialised pairs of calls
+/// ([`ActionKind::HOLD_WHILE_RUNNING`]; group ids are counted from 1 and
+/// never reach it).
+pub const SERIALIZED_PAIRS: u32 = u32::MAX - 1;
+
+/// The running-calls key a serialised pair (id >= 1, [`Action::value`])
+/// is decided on: the first of its two calls to enter inserts it, and the
+/// second, finding it there, knows it came second. One insert decides, as
+/// the map serialises two inserts of one key: a probe that looked at the
+/// other call's entry mark and then set its own could see the other
+/// entered while the other saw it entered too (both held, each until the
+/// other's exit, until the hold timeout), or neither.
+pub const fn serialized_pair(id: u64) -> RunningKey {
+    RunningKey { group: SERIALIZED_PAIRS, _pad: 0, object: id }
+}
 
 /// Key of the open-member map: one group call running on a thread, so its
 /// exit can find the object its entry counted it under.

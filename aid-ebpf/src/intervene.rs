@@ -12,7 +12,7 @@
 use aid_common::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
     OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey, SitePoint,
-    UNITS_IN_FLIGHT, UnitState,
+    UNITS_IN_FLIGHT, UnitState, serialized_pair,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
@@ -24,6 +24,9 @@ use crate::maps::{
 
 /// `BPF_NOEXIST`: insert only if the key is new.
 const NOEXIST: u64 = 1;
+
+/// The error of a `BPF_NOEXIST` insert of a key already there.
+const EEXIST: i32 = 17;
 
 /// The same call entered again after the agent rewound the thread (a hold
 /// at its entry) or re-executed it (from its exit): ignore.
@@ -168,7 +171,7 @@ pub fn try_enter(
         return Ok(());
     }
     if let Some(action) = lookup(tid, &site)
-        && due_at_entry(&action, regs, own)
+        && due_at_entry(&action, regs, own)?
     {
         stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
     }
@@ -257,13 +260,17 @@ fn mark(site: &SiteKey, ts: u64) {
 /// Whether an entry action applies now; `own` is where this call is
 /// counted in a serialised group, if it is.
 #[inline(always)]
-fn due_at_entry(action: &Action, regs: &pt_regs, own: Option<RunningKey>) -> bool {
-    match action.kind {
+fn due_at_entry(
+    action: &Action,
+    regs: &pt_regs,
+    own: Option<RunningKey>,
+) -> Result<bool, ProbeErrorKind> {
+    Ok(match action.kind {
         ActionKind::DELAY | ActionKind::YIELD | ActionKind::RETURN_EARLY => true,
         ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
-            happened(&action.other).is_some_and(|t| t != 0) && happened(&exit) == Some(0)
+            !entered_first(action.value)? && happened(&exit) == Some(0)
         }
         ActionKind::HOLD_WHILE_GROUP_RUNNING => {
             let key = awaited_group(action, regs);
@@ -273,6 +280,19 @@ fn due_at_entry(action: &Action, regs: &pt_regs, own: Option<RunningKey>) -> boo
             unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > mine)
         }
         _ => false,
+    })
+}
+
+/// Whether this call is the first of its serialised pair to enter: the
+/// first inserts the pair's key, the second finds it there. The map takes
+/// the two inserts one after the other, so exactly one call is second even
+/// when both probes run at the same moment on two CPUs.
+#[inline(always)]
+fn entered_first(pair: u64) -> Result<bool, ProbeErrorKind> {
+    match AID_RUNNING.insert(serialized_pair(pair), 1, NOEXIST) {
+        Ok(()) => Ok(true),
+        Err(e) if e == -EEXIST => Ok(false),
+        Err(_) => Err(ProbeErrorKind::MapFull),
     }
 }
 

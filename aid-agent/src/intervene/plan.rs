@@ -67,6 +67,9 @@ struct Builder<'a> {
     /// The plan's groups so far (id = index + 1), by the calls they count
     /// and the argument carrying the object.
     known_groups: &'a mut Vec<(CallSet, u8)>,
+    /// The plan's serialised pairs of calls so far (id = index + 1), by
+    /// their two entries in order.
+    known_pairs: &'a mut Vec<(SiteKey, SiteKey)>,
     clash: bool,
 }
 
@@ -127,6 +130,20 @@ impl Builder<'_> {
         id
     }
 
+    /// The id of the serialised pair of the calls entering at `a` and `b`
+    /// (in either order: the same two calls are one pair).
+    fn pair(&mut self, a: SiteKey, b: SiteKey) -> u64 {
+        let key = (a.min(b), a.max(b));
+        let i = match self.known_pairs.iter().position(|p| *p == key) {
+            Some(i) => i,
+            None => {
+                self.known_pairs.push(key);
+                self.known_pairs.len() - 1
+            }
+        };
+        i as u64 + 1
+    }
+
     fn add(&mut self, iv: &Intervention) {
         let none = SiteKey::default();
         match iv {
@@ -153,10 +170,12 @@ impl Builder<'_> {
                     self.watch.push(site_key(*s, Point::Entry));
                     self.watch.push(site_key(*s, Point::Exit));
                 }
-                let ha = self.action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(*b, Point::Entry));
-                let hb = self.action(ActionKind::HOLD_WHILE_RUNNING, 0, site_key(*a, Point::Entry));
-                self.want(site_key(*a, Point::Entry), ha);
-                self.want(site_key(*b, Point::Entry), hb);
+                let (entry_a, entry_b) = (site_key(*a, Point::Entry), site_key(*b, Point::Entry));
+                let pair = self.pair(entry_a, entry_b);
+                let ha = self.action(ActionKind::HOLD_WHILE_RUNNING, pair, entry_b);
+                let hb = self.action(ActionKind::HOLD_WHILE_RUNNING, pair, entry_a);
+                self.want(entry_a, ha);
+                self.want(entry_b, hb);
             }
             Intervention::Reexecute { calls, test, retries, fallback } => {
                 let (t, test_value) = self.test(calls.func, *test);
@@ -257,6 +276,7 @@ impl Plan {
         let timeout_us = hold_timeout.as_micros() as u64;
         let mut plan = Plan { interventions: interventions.to_vec(), ..Plan::default() };
         let mut known_groups = Vec::new();
+        let mut known_pairs = Vec::new();
         for (i, iv) in interventions.iter().enumerate() {
             let mut b = Builder {
                 functions,
@@ -265,6 +285,7 @@ impl Plan {
                 watch: Vec::new(),
                 groups: Vec::new(),
                 known_groups: &mut known_groups,
+                known_pairs: &mut known_pairs,
                 clash: false,
             };
             b.add(iv);
@@ -413,12 +434,27 @@ mod tests {
     fn serialize_installs_two_holds_and_watches_four_sites() {
         let plan = plan(&[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }]);
         assert_eq!(plan.actions.len(), 2);
-        assert!(
-            plan.actions.iter().all(
-                |(_, a, _)| a.kind == ActionKind::HOLD_WHILE_RUNNING && a.timeout_us == 500_000
-            )
-        );
+        assert!(plan.actions.iter().all(|(_, a, _)| a.kind == ActionKind::HOLD_WHILE_RUNNING
+            && a.timeout_us == 500_000
+            && a.value == 1));
         assert_eq!(plan.watch.len(), 4);
+    }
+
+    /// Each pair of calls is decided on its own key; the same two calls
+    /// named in the other order are the same pair, and share its holds.
+    #[test]
+    fn serialized_pairs_are_numbered_by_their_two_calls() {
+        let ser = |a, b| Intervention::Serialize { a, b };
+        let (a1, b1, a2, b2) = (site(0, 1, 1), site(0, 2, 1), site(0, 1, 2), site(0, 2, 2));
+        let plan = plan(&[ser(a1, b1), ser(a2, b2), ser(b1, a1)]);
+        assert!(plan.conflicts.is_empty());
+        let pair_at = |s: Site| {
+            let key = site_key(s, Point::Entry);
+            plan.actions.iter().find(|(k, _, _)| *k == key).unwrap().1.value
+        };
+        assert_eq!([pair_at(a1), pair_at(b1), pair_at(a2), pair_at(b2)], [1, 1, 2, 2]);
+        assert_eq!(plan.actions.len(), 4);
+        assert_eq!(plan.shared.len(), 2);
     }
 
     #[test]
