@@ -33,7 +33,7 @@ pub fn render(b: &Beside) -> String {
             "  Run {} (failed) against run {} (passed), from the dual slice, untested:",
             c.fail, c.pass
         );
-        let _ = writeln!(s, "    {}", c.steps.join(" ⇒ "));
+        let _ = writeln!(s, "    {}", shown_chain(&c.steps));
     }
     if let Some(file) = &b.patterns_file {
         let _ = writeln!(s, "  Pattern predicates from {file}:");
@@ -57,6 +57,32 @@ pub fn render(b: &Beside) -> String {
         let _ = writeln!(s, "  ({n})");
     }
     if s.is_empty() { s } else { format!("\nBeside the causal path:\n{s}") }
+}
+
+/// Steps of a comparison chain shown at most, and differences per step:
+/// a program with thousands of calls can give a chain of hundreds of
+/// steps, each joining hundreds of differences (one line of half a
+/// megabyte on inventory-sixty); `beside.json` keeps the whole chain.
+const SHOWN_STEPS: usize = 8;
+const SHOWN_PARTS: usize = 3;
+
+/// The chain in one line, long steps and long chains shortened.
+fn shown_chain(steps: &[String]) -> String {
+    let step = |t: &String| -> String {
+        let parts: Vec<&str> = t.split(" + ").collect();
+        if parts.len() <= SHOWN_PARTS {
+            return t.clone();
+        }
+        format!("{} (+{} more)", parts[..SHOWN_PARTS].join(" + "), parts.len() - SHOWN_PARTS)
+    };
+    if steps.len() <= SHOWN_STEPS {
+        return steps.iter().map(step).collect::<Vec<_>>().join(" ⇒ ");
+    }
+    let (head, tail) = (SHOWN_STEPS / 2, SHOWN_STEPS / 2 - 1);
+    let mut out: Vec<String> = steps[..head].iter().map(step).collect();
+    out.push(format!("… {} more steps (beside.json has them all) …", steps.len() - head - tail));
+    out.extend(steps[steps.len() - tail..].iter().map(step));
+    out.join(" ⇒ ")
 }
 
 /// Writes `beside.json` into the session directory, and the section at
@@ -131,6 +157,20 @@ mod tests {
              \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
              \x20 (no comparison chain: why)\n"
         );
+    }
+
+    /// A long chain of long steps is shortened to a readable line.
+    #[test]
+    fn a_long_chain_is_shortened() {
+        let many = |n: usize| (1..=n).map(|i| format!("d{i}")).collect::<Vec<_>>().join(" + ");
+        let steps: Vec<String> =
+            (1..=20).map(|i| if i == 1 { many(5) } else { format!("s{i}") }).collect();
+        assert_eq!(
+            shown_chain(&steps),
+            "d1 + d2 + d3 (+2 more) ⇒ s2 ⇒ s3 ⇒ s4 ⇒ … 13 more steps (beside.json has them all) … ⇒ s18 ⇒ s19 ⇒ s20"
+        );
+        let short = vec!["a + b".to_owned(), "the run fails".to_owned()];
+        assert_eq!(shown_chain(&short), "a + b ⇒ the run fails");
     }
 
     /// Regression: `report.txt` lacked the section the terminal showed.
