@@ -46,6 +46,8 @@ pub struct ValueType {
 
 impl ValueType {
     pub const UNKNOWN: ValueType = ValueType { kind: ValueKind::Unknown, size: 0 };
+    /// An address (8 bytes on x86-64).
+    pub const POINTER: ValueType = ValueType { kind: ValueKind::Pointer, size: 8 };
 
     /// Reads a register value the way the x86-64 ABI defines it for this
     /// type: only the low `size` bytes are meaningful, sign-extended for

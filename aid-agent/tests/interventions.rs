@@ -123,6 +123,15 @@ fn overlapping_rounds(s: &Session) -> Vec<u32> {
         .collect()
 }
 
+/// One run of the fixture's ROUNDS racing rounds of `touch` under `plan`
+/// (holds time out after 300 ms).
+fn races(plan: &str) -> Session {
+    require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let rounds = ROUNDS.to_string();
+    intervene(&exe, &["races", rounds.as_str()], &["touch"], plan, &["--hold-timeout", "300ms"])
+}
+
 /// The race of the test above, ROUNDS times in one run: the two threads
 /// enter `touch` together after a barrier, round after round, and every
 /// pair of calls is serialised by its own intervention. Acceptance rule:
@@ -132,12 +141,7 @@ fn overlapping_rounds(s: &Session) -> Vec<u32> {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn serialize_holds_in_every_round_of_racing_pairs() {
-    require_bpf();
-    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
-    let rounds = ROUNDS.to_string();
-    let args = ["races", rounds.as_str()];
-    let timeout = ["--hold-timeout", "300ms"];
-    let s = intervene(&exe, &args, &["touch"], "[]", &timeout);
+    let s = races("[]");
     let raced = overlapping_rounds(&s).len();
     assert!(raced >= ROUNDS as usize / 2, "only {raced} of {ROUNDS} rounds overlap");
     let plan: Vec<String> = (1..=ROUNDS)
@@ -147,7 +151,7 @@ fn serialize_holds_in_every_round_of_racing_pairs() {
             )
         })
         .collect();
-    let s = intervene(&exe, &args, &["touch"], &format!("[{}]", plan.join(",")), &timeout);
+    let s = races(&format!("[{}]", plan.join(",")));
     let ivs = &s.runs[0].interventions;
     let failed: Vec<usize> =
         (0..ivs.len()).filter(|&i| !ivs[i].applied || ivs[i].timed_out).collect();
@@ -164,15 +168,10 @@ fn serialize_holds_in_every_round_of_racing_pairs() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn serialize_groups_holds_in_every_round_of_racing_pairs() {
-    require_bpf();
-    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
-    let rounds = ROUNDS.to_string();
-    let args = ["races", rounds.as_str()];
-    let timeout = ["--hold-timeout", "300ms"];
     let plan = r#"[{"kind":"serialize_groups",
         "a":{"func":0,"roles":[1],"instance":0},
         "b":{"func":0,"roles":[2],"instance":0},"object":[1,1]}]"#;
-    let s = intervene(&exe, &args, &["touch"], plan, &timeout);
+    let s = races(plan);
     let iv = &s.runs[0].interventions[0];
     assert_eq!(
         (overlapping_rounds(&s), iv.applied, iv.timed_out),

@@ -247,9 +247,7 @@ impl Evaluator<'_, '_> {
         let _ = idx;
         (true, None)
     }
-}
 
-impl Evaluator<'_, '_> {
     /// Some call of the other group held a lock between two critical
     /// sections of some call of the key's group.
     fn interleaved(&mut self, key: &PredKey) -> (bool, Option<u64>) {
@@ -262,12 +260,11 @@ impl Evaluator<'_, '_> {
         if !seen {
             return (false, None);
         }
-        let all = self.interleavings.get_or_insert_with(|| {
-            let masks = &self.cat.pointer_args;
-            let mask = |f: u32| masks.get(f as usize).copied().unwrap_or(0b111);
-            locks::interleavings(&self.idx, &self.cat.releases, &mask)
-        });
-        (true, all.get(&(ga, gb)).map(|s| s.at_ns))
+        if self.interleavings.is_none() {
+            let all = locks::interleavings(&self.idx, &self.cat.releases, &|f| self.mask(f));
+            self.interleavings = Some(all);
+        }
+        (true, self.interleavings.as_ref().and_then(|all| all.get(&(ga, gb))).map(|s| s.at_ns))
     }
 }
 

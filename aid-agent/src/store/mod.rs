@@ -1028,7 +1028,7 @@ mod tests {
     fn run_column_hex_pointers_phase_and_settings() {
         let dir = tempfile::tempdir().unwrap();
         let mut h = header();
-        let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
+        let ptr = ValueType::POINTER;
         h.functions[0] = h.functions[0].clone().with_types(ptr, vec![ptr, ValueType::UNKNOWN]);
         let mut w = Writer::create(dir.path(), &h).unwrap();
         let settings =

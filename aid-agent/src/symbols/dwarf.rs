@@ -201,7 +201,7 @@ fn resolve_type(
             | gimli::DW_TAG_reference_type
             | gimli::DW_TAG_rvalue_reference_type
             | gimli::DW_TAG_ptr_to_member_type => {
-                return Ok(ValueType { kind: ValueKind::Pointer, size: 8 });
+                return Ok(ValueType::POINTER);
             }
             gimli::DW_TAG_base_type => {
                 let kind = match entry.attr_value(gimli::DW_AT_encoding)? {

@@ -255,9 +255,8 @@ impl Resolver {
                     // int pthread_create(pthread_t *, const pthread_attr_t *,
                     // void *(*)(void *), void *) — so the session shows
                     // the three pointers in hex like any other pointer.
-                    let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
                     f.ret = ValueType { kind: ValueKind::Signed, size: 4 };
-                    f.params = vec![ptr; 3];
+                    f.params = vec![ValueType::POINTER; 3];
                 }
                 return Some(f);
             }
@@ -295,8 +294,7 @@ impl Resolver {
                         // No DWARF in the C library; by the ABI the first
                         // argument of these is the lock, condition
                         // variable or semaphore: shown in hex.
-                        let ptr = ValueType { kind: ValueKind::Pointer, size: 8 };
-                        f.params = vec![ptr, ValueType::UNKNOWN, ValueType::UNKNOWN];
+                        f.params = vec![ValueType::POINTER, ValueType::UNKNOWN, ValueType::UNKNOWN];
                     }
                     out.push(f);
                 }
