@@ -372,10 +372,38 @@ fn rare_failures_are_amplified() {
     assert!(!report["observed"]["amplified"].is_null());
     let loaded = aid::store::load(&out).unwrap();
     assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
-    assert!(
-        stdout.contains("Root cause: call 1 of consume on reader#2 ends before call 1 of publish on writer#1 starts"),
-        "{stdout}"
-    );
+    // The order violation has two statements: "consume ends before
+    // publish starts" (the read before the write) and "consume starts
+    // before publish starts"; both hold in every failing run and in no
+    // passing one. When every passing run had publish return before
+    // consume started, both are negated by the same hold (consume's entry
+    // until publish returned): one intervention, one candidate, and the
+    // first ranked, "ends before", stands for both. When some passing run
+    // still had publish running as consume started (a preempted publish,
+    // or noise at its return), "ends before" is negated by holding
+    // consume's return instead, which comes after the wrong read, and the
+    // root is "starts before", with "ends before" after it.
+    let rows = report["analysis"]["rows"].as_array().unwrap();
+    let row = |relation: &str| {
+        let text = format!(
+            "call 1 of consume on reader#2 {relation} before call 1 of publish on writer#1 starts, which no passing run shows"
+        );
+        rows.iter()
+            .find(|r| r["description"] == text.as_str())
+            .unwrap_or_else(|| panic!("no row \"{text}\": {rows:?}"))
+    };
+    let (ends, starts) = (row("ends"), row("starts"));
+    let held_at = |r: &serde_json::Value| r["intervention"]["point"].as_str().unwrap().to_owned();
+    let root = format!("Root cause: {}", report["root_cause"].as_str().unwrap_or(""));
+    assert!(stdout.contains(&root), "{stdout}");
+    if held_at(ends) == "entry" {
+        assert_eq!(report["root_cause_id"], ends["id"], "{stdout}");
+        assert_eq!((starts["status"].as_str(), held_at(starts)), (Some("same_as"), "entry".into()));
+    } else {
+        assert_eq!(report["root_cause_id"], starts["id"], "{stdout}");
+        assert_eq!(held_at(starts), "entry");
+        assert!(stdout.contains(ends["description"].as_str().unwrap()), "{stdout}");
+    }
 }
 
 /// Without --trace, debug measures the program's own functions, traces
