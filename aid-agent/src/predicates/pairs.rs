@@ -28,15 +28,28 @@ use super::{
 use crate::model::{Intervention, Point, Role, Run, Site};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
-/// is anchored at A's entry, and whether every passing run ran B to
-/// completion before A started.
+/// is anchored at A's entry, and what the passing runs showed of the two
+/// (which decides the hold that negates it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PairMember {
     pub a: Site,
     pub b: Site,
     pub at_entry: bool,
+    /// Every passing run ran B to completion before A started.
     #[serde(default)]
     pub reversed: bool,
+    /// Every passing run had B return before A returned.
+    #[serde(default)]
+    pub b_returns_first: bool,
+}
+
+/// What every passing run that made both calls A and B showed of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Passing {
+    /// B ran to completion before A started.
+    pub reversed: bool,
+    /// B returned before A returned.
+    pub b_returns_first: bool,
 }
 
 /// What the passing runs showed.
@@ -72,9 +85,8 @@ pub(super) struct Candidates {
 /// Pairs that survived the passing runs.
 pub(super) struct Vetted {
     overlaps: Vec<(Site, Site)>,
-    /// (A, B, every passing run ran B to completion before A started).
-    orders: Vec<(Site, Site, bool)>,
-    starts: Vec<(Site, Site, bool)>,
+    orders: Vec<(Site, Site, Passing)>,
+    starts: Vec<(Site, Site, Passing)>,
     concurrent: Vec<(Site, Site)>,
     groups: Vec<(GroupPair, SharedAt)>,
 }
@@ -272,10 +284,11 @@ fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
 /// Keeps the candidates no passing run shows, that co-occur in at least
 /// one passing run.
 pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vetted {
-    // (pair, co-occurrences, every passing run had B entirely first)
-    type Live = Vec<((Site, Site), u32, bool)>;
+    // (pair, co-occurrences, what every passing run with both showed)
+    type Live = Vec<((Site, Site), u32, Passing)>;
     let live = |set: FxSet<(Site, Site)>| -> Live {
-        let mut v: Live = set.into_iter().map(|p| (p, 0, true)).collect();
+        let all = Passing { reversed: true, b_returns_first: true };
+        let mut v: Live = set.into_iter().map(|p| (p, 0, all)).collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     };
@@ -293,7 +306,7 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
         let idx = funcs.index(run);
         let vet =
             |list: &mut Live, shows: &dyn Fn(&crate::model::Call, &crate::model::Call) -> bool| {
-                list.retain_mut(|(pair, co, reversed)| {
+                list.retain_mut(|(pair, co, seen)| {
                     let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
                         return true;
                     };
@@ -302,7 +315,10 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
                         return false;
                     }
                     if b.exit_ns.is_none_or(|x| x >= a.entry_ns) {
-                        *reversed = false;
+                        seen.reversed = false;
+                    }
+                    if b.exit_ns.is_none_or(|x| a.exit_ns.is_some_and(|y| x >= y)) {
+                        seen.b_returns_first = false;
                     }
                     true
                 });
@@ -311,8 +327,8 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
         vet(&mut starts, &|a, b| a.entry_ns < b.entry_ns);
         vet(&mut concurrent, &|a, b| a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run));
     }
-    let kept = |l: Live| -> Vec<(Site, Site, bool)> {
-        l.into_iter().filter(|e| e.1 > 0).map(|(p, _, rev)| (p.0, p.1, rev)).collect()
+    let kept = |l: Live| -> Vec<(Site, Site, Passing)> {
+        l.into_iter().filter(|e| e.1 > 0).map(|(p, _, seen)| (p.0, p.1, seen)).collect()
     };
     let overlaps: FxSet<(Site, Site)> = cands.overlaps;
     let mut overlaps: Vec<(Site, Site)> = overlaps.into_iter().collect();
@@ -342,12 +358,18 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
 /// would tie with the overlap that begins at that same entry ("A starts
 /// while C runs on the same object"), and a causal chain needs the two
 /// ordered (docs/predicates.md, "anchors and intervention points").
-/// Otherwise A's return waits for B's start (Order, at A's exit), or A's
-/// start does (StartsBefore, at A's entry).
-fn hold(kind: Kind, a: Site, b: Site, reversed: bool) -> (Anchor, Intervention) {
+/// Otherwise, for "A ends before B starts", A's return waits: for B's
+/// return when every passing run had B return before A did (B ran inside
+/// A; releasing A as B merely starts would let what follows A on its
+/// thread run beside B's body, which no passing run showed), else for
+/// B's start. For "A starts before B starts", A's start waits for B's.
+fn hold(kind: Kind, a: Site, b: Site, seen: Passing) -> (Anchor, Intervention) {
     let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
-    match (kind, reversed) {
+    match (kind, seen.reversed) {
         (Kind::Order, true) => (Anchor::FirstExit, at(Point::Entry, Point::Exit)),
+        (Kind::Order, false) if seen.b_returns_first => {
+            (Anchor::FirstExit, at(Point::Exit, Point::Exit))
+        }
         (Kind::Order, false) => (Anchor::FirstExit, at(Point::Exit, Point::Entry)),
         (_, true) => (Anchor::Entry, at(Point::Entry, Point::Exit)),
         _ => (Anchor::Entry, at(Point::Entry, Point::Entry)),
@@ -369,15 +391,16 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
         (Kind::StartsBefore, &v.starts, Condition::EntersBefore),
     ] {
         let mut by_groups: FxMap<(u32, ClassId, u32, ClassId), Vec<PairMember>> = FxMap::default();
-        for &(a, b, reversed) in list {
-            let (anchor, iv) = hold(kind, a, b, reversed);
+        for &(a, b, seen) in list {
+            let (anchor, iv) = hold(kind, a, b, seen);
             out.push((PredKey::pair(kind, a, b), relation.clone(), anchor, Some(iv)));
             if let (Some(ca), Some(cb)) = (class_of(funcs, a.role), class_of(funcs, b.role)) {
                 by_groups.entry((a.func, ca, b.func, cb)).or_default().push(PairMember {
                     a,
                     b,
                     at_entry: anchor == Anchor::Entry,
-                    reversed,
+                    reversed: seen.reversed,
+                    b_returns_first: seen.b_returns_first,
                 });
             }
         }
@@ -386,7 +409,13 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
                 continue;
             }
             pairs.sort_unstable_by_key(|p| (p.a, p.b));
-            let each = pairs.iter().map(|p| hold(kind, p.a, p.b, p.reversed).1).collect();
+            let each = pairs
+                .iter()
+                .map(|p| {
+                    let seen = Passing { reversed: p.reversed, b_returns_first: p.b_returns_first };
+                    hold(kind, p.a, p.b, seen).1
+                })
+                .collect();
             let key = PredKey {
                 kind,
                 func: fa,

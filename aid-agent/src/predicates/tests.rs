@@ -406,6 +406,51 @@ fn order_against_overlapping_passing_runs_holds_the_exit() {
     );
 }
 
+/// Passing runs had b run inside a (start after a's, return before a's);
+/// the failing run has a end before b starts. Releasing a's return as b
+/// merely starts would let what follows a run beside b's body, which no
+/// passing run showed: a's return waits for b's return. Once one passing
+/// run has b return after a did, the hold is the one above (until b has
+/// started).
+#[test]
+fn order_against_passing_runs_where_b_returned_first_holds_until_its_return() {
+    let functions = vec![func(0, "a", ValueKind::Void, &[]), func(1, "b", ValueKind::Void, &[])];
+    let pass = |id, b_exit| {
+        run(
+            id,
+            Label::Pass,
+            vec![call(0, 0, 1, 0, Some(20), None), call(1, 1, 1, 10, Some(b_exit), None)],
+            100,
+        )
+    };
+    let fail = |id| {
+        run(
+            id,
+            Label::Fail,
+            vec![call(0, 0, 1, 0, Some(20), None), call(1, 1, 1, 25, Some(45), None)],
+            100,
+        )
+    };
+    let order = PredKey::pair(Kind::Order, site(0, 0, 1), site(1, 1, 1));
+    let hold = |until_point| {
+        Some(Intervention::HoldUntil {
+            site: site(0, 0, 1),
+            point: Point::Exit,
+            until: site(1, 1, 1),
+            until_point,
+        })
+    };
+    let s = Session { functions, runs: vec![pass(0, 15), pass(1, 18), fail(2)] };
+    let c = learn_default(&s);
+    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    assert_eq!(c.predicates[1].anchor, Anchor::FirstExit);
+    assert_eq!(c.predicates[1].intervention, hold(Point::Exit));
+    let s = Session { runs: vec![pass(0, 15), pass(1, 30), fail(2)], ..s };
+    let c = learn_default(&s);
+    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    assert_eq!(c.predicates[1].intervention, hold(Point::Entry));
+}
+
 /// The only difference between the runs is that two calls that overlap in
 /// every run receive the same object in the failing one.
 #[test]
