@@ -15,7 +15,8 @@
 //! The three ordinary programs (pool-table-race, heartbeat-auth,
 //! transient-fetch) are run with the flags in their `aid.args`: the
 //! functions a user would trace after reading the code, `--safe` only for
-//! the functions their READMEs list as side-effect free.
+//! the functions their READMEs list as side-effect free. heartbeat-auth
+//! and two-lock-race are also run with no flags at all.
 
 mod common;
 
@@ -69,21 +70,26 @@ struct Outcome {
     root_cause: String,
     interventions: f64,
     tagt_mean: f64,
+    tagt_max: f64,
     text: String,
 }
 
-fn debug(name: &str) -> Outcome {
-    let exe = build(name);
-    let args: Vec<String> = std::fs::read_to_string(example_dir(name).join("aid.args"))
+/// The flags an example's README runs `debug` with, one per line of its
+/// `aid.args`.
+fn aid_args(name: &str) -> Vec<String> {
+    std::fs::read_to_string(example_dir(name).join("aid.args"))
         .unwrap()
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_owned)
-        .collect();
+        .collect()
+}
+
+fn debug(name: &str, args: &[String]) -> Outcome {
+    let exe = build(name);
     let (_tmp, out) = temp_session();
-    let output =
-        run_ok(agent().arg("debug").args(&args).arg("--out").arg(&out).arg("--").arg(&exe));
+    let output = run_ok(agent().arg("debug").args(args).arg("--out").arg(&out).arg("--").arg(&exe));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let path = report["path"]
@@ -97,6 +103,7 @@ fn debug(name: &str) -> Outcome {
         root_cause: report["root_cause"].as_str().unwrap_or_default().to_owned(),
         interventions: report["interventions"].as_f64().unwrap(),
         tagt_mean: report["tagt"]["mean_interventions"].as_f64().unwrap(),
+        tagt_max: report["tagt"]["max_interventions"].as_f64().unwrap(),
         text: String::from_utf8_lossy(&output.stdout).into_owned(),
     }
 }
@@ -158,14 +165,25 @@ enum Tagt {
     Fewer,
     /// With one or two candidates the two strategies need the same rounds.
     NoMore,
+    /// No more than TAGT's worst replayed seed: with a handful of
+    /// candidates that are each pruned alone, the two strategies run much
+    /// the same rounds in another order, and one session's count is a
+    /// single draw against the mean of 20 replays (heartbeat-auth with no
+    /// flags, 2026-11-23: 8 against a mean of 6.8 and a maximum of 8).
+    NoMoreThanWorst,
 }
 
 fn check_path(name: &str, expected: &[Expect<'_>], tagt: Tagt) {
+    check_path_with(name, &aid_args(name), expected, tagt);
+}
+
+/// [`check_path`] with the given flags instead of the example's `aid.args`.
+fn check_path_with(name: &str, args: &[String], expected: &[Expect<'_>], tagt: Tagt) {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (mut exact, mut missed) = (0, Vec::new());
     while exact < NEEDED && missed.len() <= SESSIONS - NEEDED {
-        let outcome = debug(name);
+        let outcome = debug(name, args);
         if !matches(&outcome.path, expected) {
             // Straight to stderr, past the test harness' capture: shown
             // even when the example passes.
@@ -194,11 +212,12 @@ fn check_path(name: &str, expected: &[Expect<'_>], tagt: Tagt) {
         let fewer = match tagt {
             Tagt::Fewer => outcome.interventions < outcome.tagt_mean,
             Tagt::NoMore => outcome.interventions <= outcome.tagt_mean,
+            Tagt::NoMoreThanWorst => outcome.interventions <= outcome.tagt_max,
         };
         assert!(
             fewer,
-            "{name}: AID took {} interventions, TAGT about {}",
-            outcome.interventions, outcome.tagt_mean
+            "{name}: AID took {} interventions, TAGT about {} (at most {})",
+            outcome.interventions, outcome.tagt_mean, outcome.tagt_max
         );
         exact += 1;
     }
@@ -293,14 +312,17 @@ fn rust_config_race() {
 /// and the path is found with orderings only.
 ///
 /// The ordering that negates the root cause holds `consumer_poll`'s return
-/// until `consumer_commit` has *started*; `consumer_close` can still slip
-/// into the commit's ~100 µs body when the machine is busy, and when the
-/// round has nothing upstream to witness it runs to its cap (600 runs),
-/// where one such run prunes the cause (measured 2026-11-23: 2 of 8
-/// sessions, each with one failing run of 600). Acceptance rule: **no
-/// session forces a value, every session names the slow `prepare_batch`
-/// as needing `--safe`, and at least one of two sessions reports the
-/// root cause** (each session's outcome is printed).
+/// until `consumer_commit` has *returned*, as every passing run had it.
+/// Until 2026-11-23 it held only until the commit had *started*, and
+/// `consumer_close` could slip into the commit's ~100 µs body when the
+/// machine was busy; when the round had nothing upstream to witness it
+/// ran to its cap (600 runs), where one such run pruned the cause (2 of 8
+/// sessions, each with one failing run of 600). That is not measured
+/// away yet (the slip did not occur in 12 sessions at load 3, with either
+/// hold), so the rule stays: **no session forces a value, every session
+/// names the slow `prepare_batch` as needing `--safe`, and at least one
+/// of two sessions reports the root cause**, held until the commit has
+/// returned (each session's outcome is printed).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn safe_list_is_respected() {
@@ -330,6 +352,10 @@ fn safe_list_is_respected() {
         assert!(text.contains("call 1 of prepare_batch on committer#1 runs too slow"), "{text}");
         assert!(text.contains("(needs a return-value intervention: declare the function --safe if forcing it is harmless)"), "{text}");
         let found = output.status.success() && text.contains(want);
+        if found {
+            let hold = "hold call 1 of consumer_poll on main before it returns until call 1 of consumer_commit on committer#1 has returned";
+            assert!(text.contains(hold), "{text}");
+        }
         eprintln!("session {session}: exit {:?}, root cause found: {found}", output.status.code());
         if found {
             return;
@@ -478,6 +504,44 @@ fn heartbeat_auth() {
     );
     let root = format!("{one}(?:, or {one})?, which no passing run shows");
     check_path("heartbeat-auth", &[Expect::Regex(&root)], Tagt::NoMore);
+}
+
+/// The C++ program whose heartbeat thread is a `std::thread` running a
+/// lambda, with no flags at all (issue 10): `debug` picks the program's
+/// own functions (`main` is not a candidate), names the thread by its
+/// lambda, amplifies the failure when it is rare, and finds the heartbeat
+/// reaching the server before main's HELLO or AUTH frame. aid states that
+/// fact in one of two forms, depending on what the session's runs show:
+///
+/// - as an order: the heartbeat thread's first `Server::handle` starts (or
+///   ends) before main's first or second one starts, confirmed by holding
+///   it until those have run;
+/// - as an interleaving of lock sections: the heartbeat's `handle` takes
+///   the server's lock while `Client::login` on main is between its two
+///   round trips (HELLO done, AUTH not yet), confirmed by serialising
+///   `login` and the heartbeat's `handle`. This is the AUTH form of the
+///   cause; it separates the runs when no failing run of the session had
+///   the heartbeat before HELLO.
+///
+/// `send_heartbeat` and `login` returning false follow, but are not
+/// `--safe`, so the path is the root cause alone. Acceptance rule:
+/// [`check_path`]'s, two of at most three sessions, each with no more
+/// interventions than TAGT's worst replay ([`Tagt::NoMoreThanWorst`]).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn heartbeat_auth_with_no_flags() {
+    let handle = r"session::Server::handle\(unsigned int, session::Frame const&\)";
+    let lambda = r"session::Client::connect::\{lambda\(\)#1\}";
+    let login = r"session::Client::login\(session::Credentials const&\)";
+    let one = format!(
+        r"call 1 of {handle} on {lambda}#1 (?:starts|ends) before call [12] of {handle} on main starts"
+    );
+    let order = format!("{one}(?:, or {one})?");
+    let interleaved = format!(
+        r"some call of {handle} on {lambda}#1 takes a lock while some call of {login} on main is between two critical sections on it \(released it, to take it again\)"
+    );
+    let root = format!("(?:{order}|{interleaved}), which no passing run shows");
+    check_path_with("heartbeat-auth", &[], &[Expect::Regex(&root)], Tagt::NoMoreThanWorst);
 }
 
 /// A transient fault whose right value depends on the call: re-executing
