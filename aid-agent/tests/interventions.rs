@@ -194,6 +194,27 @@ fn hold_until_forces_the_order() {
     assert!(s.runs[0].interventions[0].applied);
 }
 
+/// A hold at a function's return until another call has returned (the
+/// negation of "A ends before B starts" when passing runs had B run
+/// inside A): `second` enters while `first` sleeps and, held before it
+/// returns, returns only after `first` has.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn hold_at_return_until_another_call_has_returned() {
+    require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
+    assert!(call(&s, "second", 2).exit_ns.unwrap() < call(&s, "first", 1).exit_ns.unwrap());
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"exit",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let s = intervene(&exe, &["order"], &["first", "second"], plan, &[]);
+    let (first, second) = (call(&s, "first", 1), call(&s, "second", 2));
+    assert!(s.runs[0].interventions[0].applied);
+    assert!(second.entry_ns < first.exit_ns.unwrap(), "held at its return, not its entry");
+    assert!(second.exit_ns.unwrap() >= first.exit_ns.unwrap());
+    assert_eq!(second.ret, Some(2), "the held call returns its own value");
+}
+
 /// Regression: the kernel runs a probed function's first instruction before
 /// the stop signal is delivered. At -O1, read_flag's first instruction is
 /// the read itself, so a hold at its entry used to come too late: the read
