@@ -28,19 +28,15 @@ use super::{
 use crate::model::{Intervention, Point, Role, Run, Site};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
-/// is anchored at A's entry, and what the passing runs showed of the two
-/// (which decides the hold that negates it).
+/// is anchored at A's entry, and whether every passing run ran B to
+/// completion before A started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PairMember {
     pub a: Site,
     pub b: Site,
     pub at_entry: bool,
-    /// Every passing run ran B to completion before A started.
     #[serde(default)]
     pub reversed: bool,
-    /// Every passing run had B return before A returned.
-    #[serde(default)]
-    pub b_returns_first: bool,
 }
 
 /// What every passing run that made both calls A and B showed of them.
@@ -64,6 +60,8 @@ pub(super) struct PairBase {
 /// Two groups whose calls overlapped on different threads (a ≤ b), and
 /// whether they shared an object.
 type GroupPair = (GroupKey, GroupKey, bool);
+/// The two functions and classes of an aggregate pair predicate (A's, B's).
+type GroupFuncs = (u32, ClassId, u32, ClassId);
 /// For a shared object: the argument positions (a's, b's) and the object's
 /// name where the failing runs agree.
 type SharedAt = Option<(u8, u8, Option<ObjectName>)>;
@@ -390,32 +388,23 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
         (Kind::Order, &v.orders, Condition::EndsBefore),
         (Kind::StartsBefore, &v.starts, Condition::EntersBefore),
     ] {
-        let mut by_groups: FxMap<(u32, ClassId, u32, ClassId), Vec<PairMember>> = FxMap::default();
+        // Each member with the hold that negates it, for the aggregate's.
+        let mut by_groups: FxMap<GroupFuncs, Vec<(PairMember, Intervention)>> = FxMap::default();
         for &(a, b, seen) in list {
             let (anchor, iv) = hold(kind, a, b, seen);
-            out.push((PredKey::pair(kind, a, b), relation.clone(), anchor, Some(iv)));
+            out.push((PredKey::pair(kind, a, b), relation.clone(), anchor, Some(iv.clone())));
             if let (Some(ca), Some(cb)) = (class_of(funcs, a.role), class_of(funcs, b.role)) {
-                by_groups.entry((a.func, ca, b.func, cb)).or_default().push(PairMember {
-                    a,
-                    b,
-                    at_entry: anchor == Anchor::Entry,
-                    reversed: seen.reversed,
-                    b_returns_first: seen.b_returns_first,
-                });
+                let member =
+                    PairMember { a, b, at_entry: anchor == Anchor::Entry, reversed: seen.reversed };
+                by_groups.entry((a.func, ca, b.func, cb)).or_default().push((member, iv));
             }
         }
-        for ((fa, ca, fb, cb), mut pairs) in by_groups {
-            if pairs.len() < 2 {
+        for ((fa, ca, fb, cb), mut members) in by_groups {
+            if members.len() < 2 {
                 continue;
             }
-            pairs.sort_unstable_by_key(|p| (p.a, p.b));
-            let each = pairs
-                .iter()
-                .map(|p| {
-                    let seen = Passing { reversed: p.reversed, b_returns_first: p.b_returns_first };
-                    hold(kind, p.a, p.b, seen).1
-                })
-                .collect();
+            members.sort_unstable_by_key(|(p, _)| (p.a, p.b));
+            let (pairs, each): (Vec<PairMember>, Vec<Intervention>) = members.into_iter().unzip();
             let key = PredKey {
                 kind,
                 func: fa,
