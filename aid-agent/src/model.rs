@@ -130,7 +130,8 @@ pub enum Probe {
     /// `pthread_exit` may unwind through).
     Entry,
     /// A synchronisation point (a lock, a condition variable, a sleep):
-    /// entry only, attached in runs that carry noise (amplified), where each
+    /// entry only, attached in runs that carry noise (amplified), and in
+    /// every run of a session whose budget has room for them, where each
     /// thread counts the ones it enters and records the first
     /// `SYNC_EVENTS_PER_THREAD` (no exit), and noise may stop it at one of
     /// them.

@@ -20,6 +20,7 @@
 
 mod common;
 
+use aid::model::Probe;
 use std::{io::Write as _, path::PathBuf, process::Command, sync::Mutex};
 
 use common::*;
@@ -169,7 +170,9 @@ enum Tagt {
     /// candidates that are each pruned alone, the two strategies run much
     /// the same rounds in another order, and one session's count is a
     /// single draw against the mean of 20 replays (heartbeat-auth with no
-    /// flags, 2026-11-23: 8 against a mean of 6.8 and a maximum of 8).
+    /// flags, 2026-11-23: 8 against a mean of 6.8 and a maximum of 8; with
+    /// its `aid.args`, in CI the same day: 7 against 6.55 and at most 8,
+    /// where 16 earlier sessions took 4–6).
     NoMoreThanWorst,
 }
 
@@ -503,7 +506,7 @@ fn heartbeat_auth() {
         r"call 1 of {handle} on .+#1 (?:starts|ends) before call [12] of {handle} on main starts"
     );
     let root = format!("{one}(?:, or {one})?, which no passing run shows");
-    check_path("heartbeat-auth", &[Expect::Regex(&root)], Tagt::NoMore);
+    check_path("heartbeat-auth", &[Expect::Regex(&root)], Tagt::NoMoreThanWorst);
 }
 
 /// The C++ program whose heartbeat thread is a `std::thread` running a
@@ -804,5 +807,77 @@ fn default_mode_leaves_the_hot_helper_out() {
     }
     for f in ["crc32_update", "main", "die"] {
         assert!(!traced.contains(&f), "{f} traced: {traced:?}");
+    }
+    // About 23,000 lock and unlock calls per run: far over what the set
+    // left of the budget, so runs without noise do not record them.
+    let sync = stderr.lines().find(|l| l.contains("lock, unlock and wait calls")).expect(&stderr);
+    assert!(sync.contains("only in runs that amplify a rare failure"), "{sync}");
+    let sync_ids: Vec<u32> =
+        s.functions.iter().filter(|f| f.probe == Probe::Sync).map(|f| f.id).collect();
+    assert!(!sync_ids.is_empty());
+    for r in s.runs.iter().filter(|r| r.noise.is_empty()) {
+        assert!(!r.calls.iter().any(|c| sync_ids.contains(&c.func)), "run {}", r.id);
+    }
+}
+
+/// Default mode on a program that locks a handful of times per run
+/// (two-lock-race: about 14 lock and unlock calls, some of them inside
+/// `pthread_create`): what recording them costs, measured with one run,
+/// fits in what the default set left of the budget, so every run records
+/// them — runs without noise too, whose lock events the lock predicates
+/// then read. The runs here are too few to fail (the session may end with
+/// "no run failed"); what they recorded is stored all the same.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn default_mode_records_lock_events_when_cheap() {
+    require_bpf();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let exe = build("two-lock-race");
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["debug", "--runs", "3", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let sync = stderr.lines().find(|l| l.contains("lock, unlock and wait calls")).expect(&stderr);
+    assert!(
+        sync.contains("recording the C library's lock, unlock and wait calls in every run ("),
+        "{sync}"
+    );
+    let s = aid::store::load(&out).unwrap();
+    let name = |id: u32| s.functions[id as usize].name.as_str();
+    let plain: Vec<_> = s.runs.iter().filter(|r| r.noise.is_empty()).collect();
+    assert_eq!(plain.len(), 3, "{stderr}");
+    for r in plain {
+        // A client's account_withdraw takes the lock once to check, and
+        // once more to debit when the balance covered it (returns 0).
+        for client in [1, 2] {
+            let count =
+                |f: &str| r.calls.iter().filter(|c| c.role == client && name(c.func) == f).count();
+            let withdraw = r
+                .calls
+                .iter()
+                .find(|c| c.role == client && name(c.func) == "account_withdraw")
+                .unwrap_or_else(|| panic!("run {}: client#{client} withdrew", r.id));
+            let sections = if withdraw.ret == Some(0) { 2 } else { 1 };
+            assert_eq!(
+                (count("pthread_mutex_lock"), count("pthread_mutex_unlock")),
+                (sections, sections),
+                "run {}, client#{client}",
+                r.id
+            );
+        }
+        // account_balance on main takes it once more.
+        let balance = r.calls.iter().find(|c| name(c.func) == "account_balance").unwrap();
+        let inside = r.calls.iter().filter(|c| {
+            c.role == 0
+                && name(c.func) == "pthread_mutex_lock"
+                && c.entry_ns >= balance.entry_ns
+                && balance.exit_ns.is_none_or(|x| c.entry_ns <= x)
+        });
+        assert_eq!(inside.count(), 1, "run {}", r.id);
     }
 }

@@ -15,6 +15,10 @@ impl TargetFlags {
     /// This run is intervened on: number instances and consult the action
     /// map.
     pub const INTERVENE: TargetFlags = TargetFlags(2);
+    /// The synchronisation points are attached and record their events
+    /// (and count each thread's) in this run even without interventions:
+    /// an observation run whose lock events the analysis reads.
+    pub const SYNC_EVENTS: TargetFlags = TargetFlags(4);
 
     pub const fn contains(self, other: TargetFlags) -> bool {
         self.0 & other.0 == other.0
@@ -33,7 +37,8 @@ impl core::fmt::Debug for TargetFlags {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let live = if self.contains(TargetFlags::LIVE) { "LIVE" } else { "-" };
         let intervene = if self.contains(TargetFlags::INTERVENE) { "INTERVENE" } else { "-" };
-        write!(f, "TargetFlags({live}|{intervene})")
+        let sync = if self.contains(TargetFlags::SYNC_EVENTS) { "SYNC_EVENTS" } else { "-" };
+        write!(f, "TargetFlags({live}|{intervene}|{sync})")
     }
 }
 

@@ -1,10 +1,12 @@
 //! Synchronisation points (libc locks, condition variables, semaphores,
-//! yields, sleeps): entry-only probes. In an intervened run each thread
-//! counts the sync points it enters and records the first
-//! `SYNC_EVENTS_PER_THREAD` (which lock, which thread, when: what the lock
-//! predicates read), and when the agent installed noise at its k-th one (a
-//! delay, or a PCT priority change point) the thread stops for the agent
-//! there. Observation runs never attach them.
+//! yields, sleeps): entry-only probes. In an intervened run, and in an
+//! observation run the agent asked for them in (`SYNC_EVENTS`: the
+//! default set's measured budget had room), each thread counts the sync
+//! points it enters and records the first `SYNC_EVENTS_PER_THREAD` (which
+//! lock, which thread, when: what the lock predicates read). In an
+//! intervened run, when the agent installed noise at a thread's k-th one
+//! (a delay, or a PCT priority change point) the thread stops for the
+//! agent there.
 
 use aid_common::{
     EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC, SiteKey, SitePoint,
@@ -26,12 +28,13 @@ pub fn try_sync_point(
     flags: TargetFlags,
     regs: &pt_regs,
 ) -> Result<(), ProbeErrorKind> {
-    if !flags.contains(TargetFlags::INTERVENE) {
+    let intervene = flags.contains(TargetFlags::INTERVENE);
+    if !intervene && !flags.contains(TargetFlags::SYNC_EVENTS) {
         return Ok(());
     }
     let tid = pid_tgid as u32;
     // The agent rewound the thread to the first instruction: the same entry.
-    if replayed_entry(tid, regs.rip) {
+    if intervene && replayed_entry(tid, regs.rip) {
         return Ok(());
     }
     // SAFETY: a read of a map value.
@@ -49,6 +52,9 @@ pub fn try_sync_point(
     };
     if step <= SYNC_EVENTS_PER_THREAD {
         emit(now(), pid_tgid, func, EventKind::ENTRY, [regs.rdi, regs.rsi, regs.rdx], regs.rip);
+    }
+    if !intervene {
+        return Ok(());
     }
     let key = SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY };
     // SAFETY: a read of a map value, copied out at once.

@@ -439,7 +439,10 @@ impl Probes {
         }
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
-        let flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
+        let mut flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
+        if self.sync_points {
+            flags = flags.with(TargetFlags::SYNC_EVENTS);
+        }
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })
     }
 
@@ -692,8 +695,9 @@ impl Probes {
     }
 
     /// Whether the targets of the next runs ([`Scope::Target`]) get the
-    /// synchronisation points ([`Probe::Sync`]) among the functions too:
-    /// only runs that amplify a failure with noise need them.
+    /// synchronisation points ([`Probe::Sync`]) among the functions too,
+    /// recording their events: runs that amplify a failure with noise, and
+    /// every run of a session whose budget has room for them.
     pub fn set_sync_points(&mut self, on: bool) {
         self.sync_points = on;
     }

@@ -11,6 +11,8 @@ pub mod program;
 pub mod races;
 pub mod service;
 pub mod source;
+#[cfg(test)]
+mod tests;
 
 use std::{
     collections::BTreeSet,
@@ -131,6 +133,22 @@ pub struct Observed {
     pub analysed: u32,
 }
 
+impl Observed {
+    /// Share of the complete runs that failed.
+    fn rate(&self) -> f64 {
+        f64::from(self.failing) / f64::from((self.failing + self.passing).max(1))
+    }
+
+    /// Counts the runs of an earlier observation too (made before this
+    /// one had to start over with noise; stored, not analysed).
+    fn add_earlier(&mut self, earlier: &Observed) {
+        self.runs += earlier.runs;
+        self.failing += earlier.failing;
+        self.passing += earlier.passing;
+        self.incomplete += earlier.incomplete;
+    }
+}
+
 /// What `debug` found: how observation went, the analysis, and the causal
 /// path with the runs that confirmed it.
 pub struct Diagnosis {
@@ -190,7 +208,52 @@ pub fn debug(
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
     writer.set_settings(opts.settings())?;
-    let (observed, basis, noise) = observe(source, writer, opts, cancel, ui)?;
+    let first = observe(source, writer, opts, None, cancel, ui)?;
+    match debug_observed(source, writer, opts, first, cancel, ui)? {
+        Debugging::Done(d) => Ok(*d),
+        Debugging::RareUnderControl { observed, plain, control } => {
+            let noun = source.noun();
+            ui.say(&format!(
+                "under the agent's control the failure is rare ({} of {} control {noun}s failed, against {:.0}% of observed {noun}s): observing again with noise, so that interventions are judged where the failure is frequent",
+                control.failing,
+                control.runs,
+                observed.rate() * 100.0
+            ));
+            let (mut again, basis, noise) = observe(source, writer, opts, Some(plain), cancel, ui)?;
+            again.add_earlier(&observed);
+            match debug_observed(source, writer, opts, (again, basis, noise), cancel, ui)? {
+                Debugging::Done(d) => Ok(*d),
+                Debugging::RareUnderControl { control, .. } => bail!(
+                    "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), even with noise: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
+                    control.runs,
+                ),
+            }
+        }
+    }
+}
+
+/// Where [`debug_observed`] ended.
+enum Debugging {
+    Done(Box<Diagnosis>),
+    /// The control runs showed the failure rare, though observed runs
+    /// made without noise did not: observe again with noise (`plain`: the
+    /// runs observed so far, which the noise is planned from).
+    RareUnderControl {
+        observed: Observed,
+        plain: Vec<Run>,
+        control: Control,
+    },
+}
+
+/// Analyse the observed runs, intervene, conclude.
+fn debug_observed(
+    source: &mut dyn RunSource,
+    writer: &mut Writer,
+    opts: &DebugOptions,
+    (observed, basis, noise): (Observed, Vec<Run>, Option<NoiseSource>),
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Debugging> {
     let session = Session { functions: source.functions().to_vec(), runs: basis };
     ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
     let analysis = analyse(&session, opts, source.reach(), ui);
@@ -200,9 +263,11 @@ pub fn debug(
     races::decide(&mut analysis, &session, &mut *source, writer.dir(), cancel, ui);
     let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
     if analysis.candidates.is_empty() || interrupted.is_some() {
-        return Ok(Diagnosis::untested(observed, session, analysis, Vec::new(), interrupted));
+        let d = Diagnosis::untested(observed, session, analysis, Vec::new(), interrupted);
+        return Ok(Debugging::Done(Box::new(d)));
     }
     let mut config = engine_config(&analysis, opts, source.noun(), ui)?;
+    let may_amplify = noise.is_none() && source.can_amplify();
     source.begin_interventions()?;
     let mut oracle = SourceOracle::new(
         &mut *source,
@@ -213,19 +278,26 @@ pub fn debug(
         cancel,
         &mut *ui,
     );
-    let control = match calibrate(&mut oracle, &mut config) {
-        Ok(c) => c,
-        Err(e) => {
-            let oracle_runs = oracle.finish();
-            source.end_interventions();
-            if !cancel.load(Ordering::Relaxed) {
-                return Err(e);
+    let control =
+        match calibrate(&mut oracle, &mut config, may_amplify.then_some(opts.amplify_below)) {
+            Ok(Calibration::Judged(c)) => c,
+            Ok(Calibration::Rare(control)) => {
+                let _ = oracle.finish();
+                source.end_interventions();
+                return Ok(Debugging::RareUnderControl { observed, plain: session.runs, control });
             }
-            // Interrupted: what the analysis found, untested.
-            let interrupted = Some("measuring the control");
-            return Ok(Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted));
-        }
-    };
+            Err(e) => {
+                let oracle_runs = oracle.finish();
+                source.end_interventions();
+                if !cancel.load(Ordering::Relaxed) {
+                    return Err(e);
+                }
+                // Interrupted: what the analysis found, untested.
+                let interrupted = Some("measuring the control");
+                let d = Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted);
+                return Ok(Debugging::Done(Box::new(d)));
+            }
+        };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = oracle.finish();
     source.end_interventions();
@@ -233,7 +305,7 @@ pub fn debug(
         Ok(d) => d,
         // Interrupted: what the finished rounds established.
         Err((_, Some(partial))) if cancel.load(Ordering::Relaxed) => {
-            return Ok(Diagnosis {
+            return Ok(Debugging::Done(Box::new(Diagnosis {
                 observed,
                 session,
                 analysis,
@@ -242,7 +314,7 @@ pub fn debug(
                 oracle_runs,
                 interrupted: Some("intervening"),
                 control: Some(control),
-            });
+            })));
         }
         Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
     };
@@ -252,7 +324,7 @@ pub fn debug(
     let concluded = conclude(&analysis, discovery, &config, opts, &installable);
     ui.end();
     let (discovery, tagt) = concluded?;
-    Ok(Diagnosis {
+    Ok(Debugging::Done(Box::new(Diagnosis {
         observed,
         session,
         analysis,
@@ -261,7 +333,16 @@ pub fn debug(
         oracle_runs,
         interrupted: None,
         control: Some(control),
-    })
+    })))
+}
+
+/// What the control runs decided.
+enum Calibration {
+    /// Rounds are judged against this control.
+    Judged(Control),
+    /// The failure is rarer than the amplification threshold under the
+    /// agent's control: amplify first.
+    Rare(Control),
 }
 
 /// Judges intervention rounds against the failure rate of control runs
@@ -269,12 +350,23 @@ pub fn debug(
 /// than the observed one: "no failure in k runs" must be unlikely for a
 /// round that changed nothing. Control runs go on until
 /// [`oracle::CONTROL_FAILURES`] fail, at most 15 / (observed rate) runs
-/// (20 to 200).
-fn calibrate(oracle: &mut SourceOracle<'_>, config: &mut Config) -> anyhow::Result<Control> {
+/// (20 to 200). With `amplify_below` (runs observed without noise, on a
+/// source that can amplify), a control failure rate below it is
+/// [`Calibration::Rare`]: as rare as a failure the observation would have
+/// amplified (a thread pool whose workers start staggered under ptrace
+/// overlaps less).
+fn calibrate(
+    oracle: &mut SourceOracle<'_>,
+    config: &mut Config,
+    amplify_below: Option<f64>,
+) -> anyhow::Result<Calibration> {
     let observed = config.baseline.rate();
     let max = ((15.0 / observed.max(1e-3)).ceil() as u32).clamp(20, 200);
     let control = oracle.control(max)?;
     let noun = oracle.source.noun();
+    if amplify_below.is_some_and(|below| control.rate() < below) {
+        return Ok(Calibration::Rare(control));
+    }
     if control.failing == 0 {
         bail!(
             "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), against {:.0}% of observed {noun}s: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
@@ -296,7 +388,7 @@ fn calibrate(oracle: &mut SourceOracle<'_>, config: &mut Config) -> anyhow::Resu
         config.baseline.rate() * 100.0,
         config.first_round_runs()?
     ));
-    Ok(control)
+    Ok(Calibration::Judged(control))
 }
 
 /// Predicates, statistics and the AC-DAG of the observed runs, keeping as
@@ -386,6 +478,7 @@ fn observe(
     source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
+    amplified_from: Option<Vec<Run>>,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<(Observed, Vec<Run>, Option<NoiseSource>)> {
@@ -394,6 +487,18 @@ fn observe(
     let mut basis: Vec<Run> = Vec::new();
     let mut plain: Vec<Run> = Vec::new();
     let mut noise: Option<NoiseSource> = None;
+    // Amplified from the start, planned from the runs observed before.
+    if let Some(seen) = amplified_from {
+        let level = Level::START;
+        ui.say(&format!(
+            "injecting noise at synchronisation points and traced calls ({}; {} per {noun}, holds up to {}); the {noun}s record it",
+            opts.schedule.describe(),
+            level.sites,
+            crate::util::human::duration(level.max_delay_us * 1000),
+        ));
+        noise = Some(NoiseSource::new(level, opts.schedule, &seen, opts.seed));
+        plain = seen;
+    }
     let mut noted = false;
     let counts = |runs: &[Run]| {
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;

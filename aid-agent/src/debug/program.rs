@@ -236,11 +236,19 @@ pub fn debug_program(
             Ok(functions)
         },
         |tracer, target, ui| {
-            if let Some(found) = candidates.borrow_mut().take() {
-                choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)?;
-            }
+            let measured = match candidates.borrow_mut().take() {
+                Some(found) => {
+                    Some(choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)?)
+                }
+                None => None,
+            };
             let sync = tracer.add_sync_points()?;
             log::info!("{sync} synchronisation points of the C library ready for amplification");
+            if let Some((census, left_ns)) = measured
+                && sync > 0
+            {
+                record_sync_if_cheap(tracer, target, &req.policy, &census, left_ns, cancel, ui)?;
+            }
             Ok(())
         },
     )?;
@@ -328,7 +336,7 @@ pub fn choose_by_cost(
     found: Candidates,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(census::Census, f64)> {
     let Candidates { functions, skipped } = found;
     let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (name, reason) in &skipped {
@@ -423,5 +431,43 @@ pub fn choose_by_cost(
         chosen.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
     ));
     tracer.set_user_functions(chosen)?;
+    let left = census.budget_ns() - choice.cost_ns;
+    Ok((census, left))
+}
+
+/// After the default set was chosen: records the C library's
+/// synchronisation points (whose events the lock predicates read) in every
+/// run if what they cost, measured with one run, fits in what the set
+/// left of the budget; otherwise only runs that amplify a rare failure
+/// record them.
+fn record_sync_if_cheap(
+    tracer: &mut Tracer,
+    target: &Target,
+    policy: &RunPolicy,
+    census: &census::Census,
+    left_ns: f64,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let cost = census::measure_sync(tracer, target, policy, census, cancel)?;
+    let ms = |ns: f64| ns / 1e6;
+    let fits = cost.fits(left_ns);
+    tracer.set_sync_in_every_run(fits);
+    let measured = if cost.complete {
+        format!("{} per run, ~{:.2} ms", cost.entries, ms(cost.cost_ns))
+    } else {
+        format!("at least {} per run (the measuring run was cut short)", cost.entries)
+    };
+    ui.say(&if fits {
+        format!(
+            "recording the C library's lock, unlock and wait calls in every run ({measured}; {:.2} ms of the budget left)",
+            ms(left_ns.max(0.0))
+        )
+    } else {
+        format!(
+            "recording the C library's lock, unlock and wait calls only in runs that amplify a rare failure: {measured} is more than the {:.2} ms of the budget left",
+            ms(left_ns.max(0.0))
+        )
+    });
     Ok(())
 }

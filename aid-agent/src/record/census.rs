@@ -164,6 +164,54 @@ pub fn measure(
     Ok(census)
 }
 
+/// What recording the C library's synchronisation points in every run
+/// would cost, measured with one run.
+#[derive(Clone, Copy, Debug)]
+pub struct SyncCost {
+    /// Synchronisation points the threads entered in the measuring run.
+    pub entries: u64,
+    /// Estimated cost per run: an entry-only probe and one event each.
+    pub cost_ns: f64,
+    /// Whether the measuring run ended on its own with every event.
+    pub complete: bool,
+}
+
+impl SyncCost {
+    /// Whether it fits in what the default set left of the budget.
+    pub fn fits(&self, left_ns: f64) -> bool {
+        self.complete && self.cost_ns <= left_ns
+    }
+}
+
+/// Measures what the synchronisation points (already in the tracer's
+/// function table) cost: one run with them recorded, the chosen functions
+/// traced as they will be, stopped like a counting run. Each entry costs
+/// about half a traced call (`call_ns`: entry and return probe). The
+/// tracer keeps recording them in every run only if the caller says so.
+pub fn measure_sync(
+    tracer: &mut Tracer,
+    target: &Target,
+    policy: &RunPolicy,
+    census: &Census,
+    cancel: &AtomicBool,
+) -> anyhow::Result<SyncCost> {
+    let limit = Duration::from_nanos(census.untraced_ns.saturating_mul(50))
+        .max(Duration::from_secs(5))
+        .min(policy.timeout);
+    let short = RunPolicy { timeout: limit, ..policy.clone() };
+    let before = tracer.sync_in_every_run();
+    tracer.set_sync_in_every_run(true);
+    let rec = tracer.observe(target, 0, &short, cancel);
+    tracer.set_sync_in_every_run(before);
+    let rec = rec?;
+    let entries: u64 = rec.sync_steps.iter().map(|&(_, n)| u64::from(n)).sum();
+    Ok(SyncCost {
+        entries,
+        cost_ns: entries as f64 * census.call_ns / 2.0,
+        complete: !rec.run.outcome.timed_out && rec.run.lost_events == 0,
+    })
+}
+
 /// The default set: candidates cheapest first (fewest calls per run, then
 /// address order) while the estimated cost stays within the budget and
 /// the set within [`MAX_FUNCTIONS`]. Functions never called in the

@@ -90,6 +90,9 @@ pub struct Tracer {
     /// What the user should know about the probes (functions skipped,
     /// entry-only probes), one line each.
     notices: Vec<String>,
+    /// Every run, observed or intervened on, gets the synchronisation
+    /// points and records their events ([`Tracer::set_sync_in_every_run`]).
+    sync_in_every_run: bool,
 }
 
 impl Tracer {
@@ -183,6 +186,7 @@ impl Tracer {
             resolver,
             stops: StopState::new(stop_signal),
             notices,
+            sync_in_every_run: false,
         })
     }
 
@@ -194,8 +198,9 @@ impl Tracer {
     /// Adds the C library's synchronisation points (aid's entry-only
     /// probes for noise, `intervene/noise.rs`) to the function table.
     /// Runs of a program only ([`Scope::Target`]): they are attached to the
-    /// runs whose plan amplifies, never to observation runs. Returns how
-    /// many were found.
+    /// runs whose plan amplifies, and to every run once
+    /// [`Tracer::set_sync_in_every_run`] says so. Returns how many were
+    /// found.
     pub fn add_sync_points(&mut self) -> Result<usize, TraceError> {
         if self.scope != Scope::Target || self.functions.iter().any(|f| f.probe == Probe::Sync) {
             return Ok(0);
@@ -252,6 +257,20 @@ impl Tracer {
             .sum()
     }
 
+    /// Whether every run, observed or intervened on, gets the
+    /// synchronisation points and records their events (the lock events
+    /// the lock predicates read), not only the runs that amplify. Intervened
+    /// runs then get them too, so that they run under the conditions the
+    /// observations were made in.
+    pub fn set_sync_in_every_run(&mut self, on: bool) {
+        self.sync_in_every_run = on;
+    }
+
+    /// Whether every run gets the synchronisation points.
+    pub fn sync_in_every_run(&self) -> bool {
+        self.sync_in_every_run
+    }
+
     /// Functions the user asked for (not aid's internal probes).
     pub fn user_functions(&self) -> impl Iterator<Item = &Function> {
         self.functions.iter().filter(|f| !f.internal)
@@ -267,7 +286,7 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
-        self.probes.set_sync_points(false);
+        self.probes.set_sync_points(self.sync_in_every_run);
         let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
         let started = t.elapsed();
@@ -277,6 +296,9 @@ impl Tracer {
         let exit = child.wait(policy.timeout, cancel)?;
         let ended = t.elapsed();
         let mut rec = self.finish(id, pid, exit, policy)?;
+        if self.sync_in_every_run {
+            rec.sync_steps = self.sync_steps(&rec.run.threads);
+        }
         log::debug!(
             "run {id}: held child and probes {started:.1?}, exec {exec:.1?}, end {ended:.1?}, recorded {:.1?}",
             t.elapsed()
@@ -350,7 +372,8 @@ impl Tracer {
         cancel: &AtomicBool,
         hook: &mut dyn RunHook,
     ) -> Result<RecordedRun, TraceError> {
-        self.probes.set_sync_points(plan.sync_points);
+        let sync = plan.sync_points || self.sync_in_every_run;
+        self.probes.set_sync_points(sync);
         let mut child = self.start(target, true)?;
         let pid = child.pid;
         for (site, action, _) in &plan.actions {
@@ -397,16 +420,8 @@ impl Tracer {
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
-        if plan.sync_points {
-            let roles: HashMap<u32, Role> =
-                rec.run.threads.iter().map(|t| (t.tid, t.role)).collect();
-            rec.sync_steps = self
-                .probes
-                .sync_steps()
-                .into_iter()
-                .filter_map(|(tid, n)| Some((*roles.get(&tid)?, n)))
-                .collect();
-            rec.sync_steps.sort_unstable();
+        if sync {
+            rec.sync_steps = self.sync_steps(&rec.run.threads);
         }
         mark_interrupted(&mut rec.run, cancel);
         for stop in stops.iter().filter(|s| s.error.is_some()) {
@@ -417,6 +432,20 @@ impl Tracer {
             );
         }
         Ok(rec)
+    }
+
+    /// Synchronisation points each role entered in the run that just
+    /// ended, by role.
+    fn sync_steps(&self, threads: &[crate::model::Thread]) -> Vec<(Role, u32)> {
+        let roles: HashMap<u32, Role> = threads.iter().map(|t| (t.tid, t.role)).collect();
+        let mut steps: Vec<(Role, u32)> = self
+            .probes
+            .sync_steps()
+            .into_iter()
+            .filter_map(|(tid, n)| Some((*roles.get(&tid)?, n)))
+            .collect();
+        steps.sort_unstable();
+        steps
     }
 
     /// Whether a stop served noise rather than an intervention.

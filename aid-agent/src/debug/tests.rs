@@ -1,0 +1,161 @@
+//! The pipeline over a scripted run source: how observation, control runs
+//! and amplification hand over to each other, without the kernel.
+
+use std::sync::atomic::AtomicBool;
+
+use super::*;
+use crate::{
+    intervene::{Plan, Reach},
+    model::{
+        AppliedIntervention, Function, Noise, Outcome, RecordedRun, ValueKind,
+        testing::{call, function, recorded, run},
+    },
+    store::{FORMAT, Header, Mode, VERSION},
+};
+
+/// A program whose failure (`read` returning -1, exit code 1) shows in
+/// every fifth observed run, but never in a run made as intervened runs
+/// are unless it carries noise: as a race whose threads overlap less when
+/// the agent, as tracer of every thread, starts them staggered. A run
+/// that forces `read`'s return passes.
+struct StaggeredUnderControl {
+    functions: Vec<Function>,
+    runs: u32,
+    observed_plain: u32,
+    observed_noisy: u32,
+    control_plain: u32,
+}
+
+impl StaggeredUnderControl {
+    fn make(&mut self, fails: bool, interventions: Vec<AppliedIntervention>) -> RecordedRun {
+        self.runs += 1;
+        let ret = if fails { -1 } else { 0 };
+        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
+            .with_outcome(Outcome {
+                exit_code: Some(code),
+                reason: format!("exit code {code}"),
+                ..Outcome::default()
+            });
+        r.interventions = interventions;
+        recorded(r)
+    }
+}
+
+impl RunSource for StaggeredUnderControl {
+    fn noun(&self) -> &'static str {
+        "run"
+    }
+
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::PROGRAM
+    }
+
+    fn can_amplify(&self) -> bool {
+        true
+    }
+
+    fn hint_no_failure(&self) -> String {
+        String::new()
+    }
+
+    fn hint_all_failed(&self) -> &'static str {
+        ""
+    }
+
+    fn observe(&mut self, noise: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
+        if noise.is_empty() {
+            self.observed_plain += 1;
+        } else {
+            self.observed_noisy += 1;
+        }
+        let fails = (self.runs + 1).is_multiple_of(5);
+        Ok(Some(self.make(fails, Vec::new())))
+    }
+
+    fn begin_interventions(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
+        let applied: Vec<AppliedIntervention> = plan
+            .interventions
+            .iter()
+            .map(|iv| AppliedIntervention {
+                intervention: iv.clone(),
+                applied: true,
+                timed_out: false,
+            })
+            .collect();
+        let fails = if !applied.is_empty() {
+            false
+        } else if plan.noise.is_empty() {
+            self.control_plain += 1;
+            false
+        } else {
+            (self.runs + 1).is_multiple_of(5)
+        };
+        Ok(self.make(fails, applied))
+    }
+
+    fn end_interventions(&mut self) {}
+}
+
+fn header(functions: &[Function]) -> Header {
+    Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        tool: "test".into(),
+        created: 0,
+        mode: Mode::Debug,
+        program: "/bin/x".into(),
+        command: vec!["x".into()],
+        pid: None,
+        unit: None,
+        fail_rules: vec![],
+        settings: None,
+        functions: functions.to_vec(),
+    }
+}
+
+/// Observed runs fail often, but control runs (made as intervened runs
+/// are) never do: the rounds could not be judged, so `debug` observes
+/// again with noise from the first run, learns from those runs alone, and
+/// judges the rounds against control runs that carry the same noise.
+#[test]
+fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = StaggeredUnderControl {
+        functions: functions.clone(),
+        runs: 0,
+        observed_plain: 0,
+        observed_noisy: 0,
+        control_plain: 0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = Writer::create(&dir.path().join("s"), &header(&functions)).unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    // First observation: 10 failing runs of 50 (20 %, not amplified);
+    // control: 15 / 20 % = 75 runs, none failed.
+    assert_eq!((source.observed_plain, source.control_plain), (50, 75));
+    // Then 50 runs with noise, which the analysis used alone.
+    assert_eq!(source.observed_noisy, 50);
+    assert_eq!(d.session.runs.len(), 50);
+    assert!(d.observed.amplified.is_some());
+    assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (100, 20, 80));
+    let control = d.control.expect("rounds were judged against control runs with noise");
+    assert!(control.failing > 0, "{control:?}");
+    let discovery = d.discovery.expect("a path");
+    let root = discovery.root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
