@@ -155,8 +155,9 @@ fn amplify(dir: &Path, runs: usize) {
     let mut level = Some(Level::START);
     let mut seed = 1;
     while let Some(l) = level.take() {
-        let mut random = NoiseSource::new(l, Schedule::Random, &seen, seed);
-        let mut pct = NoiseSource::new(l, Schedule::Pct, &seen, seed + 1);
+        let functions = tracer.functions().to_vec();
+        let mut random = NoiseSource::new(l, Schedule::Random, &seen, &functions, seed);
+        let mut pct = NoiseSource::new(l, Schedule::Pct, &seen, &functions, seed + 1);
         seed += 2;
         let (mut bare, mut observed, mut rand_t, mut pct_t) =
             (Tally::default(), Tally::default(), Tally::default(), Tally::default());

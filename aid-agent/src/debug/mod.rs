@@ -496,7 +496,7 @@ fn observe(
             level.sites,
             crate::util::human::duration(level.max_delay_us * 1000),
         ));
-        noise = Some(NoiseSource::new(level, opts.schedule, &seen, opts.seed));
+        noise = Some(NoiseSource::new(level, opts.schedule, &seen, source.functions(), opts.seed));
         plain = seen;
     }
     let mut noted = false;
@@ -546,7 +546,13 @@ fn observe(
                 Some(n) => n.raise(level),
                 None => {
                     let seen = if plain.is_empty() { &basis } else { &plain };
-                    noise = Some(NoiseSource::new(level, opts.schedule, seen, opts.seed));
+                    noise = Some(NoiseSource::new(
+                        level,
+                        opts.schedule,
+                        seen,
+                        source.functions(),
+                        opts.seed,
+                    ));
                 }
             }
             basis.clear();

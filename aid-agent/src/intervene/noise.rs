@@ -36,7 +36,7 @@ use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::{
     intervene::plan,
-    model::{Noise, NoiseAction, NoiseAt, Point, Role, Run, Site},
+    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Point, Probe, Role, Run, Site},
 };
 
 /// How much noise to inject per run.
@@ -89,7 +89,8 @@ const GUESSED_STEPS: u32 = 8;
 
 /// The noise drawn for every run at one level: the call sites of the runs
 /// seen before amplification began, and the synchronisation points each
-/// thread reached in amplified runs.
+/// thread reached in those runs (when they recorded them) and in
+/// amplified runs.
 pub struct NoiseSource {
     pub level: Level,
     pub schedule: Schedule,
@@ -102,17 +103,32 @@ pub struct NoiseSource {
 }
 
 impl NoiseSource {
-    pub fn new(level: Level, schedule: Schedule, seen: &[Run], seed: u64) -> NoiseSource {
+    /// `functions`: the session's table, which says which of the calls the
+    /// runs recorded are synchronisation points (counted per thread, not
+    /// call sites: the kernel looks noise at them up by rank).
+    pub fn new(
+        level: Level,
+        schedule: Schedule,
+        seen: &[Run],
+        functions: &[Function],
+        seed: u64,
+    ) -> NoiseSource {
+        let sync =
+            |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe == Probe::Sync);
         let mut calls: Vec<Site> = seen
             .iter()
             .flat_map(|r| {
-                r.calls.iter().map(|c| Site { func: c.func, role: c.role, instance: c.instance })
+                r.calls.iter().filter(|c| !sync(c.func)).map(|c| Site {
+                    func: c.func,
+                    role: c.role,
+                    instance: c.instance,
+                })
             })
             .collect();
         calls.sort();
         calls.dedup();
         let roles = seen.iter().flat_map(|r| r.threads.iter().map(|t| t.role)).collect();
-        NoiseSource {
+        let mut source = NoiseSource {
             level,
             schedule,
             calls,
@@ -120,7 +136,15 @@ impl NoiseSource {
             steps: BTreeMap::new(),
             drawn: 0,
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+        };
+        for r in seen {
+            let mut steps: BTreeMap<Role, u32> = BTreeMap::new();
+            for c in r.calls.iter().filter(|c| sync(c.func)) {
+                *steps.entry(c.role).or_insert(0) += 1;
+            }
+            source.learn(&steps.into_iter().collect::<Vec<_>>());
         }
+        source
     }
 
     /// Takes a new level, keeping what was learnt.
@@ -222,7 +246,7 @@ mod tests {
     use super::*;
     use crate::model::{
         Label,
-        testing::{call, run},
+        testing::{call, function, run},
     };
 
     fn seen() -> Run {
@@ -233,7 +257,7 @@ mod tests {
     #[test]
     fn random_delays_are_distinct_points_within_bounds() {
         let level = Level { sites: 4, max_delay_us: 300 };
-        let mut source = NoiseSource::new(level, Schedule::Random, &[seen()], 7);
+        let mut source = NoiseSource::new(level, Schedule::Random, &[seen()], &[], 7);
         source.learn(&[(0, 5)]);
         for _ in 0..20 {
             let noise = source.draw();
@@ -253,7 +277,7 @@ mod tests {
 
     #[test]
     fn both_alternates_random_delays_and_pct_change_points() {
-        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], 3);
+        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], &[], 3);
         let kinds: Vec<bool> = (0..4)
             .map(|_| {
                 let noise = source.draw();
@@ -281,7 +305,7 @@ mod tests {
 
     #[test]
     fn sync_points_are_guessed_until_counted_then_learnt() {
-        let mut source = NoiseSource::new(Level::START, Schedule::Random, &[seen()], 1);
+        let mut source = NoiseSource::new(Level::START, Schedule::Random, &[seen()], &[], 1);
         let syncs = |s: &NoiseSource| {
             s.points().into_iter().filter(|p| matches!(p, NoiseAt::Sync { .. })).count()
         };
@@ -296,5 +320,39 @@ mod tests {
         assert!(!served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, false));
         let act = action(NoiseAction::Demote { priority: 2, max_us: 900 });
         assert_eq!((act.kind, act.value, act.timeout_us), (ActionKind::YIELD, 2, 900));
+    }
+
+    /// Runs that recorded the synchronisation points (every run, when the
+    /// budget had room): their calls of sync functions are not call sites
+    /// for noise (the kernel looks noise at a sync point up by rank, never
+    /// as a call), and they say how many each thread reached.
+    #[test]
+    fn recorded_sync_points_are_counted_not_taken_for_call_sites() {
+        let mut lock = function(1, "pthread_mutex_lock");
+        lock.probe = Probe::Sync;
+        let functions = vec![function(0, "withdraw"), lock];
+        let calls = vec![
+            call(0, 1, 1, 0, Some(10), Some(0)),
+            call(1, 1, 1, 1, None, None),
+            call(1, 1, 2, 5, None, None),
+            call(1, 2, 1, 6, None, None),
+        ];
+        let a = run(1, Label::Pass, calls, 20);
+        let b = run(2, Label::Pass, vec![call(1, 1, 1, 1, None, None)], 20);
+        let source = NoiseSource::new(Level::START, Schedule::Random, &[a, b], &functions, 1);
+        let points = source.points();
+        let sites: Vec<NoiseAt> =
+            points.iter().copied().filter(|p| matches!(p, NoiseAt::Call { .. })).collect();
+        assert_eq!(sites, vec![NoiseAt::Call { site: Site { func: 0, role: 1, instance: 1 } }]);
+        let syncs: Vec<(Role, u32)> = points
+            .iter()
+            .filter_map(|p| match *p {
+                NoiseAt::Sync { role, step } => Some((role, step)),
+                NoiseAt::Call { .. } => None,
+            })
+            .collect();
+        // The most each role reached in one run: 2 on role 1, 1 on role 2,
+        // none on main.
+        assert_eq!(syncs, vec![(1, 1), (1, 2), (2, 1)]);
     }
 }
