@@ -117,25 +117,55 @@ enum Expect<'a> {
     /// The whole description, a regular expression: for a fact that aid
     /// can state in more than one exact form.
     Regex(&'a str),
+    /// A link that may be on the path or not, a regular expression as in
+    /// [`Expect::Regex`]: another facet of a fact already on the path,
+    /// confirmed in the sessions whose runs all show it.
+    Maybe(&'a str),
 }
 
 impl Expect<'_> {
     fn matches(&self, p: &str) -> bool {
         match self {
             Expect::Starts(s) => p.starts_with(s),
-            Expect::Regex(r) => regex::Regex::new(&format!("^(?:{r})$")).unwrap().is_match(p),
+            Expect::Regex(r) | Expect::Maybe(r) => {
+                regex::Regex::new(&format!("^(?:{r})$")).unwrap().is_match(p)
+            }
         }
     }
 
     fn words(&self) -> &str {
         match self {
-            Expect::Starts(s) | Expect::Regex(s) => s,
+            Expect::Starts(s) | Expect::Regex(s) | Expect::Maybe(s) => s,
         }
     }
 }
 
+/// Whether `path` is `expected` link by link, each [`Expect::Maybe`] link
+/// present or left out.
 fn matches(path: &[String], expected: &[Expect<'_>]) -> bool {
-    path.len() == expected.len() && path.iter().zip(expected).all(|(p, e)| e.matches(p))
+    match (path.split_first(), expected.split_first()) {
+        (_, None) => path.is_empty(),
+        (p, Some((e @ Expect::Maybe(_), rest))) => {
+            matches(path, rest) || p.is_some_and(|(p, tail)| e.matches(p) && matches(tail, rest))
+        }
+        (None, Some(_)) => false,
+        (Some((p, tail)), Some((e, rest))) => e.matches(p) && matches(tail, rest),
+    }
+}
+
+/// A path matches with each optional link present or left out, never
+/// with a link out of place or one too many.
+#[test]
+fn an_optional_link_may_be_left_out_but_not_moved() {
+    let path = |links: &[&str]| links.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+    let expected = [Expect::Starts("root"), Expect::Maybe("facet [12]"), Expect::Starts("ret")];
+    assert!(matches(&path(&["root", "ret"]), &expected));
+    assert!(matches(&path(&["root", "facet 2", "ret"]), &expected));
+    assert!(!matches(&path(&["root", "facet 3", "ret"]), &expected));
+    assert!(!matches(&path(&["facet 1", "root", "ret"]), &expected));
+    assert!(!matches(&path(&["root", "facet 1", "facet 2", "ret"]), &expected));
+    assert!(!matches(&path(&["root"]), &expected));
+    assert!(!matches(&path(&["root", "ret", "more"]), &expected));
 }
 
 /// Sessions per example, and how many must report the exact path.
@@ -297,16 +327,48 @@ fn counter_atomicity() {
     );
 }
 
+/// The README's root cause, the lookup before the publish, is stated as
+/// the loader's `load_config` overlapping the server's `capacity` and
+/// `lookup_config` on the registry (a data race), then `capacity`
+/// returning 64. Between them aid may confirm one more facet of the same
+/// order violation, "`lookup_config` ends before `parse_config` (or
+/// `publish_config`) starts" — the order flip the README lists among the
+/// fully-discriminative predicates — when every failing run of the
+/// session shows it; held as "lookup waits until parse has returned", it
+/// stops the failure. Last measured in 5 of 16 sessions, and in 2 of 3 of
+/// one CI run on 2026-11-23 (examples/rust-config-race/README.md), so the
+/// path is matched with or without it.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rust_config_race() {
-    check(
+    let f = |name: &str| format!("call 1 of rust_config_race::{name}");
+    let lookup_first = format!(
+        "{} on server#2 ends before {} on loader#1 starts, which no passing run shows",
+        f("lookup_config"),
+        f("(?:parse|publish)_config")
+    );
+    let races = [
+        format!(
+            "{} on server#2 and {} on loader#1 run at the same time on the same object",
+            f("capacity"),
+            f("load_config")
+        ),
+        format!(
+            "{} on loader#1 and {} on server#2 run at the same time on the same object",
+            f("load_config"),
+            f("lookup_config")
+        ),
+    ];
+    let capacity = format!("{} on server#2 returns a value other than 256,", f("capacity"));
+    check_path(
         "rust-config-race",
         &[
-            "call 1 of rust_config_race::capacity on server#2 and call 1 of rust_config_race::load_config on loader#1 run at the same time on the same object",
-            "call 1 of rust_config_race::load_config on loader#1 and call 1 of rust_config_race::lookup_config on server#2 run at the same time on the same object",
-            "call 1 of rust_config_race::capacity on server#2 returns a value other than 256,",
+            Expect::Starts(&races[0]),
+            Expect::Starts(&races[1]),
+            Expect::Maybe(&lookup_first),
+            Expect::Starts(&capacity),
         ],
+        Tagt::Fewer,
     );
 }
 
@@ -371,20 +433,47 @@ fn safe_list_is_respected() {
 /// A failure rarer than 5 %: debug says so, amplifies it with random delays
 /// at traced calls (stored with the runs), and still finds the order
 /// violation behind it.
+///
+/// Acceptance rule: [`check_path`]'s, two of at most three sessions, each
+/// checked in full. A session can confirm no cause: in CI on 2026-11-23
+/// one amplified session had 1 of 7 predicates separating the runs (the
+/// return of `consume`, not `--safe`), the order held in some passing run
+/// too; 12 sessions in a row on this machine the same day found the root
+/// cause.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rare_failures_are_amplified() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("rare.c", "rare", &[]);
+    let (mut found, mut missed) = (0, Vec::new());
+    while found < NEEDED && missed.len() <= SESSIONS - NEEDED {
+        match rare_session(&exe) {
+            Ok(()) => found += 1,
+            Err(text) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "rare: session {} confirmed no cause:\n{text}",
+                    found + missed.len() + 1
+                );
+                missed.push(text);
+            }
+        }
+    }
+    assert!(found >= NEEDED, "{} sessions confirmed no cause: {missed:#?}", missed.len());
+}
+
+/// One session of [`rare_failures_are_amplified`]; its report when it
+/// confirmed no cause.
+fn rare_session(exe: &std::path::Path) -> Result<(), String> {
     let (_tmp, out) = temp_session();
-    let output = run_ok(
-        agent()
-            .args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"])
-            .arg(&out)
-            .arg("--")
-            .arg(&exe),
-    );
+    let output = agent()
+        .args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(exe)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
@@ -396,11 +485,16 @@ fn rare_failures_are_amplified() {
     assert!(!stderr.contains('\r') && !stderr.contains('\x1b'), "{stderr:?}");
     assert!(!stdout.contains('\x1b'), "{stdout:?}");
     assert!(stderr.lines().all(|l| l.starts_with("aid: ")), "{stderr}");
+    let loaded = aid::store::load(&out).unwrap();
+    assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
+    if !output.status.success() {
+        let none = "No predicate both held in every failing run and in no passing one and could be intervened on";
+        assert!(stdout.contains(none), "{stdout}\n{stderr}");
+        return Err(format!("{stdout}\n{stderr}"));
+    }
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(!report["observed"]["amplified"].is_null());
-    let loaded = aid::store::load(&out).unwrap();
-    assert!(loaded.runs.iter().any(|r| !r.noise.is_empty()), "noise is recorded with the runs");
     // The order violation has two statements: "consume ends before
     // publish starts" (the read before the write) and "consume starts
     // before publish starts"; both hold in every failing run and in no
@@ -426,13 +520,21 @@ fn rare_failures_are_amplified() {
     let root = report["root_cause"].as_str().expect("a root cause");
     assert!(stdout.contains(&format!("Root cause: {root}")), "{stdout}");
     assert!(at_entry(starts), "{starts}");
-    if at_entry(ends) {
-        assert_eq!(report["root_cause_id"], ends["id"], "{stdout}");
+    let root_id = &report["root_cause_id"];
+    let stated = |r: &serde_json::Value| {
+        r["status"] == "same_as" || stdout.contains(r["description"].as_str().unwrap())
+    };
+    if at_entry(ends) && *root_id == ends["id"] {
         assert_eq!(starts["status"], "same_as");
     } else {
-        assert_eq!(report["root_cause_id"], starts["id"], "{stdout}");
-        assert!(stdout.contains(ends["description"].as_str().unwrap()), "{stdout}");
+        // "starts before" first: ranked above "ends before" when both
+        // are held at consume's entry (seen once, 2026-11-23), or the only
+        // one held there; "ends before" is then the same hold or a link
+        // the report states too.
+        assert_eq!(*root_id, starts["id"], "{stdout}");
+        assert!(stated(ends), "{stdout}");
     }
+    Ok(())
 }
 
 /// Without --trace, debug measures the program's own functions, traces
