@@ -87,25 +87,46 @@ fn aid_args(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// One `debug` session of example `name`. A session that confirmed no
+/// cause (exit 1, its report written: "No cause was confirmed", or no
+/// candidate to test) is an outcome with an empty path — a miss under
+/// [`check_path`]'s rule, printed with the others — not an error; any
+/// other failure is.
 fn debug(name: &str, args: &[String]) -> Outcome {
     let exe = build(name);
     let (_tmp, out) = temp_session();
-    let output = run_ok(agent().arg("debug").args(args).arg("--out").arg(&out).arg("--").arg(&exe));
+    let output = agent()
+        .arg("debug")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .expect("running aid-agent");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let no_cause = output.status.code() == Some(1)
+        && (text.contains("No cause was confirmed")
+            || text.contains("No predicate both held in every failing run"));
+    assert!(
+        output.status.success() || no_cause,
+        "aid-agent failed ({:?}):\nstdout: {text}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let path = report["path"]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["predicate"].as_str().unwrap().to_owned())
-        .collect();
+        .map(|links| links.iter().map(|l| l["predicate"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
     Outcome {
         path,
         root_cause: report["root_cause"].as_str().unwrap_or_default().to_owned(),
-        interventions: report["interventions"].as_f64().unwrap(),
-        tagt_mean: report["tagt"]["mean_interventions"].as_f64().unwrap(),
-        tagt_max: report["tagt"]["max_interventions"].as_f64().unwrap(),
-        text: String::from_utf8_lossy(&output.stdout).into_owned(),
+        interventions: report["interventions"].as_f64().unwrap_or(0.0),
+        tagt_mean: report["tagt"]["mean_interventions"].as_f64().unwrap_or(0.0),
+        tagt_max: report["tagt"]["max_interventions"].as_f64().unwrap_or(0.0),
+        text,
     }
 }
 
@@ -625,16 +646,19 @@ fn heartbeat_auth() {
 ///   the server's lock while `Client::login` on main is between its two
 ///   round trips (HELLO done, AUTH not yet), confirmed by serialising
 ///   `login` and the heartbeat's `handle`. This is the AUTH form of the
-///   cause, learned only in amplified sessions (lock sections are
-///   recorded in runs with noise), and it separates the runs when no
-///   failing run of the session had the heartbeat before HELLO.
+///   cause, learned from runs that record lock sections (amplified ones,
+///   and every run when they fit the budget), and it separates the runs
+///   when no failing run of the session had the heartbeat before HELLO.
 ///
 /// `send_heartbeat` and `login` returning false follow, but are not
 /// `--safe`, so the path is the root cause alone. Acceptance rule:
 /// [`check_path`]'s, two of at most three sessions, each with no more
 /// interventions than TAGT's worst replay ([`Tagt::NoMoreThanWorst`]).
 /// Measured 2026-11-23: 12 of 13 sessions found the cause (the miss is in
-/// the example's README), so the test fails about 2 % of the time.
+/// the example's README), so the test fails about 2 % of the time. A
+/// session that confirms no cause counts as such a miss ([`debug`]);
+/// until 2026-11-23 it failed the test at once (CI that day: 56 runs,
+/// 18 % failing, not amplified, the lambda's effects each pruned).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn heartbeat_auth_with_no_flags() {
