@@ -208,25 +208,24 @@ pub fn debug(
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
     writer.set_settings(opts.settings())?;
-    let first = observe(source, writer, opts, None, cancel, ui)?;
-    match debug_observed(source, writer, opts, first, cancel, ui)? {
-        Debugging::Done(d) => Ok(*d),
-        Debugging::RareUnderControl { observed, plain, control } => {
-            let noun = source.noun();
-            ui.say(&format!(
-                "under the agent's control the failure is rare ({} of {} control {noun}s failed, against {:.0}% of observed {noun}s): observing again with noise, so that interventions are judged where the failure is frequent",
-                control.failing,
-                control.runs,
-                observed.rate() * 100.0
-            ));
-            let (mut again, basis, noise) = observe(source, writer, opts, Some(plain), cancel, ui)?;
-            again.add_earlier(&observed);
-            match debug_observed(source, writer, opts, (again, basis, noise), cancel, ui)? {
-                Debugging::Done(d) => Ok(*d),
-                Debugging::RareUnderControl { control, .. } => bail!(
-                    "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), even with noise: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
+    let mut observed = observe(source, writer, opts, None, cancel, ui)?;
+    // At most twice: observed again, the runs carry noise, and the control
+    // runs are never taken for rare again.
+    loop {
+        match debug_observed(source, writer, opts, observed, cancel, ui)? {
+            Debugging::Done(d) => return Ok(*d),
+            Debugging::RareUnderControl { observed: earlier, plain, control } => {
+                let noun = source.noun();
+                ui.say(&format!(
+                    "under the agent's control the failure is rare ({} of {} control {noun}s failed, against {:.0}% of observed {noun}s): observing again with noise, so that interventions are judged where the failure is frequent",
+                    control.failing,
                     control.runs,
-                ),
+                    earlier.rate() * 100.0
+                ));
+                let (mut again, basis, noise) =
+                    observe(source, writer, opts, Some(plain), cancel, ui)?;
+                again.add_earlier(&earlier);
+                observed = (again, basis, noise);
             }
         }
     }
@@ -237,7 +236,8 @@ enum Debugging {
     Done(Box<Diagnosis>),
     /// The control runs showed the failure rare, though observed runs
     /// made without noise did not: observe again with noise (`plain`: the
-    /// runs observed so far, which the noise is planned from).
+    /// runs observed so far, which the noise is planned from). Never
+    /// returned for runs that carry noise.
     RareUnderControl {
         observed: Observed,
         plain: Vec<Run>,

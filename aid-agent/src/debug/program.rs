@@ -236,12 +236,13 @@ pub fn debug_program(
             Ok(functions)
         },
         |tracer, target, ui| {
-            let measured = match candidates.borrow_mut().take() {
-                Some(found) => {
-                    Some(choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)?)
-                }
-                None => None,
-            };
+            let measured = candidates
+                .borrow_mut()
+                .take()
+                .map(|found| {
+                    choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)
+                })
+                .transpose()?;
             let sync = tracer.add_sync_points()?;
             log::info!("{sync} synchronisation points of the C library ready for amplification");
             if let Some((census, left_ns)) = measured

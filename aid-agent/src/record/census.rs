@@ -103,10 +103,7 @@ pub fn measure(
         walls.push(child.wait(policy.timeout, cancel)?.wall_ns);
     }
     let untraced_ns = walls.iter().copied().min().unwrap_or(0);
-    let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
-        .max(Duration::from_secs(5))
-        .min(policy.timeout);
-    let short = RunPolicy { timeout: limit, ..policy.clone() };
+    let short = counting_policy(untraced_ns, policy);
     let budget = (untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64);
     let mut census = Census {
         untraced_ns,
@@ -164,6 +161,15 @@ pub fn measure(
     Ok(census)
 }
 
+/// A measuring run's policy: stopped after 50× the untraced time (at
+/// least 5 s, at most the run timeout), where a hot probe has shown enough.
+fn counting_policy(untraced_ns: u64, policy: &RunPolicy) -> RunPolicy {
+    let limit = Duration::from_nanos(untraced_ns.saturating_mul(50))
+        .max(Duration::from_secs(5))
+        .min(policy.timeout);
+    RunPolicy { timeout: limit, ..policy.clone() }
+}
+
 /// What recording the C library's synchronisation points in every run
 /// would cost, measured with one run.
 #[derive(Clone, Copy, Debug)]
@@ -195,10 +201,7 @@ pub fn measure_sync(
     census: &Census,
     cancel: &AtomicBool,
 ) -> anyhow::Result<SyncCost> {
-    let limit = Duration::from_nanos(census.untraced_ns.saturating_mul(50))
-        .max(Duration::from_secs(5))
-        .min(policy.timeout);
-    let short = RunPolicy { timeout: limit, ..policy.clone() };
+    let short = counting_policy(census.untraced_ns, policy);
     let before = tracer.sync_in_every_run();
     tracer.set_sync_in_every_run(true);
     let rec = tracer.observe(target, 0, &short, cancel);
