@@ -87,6 +87,26 @@ fn aid_args(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// `aid-agent debug ARGS --out SESSION -- EXE`, whatever its exit: the
+/// temporary directory (the session goes with it), the session directory
+/// and the output.
+fn debug_session<S: AsRef<std::ffi::OsStr>>(
+    exe: &std::path::Path,
+    args: &[S],
+) -> (tempfile::TempDir, PathBuf, std::process::Output) {
+    let (tmp, out) = temp_session();
+    let output = agent()
+        .arg("debug")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .arg(exe)
+        .output()
+        .expect("running aid-agent");
+    (tmp, out, output)
+}
+
 /// One `debug` session of example `name`. A session that confirmed no
 /// cause (exit 1, its report written: "No cause was confirmed", or no
 /// candidate to test) is an outcome with an empty path — a miss under
@@ -94,16 +114,7 @@ fn aid_args(name: &str) -> Vec<String> {
 /// other failure is.
 fn debug(name: &str, args: &[String]) -> Outcome {
     let exe = build(name);
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .arg("debug")
-        .args(args)
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .expect("running aid-agent");
+    let (_tmp, out, output) = debug_session(&exe, args);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let no_cause = output.status.code() == Some(1)
         && (text.contains("No cause was confirmed")
@@ -235,20 +246,13 @@ fn check_path(name: &str, expected: &[Expect<'_>], tagt: Tagt) {
 fn check_path_with(name: &str, args: &[String], expected: &[Expect<'_>], tagt: Tagt) {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (mut exact, mut missed) = (0, Vec::new());
-    while exact < NEEDED && missed.len() <= SESSIONS - NEEDED {
+    two_of_three(name, || {
         let outcome = debug(name, args);
         if !matches(&outcome.path, expected) {
-            // Straight to stderr, past the test harness' capture: shown
-            // even when the example passes.
-            let _ = writeln!(
-                std::io::stderr(),
-                "{name}: session {} MISSED the causal path, reporting {:#?}",
-                exact + missed.len() + 1,
-                outcome.path
-            );
-            missed.push(outcome);
-            continue;
+            return Err(Miss {
+                said: format!("MISSED the causal path, reporting {:#?}", outcome.path),
+                report: outcome.text,
+            });
         }
         // The terminal names the same call site (with the values the runs
         // showed rather than the rule).
@@ -273,15 +277,40 @@ fn check_path_with(name: &str, args: &[String], expected: &[Expect<'_>], tagt: T
             "{name}: AID took {} interventions, TAGT about {} (at most {})",
             outcome.interventions, outcome.tagt_mean, outcome.tagt_max
         );
-        exact += 1;
+        Ok(())
+    });
+}
+
+/// A session that missed: a line for the moment it happens, and its whole
+/// report.
+struct Miss {
+    said: String,
+    report: String,
+}
+
+/// Runs `session` until [`NEEDED`] sessions passed or too many missed to
+/// get there ([`check_path`]'s rule). Each miss is written straight to
+/// stderr, past the test harness' capture: shown even when the example
+/// passes.
+fn two_of_three(name: &str, mut session: impl FnMut() -> Result<(), Miss>) {
+    let (mut passed, mut missed) = (0, Vec::new());
+    while passed < NEEDED && missed.len() <= SESSIONS - NEEDED {
+        match session() {
+            Ok(()) => passed += 1,
+            Err(miss) => {
+                let k = passed + missed.len() + 1;
+                let _ = writeln!(std::io::stderr(), "{name}: session {k} {}", miss.said);
+                missed.push(miss);
+            }
+        }
     }
     assert!(
-        exact >= NEEDED,
-        "{name}: {} of {} sessions missed the causal path; the last reported {:#?}\n{}",
+        passed >= NEEDED,
+        "{name}: {} of {} sessions missed; the last {}\n{}",
         missed.len(),
-        exact + missed.len(),
-        missed.last().map(|o| &o.path),
-        missed.last().map_or("", |o| o.text.as_str())
+        passed + missed.len(),
+        missed.last().map_or("", |m| m.said.as_str()),
+        missed.last().map_or("", |m| m.report.as_str())
     );
 }
 
@@ -418,14 +447,7 @@ fn safe_list_is_respected() {
     let want = "Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts";
     let mut outcomes = Vec::new();
     for session in 1..=2 {
-        let (_tmp, out) = temp_session();
-        let output = agent()
-            .args(["debug", "-t", "consumer_*", "-t", "prepare_batch", "--out"])
-            .arg(&out)
-            .arg("--")
-            .arg(&exe)
-            .output()
-            .expect("running aid-agent");
+        let (_tmp, out, output) = debug_session(&exe, &["-t", "consumer_*", "-t", "prepare_batch"]);
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
         let loaded = aid::store::load_full(&out).unwrap();
         let intervened: Vec<&aid::model::AppliedIntervention> =
@@ -467,34 +489,14 @@ fn rare_failures_are_amplified() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = c_fixture("rare.c", "rare", &[]);
-    let (mut found, mut missed) = (0, Vec::new());
-    while found < NEEDED && missed.len() <= SESSIONS - NEEDED {
-        match rare_session(&exe) {
-            Ok(()) => found += 1,
-            Err(text) => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "rare: session {} confirmed no cause:\n{text}",
-                    found + missed.len() + 1
-                );
-                missed.push(text);
-            }
-        }
-    }
-    assert!(found >= NEEDED, "{} sessions confirmed no cause: {missed:#?}", missed.len());
+    two_of_three("rare", || rare_session(&exe));
 }
 
 /// One session of [`rare_failures_are_amplified`]; its report when it
 /// confirmed no cause.
-fn rare_session(exe: &std::path::Path) -> Result<(), String> {
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "-t", "prepare", "-t", "publish", "-t", "consume", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(exe)
-        .output()
-        .unwrap();
+fn rare_session(exe: &std::path::Path) -> Result<(), Miss> {
+    let (_tmp, out, output) =
+        debug_session(exe, &["-t", "prepare", "-t", "publish", "-t", "consume"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
@@ -511,7 +513,10 @@ fn rare_session(exe: &std::path::Path) -> Result<(), String> {
     if !output.status.success() {
         let none = "No predicate both held in every failing run and in no passing one and could be intervened on";
         assert!(stdout.contains(none), "{stdout}\n{stderr}");
-        return Err(format!("{stdout}\n{stderr}"));
+        return Err(Miss {
+            said: "confirmed no cause".into(),
+            report: format!("{stdout}\n{stderr}"),
+        });
     }
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
@@ -566,14 +571,7 @@ fn rare_session(exe: &std::path::Path) -> Result<(), String> {
 fn default_functions_and_no_failure() {
     require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_default", &[]);
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "--runs", "5", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let (_tmp, _out, output) = debug_session(&exe, &["--runs", "5"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
@@ -722,14 +720,8 @@ fn injected_noise_is_never_a_predicate() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut spun, &mut line).unwrap();
     assert_eq!(line.trim(), "spinning");
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "-t", "work", "--amplify", "random", "--runs", "150", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let (_tmp, out, output) =
+        debug_session(&exe, &["-t", "work", "--amplify", "random", "--runs", "150"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", bystander.pid())).unwrap();
@@ -840,14 +832,7 @@ fn amplification_makes_two_lock_race_fail() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("two-lock-race");
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "--amplify-below", "50%", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let (_tmp, out, output) = debug_session(&exe, &["--amplify-below", "50%"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("failures are rare ("), "{stderr}");
     let s = aid::store::load(&out).unwrap();
@@ -903,14 +888,7 @@ fn default_mode_leaves_the_hot_helper_out() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("inventory-sixty");
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "--runs", "2", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let (_tmp, out, output) = debug_session(&exe, &["--runs", "2"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("main: its return restates the failure"), "{stderr}");
     assert!(stderr.contains("die: never returns: calling it ends the program"), "{stderr}");
@@ -959,14 +937,7 @@ fn default_mode_records_lock_events_when_cheap() {
     require_bpf();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let exe = build("two-lock-race");
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .args(["debug", "--runs", "3", "--out"])
-        .arg(&out)
-        .arg("--")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let (_tmp, out, output) = debug_session(&exe, &["--runs", "3"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let sync = stderr.lines().find(|l| l.contains("lock, unlock and wait calls")).expect(&stderr);
     assert!(

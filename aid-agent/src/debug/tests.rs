@@ -10,7 +10,7 @@ use crate::{
         AppliedIntervention, Function, Noise, Outcome, RecordedRun, ValueKind,
         testing::{call, function, recorded, run},
     },
-    store::{FORMAT, Header, Mode, VERSION},
+    store::{Mode, test_header},
 };
 
 /// A program whose failure (`read` returning -1, exit code 1) shows in
@@ -105,23 +105,6 @@ impl RunSource for StaggeredUnderControl {
     fn end_interventions(&mut self) {}
 }
 
-fn header(functions: &[Function]) -> Header {
-    Header {
-        format: FORMAT.into(),
-        version: VERSION,
-        tool: "test".into(),
-        created: 0,
-        mode: Mode::Debug,
-        program: "/bin/x".into(),
-        command: vec!["x".into()],
-        pid: None,
-        unit: None,
-        fail_rules: vec![],
-        settings: None,
-        functions: functions.to_vec(),
-    }
-}
-
 /// Observed runs fail often, but control runs (made as intervened runs
 /// are) never do: the rounds could not be judged, so `debug` observes
 /// again with noise from the first run, learns from those runs alone, and
@@ -137,7 +120,9 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
         control_plain: 0,
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut writer = Writer::create(&dir.path().join("s"), &header(&functions)).unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
     let opts = DebugOptions {
         safe: SafeList::new(&["read"]).unwrap(),
         tagt_seeds: 2,

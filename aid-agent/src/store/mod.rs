@@ -796,6 +796,25 @@ pub fn now_unix() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// A session header for tests: program `/bin/x`, run as `x`, no rules.
+#[cfg(test)]
+pub(crate) fn test_header(mode: Mode, functions: Vec<Function>) -> Header {
+    Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        tool: "test".into(),
+        created: 0,
+        mode,
+        program: "/bin/x".into(),
+        command: vec!["x".into()],
+        pid: None,
+        unit: None,
+        fail_rules: vec![],
+        settings: None,
+        functions,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -805,22 +824,10 @@ mod tests {
     };
 
     fn header() -> Header {
-        Header {
-            format: FORMAT.into(),
-            version: VERSION,
-            tool: "test".into(),
-            created: 0,
-            mode: Mode::Record,
-            program: "/bin/x".into(),
-            command: vec!["x".into()],
-            pid: None,
-            unit: None,
-            fail_rules: vec![],
-            settings: None,
-            functions: vec![
-                function(0, "f(int, int)").with_symbol("_Z1fii").in_module("/bin/x", 0x1000),
-            ],
-        }
+        test_header(
+            Mode::Record,
+            vec![function(0, "f(int, int)").with_symbol("_Z1fii").in_module("/bin/x", 0x1000)],
+        )
     }
 
     fn stored(run: &Run, rows: &[EventRow], stdout: &str, stderr: &str) -> RecordedRun {
