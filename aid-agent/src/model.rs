@@ -75,6 +75,45 @@ impl ValueType {
     }
 }
 
+/// Bytes an entry probe read from what an argument pointed to
+/// ([`aid_common::POINTEE_BYTES`]; zero past what was read).
+pub type Content = [u8; aid_common::POINTEE_BYTES];
+
+/// What the entry probe of a function reads from memory one argument
+/// points to, chosen from DWARF: a pointer to characters (a C string), or
+/// to a record whose first bytes hold scalar members. Two calls can then
+/// be compared by what they were asked about (the same SKU, the same
+/// seat), not only by the address they were passed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pointee {
+    /// The argument register (0-based), as in [`Call::args`].
+    pub arg: u8,
+    /// Read as a NUL-terminated string (the whole string is one field).
+    pub text: bool,
+    /// Bytes read, at most [`aid_common::POINTEE_BYTES`].
+    pub len: u8,
+    /// The fields the bytes are compared by.
+    pub fields: Vec<PointeeField>,
+}
+
+/// One field of a [`Pointee`]: a named byte range of what was read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PointeeField {
+    /// As people write it: `sku` (the string itself), `req.seat`.
+    pub name: String,
+    pub offset: u8,
+    pub size: u8,
+}
+
+impl PointeeField {
+    /// This field's bytes in `content`.
+    pub fn bytes<'a>(&self, content: &'a Content) -> &'a [u8] {
+        let start = usize::from(self.offset).min(content.len());
+        let end = (start + usize::from(self.size)).min(content.len());
+        &content[start..end]
+    }
+}
+
 /// A source position from DWARF.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SourceLoc {
@@ -109,6 +148,9 @@ pub struct Function {
     /// How it is probed.
     #[serde(default)]
     pub probe: Probe,
+    /// What its entry probe reads from memory an argument points to.
+    #[serde(default)]
+    pub pointee: Option<Pointee>,
 }
 
 impl Function {
@@ -187,6 +229,9 @@ pub struct Call {
     pub args: [i64; 3],
     /// Return value, normalised by the return type.
     pub ret: Option<i64>,
+    /// What the function's [`Pointee`] argument pointed to at entry.
+    #[serde(default)]
+    pub content: Option<Content>,
     /// Time the agent kept this call's thread stopped inside the call for
     /// its own work (a register edit), not part of the program's timing.
     /// Derived from [`Run::pauses`].

@@ -543,6 +543,7 @@ fn written_session(dir: &Path) {
             instance: 1,
             args: [0; 3],
             ret,
+            content: None,
         };
         let rows = vec![row(5, Point::Entry, 0), row(9, Point::Exit, ret)];
         let label = if ret == 0 { Label::Pass } else { Label::Fail };

@@ -591,6 +591,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
                 instance: 1,
                 args: [0; 3],
                 ret: 0,
+                content: None,
             },
             aid::model::EventRow {
                 t_ns: 9,
@@ -601,6 +602,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
                 instance: 1,
                 args: [0; 3],
                 ret,
+                content: None,
             },
         ];
         let rec = aid::model::RecordedRun {

@@ -69,6 +69,67 @@ fn exact_events_per_role_pie() {
     assert_two_threads(&c_fixture("two_threads.c", "two_threads_pie", &["-fPIE", "-pie"]));
 }
 
+/// What an argument points to is read at entry, as DWARF describes it:
+/// a C string up to its NUL (16 bytes at most), a small record split into
+/// its scalar members, a record passed after the hidden return pointer of
+/// a 24-byte struct (so in `rsi`, not `rdi`), and nothing for NULL.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn pointees_are_read_at_entry() {
+    require_bpf();
+    let exe = c_fixture("pointee.c", "pointee", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["record", "-t", "find", "-t", "book", "-t", "issue", "--runs", "1", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
+    let s = load(&out);
+    let func = |name: &str| s.functions.iter().find(|f| f.name == name).unwrap();
+    let (find, book, issue) = (func("find"), func("book"), func("issue"));
+    let text = |name: &str| aid::model::PointeeField { name: name.into(), offset: 0, size: 16 };
+    let field =
+        |name: &str, offset| aid::model::PointeeField { name: name.into(), offset, size: 4 };
+    let request = vec![field("r.customer", 0), field("r.seat", 4)];
+    let pointee = |f: &aid::model::Function| {
+        let p = f.pointee.clone().unwrap();
+        (p.arg, p.text, p.len, p.fields)
+    };
+    assert_eq!(pointee(find), (1, true, 16, vec![text("sku")]));
+    assert_eq!(pointee(book), (1, false, 8, request.clone()));
+    assert_eq!(pointee(issue), (1, false, 8, request));
+    // `issue` returns 24 bytes through memory: its first register is the
+    // hidden pointer, a pointer too.
+    assert_eq!(issue.params.len(), 2);
+    let contents = |f: &aid::model::Function| -> Vec<Option<Vec<u8>>> {
+        s.runs[0]
+            .calls
+            .iter()
+            .filter(|c| c.func == f.id)
+            .map(|c| c.content.map(|b| b.to_vec()))
+            .collect()
+    };
+    let padded = |bytes: &[u8]| {
+        let mut v = bytes.to_vec();
+        v.resize(16, 0);
+        Some(v)
+    };
+    let request =
+        |customer: u32, seat: u32| padded(&[customer.to_le_bytes(), seat.to_le_bytes()].concat());
+    assert_eq!(
+        contents(find),
+        vec![padded(b"BRG-101-M"), padded(b"SKU-0123456789a"), None],
+        "the second string is cut to 15 bytes and its NUL"
+    );
+    assert_eq!(contents(book), vec![request(7, 12), request(8, 12)]);
+    assert_eq!(contents(issue), vec![request(8, 12)]);
+    let issue_call = s.runs[0].calls.iter().find(|c| c.func == issue.id).unwrap();
+    let second_book = s.runs[0].calls.iter().filter(|c| c.func == book.id).nth(1).unwrap();
+    assert_eq!(issue_call.args[1], second_book.args[1], "the request is issue's second register");
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exact_events_per_role_non_pie() {

@@ -75,8 +75,37 @@ pub struct Event {
     /// Exit: the return value (`rax`). Entry: the function's runtime
     /// address, from which the agent learns where each module is loaded.
     pub ret: u64,
+    /// Entry of a function with a [`PointeeSpec`]: the bytes its argument
+    /// points to, as read at entry (a string up to its NUL, or the first
+    /// bytes of a small record). Zero elsewhere.
+    pub pointee: [u8; POINTEE_BYTES],
+    /// How many bytes of `pointee` were read; 0 when none were (no spec,
+    /// or the argument pointed nowhere readable).
+    pub pointee_len: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<Event>() == 56);
+const _: () = assert!(size_of::<Event>() == 80);
+
+/// Bytes an entry probe reads from what an argument points to.
+pub const POINTEE_BYTES: usize = 16;
+
+/// What the entry probe of one function reads from memory an argument
+/// points to (the map `AID_POINTEE`, keyed by function id): the agent
+/// chooses it from DWARF (a pointer to characters, or to a small record
+/// of scalar members), so two calls can be compared by content, not only
+/// by address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PointeeSpec {
+    /// Which integer argument register (0 = `rdi`, 1 = `rsi`, 2 = `rdx`).
+    pub arg: u8,
+    /// 1: read a NUL-terminated string; 0: read `len` bytes.
+    pub text: u8,
+    /// Bytes to read, 1 to [`POINTEE_BYTES`].
+    pub len: u8,
+    pub _pad: [u8; 5],
+}
+const _: () = assert!(size_of::<PointeeSpec>() == 8);
 
 /// Slots of the lost-event counter map: events dropped because the ring
 /// buffer was full, counted apart so the agent knows whether calls or the

@@ -22,7 +22,7 @@ mod user;
 mod watch;
 
 pub use error::ProbeErrorKind;
-pub use event::{Event, EventKind, LostSlot};
+pub use event::{Event, EventKind, LostSlot, POINTEE_BYTES, PointeeSpec};
 pub use intervene::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
     GroupSlot, OpenMember, PT_REGS_WORDS, Pending, Replay, RetTest, RunningKey, SERIALIZED_PAIRS,

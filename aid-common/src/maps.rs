@@ -67,6 +67,9 @@ pub const MAP_OPEN_MEMBERS: &str = "AID_OPEN_MEMBER";
 /// has entered (noise at sync points is keyed by that count); the agent
 /// reads it when the run is over.
 pub const MAP_SYNC_STEPS: &str = "AID_SYNC_STEPS";
+/// `function -> PointeeSpec`: the functions whose entry probe reads what
+/// an argument points to, and how.
+pub const MAP_POINTEE: &str = "AID_POINTEE";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -93,6 +96,7 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_RUNNING,
     MAP_OPEN_MEMBERS,
     MAP_SYNC_STEPS,
+    MAP_POINTEE,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

@@ -35,3 +35,5 @@ unsafe impl aya::Pod for crate::GroupSlot {}
 unsafe impl aya::Pod for crate::RunningKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for crate::OpenMember {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::PointeeSpec {}

@@ -36,7 +36,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RawTracePointContext, RetProbeContext},
 };
 
-use crate::record::{cookie, count_error, emit, live_target, now};
+use crate::record::{cookie, count_error, emit, emit_reading, live_target, now, pointee_spec};
 
 /// Counts the failure of a probe body, and says what failed through
 /// aya-log (the agent shows the first few at `-v`, all at `-vv`); probes
@@ -80,7 +80,7 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     }
     let ts = now();
     let args = [regs.rdi, regs.rsi, regs.rdx];
-    emit(ts, pid_tgid, func, EventKind::ENTRY, args, regs.rip);
+    emit_reading(ts, pid_tgid, func, EventKind::ENTRY, args, regs.rip, pointee_spec(func));
     if intervene {
         intervene::try_enter(ts, pid_tgid, func, regs.rip, regs)?;
     }

@@ -3,7 +3,7 @@
 
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, LostSlot, OpenMember, Pending,
-    ProbeErrorKind, Replay, RunningKey, SiteKey, TargetState, UnitState,
+    PointeeSpec, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetState, UnitState,
 };
 use aya_ebpf::{
     macros::map,
@@ -67,3 +67,5 @@ pub static AID_GROUPS: HashMap<GroupMember, GroupSlot> = HashMap::with_max_entri
 pub static AID_RUNNING: HashMap<RunningKey, u64> = HashMap::with_max_entries(16384, 0);
 #[map]
 pub static AID_OPEN_MEMBER: HashMap<OpenMember, RunningKey> = HashMap::with_max_entries(16384, 0);
+#[map]
+pub static AID_POINTEE: HashMap<u32, PointeeSpec> = HashMap::with_max_entries(4096, 0);

@@ -1,14 +1,17 @@
 //! Reporting to the agent: events into the ring buffer, and the per-kind
 //! counters of what could not be reported or done.
 
-use aid_common::{Event, EventKind, ProbeErrorKind, TargetFlags};
+use aid_common::{Event, EventKind, POINTEE_BYTES, PointeeSpec, ProbeErrorKind, TargetFlags};
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_attach_cookie, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_attach_cookie, bpf_ktime_get_ns, bpf_probe_read_user_buf,
+        bpf_probe_read_user_str_bytes,
+    },
     maps::PerCpuArray,
 };
 
-use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_TARGET};
+use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_POINTEE, AID_TARGET};
 
 /// Submit with the kernel's adaptive wake-up (flags 0): the reader is woken
 /// only by an event that finds it caught up (the ring empty before it).
@@ -44,9 +47,26 @@ pub fn now() -> u64 {
 /// Writes one event to the ring buffer, or counts it as lost.
 #[inline(always)]
 pub fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: EventKind, args: [u64; 3], ret: u64) {
+    emit_reading(ts_ns, pid_tgid, func, kind, args, ret, None);
+}
+
+/// [`emit`], and for an entry whose function has a [`PointeeSpec`], the
+/// bytes its argument points to, read into the event in the ring (the
+/// BPF stack has no room for a second copy). A pointer that cannot be
+/// read leaves `pointee_len` 0.
+#[inline(always)]
+pub fn emit_reading(
+    ts_ns: u64,
+    pid_tgid: u64,
+    func: u32,
+    kind: EventKind,
+    args: [u64; 3],
+    ret: u64,
+    spec: Option<PointeeSpec>,
+) {
     match AID_EVENTS.reserve::<Event>(0) {
         Some(mut slot) => {
-            slot.write(Event {
+            let ev = slot.write(Event {
                 ts_ns,
                 pid: (pid_tgid >> 32) as u32,
                 tid: pid_tgid as u32,
@@ -54,10 +74,49 @@ pub fn emit(ts_ns: u64, pid_tgid: u64, func: u32, kind: EventKind, args: [u64; 3
                 kind,
                 args,
                 ret,
+                pointee: [0; POINTEE_BYTES],
+                pointee_len: 0,
+                _pad: 0,
             });
+            if let Some(spec) = spec {
+                ev.pointee_len = read_pointee(&spec, &args, &mut ev.pointee);
+            }
             slot.submit(ADAPTIVE_WAKEUP);
         }
         None => bump(&AID_LOST, kind.lost_slot() as u32),
+    }
+}
+
+/// The pointee spec of a function, if the agent gave it one.
+#[inline(always)]
+pub fn pointee_spec(func: u32) -> Option<PointeeSpec> {
+    // SAFETY: a plain-old-data value copied out of the map at once.
+    unsafe { AID_POINTEE.get(func).copied() }
+}
+
+/// Reads what argument `spec.arg` points to into `out`; the bytes read.
+#[inline(always)]
+fn read_pointee(spec: &PointeeSpec, args: &[u64; 3], out: &mut [u8; POINTEE_BYTES]) -> u32 {
+    let ptr = match spec.arg {
+        0 => args[0],
+        1 => args[1],
+        _ => args[2],
+    } as *const u8;
+    if ptr.is_null() {
+        return 0;
+    }
+    if spec.text != 0 {
+        // SAFETY: the helper reads user memory with fault handling; `out`
+        // is ours.
+        return match unsafe { bpf_probe_read_user_str_bytes(ptr, out) } {
+            Ok(s) => s.len() as u32,
+            Err(_) => 0,
+        };
+    }
+    // SAFETY: as above.
+    match unsafe { bpf_probe_read_user_buf(ptr, out) } {
+        Ok(()) => u32::from(spec.len).min(POINTEE_BYTES as u32),
+        Err(_) => 0,
     }
 }
 

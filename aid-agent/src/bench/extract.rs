@@ -200,6 +200,7 @@ fn one_run(
                 exit_ns: Some(exit),
                 args: [ptr_arg, i64::from(k), 0],
                 ret,
+                content: None,
                 paused_ns: 0,
             });
             if collided {
@@ -212,6 +213,7 @@ fn one_run(
                     exit_ns: Some(h + 3_000),
                     args: [0; 3],
                     ret: None,
+                    content: None,
                     paused_ns: 0,
                 });
                 t[r] = h + 3_000;

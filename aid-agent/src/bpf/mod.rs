@@ -20,10 +20,10 @@ use std::{
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, GroupMember,
     GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
-    MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL,
-    MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember,
-    Pending, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags, TargetState,
-    UNITS_IN_FLIGHT, UnitState,
+    MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_POINTEE, MAP_REPLAY,
+    MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH,
+    OpenMember, Pending, PointeeSpec, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags,
+    TargetState, UNITS_IN_FLIGHT, UnitState,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -575,6 +575,7 @@ impl Probes {
         programs: Programs,
     ) -> Result<(), ProbeError> {
         let (enter, exit) = programs.names();
+        self.set_pointees(functions)?;
         match scope {
             Scope::AllProcesses => {}
             Scope::Process(pid) => {
@@ -608,6 +609,24 @@ impl Probes {
                     })?;
                 self.attached.push((name, link));
             }
+        }
+        Ok(())
+    }
+
+    /// Tells the entry probe which functions read what an argument points
+    /// to ([`crate::model::Pointee`]), replacing what an earlier attach said.
+    fn set_pointees(&mut self, functions: &[Function]) -> Result<(), ProbeError> {
+        clear::<u32, PointeeSpec>(&mut self.ebpf, MAP_POINTEE)?;
+        let mut m: BpfHashMap<_, u32, PointeeSpec> = map(&mut self.ebpf, MAP_POINTEE)?;
+        for f in functions.iter().filter(|f| f.probe == Probe::Call) {
+            let Some(p) = &f.pointee else { continue };
+            let spec = PointeeSpec {
+                arg: p.arg.min(2),
+                text: u8::from(p.text),
+                len: p.len.clamp(1, aid_common::POINTEE_BYTES as u8),
+                _pad: [0; 5],
+            };
+            m.insert(f.id, spec, 0).map_err(|e| map_err(MAP_POINTEE, e))?;
         }
         Ok(())
     }
@@ -928,12 +947,12 @@ enum Control {
 }
 
 /// Events the reader may hold that the consumer has not taken yet in a
-/// live session ([`EventStream::set_backlog_cap`]): 262,144 events of 56
-/// bytes, 14 MiB. A look takes them every 50 ms; at the 32,000 events a
+/// live session ([`EventStream::set_backlog_cap`]): 262,144 events of 80
+/// bytes, 20 MiB. A look takes them every 50 ms; at the 32,000 events a
 /// second of BENCHMARKS.md's busy service that is 1,600 a look, so the cap
 /// is only reached when the consumer stalls for seconds (a slow disk
 /// under the session writer). Then the kernel's ring (64 MiB by default,
-/// about a million more events) fills behind it, and what it cannot hold
+/// about 800,000 more events) fills behind it, and what it cannot hold
 /// is counted lost by the kernel, never dropped here.
 pub const LIVE_BACKLOG: usize = 1 << 18;
 

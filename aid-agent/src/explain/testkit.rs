@@ -20,6 +20,7 @@ pub fn function(id: FuncId, name: &str, params: &[ValueKind], ret: ValueKind) ->
         params: params.iter().map(|k| ty(*k)).collect(),
         internal: false,
         probe: crate::model::Probe::Call,
+        pointee: None,
     }
 }
 
@@ -40,6 +41,7 @@ pub fn call(
         exit_ns: Some(exit_ns),
         args,
         ret: Some(ret),
+        content: None,
         paused_ns: 0,
     }
 }

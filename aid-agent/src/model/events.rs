@@ -21,6 +21,8 @@ pub struct EventRow {
     pub args: [i64; 3],
     /// Exit only: return value, normalised.
     pub ret: i64,
+    /// Entry only: what the function's pointee argument pointed to.
+    pub content: Option<super::Content>,
 }
 
 /// A finished run with everything the session stores about it.
@@ -69,6 +71,7 @@ pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
                     exit_ns: None,
                     args: r.args,
                     ret: None,
+                    content: r.content,
                     paused_ns: 0,
                 });
             }

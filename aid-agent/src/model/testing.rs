@@ -32,6 +32,7 @@ pub fn function(id: FuncId, name: &str) -> Function {
         params: Vec::new(),
         internal: false,
         probe: crate::model::Probe::Call,
+        pointee: None,
     }
 }
 
@@ -47,6 +48,22 @@ impl Function {
     #[must_use]
     pub fn with_params(mut self, kinds: &[ValueKind]) -> Function {
         self.params = kinds.iter().map(|&k| ty(k)).collect();
+        self
+    }
+
+    /// Its entry reads what argument `arg` points to, split into `fields`
+    /// (name, offset, size).
+    #[must_use]
+    pub fn with_pointee(mut self, arg: u8, len: u8, fields: &[(&str, u8, u8)]) -> Function {
+        let fields = fields
+            .iter()
+            .map(|&(name, offset, size)| crate::model::PointeeField {
+                name: name.into(),
+                offset,
+                size,
+            })
+            .collect();
+        self.pointee = Some(crate::model::Pointee { arg, text: false, len, fields });
         self
     }
 
@@ -83,13 +100,32 @@ pub fn call(
     exit: Option<u64>,
     ret: Option<i64>,
 ) -> Call {
-    Call { func, role, instance, entry_ns: entry, exit_ns: exit, args: [0; 3], ret, paused_ns: 0 }
+    Call {
+        func,
+        role,
+        instance,
+        entry_ns: entry,
+        exit_ns: exit,
+        args: [0; 3],
+        ret,
+        content: None,
+        paused_ns: 0,
+    }
 }
 
 impl Call {
     #[must_use]
     pub fn with_args(mut self, args: [i64; 3]) -> Call {
         self.args = args;
+        self
+    }
+
+    /// Its pointee read these bytes (the rest zero).
+    #[must_use]
+    pub fn with_content(mut self, bytes: &[u8]) -> Call {
+        let mut c = crate::model::Content::default();
+        c[..bytes.len()].copy_from_slice(bytes);
+        self.content = Some(c);
         self
     }
 }
@@ -162,6 +198,7 @@ pub fn recorded(run: Run) -> RecordedRun {
             instance: c.instance,
             args: if point == Point::Entry { c.args } else { [0; 3] },
             ret,
+            content: if point == Point::Entry { c.content } else { None },
         };
         rows.push(row(c.entry_ns, Point::Entry, 0));
         if let Some(x) = c.exit_ns {

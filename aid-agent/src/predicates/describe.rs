@@ -366,7 +366,7 @@ impl<'c> Names<'c> {
                     "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again), which no passing run shows"
                 )
             }
-            (_, Condition::GroupOverlap { shared, object }) => {
+            (_, Condition::GroupOverlap { shared, object, same }) => {
                 let on = match (shared, object) {
                     (true, Some(o)) => format!(
                         " on the same object (first passed as argument {} of {} on {})",
@@ -377,7 +377,19 @@ impl<'c> Names<'c> {
                     (true, None) => " on the same object".into(),
                     (false, _) => String::new(),
                 };
-                format!("{some} and {other} run at the same time{on}, which no passing run shows")
+                let asked = match same {
+                    Some(s) => format!(", both for the same {}", s.field.name),
+                    None => String::new(),
+                };
+                let other = match key.other {
+                    Some(o) if o.func == key.func && o.calls == key.calls => {
+                        self.calls(key.func, key.calls, "another")
+                    }
+                    _ => other.clone(),
+                };
+                format!(
+                    "{some} and {other} run at the same time{on}{asked}, which no passing run shows"
+                )
             }
         }
     }
@@ -421,8 +433,12 @@ impl<'c> Names<'c> {
                 vec![("calls_with_a_passing_value".into(), expected.len().to_string())]
             }
             Condition::AnyPair { pairs, .. } => vec![("pairs".into(), pairs.len().to_string())],
-            Condition::GroupOverlap { shared, .. } => {
-                vec![("same_object".into(), shared.to_string())]
+            Condition::GroupOverlap { shared, same, .. } => {
+                let mut v = vec![("same_object".into(), shared.to_string())];
+                if let Some(s) = same {
+                    v.push(("same_field".into(), s.field.name.clone()));
+                }
+                v
             }
             Condition::DataRace { object, a_writes, b_writes, runs } => vec![
                 ("object".into(), object.clone()),

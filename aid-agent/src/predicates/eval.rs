@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
-    RunTruth,
+    RunTruth, SameField,
     index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
     locks, objects,
 };
@@ -108,7 +108,9 @@ impl Evaluator<'_, '_> {
                 (true, self.pair(&p.condition, a, b, at_entry))
             }
             Condition::AnyPair { relation, pairs } => self.any_pair(relation, pairs),
-            Condition::GroupOverlap { shared, object } => self.group_overlap(key, *shared, *object),
+            Condition::GroupOverlap { shared, object, same } => {
+                self.group_overlap(key, *shared, *object, same.as_ref())
+            }
             Condition::InterleavedSections => self.interleaved(key),
             cond => match group_of(key.func, key.calls) {
                 Some(g) => {
@@ -202,6 +204,7 @@ impl Evaluator<'_, '_> {
         key: &PredKey,
         shared: bool,
         object: Option<ObjectName>,
+        same: Option<&SameField>,
     ) -> (bool, Option<u64>) {
         let (Some(ga), Some(gb)) =
             (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
@@ -232,6 +235,17 @@ impl Evaluator<'_, '_> {
                 }
                 if !shared {
                     return true;
+                }
+                if let Some(s) = same {
+                    let agree = match (c.content, d.content) {
+                        (Some(x), Some(y)) => {
+                            c.func == d.func && s.field.bytes(&x) == s.field.bytes(&y)
+                        }
+                        _ => false,
+                    };
+                    if !agree {
+                        return false;
+                    }
                 }
                 let (mc, md) = (self.mask(c.func), self.mask(d.func));
                 pointers(c, mc).any(|p| {

@@ -110,6 +110,8 @@ pub(super) struct Funcs {
     pub by_caller: FxSet<(FuncId, ClassId)>,
     /// Exclusive lock releases among aid's sync-point probes.
     pub releases: Vec<bool>,
+    /// What each function's entry reads of an argument's pointee.
+    pub pointees: Vec<Option<crate::model::Pointee>>,
 }
 
 impl Funcs {
@@ -119,6 +121,10 @@ impl Funcs {
 
     pub fn mask(&self, f: FuncId) -> u8 {
         self.masks.get(f as usize).copied().unwrap_or(0)
+    }
+
+    pub fn pointee(&self, f: FuncId) -> Option<&crate::model::Pointee> {
+        self.pointees.get(f as usize).and_then(Option::as_ref)
     }
 
     pub fn ret(&self, f: FuncId) -> ValueType {
@@ -190,6 +196,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let classes = Classes::learn(passing.iter().chain(&failing).copied());
     let by_caller = split_by_caller(passing.iter().chain(&failing).copied(), &keep, &classes);
     let funcs = Funcs {
+        pointees: session.functions.iter().map(|f| f.pointee.clone()).collect(),
         masks: session.functions.iter().map(pointer_mask).collect(),
         ret: session.functions.iter().map(|f| f.ret).collect(),
         params: session

@@ -388,6 +388,14 @@ impl Default for ExtractConfig {
 /// (role, instance, value every passing run had there).
 pub type Expected = (Role, u32, i64);
 
+/// A field of a function's [`crate::model::Pointee`] two calls of it
+/// agree on: the argument register it was read through, and the field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SameField {
+    pub arg: u8,
+    pub field: crate::model::PointeeField,
+}
+
 /// The test a predicate applies to a run, with the baseline it compares to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "test")]
@@ -474,10 +482,14 @@ pub enum Condition {
     /// Groups: some call of the first group and some call of the second,
     /// on different threads, overlap in time — on the same object when
     /// `object` names it (its canonical name, [`ObjectName`]), on any
-    /// shared object when `shared`, regardless otherwise.
+    /// shared object when `shared`, regardless otherwise; and, with
+    /// `same`, with equal contents in one field of what an argument of
+    /// each pointed to (the same SKU, the same seat).
     GroupOverlap {
         shared: bool,
         object: Option<ObjectName>,
+        #[serde(default)]
+        same: Option<SameField>,
     },
     /// Groups: some call of the second group held a lock between two
     /// critical sections on it of some call of the first, on another

@@ -18,7 +18,7 @@
 //! on the same table".
 
 use super::{
-    Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey,
+    Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey, SameField,
     classes::ClassId,
     groups::call_set,
     index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
@@ -58,8 +58,20 @@ pub(super) struct PairBase {
 }
 
 /// Two groups whose calls overlapped on different threads (a ≤ b), and
-/// whether they shared an object.
-type GroupPair = (GroupKey, GroupKey, bool);
+/// what the two calls had in common.
+type GroupPair = (GroupKey, GroupKey, Share);
+
+/// What two overlapping calls had in common.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Share {
+    /// Nothing known: they merely ran at the same time.
+    Nothing,
+    /// A pointer argument (the same object).
+    Object,
+    /// The same object, and field `k` of the function's pointee equal
+    /// (two calls of one function asked about the same thing).
+    Field(u8),
+}
 /// The two functions and classes of an aggregate pair predicate (A's, B's).
 type GroupFuncs = (u32, ClassId, u32, ClassId);
 /// For a shared object: the argument positions (a's, b's) and the object's
@@ -192,19 +204,44 @@ fn group_overlaps(
                 continue;
             }
             let shared = shared_arg(d, funcs.mask(d.func), c, funcs.mask(c.func));
+            let share = if shared.is_some() { Share::Object } else { Share::Nothing };
             let (k, s) = if gd <= gc {
-                ((gd, gc, shared.is_some()), shared)
+                ((gd, gc, share), shared)
             } else {
-                ((gc, gd, shared.is_some()), shared.map(|(a, b, p)| (b, a, p)))
+                ((gc, gd, share), shared.map(|(a, b, p)| (b, a, p)))
             };
             f(k, s);
             if shared.is_some() {
                 // Sharing an object implies overlapping at all.
-                f((k.0, k.1, false), None);
+                f((k.0, k.1, Share::Nothing), None);
+                for field in same_fields(funcs, d, c, s.map_or(0, |x| x.0)) {
+                    f((k.0, k.1, Share::Field(field)), s);
+                }
             }
         }
         active.push(i as u32);
     }
+}
+
+/// The fields of its pointee two calls of one function agree on, where
+/// the pointee is not the shared object itself (argument `object`).
+fn same_fields<'a>(
+    funcs: &'a Funcs,
+    a: &'a crate::model::Call,
+    b: &'a crate::model::Call,
+    object: u8,
+) -> impl Iterator<Item = u8> + 'a {
+    let fields = match (funcs.pointee(a.func), a.content, b.content) {
+        (Some(p), Some(x), Some(y)) if a.func == b.func && p.arg != object => Some((p, x, y)),
+        _ => None,
+    };
+    fields.into_iter().flat_map(|(p, x, y)| {
+        p.fields
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| f.bytes(&x) == f.bytes(&y))
+            .map(|(k, _)| k as u8)
+    })
 }
 
 /// The first pointer argument two calls share: (a's position, b's, value).
@@ -435,27 +472,44 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
             }),
         ));
     }
-    for ((ga, gb, shared), seen) in &v.groups {
-        let kind = if *shared { Kind::Overlap } else { Kind::Concurrent };
+    for ((ga, gb, share), seen) in &v.groups {
+        let shared = *share != Share::Nothing;
+        let kind = if shared { Kind::Overlap } else { Kind::Concurrent };
+        let same = match *share {
+            Share::Field(k) => funcs.pointee(ga.0).and_then(|p| {
+                let field = p.fields.get(usize::from(k))?.clone();
+                Some(SameField { arg: p.arg, field })
+            }),
+            _ => None,
+        };
+        if matches!(share, Share::Field(_)) && same.is_none() {
+            continue;
+        }
         let key = PredKey {
             kind,
             func: ga.0,
             calls: Calls::Group { class: ga.1, within: ga.2 },
             other: Some(Other { func: gb.0, calls: Calls::Group { class: gb.1, within: gb.2 } }),
-            arg: 0,
+            // One overlap predicate per field the calls agree on.
+            arg: match *share {
+                Share::Field(k) => k + 1,
+                _ => 0,
+            },
         };
         let (object, args) = match seen {
             Some((ai, bi, o)) => (*o, Some((ai + 1, bi + 1))),
             None => (None, None),
         };
+        // Serialising the two groups' calls on the object also keeps
+        // apart the calls that asked about the same thing.
         let iv = Intervention::SerializeGroups {
             a: call_set(funcs, ga),
             b: call_set(funcs, gb),
-            object: if *shared { args } else { None },
+            object: if shared { args } else { None },
         };
         out.push((
             key,
-            Condition::GroupOverlap { shared: *shared, object },
+            Condition::GroupOverlap { shared, object, same },
             Anchor::LaterEntry,
             Some(iv),
         ));

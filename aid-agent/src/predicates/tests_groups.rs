@@ -342,7 +342,8 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
         p.condition,
         Condition::GroupOverlap {
             shared: true,
-            object: Some(ObjectName { func: 1, class: 1, arg: 0 })
+            object: Some(ObjectName { func: 1, class: 1, arg: 0 }),
+            same: None,
         }
     );
     assert_eq!(
@@ -357,6 +358,78 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
     assert_eq!(p.intervention, Some(iv));
     assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(105 * US));
     assert!(!c.evaluate(&s.runs[0]).holds(p.id));
+}
+
+/// Clerks (a pool) book seats of one venue: `book(venue, req)`, the
+/// request a record {customer, seat} read at entry. Two bookings always
+/// overlap on the venue; in failing runs the two are for the same seat
+/// (both find it free), in passing runs for different seats, and the same
+/// seat is booked again only after the first booking ended. Only the
+/// overlap for the same `req.seat` separates; the customers always differ.
+#[test]
+fn overlapping_calls_that_ask_about_the_same_thing() {
+    let functions =
+        vec![
+            func(0, "book", ValueKind::Signed, &[ValueKind::Pointer, ValueKind::Pointer])
+                .with_pointee(1, 8, &[("req.customer", 0, 4), ("req.seat", 4, 4)]),
+        ];
+    let venue = 0x5555_0000_1000;
+    let req = |customer: u32, seat: u32| [customer.to_le_bytes(), seat.to_le_bytes()].concat();
+    let r = |id: u32, label| {
+        let fail = label == Label::Fail;
+        let (a, b) = (1 + id % 3, 1 + (id + 1) % 3);
+        let second_seat = if fail { 12 } else { 13 };
+        let calls = vec![
+            call(0, a, 1, 100 * US, Some(110 * US), Some(1))
+                .with_args([venue, 0x7000, 0])
+                .with_content(&req(1, 12)),
+            call(0, b, 1, 104 * US, Some(114 * US), Some(1))
+                .with_args([venue, 0x7100, 0])
+                .with_content(&req(2, second_seat)),
+            // The same seat again, after both: found taken.
+            call(0, a, 2, 150 * US, Some(152 * US), Some(0))
+                .with_args([venue, 0x7000, 0])
+                .with_content(&req(3, 12)),
+        ];
+        run(id, label, calls, 200 * US).with_threads(pool_threads())
+    };
+    let s = Session {
+        functions,
+        runs: (0..9).map(|i| r(i, if i % 3 == 2 { Label::Fail } else { Label::Pass })).collect(),
+    };
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let same_seat = PredKey {
+        kind: Kind::Overlap,
+        func: 0,
+        calls: Calls::Group { class: 1, within: None },
+        other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
+        arg: 2,
+    };
+    assert_eq!(fd(&c, &s), vec![same_seat]);
+    let p = &c.predicates[c.find(&same_seat).unwrap().0 as usize];
+    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
+    assert_eq!(
+        p.condition,
+        Condition::GroupOverlap {
+            shared: true,
+            object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
+            same: Some(SameField { arg: 1, field: seat }),
+        }
+    );
+    assert_eq!(
+        p.description,
+        "some call of book on the worker threads and another call of book on the worker threads run at the same time on the same object (first passed as argument 1 of book on the worker threads), both for the same req.seat, which no passing run shows"
+    );
+    let clerks = CallSet { func: 0, roles: vec![1, 2, 3], instance: 0, within: None };
+    let iv = Intervention::SerializeGroups { a: clerks.clone(), b: clerks, object: Some((1, 1)) };
+    assert_eq!(p.intervention, Some(iv));
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(104 * US));
+    // Without what the requests held, nothing separates.
+    let blind = Session {
+        functions: s.functions.iter().map(|f| Function { pointee: None, ..f.clone() }).collect(),
+        runs: s.runs.clone(),
+    };
+    assert_eq!(fd(&learn(&blind, &ExtractConfig::default()).unwrap(), &blind), vec![]);
 }
 
 /// Counts over a class: an error handler that only failing runs call, on

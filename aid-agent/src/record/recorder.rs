@@ -322,6 +322,7 @@ impl<'a> Recorder<'a> {
                         instance,
                         args,
                         ret: 0,
+                        content: pointee_content(func, e),
                     });
                 } else {
                     let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop)
@@ -342,12 +343,27 @@ impl<'a> Recorder<'a> {
                         instance,
                         args: [0; 3],
                         ret,
+                        content: None,
                     });
                 }
             }
             _ => {}
         }
     }
+}
+
+/// What an entry read of the function's pointee, the bytes past what it
+/// asked for zeroed (the probe reads a fixed size; what follows a small
+/// record is whatever was next to it).
+fn pointee_content(func: &Function, e: &Event) -> Option<crate::model::Content> {
+    let p = func.pointee.as_ref()?;
+    if e.pointee_len == 0 {
+        return None;
+    }
+    let mut c = e.pointee;
+    let keep = usize::from(p.len).min(e.pointee_len as usize).min(c.len());
+    c[keep..].fill(0);
+    Some(c)
 }
 
 #[cfg(test)]
@@ -361,7 +377,7 @@ mod tests {
     }
 
     fn ev(ts: u64, tid: u32, func: u32, kind: EventKind, args: [u64; 3], ret: u64) -> Event {
-        Event { ts_ns: ts, pid: 100, tid, func, kind, args, ret }
+        Event { ts_ns: ts, pid: 100, tid, func, kind, args, ret, ..Event::default() }
     }
 
     #[test]

@@ -401,7 +401,7 @@ mod tests {
         instance: u32,
         ret: i64,
     ) -> EventRow {
-        EventRow { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret }
+        EventRow { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret, content: None }
     }
 
     fn functions() -> Vec<Function> {

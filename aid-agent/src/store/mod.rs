@@ -33,9 +33,10 @@ use crate::model::{
 
 pub const FORMAT: &str = "aid-session";
 /// 2: a `run` column in events.csv and threads.csv, pointers in hex, a
-/// `phase` per run, the analysis settings in session.json. Version 1
-/// sessions are still read.
-pub const VERSION: u32 = 2;
+/// `phase` per run, the analysis settings in session.json. 3: a `content`
+/// column in events.csv (what an argument pointed to at entry). Versions
+/// 1 and 2 are still read.
+pub const VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -368,12 +369,46 @@ struct EventLine {
     arg1: Option<String>,
     arg2: Option<String>,
     ret: Option<String>,
+    /// Entries of functions with a pointee: the bytes read, in hex,
+    /// trailing zero bytes left out (version 3).
+    #[serde(default)]
+    content: Option<String>,
 }
 
 const EVENT_COLUMNS: &[&str] = &[
     "run", "t_ns", "tid", "role", "func", "function", "point", "instance", "arg0", "arg1", "arg2",
-    "ret",
+    "ret", "content",
 ];
+
+/// The columns of events.csv in a session of `version`.
+fn event_columns(version: u32) -> &'static [&'static str] {
+    match version {
+        ..=1 => &EVENT_COLUMNS[1..12],
+        2 => &EVENT_COLUMNS[..12],
+        _ => EVENT_COLUMNS,
+    }
+}
+
+/// Writes pointee bytes as hex, without trailing zero bytes (at least one
+/// byte, so that nothing read stays apart from zeros read).
+fn content_cell(c: &crate::model::Content) -> String {
+    let n = c.iter().rposition(|&b| b != 0).map_or(1, |i| i + 1);
+    hex(&c[..n])
+}
+
+/// Reads a cell written by [`content_cell`].
+fn parse_content(text: &str) -> Result<crate::model::Content, String> {
+    let bad = || format!("`{text}` is not pointee content");
+    let mut out = crate::model::Content::default();
+    if !text.len().is_multiple_of(2) || text.len() / 2 > out.len() {
+        return Err(bad());
+    }
+    for (i, b) in out.iter_mut().enumerate().take(text.len() / 2) {
+        *b = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+            .map_err(|_| bad())?;
+    }
+    Ok(out)
+}
 
 /// Writes a value as its type wants it read: pointers in hex.
 fn cell(value: i64, ty: Option<&ValueType>) -> String {
@@ -410,6 +445,7 @@ impl EventLine {
             arg1: arg(1),
             arg2: arg(2),
             ret: (!entry).then(|| cell(r.ret, f.map(|f| &f.ret))),
+            content: r.content.as_ref().filter(|_| entry).map(content_cell),
         }
     }
 
@@ -440,6 +476,7 @@ impl EventLine {
             instance: self.instance,
             args,
             ret,
+            content: self.content.as_deref().map(parse_content).transpose()?,
         })
     }
 }
@@ -720,7 +757,7 @@ fn read_events(
 ) -> Result<Vec<EventRow>, SessionError> {
     let path = dir.join(&rec.events.path);
     let corrupt = |reason: String| SessionError::Corrupt { path: path.clone(), reason };
-    let cols = columns(EVENT_COLUMNS, header.version);
+    let cols = event_columns(header.version);
     read_verified::<EventLine>(dir, &rec.events, rec.id, cols)?
         .into_iter()
         .map(|line| {
@@ -855,6 +892,7 @@ mod tests {
                 instance: 1,
                 args: [1, -2, 3],
                 ret: 0,
+                content: Some(*b"SKU-7\0\0\0\0\0\0\0\0\0\0\0"),
             },
             EventRow {
                 t_ns: 9,
@@ -865,6 +903,7 @@ mod tests {
                 instance: 1,
                 args: [0; 3],
                 ret: -1,
+                content: None,
             },
         ];
         let outcome =
@@ -1030,7 +1069,8 @@ mod tests {
     }
 
     /// Version 2 files: a `run` column, pointers in hex, a phase per run,
-    /// the settings in session.json; all read back exactly.
+    /// the settings in session.json; version 3: the pointee content of an
+    /// entry in hex (trailing zeros left out); all read back exactly.
     #[test]
     fn run_column_hex_pointers_phase_and_settings() {
         let dir = tempfile::tempdir().unwrap();
@@ -1049,9 +1089,9 @@ mod tests {
         let events = fs::read_to_string(dir.path().join("runs/000003/events.csv")).unwrap();
         assert_eq!(
             events,
-            "run,t_ns,tid,role,func,function,point,instance,arg0,arg1,arg2,ret\n\
-             3,5,7,0,0,\"f(int, int)\",entry,1,0x7ffd1234,-2,0,\n\
-             3,9,7,0,0,\"f(int, int)\",exit,1,,,,0x55550000\n"
+            "run,t_ns,tid,role,func,function,point,instance,arg0,arg1,arg2,ret,content\n\
+             3,5,7,0,0,\"f(int, int)\",entry,1,0x7ffd1234,-2,0,,534b552d37\n\
+             3,9,7,0,0,\"f(int, int)\",exit,1,,,,0x55550000,\n"
         );
         let threads = fs::read_to_string(dir.path().join("runs/000003/threads.csv")).unwrap();
         assert_eq!(threads, "run,role,tid,name,parent_role,created_ns\n3,0,7,main,,0\n");
@@ -1059,6 +1099,24 @@ mod tests {
         assert_eq!(loaded.session.runs, vec![r]);
         assert_eq!(loaded.records[0].phase, Some(RunPhase::Observe));
         assert_eq!(loaded.header.settings, Some(settings));
+    }
+
+    /// Pointee content that is all zeros stays apart from none read; a cell
+    /// that is not hex, or longer than what a probe reads, is refused.
+    #[test]
+    fn content_cells() {
+        let zeros = crate::model::Content::default();
+        assert_eq!(content_cell(&zeros), "00");
+        assert_eq!(parse_content("00"), Ok(zeros));
+        let mut c = zeros;
+        c[..3].copy_from_slice(b"a\0b");
+        assert_eq!(content_cell(&c), "610062");
+        assert_eq!(parse_content("610062"), Ok(c));
+        for bad in ["6", "zz", &"00".repeat(17)] {
+            assert!(parse_content(bad).is_err(), "{bad}");
+        }
+        assert_eq!(event_columns(2).last(), Some(&"ret"));
+        assert_eq!(event_columns(1).first(), Some(&"t_ns"));
     }
 
     /// A version 1 session (no `run` column, decimal pointers, no phase)

@@ -1,7 +1,8 @@
 //! What DWARF tells about a function: where it is in the source (via
-//! addr2line) and the types of its return value and first integer
+//! addr2line), the types of its return value and first integer
 //! parameters (so a 32-bit `int` returned in `eax` reads as -1, not
-//! 4294967295).
+//! 4294967295), and which argument points to something worth reading at
+//! entry (a string, or a small record of scalar members: [`Pointee`]).
 
 use std::{
     borrow::Cow,
@@ -12,7 +13,7 @@ use std::{
 use gimli::{AttributeValue, EndianRcSlice, Reader as _, RunTimeEndian};
 use object::{Object as _, ObjectSection as _};
 
-use crate::model::{SourceLoc, ValueKind, ValueType};
+use crate::model::{Pointee, PointeeField, SourceLoc, ValueKind, ValueType};
 
 type Reader = EndianRcSlice<RunTimeEndian>;
 
@@ -25,6 +26,7 @@ pub struct DebugInfo {
     generic_names: HashMap<u64, String>,
     /// Entry addresses of functions marked `DW_AT_noreturn`.
     noreturn: HashSet<u64>,
+    pointees: HashMap<u64, Pointee>,
 }
 
 impl DebugInfo {
@@ -41,10 +43,10 @@ impl DebugInfo {
             Ok(EndianRcSlice::new(Rc::from(&*data), endian))
         };
         let dwarf = gimli::Dwarf::load(load).ok()?;
-        let Collected { signatures, generic_names, noreturn } =
+        let Collected { signatures, generic_names, noreturn, pointees } =
             collect_signatures(&dwarf).unwrap_or_default();
         let lines = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DebugInfo { lines, signatures, generic_names, noreturn })
+        Some(DebugInfo { lines, signatures, generic_names, noreturn, pointees })
     }
 
     pub fn source(&self, address: u64) -> Option<SourceLoc> {
@@ -66,6 +68,11 @@ impl DebugInfo {
     pub fn noreturn(&self, address: u64) -> bool {
         self.noreturn.contains(&address)
     }
+
+    /// What the entry probe of the function at `address` should read.
+    pub fn pointee(&self, address: u64) -> Option<Pointee> {
+        self.pointees.get(&address).cloned()
+    }
 }
 
 /// What one walk over the subprograms collects.
@@ -74,6 +81,7 @@ struct Collected {
     signatures: HashMap<u64, (ValueType, Vec<ValueType>)>,
     generic_names: HashMap<u64, String>,
     noreturn: HashSet<u64>,
+    pointees: HashMap<u64, Pointee>,
 }
 
 /// Walks every `DW_TAG_subprogram` with a `DW_AT_low_pc` and records its
@@ -106,8 +114,11 @@ fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> 
                 out.noreturn.insert(low_pc);
             }
             let ret = subprogram_return(dwarf, &unit, offset)?;
-            let params = subprogram_params(dwarf, &unit, offset)?;
+            let (params, pointee) = subprogram_params(dwarf, &unit, offset, ret)?;
             out.signatures.insert(low_pc, (ret, params));
+            if let Some(p) = pointee {
+                out.pointees.insert(low_pc, p);
+            }
         }
     }
     Ok(out)
@@ -151,13 +162,25 @@ fn subprogram_return(
 }
 
 /// Types of the parameters passed in the first three integer registers
-/// (floating-point parameters travel in xmm registers and are skipped).
+/// (floating-point parameters travel in xmm registers and are skipped),
+/// and the [`Pointee`] of the last of them that points to a string or a
+/// small record (the thing asked about, after the object asked: `(stock,
+/// sku)`, `(venue, request)`).
+///
+/// A return value larger than 16 bytes is returned through memory the
+/// caller passes in `rdi` (System V ABI): that hidden pointer comes first,
+/// so the declared parameters start at `rsi`.
 fn subprogram_params(
     dwarf: &gimli::Dwarf<Reader>,
     unit: &gimli::Unit<Reader>,
     offset: gimli::UnitOffset,
-) -> gimli::Result<Vec<ValueType>> {
+    ret: ValueType,
+) -> gimli::Result<(Vec<ValueType>, Option<Pointee>)> {
     let mut params = Vec::new();
+    if ret.kind == ValueKind::Unknown && ret.size > 16 {
+        params.push(ValueType::POINTER);
+    }
+    let mut pointee = None;
     let mut tree = unit.entries_tree(Some(offset))?;
     let root = tree.root()?;
     let mut children = root.children();
@@ -166,19 +189,155 @@ fn subprogram_params(
         if entry.tag() != gimli::DW_TAG_formal_parameter {
             continue;
         }
-        let ty = match find_attr(unit, entry.offset(), gimli::DW_AT_type)? {
-            Some(AttributeValue::UnitRef(t)) => resolve_type(dwarf, unit, t)?,
-            _ => ValueType::UNKNOWN,
+        let type_at = match find_attr(unit, entry.offset(), gimli::DW_AT_type)? {
+            Some(AttributeValue::UnitRef(t)) => Some(t),
+            _ => None,
+        };
+        let ty = match type_at {
+            Some(t) => resolve_type(dwarf, unit, t)?,
+            None => ValueType::UNKNOWN,
         };
         if ty.kind == ValueKind::Float {
             continue;
+        }
+        if ty.kind == ValueKind::Pointer
+            && let Some(t) = type_at
+        {
+            let name = find_attr(unit, entry.offset(), gimli::DW_AT_name)?
+                .and_then(|n| string(dwarf, unit, n))
+                .unwrap_or_else(|| format!("arg{}", params.len() + 1));
+            if let Some(p) = pointee_of(dwarf, unit, t, &name, params.len() as u8)? {
+                pointee = Some(p);
+            }
         }
         params.push(ty);
         if params.len() == 3 {
             break;
         }
     }
-    Ok(params)
+    Ok((params, pointee))
+}
+
+/// A string attribute's text.
+fn string(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &gimli::Unit<Reader>,
+    value: AttributeValue<Reader>,
+) -> Option<String> {
+    let s = dwarf.attr_string(unit, value).ok()?;
+    s.to_string_lossy().ok().map(Cow::into_owned)
+}
+
+/// Follows typedefs and qualifiers; the DIE they lead to.
+fn strip(
+    unit: &gimli::Unit<Reader>,
+    offset: gimli::UnitOffset,
+) -> gimli::Result<gimli::UnitOffset> {
+    let mut offset = offset;
+    for _ in 0..16 {
+        let entry = unit.entry(offset)?;
+        match entry.tag() {
+            gimli::DW_TAG_typedef
+            | gimli::DW_TAG_const_type
+            | gimli::DW_TAG_volatile_type
+            | gimli::DW_TAG_restrict_type
+            | gimli::DW_TAG_atomic_type => match entry.attr_value(gimli::DW_AT_type)? {
+                Some(AttributeValue::UnitRef(t)) => offset = t,
+                _ => return Ok(offset),
+            },
+            _ => return Ok(offset),
+        }
+    }
+    Ok(offset)
+}
+
+/// A character type: what a C string is made of.
+fn is_char(unit: &gimli::Unit<Reader>, offset: gimli::UnitOffset) -> gimli::Result<bool> {
+    let entry = unit.entry(offset)?;
+    Ok(entry.tag() == gimli::DW_TAG_base_type
+        && matches!(entry.attr_value(gimli::DW_AT_byte_size)?, Some(AttributeValue::Udata(1)))
+        && matches!(
+            entry.attr_value(gimli::DW_AT_encoding)?,
+            Some(AttributeValue::Encoding(gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char))
+        ))
+}
+
+/// What a parameter of pointer type `ptr` (register `arg`) points to, if
+/// it is worth reading at entry: characters (a C string, read up to its
+/// NUL), or a record with scalar members in its first
+/// [`aid_common::POINTEE_BYTES`] bytes (each such member one field).
+fn pointee_of(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &gimli::Unit<Reader>,
+    ptr: gimli::UnitOffset,
+    param: &str,
+    arg: u8,
+) -> gimli::Result<Option<Pointee>> {
+    const MAX: u64 = aid_common::POINTEE_BYTES as u64;
+    let ptr = unit.entry(strip(unit, ptr)?)?;
+    if !matches!(
+        ptr.tag(),
+        gimli::DW_TAG_pointer_type
+            | gimli::DW_TAG_reference_type
+            | gimli::DW_TAG_rvalue_reference_type
+    ) {
+        return Ok(None);
+    }
+    let Some(AttributeValue::UnitRef(target)) = ptr.attr_value(gimli::DW_AT_type)? else {
+        return Ok(None);
+    };
+    let target = strip(unit, target)?;
+    if is_char(unit, target)? {
+        let field = PointeeField { name: param.to_owned(), offset: 0, size: MAX as u8 };
+        return Ok(Some(Pointee { arg, text: true, len: MAX as u8, fields: vec![field] }));
+    }
+    let record = unit.entry(target)?;
+    if !matches!(record.tag(), gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type)
+        || record.attr_value(gimli::DW_AT_declaration)?.is_some()
+    {
+        return Ok(None);
+    }
+    let Some(size) = record.attr_value(gimli::DW_AT_byte_size)?.and_then(|v| v.udata_value())
+    else {
+        return Ok(None);
+    };
+    let mut fields = Vec::new();
+    let mut tree = unit.entries_tree(Some(target))?;
+    let root = tree.root()?;
+    let mut children = root.children();
+    while let Some(child) = children.next()? {
+        let member = child.entry();
+        if member.tag() != gimli::DW_TAG_member {
+            continue;
+        }
+        let Some(at) =
+            member.attr_value(gimli::DW_AT_data_member_location)?.and_then(|v| v.udata_value())
+        else {
+            continue;
+        };
+        let Some(AttributeValue::UnitRef(t)) = member.attr_value(gimli::DW_AT_type)? else {
+            continue;
+        };
+        let ty = resolve_type(dwarf, unit, t)?;
+        let scalar = matches!(ty.kind, ValueKind::Signed | ValueKind::Unsigned | ValueKind::Bool);
+        if !scalar || ty.size == 0 || at + u64::from(ty.size) > MAX {
+            continue;
+        }
+        let Some(name) = member.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, unit, n))
+        else {
+            continue;
+        };
+        fields.push(PointeeField {
+            name: format!("{param}.{name}"),
+            offset: at as u8,
+            size: ty.size,
+        });
+    }
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let len = size.min(MAX) as u8;
+    Ok(Some(Pointee { arg, text: false, len, fields }))
 }
 
 /// Follows typedefs and qualifiers down to something with a size.

@@ -143,6 +143,12 @@ impl Module {
         self.debug.as_ref().is_some_and(|d| d.noreturn(address))
     }
 
+    /// What the entry probe of the function at `address` should read from
+    /// memory an argument points to (DWARF only).
+    pub fn pointee(&self, address: u64) -> Option<crate::model::Pointee> {
+        self.debug.as_ref().and_then(|d| d.pointee(address))
+    }
+
     /// Return type and the types of the parameters passed in the first
     /// three integer registers, from DWARF. Without DWARF all three
     /// registers are reported, typed unknown.

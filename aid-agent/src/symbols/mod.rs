@@ -342,6 +342,7 @@ pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Fu
         params,
         internal,
         probe: Probe::Call,
+        pointee: if internal { None } else { module.pointee(sym.address) },
     }
 }
 
