@@ -15,7 +15,9 @@ use crate::{
     causal::{AcDag, CausalError},
     intervene::{Reach, SafeList},
     model::{Intervention, Session},
-    predicates::{Catalog, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn, merge},
+    predicates::{
+        Catalog, Condition, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn, merge,
+    },
     stats::{self, Scores, Totals, rank, score_all, tally},
 };
 
@@ -155,14 +157,17 @@ pub fn analyze_timed(
     }
     // Necessary-only candidates (stats::necessary): a wrong value held in
     // every failing run and, less often, in passing ones, on a function
-    // the user declared --safe — after every fully-discriminative one, so
-    // that one stands for both where they are the same event.
+    // the user declared --safe, or two calls of one function overlapping
+    // for the same key (serialised, which needs no --safe) — after every
+    // fully-discriminative one, so that one stands for both where they
+    // are the same event.
     let mut necessary = Vec::new();
     for &id in &ranking {
         let s = &scores[id.0 as usize];
         let Some(p) = catalog.get(id) else { continue };
+        let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
         if s.fully_discriminative
-            || !matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers)
+            || !(matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
             || !stats::necessary(s, totals)
         {
             continue;

@@ -377,9 +377,11 @@ impl<'c> Names<'c> {
                     (true, None) => " on the same object".into(),
                     (false, _) => String::new(),
                 };
-                let asked = match same {
-                    Some(s) => format!(", both for the same {}", s.field.name),
-                    None => String::new(),
+                // Learned whether or not passing runs show it (a necessary
+                // condition): the evidence says which.
+                let (asked, unseen) = match same {
+                    Some(s) => (format!(", both for the same {}", s.field.name), ""),
+                    None => (String::new(), ", which no passing run shows"),
                 };
                 let other = match key.other {
                     Some(o) if o.func == key.func && o.calls == key.calls => {
@@ -387,9 +389,7 @@ impl<'c> Names<'c> {
                     }
                     _ => other.clone(),
                 };
-                format!(
-                    "{some} and {other} run at the same time{on}{asked}, which no passing run shows"
-                )
+                format!("{some} and {other} run at the same time{on}{asked}{unseen}")
             }
         }
     }
