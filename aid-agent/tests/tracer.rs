@@ -72,7 +72,8 @@ fn exact_events_per_role_pie() {
 /// What an argument points to is read at entry, as DWARF describes it:
 /// a C string up to its NUL (16 bytes at most), a small record split into
 /// its scalar members, a record passed after the hidden return pointer of
-/// a 24-byte struct (so in `rsi`, not `rdi`), and nothing for NULL.
+/// a 24-byte struct (so in `rsi`, not `rdi`), an empty string as read (no
+/// bytes but its NUL), and nothing for NULL.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn pointees_are_read_at_entry() {
@@ -120,8 +121,8 @@ fn pointees_are_read_at_entry() {
         |customer: u32, seat: u32| padded(&[customer.to_le_bytes(), seat.to_le_bytes()].concat());
     assert_eq!(
         contents(find),
-        vec![padded(b"BRG-101-M"), padded(b"SKU-0123456789a"), None],
-        "the second string is cut to 15 bytes and its NUL"
+        vec![padded(b"BRG-101-M"), padded(b"SKU-0123456789a"), None, padded(b"")],
+        "the second string is cut to 15 bytes and its NUL; an empty string is read, NULL is not"
     );
     assert_eq!(contents(book), vec![request(7, 12), request(8, 12)]);
     assert_eq!(contents(issue), vec![request(8, 12)]);

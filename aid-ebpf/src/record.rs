@@ -108,8 +108,9 @@ fn read_pointee(spec: &PointeeSpec, args: &[u64; 3], out: &mut [u8; POINTEE_BYTE
     if spec.text != 0 {
         // SAFETY: the helper reads user memory with fault handling; `out`
         // is ours.
+        // The bytes with the NUL: an empty string is read too.
         return match unsafe { bpf_probe_read_user_str_bytes(ptr, out) } {
-            Ok(s) => s.len() as u32,
+            Ok(s) => s.len() as u32 + 1,
             Err(_) => 0,
         };
     }

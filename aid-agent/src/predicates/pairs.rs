@@ -219,7 +219,7 @@ fn group_overlaps(
             if shared.is_some() {
                 // Sharing an object implies overlapping at all.
                 f((k.0, k.1, Share::Nothing), None);
-                for field in same_fields(funcs, d, c, s.map_or(0, |x| x.0)) {
+                for field in same_fields(funcs, d, c, shared.map_or(0, |x| x.0)) {
                     f((k.0, k.1, Share::Field(field)), s);
                 }
             }
