@@ -70,6 +70,11 @@ pub const MAP_SYNC_STEPS: &str = "AID_SYNC_STEPS";
 /// `function -> PointeeSpec`: the functions whose entry probe reads what
 /// an argument points to, and how.
 pub const MAP_POINTEE: &str = "AID_POINTEE";
+/// Per-CPU array of one `u32`: 1 while an entry probe reads an
+/// argument's pointee. A hardware watchpoint on that memory fires for the
+/// probe's own read, in the kernel; the watch programs skip such hits, or
+/// aid would see (and delay) an access the program never made.
+pub const MAP_READING: &str = "AID_READING";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -97,6 +102,7 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_OPEN_MEMBERS,
     MAP_SYNC_STEPS,
     MAP_POINTEE,
+    MAP_READING,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

@@ -68,4 +68,6 @@ pub static AID_RUNNING: HashMap<RunningKey, u64> = HashMap::with_max_entries(163
 #[map]
 pub static AID_OPEN_MEMBER: HashMap<OpenMember, RunningKey> = HashMap::with_max_entries(16384, 0);
 #[map]
+pub static AID_READING: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+#[map]
 pub static AID_POINTEE: HashMap<u32, PointeeSpec> = HashMap::with_max_entries(4096, 0);

@@ -11,7 +11,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
 };
 
-use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_POINTEE, AID_TARGET};
+use crate::maps::{AID_ERRORS, AID_EVENTS, AID_LOST, AID_POINTEE, AID_READING, AID_TARGET};
 
 /// Submit with the kernel's adaptive wake-up (flags 0): the reader is woken
 /// only by an event that finds it caught up (the ring empty before it).
@@ -79,12 +79,32 @@ pub fn emit_reading(
                 _pad: 0,
             });
             if let Some(spec) = spec {
+                set_reading(1);
                 ev.pointee_len = read_pointee(&spec, &args, &mut ev.pointee);
+                set_reading(0);
             }
             slot.submit(ADAPTIVE_WAKEUP);
         }
         None => bump(&AID_LOST, kind.lost_slot() as u32),
     }
+}
+
+/// Marks this CPU as reading a pointee for the probe (`AID_READING`).
+#[inline(always)]
+fn set_reading(on: u32) {
+    if let Some(flag) = AID_READING.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; the program runs with migration
+        // disabled, and a watchpoint hit it causes runs on this CPU too.
+        unsafe { *flag = on };
+    }
+}
+
+/// Whether this CPU is inside an entry probe's pointee read: a
+/// watchpoint hit now is the probe's access, not the program's.
+#[inline(always)]
+pub fn reading_pointee() -> bool {
+    // SAFETY: as in `set_reading`.
+    AID_READING.get_ptr(0).is_some_and(|flag| unsafe { *flag } != 0)
 }
 
 /// The pointee spec of a function, if the agent gave it one.

@@ -25,7 +25,7 @@ use aya_ebpf::{
 use crate::{
     done,
     maps::{AID_PENDING, AID_ROLES, AID_SCRATCH, AID_STOP_SIGNAL, global},
-    record::{live_target, now},
+    record::{live_target, now, reading_pointee},
 };
 
 #[map]
@@ -53,6 +53,11 @@ fn try_watch_hit(ctx: &PerfEventContext, kind: HitKind) -> Result<(), ProbeError
     // The events exist only on the target's threads; this also drops hits
     // after the run ended (the thread exiting).
     let Some(flags) = live_target(pid_tgid) else { return Ok(()) };
+    // aid's own entry probe reading an argument's pointee: not an access
+    // of the program's.
+    if reading_pointee() {
+        return Ok(());
+    }
     // SAFETY: the context of a perf_event program is the kernel's
     // `struct bpf_perf_event_data`, valid for the whole program run; for a
     // breakpoint `addr` is the breakpoint's address.
