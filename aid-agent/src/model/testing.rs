@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use super::{
-    Call, EventRow, FuncId, Function, Label, Outcome, Point, RecordedRun, Role, Run, Thread,
-    ValueKind, ValueType,
+    Call, EventRow, FuncId, Function, Label, Outcome, Point, RecordedRun, Role, Run, Session,
+    Thread, ValueKind, ValueType,
 };
 
 /// A value of `kind`, 8 bytes wide (0 for `Void`).
@@ -216,5 +216,49 @@ pub fn recorded(run: Run) -> RecordedRun {
         probe_errors: 0,
         notes: Vec::new(),
         sync_steps: Vec::new(),
+    }
+}
+
+/// Clerks (a pool) book seats of one venue: `book(venue, req)`, the
+/// request a record {customer, seat} read at entry. Two bookings always
+/// overlap on the venue; in failing runs the two are for the same seat
+/// (both find it free), in passing runs for different seats — except in
+/// the runs listed in `same_seat_passing`, where the second finds the seat
+/// taken — and the same seat is booked again only after both ended. The
+/// customers always differ. Runs `3k + 2` fail.
+pub fn clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
+    let functions = vec![
+        function(0, "book")
+            .with_ret(ValueKind::Signed)
+            .with_params(&[ValueKind::Pointer, ValueKind::Pointer])
+            .with_pointee(1, 8, &[("req.customer", 0, 4), ("req.seat", 4, 4)]),
+    ];
+    let venue = 0x5555_0000_1000;
+    let req = |customer: u32, seat: u32| [customer.to_le_bytes(), seat.to_le_bytes()].concat();
+    let r = |id: u32, label| {
+        let same = label == Label::Fail || same_seat_passing.contains(&id);
+        let (a, b) = (1 + id % 3, 1 + (id + 1) % 3);
+        let calls = vec![
+            call(0, a, 1, 100 * 1000, Some(110 * 1000), Some(1))
+                .with_args([venue, 0x7000, 0])
+                .with_content(&req(1, 12)),
+            call(0, b, 1, 104 * 1000, Some(114 * 1000), Some(1))
+                .with_args([venue, 0x7100, 0])
+                .with_content(&req(2, if same { 12 } else { 13 })),
+            // The same seat again, after both: found taken.
+            call(0, a, 2, 150 * 1000, Some(152 * 1000), Some(0))
+                .with_args([venue, 0x7000, 0])
+                .with_content(&req(3, 12)),
+        ];
+        run(id, label, calls, 200 * 1000).with_threads(vec![
+            thread(0, "main"),
+            thread(1, "worker"),
+            thread(2, "worker"),
+            thread(3, "worker"),
+        ])
+    };
+    Session {
+        functions,
+        runs: (0..runs).map(|i| r(i, if i % 3 == 2 { Label::Fail } else { Label::Pass })).collect(),
     }
 }

@@ -360,44 +360,6 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
     assert!(!c.evaluate(&s.runs[0]).holds(p.id));
 }
 
-/// Clerks (a pool) book seats of one venue: `book(venue, req)`, the
-/// request a record {customer, seat} read at entry. Two bookings always
-/// overlap on the venue; in failing runs the two are for the same seat
-/// (both find it free), in passing runs for different seats — except in
-/// the runs listed in `same_seat_passing`, where the second finds the seat
-/// taken — and the same seat is booked again only after both ended. The
-/// customers always differ. Runs `3k + 2` fail.
-fn clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
-    let functions =
-        vec![
-            func(0, "book", ValueKind::Signed, &[ValueKind::Pointer, ValueKind::Pointer])
-                .with_pointee(1, 8, &[("req.customer", 0, 4), ("req.seat", 4, 4)]),
-        ];
-    let venue = 0x5555_0000_1000;
-    let req = |customer: u32, seat: u32| [customer.to_le_bytes(), seat.to_le_bytes()].concat();
-    let r = |id: u32, label| {
-        let same = label == Label::Fail || same_seat_passing.contains(&id);
-        let (a, b) = (1 + id % 3, 1 + (id + 1) % 3);
-        let calls = vec![
-            call(0, a, 1, 100 * US, Some(110 * US), Some(1))
-                .with_args([venue, 0x7000, 0])
-                .with_content(&req(1, 12)),
-            call(0, b, 1, 104 * US, Some(114 * US), Some(1))
-                .with_args([venue, 0x7100, 0])
-                .with_content(&req(2, if same { 12 } else { 13 })),
-            // The same seat again, after both: found taken.
-            call(0, a, 2, 150 * US, Some(152 * US), Some(0))
-                .with_args([venue, 0x7000, 0])
-                .with_content(&req(3, 12)),
-        ];
-        run(id, label, calls, 200 * US).with_threads(pool_threads())
-    };
-    Session {
-        functions,
-        runs: (0..runs).map(|i| r(i, if i % 3 == 2 { Label::Fail } else { Label::Pass })).collect(),
-    }
-}
-
 fn same_seat() -> PredKey {
     PredKey {
         kind: Kind::Overlap,
@@ -413,7 +375,7 @@ fn same_seat() -> PredKey {
 /// without the requests' contents nothing separates.
 #[test]
 fn overlapping_calls_that_ask_about_the_same_thing() {
-    let s = clerks(9, &[]);
+    let s = crate::model::testing::clerks(9, &[]);
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     assert_eq!(fd(&c, &s), vec![same_seat()]);
     let p = &c.predicates[c.find(&same_seat()).unwrap().0 as usize];
@@ -440,30 +402,6 @@ fn overlapping_calls_that_ask_about_the_same_thing() {
         runs: s.runs.clone(),
     };
     assert_eq!(fd(&learn(&blind, &ExtractConfig::default()).unwrap(), &blind), vec![]);
-}
-
-/// Two clerks also book the same seat at once in two passing runs (the
-/// second finds it sold). The overlap for the same seat is still learned,
-/// and the analysis makes it a necessary candidate: it holds in all 10
-/// failing runs and 2 of 20 passing ones (lower end of the precision's
-/// Wilson interval 0.55 against a failure rate of 0.33). With a same-seat
-/// overlap in every passing run it says nothing and is left out.
-#[test]
-fn an_overlap_for_the_same_key_that_passing_runs_show_is_a_necessary_candidate() {
-    let opts = crate::analysis::AnalysisOptions::default();
-    let s = clerks(30, &[0, 4]);
-    let a = crate::analysis::analyze(&s, &opts).unwrap();
-    let id = a.catalog.find(&same_seat()).unwrap();
-    let sc = &a.scores[id.0 as usize];
-    assert_eq!((sc.counts.failing_true, sc.counts.passing_true), (10, 2));
-    assert_eq!(a.candidates, vec![id]);
-    assert_eq!(a.necessary, vec![id]);
-    let everywhere: Vec<u32> = (0..30).filter(|i| i % 3 != 2).collect();
-    let s = clerks(30, &everywhere);
-    let a = crate::analysis::analyze(&s, &opts).unwrap();
-    let id = a.catalog.find(&same_seat()).unwrap();
-    assert_eq!(a.scores[id.0 as usize].counts.passing_true, 20);
-    assert_eq!(a.candidates, vec![]);
 }
 
 /// Counts over a class: an error handler that only failing runs call, on
