@@ -112,6 +112,15 @@ impl PointeeField {
         let end = (start + usize::from(self.size)).min(content.len());
         &content[start..end]
     }
+
+    /// Whether two calls of one function read the same bytes for this
+    /// field at entry (false when either read nothing).
+    pub fn agrees(&self, a: &Call, b: &Call) -> bool {
+        match (a.content, b.content) {
+            (Some(x), Some(y)) => a.func == b.func && self.bytes(&x) == self.bytes(&y),
+            _ => false,
+        }
+    }
 }
 
 /// A source position from DWARF.

@@ -249,14 +249,7 @@ fn interventions_on_the_recorded_program_find_the_causal_path() {
 /// overlap in every passing run it says nothing and is left out.
 #[test]
 fn an_overlap_for_the_same_key_that_passing_runs_show_is_a_necessary_candidate() {
-    use crate::predicates::{Calls, Kind, Other};
-    let same_seat = PredKey {
-        kind: Kind::Overlap,
-        func: 0,
-        calls: Calls::Group { class: 1, within: None },
-        other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
-        arg: 2,
-    };
+    let same_seat = crate::predicates::tests_groups::same_seat();
     let opts = AnalysisOptions::default();
     let s = testing::clerks(30, &[0, 4]);
     let a = analyze(&s, &opts).unwrap();

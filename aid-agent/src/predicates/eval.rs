@@ -236,16 +236,8 @@ impl Evaluator<'_, '_> {
                 if !shared {
                     return true;
                 }
-                if let Some(s) = same {
-                    let agree = match (c.content, d.content) {
-                        (Some(x), Some(y)) => {
-                            c.func == d.func && s.field.bytes(&x) == s.field.bytes(&y)
-                        }
-                        _ => false,
-                    };
-                    if !agree {
-                        return false;
-                    }
+                if same.is_some_and(|s| !s.field.agrees(c, d)) {
+                    return false;
                 }
                 let (mc, md) = (self.mask(c.func), self.mask(d.func));
                 pointers(c, mc).any(|p| {

@@ -646,4 +646,4 @@ impl Catalog {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_groups;
+pub(crate) mod tests_groups;

@@ -236,17 +236,8 @@ fn same_fields<'a>(
     b: &'a crate::model::Call,
     object: u8,
 ) -> impl Iterator<Item = u8> + 'a {
-    let fields = match (funcs.pointee(a.func), a.content, b.content) {
-        (Some(p), Some(x), Some(y)) if a.func == b.func && p.arg != object => Some((p, x, y)),
-        _ => None,
-    };
-    fields.into_iter().flat_map(|(p, x, y)| {
-        p.fields
-            .iter()
-            .enumerate()
-            .filter(move |(_, f)| f.bytes(&x) == f.bytes(&y))
-            .map(|(k, _)| k as u8)
-    })
+    let fields = funcs.pointee(a.func).filter(|p| p.arg != object).map(|p| p.fields.iter());
+    fields.into_iter().flatten().enumerate().filter(|(_, f)| f.agrees(a, b)).map(|(k, _)| k as u8)
 }
 
 /// The first pointer argument two calls share: (a's position, b's, value).

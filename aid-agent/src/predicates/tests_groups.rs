@@ -360,7 +360,9 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
     assert!(!c.evaluate(&s.runs[0]).holds(p.id));
 }
 
-fn same_seat() -> PredKey {
+/// The key of "another book on the worker threads runs at the same time,
+/// for the same req.seat" in [`crate::model::testing::clerks`] sessions.
+pub(crate) fn same_seat() -> PredKey {
     PredKey {
         kind: Kind::Overlap,
         func: 0,
