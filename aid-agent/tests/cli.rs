@@ -378,9 +378,10 @@ fn record_defaults_to_the_programs_own_functions() {
 }
 
 /// With no `--trace`, a program whose only function of its own is called
-/// too often to trace within the budget is refused at once, with the
-/// cost and the flag that traces it anyway (before: every run was
-/// observed with no probe at all, and "tracing 0 of them: " was printed).
+/// too often to trace within the budget, or within the untraced run's own
+/// time (a million calls), is refused at once, with the cost and the flag
+/// that traces it anyway (before: every run was observed with no probe at
+/// all, and "tracing 0 of them: " was printed).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_refuses_when_no_own_function_fits_the_budget() {
@@ -395,6 +396,7 @@ fn debug_refuses_when_no_own_function_fits_the_budget() {
     assert!(
         last.starts_with("aid: ")
             && last.contains("none of the program's own functions fits the tracing budget")
+            && last.contains("nor the untraced run's own time (")
             && last.contains("the cheapest, hot, costs ~")
             && last.ends_with("trace it anyway with --trace 'hot'"),
         "{stderr}"

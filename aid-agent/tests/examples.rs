@@ -681,21 +681,39 @@ fn heartbeat_auth_with_no_flags() {
 /// at the same time on the same venue, both for the same `req.seat`" holds
 /// in every failing run and in some passing ones (where the second call
 /// finds the seat sold): a necessary candidate, confirmed by serialising
-/// the clerks' `try_book` calls. The two functions are named with `-t`:
-/// with no flags, `try_book`'s ~360 calls a run cost more than the default
-/// budget on a quiet machine (the example's README). Acceptance rule:
-/// [`check_path`]'s, two of at most three sessions.
+/// the clerks' `try_book` calls. Here the crate's two functions are named
+/// with `-t`; [`rust_spawn_closures_with_no_flags`] lets `debug` choose.
+/// Acceptance rule: [`check_path`]'s, two of at most three sessions.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rust_spawn_closures_same_seat() {
-    let book = "rust_spawn_closures::try_book";
-    let clerks = r"rust_spawn_closures::main::\{closure#0\}::\{closure#0\} threads";
-    let root = format!(
-        r"some call of {book} on the {clerks} and another call of {book} on the {clerks} run at the same time on the same object \(first passed as argument 2 of {book} on the {clerks}\), both for the same req\.seat"
-    );
     let args: Vec<String> =
-        ["-t", book, "-t", "rust_spawn_closures::next_request"].map(str::to_owned).to_vec();
-    check_path_with("rust-spawn-closures", &args, &[Expect::Regex(&root)], Tagt::NoMore);
+        ["-t", BOOK, "-t", "rust_spawn_closures::next_request"].map(str::to_owned).to_vec();
+    check_path_with("rust-spawn-closures", &args, &[Expect::Regex(&same_seat())], Tagt::NoMore);
+}
+
+const BOOK: &str = "rust_spawn_closures::try_book";
+
+/// rust-spawn-closures' root cause, as the report words it.
+fn same_seat() -> String {
+    let clerks = r"rust_spawn_closures::main::\{closure#0\}::\{closure#0\} threads";
+    format!(
+        r"some call of {BOOK} on the {clerks} and another call of {BOOK} on the {clerks} run at the same time on the same object \(first passed as argument 2 of {BOOK} on the {clerks}\), both for the same req\.seat"
+    )
+}
+
+/// The same seat sold twice, with no flags at all (issue 10). The run is
+/// short (about 4 ms untraced on a quiet machine) and each of the crate's
+/// two functions is called about 360 times, ~2 ms of probes: neither fits
+/// the 1 ms budget, so `debug` chooses again within the untraced run's own
+/// time, which `try_book` alone fits (docs/probes.md, "Default mode"); on
+/// a loaded machine, whose slower runs give a larger budget, both may fit.
+/// Either way the same-seat overlap of `try_book` calls is confirmed.
+/// Acceptance rule: [`check_path`]'s, two of at most three sessions.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn rust_spawn_closures_with_no_flags() {
+    check_path_with("rust-spawn-closures", &[], &[Expect::Regex(&same_seat())], Tagt::NoMore);
 }
 
 /// A transient fault whose right value depends on the call: re-executing

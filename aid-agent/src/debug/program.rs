@@ -388,8 +388,16 @@ pub fn choose_by_cost(
                 )
             })
             .collect();
+        let within = if choice.widened {
+            format!(
+                "within the budget, nor within the untraced run's own {:.1} ms",
+                ms(census.widened_ns())
+            )
+        } else {
+            "within the budget".to_string()
+        };
         ui.say(&format!(
-            "left out {} function(s) called too often to trace within the budget: {}; to trace one anyway, name every function to trace with --trace (it replaces the default set), e.g. --trace '{}'",
+            "left out {} function(s) called too often to trace {within}: {}; to trace one anyway, name every function to trace with --trace (it replaces the default set), e.g. --trace '{}'",
             hot.len(),
             hot.join(", "),
             functions[choice.hot[0].0].name
@@ -420,13 +428,23 @@ pub fn choose_by_cost(
             None => "name the functions to trace with --trace".to_string(),
         };
         bail!(
-            "none of the program's own functions fits the tracing budget ({:.1} ms per run); {hint}",
-            ms(census.budget_ns())
+            "none of the program's own functions fits the tracing budget ({:.1} ms per run), nor the untraced run's own time ({:.1} ms); {hint}",
+            ms(census.budget_ns()),
+            ms(census.widened_ns())
         );
     }
     start::check_safe(safe, &chosen)?;
+    let widened = if choice.widened {
+        format!(
+            ", more than the budget: nothing called fitted it, so the set was chosen within the untraced run's own {:.1} ms, and a traced run takes about {:.1}× as long",
+            ms(census.widened_ns()),
+            1.0 + choice.cost_ns / census.untraced_ns.max(1) as f64
+        )
+    } else {
+        String::new()
+    };
     ui.say(&format!(
-        "tracing {} of them (~{:.2} ms per run): {}",
+        "tracing {} of them (~{:.2} ms per run{widened}): {}",
         chosen.len(),
         ms(choice.cost_ns),
         chosen.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")

@@ -64,6 +64,13 @@ impl Census {
     pub fn budget_ns(&self) -> f64 {
         (self.untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64)
     }
+
+    /// What it may add when no function that is called fits the budget
+    /// ([`choose`]): the untraced run's own wall time (a run at most about
+    /// twice as long), never less than the budget.
+    pub fn widened_ns(&self) -> f64 {
+        (self.untraced_ns as f64).max(self.budget_ns())
+    }
 }
 
 /// The default set and what was left out.
@@ -78,6 +85,9 @@ pub struct Choice {
     pub over_cap: Vec<usize>,
     /// Estimated cost of the chosen set per run.
     pub cost_ns: f64,
+    /// Chosen within [`Census::widened_ns`], not the budget: no function
+    /// that is called fitted the budget.
+    pub widened: bool,
 }
 
 /// Measures `candidates` (the program's own functions): runs `target`
@@ -220,11 +230,26 @@ pub fn measure_sync(
 /// the set within [`MAX_FUNCTIONS`]. Functions never called in the
 /// counting run cost nothing and are always in (up to the cap); those cut
 /// short are always out.
+///
+/// A short program whose every function is called a few hundred times
+/// (a 4 ms run, 360 calls of its one function: ~2 ms of probes against a
+/// 1 ms budget) would otherwise be traced with no probe that fires. So
+/// when no function that is called fits the budget, the set is chosen
+/// again within the untraced run's own wall time ([`Census::widened_ns`]):
+/// a run about twice as long at most, where a helper called a million
+/// times would make it a thousand times longer and still stays out.
 pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
+    let choice = choose_within(census, addresses, census.budget_ns());
+    if choice.cost_ns > 0.0 || choice.hot.is_empty() {
+        return choice;
+    }
+    Choice { widened: true, ..choose_within(census, addresses, census.widened_ns()) }
+}
+
+fn choose_within(census: &Census, addresses: &[u64], budget: f64) -> Choice {
     let mut order: Vec<usize> = (0..census.calls.len()).collect();
     order
         .sort_by_key(|&i| (census.cut[i], census.calls[i], addresses.get(i).copied().unwrap_or(0)));
-    let budget = census.budget_ns();
     let mut traced = Vec::new();
     let mut hot = Vec::new();
     let mut over_cap = Vec::new();
@@ -242,7 +267,7 @@ pub fn choose(census: &Census, addresses: &[u64]) -> Choice {
     }
     traced.sort_by_key(|&i| addresses.get(i).copied().unwrap_or(0));
     hot.sort_by_key(|h| std::cmp::Reverse(h.1));
-    Choice { traced, hot, over_cap, cost_ns: cost }
+    Choice { traced, hot, over_cap, cost_ns: cost, widened: false }
 }
 
 #[cfg(test)]
@@ -283,6 +308,28 @@ mod tests {
         let free = census(vec![0; MAX_FUNCTIONS + 5], 10);
         let choice = choose(&free, &[]);
         assert_eq!((choice.traced.len(), choice.over_cap.len()), (MAX_FUNCTIONS, 5));
+    }
+
+    /// A short run whose functions are all called a few hundred times:
+    /// nothing called fits the 1 ms floor, so the set is chosen again
+    /// within the untraced run's 3 ms; a million-call helper stays out.
+    #[test]
+    fn a_short_run_widens_to_its_own_time() {
+        // 364 and 360 calls at 5 µs: 1.8 ms each, one fits in 3 ms.
+        let c = census(vec![364, 360, 0], 3);
+        let choice = choose(&c, &[0x10, 0x20, 0x30]);
+        assert!(choice.widened);
+        assert_eq!(choice.traced, vec![1, 2], "the cheaper one and the uncalled one");
+        assert_eq!(choice.hot.iter().map(|h| h.0).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(choice.cost_ns, 360.0 * 5_000.0);
+        // Within the budget nothing widens.
+        let c = census(vec![150, 160], 4);
+        let choice = choose(&c, &[0x10, 0x20]);
+        assert_eq!((choice.traced.clone(), choice.widened), (vec![0], false));
+        // A hot helper stays out, and nothing is chosen.
+        let c = census(vec![1_000_000], 1);
+        let choice = choose(&c, &[0x10]);
+        assert!(choice.widened && choice.traced.is_empty() && choice.cost_ns == 0.0);
     }
 
     /// A function cut short is hot whatever its (partial) count says.
