@@ -58,6 +58,14 @@ impl Default for Options {
 /// dependence check; hitting either is reported.
 const CONCRETE_CAP: usize = 10_000;
 const INSTANCE_CAP: usize = 1_000;
+/// At most this many trace positions are examined to enumerate the
+/// instances of one pattern in one run, and this many in one [`mine`]
+/// call: the instance cap bounds complete instances only, and a pattern
+/// whose last slot rarely fits can otherwise try billions of partial ones
+/// (inventory-sixty's `stock_item` traces: minutes, before this cap).
+/// Hitting either is reported like the others.
+const STEP_CAP: usize = 2_000_000;
+const TOTAL_STEP_CAP: usize = 200_000_000;
 
 /// An event id (seed 002 Def. 1, `⟨tid, line, type, addr⟩`) at function
 /// level: which role, which function, read or write, which object.
@@ -275,6 +283,7 @@ pub fn mine(data: &Dataset, opts: &Options) -> Mined {
         ..Stats::default()
     };
     let mut levels = Vec::new();
+    let mut check = Check { witnessed: opts.witnessed, steps_left: TOTAL_STEP_CAP };
     let mut min_supp = opts.min_supp.min(1.0);
     let step = if opts.step > 0.0 { opts.step } else { 1.0 };
     loop {
@@ -289,7 +298,7 @@ pub fn mine(data: &Dataset, opts: &Options) -> Mined {
             &class_role,
             &fail_traces,
             &pass_traces,
-            opts.witnessed,
+            &mut check,
             &mut stats,
         );
         stats.post_ms += ms(t);
@@ -337,6 +346,13 @@ fn prepare<'a>(data: &Dataset, m: &'a macros::Macros, t: usize) -> Prepared<'a> 
     Prepared { run: trace.run, macros, deps, pairs, partners }
 }
 
+/// How the dependence check counts support, and the positions its
+/// instance enumeration may still examine in this [`mine`] call.
+struct Check {
+    witnessed: bool,
+    steps_left: usize,
+}
+
 /// Steps 3–8 of Alg. 2 for one threshold.
 fn post_process(
     m: &macros::Macros,
@@ -344,9 +360,11 @@ fn post_process(
     class_role: &[u32],
     fail: &[Prepared<'_>],
     pass: &[Prepared<'_>],
-    witnessed_support: bool,
+    check: &mut Check,
     stats: &mut Stats,
 ) -> Vec<Group> {
+    let witnessed_support = check.witnessed;
+    let steps_left = &mut check.steps_left;
     stats.closed = closed.len();
     // Step 3: at least two threads.
     let multi: Vec<&prefixspan::Pattern> = closed
@@ -380,7 +398,7 @@ fn post_process(
         let mut deps: BTreeSet<DepEdge> = BTreeSet::new();
         let mut witnessed = Vec::new();
         for f in &failing {
-            let (found, capped) = related_instances(&pat, f, &mut deps);
+            let (found, capped) = related_instances(&pat, f, &mut deps, steps_left);
             stats.capped |= capped;
             if found {
                 witnessed.push(f.run);
@@ -394,7 +412,9 @@ fn post_process(
         let passing: Vec<u32> = pass
             .iter()
             .filter(|p| prefixspan::is_subsequence(&pat, p.macros))
-            .filter(|p| !witnessed_support || related_instances(&pat, p, &mut BTreeSet::new()).0)
+            .filter(|p| {
+                !witnessed_support || related_instances(&pat, p, &mut BTreeSet::new(), steps_left).0
+            })
             .map(|p| p.run)
             .collect();
         let in_fail = if witnessed_support { witnessed.len() } else { failing.len() };
@@ -453,10 +473,12 @@ fn rank_key(g: &Group) -> (f64, f64, usize, i64, u32, Vec<Vec<u32>>) {
     )
 }
 
-/// Enumerates the instances of `pat` in `f` (at most [`INSTANCE_CAP`]);
-/// true if on some instance every macro has a dependence with another
-/// macro of the instance. The dependences of those instances are added to
-/// `deps`. The second value says whether the cap was hit.
+/// Enumerates the instances of `pat` in `f` (at most [`INSTANCE_CAP`],
+/// examining at most [`STEP_CAP`] positions and what is left of the
+/// call's [`TOTAL_STEP_CAP`], which it uses up); true if on some instance
+/// every macro has a dependence with another macro of the instance. The
+/// dependences of those instances are added to `deps`. The second value
+/// says whether a cap was hit.
 ///
 /// Only positions that could be related are tried: a slot's position must
 /// have a dependence with a position holding another slot's macro, on the
@@ -467,6 +489,7 @@ fn related_instances(
     pat: &[usize],
     f: &Prepared<'_>,
     deps: &mut BTreeSet<DepEdge>,
+    steps_left: &mut usize,
 ) -> (bool, bool) {
     // Each slot needs a dependence partner among the other slots' macros.
     let partner_exists = |i: usize| {
@@ -484,7 +507,7 @@ fn related_instances(
         })
     };
     let mut found = false;
-    let mut seen = 0;
+    let mut work = Work { seen: 0, steps: 0, limit: STEP_CAP.min(*steps_left) };
     let mut pos = Vec::with_capacity(pat.len());
     let mut check = |inst: &[usize]| {
         let mut related = vec![false; inst.len()];
@@ -504,31 +527,44 @@ fn related_instances(
             deps.extend(mine);
         }
     };
-    let capped = !walk(pat, f.macros, &eligible, 0, &mut pos, &mut seen, &mut check);
+    let capped = !walk(pat, f.macros, &eligible, 0, &mut pos, &mut work, &mut check);
+    *steps_left -= work.steps.min(*steps_left);
     (found, capped)
 }
 
-/// Depth-first enumeration of index tuples; false when the cap stopped it.
+/// What one enumeration has done: complete instances seen, positions
+/// examined, and how many it may examine.
+struct Work {
+    seen: usize,
+    steps: usize,
+    limit: usize,
+}
+
+/// Depth-first enumeration of index tuples; false when a cap stopped it.
 fn walk(
     pat: &[usize],
     trace: &[usize],
     eligible: &impl Fn(usize, usize) -> bool,
     from: usize,
     pos: &mut Vec<usize>,
-    seen: &mut usize,
+    work: &mut Work,
     check: &mut impl FnMut(&[usize]),
 ) -> bool {
     if pos.len() == pat.len() {
-        *seen += 1;
+        work.seen += 1;
         check(pos);
-        return *seen < INSTANCE_CAP;
+        return work.seen < INSTANCE_CAP;
     }
     let slot = pos.len();
     let want = pat[slot];
     for p in from..trace.len() {
+        work.steps += 1;
+        if work.steps > work.limit {
+            return false;
+        }
         if trace[p] == want && eligible(slot, p) {
             pos.push(p);
-            let go_on = walk(pat, trace, eligible, p + 1, pos, seen, check);
+            let go_on = walk(pat, trace, eligible, p + 1, pos, work, check);
             pos.pop();
             if !go_on {
                 return false;

@@ -174,3 +174,27 @@ fn witnessed_support_counts_runs_where_the_dependences_show() {
     );
     assert!(mined.groups.iter().all(|g| g.rel_supp == 1.0));
 }
+
+/// The instance enumeration stops after [`STEP_CAP`] examined positions
+/// even when no tuple is ever complete: three slots that fit anywhere in
+/// 3,000 positions and a fourth that fits nowhere are 4.5 billion partial
+/// tuples, which it used to try one by one (minutes on inventory-sixty).
+#[test]
+fn the_instance_enumeration_is_bounded_by_the_positions_it_examines() {
+    let trace = vec![7usize; 3_000];
+    let mut work = Work { seen: 0, steps: 0, limit: STEP_CAP };
+    let mut complete = 0;
+    let whole =
+        walk(&[7, 7, 7, 8], &trace, &|_, _| true, 0, &mut Vec::new(), &mut work, &mut |_| {
+            complete += 1;
+        });
+    assert!(!whole, "capped");
+    assert_eq!((work.steps, complete), (STEP_CAP + 1, 0));
+    // A walk that fits finishes and says so.
+    let mut work = Work { seen: 0, steps: 0, limit: STEP_CAP };
+    let whole = walk(&[7, 8], &[7, 7, 8], &|_, _| true, 0, &mut Vec::new(), &mut work, &mut |_| {
+        complete += 1;
+    });
+    assert!(whole);
+    assert_eq!(complete, 2);
+}
