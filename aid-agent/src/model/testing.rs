@@ -262,3 +262,24 @@ pub fn clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
         runs: (0..runs).map(|i| r(i, if i % 3 == 2 { Label::Fail } else { Label::Pass })).collect(),
     }
 }
+
+/// [`clerks`] where a booking that sells the seat calls `sell` (function 1)
+/// inside it, 2 µs after its entry: both overlapping bookings sell in
+/// failing runs and in passing runs for different seats; in the runs of
+/// `same_seat_passing` the second finds the seat taken and does not.
+pub fn selling_clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
+    let mut s = clerks(runs, same_seat_passing);
+    s.functions.push(function(1, "sell"));
+    for r in &mut s.runs {
+        let taken = same_seat_passing.contains(&r.id);
+        let sells: Vec<Call> = r
+            .calls
+            .iter()
+            .filter(|c| c.instance == 1 && !(taken && c.entry_ns == 104 * 1000))
+            .map(|c| call(1, c.role, 1, c.entry_ns + 2_000, Some(c.entry_ns + 3_000), None))
+            .collect();
+        r.calls.extend(sells);
+        r.calls.sort_by_key(|c| c.entry_ns);
+    }
+    s
+}

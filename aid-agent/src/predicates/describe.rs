@@ -379,9 +379,17 @@ impl<'c> Names<'c> {
                 };
                 // Learned whether or not passing runs show it (a necessary
                 // condition): the evidence says which.
-                let (asked, unseen) = match same {
-                    Some(s) => (format!(", both for the same {}", s.field.name), ""),
-                    None => (String::new(), ", which no passing run shows"),
+                let (asked, unseen) = match (same, key.callee) {
+                    (Some(s), Some(g)) => (
+                        format!(
+                            ", both for the same {}, and both call {}",
+                            s.field.name,
+                            self.func(g)
+                        ),
+                        "",
+                    ),
+                    (Some(s), None) => (format!(", both for the same {}", s.field.name), ""),
+                    (None, _) => (String::new(), ", which no passing run shows"),
                 };
                 let other = match key.other {
                     Some(o) if o.func == key.func && o.calls == key.calls => {
@@ -437,6 +445,9 @@ impl<'c> Names<'c> {
                 let mut v = vec![("same_object".into(), shared.to_string())];
                 if let Some(s) = same {
                     v.push(("same_field".into(), s.field.name.clone()));
+                }
+                if let Some(g) = key.callee {
+                    v.push(("both_call".into(), self.func(g)));
                 }
                 v
             }

@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth, SameField,
-    index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
+    index::{FxMap, FxSet, GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
     locks, objects,
 };
 use crate::{
     bitset::BitSet,
-    model::{Call, Run},
+    model::{Call, FuncId, Run},
 };
 
 /// `only`: evaluate just these ids (F always).
@@ -27,7 +27,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     } else {
         RunIndex::new(run, keep)
     };
-    let mut ev = Evaluator { cat, idx, names: None, interleavings: None };
+    let mut ev = Evaluator { cat, idx, names: None, interleavings: None, inside: None };
     let mut held = Vec::new();
     let mut observed = BitSet::new(cat.predicates.len());
     let mut check = |p: &Predicate| {
@@ -63,6 +63,9 @@ struct Evaluator<'c, 'r> {
     names: Option<FxMap<i64, ObjectName>>,
     /// Lock-section interleavings of the run, computed when first needed.
     interleavings: Option<FxMap<locks::Interleaving, locks::Seen>>,
+    /// The traced functions each call went on to call, computed when first
+    /// needed.
+    inside: Option<Vec<Vec<FuncId>>>,
 }
 
 fn group_of(func: u32, calls: Calls) -> Option<GroupKey> {
@@ -218,8 +221,18 @@ impl Evaluator<'_, '_> {
         if object.is_some() && self.names.is_none() {
             self.names = Some(objects::names(&self.idx, &self.cat.pointer_args));
         }
+        if key.callee.is_some() && self.inside.is_none() {
+            self.inside = Some(callees(run, |f| !self.cat.internal.contains(&f)));
+        }
         let idx = &self.idx;
         let names = self.names.as_ref();
+        // Both calls went on to call the key's callee, when it has one.
+        let both_call = |i: u32, j: u32| match (key.callee, self.inside.as_ref()) {
+            (Some(g), Some(inside)) => {
+                inside[i as usize].contains(&g) && inside[j as usize].contains(&g)
+            }
+            _ => true,
+        };
         // Merge the two lists in entry order; (call, side).
         let mut all: Vec<(u32, bool)> = la.iter().map(|&i| (i, false)).collect();
         all.extend(lb.iter().map(|&i| (i, true)));
@@ -236,7 +249,7 @@ impl Evaluator<'_, '_> {
                 if !shared {
                     return true;
                 }
-                if same.is_some_and(|s| !s.field.agrees(c, d)) {
+                if same.is_some_and(|s| !s.field.agrees(c, d)) || !both_call(i, j) {
                     return false;
                 }
                 let (mc, md) = (self.mask(c.func), self.mask(d.func));

@@ -207,6 +207,7 @@ fn key(kind: Kind, g: &GroupKey) -> PredKey {
         calls: Calls::Group { class: g.1, within: g.2 },
         other: None,
         arg: 0,
+        callee: None,
     }
 }
 

@@ -170,10 +170,35 @@ impl<'r> RunIndex<'r> {
 /// The innermost traced caller of every call on its own thread (None for
 /// calls no kept call encloses), by index in `run.calls`.
 pub(crate) fn callers(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<FuncId>> {
-    let mut stacks: FxMap<Role, Vec<(u64, FuncId)>> = FxMap::default();
+    enclosing(run, keep).into_iter().map(|e| e.map(|j| run.calls[j as usize].func)).collect()
+}
+
+/// The kept functions called inside each call on its own thread, at any
+/// depth, each once, by index in `run.calls` (empty for calls not kept).
+pub(crate) fn callees(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Vec<FuncId>> {
+    let up = enclosing(run, &keep);
+    let mut out: Vec<Vec<FuncId>> = vec![Vec::new(); run.calls.len()];
+    for (i, c) in run.calls.iter().enumerate() {
+        let mut at = up[i];
+        while let Some(j) = at {
+            let list = &mut out[j as usize];
+            if !list.contains(&c.func) {
+                list.push(c.func);
+            }
+            at = up[j as usize];
+        }
+    }
+    out
+}
+
+/// The innermost kept call that encloses each kept call on its own
+/// thread, by index in `run.calls`.
+fn enclosing(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<u32>> {
+    let mut stacks: FxMap<Role, Vec<(u64, u32)>> = FxMap::default();
     run.calls
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             if !keep(c.func) {
                 return None;
             }
@@ -184,9 +209,9 @@ pub(crate) fn callers(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<Fu
             // A caller encloses the call; one that returns first does not
             // (a thread runs one call at a time, so that is a broken trace).
             let end = end_of(c, run);
-            let caller = stack.last().filter(|&&(e, _)| e >= end).map(|&(_, f)| f);
-            stack.push((end, c.func));
-            caller
+            let outer = stack.last().filter(|&&(e, _)| e >= end).map(|&(_, j)| j);
+            stack.push((end, i as u32));
+            outer
         })
         .collect()
 }

@@ -455,6 +455,7 @@ fn site_candidates(
         calls: Calls::Site { role: r, instance: 0 },
         other: None,
         arg: 0,
+        callee: None,
     };
     for (f, r, n) in idx.groups() {
         if !funcs.single(idx, r) {

@@ -194,6 +194,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                     calls: Calls::Group { class: gb.1, within: gb.2 },
                 }),
                 arg: 0,
+                callee: None,
             };
             let iv = Intervention::SerializeGroups {
                 a: call_set(funcs, &ga),

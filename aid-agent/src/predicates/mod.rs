@@ -191,9 +191,14 @@ pub struct PredKey {
     /// The second calls of pairwise kinds: for `Order`, the call that
     /// started after this one ended; for the others, the other call.
     pub other: Option<Other>,
-    /// Argument kinds: the argument (0-based).
+    /// Argument kinds: the argument (0-based). Overlaps for the same key:
+    /// the field of the pointee, 1-based.
     #[serde(default)]
     pub arg: u8,
+    /// Overlaps for the same key: a traced function both calls went on to
+    /// call (both inserted the key they had both looked up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<FuncId>,
 }
 
 impl PredKey {
@@ -204,6 +209,7 @@ impl PredKey {
             calls: Calls::Site { role: 0, instance: 0 },
             other: None,
             arg: 0,
+            callee: None,
         }
     }
 
@@ -215,6 +221,7 @@ impl PredKey {
             calls: Calls::Site { role: site.role, instance: site.instance },
             other: None,
             arg: 0,
+            callee: None,
         }
     }
 
@@ -274,6 +281,12 @@ impl fmt::Display for PredKey {
         }
         if let Some(o) = self.other {
             write!(f, "+f{}/{}", o.func, o.calls)?;
+        }
+        if self.kind == Kind::Overlap && self.arg > 0 {
+            write!(f, "/k{}", self.arg)?;
+        }
+        if let Some(g) = self.callee {
+            write!(f, "/calls:f{g}")?;
         }
         Ok(())
     }

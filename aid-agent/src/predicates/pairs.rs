@@ -21,11 +21,11 @@ use super::{
     Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey, SameField,
     classes::ClassId,
     groups::call_set,
-    index::{FxMap, FxSet, GroupKey, RunIndex, end_of, pointers, share_pointer},
+    index::{FxMap, FxSet, GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
     learn::{Funcs, Learned, site_of},
     objects,
 };
-use crate::model::{Intervention, Point, Role, Run, Site};
+use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
 /// is anchored at A's entry, and whether every passing run ran B to
@@ -71,6 +71,9 @@ pub(super) enum Share {
     /// The same object, and field `k` of the function's pointee equal
     /// (two calls of one function asked about the same thing).
     Field(u8),
+    /// As `Field(k)`, and both calls went on to call function `g` (both
+    /// inserted the key they had both found missing).
+    FieldCalls(u8, FuncId),
 }
 /// The two functions and classes of an aggregate pair predicate (A's, B's).
 type GroupFuncs = (u32, ClassId, u32, ClassId);
@@ -128,7 +131,7 @@ pub(super) fn candidates(
         // so a check-then-act race on a key is a necessary condition of
         // the failure, not a separating one (docs/causal.md, "Necessary
         // candidates"); the statistics decide.
-        if base.groups.contains(&k) && !matches!(k.2, Share::Field(_)) {
+        if base.groups.contains(&k) && !matches!(k.2, Share::Field(_) | Share::FieldCalls(..)) {
             return;
         }
         let seen = shared.map(|(ai, bi, p)| {
@@ -186,7 +189,8 @@ fn site_overlaps(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Site, Site)> {
 /// Every pair of groups whose calls overlap in time on different threads,
 /// where at least one side is a class of many threads (single classes have
 /// per-site pairs); `f` gets the pair (a ≤ b), and for a shared object the
-/// argument positions (a's, b's) and the pointer.
+/// argument positions (a's, b's) and the pointer. Two calls for the same
+/// key also give one pair per traced function both went on to call.
 fn group_overlaps(
     idx: &RunIndex<'_>,
     funcs: &Funcs,
@@ -197,6 +201,7 @@ fn group_overlaps(
         return;
     }
     let mut active: Vec<u32> = Vec::new();
+    let mut inside: Option<Vec<Vec<FuncId>>> = None;
     for (i, c) in run.calls.iter().enumerate() {
         let Some(gc) = idx.group[i] else { continue };
         active.retain(|&j| end_of(&run.calls[j as usize], run) > c.entry_ns);
@@ -221,6 +226,11 @@ fn group_overlaps(
                 f((k.0, k.1, Share::Nothing), None);
                 for field in same_fields(funcs, d, c, shared.map_or(0, |x| x.0)) {
                     f((k.0, k.1, Share::Field(field)), s);
+                    let inside = inside.get_or_insert_with(|| callees(run, |g| funcs.keep(g)));
+                    let (ci, di) = (&inside[i], &inside[j as usize]);
+                    for &g in ci.iter().filter(|g| di.contains(g)) {
+                        f((k.0, k.1, Share::FieldCalls(field, g)), s);
+                    }
                 }
             }
         }
@@ -444,6 +454,7 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
                 calls: Calls::Group { class: ca, within: None },
                 other: Some(Other { func: fb, calls: Calls::Group { class: cb, within: None } }),
                 arg: 0,
+                callee: None,
             };
             let anchor =
                 if pairs.iter().all(|p| p.at_entry) { Anchor::Entry } else { Anchor::FirstExit };
@@ -471,14 +482,17 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
     for ((ga, gb, share), seen) in &v.groups {
         let shared = *share != Share::Nothing;
         let kind = if shared { Kind::Overlap } else { Kind::Concurrent };
-        let same = match *share {
-            Share::Field(k) => funcs.pointee(ga.0).and_then(|p| {
-                let field = p.fields.get(usize::from(k))?.clone();
-                Some(SameField { arg: p.arg, field })
-            }),
-            _ => None,
+        let (field, callee) = match *share {
+            Share::Field(k) => (Some(k), None),
+            Share::FieldCalls(k, g) => (Some(k), Some(g)),
+            _ => (None, None),
         };
-        if matches!(share, Share::Field(_)) && same.is_none() {
+        let same = field.and_then(|k| {
+            let p = funcs.pointee(ga.0)?;
+            let field = p.fields.get(usize::from(k))?.clone();
+            Some(SameField { arg: p.arg, field })
+        });
+        if field.is_some() && same.is_none() {
             continue;
         }
         let key = PredKey {
@@ -486,11 +500,10 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
             func: ga.0,
             calls: Calls::Group { class: ga.1, within: ga.2 },
             other: Some(Other { func: gb.0, calls: Calls::Group { class: gb.1, within: gb.2 } }),
-            // One overlap predicate per field the calls agree on.
-            arg: match *share {
-                Share::Field(k) => k + 1,
-                _ => 0,
-            },
+            // One overlap predicate per field the calls agree on (and per
+            // function both then called).
+            arg: field.map_or(0, |k| k + 1),
+            callee,
         };
         let (object, args) = match seen {
             Some((ai, bi, o)) => (*o, Some((ai + 1, bi + 1))),

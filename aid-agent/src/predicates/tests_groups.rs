@@ -93,6 +93,7 @@ fn a_pool_gets_group_keys_told_apart_by_caller() {
         calls: Calls::Group { class: 1, within: Some(0) },
         other: None,
         arg: 0,
+        callee: None,
     };
     assert_eq!(fd(&c, &s), vec![from_norm]);
     let p = &c.predicates[c.find(&from_norm).unwrap().0 as usize];
@@ -186,6 +187,7 @@ fn some_call_returns_a_value_other_than_passing_runs_returned_for_it() {
         calls: Calls::Group { class: 0, within: None },
         other: None,
         arg: 0,
+        callee: None,
     };
     assert_eq!(fd(&c, &s), vec![group]);
     let p = &c.predicates[c.find(&group).unwrap().0 as usize];
@@ -255,6 +257,7 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
         calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
         arg: 0,
+        callee: None,
     };
     assert!(fd(&c, &s).contains(&group), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&group).unwrap().0 as usize];
@@ -333,6 +336,7 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
         calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 2, calls: Calls::Group { class: 1, within: None } }),
         arg: 0,
+        callee: None,
     };
     assert_eq!(fd(&c, &s), vec![overlap]);
     let p = &c.predicates[c.find(&overlap).unwrap().0 as usize];
@@ -369,6 +373,7 @@ pub(crate) fn same_seat() -> PredKey {
         calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
         arg: 2,
+        callee: None,
     }
 }
 
@@ -406,6 +411,42 @@ fn overlapping_calls_that_ask_about_the_same_thing() {
     assert_eq!(fd(&learn(&blind, &ExtractConfig::default()).unwrap(), &blind), vec![]);
 }
 
+/// Two bookings for the same seat that both go on to sell it: in the
+/// passing runs where two bookings for one seat overlap, the second finds
+/// it taken and does not sell, so "for the same req.seat" holds in passing
+/// runs too and only "..., and both call sell" separates (inventory-sixty:
+/// two `stock_item` calls for one SKU that both call `stock_add`).
+#[test]
+fn overlapping_calls_for_the_same_key_that_both_insert() {
+    let s = crate::model::testing::selling_clerks(9, &[0, 1, 3]);
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let both_sell = PredKey { callee: Some(1), ..same_seat() };
+    assert_eq!(fd(&c, &s), vec![both_sell]);
+    let p = &c.predicates[c.find(&both_sell).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "some call of book on the worker threads and another call of book on the worker threads run at the same time on the same object (first passed as argument 1 of book on the worker threads), both for the same req.seat, and both call sell"
+    );
+    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
+    assert_eq!(
+        p.condition,
+        Condition::GroupOverlap {
+            shared: true,
+            object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
+            same: Some(SameField { arg: 1, field: seat }),
+        }
+    );
+    let clerks = CallSet { func: 0, roles: vec![1, 2, 3], instance: 0, within: None };
+    let iv = Intervention::SerializeGroups { a: clerks.clone(), b: clerks, object: Some((1, 1)) };
+    assert_eq!(p.intervention, Some(iv));
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(104 * US));
+    // Same seat, one sale: the key's overlap holds, the insert's does not.
+    let same = c.find(&same_seat()).unwrap();
+    assert!(c.evaluate(&s.runs[0]).holds(same) && !c.evaluate(&s.runs[0]).holds(p.id));
+    assert!(!c.evaluate(&s.runs[4]).holds(same) && !c.evaluate(&s.runs[4]).holds(p.id));
+    assert_eq!(both_sell.to_string(), "overlap:f0/c1+f0/c1/k2/calls:f1");
+}
+
 /// Counts over a class: an error handler that only failing runs call, on
 /// whichever worker.
 #[test]
@@ -433,6 +474,7 @@ fn counts_over_a_class() {
         calls: Calls::Group { class: 1, within: None },
         other: None,
         arg: 0,
+        callee: None,
     };
     assert_eq!(fd(&c, &s), vec![above]);
     let p = &c.predicates[c.find(&above).unwrap().0 as usize];
@@ -482,6 +524,7 @@ fn predicates_true_in_the_same_runs_are_merged() {
         calls: Calls::Group { class: 0, within: None },
         other: None,
         arg: 0,
+        callee: None,
     };
     // Call 1 went wrong in run 2 only; its two predicates are one row,
     // and the group version holds in both failing runs (fully
@@ -575,6 +618,7 @@ fn a_lock_taken_between_two_critical_sections_of_one_call_is_a_predicate() {
         calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
         arg: 0,
+        callee: None,
     };
     assert!(fd(&c, &s).contains(&key), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&key).unwrap().0 as usize];
