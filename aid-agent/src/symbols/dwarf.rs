@@ -181,14 +181,7 @@ fn subprogram_params(
         params.push(ValueType::POINTER);
     }
     let mut pointee = None;
-    let mut tree = unit.entries_tree(Some(offset))?;
-    let root = tree.root()?;
-    let mut children = root.children();
-    while let Some(child) = children.next()? {
-        let entry = child.entry();
-        if entry.tag() != gimli::DW_TAG_formal_parameter {
-            continue;
-        }
+    children(unit, offset, gimli::DW_TAG_formal_parameter, |entry| {
         let type_at = match find_attr(unit, entry.offset(), gimli::DW_AT_type)? {
             Some(AttributeValue::UnitRef(t)) => Some(t),
             _ => None,
@@ -198,7 +191,7 @@ fn subprogram_params(
             None => ValueType::UNKNOWN,
         };
         if ty.kind == ValueKind::Float {
-            continue;
+            return Ok(true);
         }
         if ty.kind == ValueKind::Pointer
             && let Some(t) = type_at
@@ -211,11 +204,29 @@ fn subprogram_params(
             }
         }
         params.push(ty);
-        if params.len() == 3 {
+        Ok(params.len() < 3)
+    })?;
+    Ok((params, pointee))
+}
+
+/// Calls `f` on each child of the DIE at `offset` whose tag is `tag`, in
+/// order, while it returns true.
+fn children(
+    unit: &gimli::Unit<Reader>,
+    offset: gimli::UnitOffset,
+    tag: gimli::DwTag,
+    mut f: impl FnMut(&gimli::DebuggingInformationEntry<'_, '_, Reader>) -> gimli::Result<bool>,
+) -> gimli::Result<()> {
+    let mut tree = unit.entries_tree(Some(offset))?;
+    let root = tree.root()?;
+    let mut children = root.children();
+    while let Some(child) = children.next()? {
+        let entry = child.entry();
+        if entry.tag() == tag && !f(entry)? {
             break;
         }
     }
-    Ok((params, pointee))
+    Ok(())
 }
 
 /// A string attribute's text.
@@ -302,37 +313,31 @@ fn pointee_of(
         return Ok(None);
     };
     let mut fields = Vec::new();
-    let mut tree = unit.entries_tree(Some(target))?;
-    let root = tree.root()?;
-    let mut children = root.children();
-    while let Some(child) = children.next()? {
-        let member = child.entry();
-        if member.tag() != gimli::DW_TAG_member {
-            continue;
-        }
+    children(unit, target, gimli::DW_TAG_member, |member| {
         let Some(at) =
             member.attr_value(gimli::DW_AT_data_member_location)?.and_then(|v| v.udata_value())
         else {
-            continue;
+            return Ok(true);
         };
         let Some(AttributeValue::UnitRef(t)) = member.attr_value(gimli::DW_AT_type)? else {
-            continue;
+            return Ok(true);
         };
         let ty = resolve_type(dwarf, unit, t)?;
         let scalar = matches!(ty.kind, ValueKind::Signed | ValueKind::Unsigned | ValueKind::Bool);
         if !scalar || ty.size == 0 || at + u64::from(ty.size) > MAX {
-            continue;
+            return Ok(true);
         }
         let Some(name) = member.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, unit, n))
         else {
-            continue;
+            return Ok(true);
         };
         fields.push(PointeeField {
             name: format!("{param}.{name}"),
             offset: at as u8,
             size: ty.size,
         });
-    }
+        Ok(true)
+    })?;
     if fields.is_empty() {
         return Ok(None);
     }
@@ -346,57 +351,52 @@ fn resolve_type(
     unit: &gimli::Unit<Reader>,
     offset: gimli::UnitOffset,
 ) -> gimli::Result<ValueType> {
-    let mut offset = offset;
-    for _ in 0..16 {
-        let entry = unit.entry(offset)?;
-        let size = match entry.attr_value(gimli::DW_AT_byte_size)? {
-            Some(AttributeValue::Udata(n)) => n.min(255) as u8,
-            Some(AttributeValue::Data1(n)) => n,
-            Some(AttributeValue::Data2(n)) => n.min(255) as u8,
-            _ => 0,
-        };
-        match entry.tag() {
-            gimli::DW_TAG_pointer_type
-            | gimli::DW_TAG_reference_type
-            | gimli::DW_TAG_rvalue_reference_type
-            | gimli::DW_TAG_ptr_to_member_type => {
-                return Ok(ValueType::POINTER);
-            }
-            gimli::DW_TAG_base_type => {
-                let kind = match entry.attr_value(gimli::DW_AT_encoding)? {
-                    Some(AttributeValue::Encoding(
-                        gimli::DW_ATE_signed | gimli::DW_ATE_signed_char,
-                    )) => ValueKind::Signed,
-                    Some(AttributeValue::Encoding(
-                        gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF,
-                    )) => ValueKind::Unsigned,
-                    Some(AttributeValue::Encoding(gimli::DW_ATE_boolean)) => ValueKind::Bool,
-                    Some(AttributeValue::Encoding(gimli::DW_ATE_float)) => ValueKind::Float,
-                    _ => ValueKind::Unknown,
-                };
-                return Ok(ValueType { kind, size });
-            }
-            gimli::DW_TAG_enumeration_type => {
-                // The underlying type decides signedness; C enums are int.
-                let kind = match entry.attr_value(gimli::DW_AT_type)? {
-                    Some(AttributeValue::UnitRef(t)) => resolve_type(_dwarf, unit, t)?.kind,
-                    _ => ValueKind::Signed,
-                };
-                return Ok(ValueType { kind, size });
-            }
-            gimli::DW_TAG_typedef
-            | gimli::DW_TAG_const_type
-            | gimli::DW_TAG_volatile_type
-            | gimli::DW_TAG_restrict_type
-            | gimli::DW_TAG_atomic_type => match entry.attr_value(gimli::DW_AT_type)? {
-                Some(AttributeValue::UnitRef(t)) => offset = t,
-                // `typedef void T` or `const void`.
-                _ => return Ok(ValueType { kind: ValueKind::Void, size: 0 }),
-            },
-            // Structs, unions, arrays: passed in memory or split across
-            // registers; we can't read them from one register.
-            _ => return Ok(ValueType { kind: ValueKind::Unknown, size }),
+    let entry = unit.entry(strip(unit, offset)?)?;
+    let size = match entry.attr_value(gimli::DW_AT_byte_size)? {
+        Some(AttributeValue::Udata(n)) => n.min(255) as u8,
+        Some(AttributeValue::Data1(n)) => n,
+        Some(AttributeValue::Data2(n)) => n.min(255) as u8,
+        _ => 0,
+    };
+    Ok(match entry.tag() {
+        gimli::DW_TAG_pointer_type
+        | gimli::DW_TAG_reference_type
+        | gimli::DW_TAG_rvalue_reference_type
+        | gimli::DW_TAG_ptr_to_member_type => ValueType::POINTER,
+        gimli::DW_TAG_base_type => {
+            let kind = match entry.attr_value(gimli::DW_AT_encoding)? {
+                Some(AttributeValue::Encoding(
+                    gimli::DW_ATE_signed | gimli::DW_ATE_signed_char,
+                )) => ValueKind::Signed,
+                Some(AttributeValue::Encoding(
+                    gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF,
+                )) => ValueKind::Unsigned,
+                Some(AttributeValue::Encoding(gimli::DW_ATE_boolean)) => ValueKind::Bool,
+                Some(AttributeValue::Encoding(gimli::DW_ATE_float)) => ValueKind::Float,
+                _ => ValueKind::Unknown,
+            };
+            ValueType { kind, size }
         }
-    }
-    Ok(ValueType::UNKNOWN)
+        gimli::DW_TAG_enumeration_type => {
+            // The underlying type decides signedness; C enums are int.
+            let kind = match entry.attr_value(gimli::DW_AT_type)? {
+                Some(AttributeValue::UnitRef(t)) => resolve_type(_dwarf, unit, t)?.kind,
+                _ => ValueKind::Signed,
+            };
+            ValueType { kind, size }
+        }
+        // Where `strip` stopped on a typedef or qualifier: `typedef void
+        // T` or `const void` (no type), or a chain too long to follow.
+        gimli::DW_TAG_typedef
+        | gimli::DW_TAG_const_type
+        | gimli::DW_TAG_volatile_type
+        | gimli::DW_TAG_restrict_type
+        | gimli::DW_TAG_atomic_type => match entry.attr_value(gimli::DW_AT_type)? {
+            Some(AttributeValue::UnitRef(_)) => ValueType::UNKNOWN,
+            _ => ValueType { kind: ValueKind::Void, size: 0 },
+        },
+        // Structs, unions, arrays: passed in memory or split across
+        // registers; we can't read them from one register.
+        _ => ValueType { kind: ValueKind::Unknown, size },
+    })
 }
