@@ -21,8 +21,8 @@ use crate::{
 pub struct Args {
     /// Functions to trace: a glob over (demangled) names, optionally in a
     /// library: 'cache_*', 'Cache::*', 'libc:pthread_mutex_*'. Repeatable.
-    /// Default: the program's own functions (not libraries), up to 32, as
-    /// `debug` does.
+    /// Default: the program's own functions (not libraries), the first 32
+    /// in address order (`debug` chooses them by what tracing costs).
     #[arg(long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
     /// Observe exactly N runs of the program (`debug --runs N` observes N
