@@ -379,17 +379,15 @@ impl<'c> Names<'c> {
                 };
                 // Learned whether or not passing runs show it (a necessary
                 // condition): the evidence says which.
-                let (asked, unseen) = match (same, key.callee) {
-                    (Some(s), Some(g)) => (
-                        format!(
-                            ", both for the same {}, and both call {}",
-                            s.field.name,
-                            self.func(g)
-                        ),
-                        "",
-                    ),
-                    (Some(s), None) => (format!(", both for the same {}", s.field.name), ""),
-                    (None, _) => (String::new(), ", which no passing run shows"),
+                let (asked, unseen) = match same {
+                    Some(s) => {
+                        let calls = key
+                            .callee
+                            .map(|g| format!(", and both call {}", self.func(g)))
+                            .unwrap_or_default();
+                        (format!(", both for the same {}{calls}", s.field.name), "")
+                    }
+                    None => (String::new(), ", which no passing run shows"),
                 };
                 let other = match key.other {
                     Some(o) if o.func == key.func && o.calls == key.calls => {

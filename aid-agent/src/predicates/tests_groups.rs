@@ -377,6 +377,23 @@ pub(crate) fn same_seat() -> PredKey {
     }
 }
 
+/// The condition of the same-seat overlaps in [`crate::model::testing::clerks`]
+/// sessions: on the venue (argument 1 of `book`), the same `req.seat`.
+fn same_seat_condition() -> Condition {
+    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
+    Condition::GroupOverlap {
+        shared: true,
+        object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
+        same: Some(SameField { arg: 1, field: seat }),
+    }
+}
+
+/// Their intervention: the clerks' `book` calls serialised on the venue.
+fn serialise_clerks() -> Intervention {
+    let clerks = CallSet { func: 0, roles: vec![1, 2, 3], instance: 0, within: None };
+    Intervention::SerializeGroups { a: clerks.clone(), b: clerks, object: Some((1, 1)) }
+}
+
 /// Only the overlap for the same `req.seat` separates: the plain overlap
 /// on the venue holds in every run, the customers never agree, and
 /// without the requests' contents nothing separates.
@@ -386,22 +403,12 @@ fn overlapping_calls_that_ask_about_the_same_thing() {
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     assert_eq!(fd(&c, &s), vec![same_seat()]);
     let p = &c.predicates[c.find(&same_seat()).unwrap().0 as usize];
-    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
-    assert_eq!(
-        p.condition,
-        Condition::GroupOverlap {
-            shared: true,
-            object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
-            same: Some(SameField { arg: 1, field: seat }),
-        }
-    );
+    assert_eq!(p.condition, same_seat_condition());
     assert_eq!(
         p.description,
         "some call of book on the worker threads and another call of book on the worker threads run at the same time on the same object (first passed as argument 1 of book on the worker threads), both for the same req.seat"
     );
-    let clerks = CallSet { func: 0, roles: vec![1, 2, 3], instance: 0, within: None };
-    let iv = Intervention::SerializeGroups { a: clerks.clone(), b: clerks, object: Some((1, 1)) };
-    assert_eq!(p.intervention, Some(iv));
+    assert_eq!(p.intervention, Some(serialise_clerks()));
     assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(104 * US));
     assert!(!c.evaluate(&s.runs[0]).holds(p.id));
     let blind = Session {
@@ -427,18 +434,8 @@ fn overlapping_calls_for_the_same_key_that_both_insert() {
         p.description,
         "some call of book on the worker threads and another call of book on the worker threads run at the same time on the same object (first passed as argument 1 of book on the worker threads), both for the same req.seat, and both call sell"
     );
-    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
-    assert_eq!(
-        p.condition,
-        Condition::GroupOverlap {
-            shared: true,
-            object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
-            same: Some(SameField { arg: 1, field: seat }),
-        }
-    );
-    let clerks = CallSet { func: 0, roles: vec![1, 2, 3], instance: 0, within: None };
-    let iv = Intervention::SerializeGroups { a: clerks.clone(), b: clerks, object: Some((1, 1)) };
-    assert_eq!(p.intervention, Some(iv));
+    assert_eq!(p.condition, same_seat_condition());
+    assert_eq!(p.intervention, Some(serialise_clerks()));
     assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(104 * US));
     // Same seat, one sale: the key's overlap holds, the insert's does not.
     let same = c.find(&same_seat()).unwrap();
