@@ -875,7 +875,12 @@ fn injected_noise_is_never_a_predicate() {
 /// begins, `--amplify-below 50%`: fewer than 20 of the first 40 runs fail
 /// on either machine, and `debug` then injects noise at the
 /// synchronisation points (stronger every 40 runs while fewer than half
-/// fail), and the failure appears.
+/// fail), and the failure appears. On a machine loaded enough that 10 of
+/// the first runs fail before 40 are made (the CI run of 0d4e791: 10 of 26),
+/// the observation ends without amplifying; the control runs, made under
+/// the agent's control, then show the failure rare (0 of 39 there) and
+/// `debug` amplifies from there ("under the agent's control the failure
+/// is rare"). Either way in is amplification; the test asks for one.
 ///
 /// Acceptance rule: one session (no retry) must have at least 5 failing
 /// runs among its amplified runs, each held by noise. Amplified runs are
@@ -898,7 +903,11 @@ fn amplification_makes_two_lock_race_fail() {
     let exe = build("two-lock-race");
     let (_tmp, out, output) = debug_session(&exe, &["--amplify-below", "50%"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("failures are rare ("), "{stderr}");
+    assert!(
+        stderr.contains("failures are rare (")
+            || stderr.contains("under the agent's control the failure is rare ("),
+        "{stderr}"
+    );
     let s = aid::store::load(&out).unwrap();
     let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
     let failing: Vec<&aid::model::Run> = amplified.iter().copied().filter(|r| r.failed()).collect();

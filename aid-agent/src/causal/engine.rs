@@ -235,15 +235,10 @@ impl<'a> Experiment<'a> {
                 streak += 1;
                 if streak >= self.max_invalid {
                     // Interventions that cannot all be applied in one run
-                    // (one skips another's call site) may still work apart.
-                    if ids.len() > 1 {
-                        break (Outcome::Unused, Some(Unused::NotApplied), None);
-                    }
-                    self.oracle.round_ends();
-                    return Err(CausalError::NoValidRuns {
-                        group: format_group(&ids),
-                        runs: streak,
-                    });
+                    // (one skips another's call site) may still work apart;
+                    // one that never takes effect alone is left untested,
+                    // and the search goes on without it.
+                    break (Outcome::Unused, Some(Unused::NotApplied), None);
                 }
                 continue;
             }
@@ -427,11 +422,6 @@ impl<'a> Experiment<'a> {
     }
 }
 
-fn format_group(ids: &BTreeSet<PredId>) -> String {
-    let v: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    format!("{{{}}}", v.join(", "))
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
@@ -609,16 +599,24 @@ mod tests {
     }
 
     #[test]
-    fn runs_that_never_apply_the_intervention_end_in_an_error() {
+    fn a_predicate_whose_intervention_never_takes_effect_is_left_untested() {
+        // {P1} never takes effect; the walk goes on to P2, whose first run
+        // fails anyway (P1 held: the failure was under way), and the
+        // session ends with a result: no path, P1 untested (it used to end
+        // in an error, and no report at all).
         let dag = chain();
-        let mut o = script((0..5).map(|_| obs(false, &[], false)).collect());
-        let cfg = Config { max_invalid_runs: 3, ..config() };
-        let err = discover(&dag, Strategy::AidPaper, &mut o, &cfg).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "intervention on {P1} could not be applied in 3 consecutive runs: check that the target \
-             reaches those call sites"
-        );
+        let mut answers: Vec<Observation> = (0..3).map(|_| obs(false, &[], false)).collect();
+        answers.push(obs(true, &[1], true));
+        let mut o = script(answers);
+        let cfg = Config { max_invalid_runs: 3, ties: Ties::ById, ..config() };
+        let d = discover(&dag, Strategy::AidPaper, &mut o, &cfg).unwrap();
+        assert_eq!(d.rounds[0].group, BTreeSet::from([PredId(1)]));
+        assert_eq!(d.rounds[0].unused, Some(Unused::NotApplied));
+        assert_eq!(d.rounds[0].invalid_runs, 3);
+        assert_eq!(d.untestable, vec![PredId(1)]);
+        assert_eq!(d.rounds[1].group, BTreeSet::from([PredId(2)]));
+        assert_eq!(d.rounds.len(), 2);
+        assert!(d.path.is_empty());
     }
 
     #[test]

@@ -56,10 +56,6 @@ pub enum CausalError {
     FailureIntervened(PredId),
     #[error("causal model: {0}")]
     Model(String),
-    #[error(
-        "intervention on {group} could not be applied in {runs} consecutive runs: check that the target reaches those call sites"
-    )]
-    NoValidRuns { group: String, runs: u32 },
     #[error("oracle failed")]
     Oracle(#[source] anyhow::Error),
 }
@@ -157,7 +153,7 @@ pub struct Config {
     pub seed: u64,
     pub ties: Ties,
     /// Consecutive runs in which the intervention could not be applied
-    /// before the round is abandoned with an error.
+    /// before the round is given up (`Unused::NotApplied`).
     pub max_invalid_runs: u32,
     /// Failing runs of a round from which a descendant of the group must
     /// be absent before that absence prunes it: 1 trusts one run; 2
@@ -268,8 +264,11 @@ pub enum Unused {
     /// the failure under way, and the round ended before it could be told
     /// apart from a missed observation.
     Unsettled { missing: Vec<PredId> },
-    /// The group's interventions could not all be applied in one run (one
-    /// of them kept another's call site from being reached).
+    /// The intervention did not take effect in `max_invalid_runs` runs in
+    /// a row: a group's interventions could not all be applied in one run
+    /// (one of them kept another's call site from being reached), or a
+    /// single one was never installed, never negated its predicate, or the
+    /// runs were cut short.
     NotApplied,
     /// The group's interventions act at one call site in ways a single
     /// stop cannot combine (a delay and a hold, holds until different

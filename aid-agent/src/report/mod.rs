@@ -362,9 +362,13 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
         Some(Unused::NotInstallable) => format!(
             "{what} was not run: its interventions act at one call site in ways a single stop cannot combine, so its predicates were tested in smaller groups (not counted as an intervention)"
         ),
-        Some(Unused::NotApplied) => format!(
+        Some(Unused::NotApplied) if r.group.len() > 1 => format!(
             "{what} was not used: its interventions could not all be applied in the same {noun} ({} tries), so its predicates were tested in smaller groups",
             r.invalid_runs
+        ),
+        Some(Unused::NotApplied) => format!(
+            "{what} was not used: the intervention did not take effect in {} in a row (its call site was not reached, the predicate held in spite of it, or the {noun} was cut short), so the predicate was left untested",
+            count(r.invalid_runs, noun)
         ),
         None => what,
     }

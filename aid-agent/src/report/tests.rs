@@ -443,8 +443,16 @@ mod unused {
             unused_words(&round(Some(Unused::NoWitness)), &desc, "run"),
             "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
         );
+        assert_eq!(
+            unused_words(&round(Some(Unused::NotApplied)), &desc, "run"),
+            "round 3 (intervening on P3) was not used: the intervention did not take effect in 20 runs in a row (its call site was not reached, the predicate held in spite of it, or the run was cut short), so the predicate was left untested"
+        );
+        let pair = Round {
+            group: BTreeSet::from([PredId(3), PredId(4)]),
+            ..round(Some(Unused::NotApplied))
+        };
         assert!(
-            unused_words(&round(Some(Unused::NotApplied)), &desc, "run")
+            unused_words(&pair, &desc, "run")
                 .contains("could not all be applied in the same run (20 tries)")
         );
     }

@@ -248,7 +248,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
         o.para(
             "",
             "",
-            "Could not be tested (every round on it alone was confounded, so it was neither confirmed nor ruled out; the path may be missing it):",
+            "Could not be tested (no round on it alone could be used as evidence, as the rounds below say, so it was neither confirmed nor ruled out; the path may be missing it):",
         );
         for t in &r.untestable {
             o.para("  • ", "    ", t);
