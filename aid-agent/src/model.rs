@@ -99,18 +99,28 @@ pub struct Pointee {
 /// One field of a [`Pointee`]: a named byte range of what was read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PointeeField {
-    /// As people write it: `sku` (the string itself), `req.seat`.
+    /// As people write it: `sku` (the string itself), `req.seat`,
+    /// `it.sku` (a character array inside a record).
     pub name: String,
     pub offset: u8,
     pub size: u8,
+    /// A character array inside a record: its bytes count up to the first
+    /// NUL (what follows it is whatever the buffer held before). A string
+    /// read on its own is already zero after its NUL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text: bool,
 }
 
 impl PointeeField {
-    /// This field's bytes in `content`.
+    /// This field's bytes in `content` (up to the first NUL for text).
     pub fn bytes<'a>(&self, content: &'a Content) -> &'a [u8] {
         let start = usize::from(self.offset).min(content.len());
         let end = (start + usize::from(self.size)).min(content.len());
-        &content[start..end]
+        let bytes = &content[start..end];
+        match bytes.iter().position(|&b| b == 0) {
+            Some(nul) if self.text => &bytes[..nul],
+            _ => bytes,
+        }
     }
 
     /// Whether two calls of one function read the same bytes for this

@@ -73,7 +73,8 @@ fn exact_events_per_role_pie() {
 /// a C string up to its NUL (16 bytes at most), a small record split into
 /// its scalar members, a record passed after the hidden return pointer of
 /// a 24-byte struct (so in `rsi`, not `rdi`), an empty string as read (no
-/// bytes but its NUL), and nothing for NULL.
+/// bytes but its NUL), nothing for NULL, and a record whose key is a
+/// character array: the array is a field compared up to its NUL.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn pointees_are_read_at_entry() {
@@ -82,17 +83,27 @@ fn pointees_are_read_at_entry() {
     let (_tmp, out) = temp_session();
     run_ok(
         agent()
-            .args(["record", "-t", "find", "-t", "book", "-t", "issue", "--runs", "1", "--out"])
+            .args(["record", "-t", "find", "-t", "book", "-t", "issue", "-t", "stock"])
+            .args(["--runs", "1", "--out"])
             .arg(&out)
             .arg("--")
             .arg(&exe),
     );
     let s = load(&out);
     let func = |name: &str| s.functions.iter().find(|f| f.name == name).unwrap();
-    let (find, book, issue) = (func("find"), func("book"), func("issue"));
-    let text = |name: &str| aid::model::PointeeField { name: name.into(), offset: 0, size: 16 };
-    let field =
-        |name: &str, offset| aid::model::PointeeField { name: name.into(), offset, size: 4 };
+    let (find, book, issue, stock) = (func("find"), func("book"), func("issue"), func("stock"));
+    let text = |name: &str| aid::model::PointeeField {
+        name: name.into(),
+        offset: 0,
+        size: 16,
+        text: false,
+    };
+    let field = |name: &str, offset| aid::model::PointeeField {
+        name: name.into(),
+        offset,
+        size: 4,
+        text: false,
+    };
     let request = vec![field("r.customer", 0), field("r.seat", 4)];
     let pointee = |f: &aid::model::Function| {
         let p = f.pointee.clone().unwrap();
@@ -101,6 +112,9 @@ fn pointees_are_read_at_entry() {
     assert_eq!(pointee(find), (1, true, 16, vec![text("sku")]));
     assert_eq!(pointee(book), (1, false, 8, request.clone()));
     assert_eq!(pointee(issue), (1, false, 8, request));
+    let sku = aid::model::PointeeField { name: "it.sku".into(), offset: 0, size: 12, text: true };
+    let item = vec![sku.clone(), field("it.qty", 12)];
+    assert_eq!(pointee(stock), (1, false, 16, item), "the name, past 16 bytes, is not a field");
     // `issue` returns 24 bytes through memory: its first register is the
     // hidden pointer, a pointer too.
     assert_eq!(issue.params.len(), 2);
@@ -126,6 +140,11 @@ fn pointees_are_read_at_entry() {
     );
     assert_eq!(contents(book), vec![request(7, 12), request(8, 12)]);
     assert_eq!(contents(issue), vec![request(8, 12)]);
+    let mut item = b"CAB-7-S\0xxxx".to_vec();
+    item.extend(5u32.to_le_bytes());
+    assert_eq!(contents(stock), vec![Some(item.clone())]);
+    let content: aid::model::Content = item.try_into().unwrap();
+    assert_eq!(sku.bytes(&content), b"CAB-7-S", "the key is compared up to its NUL");
     let issue_call = s.runs[0].calls.iter().find(|c| c.func == issue.id).unwrap();
     let second_book = s.runs[0].calls.iter().filter(|c| c.func == book.id).nth(1).unwrap();
     assert_eq!(issue_call.args[1], second_book.args[1], "the request is issue's second register");

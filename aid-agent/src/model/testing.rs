@@ -61,6 +61,7 @@ impl Function {
                 name: name.into(),
                 offset,
                 size,
+                text: false,
             })
             .collect();
         self.pointee = Some(crate::model::Pointee { arg, text: false, len, fields });

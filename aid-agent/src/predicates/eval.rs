@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
-    RunTruth, SameField,
+    RunTruth, SameField, groups,
     index::{FxMap, FxSet, GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
     locks, objects,
 };
@@ -115,6 +115,14 @@ impl Evaluator<'_, '_> {
                 self.group_overlap(key, *shared, *object, same.as_ref())
             }
             Condition::InterleavedSections => self.interleaved(key),
+            Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {
+                Some(g) => {
+                    let seen = self.idx.by_group.contains_key(&g);
+                    let again = groups::first_repeat(self.idx.group_calls(&g), &same.field);
+                    (seen, again.map(|c| c.entry_ns))
+                }
+                None => (false, None),
+            },
             cond => match group_of(key.func, key.calls) {
                 Some(g) => {
                     let mut seen = false;

@@ -10,14 +10,23 @@
 //! every run) a group predicate is only made when the failing runs depart
 //! at two or more different calls: if one call always does, its per-call
 //! predicate says the same more precisely.
+//!
+//! Also per group, for each field of what the function's argument points
+//! to (its [`crate::model::Pointee`]): whether two calls in one run were
+//! for the same key. A failing run where they were and no passing run
+//! where they were gives "stock_add is called twice on the importer
+//! threads for the same it.sku": a duplicate insert, whoever made it.
 
 use super::{
-    Anchor, Calls, Condition, Expected, ExtractConfig, Kind, PredKey,
+    Anchor, Calls, Condition, Expected, ExtractConfig, Kind, PredKey, SameField,
     classes::ClassId,
     index::{FxMap, FxSet, GroupKey, RunIndex, end_of},
     learn::{Baseline, Funcs, Learned, error_test, run_local, site_of},
 };
-use crate::model::{CallSet, FuncId, Intervention, REEXECUTE_RETRIES as RETRIES, Site, ValueTest};
+use crate::model::{
+    Call, CallSet, FuncId, Intervention, PointeeField, REEXECUTE_RETRIES as RETRIES, Site,
+    ValueTest,
+};
 
 /// Above this many calls with a known value, a group gets no per-call
 /// value predicate (its condition would carry them all).
@@ -42,6 +51,9 @@ pub(super) struct GroupBase {
     stats: FxMap<GroupKey, Stats>,
     /// (min, max, runs seen) calls per run.
     counts: FxMap<GroupKey, (u32, u32, u32)>,
+    /// (group, pointee field index) where two calls of a passing run were
+    /// for the same key.
+    repeats: FxSet<(GroupKey, u8)>,
     runs: u32,
 }
 
@@ -63,6 +75,24 @@ impl GroupBase {
     }
 }
 
+/// The first call, in entry order, whose `field` has the contents of an
+/// earlier call's (calls that read nothing are passed over).
+pub(super) fn first_repeat<'r>(
+    calls: impl Iterator<Item = &'r Call>,
+    field: &PointeeField,
+) -> Option<&'r Call> {
+    let mut calls: Vec<&Call> = calls.filter(|c| c.content.is_some()).collect();
+    calls.sort_by_key(|c| c.entry_ns);
+    let mut keys: FxSet<&[u8]> = FxSet::default();
+    calls.into_iter().find(|c| c.content.as_ref().is_some_and(|b| !keys.insert(field.bytes(b))))
+}
+
+/// The pointee fields of `f`, with their index.
+fn fields(funcs: &Funcs, f: FuncId) -> impl Iterator<Item = (u8, &PointeeField)> {
+    let fields = funcs.pointee(f).map(|p| p.fields.iter());
+    fields.into_iter().flatten().enumerate().map(|(k, field)| (k as u8, field))
+}
+
 fn is_error(config: &ExtractConfig, funcs: &Funcs, f: FuncId, v: i64) -> bool {
     error_test(config, funcs.ret(f)).is_some_and(|(neg, zero)| (neg && v < 0) || (zero && v == 0))
 }
@@ -78,6 +108,12 @@ pub(super) fn baseline(
         e.0 = e.0.min(list.len() as u32);
         e.1 = e.1.max(list.len() as u32);
         e.2 += 1;
+        for (k, field) in fields(funcs, g.0) {
+            let calls = list.iter().map(|&i| &idx.run.calls[i as usize]);
+            if first_repeat(calls, field).is_some() {
+                base.repeats.insert((*g, k));
+            }
+        }
         let st =
             base.stats.entry(*g).or_insert_with(|| Stats { min_ns: u64::MAX, ..Stats::default() });
         for &i in list {
@@ -116,6 +152,8 @@ pub(super) struct Candidates {
     above: FxSet<GroupKey>,
     below: FxSet<GroupKey>,
     never: FxSet<GroupKey>,
+    /// (group, pointee field index) with two calls for the same key.
+    repeated: FxSet<(GroupKey, u8)>,
 }
 
 fn note(sites: &mut Vec<Site>, s: Site) {
@@ -135,6 +173,13 @@ pub(super) fn candidates(
     let run = idx.run;
     for (g, list) in &idx.by_group {
         let single = funcs.classes.single(g.1).is_some();
+        for (k, field) in fields(funcs, g.0) {
+            if !gbase.repeats.contains(&(*g, k))
+                && first_repeat(list.iter().map(|&i| &run.calls[i as usize]), field).is_some()
+            {
+                out.repeated.insert((*g, k));
+            }
+        }
         for &i in list {
             let c = &run.calls[i as usize];
             let site = site_of(c);
@@ -357,6 +402,18 @@ pub(super) fn predicates(
     }
     for g in &cands.never {
         out.push((key(Kind::NeverCalled, g), Condition::NoCall, Anchor::RunEnd, None));
+    }
+    for &(g, k) in &cands.repeated {
+        let Some(pointee) = funcs.pointee(g.0) else { continue };
+        let Some(field) = pointee.fields.get(usize::from(k)) else { continue };
+        // Nothing forces a key not to repeat: the calls that would have to
+        // change come before (a lookup that missed), not in these calls.
+        out.push((
+            PredKey { arg: k + 1, ..key(Kind::RepeatedKey, &g) },
+            Condition::KeyRepeats { same: SameField { arg: pointee.arg, field: field.clone() } },
+            Anchor::Entry,
+            None,
+        ));
     }
     out
 }

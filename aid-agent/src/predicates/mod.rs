@@ -121,6 +121,10 @@ pub enum Kind {
     /// of one call on that lock (an atomicity violation between lock
     /// sections, `locks.rs`), which no passing run showed.
     Interleaved,
+    /// Two calls of a function on the threads of a class were for the
+    /// same key (equal contents in one field of what an argument pointed
+    /// to: the same SKU added twice), which no passing run showed.
+    RepeatedKey,
 }
 
 impl Kind {
@@ -141,6 +145,7 @@ impl Kind {
             Kind::Concurrent => "concurrent",
             Kind::DataRace => "data_race",
             Kind::Interleaved => "interleaved",
+            Kind::RepeatedKey => "repeated_key",
         }
     }
 
@@ -191,8 +196,8 @@ pub struct PredKey {
     /// The second calls of pairwise kinds: for `Order`, the call that
     /// started after this one ended; for the others, the other call.
     pub other: Option<Other>,
-    /// Argument kinds: the argument (0-based). Overlaps for the same key:
-    /// the field of the pointee, 1-based.
+    /// Argument kinds: the argument (0-based). Overlaps for the same key
+    /// and repeated keys: the field of the pointee, 1-based.
     #[serde(default)]
     pub arg: u8,
     /// Overlaps for the same key: a traced function both calls went on to
@@ -282,7 +287,7 @@ impl fmt::Display for PredKey {
         if let Some(o) = self.other {
             write!(f, "+f{}/{}", o.func, o.calls)?;
         }
-        if self.kind == Kind::Overlap && self.arg > 0 {
+        if matches!(self.kind, Kind::Overlap | Kind::RepeatedKey) && self.arg > 0 {
             write!(f, "/k{}", self.arg)?;
         }
         if let Some(g) = self.callee {
@@ -508,6 +513,12 @@ pub enum Condition {
     /// critical sections on it of some call of the first, on another
     /// thread.
     InterleavedSections,
+    /// Groups: two calls (on any of the class's threads) read equal
+    /// contents for one field of their pointee; anchored at the later
+    /// one's entry.
+    KeyRepeats {
+        same: SameField,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

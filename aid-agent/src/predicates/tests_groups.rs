@@ -380,7 +380,8 @@ pub(crate) fn same_seat() -> PredKey {
 /// The condition of the same-seat overlaps in [`crate::model::testing::clerks`]
 /// sessions: on the venue (argument 1 of `book`), the same `req.seat`.
 fn same_seat_condition() -> Condition {
-    let seat = crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4 };
+    let seat =
+        crate::model::PointeeField { name: "req.seat".into(), offset: 4, size: 4, text: false };
     Condition::GroupOverlap {
         shared: true,
         object: Some(ObjectName { func: 0, class: 1, arg: 0 }),
@@ -442,6 +443,71 @@ fn overlapping_calls_for_the_same_key_that_both_insert() {
     assert!(c.evaluate(&s.runs[0]).holds(same) && !c.evaluate(&s.runs[0]).holds(p.id));
     assert!(!c.evaluate(&s.runs[4]).holds(same) && !c.evaluate(&s.runs[4]).holds(p.id));
     assert_eq!(both_sell.to_string(), "overlap:f0/c1+f0/c1/k2/calls:f1");
+}
+
+/// A duplicate insert: two workers each add an item for a SKU (a
+/// character array at the start of the item, read at entry), and in the
+/// failing runs two adds, on different workers, carry the same SKU. The
+/// buffers hold different bytes after the SKU's NUL, which do not count.
+/// No add overlaps another, and which worker adds what changes run by run.
+#[test]
+fn two_calls_for_the_same_key_in_a_failing_run() {
+    let sku = |text: &[u8], junk: u8| {
+        let mut b = [junk; aid_common::POINTEE_BYTES];
+        b[..text.len()].copy_from_slice(text);
+        b[text.len()] = 0;
+        b
+    };
+    let functions = vec![
+        func(0, "stock_add", ValueKind::Pointer, &[ValueKind::Pointer, ValueKind::Pointer])
+            .with_pointee(1, 16, &[("it.sku", 0, 16)]),
+    ];
+    let r = |id: u32, fail: bool| {
+        let keys: [&[u8]; 3] =
+            [b"BRG-101-M", b"CAB-7-S", if fail { b"BRG-101-M" } else { b"DSK-2-L" }];
+        let calls: Vec<Call> = keys
+            .iter()
+            .enumerate()
+            .map(|(k, key)| {
+                let role = 1 + (id + k as u32) % 2;
+                let at = (10 + 10 * k as u64) * US;
+                let mut c = call(0, role, 1 + k as u32 / 2, at, Some(at + US), Some(0x5000));
+                c.args = [0x1000, 0x2000 + 0x100 * k as i64, 0];
+                c.content = Some(sku(key, k as u8 + 0x41));
+                c
+            })
+            .collect();
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 100 * US).with_threads(pool_threads())
+    };
+    let mut s = Session { functions, runs: (0..8).map(|i| r(i, i % 4 == 1)).collect() };
+    s.functions[0].pointee.as_mut().unwrap().fields[0].text = true;
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let repeated = PredKey {
+        kind: Kind::RepeatedKey,
+        func: 0,
+        calls: Calls::Group { class: 1, within: None },
+        other: None,
+        arg: 1,
+        callee: None,
+    };
+    assert_eq!(fd(&c, &s), vec![repeated]);
+    let p = &c.predicates[c.find(&repeated).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "stock_add is called twice on the worker threads for the same it.sku, which no passing run shows"
+    );
+    assert_eq!(p.intervention, None);
+    assert_eq!(p.anchor, Anchor::Entry);
+    // At the second add of the SKU, the third call.
+    assert_eq!(c.evaluate(&s.runs[1]).anchor(p.id), Some(30 * US));
+    assert_eq!(repeated.to_string(), "repeated_key:f0/c1/k1");
+    // The bytes after the NUL count when the field is not text: every
+    // call's differ, so no key repeats.
+    let mut raw = s.clone();
+    raw.functions[0].pointee.as_mut().unwrap().fields[0].text = false;
+    let c = learn(&raw, &ExtractConfig::default()).unwrap();
+    assert!(fd(&c, &raw).is_empty());
 }
 
 /// Counts over a class: an error handler that only failing runs call, on

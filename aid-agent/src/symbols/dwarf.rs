@@ -275,8 +275,8 @@ fn is_char(unit: &gimli::Unit<Reader>, offset: gimli::UnitOffset) -> gimli::Resu
 
 /// What a parameter of pointer type `ptr` (register `arg`) points to, if
 /// it is worth reading at entry: characters (a C string, read up to its
-/// NUL), or a record with scalar members in its first
-/// [`aid_common::POINTEE_BYTES`] bytes (each such member one field).
+/// NUL), or a record with scalar members or character arrays in its
+/// first [`aid_common::POINTEE_BYTES`] bytes (each such member one field).
 fn pointee_of(
     dwarf: &gimli::Dwarf<Reader>,
     unit: &gimli::Unit<Reader>,
@@ -299,7 +299,8 @@ fn pointee_of(
     };
     let target = strip(unit, target)?;
     if is_char(unit, target)? {
-        let field = PointeeField { name: param.to_owned(), offset: 0, size: MAX as u8 };
+        let field =
+            PointeeField { name: param.to_owned(), offset: 0, size: MAX as u8, text: false };
         return Ok(Some(Pointee { arg, text: true, len: MAX as u8, fields: vec![field] }));
     }
     let record = unit.entry(target)?;
@@ -322,11 +323,19 @@ fn pointee_of(
         let Some(AttributeValue::UnitRef(t)) = member.attr_value(gimli::DW_AT_type)? else {
             return Ok(true);
         };
+        // A scalar member, or a character array (a name, a key), that lies
+        // within the bytes read: a key cut short would call different
+        // keys the same.
         let ty = resolve_type(dwarf, unit, t)?;
         let scalar = matches!(ty.kind, ValueKind::Signed | ValueKind::Unsigned | ValueKind::Bool);
-        if !scalar || ty.size == 0 || at + u64::from(ty.size) > MAX {
-            return Ok(true);
-        }
+        let (size, text) = if scalar && ty.size > 0 && at + u64::from(ty.size) <= MAX {
+            (u64::from(ty.size), false)
+        } else {
+            match char_array_len(unit, t)? {
+                Some(n) if at + n <= MAX => (n, true),
+                _ => return Ok(true),
+            }
+        };
         let Some(name) = member.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, unit, n))
         else {
             return Ok(true);
@@ -334,7 +343,8 @@ fn pointee_of(
         fields.push(PointeeField {
             name: format!("{param}.{name}"),
             offset: at as u8,
-            size: ty.size,
+            size: size as u8,
+            text,
         });
         Ok(true)
     })?;
@@ -343,6 +353,40 @@ fn pointee_of(
     }
     let len = size.min(MAX) as u8;
     Ok(Some(Pointee { arg, text: false, len, fields }))
+}
+
+/// The length of a one-dimensional array of characters (`char sku[16]`),
+/// if `offset` is one (through typedefs and qualifiers).
+fn char_array_len(
+    unit: &gimli::Unit<Reader>,
+    offset: gimli::UnitOffset,
+) -> gimli::Result<Option<u64>> {
+    let offset = strip(unit, offset)?;
+    let array = unit.entry(offset)?;
+    if array.tag() != gimli::DW_TAG_array_type {
+        return Ok(None);
+    }
+    let Some(AttributeValue::UnitRef(element)) = array.attr_value(gimli::DW_AT_type)? else {
+        return Ok(None);
+    };
+    if !is_char(unit, strip(unit, element)?)? {
+        return Ok(None);
+    }
+    let mut len = None;
+    let mut dims = 0;
+    children(unit, offset, gimli::DW_TAG_subrange_type, |range| {
+        dims += 1;
+        len = match (
+            range.attr_value(gimli::DW_AT_count)?,
+            range.attr_value(gimli::DW_AT_upper_bound)?,
+        ) {
+            (Some(n), _) => n.udata_value(),
+            (None, Some(upper)) => upper.udata_value().map(|u| u + 1),
+            _ => None,
+        };
+        Ok(true)
+    })?;
+    Ok(if dims == 1 { len.filter(|&n| n > 0) } else { None })
 }
 
 /// Follows typedefs and qualifiers down to something with a size.
