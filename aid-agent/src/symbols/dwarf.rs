@@ -2,7 +2,8 @@
 //! addr2line), the types of its return value and first integer
 //! parameters (so a 32-bit `int` returned in `eax` reads as -1, not
 //! 4294967295), and which argument points to something worth reading at
-//! entry (a string, or a small record of scalar members: [`Pointee`]).
+//! entry (a string, or a small record of scalar members and character
+//! arrays: [`Pointee`]).
 
 use std::{
     borrow::Cow,
