@@ -1,6 +1,7 @@
 //! Resolving `--trace` patterns against the real C library: versioned
 //! dynamic symbols and aliases at one address (issue 10). `nm -D` is the
-//! independent witness of where each symbol is.
+//! independent witness of where each symbol is. And which functions call
+//! which, from DWARF.
 
 mod common;
 
@@ -61,4 +62,24 @@ fn aliases_match_the_function_they_name() {
     let free = resolve_one(&mut r, "libc:free");
     let alias = resolve_one(&mut r, "libc:__libc_free");
     assert_eq!((alias.address, alias.name.as_str()), (free.address, "free"));
+}
+
+/// Which functions call which, from DWARF's call-site entries (an
+/// optimised build has them): in pointee.c at `-O1`, `main` calls `find`,
+/// `book`, `issue` and `stock` directly, and nothing else calls them; an
+/// unoptimised build has no call sites, so no callers.
+#[test]
+fn callers_come_from_dwarf_call_sites() {
+    let optimised = c_fixture("pointee.c", "pointee_o1", &["-O1"]);
+    let mut r = Resolver::for_executable(&optimised).unwrap();
+    let main = resolve_one(&mut r, "main").address;
+    for name in ["find", "book", "issue", "stock"] {
+        let f = resolve_one(&mut r, name);
+        assert_eq!(r.executable().callers(f.address), [main], "{name}");
+    }
+    assert!(r.executable().callers(main).is_empty());
+    let plain = c_fixture("pointee.c", "pointee_o0", &[]);
+    let mut r = Resolver::for_executable(&plain).unwrap();
+    let find = resolve_one(&mut r, "find");
+    assert!(r.executable().callers(find.address).is_empty());
 }

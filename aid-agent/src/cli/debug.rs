@@ -230,6 +230,13 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
+    // Sessions before the last (callers traced since): each report next
+    // to its runs.
+    for earlier in &debugged.earlier {
+        let report = report::build(&earlier.diagnosis);
+        report::save(&earlier.out, &report, &earlier.diagnosis, args.svg)?;
+        report::beside::save(&earlier.out, &earlier.beside)?;
+    }
     let report = report::build(&debugged.diagnosis);
     let saved = report::save(&debugged.out, &report, &debugged.diagnosis, args.svg)?;
     report::beside::save(&debugged.out, &debugged.beside)?;
@@ -240,8 +247,17 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     }
     let text = report::render(&report, &report_layout(verbose, args.explain))
         + &report::beside::render(&debugged.beside);
+    let earlier: Vec<String> =
+        debugged.earlier.iter().map(|d| d.out.display().to_string()).collect();
+    let earlier = match earlier.as_slice() {
+        [] => String::new(),
+        dirs => format!(
+            "Earlier sessions, before their callers were traced (each with its report): {}\n",
+            dirs.join(", ")
+        ),
+    };
     emit(&format!(
-        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n",
+        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n{earlier}",
         debugged.out.display()
     ))?;
     if let Some(phase) = debugged.diagnosis.interrupted {

@@ -196,6 +196,10 @@ pub struct Debugged {
     pub diagnosis: Diagnosis,
     pub out: PathBuf,
     pub beside: beside::Beside,
+    /// Sessions made before this one, first first, when `debug` went on
+    /// to trace callers (`program::debug_program`): each keeps its runs
+    /// in its own directory, and its report is written there too.
+    pub earlier: Vec<Debugged>,
 }
 
 /// Observe, analyse, intervene, conclude. Every run is stored with

@@ -3,7 +3,11 @@
 //! be intervened on and a rare failure can be amplified.
 
 use std::{
-    cell::RefCell, collections::BTreeMap, ffi::OsString, path::PathBuf, sync::atomic::AtomicBool,
+    cell::RefCell,
+    collections::BTreeMap,
+    ffi::OsString,
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
 };
 
 use anyhow::bail;
@@ -196,17 +200,142 @@ pub struct ProgramRequest {
     pub amplify_watch: Option<WatchAmplify>,
 }
 
+/// Levels of callers [`debug_program`] climbs at most.
+pub const CALLER_LEVELS: usize = 3;
+
 /// Starts the session, debugs the program, and removes the probes.
+///
+/// When no cause was confirmed and what separates the runs is a key used
+/// twice by a traced function (a `repeated_key` predicate: nothing in
+/// that function can be intervened on), the decision that led to it was
+/// made before, in a caller: the program is debugged again with the
+/// callers DWARF's call sites name traced too, each time in a session of
+/// its own under the first one's directory; while no cause is confirmed,
+/// the callers of the functions added last are added next, up to
+/// [`CALLER_LEVELS`] levels.
 pub fn debug_program(
     req: &ProgramRequest,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    let (mut done, mut callers) = debug_phase(req, cancel, ui)?;
+    let first = done.out.clone();
+    // The functions to climb from: those that saw a key twice, then the
+    // callers added last.
+    let mut from = repeated_keys(&done.diagnosis);
+    for level in 1..=CALLER_LEVELS {
+        let d = &done.diagnosis;
+        let confirmed = d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some());
+        if confirmed || d.interrupted.is_some() || cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let traced: Vec<&str> =
+            d.session.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+        let added = callers_of_named(&from, &callers, &traced);
+        if added.is_empty() {
+            break;
+        }
+        let out = first.join(format!("callers-{level}"));
+        ui.say(&format!(
+            "no cause confirmed; {}: debugging again with {} traced too (their callers in the code, from DWARF's call sites; what they cost was not measured first), in {}",
+            if level == 1 {
+                format!(
+                    "what separates the runs is a key used twice by {}, which nothing in it can change",
+                    start::summarize(&from.iter().map(String::as_str).collect::<Vec<_>>())
+                )
+            } else {
+                "climbing one caller further".to_owned()
+            },
+            start::summarize(&added.iter().map(String::as_str).collect::<Vec<_>>()),
+            out.display()
+        ));
+        let mut trace: Vec<String> = traced.iter().map(|n| globset::escape(n)).collect();
+        trace.extend(added.iter().map(|n| globset::escape(n)));
+        let next = ProgramRequest {
+            command: req.command.clone(),
+            trace,
+            safe: req.safe.clone(),
+            policy: req.policy.clone(),
+            out: Some(out),
+            load: req.load,
+            options: req.options.clone(),
+            patterns: req.patterns.clone(),
+            amplify_watch: req.amplify_watch.clone(),
+        };
+        let (mut next, next_callers) = debug_phase(&next, cancel, ui)?;
+        next.earlier = std::mem::take(&mut done.earlier);
+        next.earlier.push(done);
+        (done, callers) = (next, next_callers);
+        from = added;
+    }
+    Ok(done)
+}
+
+/// Traced function → the program's own functions (default candidates)
+/// whose code calls it directly, by name.
+type Callers = BTreeMap<String, Vec<String>>;
+
+/// The functions named by fully discriminative `repeated_key` predicates
+/// (which have no intervention).
+fn repeated_keys(d: &super::Diagnosis) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (id, why) in &d.analysis.excluded {
+        let Some(p) = d.analysis.catalog.get(*id) else { continue };
+        if *why == crate::analysis::Exclusion::NoIntervention
+            && p.key.kind == crate::predicates::Kind::RepeatedKey
+            && let Some(f) = d.session.functions.get(p.key.func as usize)
+            && !out.contains(&f.name)
+        {
+            out.push(f.name.clone());
+        }
+    }
+    out
+}
+
+/// The callers of `from` that are not `traced` yet, once each.
+fn callers_of_named(from: &[String], callers: &Callers, traced: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in from.iter().filter_map(|f| callers.get(f)).flatten() {
+        if !traced.contains(&c.as_str()) && !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// One session: starts the program, debugs it, removes the probes; with
+/// the callers of each traced function, for the climb of [`debug_program`].
+fn debug_phase(
+    req: &ProgramRequest,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<(Debugged, Callers)> {
     let patterns = match &req.patterns {
         Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
         None => None,
     };
     let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
+    let callers: RefCell<Callers> = RefCell::new(Callers::new());
+    // The functions to trace: the cheap ones by default, or `--trace`'s.
+    let choose_functions = |r: &mut Resolver| -> anyhow::Result<Vec<Function>> {
+        if req.trace.is_empty() {
+            let found = default_candidates(r)?;
+            if found.functions.len() > req.load.max_functions {
+                bail!(
+                    "{} has {} functions of its own, more than the limit of {} probes that measuring them needs: name the functions to trace with --trace, or raise --max-probes",
+                    r.executable().path.display(),
+                    found.functions.len(),
+                    req.load.max_functions
+                );
+            }
+            let functions = found.functions.clone();
+            *candidates.borrow_mut() = Some(found);
+            return Ok(functions);
+        }
+        let functions = r.resolve(&req.trace)?;
+        start::check_safe(&req.safe, &functions)?;
+        Ok(functions)
+    };
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
         &req.command,
@@ -217,22 +346,8 @@ pub fn debug_program(
         &symbols::DebugSearch::default(),
         &mut *ui,
         |r, _| {
-            if req.trace.is_empty() {
-                let found = default_candidates(r)?;
-                if found.functions.len() > req.load.max_functions {
-                    bail!(
-                        "{} has {} functions of its own, more than the limit of {} probes that measuring them needs: name the functions to trace with --trace, or raise --max-probes",
-                        r.executable().path.display(),
-                        found.functions.len(),
-                        req.load.max_functions
-                    );
-                }
-                let functions = found.functions.clone();
-                *candidates.borrow_mut() = Some(found);
-                return Ok(functions);
-            }
-            let functions = r.resolve(&req.trace)?;
-            start::check_safe(&req.safe, &functions)?;
+            let functions = choose_functions(r)?;
+            *callers.borrow_mut() = callers_of(r, &functions);
             Ok(functions)
         },
         |tracer, target, ui| {
@@ -281,7 +396,23 @@ pub fn debug_program(
         &req.options.safe,
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
     );
-    Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside })
+    let out = writer.dir().to_owned();
+    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, callers.into_inner()))
+}
+
+/// For each of `functions` in the executable, the program's own functions
+/// (default candidates: not `main`, not sleep helpers) whose code calls
+/// it directly.
+fn callers_of(r: &Resolver, functions: &[Function]) -> Callers {
+    let Ok(own) = default_candidates(r) else { return Callers::new() };
+    let exe = r.executable();
+    let name_of = |a: &u64| own.functions.iter().find(|o| o.address == *a).map(|o| o.name.clone());
+    functions
+        .iter()
+        .filter(|f| f.module == exe.path)
+        .map(|f| (f.name.clone(), exe.callers(f.address).iter().filter_map(name_of).collect()))
+        .filter(|(_, c): &(String, Vec<String>)| !c.is_empty())
+        .collect()
 }
 
 /// The program's own functions that are candidates for the default set,

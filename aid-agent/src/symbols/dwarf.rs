@@ -28,6 +28,10 @@ pub struct DebugInfo {
     /// Entry addresses of functions marked `DW_AT_noreturn`.
     noreturn: HashSet<u64>,
     pointees: HashMap<u64, Pointee>,
+    /// Entry address of a function → entry addresses of the functions
+    /// whose code calls it directly (`DW_TAG_call_site`, which optimising
+    /// compilers emit).
+    callers: HashMap<u64, Vec<u64>>,
 }
 
 impl DebugInfo {
@@ -44,10 +48,17 @@ impl DebugInfo {
             Ok(EndianRcSlice::new(Rc::from(&*data), endian))
         };
         let dwarf = gimli::Dwarf::load(load).ok()?;
-        let Collected { signatures, generic_names, noreturn, pointees } =
+        let Collected { signatures, generic_names, noreturn, pointees, callers } =
             collect_signatures(&dwarf).unwrap_or_default();
         let lines = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DebugInfo { lines, signatures, generic_names, noreturn, pointees })
+        Some(DebugInfo { lines, signatures, generic_names, noreturn, pointees, callers })
+    }
+
+    /// The functions whose code calls the one at `address` directly, by
+    /// entry address, as DWARF's call-site entries say (none without
+    /// them: unoptimised builds and most Rust builds have none).
+    pub fn callers(&self, address: u64) -> &[u64] {
+        self.callers.get(&address).map_or(&[], Vec::as_slice)
     }
 
     pub fn source(&self, address: u64) -> Option<SourceLoc> {
@@ -83,24 +94,56 @@ struct Collected {
     generic_names: HashMap<u64, String>,
     noreturn: HashSet<u64>,
     pointees: HashMap<u64, Pointee>,
+    callers: HashMap<u64, Vec<u64>>,
 }
 
 /// Walks every `DW_TAG_subprogram` with a `DW_AT_low_pc` and records its
 /// return type and integer parameter types, keyed by entry address; the
-/// names of generic instances; and which never return.
+/// names of generic instances; which never return; and, from the call
+/// sites in their code, which calls which.
 fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> {
     let mut out = Collected::default();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
         let mut entries = unit.entries();
-        while let Some((_, entry)) = entries.next_dfs()? {
+        // Per unit: the entry address of each subprogram DIE with code and
+        // of the DIEs it completes; call sites as (caller's entry address,
+        // callee DIE); the enclosing subprograms with code, (depth, entry).
+        let mut entry_of: HashMap<gimli::UnitOffset, u64> = HashMap::new();
+        let mut calls: Vec<(u64, gimli::UnitOffset)> = Vec::new();
+        let mut inside: Vec<(isize, u64)> = Vec::new();
+        let mut depth = 0isize;
+        while let Some((delta, entry)) = entries.next_dfs()? {
+            depth += delta;
+            while inside.last().is_some_and(|&(d, _)| d >= depth) {
+                inside.pop();
+            }
+            if matches!(entry.tag(), gimli::DW_TAG_call_site | gimli::DW_TAG_GNU_call_site) {
+                let origin = match entry.attr_value(gimli::DW_AT_call_origin)? {
+                    Some(v) => Some(v),
+                    None => entry.attr_value(gimli::DW_AT_abstract_origin)?,
+                };
+                if let (Some(&(_, caller)), Some(AttributeValue::UnitRef(callee))) =
+                    (inside.last(), origin)
+                {
+                    calls.push((caller, callee));
+                }
+                continue;
+            }
             if entry.tag() != gimli::DW_TAG_subprogram {
                 continue;
             }
             let Some(AttributeValue::Addr(low_pc)) = entry.attr_value(gimli::DW_AT_low_pc)? else {
                 continue;
             };
+            inside.push((depth, low_pc));
+            entry_of.insert(entry.offset(), low_pc);
+            for at in [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin] {
+                if let Some(AttributeValue::UnitRef(o)) = entry.attr_value(at)? {
+                    entry_of.insert(o, low_pc);
+                }
+            }
             let offset = entry.offset();
             if let Some(name) = find_attr(&unit, offset, gimli::DW_AT_name)?
                 && let Ok(name) = dwarf.attr_string(&unit, name)
@@ -119,6 +162,14 @@ fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> 
             out.signatures.insert(low_pc, (ret, params));
             if let Some(p) = pointee {
                 out.pointees.insert(low_pc, p);
+            }
+        }
+        for (caller, callee) in calls {
+            if let Some(&callee) = entry_of.get(&callee) {
+                let list = out.callers.entry(callee).or_default();
+                if caller != callee && !list.contains(&caller) {
+                    list.push(caller);
+                }
             }
         }
     }

@@ -149,6 +149,12 @@ impl Module {
         self.debug.as_ref().and_then(|d| d.pointee(address))
     }
 
+    /// Entry addresses of the functions whose code calls the one at
+    /// `address` directly (DWARF call sites; none without them).
+    pub fn callers(&self, address: u64) -> &[u64] {
+        self.debug.as_ref().map_or(&[], |d| d.callers(address))
+    }
+
     /// Return type and the types of the parameters passed in the first
     /// three integer registers, from DWARF. Without DWARF all three
     /// registers are reported, typed unknown.
