@@ -275,14 +275,17 @@ pub fn debug_program(
 /// whose code calls it directly, by name.
 type Callers = BTreeMap<String, Vec<String>>;
 
-/// The functions named by fully discriminative `repeated_key` predicates
-/// (which have no intervention).
+/// The functions named by `repeated_key` predicates (which have no
+/// intervention) that hold in every failing run: in no passing run (fully
+/// discriminative), or clearly less often in passing runs (necessary, as
+/// `stats::necessary` decides: a duplicate may do no harm).
 fn repeated_keys(d: &super::Diagnosis) -> Vec<String> {
+    let a = &d.analysis;
     let mut out: Vec<String> = Vec::new();
-    for (id, why) in &d.analysis.excluded {
-        let Some(p) = d.analysis.catalog.get(*id) else { continue };
-        if *why == crate::analysis::Exclusion::NoIntervention
-            && p.key.kind == crate::predicates::Kind::RepeatedKey
+    for p in &a.catalog.predicates {
+        let Some(s) = a.scores.get(p.id.0 as usize) else { continue };
+        if p.key.kind == crate::predicates::Kind::RepeatedKey
+            && (s.fully_discriminative || crate::stats::necessary(s, a.totals))
             && let Some(f) = d.session.functions.get(p.key.func as usize)
             && !out.contains(&f.name)
         {

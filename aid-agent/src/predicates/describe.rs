@@ -312,10 +312,9 @@ impl<'c> Names<'c> {
                 "{who} is called fewer than {min} times on {on} (passing runs: {})",
                 range(count_range)
             ),
-            (_, Condition::KeyRepeats { same }) => format!(
-                "{who} is called twice on {on} for the same {}, which no passing run shows",
-                same.field.name
-            ),
+            (_, Condition::KeyRepeats { same }) => {
+                format!("{who} is called twice on {on} for the same {}", same.field.name)
+            }
             (_, Condition::NoCall) => format!(
                 "{who} is never called on {on} (passing runs call it {} times)",
                 range(count_range)

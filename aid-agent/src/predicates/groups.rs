@@ -13,9 +13,10 @@
 //!
 //! Also per group, for each field of what the function's argument points
 //! to (its [`crate::model::Pointee`]): whether two calls in one run were
-//! for the same key. A failing run where they were and no passing run
-//! where they were gives "stock_add is called twice on the importer
-//! threads for the same it.sku": a duplicate insert, whoever made it.
+//! for the same key. A failing run where they were, and passing runs
+//! where they were not, give "stock_add is called twice on the importer
+//! threads for the same it.sku": a duplicate insert, whoever made it (a
+//! duplicate may also do no harm, so passing runs may show it too).
 
 use super::{
     Anchor, Calls, Condition, Expected, ExtractConfig, Kind, PredKey, SameField,
@@ -51,9 +52,9 @@ pub(super) struct GroupBase {
     stats: FxMap<GroupKey, Stats>,
     /// (min, max, runs seen) calls per run.
     counts: FxMap<GroupKey, (u32, u32, u32)>,
-    /// (group, pointee field index) where two calls of a passing run were
-    /// for the same key.
-    repeats: FxSet<(GroupKey, u8)>,
+    /// (group, pointee field index) → passing runs in which two calls
+    /// were for the same key.
+    repeats: FxMap<(GroupKey, u8), u32>,
     runs: u32,
 }
 
@@ -111,7 +112,7 @@ pub(super) fn baseline(
         for (k, field) in fields(funcs, g.0) {
             let calls = list.iter().map(|&i| &idx.run.calls[i as usize]);
             if first_repeat(calls, field).is_some() {
-                base.repeats.insert((*g, k));
+                *base.repeats.entry((*g, k)).or_default() += 1;
             }
         }
         let st =
@@ -173,8 +174,10 @@ pub(super) fn candidates(
     let run = idx.run;
     for (g, list) in &idx.by_group {
         let single = funcs.classes.single(g.1).is_some();
+        // A key that repeats in every passing run says nothing.
         for (k, field) in fields(funcs, g.0) {
-            if !gbase.repeats.contains(&(*g, k))
+            let passing = gbase.repeats.get(&(*g, k)).copied().unwrap_or(0);
+            if passing < gbase.runs
                 && first_repeat(list.iter().map(|&i| &run.calls[i as usize]), field).is_some()
             {
                 out.repeated.insert((*g, k));

@@ -123,7 +123,8 @@ pub enum Kind {
     Interleaved,
     /// Two calls of a function on the threads of a class were for the
     /// same key (equal contents in one field of what an argument pointed
-    /// to: the same SKU added twice), which no passing run showed.
+    /// to: the same SKU added twice); learned when a failing run shows it
+    /// and not every passing run does.
     RepeatedKey,
 }
 
