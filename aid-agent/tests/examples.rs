@@ -554,18 +554,18 @@ fn rare_session(exe: &std::path::Path) -> Result<(), Miss> {
     assert!(stdout.contains(&format!("Root cause: {root}")), "{stdout}");
     assert!(at_entry(starts), "{starts}");
     let root_id = &report["root_cause_id"];
-    let stated = |r: &serde_json::Value| {
-        r["status"] == "same_as" || stdout.contains(r["description"].as_str().unwrap())
-    };
     if at_entry(ends) && *root_id == ends["id"] {
         assert_eq!(starts["status"], "same_as");
     } else {
         // "starts before" first: ranked above "ends before" when both
         // are held at consume's entry (seen once, 2026-11-23), or the only
-        // one held there; "ends before" is then the same hold or a link
-        // the report states too.
+        // one held there. "ends before" is then the same hold, a link
+        // after it, or neither: held at consume's return, after the wrong
+        // read, its round fails and prunes it, and under noise a failing
+        // run whose consume ran past publish's start leaves it short of
+        // every failing run (CI on 5d43f8f: not stated, root "starts
+        // before").
         assert_eq!(*root_id, starts["id"], "{stdout}");
-        assert!(stated(ends), "{stdout}");
     }
     Ok(())
 }
@@ -713,12 +713,13 @@ fn same_seat() -> String {
 }
 
 /// The same seat sold twice, with no flags at all (issue 10). The run is
-/// short (about 4 ms untraced on a quiet machine) and each of the crate's
-/// two functions is called about 360 times, ~2 ms of probes: neither fits
-/// the 1 ms budget, so `debug` chooses again within the untraced run's own
-/// time, which `try_book` alone fits (docs/probes.md, "Default mode"); on
-/// a loaded machine, whose slower runs give a larger budget, both may fit.
-/// Either way the same-seat overlap of `try_book` calls is confirmed.
+/// short (about 4 ms untraced in `debug`'s measurement on a quiet machine,
+/// 1.2 ms once in CI, 1–2 ms from outside) and each of the crate's two
+/// functions is called about 360 times, ~2 ms of probes: neither fits the
+/// 1 ms budget, so `debug` chooses again within the untraced run's own
+/// time, at least 5 ms, which both fit (docs/probes.md, "Default mode";
+/// before that floor, the 1.2 ms run refused both and the test failed).
+/// The same-seat overlap of `try_book` calls is confirmed.
 /// Acceptance rule: [`check_path`]'s, two of at most three sessions.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]

@@ -524,7 +524,7 @@ pub fn choose_by_cost(
             .collect();
         let within = if choice.widened {
             format!(
-                "within the budget, nor within the untraced run's own {:.1} ms",
+                "within the budget, nor within the untraced run's own time (at least 5 ms: {:.1} ms)",
                 ms(census.widened_ns())
             )
         } else {
@@ -562,7 +562,7 @@ pub fn choose_by_cost(
             None => "name the functions to trace with --trace".to_string(),
         };
         bail!(
-            "none of the program's own functions fits the tracing budget ({:.1} ms per run), nor the untraced run's own time ({:.1} ms); {hint}",
+            "none of the program's own functions fits the tracing budget ({:.1} ms per run), nor the untraced run's own time (at least 5 ms: {:.1} ms); {hint}",
             ms(census.budget_ns()),
             ms(census.widened_ns())
         );
@@ -570,7 +570,7 @@ pub fn choose_by_cost(
     start::check_safe(safe, &chosen)?;
     let widened = if choice.widened {
         format!(
-            ", more than the budget: nothing called fitted it, so the set was chosen within the untraced run's own {:.1} ms, and a traced run takes about {:.1}× as long",
+            ", more than the budget: nothing called fitted it, so the set was chosen within the untraced run's own time (at least 5 ms: {:.1} ms), and a traced run takes about {:.1}× as long",
             ms(census.widened_ns()),
             1.0 + choice.cost_ns / census.untraced_ns.max(1) as f64
         )

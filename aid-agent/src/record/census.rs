@@ -15,19 +15,28 @@
 use std::{collections::HashMap, sync::atomic::AtomicBool, time::Duration};
 
 use crate::{
-    model::{FuncId, Function, Point, Probe},
-    record::{fail::RunPolicy, tracer::Tracer},
+    model::{FuncId, Function, Label, Point, Probe},
+    record::{
+        fail::{self, RunPolicy},
+        tracer::Tracer,
+    },
     sys::spawn::{self, Target},
 };
 
-/// Untraced runs measured; the fastest is the reference (the one least
-/// disturbed by whatever else the machine runs: a busy moment must not
-/// buy a larger budget).
+/// Untraced runs measured; the fastest passing one is the reference (the
+/// one least disturbed by whatever else the machine runs: a busy moment
+/// must not buy a larger budget; [`reference_ns`]).
 pub const UNTRACED_RUNS: usize = 5;
 /// Share of the untraced wall time the default set's calls may add.
 pub const BUDGET_SHARE: f64 = 0.15;
 /// The budget is never below this (fork and exec alone take about that).
 pub const BUDGET_FLOOR_NS: u64 = 1_000_000;
+/// A widened budget is never below this: a run of a few milliseconds is
+/// mostly process start-up, whose measured time varies several-fold
+/// (rust-spawn-closures: 1.2 to 4.3 ms untraced in `debug`'s measurement,
+/// 1–2 ms from outside), so "its own time" is no stable yardstick there;
+/// such a run may take up to this much longer.
+pub const WIDENED_FLOOR_NS: u64 = 5_000_000;
 /// Most functions in the default set: two probes each, within the probe
 /// budget with room for aid's own probes.
 pub const MAX_FUNCTIONS: usize = 200;
@@ -67,9 +76,10 @@ impl Census {
 
     /// What it may add when no function that is called fits the budget
     /// ([`choose`]): the untraced run's own wall time (a run at most about
-    /// twice as long), never less than the budget.
+    /// twice as long), never less than the budget nor than
+    /// [`WIDENED_FLOOR_NS`].
     pub fn widened_ns(&self) -> f64 {
-        (self.untraced_ns as f64).max(self.budget_ns())
+        (self.untraced_ns as f64).max(self.budget_ns()).max(WIDENED_FLOOR_NS as f64)
     }
 }
 
@@ -90,8 +100,19 @@ pub struct Choice {
     pub widened: bool,
 }
 
+/// The reference wall time of untraced runs, (wall, passed) each: the
+/// fastest passing run's. A failing run may have ended early (a crash, a
+/// check that gave up, a program that could not start), and would make
+/// every later estimate too small; only when none passed is the fastest
+/// of all taken.
+pub fn reference_ns(runs: &[(u64, bool)]) -> u64 {
+    let passing = runs.iter().filter(|r| r.1).map(|r| r.0).min();
+    passing.or_else(|| runs.iter().map(|r| r.0).min()).unwrap_or(0)
+}
+
 /// Measures `candidates` (the program's own functions): runs `target`
-/// untraced [`UNTRACED_RUNS`] times (the fastest is the reference), then
+/// untraced [`UNTRACED_RUNS`] times (the fastest passing one is the
+/// reference, [`reference_ns`]), then
 /// with an entry-only probe on each
 /// candidate. A hot helper can make that run very slow, so it is stopped
 /// after 50× the untraced time (at least 5 s); the functions whose count
@@ -106,13 +127,15 @@ pub fn measure(
     candidates: &[Function],
     cancel: &AtomicBool,
 ) -> anyhow::Result<Census> {
-    let mut walls: Vec<u64> = Vec::with_capacity(UNTRACED_RUNS);
+    let mut walls: Vec<(u64, bool)> = Vec::with_capacity(UNTRACED_RUNS);
     for _ in 0..UNTRACED_RUNS {
         let mut child = spawn::spawn_held(target)?;
         child.release()?;
-        walls.push(child.wait(policy.timeout, cancel)?.wall_ns);
+        let exit = child.wait(policy.timeout, cancel)?;
+        let passed = fail::judge(&exit, &policy.rules).0 == Label::Pass;
+        walls.push((exit.wall_ns, passed));
     }
-    let untraced_ns = walls.iter().copied().min().unwrap_or(0);
+    let untraced_ns = reference_ns(&walls);
     let short = counting_policy(untraced_ns, policy);
     let budget = (untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64);
     let mut census = Census {
@@ -286,6 +309,17 @@ mod tests {
     }
 
     #[test]
+    fn the_reference_is_the_fastest_passing_untraced_run() {
+        let ms = |n: u64| n * 1_000_000;
+        // A failing run that ended early does not set the budget.
+        let runs = [(ms(4), true), (ms(1), false), (ms(5), true), (ms(6), false)];
+        assert_eq!(reference_ns(&runs), ms(4));
+        // With no passing run, the fastest of all.
+        assert_eq!(reference_ns(&[(ms(3), false), (ms(2), false)]), ms(2));
+        assert_eq!(reference_ns(&[]), 0);
+    }
+
+    #[test]
     fn cheapest_first_within_the_budget() {
         // 14 ms untraced: 2.1 ms of budget, 420 calls at 5 µs.
         let c = census(vec![427_000, 2, 0, 6_000, 300, 500, 1], 14);
@@ -315,13 +349,22 @@ mod tests {
     /// within the untraced run's 3 ms; a million-call helper stays out.
     #[test]
     fn a_short_run_widens_to_its_own_time() {
-        // 364 and 360 calls at 5 µs: 1.8 ms each, one fits in 3 ms.
-        let c = census(vec![364, 360, 0], 3);
+        // 1,700 and 1,500 calls at 5 µs: 8.5 and 7.5 ms; one fits in 8 ms.
+        let c = census(vec![1_700, 1_500, 0], 8);
         let choice = choose(&c, &[0x10, 0x20, 0x30]);
         assert!(choice.widened);
         assert_eq!(choice.traced, vec![1, 2], "the cheaper one and the uncalled one");
         assert_eq!(choice.hot.iter().map(|h| h.0).collect::<Vec<_>>(), vec![0]);
-        assert_eq!(choice.cost_ns, 360.0 * 5_000.0);
+        assert_eq!(choice.cost_ns, 1_500.0 * 5_000.0);
+        // A run of 1 ms widens to 5 ms, not 1: 364 and 360 calls (1.8 ms
+        // each) both fit.
+        let c = census(vec![364, 360], 1);
+        let choice = choose(&c, &[0x10, 0x20]);
+        assert!(choice.widened);
+        assert_eq!(choice.traced, vec![0, 1]);
+        // 1,100 and 1,000 calls: only the second fits in 5 ms.
+        let c = census(vec![1_100, 1_000], 3);
+        assert_eq!(choose(&c, &[0x10, 0x20]).traced, vec![1]);
         // Within the budget nothing widens.
         let c = census(vec![150, 160], 4);
         let choice = choose(&c, &[0x10, 0x20]);
