@@ -262,7 +262,15 @@ pub fn debug_program(
             patterns: req.patterns.clone(),
             amplify_watch: req.amplify_watch.clone(),
         };
-        let (mut next, next_callers) = debug_phase(&next, cancel, ui)?;
+        // A session that cannot be made (a caller that cannot be probed)
+        // ends the climb; what was found so far is reported.
+        let (mut next, next_callers) = match debug_phase(&next, cancel, ui) {
+            Ok(found) => found,
+            Err(e) => {
+                ui.say(&format!("climbing to callers stopped: {e:#}"));
+                break;
+            }
+        };
         next.earlier = std::mem::take(&mut done.earlier);
         next.earlier.push(done);
         (done, callers) = (next, next_callers);
