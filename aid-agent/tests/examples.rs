@@ -727,6 +727,16 @@ fn rust_spawn_closures_with_no_flags() {
     check_path_with("rust-spawn-closures", &[], &[Expect::Regex(&same_seat())], Tagt::NoMore);
 }
 
+/// inventory-sixty's root cause as a regular expression: two importers'
+/// `stock_item` calls for the same SKU overlap on the stock, and both go
+/// on to call `callee` (a regular expression too).
+fn racing_stock_items(callee: &str) -> String {
+    let item = "stock_item on the importer_main threads";
+    format!(
+        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of {item}\), both for the same sku, and both call {callee}"
+    )
+}
+
 /// inventory-sixty's duplicate insert (issue 10), with the racing
 /// function and the insert named: two importers' `stock_item` calls for
 /// the same SKU overlap in every run (entry probes read `sku`), but only
@@ -738,10 +748,7 @@ fn rust_spawn_closures_with_no_flags() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn inventory_sixty_both_insert() {
-    let item = "stock_item on the importer_main threads";
-    let root = format!(
-        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of {item}\), both for the same sku, and both call stock_add"
-    );
+    let root = racing_stock_items("stock_add");
     let args: Vec<String> = ["-t", "stock_item", "-t", "stock_add"].map(str::to_owned).to_vec();
     check_path_with("inventory-sixty", &args, &[Expect::Regex(&root)], Tagt::NoMore);
 }
@@ -759,10 +766,7 @@ fn inventory_sixty_both_insert() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn inventory_sixty_climbs_from_the_insert() {
-    let item = "stock_item on the importer_main threads";
-    let root = format!(
-        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of {item}\), both for the same sku, and both call stock_add"
-    );
+    let root = racing_stock_items("stock_add");
     let args: Vec<String> = ["-t", "stock_add"].map(str::to_owned).to_vec();
     check_path_with("inventory-sixty", &args, &[Expect::Regex(&root)], Tagt::NoMore);
 }
@@ -780,10 +784,7 @@ fn inventory_sixty_climbs_from_the_insert() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn inventory_sixty_climbs_to_the_racing_caller() {
-    let item = "stock_item on the importer_main threads";
-    let root = format!(
-        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of {item}\), both for the same sku, and both call (?:catalog_find|catalog_describe)"
-    );
+    let root = racing_stock_items("(?:catalog_find|catalog_describe)");
     let args: Vec<String> = ["-t", "catalog_find"].map(str::to_owned).to_vec();
     check_path_with("inventory-sixty", &args, &[Expect::Regex(&root)], Tagt::NoMore);
 }

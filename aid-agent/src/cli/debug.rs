@@ -130,6 +130,18 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
+/// Writes one session's report (text, HTML, JSON, DAG) and what lies
+/// beside its causal path, in its directory.
+fn save_session(
+    d: &crate::debug::Debugged,
+    svg: bool,
+) -> anyhow::Result<(report::DebugReport<'_>, report::Saved)> {
+    let report = report::build(&d.diagnosis);
+    let saved = report::save(&d.out, &report, &d.diagnosis, svg)?;
+    report::beside::save(&d.out, &d.beside)?;
+    Ok((report, saved))
+}
+
 pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     if let Some(pattern) = &args.list {
         let target = match args.pid {
@@ -230,16 +242,12 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
-    // Sessions before the last (callers traced since): each report next
-    // to its runs.
+    // Each session's report next to its runs: sessions before the last
+    // (callers traced since), then the last.
     for earlier in &debugged.earlier {
-        let report = report::build(&earlier.diagnosis);
-        report::save(&earlier.out, &report, &earlier.diagnosis, args.svg)?;
-        report::beside::save(&earlier.out, &earlier.beside)?;
+        save_session(earlier, args.svg)?;
     }
-    let report = report::build(&debugged.diagnosis);
-    let saved = report::save(&debugged.out, &report, &debugged.diagnosis, args.svg)?;
-    report::beside::save(&debugged.out, &debugged.beside)?;
+    let (report, saved) = save_session(&debugged, args.svg)?;
     if saved.no_graphviz {
         eprintln!(
             "aid: warning: --svg needs Graphviz (`dot` not found): apt-get install graphviz; dag.dot and report.html are written"

@@ -327,8 +327,9 @@ fn debug_phase(
     };
     let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let callers: RefCell<Callers> = RefCell::new(Callers::new());
-    // The functions to trace: the cheap ones by default, or `--trace`'s.
-    let choose_functions = |r: &mut Resolver| -> anyhow::Result<Vec<Function>> {
+    // The functions to trace: the cheap ones by default, or `--trace`'s;
+    // with their callers among the program's own functions.
+    let choose_functions = |r: &mut Resolver| -> anyhow::Result<(Vec<Function>, Callers)> {
         if req.trace.is_empty() {
             let found = default_candidates(r)?;
             if found.functions.len() > req.load.max_functions {
@@ -340,12 +341,15 @@ fn debug_phase(
                 );
             }
             let functions = found.functions.clone();
+            let callers = callers_of(r, &found.functions, &functions);
             *candidates.borrow_mut() = Some(found);
-            return Ok(functions);
+            return Ok((functions, callers));
         }
         let functions = r.resolve(&req.trace)?;
         start::check_safe(&req.safe, &functions)?;
-        Ok(functions)
+        let own = default_candidates(r).map(|c| c.functions).unwrap_or_default();
+        let callers = callers_of(r, &own, &functions);
+        Ok((functions, callers))
     };
     let ProgramSession { target, mut tracer, mut writer } = start::program(
         Mode::Debug,
@@ -357,8 +361,8 @@ fn debug_phase(
         &symbols::DebugSearch::default(),
         &mut *ui,
         |r, _| {
-            let functions = choose_functions(r)?;
-            *callers.borrow_mut() = callers_of(r, &functions);
+            let (functions, found) = choose_functions(r)?;
+            *callers.borrow_mut() = found;
             Ok(functions)
         },
         |tracer, target, ui| {
@@ -411,13 +415,14 @@ fn debug_phase(
     Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, callers.into_inner()))
 }
 
-/// For each of `functions` in the executable, the program's own functions
-/// (default candidates: not `main`, not sleep helpers) whose code calls
-/// it directly.
-fn callers_of(r: &Resolver, functions: &[Function]) -> Callers {
-    let Ok(own) = default_candidates(r) else { return Callers::new() };
+/// For each of `functions` in the executable, those of `own` (the
+/// program's default candidates: not `main`, not sleep helpers) whose code
+/// calls it directly.
+fn callers_of(r: &Resolver, own: &[Function], functions: &[Function]) -> Callers {
     let exe = r.executable();
-    let name_of = |a: &u64| own.functions.iter().find(|o| o.address == *a).map(|o| o.name.clone());
+    let by_address: BTreeMap<u64, &str> =
+        own.iter().map(|o| (o.address, o.name.as_str())).collect();
+    let name_of = |a: &u64| by_address.get(a).map(|n| (*n).to_owned());
     functions
         .iter()
         .filter(|f| f.module == exe.path)

@@ -36,6 +36,19 @@ fn fd(c: &Catalog, s: &Session) -> Vec<PredKey> {
         .collect()
 }
 
+/// The key of `kind` over every call of function `func` on the worker
+/// threads (class 1), with no second calls, argument or callee.
+fn on_workers(kind: Kind, func: u32) -> PredKey {
+    PredKey {
+        kind,
+        func,
+        calls: Calls::Group { class: 1, within: None },
+        other: None,
+        arg: 0,
+        callee: None,
+    }
+}
+
 /// A pool: every job is a `norm` (which looks words up: never NULL in a
 /// passing run) or an `intern` (which looks up first: NULL for new words,
 /// in every run). Which worker takes which job, and how many, varies. A
@@ -252,12 +265,8 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
     };
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     let group = PredKey {
-        kind: Kind::Order,
-        func: 0,
-        calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
-        arg: 0,
-        callee: None,
+        ..on_workers(Kind::Order, 0)
     };
     assert!(fd(&c, &s).contains(&group), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&group).unwrap().0 as usize];
@@ -331,12 +340,8 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
     };
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     let overlap = PredKey {
-        kind: Kind::Overlap,
-        func: 1,
-        calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 2, calls: Calls::Group { class: 1, within: None } }),
-        arg: 0,
-        callee: None,
+        ..on_workers(Kind::Overlap, 1)
     };
     assert_eq!(fd(&c, &s), vec![overlap]);
     let p = &c.predicates[c.find(&overlap).unwrap().0 as usize];
@@ -368,12 +373,9 @@ fn some_call_of_one_group_overlaps_some_call_of_another_on_the_same_object() {
 /// for the same req.seat" in [`crate::model::testing::clerks`] sessions.
 pub(crate) fn same_seat() -> PredKey {
     PredKey {
-        kind: Kind::Overlap,
-        func: 0,
-        calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
         arg: 2,
-        callee: None,
+        ..on_workers(Kind::Overlap, 0)
     }
 }
 
@@ -491,14 +493,7 @@ fn two_calls_for_the_same_key_in_a_failing_run() {
     };
     let s = session(&|i| i % 4 == 1);
     let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let repeated = PredKey {
-        kind: Kind::RepeatedKey,
-        func: 0,
-        calls: Calls::Group { class: 1, within: None },
-        other: None,
-        arg: 1,
-        callee: None,
-    };
+    let repeated = PredKey { arg: 1, ..on_workers(Kind::RepeatedKey, 0) };
     assert_eq!(fd(&c, &s), vec![repeated]);
     let p = &c.predicates[c.find(&repeated).unwrap().0 as usize];
     assert_eq!(
@@ -551,14 +546,7 @@ fn counts_over_a_class() {
     };
     let s = Session { functions, runs: (0..6).map(|i| r(i, i % 2 == 1)).collect() };
     let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let above = PredKey {
-        kind: Kind::CountAbove,
-        func: 1,
-        calls: Calls::Group { class: 1, within: None },
-        other: None,
-        arg: 0,
-        callee: None,
-    };
+    let above = on_workers(Kind::CountAbove, 1);
     assert_eq!(fd(&c, &s), vec![above]);
     let p = &c.predicates[c.find(&above).unwrap().0 as usize];
     assert_eq!(
@@ -696,12 +684,8 @@ fn a_lock_taken_between_two_critical_sections_of_one_call_is_a_predicate() {
     let s = withdraw_session();
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     let key = PredKey {
-        kind: Kind::Interleaved,
-        func: 0,
-        calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
-        arg: 0,
-        callee: None,
+        ..on_workers(Kind::Interleaved, 0)
     };
     assert!(fd(&c, &s).contains(&key), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&key).unwrap().0 as usize];
