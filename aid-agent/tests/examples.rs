@@ -730,10 +730,13 @@ fn rust_spawn_closures_with_no_flags() {
 /// inventory-sixty's root cause as a regular expression: two importers'
 /// `stock_item` calls for the same SKU overlap on the stock, and both go
 /// on to call `callee` (a regular expression too).
+/// The shared stock is named by the first traced call it is passed to:
+/// `stock_init` on main when that is traced (default mode), else the
+/// importers' `stock_item`.
 fn racing_stock_items(callee: &str) -> String {
     let item = "stock_item on the importer_main threads";
     format!(
-        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of {item}\), both for the same sku, and both call {callee}"
+        r"some call of {item} and another call of {item} run at the same time on the same object \(first passed as argument 1 of (?:{item}|stock_init on main)\), both for the same sku, and both call {callee}"
     )
 }
 
@@ -787,6 +790,24 @@ fn inventory_sixty_climbs_to_the_racing_caller() {
     let root = racing_stock_items("(?:catalog_find|catalog_describe)");
     let args: Vec<String> = ["-t", "catalog_find"].map(str::to_owned).to_vec();
     check_path_with("inventory-sixty", &args, &[Expect::Regex(&root)], Tagt::NoMore);
+}
+
+/// inventory-sixty with no flags at all (issue 10). Which functions of
+/// about 150 calls a run fit the default budget changes from session to
+/// session (the counting run, the machine's load). When the set holds
+/// `catalog_find`, the SKU seen twice there climbs (through its callers
+/// already traced) to `stock_item`; when it holds neither `catalog_find`
+/// nor `stock_add`, the functions left out for cost are traced next, a
+/// share at a time, those called on both importers first, and the insert
+/// seen twice climbs to `stock_item`. Either way the root cause is the
+/// two importers' `stock_item` calls for the same SKU, named by what both
+/// go on to call. Acceptance rule: [`check_path`]'s, two of at most three
+/// sessions.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn inventory_sixty_with_no_flags() {
+    let root = racing_stock_items("(?:stock_add|catalog_find|catalog_describe)");
+    check_path_with("inventory-sixty", &[], &[Expect::Regex(&root)], Tagt::NoMore);
 }
 
 /// A transient fault whose right value depends on the call: re-executing

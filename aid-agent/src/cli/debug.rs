@@ -260,7 +260,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     let earlier = match earlier.as_slice() {
         [] => String::new(),
         dirs => format!(
-            "Earlier sessions, before their callers were traced (each with its report): {}\n",
+            "Earlier sessions, which confirmed no cause (each with its report): {}\n",
             dirs.join(", ")
         ),
     };

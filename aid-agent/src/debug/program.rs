@@ -180,6 +180,7 @@ impl RunSource for ProgramSource<'_> {
 }
 
 /// `debug -- CMD`.
+#[derive(Clone)]
 pub struct ProgramRequest {
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -205,30 +206,71 @@ pub const CALLER_LEVELS: usize = 3;
 
 /// Starts the session, debugs the program, and removes the probes.
 ///
+/// Without `--trace`, when the default set confirmed no cause and nothing
+/// in it points further, the functions it left out for cost but that fit
+/// the budget on their own are traced next, a share at a time, each share
+/// in a session of its own under the first one's directory (beside the
+/// default set's functions called a handful of times per run;
+/// [`census::left_out_sessions`]), until one confirms a cause or points
+/// to a caller.
+///
 /// When no cause was confirmed and what separates the runs is a key used
 /// twice by a traced function (a `repeated_key` predicate: nothing in
 /// that function can be intervened on), the decision that led to it was
 /// made before, in a caller: the program is debugged again with the
-/// callers DWARF's call sites name traced too, each time in a session of
-/// its own under the first one's directory; while no cause is confirmed,
-/// the callers of the functions added last are added next, up to
+/// callers DWARF's call sites name traced too, in a session of its own;
+/// while no cause is confirmed, the callers of the functions added last
+/// are added next (through callers traced already, to theirs), up to
 /// [`CALLER_LEVELS`] levels.
 pub fn debug_program(
     req: &ProgramRequest,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
-    let (mut done, mut callers) = debug_phase(req, cancel, ui)?;
+    let (mut done, first_phase) = debug_phase(req, cancel, ui)?;
+    let Phase { mut callers, left_out } = first_phase;
     let first = done.out.clone();
     // The functions to climb from: those that saw a key twice, then the
     // callers added last.
     let mut from = repeated_keys(&done.diagnosis);
-    for level in 1..=CALLER_LEVELS {
-        let d = &done.diagnosis;
-        let confirmed = d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some());
-        if confirmed || d.interrupted.is_some() || cancel.load(Ordering::Relaxed) {
+    let shares = left_out.sessions.len();
+    for (k, share) in left_out.sessions.iter().enumerate() {
+        if !from.is_empty() || settled(&done, cancel) {
             break;
         }
+        let out = first.join(format!("left-out-{}", k + 1));
+        ui.say(&format!(
+            "no cause confirmed: debugging again with {} traced, left out of the default set for cost (share {} of {shares}, each within the budget beside the functions called at most {} times a run), in {}",
+            start::summarize(&share.iter().map(String::as_str).collect::<Vec<_>>()),
+            k + 1,
+            census::CARRY_CALLS,
+            out.display()
+        ));
+        let trace = left_out.carried.iter().chain(share).map(|n| globset::escape(n)).collect();
+        match debug_phase(&again(req, trace, out), cancel, ui) {
+            Ok((next, phase)) => {
+                done = next_session(done, next);
+                callers = phase.callers;
+                from = repeated_keys(&done.diagnosis);
+            }
+            Err(e) => {
+                ui.say(&format!("tracing the functions left out stopped: {e:#}"));
+                break;
+            }
+        }
+    }
+    if from.is_empty() && !settled(&done, cancel) && !left_out.beyond.is_empty() {
+        ui.say(&format!(
+            "no cause confirmed; never traced, beyond the {} sessions of functions left out: {}; name them with --trace to trace them",
+            census::MAX_LEFT_OUT_SESSIONS,
+            left_out.beyond.join(", ")
+        ));
+    }
+    for level in 1..=CALLER_LEVELS {
+        if settled(&done, cancel) {
+            break;
+        }
+        let d = &done.diagnosis;
         let traced: Vec<&str> =
             d.session.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
         let added = callers_of_named(&from, &callers, &traced);
@@ -249,34 +291,59 @@ pub fn debug_program(
             start::summarize(&added.iter().map(String::as_str).collect::<Vec<_>>()),
             out.display()
         ));
-        let mut trace: Vec<String> = traced.iter().map(|n| globset::escape(n)).collect();
-        trace.extend(added.iter().map(|n| globset::escape(n)));
-        let next = ProgramRequest {
-            command: req.command.clone(),
-            trace,
-            safe: req.safe.clone(),
-            policy: req.policy.clone(),
-            out: Some(out),
-            load: req.load,
-            options: req.options.clone(),
-            patterns: req.patterns.clone(),
-            amplify_watch: req.amplify_watch.clone(),
-        };
+        let trace = traced.iter().copied().chain(added.iter().map(String::as_str));
+        let trace = trace.map(globset::escape).collect();
         // A session that cannot be made (a caller that cannot be probed)
         // ends the climb; what was found so far is reported.
-        let (mut next, next_callers) = match debug_phase(&next, cancel, ui) {
-            Ok(found) => found,
+        match debug_phase(&again(req, trace, out), cancel, ui) {
+            Ok((next, phase)) => {
+                done = next_session(done, next);
+                callers = phase.callers;
+            }
             Err(e) => {
                 ui.say(&format!("climbing to callers stopped: {e:#}"));
                 break;
             }
-        };
-        next.earlier = std::mem::take(&mut done.earlier);
-        next.earlier.push(done);
-        (done, callers) = (next, next_callers);
+        }
         from = added;
     }
     Ok(done)
+}
+
+/// Whether the search ends here: a cause confirmed, or the session cut
+/// short.
+fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
+    let d = &done.diagnosis;
+    d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
+        || d.interrupted.is_some()
+        || cancel.load(Ordering::Relaxed)
+}
+
+/// `req` again, with `trace` for its functions and its own directory.
+fn again(req: &ProgramRequest, trace: Vec<String>, out: PathBuf) -> ProgramRequest {
+    ProgramRequest { trace, out: Some(out), ..req.clone() }
+}
+
+/// `next`, with `done` and the sessions before it as its earlier ones.
+fn next_session(mut done: Debugged, mut next: Debugged) -> Debugged {
+    next.earlier = std::mem::take(&mut done.earlier);
+    next.earlier.push(done);
+    next
+}
+
+/// What a session leaves for the next ones besides its diagnosis.
+struct Phase {
+    callers: Callers,
+    /// Default mode: the functions left out for cost, by name.
+    left_out: LeftOutNames,
+}
+
+/// [`census::LeftOut`] by name.
+#[derive(Clone, Debug, Default)]
+pub struct LeftOutNames {
+    pub carried: Vec<String>,
+    pub sessions: Vec<Vec<String>>,
+    pub beyond: Vec<String>,
 }
 
 /// Traced function → the program's own functions (default candidates)
@@ -303,30 +370,46 @@ fn repeated_keys(d: &super::Diagnosis) -> Vec<String> {
     out
 }
 
-/// The callers of `from` that are not `traced` yet, once each.
+/// The callers of `from` that are not `traced` yet, once each. A caller
+/// that is traced already was in the session that found nothing: the
+/// climb goes on through it to its own callers (each function once).
 fn callers_of_named(from: &[String], callers: &Callers, traced: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for c in from.iter().filter_map(|f| callers.get(f)).flatten() {
-        if !traced.contains(&c.as_str()) && !out.contains(c) {
-            out.push(c.clone());
+    let mut seen: Vec<&str> = from.iter().map(String::as_str).collect();
+    let mut next: Vec<&str> = seen.clone();
+    let mut i = 0;
+    while let Some(&f) = next.get(i) {
+        i += 1;
+        for c in callers.get(f).into_iter().flatten() {
+            if seen.contains(&c.as_str()) {
+                continue;
+            }
+            seen.push(c);
+            if traced.contains(&c.as_str()) {
+                next.push(c);
+            } else {
+                out.push(c.clone());
+            }
         }
     }
     out
 }
 
 /// One session: starts the program, debugs it, removes the probes; with
-/// the callers of each traced function, for the climb of [`debug_program`].
+/// the callers of each traced function and the functions the default set
+/// left out, for the sessions [`debug_program`] makes next.
 fn debug_phase(
     req: &ProgramRequest,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<(Debugged, Callers)> {
+) -> anyhow::Result<(Debugged, Phase)> {
     let patterns = match &req.patterns {
         Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
         None => None,
     };
     let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let callers: RefCell<Callers> = RefCell::new(Callers::new());
+    let left_out: RefCell<LeftOutNames> = RefCell::new(LeftOutNames::default());
     // The functions to trace: the cheap ones by default, or `--trace`'s;
     // with their callers among the program's own functions.
     let choose_functions = |r: &mut Resolver| -> anyhow::Result<(Vec<Function>, Callers)> {
@@ -372,7 +455,11 @@ fn debug_phase(
                 .map(|found| {
                     choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)
                 })
-                .transpose()?;
+                .transpose()?
+                .map(|(census, left_ns, names)| {
+                    *left_out.borrow_mut() = names;
+                    (census, left_ns)
+                });
             let sync = tracer.add_sync_points()?;
             log::info!("{sync} synchronisation points of the C library ready for amplification");
             if let Some((census, left_ns)) = measured
@@ -412,7 +499,8 @@ fn debug_phase(
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
     );
     let out = writer.dir().to_owned();
-    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, callers.into_inner()))
+    let phase = Phase { callers: callers.into_inner(), left_out: left_out.into_inner() };
+    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, phase))
 }
 
 /// For each of `functions` in the executable, those of `own` (the
@@ -474,8 +562,8 @@ pub fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
 
 /// Measures the candidates' call rates and makes the tracer's user
 /// functions those cheap enough to trace (`record/census.rs`), saying which
-/// were left out, why, and how to trace them anyway. Every `safe` pattern
-/// must name a chosen function.
+/// must name a chosen function. Returns the census, what the set left of
+/// the budget, and the sessions for the functions it left out.
 pub fn choose_by_cost(
     tracer: &mut Tracer,
     target: &Target,
@@ -484,7 +572,7 @@ pub fn choose_by_cost(
     found: Candidates,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<(census::Census, f64)> {
+) -> anyhow::Result<(census::Census, f64, LeftOutNames)> {
     let Candidates { functions, skipped } = found;
     let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (name, reason) in &skipped {
@@ -598,7 +686,14 @@ pub fn choose_by_cost(
     ));
     tracer.set_user_functions(chosen)?;
     let left = census.budget_ns() - choice.cost_ns;
-    Ok((census, left))
+    let later = census::left_out_sessions(&census, &addresses, &choice);
+    let names = |set: &[usize]| set.iter().map(|&i| functions[i].name.clone()).collect();
+    let later = LeftOutNames {
+        carried: names(&later.carried),
+        sessions: later.sessions.iter().map(|s| names(s)).collect(),
+        beyond: names(&later.beyond),
+    };
+    Ok((census, left, later))
 }
 
 /// After the default set was chosen: records the C library's
@@ -636,4 +731,37 @@ fn record_sync_if_cheap(
         )
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callers(edges: &[(&str, &[&str])]) -> Callers {
+        edges
+            .iter()
+            .map(|(f, c)| ((*f).to_owned(), c.iter().map(|s| (*s).to_owned()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn the_climb_goes_through_callers_already_traced() {
+        // inventory-sixty's default set once held catalog_find and both its
+        // callers: the climb must reach stock_item, one level further.
+        let c = callers(&[
+            ("catalog_find", &["catalog_describe", "report_render"]),
+            ("catalog_describe", &["stock_item"]),
+            ("report_render", &[]),
+            ("stock_item", &["catalog_find"]),
+        ]);
+        let from = vec!["catalog_find".to_owned()];
+        let traced = ["catalog_find", "catalog_describe", "report_render"];
+        assert_eq!(callers_of_named(&from, &c, &traced), ["stock_item"]);
+        // An untraced caller is added, and not climbed through.
+        let traced = ["catalog_find"];
+        assert_eq!(callers_of_named(&from, &c, &traced), ["catalog_describe", "report_render"]);
+        // Everything traced and a cycle: nothing to add, and it ends.
+        let traced = ["catalog_find", "catalog_describe", "report_render", "stock_item"];
+        assert!(callers_of_named(&from, &c, &traced).is_empty());
+    }
 }

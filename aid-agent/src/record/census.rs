@@ -12,7 +12,11 @@
 //! about 7 % of a run, and a traced call in a real run costs more than the
 //! counting run's estimate — BENCHMARKS.md, "Default mode".)
 
-use std::{collections::HashMap, sync::atomic::AtomicBool, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::atomic::AtomicBool,
+    time::Duration,
+};
 
 use crate::{
     model::{FuncId, Function, Label, Point, Probe},
@@ -49,6 +53,14 @@ pub const DEFAULT_CALL_NS: f64 = 6_000.0;
 /// functions already too hot to trace, and the next runs without them.
 pub const MAX_COUNTING_RUNS: usize = 4;
 
+/// Sessions at most that trace the functions the default set left out
+/// for cost, when it confirmed no cause ([`left_out_sessions`]).
+pub const MAX_LEFT_OUT_SESSIONS: usize = 4;
+/// Functions of the default set called at most this often per run are
+/// traced again in those sessions: start routines and the program's
+/// phases cost next to nothing, and name the threads and the moments.
+pub const CARRY_CALLS: u64 = 16;
+
 /// What the measuring runs found.
 #[derive(Clone, Debug)]
 pub struct Census {
@@ -64,6 +76,8 @@ pub struct Census {
     /// Candidates whose counting run was cut short while they were already
     /// too hot to trace: their counts are lower bounds, and they are hot.
     pub cut: Vec<bool>,
+    /// Threads that called each candidate in that run.
+    pub threads: Vec<u32>,
     /// Estimated cost of one traced call.
     pub call_ns: f64,
 }
@@ -144,6 +158,7 @@ pub fn measure(
         counting_runs: 0,
         calls: vec![0; candidates.len()],
         cut: vec![false; candidates.len()],
+        threads: vec![0; candidates.len()],
         call_ns: DEFAULT_CALL_NS,
     };
     for _ in 0..MAX_COUNTING_RUNS {
@@ -156,12 +171,16 @@ pub fn measure(
         tracer.set_user_functions(counting)?;
         let rec = tracer.observe(target, 0, &short, cancel)?;
         census.counting_runs += 1;
-        let mut counts: HashMap<FuncId, u64> = HashMap::new();
+        let mut counts: HashMap<FuncId, (u64, HashSet<u32>)> = HashMap::new();
         for row in rec.rows.iter().filter(|r| r.point == Point::Entry) {
-            *counts.entry(row.func).or_insert(0) += 1;
+            let (n, tids) = counts.entry(row.func).or_default();
+            *n += 1;
+            tids.insert(row.tid);
         }
         for (k, &i) in probed.iter().enumerate() {
-            census.calls[i] = counts.get(&(k as FuncId)).copied().unwrap_or(0);
+            let (n, tids) = counts.get(&(k as FuncId)).cloned().unwrap_or_default();
+            census.calls[i] = n;
+            census.threads[i] = tids.len() as u32;
         }
         census.counted_ns = rec.run.outcome.wall_ns;
         let complete = !rec.run.outcome.timed_out && rec.run.lost_events == 0;
@@ -293,6 +312,56 @@ fn choose_within(census: &Census, addresses: &[u64], budget: f64) -> Choice {
     Choice { traced, hot, over_cap, cost_ns: cost, widened: false }
 }
 
+/// Sessions that trace, a share at a time, the functions the default set
+/// left out for cost but that fit the budget on their own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeftOut {
+    /// Of the default set, those traced again in each session (called at
+    /// most [`CARRY_CALLS`] times), in address order.
+    pub carried: Vec<usize>,
+    /// What each session adds, in address order.
+    pub sessions: Vec<Vec<usize>>,
+    /// Fit the budget on their own, but beyond [`MAX_LEFT_OUT_SESSIONS`].
+    pub beyond: Vec<usize>,
+}
+
+/// When the default set confirmed no cause, the functions it left out are
+/// traced in sessions of their own, each within the budget beside the
+/// carried functions: those called on more than one thread first (where
+/// threads race), then the least called, then in address order; each goes
+/// into the first session with room for it. A function too hot for the
+/// budget on its own, or cut short, is in none.
+pub fn left_out_sessions(census: &Census, addresses: &[u64], choice: &Choice) -> LeftOut {
+    let cost = |i: usize| census.calls[i] as f64 * census.call_ns;
+    let address = |i: usize| addresses.get(i).copied().unwrap_or(0);
+    let carried: Vec<usize> =
+        choice.traced.iter().copied().filter(|&i| census.calls[i] <= CARRY_CALLS).collect();
+    let room = census.budget_ns() - carried.iter().map(|&i| cost(i)).sum::<f64>();
+    let mut order: Vec<usize> =
+        choice.hot.iter().map(|h| h.0).filter(|&i| !census.cut[i] && cost(i) <= room).collect();
+    order.sort_by_key(|&i| (census.threads[i] < 2, census.calls[i], address(i)));
+    let mut sessions: Vec<(Vec<usize>, f64)> = Vec::new();
+    let mut beyond = Vec::new();
+    for i in order {
+        if let Some((set, used)) = sessions.iter_mut().find(|(_, used)| used + cost(i) <= room) {
+            set.push(i);
+            *used += cost(i);
+        } else if sessions.len() < MAX_LEFT_OUT_SESSIONS {
+            sessions.push((vec![i], cost(i)));
+        } else {
+            beyond.push(i);
+        }
+    }
+    let sessions = sessions
+        .into_iter()
+        .map(|(mut set, _)| {
+            set.sort_by_key(|&i| address(i));
+            set
+        })
+        .collect();
+    LeftOut { carried, sessions, beyond }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +372,7 @@ mod tests {
             counted_ns: 0,
             counting_runs: 1,
             cut: vec![false; calls.len()],
+            threads: vec![1; calls.len()],
             calls,
             call_ns: 5_000.0,
         }
@@ -385,5 +455,43 @@ mod tests {
         assert_eq!(choice.traced, vec![1]);
         let hot: Vec<usize> = choice.hot.iter().map(|h| h.0).collect();
         assert_eq!(hot, vec![2, 0]);
+    }
+
+    /// inventory-sixty's census once: the default set held the functions
+    /// called a few times and `free_item`; the insert (`stock_add`, on
+    /// both importers) and the others of ~150 calls were left out.
+    #[test]
+    fn the_left_out_functions_get_sessions_of_their_own() {
+        // 13 ms untraced: 1.95 ms of budget; 6.7 µs a call.
+        //               0  1    2   3    4    5    6      7    8
+        let calls = vec![2, 152, 10, 151, 151, 156, 5_630, 250, 1];
+        let mut c = census(calls, 13);
+        c.call_ns = 6_700.0;
+        c.threads = vec![2, 3, 1, 1, 2, 1, 2, 1, 1];
+        c.cut[8] = true;
+        let addresses: Vec<u64> = (0..9).map(|i| 0x1000 + 16 * i).collect();
+        let choice = choose(&c, &addresses);
+        assert_eq!(choice.traced, vec![0, 2, 3], "2 + 10 + 151 calls fit, 152 more do not");
+        let left = left_out_sessions(&c, &addresses, &choice);
+        // 151 calls is not carried; 1.95 - 0.08 ms of room: one function of
+        // ~150 calls (1 ms) a session, those on two threads or more first;
+        // 250 calls (1.7 ms) fits alone, 5,630 never, nor the one cut short.
+        assert_eq!(left.carried, vec![0, 2]);
+        assert_eq!(left.sessions, vec![vec![4], vec![1], vec![5], vec![7]]);
+        assert!(left.beyond.is_empty());
+        // Room for three a session, and a cap on the sessions: 10 ms
+        // untraced, 1.5 ms of budget; 90 calls cost 0.45 ms.
+        let mut calls = vec![0];
+        calls.extend([90; 16]);
+        calls.push(40);
+        let c2 = census(calls, 10);
+        let addresses: Vec<u64> = (0..18).map(|i| 0x1000 + 16 * i).collect();
+        let choice = choose(&c2, &addresses);
+        assert_eq!(choice.traced, vec![0, 1, 2, 17], "0, 40, 90 and 90 calls: 1.1 ms");
+        let left = left_out_sessions(&c2, &addresses, &choice);
+        assert_eq!(left.carried, vec![0], "40 calls is not carried");
+        let three = |a: usize| vec![a, a + 1, a + 2];
+        assert_eq!(left.sessions, vec![three(3), three(6), three(9), three(12)]);
+        assert_eq!(left.beyond, vec![15, 16]);
     }
 }
