@@ -482,3 +482,30 @@ fn group_serialisation_keeps_the_two_groups_apart() {
     assert!(r.interventions[0].applied && !r.interventions[0].timed_out);
     assert!(call(&s, "get", 2).entry_ns >= call(&s, "put", 1).exit_ns.unwrap());
 }
+
+/// A call serialised against the call it runs inside, on two threads
+/// both inside the outer call (`journal` waits for the other thread
+/// before it calls `entry`): "no `entry` while another thread's `journal`
+/// runs" cannot be kept in this run. Each `entry` waits only for the
+/// other thread's `journal` (not its own), and when both threads wait on
+/// each other one is let go at once, reported not applied, instead of
+/// every one of the 400 calls being held until its 300 ms timeout (two
+/// minutes, past the run's 20 s timeout).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_call_serialised_against_the_call_it_runs_inside_is_not_held_to_its_timeout() {
+    require_bpf();
+    let exe = c_fixture("nested_groups.c", "nested_groups", &[]);
+    let plan = r#"[{"kind":"serialize_groups",
+        "a":{"func":0,"roles":[1,2],"instance":0},
+        "b":{"func":1,"roles":[1,2],"instance":0},"object":null}]"#;
+    let extra = ["--hold-timeout", "300ms", "--timeout", "20s"];
+    let s = intervene(&exe, &[], &["entry", "journal"], plan, &extra);
+    assert_eq!(s.functions[0].name, "entry");
+    let r = &s.runs[0];
+    assert!(!r.outcome.timed_out && r.label == Label::Pass, "{:?}", r.outcome);
+    let entries = r.calls.iter().filter(|c| c.func == 0 && c.exit_ns.is_some()).count();
+    assert_eq!(entries, 400, "every entry ran and returned");
+    let iv = &r.interventions[0];
+    assert_eq!((iv.applied, iv.timed_out), (false, false), "applied, timed out");
+}

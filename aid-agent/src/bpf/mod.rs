@@ -833,6 +833,16 @@ impl Probes {
         m.get(&OpenMember { tid, func }, 0).ok()
     }
 
+    /// Every call counted in a serialised group right now: its thread and
+    /// the key it is counted under.
+    pub fn open_members(&self) -> Vec<(u32, RunningKey)> {
+        let Some(m) = self.ebpf.map(MAP_OPEN_MEMBERS) else { return Vec::new() };
+        let Ok(m) = BpfHashMap::<_, OpenMember, RunningKey>::try_from(m) else {
+            return Vec::new();
+        };
+        m.iter().filter_map(Result::ok).map(|(member, key)| (member.tid, key)).collect()
+    }
+
     /// The action a stopped thread asked for, removed from the map.
     pub fn take_pending(&mut self, tid: u32) -> Option<Pending> {
         let mut pending: BpfHashMap<_, u32, Pending> = map(&mut self.ebpf, MAP_PENDING).ok()?;

@@ -81,6 +81,14 @@ enum Release {
     WhenAlone(u64),
 }
 
+/// A group hold let go because it waited on held threads only
+/// ([`Controller::stuck_group_hold`]); `kept`: the order still holds.
+#[derive(Clone, Copy)]
+struct Unstuck {
+    tid: Pid,
+    kept: bool,
+}
+
 struct Hold {
     tid: Pid,
     release: Release,
@@ -244,16 +252,18 @@ impl Controller<'_> {
             let stuck = self.stuck_group_hold(&holds);
             let alone = next_alone(pid, &holds);
             holds.retain(|h| {
+                let unblocked = stuck.is_some_and(|s| s.tid == h.tid);
                 let done = match h.release {
                     Release::At => now >= h.deadline,
                     Release::WhenHappened(site) => self.probes.happened(&site).is_some(),
                     Release::WhenIdle { key, mine } => {
-                        self.probes.running(&key) <= mine || stuck == Some(h.tid)
+                        self.probes.running(&key) <= mine
+                            || stuck.is_some_and(|s| s.tid == h.tid && s.kept)
                     }
                     Release::WhenAlone(_) => alone == Some(h.tid),
                 };
                 let expired = !done && now >= h.deadline;
-                if done || expired {
+                if done || expired || unblocked {
                     release(&mut stops[h.record], h, now, done, expired);
                     false
                 } else {
@@ -288,22 +298,44 @@ impl Controller<'_> {
 
     /// Group holds can wait for each other: calls of A held until no call
     /// of B runs while the running calls of B are held until no call of A
-    /// runs. When every running call a hold waits for is itself held, the
-    /// oldest such hold is let go (the others keep waiting for it, so the
-    /// groups still run one at a time).
-    fn stuck_group_hold(&self, holds: &[Hold]) -> Option<Pid> {
+    /// runs. When every running call a hold waits for is on a thread that
+    /// is itself held, the oldest such hold is let go. If each of those
+    /// threads is held at the very call that counts it (its body not yet
+    /// begun), the others keep waiting for the one let go and the groups
+    /// still run one at a time: the order is kept. If one is held inside
+    /// a call of the group it entered before (A called from within B on
+    /// two threads, both inside B), no order can keep them apart in this
+    /// run: the hold let go is not applied.
+    fn stuck_group_hold(&self, holds: &[Hold]) -> Option<Unstuck> {
+        if !holds.iter().any(|h| matches!(h.release, Release::WhenIdle { .. })) {
+            return None;
+        }
+        let members = self.probes.open_members();
         holds
             .iter()
-            .filter(|h| match h.release {
-                Release::WhenIdle { key, mine } => {
-                    let held = holds.iter().filter(|g| g.tid != h.tid && g.own == Some(key)).count()
-                        as u64;
-                    self.probes.running(&key).saturating_sub(mine) <= held
+            .filter_map(|h| {
+                let Release::WhenIdle { key, mine } = h.release else { return None };
+                let mut held = 0;
+                let mut kept = true;
+                // A thread delayed inside B goes on by itself: only one
+                // held at its counted call, or waiting on a group too, is
+                // stuck.
+                let stuck = |g: &&Hold| {
+                    g.tid != h.tid
+                        && (g.own == Some(key) || matches!(g.release, Release::WhenIdle { .. }))
+                };
+                for g in holds.iter().filter(stuck) {
+                    let inside = members
+                        .iter()
+                        .filter(|(t, k)| *t == g.tid.as_raw() as u32 && *k == key)
+                        .count() as u64;
+                    held += inside;
+                    kept &= inside == 0 || (inside == 1 && g.own == Some(key));
                 }
-                _ => false,
+                (self.probes.running(&key).saturating_sub(mine) <= held).then_some((h, kept))
             })
-            .min_by_key(|h| h.since)
-            .map(|h| h.tid)
+            .min_by_key(|(h, _)| h.since)
+            .map(|(h, kept)| Unstuck { tid: h.tid, kept })
     }
 
     /// Carries out the action a stopped thread asked for.
@@ -385,7 +417,14 @@ impl Controller<'_> {
                     0
                 };
                 let key = RunningKey { group: p.action.other.func, _pad: 0, object };
-                let mine = u64::from(own == Some(key));
+                // The thread's own calls counted there (the held call, or
+                // one it is inside): a hold waits for other threads' calls.
+                let mine = self
+                    .probes
+                    .open_members()
+                    .iter()
+                    .filter(|(t, k)| *t == tid.as_raw() as u32 && *k == key)
+                    .count() as u64;
                 if self.probes.running(&key) <= mine {
                     record.applied = true;
                     done(record, stops);
