@@ -246,8 +246,10 @@ pub fn debug_program(
             census::CARRY_CALLS,
             out.display()
         ));
-        let trace = left_out.carried.iter().chain(share).map(|n| globset::escape(n)).collect();
-        match debug_phase(&again(req, trace, out), cancel, ui) {
+        let names: Vec<&String> = left_out.carried.iter().chain(share).collect();
+        let trace = names.iter().map(|n| globset::escape(n)).collect();
+        let safe = safe_within(&req.safe, &names);
+        match debug_phase(&ProgramRequest { safe, ..again(req, trace, out) }, cancel, ui) {
             Ok((next, phase)) => {
                 done = next_session(done, next);
                 callers = phase.callers;
@@ -317,6 +319,19 @@ fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
     d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
         || d.interrupted.is_some()
         || cancel.load(Ordering::Relaxed)
+}
+
+/// The `--safe` patterns that name one of `names`: a share of the
+/// functions left out is traced without most of the default set, and a
+/// pattern for a function it does not trace does not apply to it (the
+/// first session checked them against the default set).
+fn safe_within(safe: &[String], names: &[&String]) -> Vec<String> {
+    let names_one = |p: &String| {
+        globset::Glob::new(p)
+            .map(|g| g.compile_matcher())
+            .is_ok_and(|m| names.iter().any(|n| m.is_match(n.as_str())))
+    };
+    safe.iter().filter(|p| names_one(p)).cloned().collect()
 }
 
 /// `req` again, with `trace` for its functions and its own directory.
@@ -742,6 +757,14 @@ mod tests {
             .iter()
             .map(|(f, c)| ((*f).to_owned(), c.iter().map(|s| (*s).to_owned()).collect()))
             .collect()
+    }
+
+    #[test]
+    fn safe_patterns_apply_to_the_shares_that_trace_them() {
+        let safe: Vec<String> = ["pricing_*", "validate_invoice"].map(str::to_owned).to_vec();
+        let (a, b, c) = ("pricing_fetch".to_owned(), "unit_price".to_owned(), "main2".to_owned());
+        assert_eq!(safe_within(&safe, &[&a, &b]), ["pricing_*"]);
+        assert!(safe_within(&safe, &[&b, &c]).is_empty());
     }
 
     #[test]
