@@ -577,8 +577,10 @@ pub fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
 
 /// Measures the candidates' call rates and makes the tracer's user
 /// functions those cheap enough to trace (`record/census.rs`), saying which
+/// were left out, why, and how to trace them anyway. Every `safe` pattern
 /// must name a chosen function. Returns the census, what the set left of
-/// the budget, and the sessions for the functions it left out.
+/// the budget, and the shares of the functions it left out, for the
+/// sessions after it.
 pub fn choose_by_cost(
     tracer: &mut Tracer,
     target: &Target,

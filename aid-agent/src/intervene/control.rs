@@ -144,6 +144,12 @@ fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bo
     resume(h.tid, None);
 }
 
+/// How many of `tid`'s calls are counted under `key`, of the open group
+/// members ([`Probes::open_members`]).
+fn counted(members: &[(u32, RunningKey)], tid: Pid, key: RunningKey) -> u64 {
+    members.iter().filter(|(t, k)| *t == tid.as_raw() as u32 && *k == key).count() as u64
+}
+
 /// The thread held at a PCT change point that may resume now: the one of
 /// highest priority, once no other thread of `pid` can run (each is
 /// blocked, sleeping, stopped — held ones included — or gone).
@@ -325,10 +331,7 @@ impl Controller<'_> {
                         && (g.own == Some(key) || matches!(g.release, Release::WhenIdle { .. }))
                 };
                 for g in holds.iter().filter(stuck) {
-                    let inside = members
-                        .iter()
-                        .filter(|(t, k)| *t == g.tid.as_raw() as u32 && *k == key)
-                        .count() as u64;
+                    let inside = counted(&members, g.tid, key);
                     held += inside;
                     kept &= inside == 0 || (inside == 1 && g.own == Some(key));
                 }
@@ -419,12 +422,7 @@ impl Controller<'_> {
                 let key = RunningKey { group: p.action.other.func, _pad: 0, object };
                 // The thread's own calls counted there (the held call, or
                 // one it is inside): a hold waits for other threads' calls.
-                let mine = self
-                    .probes
-                    .open_members()
-                    .iter()
-                    .filter(|(t, k)| *t == tid.as_raw() as u32 && *k == key)
-                    .count() as u64;
+                let mine = counted(&self.probes.open_members(), tid, key);
                 if self.probes.running(&key) <= mine {
                     record.applied = true;
                     done(record, stops);
