@@ -239,6 +239,35 @@ fn hold_at_entry_comes_before_the_first_instruction() {
     assert!(reads[0].entry_ns >= call(&s, "set_flag", 1).exit_ns.unwrap());
 }
 
+/// A call that waits for another's return waits for the return itself,
+/// not for its probe: set_flag's return is held 50 ms (a delay, as noise
+/// or another intervention holds it), and read_flag, held at its entry
+/// until set_flag has returned, enters only after that return was let go.
+/// (When the probe marked the return, read_flag went at 20 ms, 50 ms before
+/// set_flag returned; at an entry the same let a call go while the one it
+/// waited for was still held before its first instruction.)
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_hold_waits_for_the_other_call_to_be_let_go() {
+    require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"},
+                   {"kind":"delay_exit","site":{"func":0,"role":1,"instance":1},"delay_us":50000}]"#;
+    let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], plan, &[]);
+    let r = &s.runs[0];
+    assert!(r.interventions.iter().all(|a| a.applied && !a.timed_out), "{:?}", r.interventions);
+    let (set, read) = (call(&s, "set_flag", 1), call(&s, "read_flag", 2));
+    let returned = set.exit_ns.unwrap();
+    assert!(returned - set.entry_ns >= 50_000_000, "set_flag's return was held 50 ms");
+    assert!(
+        read.entry_ns >= returned,
+        "read_flag entered at {} ns, set_flag returned at {returned}",
+        read.entry_ns
+    );
+    assert_eq!((r.label, read.ret), (Label::Pass, Some(1)));
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {

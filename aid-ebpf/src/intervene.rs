@@ -140,9 +140,9 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
     Some(action)
 }
 
-/// An entry, after its event was emitted: numbers the instance, marks it
-/// as happened, counts it in its serialised group, stops the thread when
-/// its action is due, and keeps its registers when its exit may
+/// An entry, after its event was emitted: numbers the instance, counts it
+/// in its serialised group, stops the thread when its action is due (else
+/// marks it as happened), and keeps its registers when its exit may
 /// re-execute it.
 #[inline(always)]
 pub fn try_enter(
@@ -165,15 +165,18 @@ pub fn try_enter(
         stack.count
     };
     let site = SiteKey { func, role, instance, point: SitePoint::ENTRY };
-    mark(&site, ts);
     let own = count_group_entry(tid, func, role, regs)?;
     if !acts_now(role) {
+        mark(&site, ts);
         return Ok(());
     }
-    if let Some(action) = lookup(tid, &site)
-        && due_at_entry(&action, regs, own)?
-    {
-        stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
+    // A call that stops for the agent begins when the agent lets it go
+    // (a held entry has not started): the agent marks it then.
+    match lookup(tid, &site) {
+        Some(action) if due_at_entry(&action, regs, own)? => {
+            stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
+        }
+        _ => mark(&site, ts),
     }
     let exit = SiteKey { point: SitePoint::EXIT, ..site };
     if let Some(action) = lookup(tid, &exit)
@@ -186,7 +189,7 @@ pub fn try_enter(
 
 /// An exit. Emits its event with `emit` unless the call is re-executed
 /// (then its first return never happened, as far as the record goes),
-/// marks it, and stops the thread when its action is due.
+/// and stops the thread when its action is due, else marks it.
 #[inline(always)]
 pub fn try_exit(
     ts: u64,
@@ -239,12 +242,13 @@ pub fn try_exit(
         leave_unit(tid);
     }
     emit();
-    mark(&site, ts);
     count_group_exit(tid, func);
-    if let Some(action) = action
-        && due_at_exit(&action, rax)
-    {
-        stop_for_agent(tid, action, site, 0, ts, None)?;
+    // As at an entry: a return held by the agent happens when released.
+    match action {
+        Some(action) if due_at_exit(&action, rax) => {
+            stop_for_agent(tid, action, site, 0, ts, None)?;
+        }
+        _ => mark(&site, ts),
     }
     Ok(())
 }

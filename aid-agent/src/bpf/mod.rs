@@ -804,6 +804,18 @@ impl Probes {
         Ok(())
     }
 
+    /// Marks a watched `site` as happened at `ns` (monotonic): a call the
+    /// agent held there proceeds only when let go, so the probe leaves the
+    /// mark to the agent. A site nothing waits for is not in the map.
+    pub fn mark_happened(&mut self, site: &SiteKey, ns: u64) {
+        let Ok(mut watch) = map::<BpfHashMap<_, SiteKey, u64>>(&mut self.ebpf, MAP_WATCH) else {
+            return;
+        };
+        if watch.get(site, 0).is_ok() {
+            let _ = watch.insert(site, ns, 0);
+        }
+    }
+
     /// When `site` happened (monotonic ns), if it has.
     pub fn happened(&self, site: &SiteKey) -> Option<u64> {
         let watch: BpfHashMap<_, SiteKey, u64> =

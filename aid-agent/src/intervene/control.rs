@@ -136,12 +136,31 @@ fn argument(p: &Pending, position: u32) -> u64 {
     }
 }
 
-fn release(rec: &mut StopRecord, h: &Hold, now: Instant, done: bool, expired: bool) {
+fn release(
+    probes: &mut Probes,
+    rec: &mut StopRecord,
+    h: &Hold,
+    now: Instant,
+    done: bool,
+    expired: bool,
+) {
     rec.held_ns = now.duration_since(h.since).as_nanos() as u64;
     rec.released_ns = crate::bpf::monotonic_ns();
     rec.applied = done;
     rec.timed_out = expired;
-    resume(h.tid, None);
+    proceed(probes, rec, h.tid);
+}
+
+/// Resumes a stopped thread, and marks the site it stopped at as happened
+/// now: a call held at its entry begins, and a held return returns, when
+/// let go, not when the probe fired (so a hold until "B has started" does
+/// not let A go while B is itself held at its entry). A call about to run
+/// again from its entry has not returned.
+fn proceed(probes: &mut Probes, rec: &StopRecord, tid: Pid) {
+    resume(tid, None);
+    if rec.action != ActionKind::REEXECUTE {
+        probes.mark_happened(&rec.site, rec.released_ns);
+    }
 }
 
 /// How many of `tid`'s calls are counted under `key`, of the open group
@@ -270,7 +289,7 @@ impl Controller<'_> {
                 };
                 let expired = !done && now >= h.deadline;
                 if done || expired || unblocked {
-                    release(&mut stops[h.record], h, now, done, expired);
+                    release(self.probes, &mut stops[h.record], h, now, done, expired);
                     false
                 } else {
                     true
@@ -279,7 +298,7 @@ impl Controller<'_> {
             if let Flow::Stop = tick(self.probes) {
                 let now = Instant::now();
                 for h in holds.drain(..) {
-                    release(&mut stops[h.record], &h, now, false, false);
+                    release(self.probes, &mut stops[h.record], &h, now, false, false);
                 }
                 return Ok(Served { status: None, stops, traced });
             }
@@ -381,10 +400,10 @@ impl Controller<'_> {
             stops.push(record);
         };
         // A stop that ends at once: all of it was the agent's overhead.
-        let done = |mut record: StopRecord, stops: &mut Vec<StopRecord>| {
+        let done = |probes: &mut Probes, mut record: StopRecord, stops: &mut Vec<StopRecord>| {
             record.released_ns = crate::bpf::monotonic_ns();
+            proceed(probes, &record, tid);
             stops.push(record);
-            resume(tid, None);
         };
         match p.action.kind {
             ActionKind::DELAY => {
@@ -399,7 +418,7 @@ impl Controller<'_> {
             ActionKind::HOLD_UNTIL => {
                 if self.probes.happened(&p.action.other).is_some() {
                     record.applied = true;
-                    done(record, stops);
+                    done(self.probes, record, stops);
                 } else {
                     hold(Release::WhenHappened(p.action.other), deadline, holds, stops, record);
                 }
@@ -408,7 +427,7 @@ impl Controller<'_> {
                 let exit = SiteKey { point: SitePoint::EXIT, ..p.action.other };
                 if self.probes.happened(&exit).is_some() {
                     record.applied = true;
-                    done(record, stops);
+                    done(self.probes, record, stops);
                 } else {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
@@ -425,7 +444,7 @@ impl Controller<'_> {
                 let mine = counted(&self.probes.open_members(), tid, key);
                 if self.probes.running(&key) <= mine {
                     record.applied = true;
-                    done(record, stops);
+                    done(self.probes, record, stops);
                 } else {
                     hold(Release::WhenIdle { key, mine }, deadline, holds, stops, record);
                 }
@@ -441,7 +460,7 @@ impl Controller<'_> {
                 if p.action.kind == ActionKind::OVERRIDE_RETURN {
                     record.value = Some(p.action.value);
                 }
-                done(record, stops);
+                done(self.probes, record, stops);
             }
             ActionKind::REEXECUTE => match self.reexecute(tid, &p) {
                 Ok(()) => {
@@ -464,17 +483,17 @@ impl Controller<'_> {
                 }
                 Err(e) => {
                     record.error = Some(e);
-                    done(record, stops);
+                    done(self.probes, record, stops);
                 }
             },
             ActionKind::REEXECUTE_EXHAUSTED => {
                 // The call still returned a value the intervention exists
                 // to avoid, every time: the predicate stays as it was.
-                done(record, stops);
+                done(self.probes, record, stops);
             }
             other => {
                 record.error = Some(format!("unknown action {other:?}"));
-                done(record, stops);
+                done(self.probes, record, stops);
             }
         }
     }
