@@ -485,11 +485,19 @@ fn safe_list_is_respected() {
 /// violation behind it.
 ///
 /// Acceptance rule: [`check_path`]'s, two of at most three sessions, each
-/// checked in full. A session can confirm no cause: in CI on 2026-11-23
-/// one amplified session had 1 of 7 predicates separating the runs (the
-/// return of `consume`, not `--safe`), the order held in some passing run
-/// too; 12 sessions in a row on this machine the same day found the root
-/// cause.
+/// checked in full. A session can find no candidate to test: in CI on
+/// 2026-11-23 one amplified session had 1 of 7 predicates separating the
+/// runs (the return of `consume`, not `--safe`), the order held in some
+/// passing run too. A loaded machine does that: a thread preempted right
+/// after its entry probe enters "first" and reads or writes later (two
+/// sessions side by side here on 2026-11-24: 1 of 24 found no candidate,
+/// 23 the root cause). A session that tests the order and prunes it is no
+/// miss but a failure: CI on 1b063a4 pruned it after one intervened run.
+/// One passing run where consume entered first moved the hold to
+/// consume's return, after the read (seen again here in 1 of the 24, held
+/// at the entry now: `order_once_reversed_in_a_passing_run_holds_the_entry`);
+/// and a hold until publish had started let consume go while noise still
+/// held publish at its entry (`a_hold_waits_for_the_other_call_to_be_let_go`).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rare_failures_are_amplified() {
@@ -530,42 +538,46 @@ fn rare_session(exe: &std::path::Path) -> Result<(), Miss> {
     assert!(!report["observed"]["amplified"].is_null());
     // The order violation has two statements: "consume ends before
     // publish starts" (the read before the write) and "consume starts
-    // before publish starts"; both hold in every failing run and in no
-    // passing one. When every passing run had publish return before
-    // consume started, both are negated by the same hold (consume's entry
-    // until publish returned): one intervention, one candidate, and the
-    // first ranked, "ends before", stands for both. When some passing run
-    // still had publish running as consume started (a preempted publish,
-    // or noise at its return), "ends before" is negated by holding
-    // consume's return instead, which comes after the wrong read, and the
-    // root is "starts before", with "ends before" after it.
+    // before publish starts". Each is negated by holding consume's entry
+    // until publish has returned whenever some passing run ran publish
+    // wholly before consume, as nearly all do (docs/predicates.md,
+    // "anchors and intervention points"): one intervention, and when both
+    // separate the runs, one candidate, the other the same hold. Either
+    // can be the only one: on a loaded machine a thread preempted right
+    // after its entry probe enters "first" and reads or writes later, so
+    // a passing run can show consume starting first (no "starts before"),
+    // or a failing one publish starting first while its write came after
+    // the read ("ends before" then not in every failing run; CI on
+    // 5d43f8f: root "starts before").
     let rows = report["analysis"]["rows"].as_array().unwrap();
     let row = |relation: &str| {
         let text = format!(
             "call 1 of consume on reader#2 {relation} before call 1 of publish on writer#1 starts, which no passing run shows"
         );
-        rows.iter()
-            .find(|r| r["description"] == text.as_str())
-            .unwrap_or_else(|| panic!("no row \"{text}\": {rows:?}"))
+        rows.iter().find(|r| r["description"] == text.as_str())
     };
-    let (ends, starts) = (row("ends"), row("starts"));
-    let at_entry = |r: &serde_json::Value| r["intervention"]["point"] == "entry";
     let root = report["root_cause"].as_str().expect("a root cause");
     assert!(stdout.contains(&format!("Root cause: {root}")), "{stdout}");
-    assert!(at_entry(starts), "{starts}");
     let root_id = &report["root_cause_id"];
-    if at_entry(ends) && *root_id == ends["id"] {
-        assert_eq!(starts["status"], "same_as");
-    } else {
-        // "starts before" first: ranked above "ends before" when both
-        // are held at consume's entry (seen once, 2026-11-23), or the only
-        // one held there. "ends before" is then the same hold, a link
-        // after it, or neither: held at consume's return, after the wrong
-        // read, its round fails and prunes it, and under noise a failing
-        // run whose consume ran past publish's start leaves it short of
-        // every failing run (CI on 5d43f8f: not stated, root "starts
-        // before").
-        assert_eq!(*root_id, starts["id"], "{stdout}");
+    let (root_row, other) = match (row("ends"), row("starts")) {
+        (Some(e), s) if e["id"] == *root_id => (e, s),
+        (e, Some(s)) if s["id"] == *root_id => (s, e),
+        _ => panic!("the root cause is not the order of consume and publish: {root}\n{stdout}"),
+    };
+    let hold = serde_json::json!({
+        "kind": "hold_until",
+        "site": {"func": 2, "role": 2, "instance": 1},
+        "point": "entry",
+        "until": {"func": 1, "role": 1, "instance": 1},
+        "until_point": "exit"
+    });
+    assert_eq!(root_row["intervention"], hold, "{stdout}");
+    if let Some(other) = other {
+        // The same hold, or not in every failing run.
+        assert!(
+            ["same_as", "not_discriminative"].contains(&other["status"].as_str().unwrap()),
+            "{other}\n{stdout}"
+        );
     }
     Ok(())
 }

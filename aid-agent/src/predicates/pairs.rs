@@ -28,7 +28,7 @@ use super::{
 use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
-/// is anchored at A's entry, and whether every passing run ran B to
+/// is anchored at A's entry, and whether some passing run ran B to
 /// completion before A started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PairMember {
@@ -39,12 +39,13 @@ pub struct PairMember {
     pub reversed: bool,
 }
 
-/// What every passing run that made both calls A and B showed of them.
+/// What the passing runs that made both calls A and B showed of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Passing {
-    /// B ran to completion before A started.
+    /// Some passing run ran B to completion before A started (so B's start
+    /// does not wait for anything A's body does).
     pub reversed: bool,
-    /// B returned before A returned.
+    /// Every passing run had B return before A returned.
     pub b_returns_first: bool,
 }
 
@@ -325,11 +326,11 @@ fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
 /// Keeps the candidates no passing run shows, that co-occur in at least
 /// one passing run.
 pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vetted {
-    // (pair, co-occurrences, what every passing run with both showed)
+    // (pair, co-occurrences, what the passing runs with both showed)
     type Live = Vec<((Site, Site), u32, Passing)>;
     let live = |set: FxSet<(Site, Site)>| -> Live {
-        let all = Passing { reversed: true, b_returns_first: true };
-        let mut v: Live = set.into_iter().map(|p| (p, 0, all)).collect();
+        let none = Passing { reversed: false, b_returns_first: true };
+        let mut v: Live = set.into_iter().map(|p| (p, 0, none)).collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     };
@@ -355,8 +356,8 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
                     if shows(a, b) {
                         return false;
                     }
-                    if b.exit_ns.is_none_or(|x| x >= a.entry_ns) {
-                        seen.reversed = false;
+                    if b.exit_ns.is_some_and(|x| x < a.entry_ns) {
+                        seen.reversed = true;
                     }
                     if b.exit_ns.is_none_or(|x| a.exit_ns.is_some_and(|y| x >= y)) {
                         seen.b_returns_first = false;
@@ -391,19 +392,25 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
 /// The hold that negates "A ends before B starts" (or "starts before"),
 /// and where the predicate is placed.
 ///
-/// When passing runs always ran B to completion before A started, A's
-/// entry waits for B's exit: that restores the passing order (holding A's
-/// return instead would come after A did what it did). "A starts before B
-/// starts" is then placed at A's entry, where the hold acts. "A ends
-/// before B starts" keeps its place at A's exit even so: at A's entry it
-/// would tie with the overlap that begins at that same entry ("A starts
-/// while C runs on the same object"), and a causal chain needs the two
-/// ordered (docs/predicates.md, "anchors and intervention points").
-/// Otherwise, for "A ends before B starts", A's return waits: for B's
-/// return when every passing run had B return before A did (B ran inside
-/// A; releasing A as B merely starts would let what follows A on its
-/// thread run beside B's body, which no passing run showed), else for
-/// B's start. For "A starts before B starts", A's start waits for B's.
+/// When some passing run ran B to completion before A started, A's entry
+/// waits for B's exit: that restores a passing order, and moves what A's
+/// body does (holding A's return instead would come after A did it: a
+/// read before the write it needed stays a read before the write). One
+/// passing run where A merely started first is not the rule: a thread
+/// preempted right after its entry (a loaded machine) starts "first" and
+/// does its work later. "A starts before B starts" is then placed at A's
+/// entry, where the hold acts. "A ends before B starts" keeps its place
+/// at A's exit even so: at A's entry it would tie with the overlap that
+/// begins at that same entry ("A starts while C runs on the same object"),
+/// and a causal chain needs the two ordered (docs/predicates.md, "anchors
+/// and intervention points").
+/// When no passing run had B before A, B may start only after something
+/// A's body does: holding A's entry could wait for B in vain. Then, for
+/// "A ends before B starts", A's return waits: for B's return when every
+/// passing run had B return before A did (B ran inside A; releasing A as
+/// B merely starts would let what follows A on its thread run beside B's
+/// body, which no passing run showed), else for B's start. For "A starts
+/// before B starts", A's start waits for B's.
 fn hold(kind: Kind, a: Site, b: Site, seen: Passing) -> (Anchor, Intervention) {
     let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
     match (kind, seen.reversed) {

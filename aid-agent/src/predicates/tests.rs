@@ -451,6 +451,44 @@ fn order_against_passing_runs_where_b_returned_first_holds_until_its_return() {
     assert_eq!(c.predicates[1].intervention, hold(Point::Entry));
 }
 
+/// A read before the write it needs (rare.c under load): most passing runs
+/// ran the write (b) to completion before the read (a) started; one had
+/// the read's thread enter first and do its work after b, as a thread
+/// preempted right after its entry does. Only "a ends before b starts"
+/// separates the runs, and its hold is at a's entry, until b returned:
+/// held at a's return it would come after the read.
+#[test]
+fn order_once_reversed_in_a_passing_run_holds_the_entry() {
+    let functions = vec![func(0, "a", ValueKind::Void, &[]), func(1, "b", ValueKind::Void, &[])];
+    let r = |id, label, a: (u64, u64), b: (u64, u64)| {
+        run(
+            id,
+            label,
+            vec![call(0, 0, 1, a.0, Some(a.1), None), call(1, 1, 1, b.0, Some(b.1), None)],
+            100,
+        )
+    };
+    let runs = vec![
+        r(0, Label::Pass, (20, 30), (0, 10)),
+        r(1, Label::Pass, (0, 30), (5, 15)),
+        r(2, Label::Fail, (0, 10), (20, 30)),
+    ];
+    let s = Session { functions, runs };
+    let c = learn_default(&s);
+    let order = PredKey::pair(Kind::Order, site(0, 0, 1), site(1, 1, 1));
+    assert_eq!(keys(&c), vec![PredKey::failure(), order]);
+    assert_eq!(c.predicates[1].anchor, Anchor::FirstExit);
+    assert_eq!(
+        c.predicates[1].intervention,
+        Some(Intervention::HoldUntil {
+            site: site(0, 0, 1),
+            point: Point::Entry,
+            until: site(1, 1, 1),
+            until_point: Point::Exit
+        })
+    );
+}
+
 /// The only difference between the runs is that two calls that overlap in
 /// every run receive the same object in the failing one.
 #[test]
