@@ -11,8 +11,8 @@
 
 use aid_common::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
-    OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey, SitePoint,
-    UNITS_IN_FLIGHT, UnitState, serialized_pair,
+    HELD_MARK, OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey,
+    SitePoint, UNITS_IN_FLIGHT, UnitState, serialized_pair,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
@@ -141,9 +141,9 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
 }
 
 /// An entry, after its event was emitted: numbers the instance, counts it
-/// in its serialised group, stops the thread when its action is due (else
-/// marks it as happened), and keeps its registers when its exit may
-/// re-execute it.
+/// in its serialised group, marks it as happened (as held, when it stops),
+/// stops the thread when its action is due, and keeps its registers when
+/// its exit may re-execute it.
 #[inline(always)]
 pub fn try_enter(
     ts: u64,
@@ -171,9 +171,11 @@ pub fn try_enter(
         return Ok(());
     }
     // A call that stops for the agent begins when the agent lets it go
-    // (a held entry has not started): the agent marks it then.
+    // (a held entry has not started): marked as held, the time is the
+    // agent's to set.
     match lookup(tid, &site) {
         Some(action) if due_at_entry(&action, regs, own)? => {
+            mark(&site, ts | HELD_MARK);
             stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
         }
         _ => mark(&site, ts),
@@ -189,7 +191,8 @@ pub fn try_enter(
 
 /// An exit. Emits its event with `emit` unless the call is re-executed
 /// (then its first return never happened, as far as the record goes),
-/// and stops the thread when its action is due, else marks it.
+/// marks it (as held, when it stops), and stops the thread when its action
+/// is due.
 #[inline(always)]
 pub fn try_exit(
     ts: u64,
@@ -246,6 +249,7 @@ pub fn try_exit(
     // As at an entry: a return held by the agent happens when released.
     match action {
         Some(action) if due_at_exit(&action, rax) => {
+            mark(&site, ts | HELD_MARK);
             stop_for_agent(tid, action, site, 0, ts, None)?;
         }
         _ => mark(&site, ts),
@@ -271,10 +275,10 @@ fn due_at_entry(
 ) -> Result<bool, ProbeErrorKind> {
     Ok(match action.kind {
         ActionKind::DELAY | ActionKind::YIELD | ActionKind::RETURN_EARLY => true,
-        ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
+        ActionKind::HOLD_UNTIL => awaited(&action.other),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
-            !entered_first(action.value)? && happened(&exit) == Some(0)
+            !entered_first(action.value)? && awaited(&exit)
         }
         ActionKind::HOLD_WHILE_GROUP_RUNNING => {
             let key = awaited_group(action, regs);
@@ -327,7 +331,7 @@ fn due_at_exit(action: &Action, rax: u64) -> bool {
             action.test.passes(rax, action.test_value)
         }
         ActionKind::REEXECUTE_EXHAUSTED => true,
-        ActionKind::HOLD_UNTIL => happened(&action.other) == Some(0),
+        ActionKind::HOLD_UNTIL => awaited(&action.other),
         _ => false,
     }
 }
@@ -535,8 +539,10 @@ fn leave_unit(tid: u32) {
     }
 }
 
+/// Whether a watched site is still to come: not reached, or reached by a
+/// thread the agent holds there.
 #[inline(always)]
-fn happened(site: &SiteKey) -> Option<u64> {
+fn awaited(site: &SiteKey) -> bool {
     // SAFETY: a read of a map value, copied out at once.
-    unsafe { AID_WATCH.get(site) }.copied()
+    unsafe { AID_WATCH.get(site) }.copied().is_some_and(|t| t == 0 || t & HELD_MARK != 0)
 }

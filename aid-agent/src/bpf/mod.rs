@@ -19,7 +19,7 @@ use std::{
 
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, Event, GLOBAL_STOP_SIGNAL, GLOBAL_TASK_PID, GroupMember,
-    GroupSlot, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
+    GroupSlot, HELD_MARK, LostSlot, MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_EVENTS,
     MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST, MAP_OPEN_MEMBERS, MAP_PENDING, MAP_POINTEE, MAP_REPLAY,
     MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH,
     OpenMember, Pending, PointeeSpec, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetFlags,
@@ -804,23 +804,33 @@ impl Probes {
         Ok(())
     }
 
-    /// Marks a watched `site` as happened at `ns` (monotonic): a call the
-    /// agent held there proceeds only when let go, so the probe leaves the
-    /// mark to the agent. A site nothing waits for is not in the map.
-    pub fn mark_happened(&mut self, site: &SiteKey, ns: u64) {
+    /// Marks a watched `site` as happened at `ns` (monotonic) if a thread
+    /// is held there ([`HELD_MARK`]): the agent lets it go now. A site
+    /// nothing waits for is not in the map.
+    pub fn let_go(&mut self, site: &SiteKey, ns: u64) {
         let Ok(mut watch) = map::<BpfHashMap<_, SiteKey, u64>>(&mut self.ebpf, MAP_WATCH) else {
             return;
         };
-        if watch.get(site, 0).is_ok() {
+        if watch.get(site, 0).is_ok_and(|t| t & HELD_MARK != 0) {
             let _ = watch.insert(site, ns, 0);
         }
     }
 
-    /// When `site` happened (monotonic ns), if it has.
+    /// When `site` happened (monotonic ns), if it has: a thread reached it
+    /// and, if the agent held it there, was let go.
     pub fn happened(&self, site: &SiteKey) -> Option<u64> {
+        self.watched(site).filter(|t| *t != 0 && t & HELD_MARK == 0)
+    }
+
+    /// When a thread reached `site` (monotonic ns), let go or not.
+    pub fn reached(&self, site: &SiteKey) -> Option<u64> {
+        self.watched(site).filter(|t| *t != 0).map(|t| t & !HELD_MARK)
+    }
+
+    fn watched(&self, site: &SiteKey) -> Option<u64> {
         let watch: BpfHashMap<_, SiteKey, u64> =
             BpfHashMap::try_from(self.ebpf.map(MAP_WATCH)?).ok()?;
-        watch.get(site, 0).ok().filter(|t| *t != 0)
+        watch.get(site, 0).ok()
     }
 
     /// Counts the calls of `member` while they run, as `slot` says (group

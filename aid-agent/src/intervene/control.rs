@@ -154,13 +154,12 @@ fn release(
 /// Resumes a stopped thread, and marks the site it stopped at as happened
 /// now: a call held at its entry begins, and a held return returns, when
 /// let go, not when the probe fired (so a hold until "B has started" does
-/// not let A go while B is itself held at its entry). A call about to run
-/// again from its entry has not returned.
+/// not let A go while B is itself held at its entry). The probe marked the
+/// site as held ([`aid_common::HELD_MARK`]); a call about to run again
+/// from its entry (re-execution) was not marked: it has not returned.
 fn proceed(probes: &mut Probes, rec: &StopRecord, tid: Pid) {
     resume(tid, None);
-    if rec.action != ActionKind::REEXECUTE {
-        probes.mark_happened(&rec.site, rec.released_ns);
-    }
+    probes.let_go(&rec.site, rec.released_ns);
 }
 
 /// How many of `tid`'s calls are counted under `key`, of the open group

@@ -309,7 +309,7 @@ impl Arming<'_> {
     /// there now.
     fn arm(&mut self, i: usize, probes: &mut Probes, pid: u32) {
         let o = &self.watcher.objects[i];
-        if probes.happened(&site_key(o.arm_at, o.arm_point)).is_none() {
+        if probes.reached(&site_key(o.arm_at, o.arm_point)).is_none() {
             return;
         }
         self.armed_ns[i] = Some(crate::bpf::monotonic_ns());
