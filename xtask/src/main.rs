@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | test | demo | bench | man`.
+//! Project tasks: `cargo xtask setup | test | demo | bench | corpus | man`.
 //!
 //! Every task that builds starts with `setup`, which installs what a fresh
 //! machine lacks (pinned nightly with rust-src, llvm-22-dev, bpf-linker
@@ -6,6 +6,7 @@
 //! for what is already there.
 
 mod bench;
+mod corpus;
 mod setup;
 
 use std::{path::PathBuf, process::Command};
@@ -43,6 +44,10 @@ enum Task {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// The scoreboard on programs nobody here wrote: build every program
+    /// of ../shared/corpus, debug each with no flags, and count the
+    /// sessions whose root cause is right, none, or wrong.
+    Corpus(corpus::Args),
     /// Write the man pages (aid-agent.1 and one per subcommand) into
     /// target/man; `man -l target/man/aid-agent-debug.1` reads one.
     Man,
@@ -78,6 +83,11 @@ fn main() -> anyhow::Result<()> {
             setup::run()?;
             cargo(&["build", "--release", "--package", "aid-agent"])?;
             bench::run(which)
+        }
+        Task::Corpus(args) => {
+            setup::run()?;
+            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            corpus::run(args)
         }
         Task::Man => {
             cargo(&["build", "--release", "--package", "aid-agent"])?;

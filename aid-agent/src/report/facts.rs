@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::{
     model::{Label, Role, Run, Session, Site, ValueKind},
-    predicates::{Catalog, Kind, PredId, Predicate},
+    predicates::{Catalog, Condition, Kind, PredId, Predicate},
     util::human::{count, duration},
 };
 
@@ -76,6 +76,12 @@ pub struct PredicateView {
     pub instance: Option<u32>,
     /// The second call of pairwise kinds (order, overlap).
     pub other: Option<SiteView>,
+    /// Every function the predicate is about, in key order and without
+    /// repeats: its own, the other call's, the callee both calls went on
+    /// to (overlaps for the same key), the members of an "any of several
+    /// pairs" predicate. A tool asks this, not the prose, which functions
+    /// a root cause names.
+    pub functions: Vec<String>,
     pub values: Option<Values>,
 }
 
@@ -117,6 +123,19 @@ impl<'a> Facts<'a> {
         }
     }
 
+    /// The functions a predicate names (see [`PredicateView::functions`]).
+    fn functions(&self, p: &Predicate) -> Vec<String> {
+        let k = p.key;
+        let mut ids = vec![k.func];
+        ids.extend(k.other.map(|o| o.func));
+        ids.extend(k.callee);
+        if let Condition::AnyPair { pairs, .. } = &p.condition {
+            ids.extend(pairs.iter().flat_map(|m| [m.a.func, m.b.func]));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        ids.into_iter().filter(|f| seen.insert(*f)).map(|f| self.function(f)).collect()
+    }
+
     /// The predicate's structured form; None for an unknown id.
     pub fn view(&self, id: PredId) -> Option<PredicateView> {
         let p = self.catalog.get(id)?;
@@ -136,6 +155,7 @@ impl<'a> Facts<'a> {
             role_id: site.map(|s| s.role),
             instance: site.map(|s| s.instance).filter(|i| *i > 0),
             other: k.other_site().map(|o| self.site(o)),
+            functions: if whole_run { Vec::new() } else { self.functions(p) },
             values,
         };
         view.headline = headline(&view, p);
