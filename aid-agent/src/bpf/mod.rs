@@ -174,7 +174,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// What a session does that needs privileges beyond an ordinary user's
-/// (measured with a capability-only user: `tests/privileges.rs`).
+/// (measured with a capability-only user: `tests/it/privileges.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Needs {
     /// Load the eBPF programs and maps, attach uprobes and raw tracepoints,

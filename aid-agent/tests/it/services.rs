@@ -18,7 +18,6 @@
 //! produce (see each README), and every session stops on its own: each
 //! agent runs under `timeout`.
 
-mod common;
 
 use std::{
     path::{Path, PathBuf},
@@ -26,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use crate::common::*;
 
 /// Longest a whole `debug --pid` session may take here.
 const SESSION_LIMIT: &str = "900";
@@ -160,7 +159,7 @@ fn assert_still_serving(svc: Service, traced: &[&str], name: &str) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
-    require_bpf();
+    let _bpf = require_bpf();
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("svc-stale-cache", tmp.path());
     let svc = start(&exe, tmp.path());
@@ -212,7 +211,7 @@ fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_compaction_confirms_the_compaction_holding_the_segment() {
-    require_bpf();
+    let _bpf = require_bpf();
     let trace = ["-t", "segment_*", "-t", "compact_segment", "-t", "libc:pthread_mutex_trylock"];
     let want = "call 1 of compact_segment on svc-compaction#2 and call 1 of pthread_mutex_trylock on main run at the same time on the same object, which no passing run shows";
     let mut outcomes = Vec::new();
@@ -254,7 +253,7 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
-    require_bpf();
+    let _bpf = require_bpf();
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("svc-compaction", tmp.path());
     let svc = start(&exe, tmp.path());
@@ -318,7 +317,7 @@ fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_busy_attach_keeps_agent_memory_bounded() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("busy_service.c", "busy_service", &["-O1"]);
     let child = Command::new(&exe).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let svc = Background(child);

@@ -2,7 +2,6 @@
 //! exact event sequences per thread role, attach, lost events, teardown and
 //! the one-line errors.
 
-mod common;
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -11,7 +10,7 @@ use std::{
 };
 
 use aid::model::Label;
-use common::*;
+use crate::common::*;
 
 type Calls = Vec<(String, u32, [i64; 3], Option<i64>)>;
 
@@ -65,7 +64,7 @@ fn assert_two_threads(exe: &std::path::Path) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exact_events_per_role_pie() {
-    require_bpf();
+    let _bpf = require_bpf();
     assert_two_threads(&c_fixture("two_threads.c", "two_threads_pie", &["-fPIE", "-pie"]));
 }
 
@@ -78,7 +77,7 @@ fn exact_events_per_role_pie() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn pointees_are_read_at_entry() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("pointee.c", "pointee", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -153,7 +152,7 @@ fn pointees_are_read_at_entry() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exact_events_per_role_non_pie() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_nopie", &["-fno-PIE", "-no-pie"]);
     let data = std::fs::read(&exe).unwrap();
     assert_eq!(u16::from_le_bytes([data[16], data[17]]), 2, "fixture must be ET_EXEC");
@@ -163,7 +162,7 @@ fn exact_events_per_role_non_pie() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn cpp_names_are_demangled() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("cache.cpp", "cache_cpp", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -195,7 +194,7 @@ fn cpp_names_are_demangled() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rust_names_are_demangled() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = rust_fixture("rust_fixture.rs", "rust_fixture");
     let (_tmp, out) = temp_session();
     run_ok(
@@ -219,7 +218,7 @@ fn rust_names_are_demangled() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn std_threads_are_named_by_what_they_run() {
-    require_bpf();
+    let _bpf = require_bpf();
     let names = |exe: &std::path::Path, pattern: &str| -> Vec<String> {
         let (_tmp, out) = temp_session();
         run_ok(
@@ -252,7 +251,7 @@ fn std_threads_are_named_by_what_they_run() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn versioned_libc_functions_are_traced_by_bare_name() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("noise_only.c", "noise_only_lib", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -277,7 +276,7 @@ fn versioned_libc_functions_are_traced_by_bare_name() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn shared_library_functions_by_short_name() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_lib", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -299,7 +298,7 @@ fn shared_library_functions_by_short_name() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn crash_and_exit_codes_label_runs() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("crash.c", "crash", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -321,7 +320,7 @@ fn crash_and_exit_codes_label_runs() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn fail_rules_exit_code_output_and_timeout() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_rules", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -368,7 +367,7 @@ fn fail_rules_exit_code_output_and_timeout() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn lost_events_are_counted_and_runs_marked_incomplete() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("hot.c", "hot", &[]);
     let (_tmp, out) = temp_session();
     // Five million calls overflow a 4 KiB ring buffer many times over.
@@ -406,7 +405,7 @@ fn start_service() -> Background {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_records_units_of_a_running_process() {
-    require_bpf();
+    let _bpf = require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     run_ok(
@@ -482,7 +481,7 @@ fn attach_in_background(
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn agent_sigkill_leaves_target_running_and_untraced() {
-    require_bpf();
+    let _bpf = require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     let (mut agent_proc, addr, original) =
@@ -503,7 +502,7 @@ fn agent_sigkill_leaves_target_running_and_untraced() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_detaches_and_keeps_what_was_recorded() {
-    require_bpf();
+    let _bpf = require_bpf();
     let svc = start_service();
     let (_tmp, out) = temp_session();
     let (mut agent_proc, addr, original) =
@@ -526,7 +525,7 @@ fn ctrl_c_detaches_and_keeps_what_was_recorded() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_pattern_matches_nothing_lists_close_matches() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_err", &[]);
     let line = run_err(agent().args(["record", "-t", "add", "--"]).arg(&exe));
     assert!(line.contains("pattern `add` matches no function in"), "{line}");
@@ -542,7 +541,7 @@ fn error_pid_not_found() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_not_elf() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
@@ -559,7 +558,7 @@ fn error_not_elf() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn error_stripped_binary() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_strip", &[]);
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("stripped");

@@ -3,12 +3,11 @@
 //! independent witness of where each symbol is. And which functions call
 //! which, from DWARF.
 
-mod common;
 
 use std::process::Command;
 
 use aid::symbols::Resolver;
-use common::*;
+use crate::common::*;
 
 /// The address `nm -D` gives for `symbol` (e.g. `free@@GLIBC_2.2.5`,
 /// matched on the name before the version) in the C library the fixture

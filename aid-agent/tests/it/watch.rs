@@ -6,19 +6,14 @@
 //! delayed by more than ~4 ms; counter-atomicity fails in about a quarter
 //! of its runs. Each test states what it needs of a sample; none retries.
 
-mod common;
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::Mutex,
 };
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
-
-/// Runs depend on timing: one recording at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn json(cmd: &mut Command) -> Value {
     let out = run_ok(cmd);
@@ -71,8 +66,7 @@ fn calls(run: &Value) -> Vec<(String, String)> {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn watch_attributes_each_access_to_its_call() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (tmp, session) = cells_session();
     let runs = json(
         agent()
@@ -128,8 +122,7 @@ fn watch_attributes_each_access_to_its_call() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_delay_after_a_write_holds_the_writer() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (tmp, session) = cells_session();
     let out = tmp.path().join("delayed");
     run_ok(
@@ -172,13 +165,12 @@ fn bank_session() -> (tempfile::TempDir, PathBuf, String) {
 
 /// `slice --access watch` without declaring which calls read or write:
 /// the watchpoints type them, and the slice of bank_audit is exactly the
-/// one the declared types give (tests/explain.rs), where the read-write
+/// one the declared types give (tests/it/explain.rs), where the read-write
 /// guess keeps the deposit's read and fake writes.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_with_watchpoints_keeps_what_calls_really_did() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (tmp, out, fail) = bank_session();
     let kept = |s: &Value| -> Vec<String> {
         s["kept"]
@@ -252,8 +244,7 @@ fn slice_with_watchpoints_keeps_what_calls_really_did() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_verify_forces_the_orders_and_flips_each_hazard() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (tmp, out, fail) = bank_session();
     let v = json(
         agent()
@@ -313,12 +304,11 @@ fn counter_atomicity(dir: &Path) -> PathBuf {
 /// Acceptance: it needs failing runs among 40 recorded and 30 watched
 /// runs; with p ≈ 0.25 each misses with probability below 2e-4. The top
 /// group is worker 2's load before worker 1's store whenever worker 2's
-/// update is the usual survivor in the failing runs (tests/explain.rs).
+/// update is the usual survivor in the failing runs (tests/it/explain.rs).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn mine_with_watchpoints_finds_the_anti_dependence() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
     let exe = counter_atomicity(tmp.path());
     let out = tmp.path().join("session");
@@ -382,8 +372,7 @@ fn mine_with_watchpoints_finds_the_anti_dependence() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
     let exe = counter_atomicity(tmp.path());
     let recorded = tmp.path().join("recorded");

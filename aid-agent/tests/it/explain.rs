@@ -7,19 +7,16 @@
 //! sample: each test states what it needs from the sample and how likely
 //! it is not to get it. No test retries.
 
-mod common;
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::{Mutex, OnceLock},
+    sync::OnceLock,
 };
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
-/// The examples fail because of timing: one recording at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Builds examples/counter-atomicity the way its README says.
 fn counter_atomicity(dir: &Path) -> PathBuf {
@@ -104,8 +101,7 @@ fn survivor(session: &Path, run: u32) -> (String, String) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn mine_ranks_the_racing_pair_first() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (_, session, _, _) = counter_session();
     let tmp = tempfile::tempdir().unwrap();
     let typed = json(agent().arg("mine").arg(session).args([
@@ -156,8 +152,7 @@ fn mine_ranks_the_racing_pair_first() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_keeps_both_racing_calls() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (_, session, fail, _) = counter_session();
     let (won, lost) = survivor(session, fail[0]);
     let s = json(agent().arg("slice").arg(session).args(["--run", &fail[0].to_string()]).args([
@@ -200,8 +195,7 @@ fn slice_keeps_both_racing_calls() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn slice_drops_the_unrelated_thread() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = c_fixture("bank_audit.c", "bank_audit", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -271,8 +265,7 @@ fn slice_drops_the_unrelated_thread() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn compare_tests_the_order_both_ways() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (_, session, fail, _) = counter_session();
     let run = *fail
         .iter()
@@ -332,8 +325,7 @@ fn compare_tests_the_order_both_ways() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn compare_with_watchpoints_takes_reads_from_real_writes() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let (_, session, fail, _) = counter_session();
     let tmp = tempfile::tempdir().unwrap();
     let watched = tmp.path().join("watched");
@@ -425,8 +417,7 @@ fn compare_with_watchpoints_takes_reads_from_real_writes() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_amplified_by_a_watchpoint_finds_the_data_race() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = c_fixture("race_window.c", "race_window", &[]);
     let trace = ["-t", "withdraw", "-t", "serve", "-t", "open_branch", "-t", "balance_of"];
     let tmp = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ fn every_test_named_in_guarantees_md_exists() {
                 [root.join(format!("src/{module}.rs")), root.join(format!("src/{module}/mod.rs"))];
             candidates.into_iter().find(|p| p.exists())
         } else {
-            Some(root.join(format!("tests/{}.rs", path.join("/"))))
+            Some(root.join(format!("tests/it/{}.rs", path.join("/"))))
         };
         let file = file.unwrap_or_else(|| panic!("`{name}`: no such module"));
         let text = std::fs::read_to_string(&file)

@@ -1,15 +1,14 @@
 //! The eBPF object as the kernel loads it: every map aid-common names is
 //! there under that name, and the loader's patched globals let it load.
 
-mod common;
 
 use aid::bpf::{LoadOptions, Probes};
-use common::*;
+use crate::common::*;
 
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn loaded_object_has_every_named_map() {
-    require_bpf();
+    let _bpf = require_bpf();
     aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let probes = Probes::load(LoadOptions::default()).expect("the object loads");
     let names = probes.map_names();

@@ -18,14 +18,12 @@
 //! the functions their READMEs list as side-effect free. heartbeat-auth
 //! and two-lock-race are also run with no flags at all.
 
-mod common;
 
 use aid::model::Probe;
-use std::{io::Write as _, path::PathBuf, process::Command, sync::Mutex};
+use std::{io::Write as _, path::PathBuf, process::Command};
 
-use common::*;
+use crate::common::*;
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn example_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name)
@@ -251,8 +249,7 @@ fn check_path(name: &str, expected: &[Expect<'_>], tagt: Tagt) {
 
 /// [`check_path`] with the given flags instead of the example's `aid.args`.
 fn check_path_with(name: &str, args: &[String], expected: &[Expect<'_>], tagt: Tagt) {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     two_of_three(name, || {
         let outcome = debug(name, args);
         if !matches(&outcome.path, expected) {
@@ -448,8 +445,7 @@ fn rust_config_race() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn safe_list_is_respected() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = build("commit-after-close");
     let want = "Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts";
     let mut outcomes = Vec::new();
@@ -501,8 +497,7 @@ fn safe_list_is_respected() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn rare_failures_are_amplified() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = c_fixture("rare.c", "rare", &[]);
     two_of_three("rare", || rare_session(&exe));
 }
@@ -588,7 +583,7 @@ fn rare_session(exe: &std::path::Path) -> Result<(), Miss> {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn default_functions_and_no_failure() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_default", &[]);
     let (_tmp, _out, output) = debug_session(&exe, &["--runs", "5"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -858,8 +853,7 @@ fn transient_fetch() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn injected_noise_is_never_a_predicate() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = c_fixture("noise_only.c", "noise_only", &[]);
     let mut bystander = Background(
         Command::new(&exe).arg("spin").stdout(std::process::Stdio::piped()).spawn().unwrap(),
@@ -985,8 +979,7 @@ fn injected_noise_is_never_a_predicate() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn amplification_makes_two_lock_race_fail() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = build("two-lock-race");
     let (_tmp, out, output) = debug_session(&exe, &["--amplify-below", "50%"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -1045,8 +1038,7 @@ fn two_lock_race_with_no_flags() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn default_mode_leaves_the_hot_helper_out() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = build("inventory-sixty");
     let (_tmp, out, output) = debug_session(&exe, &["--runs", "2"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -1094,8 +1086,7 @@ fn default_mode_leaves_the_hot_helper_out() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn default_mode_records_lock_events_when_cheap() {
-    require_bpf();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let exe = build("two-lock-race");
     let (_tmp, out, output) = debug_session(&exe, &["--runs", "3"]);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -1,7 +1,6 @@
 //! The intervention machinery end to end: kernel trigger, thread stop,
 //! ptrace action, resume — on fixtures compiled at test time.
 
-mod common;
 
 use std::{
     path::Path,
@@ -10,7 +9,7 @@ use std::{
 };
 
 use aid::model::{Call, Label, Session};
-use common::*;
+use crate::common::*;
 
 /// Runs `aid-agent intervene` with a JSON plan and loads the session.
 fn intervene(exe: &Path, args: &[&str], trace: &[&str], plan: &str, extra: &[&str]) -> Session {
@@ -47,7 +46,7 @@ fn call<'a>(s: &'a Session, name: &str, role: u32) -> &'a Call {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn return_early_and_override_change_what_the_program_sees() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("intervene.c", "intervene", &[]);
     // Without interventions the program fails.
     let s = intervene(&exe, &[], &["answer", "slow"], "[]", &[]);
@@ -68,7 +67,7 @@ fn return_early_and_override_change_what_the_program_sees() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn delay_before_return_holds_only_that_thread() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("intervene.c", "intervene", &[]);
     let plan =
         r#"[{"kind":"delay_exit","site":{"func":0,"role":0,"instance":1},"delay_us":80000}]"#;
@@ -82,7 +81,7 @@ fn delay_before_return_holds_only_that_thread() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn serialize_removes_the_overlap_on_the_same_object() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let overlaps = |s: &Session| {
         let (a, b) = (call(s, "critical", 1), call(s, "critical", 2));
@@ -126,7 +125,7 @@ fn overlapping_rounds(s: &Session) -> Vec<u32> {
 /// One run of the fixture's ROUNDS racing rounds of `touch` under `plan`
 /// (holds time out after 300 ms).
 fn races(plan: &str) -> Session {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let rounds = ROUNDS.to_string();
     intervene(&exe, &["races", rounds.as_str()], &["touch"], plan, &["--hold-timeout", "300ms"])
@@ -183,7 +182,7 @@ fn serialize_groups_holds_in_every_round_of_racing_pairs() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_until_forces_the_order() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
     assert!(call(&s, "second", 2).entry_ns < call(&s, "first", 1).exit_ns.unwrap());
@@ -201,7 +200,7 @@ fn hold_until_forces_the_order() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_at_return_until_another_call_has_returned() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
     assert!(call(&s, "second", 2).exit_ns.unwrap() < call(&s, "first", 1).exit_ns.unwrap());
@@ -222,7 +221,7 @@ fn hold_at_return_until_another_call_has_returned() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn hold_at_entry_comes_before_the_first_instruction() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
     let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], "[]", &[]);
     assert_eq!((s.runs[0].label, call(&s, "read_flag", 2).ret), (Label::Fail, Some(0)));
@@ -249,7 +248,7 @@ fn hold_at_entry_comes_before_the_first_instruction() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_hold_waits_for_the_other_call_to_be_let_go() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
     let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
                     "until":{"func":0,"role":1,"instance":1},"until_point":"exit"},
@@ -271,7 +270,7 @@ fn a_hold_waits_for_the_other_call_to_be_let_go() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     // b_step is what lets a_step finish: holding b_step until a_step ends
     // can only end by the timeout.
@@ -297,7 +296,7 @@ fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
@@ -372,7 +371,7 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_a_live_service_on_later_requests() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("live_service.c", "live_service", &["-O1"]);
     let mut child = std::process::Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
@@ -451,7 +450,7 @@ fn debug_a_live_service_on_later_requests() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn reexecution_returns_the_value_a_second_run_computes() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("reexec.c", "reexec", &[]);
     let (tmp, out) = temp_session();
     let plan_path = tmp.path().join("plan.json");
@@ -493,7 +492,7 @@ fn reexecution_returns_the_value_a_second_run_computes() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn group_serialisation_keeps_the_two_groups_apart() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("groups.c", "groups", &[]);
     let overlap = |s: &Session| {
         let put = call(s, "put", 1);
@@ -523,7 +522,7 @@ fn group_serialisation_keeps_the_two_groups_apart() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_call_serialised_against_the_call_it_runs_inside_is_not_held_to_its_timeout() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("nested_groups.c", "nested_groups", &[]);
     let plan = r#"[{"kind":"serialize_groups",
         "a":{"func":0,"roles":[1,2],"instance":0},

@@ -3,7 +3,6 @@
 //! and threads are exact, its forked children are left alone, and the
 //! probes are gone when detached.
 
-mod common;
 
 use std::{
     ffi::OsString,
@@ -20,7 +19,7 @@ use aid::{
     symbols::Resolver,
     sys::spawn::{self as runner, Target},
 };
-use common::*;
+use crate::common::*;
 
 /// The `[uprobes]` mapping: the kernel creates it in a process the first
 /// time one of its threads hits a uprobe breakpoint, and it stays for the
@@ -68,7 +67,7 @@ fn state(pid: u32) -> char {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn bystander_calling_the_traced_libc_function_never_hits_a_probe() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("scoped.c", "scoped", &[]);
     let (bystander, out_b) = spinner(&exe);
     // Sampled every millisecond while the agent runs: never stopped, never
@@ -128,7 +127,7 @@ fn bystander_calling_the_traced_libc_function_never_hits_a_probe() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn bystander_check_sees_probes_attached_for_all_processes() {
-    require_bpf();
+    let _bpf = require_bpf();
     aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_all", &[]);
     let (bystander, out_b) = spinner(&exe);
@@ -155,7 +154,7 @@ fn held(exe: &Path, args: &[&str]) -> runner::Spawned {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn probes_follow_the_target_through_exec_and_are_removed_at_its_end() {
-    require_bpf();
+    let _bpf = require_bpf();
     aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_pause", &[]);
     let mut resolver = Resolver::for_executable(&exe).unwrap();
@@ -200,7 +199,7 @@ fn probes_follow_the_target_through_exec_and_are_removed_at_its_end() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn forked_child_of_the_target_runs_untraced_and_unharmed() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("scoped.c", "scoped_fork", &[]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -231,7 +230,7 @@ fn forked_child_of_the_target_runs_untraced_and_unharmed() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn per_run_links_leave_nothing_attached_after_many_runs() {
-    require_bpf();
+    let _bpf = require_bpf();
     aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_many", &[]);
     let mut resolver = Resolver::for_executable(&exe).unwrap();
@@ -281,7 +280,7 @@ fn uprobe_multi_links(programs: &[u32]) -> Vec<u32> {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn perf_event_fallback_is_scoped_too() {
-    require_bpf();
+    let _bpf = require_bpf();
     aid::bpf::preflight(aid::bpf::Needs::Trace).unwrap();
     let exe = c_fixture("scoped.c", "scoped_perf", &[]);
     let (bystander, out_b) = spinner(&exe);

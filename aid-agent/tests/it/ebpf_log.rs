@@ -3,14 +3,13 @@
 //! at `-v` and all at `-vv`, and the per-kind count the agent reads from
 //! the error map agrees.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn every_probe_failure_is_logged_by_the_probe_itself() {
-    require_bpf();
+    let _bpf = require_bpf();
     // 2100 threads in one run: more than the roles the thread probe can
     // hand out, so its body fails for each thread past the last role.
     let exe = c_fixture("many_threads.c", "many_threads", &[]);

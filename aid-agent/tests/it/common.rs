@@ -1,11 +1,11 @@
 //! Shared by the integration tests: building fixtures at test time, running
-//! the agent binary, and checking what the kernel is doing to a process.
-#![allow(dead_code, reason = "each test binary uses a different part of it")]
+//! the agent binary, checking what the kernel is doing to a process, and
+//! the one rule for which eBPF tests may run at the same time.
 
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
-    sync::OnceLock,
+    sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard},
 };
 
 use aid::{model::Session, store};
@@ -15,11 +15,33 @@ pub fn agent() -> Command {
     Command::new(env!("CARGO_BIN_EXE_aid-agent"))
 }
 
+/// Which eBPF tests run at the same time. Whole-session tests on timing
+/// bugs run alone ([`alone`]): a busy machine changes their failure rates,
+/// which is why each used to be one at a time in its own test binary. The
+/// other eBPF tests share the machine with each other ([`require_bpf`]),
+/// as they did within their binaries, never with a session running alone.
+static BPF: RwLock<()> = RwLock::new(());
+
 /// The eBPF tests are `#[ignore]`d, so a plain `cargo test` lists them as
 /// ignored instead of passing them without running; `cargo xtask test` runs
 /// them with `--include-ignored`. Each starts here: on a machine that
-/// cannot run them it fails, saying what is missing.
-pub fn require_bpf() {
+/// cannot run them it fails, saying what is missing. The guard keeps
+/// [`alone`] tests out while the test runs.
+#[must_use = "the guard keeps the tests that run alone out while it lives"]
+pub fn require_bpf() -> RwLockReadGuard<'static, ()> {
+    check_bpf();
+    BPF.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`require_bpf`] for a test whose sessions depend on timing: no other
+/// eBPF test runs while the guard lives.
+#[must_use = "the guard keeps the other eBPF tests out while it lives"]
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    check_bpf();
+    BPF.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn check_bpf() {
     let missing = if !nix::unistd::geteuid().is_root() {
         Some("root")
     } else if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
@@ -41,6 +63,23 @@ fn fixture_dir() -> &'static Path {
     })
 }
 
+/// One fixture build at a time: two tests wanting the same binary wait
+/// for one build of it.
+static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Where the binary `name` built from `recipe` (source and flags) goes: a
+/// folder per recipe, so that two test modules giving one name to two
+/// builds never share a binary, and the binary keeps its name (the process
+/// name tests see).
+fn fixture_path(name: &str, recipe: &[&str]) -> PathBuf {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::hash::DefaultHasher::new();
+    recipe.hash(&mut h);
+    let dir = fixture_dir().join(format!("{:016x}", h.finish()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
 fn source(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
@@ -53,9 +92,8 @@ fn build(out: &Path, cmd: &mut Command) {
 /// Compiles `tests/fixtures/<src>` once per test process, with `flags`,
 /// into a binary named `<name>`.
 pub fn c_fixture(src: &str, name: &str, flags: &[&str]) -> PathBuf {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = LOCK.lock().unwrap();
-    let out = fixture_dir().join(name);
+    let _guard = BUILD.lock().unwrap_or_else(PoisonError::into_inner);
+    let out = fixture_path(name, &[&[src], flags].concat());
     if !out.exists() {
         let compiler = if src.ends_with(".cpp") { "g++" } else { "gcc" };
         build(
@@ -72,7 +110,8 @@ pub fn c_fixture(src: &str, name: &str, flags: &[&str]) -> PathBuf {
 }
 
 pub fn rust_fixture(src: &str, crate_name: &str) -> PathBuf {
-    let out = fixture_dir().join(crate_name);
+    let _guard = BUILD.lock().unwrap_or_else(PoisonError::into_inner);
+    let out = fixture_path(crate_name, &[src]);
     if !out.exists() {
         build(
             &out,

@@ -4,7 +4,6 @@
 //! and Perfetto protobuf with Perfetto's own schema), and the session
 //! format example of docs/session-format.md run against a session.
 
-mod common;
 
 use std::{
     path::{Path, PathBuf},
@@ -18,7 +17,7 @@ use aid::{
     },
     store::{FORMAT, Header, Mode, VERSION, Writer},
 };
-use common::*;
+use crate::common::*;
 
 /// A small session on disk: `fetch` on fetcher#1 returns a pointer, and
 /// `use_cache` on reader#2 returns 4 in failing runs and 3 in passing
@@ -353,7 +352,7 @@ fn session_format_example_runs() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn record_defaults_to_the_programs_own_functions() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_record_default", &[]);
     let (_tmp, out) = temp_session();
     let output = run_ok(agent().args(["record", "-n", "2", "-o"]).arg(&out).arg(&exe));
@@ -385,7 +384,7 @@ fn record_defaults_to_the_programs_own_functions() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_refuses_when_no_own_function_fits_the_budget() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("hot.c", "hot_default_budget", &[]);
     let (_tmp, out) = temp_session();
     let output =

@@ -3,7 +3,6 @@
 //! intervened on), CAP_SYS_PTRACE on top only for another user's process.
 //! The target gets none of them, and runs in the user's mount namespace.
 
-mod common;
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -13,7 +12,7 @@ use std::{
 };
 
 use aid::model::Label;
-use common::*;
+use crate::common::*;
 
 const NOBODY: u32 = 65534;
 
@@ -45,7 +44,7 @@ fn own_mount_namespace() -> String {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn capability_only_user_records_and_the_target_keeps_its_world() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("faults.c", "faults_priv", &[]);
     let dir = nobodys_dir();
     let out = dir.path().join("s");
@@ -79,7 +78,7 @@ fn capability_only_user_records_and_the_target_keeps_its_world() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn capability_only_user_intervenes_on_its_own_target() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_priv", &[]);
     let dir = nobodys_dir();
     let plan = dir.path().join("plan.json");
@@ -111,7 +110,7 @@ fn capability_only_user_intervenes_on_its_own_target() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn missing_capabilities_are_named() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("two_threads.c", "two_threads_nocaps", &[]);
     let dir = nobodys_dir();
     for (caps, missing) in [("", "CAP_BPF and CAP_PERFMON"), ("+bpf", "CAP_PERFMON")] {
@@ -135,7 +134,7 @@ fn missing_capabilities_are_named() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn another_users_process_needs_cap_sys_ptrace() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("service.c", "service_priv", &[]);
     // Runs as root: another user, for nobody.
     let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();

@@ -3,7 +3,6 @@
 //! build-id and `.gnu_debuglink` under a debug root, and a target in
 //! another mount namespace (a container) resolved through `/proc/PID/root`.
 
-mod common;
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -15,7 +14,7 @@ use aid::{
     model::{ValueKind, ValueType},
     symbols::{DebugSearch, Origin, Resolver, debuginfo::Found},
 };
-use common::*;
+use crate::common::*;
 
 const INT: ValueType = ValueType { kind: ValueKind::Signed, size: 4 };
 
@@ -186,7 +185,7 @@ fn assert_requests_exact(out: &Path) -> usize {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_traces_a_stripped_process_with_its_debug_file_and_its_libraries() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let (stripped, debug) = stripped_with_debug(dir.path(), &service());
     let root = dir.path().join("debug-root");
@@ -220,7 +219,7 @@ fn attach_traces_a_stripped_process_with_its_debug_file_and_its_libraries() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_traces_library_functions_of_a_stripped_process_without_debug_info() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let (stripped, _) = stripped_with_debug(dir.path(), &service());
     let svc = start(&stripped, &dir.path().join("count"), "0");
@@ -267,7 +266,7 @@ fn start_in_container(dir: &Path) -> (Background, PathBuf) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_and_debug_reach_a_process_in_another_mount_namespace() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let (svc, inside) = start_in_container(dir.path());
     let pid = svc.pid().to_string();
@@ -313,7 +312,7 @@ fn attach_and_debug_reach_a_process_in_another_mount_namespace() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn record_of_a_stripped_program_finds_its_own_functions_in_the_debug_file() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let (stripped, debug) = stripped_with_debug(dir.path(), &service());
     let root = dir.path().join("debug-root");

@@ -5,7 +5,6 @@
 //! Ctrl-C and on the agent's SIGKILL the service is left serving, with no
 //! breakpoint and no tracer.
 
-mod common;
 
 use std::{
     io::{BufRead as _, BufReader, Read as _},
@@ -14,7 +13,7 @@ use std::{
 };
 
 use aid::{model::Label, store};
-use common::*;
+use crate::common::*;
 use nix::sys::signal::Signal;
 
 fn service() -> PathBuf {
@@ -129,7 +128,7 @@ fn assert_windows_exact(out: &Path, window_ns: u64) -> usize {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn sigkill_mid_attach_keeps_every_closed_window() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -147,7 +146,7 @@ fn sigkill_mid_attach_keeps_every_closed_window() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_ends_with_every_window_and_leaves_the_service_serving() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -166,7 +165,7 @@ fn attach_ends_with_every_window_and_leaves_the_service_serving() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn counters_are_plain_lines_on_a_pipe() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -195,7 +194,7 @@ fn counters_are_plain_lines_on_a_pipe() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn counters_are_one_line_redrawn_on_a_terminal() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -233,7 +232,7 @@ fn counters_are_one_line_redrawn_on_a_terminal() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn not_recorded_is_said_only_when_true_with_the_count_and_why() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 200_000);
     let (_tmp, out) = temp_session();
@@ -274,7 +273,7 @@ fn not_recorded_is_said_only_when_true_with_the_count_and_why() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_keeps_the_windows_and_releases_the_service() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -293,7 +292,7 @@ fn ctrl_c_keeps_the_windows_and_releases_the_service() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn an_error_mid_attach_releases_the_service() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     let (_tmp, out) = temp_session();
@@ -335,7 +334,7 @@ fn wait_until_traced(svc: &Background) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_pid_releases_every_thread_at_the_end_on_ctrl_c_and_on_sigkill() {
-    require_bpf();
+    let _bpf = require_bpf();
     let dir = tempfile::tempdir().unwrap();
     let svc = start(dir.path(), 0);
     // The end: the cause confirmed, the service released.

@@ -12,7 +12,6 @@
 //! `tracer::error_not_elf`), forked children (`scope::forked_child_of_the_target_runs_untraced_and_unharmed`).
 //! docs/guarantees.md lists every promise with its test.
 
-mod common;
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -25,7 +24,7 @@ use aid::{
     model::{Label, Session},
     symbols::Resolver,
 };
-use common::*;
+use crate::common::*;
 use nix::sys::signal::Signal;
 
 fn faults() -> PathBuf {
@@ -90,7 +89,7 @@ fn target_of(agent: &Child, exe: &Path) -> u32 {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn agent_sigkill_during_observation_leaves_the_target_running_and_writing() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
@@ -132,7 +131,7 @@ fn load_quietly(out: &Path) -> Option<Session> {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn agent_sigkill_while_probes_are_removed() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("service.c", "service_removal", &[]);
     let mut svc = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
@@ -170,7 +169,7 @@ fn agent_sigkill_while_probes_are_removed() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_during_start_up_exits_130_with_a_readable_session() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     let agent_proc = spawn_agent(
@@ -194,7 +193,7 @@ fn ctrl_c_during_start_up_exits_130_with_a_readable_session() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_during_a_run_keeps_it_marked_interrupted() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
@@ -226,7 +225,7 @@ fn ctrl_c_during_a_run_keeps_it_marked_interrupted() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_while_debug_observes_names_what_is_saved() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     let agent_proc = spawn_agent(
@@ -248,7 +247,7 @@ fn ctrl_c_while_debug_observes_names_what_is_saved() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     let mut agent_proc = spawn_agent(
@@ -305,7 +304,7 @@ fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_that_crashes_in_some_runs_is_recorded_run_by_run() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (tmp, out) = temp_session();
     let counter = tmp.path().join("count");
@@ -337,7 +336,7 @@ fn target_that_crashes_in_some_runs_is_recorded_run_by_run() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_that_forks_and_execs_is_traced_alone() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     let output = run_ok(
@@ -370,7 +369,7 @@ fn target_that_forks_and_execs_is_traced_alone() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn target_with_200_threads_gets_a_role_per_thread() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     run_ok(
@@ -400,7 +399,7 @@ fn target_with_200_threads_gets_a_role_per_thread() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn unprobeable_functions_are_skipped_and_named() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let (_tmp, out) = temp_session();
     let output = run_ok(
@@ -442,7 +441,7 @@ fn unprobeable_functions_are_skipped_and_named() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn setjmp_longjmp_target_is_traced_with_entry_probes_only() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let bystander = std::thread::spawn({
         let exe = exe.clone();
@@ -490,7 +489,7 @@ fn setjmp_longjmp_target_is_traced_with_entry_probes_only() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_static_program_is_traced() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("faults.c", "faults_static", &["-static"]);
     let (_tmp, out) = temp_session();
     run_ok(
@@ -540,7 +539,7 @@ fn kernel_thread_zombie_and_stripped_pids_are_one_line_errors() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_stripped_running_process_is_a_one_line_error() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = c_fixture("scoped.c", "scoped_for_strip", &[]);
     let dir = tempfile::tempdir().unwrap();
     let stripped = dir.path().join("stripped");
@@ -659,7 +658,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn two_agents_at_once_do_not_cross_talk() {
-    require_bpf();
+    let _bpf = require_bpf();
     let scoped = c_fixture("scoped.c", "scoped_two", &[]);
     let threads = faults();
     let (_t1, out1) = temp_session();
@@ -777,7 +776,7 @@ fn bad_input_is_one_line_and_exit_2() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn too_many_functions_and_unusable_out_are_refused_before_any_probe() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let line =
         run_err(agent().args(["record", "-t", "libc:*", "--"]).arg(&exe).arg("threads").arg("1"));
@@ -811,7 +810,7 @@ fn too_many_functions_and_unusable_out_are_refused_before_any_probe() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_full_out_fails_cleanly_and_keeps_the_earlier_runs() {
-    require_bpf();
+    let _bpf = require_bpf();
     let exe = faults();
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("small");

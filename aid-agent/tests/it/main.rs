@@ -1,0 +1,24 @@
+//! The integration tests: one binary with a module per area (as aya and
+//! ripgrep do), so the suite links once instead of once per area. A module
+//! runs alone with `cargo test -p aid-agent --test it -- MODULE::` (its eBPF
+//! tests with `--include-ignored`). Which eBPF tests may run at the same
+//! time is `common`'s rule (`require_bpf`, `alone`).
+
+mod architecture;
+mod attach;
+mod cli;
+mod common;
+mod ebpf_log;
+mod examples;
+mod explain;
+mod faults;
+mod guarantees;
+mod interventions;
+mod object;
+mod privileges;
+mod scope;
+mod services;
+mod shipped;
+mod symbols;
+mod tracer;
+mod watch;
