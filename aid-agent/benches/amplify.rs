@@ -25,7 +25,7 @@ use std::{
 
 use aid::{
     bpf::{LoadOptions, Programs, Scope},
-    debug::program::{choose_by_cost, default_candidates},
+    debug::default_set::{choose_by_cost, default_candidates},
     intervene::{
         Plan,
         noise::{Level, NoiseSource, Schedule},

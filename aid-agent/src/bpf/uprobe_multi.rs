@@ -100,7 +100,9 @@ pub fn load_programs(
             Some((name, map_data(map).fd().as_fd().as_raw_fd(), def))
         })
         .collect();
-    let relocate = |e: aya_obj::relocation::EbpfRelocationError| MultiError::Relocate(chain(&e));
+    let relocate = |e: aya_obj::relocation::EbpfRelocationError| {
+        MultiError::Relocate(crate::util::error_chain(&e))
+    };
     obj.relocate_maps(fds.into_iter(), &text_sections).map_err(relocate)?;
     obj.relocate_calls(&text_sections).map_err(relocate)?;
     let license = obj.license.clone();
@@ -349,15 +351,4 @@ pub fn supported() -> bool {
     let Ok(insns) = aya_obj::copy_instructions(&RETURN_ZERO) else { return false };
     let license = CString::new("GPL").expect("no NUL");
     prog_load("aid_probe_multi", &insns, &license).is_ok()
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

@@ -2,7 +2,7 @@
 //! events (a write one and a read-or-write one per address and thread,
 //! with aid's watch programs attached), the delay after an access, and
 //! draining the hits. Which addresses, when, and what the hits mean is
-//! `record::watched`'s business.
+//! `record::watchpoints`'s business.
 
 use aid_common::{
     MAP_ROLES, MAP_WATCH_CONFIG, MAP_WATCH_HITS, MAP_WATCH_LOST, WatchConfig, WatchHit,
@@ -18,7 +18,12 @@ use aya::{
     },
 };
 
-use super::{ProbeError, Probes, chain, map, map_err, program, take_counter};
+use super::{
+    ProbeError, Probes,
+    maps::{map, map_err, take_counter},
+    program,
+};
+use crate::util::error_chain;
 
 /// The two programs, by the breakpoint kind they serve.
 const PROGRAMS: [(&str, PerfBreakpointType); 2] = [
@@ -52,7 +57,8 @@ impl Probes {
         for (name, _) in PROGRAMS {
             let prog: &mut PerfEvent = program(&mut self.ebpf, name)?;
             if prog.fd().is_err() {
-                prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", chain(&e))))?;
+                prog.load()
+                    .map_err(|e| ProbeError::Load(format!("{name}: {}", error_chain(&e))))?;
             }
         }
         Ok(())
@@ -88,9 +94,10 @@ impl Probes {
             let scope = PerfEventScope::OneProcess { pid: tid, cpu: None };
             let id = prog
                 .attach(config, scope, SamplePolicy::Period(1), true)
-                .map_err(|e| WatchError::Open { tid, reason: chain(&e) })?;
-            let link =
-                prog.take_link(id).map_err(|e| WatchError::Open { tid, reason: chain(&e) })?;
+                .map_err(|e| WatchError::Open { tid, reason: error_chain(&e) })?;
+            let link = prog
+                .take_link(id)
+                .map_err(|e| WatchError::Open { tid, reason: error_chain(&e) })?;
             links.push(link);
         }
         Ok(Breakpoints { _links: links })

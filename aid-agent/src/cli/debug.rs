@@ -14,7 +14,8 @@ use super::{
 use crate::{
     debug::{
         DebugOptions,
-        program::{ProgramRequest, WatchAmplify, debug_program},
+        campaign::{ProgramRequest, debug_program},
+        program::WatchAmplify,
         service::{ServiceRequest, debug_service},
     },
     intervene::SafeList,

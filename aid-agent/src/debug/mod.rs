@@ -6,6 +6,8 @@
 //! needed on the same session.
 
 pub mod beside;
+pub mod campaign;
+pub mod default_set;
 pub mod oracle;
 pub mod program;
 pub mod races;
@@ -197,7 +199,7 @@ pub struct Debugged {
     pub out: PathBuf,
     pub beside: beside::Beside,
     /// Sessions made before this one, first first, when `debug` went on
-    /// to trace callers (`program::debug_program`): each keeps its runs
+    /// to trace callers (`campaign::debug_program`): each keeps its runs
     /// in its own directory, and its report is written there too.
     pub earlier: Vec<Debugged>,
 }

@@ -21,7 +21,7 @@ use std::{
 use anyhow::bail;
 use nix::unistd::Pid;
 
-use super::{DebugOptions, Debugged, beside, debug, program, source::RunSource};
+use super::{DebugOptions, Debugged, beside, debug, default_set, source::RunSource};
 use crate::{
     bpf::{LoadOptions, monotonic_ns},
     intervene::control::Flow,
@@ -66,7 +66,7 @@ pub struct ServiceSource<'t> {
 }
 
 impl<'t> ServiceSource<'t> {
-    /// `running` must watch units of `unit`.
+    /// `running` must follow units of `unit`.
     pub fn new(
         running: Running<'t>,
         unit: FuncId,
@@ -133,7 +133,7 @@ impl RunSource for ServiceSource<'_> {
                 bail!("pid {pid} exited during observation");
             }
             running.look()?;
-            waiting.extend(running.watcher().finished_units(poll::UNIT_SETTLE));
+            waiting.extend(running.follower().finished_units(poll::UNIT_SETTLE));
             Ok(waiting.pop_front().map(Some))
         };
         let looked =
@@ -207,7 +207,7 @@ impl RunSource for ServiceSource<'_> {
             })
         };
         // Only a unit that starts after this moment has every action in place.
-        self.running.watcher().restart_units();
+        self.running.follower().restart_units();
         let waited = Instant::now();
         let mut last_look = Instant::now();
         let mut found: Option<RecordedRun> = None;
@@ -216,7 +216,7 @@ impl RunSource for ServiceSource<'_> {
         let mut interrupted = false;
         let unit_timeout = self.unit_timeout;
         let served =
-            self.running.serve(std::mem::take(&mut self.traced), &mut |watcher, probes| {
+            self.running.serve(std::mem::take(&mut self.traced), &mut |follower, probes| {
                 if cancel.load(Ordering::Relaxed) {
                     interrupted = true;
                     return Flow::Stop;
@@ -225,12 +225,12 @@ impl RunSource for ServiceSource<'_> {
                     return Flow::Continue;
                 }
                 last_look = Instant::now();
-                if let Err(e) = watcher.look(probes) {
+                if let Err(e) = follower.look(probes) {
                     failed_look = Some(e);
                     return Flow::Stop;
                 }
                 if let Some(u) =
-                    watcher.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().find(&judged)
+                    follower.finished_units(poll::INTERVENED_UNIT_SETTLE).into_iter().find(&judged)
                 {
                     found = Some(u);
                     return Flow::Stop;
@@ -263,7 +263,7 @@ impl RunSource for ServiceSource<'_> {
             served.stops.into_iter().filter(|s| s.probe_ns >= lo && s.probe_ns <= hi).collect();
         rec.run.interventions = plan.outcome(&stops);
         if record_forced_returns(&mut rec, &stops, self.running.functions()) {
-            self.running.watcher().rejudge(&mut rec.run);
+            self.running.follower().rejudge(&mut rec.run);
         }
         Ok(rec)
     }
@@ -347,9 +347,9 @@ pub fn debug_service(
         program.display(),
         req.unit
     ));
-    let mut running = tracer.watch(req.pid, Some(unit), checks)?;
-    running.watcher().set_context(req.context);
-    running.watcher().warm_up(WARM_UP);
+    let mut running = tracer.follow(req.pid, Some(unit), checks)?;
+    running.follower().set_context(req.context);
+    running.follower().warm_up(WARM_UP);
     let mut source = ServiceSource::new(running, unit, req.unit_timeout, req.options.hold_timeout);
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(source);
@@ -371,7 +371,7 @@ pub fn debug_service(
 fn default_trace(pid: u32, ui: &mut dyn Progress) -> anyhow::Result<Vec<String>> {
     proc::traceable(pid)?;
     let resolver = Resolver::for_process(pid)?;
-    let found = program::default_candidates(&resolver)?;
+    let found = default_set::default_candidates(&resolver)?;
     let total = found.functions.len();
     let names: Vec<&str> =
         found.functions.iter().take(DEFAULT_FUNCTIONS).map(|f| f.name.as_str()).collect();

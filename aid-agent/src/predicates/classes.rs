@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::index::FxMap;
 use crate::model::{Role, Run};
+use crate::util::fxhash::FxMap;
 
 /// Index into [`Classes::names`]; "main" is class 0.
 pub type ClassId = u32;

@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth, SameField, groups,
-    index::{FxMap, FxSet, GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
+    index::{GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
     locks, objects,
 };
+use crate::util::fxhash::{FxMap, FxSet};
 use crate::{
     bitset::BitSet,
     model::{Call, FuncId, Run},

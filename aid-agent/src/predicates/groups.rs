@@ -20,14 +20,16 @@
 
 use super::{
     Anchor, Calls, Condition, Expected, ExtractConfig, Kind, PredKey, SameField,
+    base::{Baseline, Funcs, Learned, error_test, run_local},
+    calls::{call_set, site_of},
     classes::ClassId,
-    index::{FxMap, FxSet, GroupKey, RunIndex, end_of},
-    learn::{Baseline, Funcs, Learned, error_test, run_local, site_of},
+    index::{GroupKey, RunIndex, end_of},
 };
 use crate::model::{
     Call, CallSet, FuncId, Intervention, PointeeField, REEXECUTE_RETRIES as RETRIES, Site,
     ValueTest,
 };
+use crate::util::fxhash::{FxMap, FxSet};
 
 /// Above this many calls with a known value, a group gets no per-call
 /// value predicate (its condition would carry them all).
@@ -257,11 +259,6 @@ fn key(kind: Kind, g: &GroupKey) -> PredKey {
         arg: 0,
         callee: None,
     }
-}
-
-/// Every call of the group, as interventions name them.
-pub(super) fn call_set(funcs: &Funcs, g: &GroupKey) -> CallSet {
-    CallSet { func: g.0, roles: funcs.classes.roles(g.1).to_vec(), instance: 0, within: g.2 }
 }
 
 pub(super) fn predicates(

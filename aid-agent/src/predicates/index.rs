@@ -5,56 +5,11 @@
 //! innermost traced caller, and calls are listed by group. Built once per
 //! run and dropped, so memory stays flat however many runs a session has.
 
-use std::{
-    collections::HashMap,
-    hash::{BuildHasherDefault, Hasher},
-};
-
 use super::classes::{ClassId, Classes};
-use crate::model::{Call, FuncId, Function, Role, Run, Site};
-
-/// FxHash (rustc's hasher): the keys here are small integers we produce,
-/// so SipHash's DoS resistance buys nothing and costs most of the time.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher {
-    hash: u64,
-}
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    fn add(&mut self, w: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+use crate::{
+    model::{Call, FuncId, Function, Role, Run, Site},
+    util::fxhash::{FxMap, FxSet},
+};
 
 /// Call indices of one (function, role) by instance (None where an
 /// instance is missing), and how many calls there were.

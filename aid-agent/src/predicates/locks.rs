@@ -27,12 +27,12 @@
 
 use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
-    groups::call_set,
-    index::{FxMap, FxSet, GroupKey, RunIndex, end_of},
-    learn::{Funcs, Learned},
-    pairs::shared_arg,
+    base::{Funcs, Learned},
+    calls::{call_set, shared_arg},
+    index::{GroupKey, RunIndex, end_of},
 };
 use crate::model::{Function, Intervention, Probe, Role, Run};
+use crate::util::fxhash::{FxMap, FxSet};
 
 /// Functions that release a lock only one thread can hold.
 const EXCLUSIVE_RELEASES: &[&str] = &["pthread_mutex_unlock", "pthread_spin_unlock"];

@@ -28,6 +28,8 @@ use crate::{
     model::{FuncId, Intervention, Role, Run, Session, Site},
 };
 
+mod base;
+mod calls;
 mod classes;
 mod describe;
 mod eval;

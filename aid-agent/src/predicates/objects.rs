@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     classes::ClassId,
-    index::{FxMap, RunIndex, pointers},
+    index::{RunIndex, pointers},
 };
 use crate::model::FuncId;
+use crate::util::fxhash::FxMap;
 
 /// A pointer argument's name across runs: where it first appeared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -19,13 +19,14 @@
 
 use super::{
     Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey, SameField,
+    base::{Funcs, Learned},
+    calls::{call_set, shared_arg, site_of},
     classes::ClassId,
-    groups::call_set,
-    index::{FxMap, FxSet, GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
-    learn::{Funcs, Learned, site_of},
+    index::{GroupKey, RunIndex, callees, end_of, pointers},
     objects,
 };
 use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
+use crate::util::fxhash::{FxMap, FxSet};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
 /// is anchored at A's entry, and whether some passing run ran B to
@@ -249,22 +250,6 @@ fn same_fields<'a>(
 ) -> impl Iterator<Item = u8> + 'a {
     let fields = funcs.pointee(a.func).filter(|p| p.arg != object).map(|p| p.fields.iter());
     fields.into_iter().flatten().enumerate().filter(|(_, f)| f.agrees(a, b)).map(|(k, _)| k as u8)
-}
-
-/// The first pointer argument two calls share: (a's position, b's, value).
-pub(super) fn shared_arg(
-    a: &crate::model::Call,
-    ma: u8,
-    b: &crate::model::Call,
-    mb: u8,
-) -> Option<(u8, u8, i64)> {
-    if !share_pointer(a, ma, b, mb) {
-        return None;
-    }
-    let p = pointers(a, ma).find(|p| pointers(b, mb).any(|q| q == *p))?;
-    let ai = (0..3).find(|&i| a.args[i] == p)? as u8;
-    let bi = (0..3).find(|&i| b.args[i] == p)? as u8;
-    Some((ai, bi, p))
 }
 
 /// Order and start candidates of one failing run: for each call of a

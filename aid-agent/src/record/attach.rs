@@ -114,7 +114,7 @@ pub fn attach(
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
         start::process(&spec, &mut *ui)?;
     let names: Vec<String> = tracer.user_functions().map(|f| f.name.clone()).collect();
-    let mut running = tracer.watch(req.pid, unit, checks.clone())?;
+    let mut running = tracer.follow(req.pid, unit, checks.clone())?;
     let noun = if unit.is_some() { "unit" } else { "window" };
     let cut_into = if unit.is_some() {
         String::new()
@@ -135,7 +135,7 @@ pub fn attach(
         counters.failing += u64::from(rec.run.label == Label::Fail);
         writer.append(rec, functions).with_context(|| format!("saving run {}", rec.run.id))
     };
-    let attach_ns = running.watcher().start_ns();
+    let attach_ns = running.follower().start_ns();
     let window_ns = req.window.as_nanos() as u64;
     let mut window = Window::first(window_ns);
     let began = Instant::now();
@@ -147,25 +147,25 @@ pub fn attach(
     let deadline = req.duration.map(|d| began + d);
     let mut look = || -> anyhow::Result<Option<&'static str>> {
         running.look()?;
-        let watcher = running.watcher();
+        let follower = running.follower();
         if unit.is_some() {
-            for rec in watcher.finished_units(poll::UNIT_SETTLE) {
+            for rec in follower.finished_units(poll::UNIT_SETTLE) {
                 store(&rec, &mut writer, &mut counters)?;
             }
         } else {
             // A window closes once nothing recorded inside it can still
             // be on its way.
-            let settled = watcher.now_ns().saturating_sub(poll::UNIT_SETTLE.as_nanos() as u64);
+            let settled = follower.now_ns().saturating_sub(poll::UNIT_SETTLE.as_nanos() as u64);
             while window.end_ns <= settled {
-                let (rows, threads) = watcher.take_rows_before(window.end_ns);
-                let lost = watcher.lost_during(window.start_ns, window.end_ns);
+                let (rows, threads) = follower.take_rows_before(window.end_ns);
+                let lost = follower.lost_during(window.start_ns, window.end_ns);
                 let cx =
                     window::Cut { threads: &threads, functions, checks: &checks, attach_ns, lost };
                 store(&window::cut(window, rows, &cx), &mut writer, &mut counters)?;
                 window = window.next();
             }
         }
-        counters.lost = running.watcher().lost_total();
+        counters.lost = running.follower().lost_total();
         ui.step_to(counters.runs, &counters.status(noun));
         if cancel.load(Ordering::Relaxed) {
             return Ok(Some("stopped"));
@@ -186,9 +186,9 @@ pub fn attach(
     if running.functions().len() > 64 {
         ui.say(&format!("removing the probes of {} functions", running.functions().len()));
     }
-    let stop_ns = running.watcher().now_ns();
-    let lost_before = running.watcher().lost_total();
-    let open_lost = running.watcher().lost_during(window.start_ns, u64::MAX);
+    let stop_ns = running.follower().now_ns();
+    let lost_before = running.follower().lost_total();
+    let open_lost = running.follower().lost_during(window.start_ns, u64::MAX);
     let finished = running.finish(ended)?;
     if unit.is_some() {
         for rec in &finished.runs {

@@ -1,5 +1,5 @@
 //! Recording labelled runs: the tracer that runs a target under the probes
-//! (or watches a running one), the recorder that turns kernel events into
+//! (or follows a running one), the recorder that turns kernel events into
 //! runs, the units of a live service, the rules that label runs, and the
 //! one rule for lost events, runs with hardware watchpoints on named
 //! objects; and `record`, `intervene` and `attach` as
@@ -8,6 +8,7 @@
 pub mod attach;
 pub mod census;
 pub mod fail;
+pub mod follow;
 pub mod list;
 pub mod lost;
 pub mod program;
@@ -16,7 +17,6 @@ pub mod recorder;
 pub mod start;
 pub mod tracer;
 pub mod units;
-pub mod watch;
 pub mod watchpoints;
 pub mod window;
 

@@ -2,7 +2,7 @@
 //! stream, the resolver that names what they report, and the state the
 //! ptrace controller keeps between stops. It runs a program once at a
 //! time — observed, or intervened on as the ptrace tracer of all its
-//! threads — and records the run; or it watches a process that is already
+//! threads — and records the run; or it follows a process that is already
 //! running ([`Running`]).
 
 use std::{
@@ -31,9 +31,9 @@ use crate::{
     },
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
+        follow::{Finished, Follower},
         lost,
         recorder::{self, Recorder},
-        watch::{Finished, UnitWatcher},
     },
     symbols::Resolver,
     sys::{
@@ -58,7 +58,7 @@ pub enum TraceError {
 }
 
 /// What an intervened run does besides intervening (hardware watchpoints,
-/// `record::watched`): told, with the probes, when the target has been
+/// [`crate::record::watchpoints`]): told, with the probes, when the target has been
 /// started (held before its exec), at every turn of the loop serving its
 /// stops (every few hundred microseconds, and right after a stop was
 /// served), and once it has ended.
@@ -343,7 +343,7 @@ impl Tracer {
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = judge(&exit, &policy.rules);
-        Ok(self.assemble(id, pid, &events, exit, label, reason, lost, probe_errors))
+        Ok(self.assemble(RunEnd { id, pid, events, exit, label, reason, lost, probe_errors }))
     }
 
     /// Runs the target once as the ptrace tracer of all its threads, with
@@ -456,18 +456,8 @@ impl Tracer {
     }
 
     /// Builds the run from its events and how it ended.
-    #[allow(clippy::too_many_arguments, reason = "to be replaced by a run request struct")]
-    fn assemble(
-        &self,
-        id: u32,
-        pid: u32,
-        events: &[aid_common::Event],
-        exit: spawn::Exit,
-        label: crate::model::Label,
-        reason: String,
-        lost: crate::bpf::Lost,
-        probe_errors: u64,
-    ) -> RecordedRun {
+    fn assemble(&self, end: RunEnd) -> RecordedRun {
+        let RunEnd { id, pid, events, exit, label, reason, lost, probe_errors } = end;
         let ctx = recorder::Context {
             pid,
             functions: &self.functions,
@@ -477,7 +467,7 @@ impl Tracer {
             start_ns: None,
             existing_threads: Vec::new(),
         };
-        let rec = recorder::record(events, ctx);
+        let rec = recorder::record(&events, ctx);
         let end_ns = rec.rows.last().map_or(0, |r| r.t_ns).max(exit.wall_ns);
         let mut run = Run {
             id,
@@ -525,7 +515,7 @@ impl Tracer {
     /// take roles 0, 1, ... in creation order (main first), threads it
     /// creates later continue the sequence. With a `unit`, each invocation
     /// of it is one run, failed when one of `checks` holds in it.
-    pub fn watch(
+    pub fn follow(
         &mut self,
         pid: u32,
         unit: Option<FuncId>,
@@ -550,7 +540,7 @@ impl Tracer {
             start_ns: Some(start_ns),
             existing_threads: threads,
         };
-        let watcher = UnitWatcher::new(
+        let follower = Follower::new(
             Recorder::new(ctx),
             &self.stream,
             &self.functions,
@@ -565,12 +555,12 @@ impl Tracer {
             probes: &mut self.probes,
             stops: &mut self.stops,
             functions: &self.functions,
-            watcher,
+            follower,
         })
     }
 }
 
-/// A running process being recorded: the watcher of its events and units,
+/// A running process being recorded: the follower of its events and units,
 /// and the probes and stop state to intervene on it with.
 pub struct Running<'t> {
     pid: u32,
@@ -578,7 +568,7 @@ pub struct Running<'t> {
     probes: &'t mut Probes,
     stops: &'t mut StopState,
     functions: &'t [Function],
-    watcher: UnitWatcher<'t>,
+    follower: Follower<'t>,
 }
 
 impl<'t> Running<'t> {
@@ -586,7 +576,7 @@ impl<'t> Running<'t> {
         self.pid
     }
 
-    /// Threads the process had when the watch began.
+    /// Threads the process had when following it began.
     pub fn threads(&self) -> usize {
         self.threads
     }
@@ -599,26 +589,26 @@ impl<'t> Running<'t> {
         self.probes
     }
 
-    pub fn watcher(&mut self) -> &mut UnitWatcher<'t> {
-        &mut self.watcher
+    pub fn follower(&mut self) -> &mut Follower<'t> {
+        &mut self.follower
     }
 
     /// Drains events and lost-event counters.
     pub fn look(&mut self) -> Result<(), ProbeError> {
-        self.watcher.look(self.probes)
+        self.follower.look(self.probes)
     }
 
     /// Serves the stops of the `traced` threads until the process ends or
-    /// `tick` (given the watcher and the probes) says stop.
+    /// `tick` (given the follower and the probes) says stop.
     pub fn serve(
         &mut self,
         traced: BTreeSet<Pid>,
-        tick: &mut dyn FnMut(&mut UnitWatcher<'t>, &mut Probes) -> Flow,
+        tick: &mut dyn FnMut(&mut Follower<'t>, &mut Probes) -> Flow,
     ) -> Result<Served, ControlError> {
-        let watcher = &mut self.watcher;
+        let follower = &mut self.follower;
         let mut controller =
             Controller { probes: self.probes, functions: self.functions, state: self.stops };
-        controller.serve(self.pid, traced, &mut |probes| tick(watcher, probes))
+        controller.serve(self.pid, traced, &mut |probes| tick(follower, probes))
     }
 
     /// Stops tracing the `traced` threads with ptrace; the process keeps
@@ -631,11 +621,11 @@ impl<'t> Running<'t> {
     }
 
     /// Removes every probe, then collects what is left (see
-    /// [`UnitWatcher::finish`]); `ended` says why, for a whole-recording run.
+    /// [`Follower::finish`]); `ended` says why, for a whole-recording run.
     pub fn finish(self, ended: &str) -> Result<Finished, ProbeError> {
-        let detach_ns = self.watcher.now_ns();
+        let detach_ns = self.follower.now_ns();
         self.probes.detach_all();
-        self.watcher.finish(self.probes, detach_ns, ended)
+        self.follower.finish(self.probes, detach_ns, ended)
     }
 }
 
@@ -754,4 +744,20 @@ pub fn write_forced_returns(
         }
     }
     changed
+}
+
+/// How one run of a program ended: what [`Tracer::assemble`] turns into a
+/// recorded run.
+struct RunEnd {
+    id: u32,
+    pid: u32,
+    /// The run's events, flushed from the stream after its end.
+    events: Vec<aid_common::Event>,
+    exit: spawn::Exit,
+    /// The verdict of the run's rules, and why.
+    label: crate::model::Label,
+    reason: String,
+    /// Counters read once, at the end: the whole run is charged.
+    lost: crate::bpf::Lost,
+    probe_errors: u64,
 }

@@ -155,16 +155,8 @@ fn only_the_cli_knows_clap_and_indicatif() {
 
 #[test]
 fn the_cli_only_parses_and_prints() {
-    let machinery = [
-        "Tracer",
-        "Probes",
-        "Writer",
-        "UnitWatcher",
-        "Running",
-        "Splitter",
-        "Recorder",
-        "Controller",
-    ];
+    let machinery =
+        ["Tracer", "Probes", "Writer", "Follower", "Running", "Splitter", "Recorder", "Controller"];
     for (file, text) in sources().iter().filter(|(f, _)| f.starts_with("cli/")) {
         let code = code(text);
         for word in machinery {

@@ -17,11 +17,18 @@ fn every_test_named_in_guarantees_md_exists() {
         }
         let (test, path) = parts.split_last().unwrap();
         let file = if path.last() == Some(&"tests") {
-            // A unit test: `module::path::tests::name`.
+            // A unit test: `module::path::tests::name`, in the module's
+            // file or in its own `tests.rs` beside it.
             let module = path[..path.len() - 1].join("/");
-            let candidates =
-                [root.join(format!("src/{module}.rs")), root.join(format!("src/{module}/mod.rs"))];
-            candidates.into_iter().find(|p| p.exists())
+            let candidates = [
+                root.join(format!("src/{module}/tests.rs")),
+                root.join(format!("src/{module}.rs")),
+                root.join(format!("src/{module}/mod.rs")),
+            ];
+            let has = |p: &std::path::PathBuf| {
+                std::fs::read_to_string(p).is_ok_and(|t| t.contains(&format!("fn {test}()")))
+            };
+            candidates.iter().find(|p| has(p)).or(candidates.iter().find(|p| p.exists())).cloned()
         } else {
             Some(root.join(format!("tests/it/{}.rs", path.join("/"))))
         };

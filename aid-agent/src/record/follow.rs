@@ -1,4 +1,4 @@
-//! Watching a process that is already running: the event stream drained
+//! Following a process that is already running: the event stream drained
 //! into the recorder at every look, the kernel's lost-event counters read
 //! into the loss log, and — with a unit function — each finished
 //! invocation cut out as a run. `attach` records with it and the service
@@ -19,7 +19,7 @@ use crate::{
     },
 };
 
-pub struct UnitWatcher<'t> {
+pub struct Follower<'t> {
     recorder: Recorder<'t>,
     stream: &'t EventStream,
     functions: &'t [Function],
@@ -34,7 +34,7 @@ pub struct UnitWatcher<'t> {
     next_id: u32,
 }
 
-impl<'t> UnitWatcher<'t> {
+impl<'t> Follower<'t> {
     /// `start_ns`: monotonic time zero of the recording; `attached_ns`: when
     /// the last probe was attached (process time), before which units are
     /// only partly traced. Without a `unit` the whole recording is one run.
@@ -46,9 +46,9 @@ impl<'t> UnitWatcher<'t> {
         attached_ns: u64,
         unit: Option<FuncId>,
         checks: Vec<ReturnCheck>,
-    ) -> UnitWatcher<'t> {
+    ) -> Follower<'t> {
         let splitter = unit.map(|u| Splitter::new(u, checks.clone(), attached_ns));
-        UnitWatcher {
+        Follower {
             recorder,
             stream,
             functions,
@@ -236,7 +236,7 @@ impl<'t> UnitWatcher<'t> {
     }
 }
 
-/// What was left when a watch ended.
+/// What was left when following ended.
 pub struct Finished {
     /// The last units (or the whole recording as one run).
     pub runs: Vec<RecordedRun>,
@@ -245,6 +245,6 @@ pub struct Finished {
     /// ...of which this many were still running when the probes were
     /// removed (the others began before every probe was attached).
     pub partial_at_end: u64,
-    /// Every event lost during the watch.
+    /// Every event lost while following.
     pub lost: u64,
 }

@@ -1,0 +1,422 @@
+//! Debugging a program in sessions: the first with the functions asked
+//! for (or the default set), then, while no cause is confirmed, the
+//! functions the default set left out for cost, a share per session, and
+//! the callers of a function that saw a key twice, a level per session.
+
+use std::{
+    cell::RefCell,
+    collections::BTreeMap,
+    ffi::OsString,
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use anyhow::bail;
+
+use super::{
+    DebugOptions, Debugged, beside, debug,
+    default_set::{
+        Candidates, LeftOutNames, choose_by_cost, default_candidates, record_sync_if_cheap,
+    },
+    program::{ProgramSource, WatchAmplify},
+};
+use crate::{
+    bpf::{LoadOptions, Programs},
+    model::Function,
+    record::{
+        census,
+        fail::RunPolicy,
+        progress::Progress,
+        start::{self, ProgramSession},
+    },
+    store::Mode,
+    symbols::{self, Resolver},
+};
+
+/// `debug -- CMD`.
+#[derive(Clone)]
+pub struct ProgramRequest {
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// `--trace` patterns; none: the program's own functions that are
+    /// cheap enough to trace (`record/census.rs`).
+    pub trace: Vec<String>,
+    /// `--safe` patterns (also in `options.safe`), each of which must name
+    /// a traced function.
+    pub safe: Vec<String>,
+    pub policy: RunPolicy,
+    pub out: Option<PathBuf>,
+    pub load: LoadOptions,
+    pub options: DebugOptions,
+    /// `--patterns`: a `mine --emit-predicates` file whose "pattern
+    /// occurs" predicates are evaluated on the observed runs.
+    pub patterns: Option<PathBuf>,
+    /// `--amplify-watch`: hold a thread right after it touches an object.
+    pub amplify_watch: Option<WatchAmplify>,
+}
+
+/// Levels of callers [`debug_program`] climbs at most.
+pub const CALLER_LEVELS: usize = 3;
+
+/// Starts the session, debugs the program, and removes the probes.
+///
+/// Without `--trace`, when the default set confirmed no cause and nothing
+/// in it points further, the functions it left out for cost but that fit
+/// the budget on their own are traced next, a share at a time, each share
+/// in a session of its own under the first one's directory (beside the
+/// default set's functions called a handful of times per run;
+/// [`census::left_out_sessions`]), until one confirms a cause or points
+/// to a caller.
+///
+/// When no cause was confirmed and what separates the runs is a key used
+/// twice by a traced function (a `repeated_key` predicate: nothing in
+/// that function can be intervened on), the decision that led to it was
+/// made before, in a caller: the program is debugged again with the
+/// callers DWARF's call sites name traced too, in a session of its own;
+/// while no cause is confirmed, the callers of the functions added last
+/// are added next (through callers traced already, to theirs), up to
+/// [`CALLER_LEVELS`] levels.
+pub fn debug_program(
+    req: &ProgramRequest,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Debugged> {
+    let (mut done, first_phase) = debug_phase(req, cancel, ui)?;
+    let Phase { mut callers, left_out } = first_phase;
+    let first = done.out.clone();
+    // The functions to climb from: those that saw a key twice, then the
+    // callers added last.
+    let mut from = repeated_keys(&done.diagnosis);
+    let shares = left_out.sessions.len();
+    for (k, share) in left_out.sessions.iter().enumerate() {
+        if !from.is_empty() || settled(&done, cancel) {
+            break;
+        }
+        let out = first.join(format!("left-out-{}", k + 1));
+        ui.say(&format!(
+            "no cause confirmed: debugging again with {} traced, left out of the default set for cost (share {} of {shares}, each within the budget beside the functions called at most {} times a run), in {}",
+            start::summarize(&share.iter().map(String::as_str).collect::<Vec<_>>()),
+            k + 1,
+            census::CARRY_CALLS,
+            out.display()
+        ));
+        let names: Vec<&String> = left_out.carried.iter().chain(share).collect();
+        let trace = names.iter().map(|n| globset::escape(n)).collect();
+        let safe = safe_within(&req.safe, &names);
+        match debug_phase(&ProgramRequest { safe, ..again(req, trace, out) }, cancel, ui) {
+            Ok((next, phase)) => {
+                done = next_session(done, next);
+                callers = phase.callers;
+                from = repeated_keys(&done.diagnosis);
+            }
+            Err(e) => {
+                ui.say(&format!("tracing the functions left out stopped: {e:#}"));
+                break;
+            }
+        }
+    }
+    if from.is_empty() && !settled(&done, cancel) && !left_out.beyond.is_empty() {
+        ui.say(&format!(
+            "no cause confirmed; never traced, beyond the {} sessions of functions left out: {}; name them with --trace to trace them",
+            census::MAX_LEFT_OUT_SESSIONS,
+            left_out.beyond.join(", ")
+        ));
+    }
+    for level in 1..=CALLER_LEVELS {
+        if settled(&done, cancel) {
+            break;
+        }
+        let d = &done.diagnosis;
+        let traced: Vec<&str> =
+            d.session.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+        let added = callers_of_named(&from, &callers, &traced);
+        if added.is_empty() {
+            break;
+        }
+        let out = first.join(format!("callers-{level}"));
+        ui.say(&format!(
+            "no cause confirmed; {}: debugging again with {} traced too (their callers in the code, from DWARF's call sites; what they cost was not measured first), in {}",
+            if level == 1 {
+                format!(
+                    "what separates the runs is a key used twice by {}, which nothing in it can change",
+                    start::summarize(&from.iter().map(String::as_str).collect::<Vec<_>>())
+                )
+            } else {
+                "climbing one caller further".to_owned()
+            },
+            start::summarize(&added.iter().map(String::as_str).collect::<Vec<_>>()),
+            out.display()
+        ));
+        let trace = traced.iter().copied().chain(added.iter().map(String::as_str));
+        let trace = trace.map(globset::escape).collect();
+        // A session that cannot be made (a caller that cannot be probed)
+        // ends the climb; what was found so far is reported.
+        match debug_phase(&again(req, trace, out), cancel, ui) {
+            Ok((next, phase)) => {
+                done = next_session(done, next);
+                callers = phase.callers;
+            }
+            Err(e) => {
+                ui.say(&format!("climbing to callers stopped: {e:#}"));
+                break;
+            }
+        }
+        from = added;
+    }
+    Ok(done)
+}
+
+/// Whether the search ends here: a cause confirmed, or the session cut
+/// short.
+fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
+    let d = &done.diagnosis;
+    d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
+        || d.interrupted.is_some()
+        || cancel.load(Ordering::Relaxed)
+}
+
+/// The `--safe` patterns that name one of `names`: a share of the
+/// functions left out is traced without most of the default set, and a
+/// pattern for a function it does not trace does not apply to it (the
+/// first session checked them against the default set).
+fn safe_within(safe: &[String], names: &[&String]) -> Vec<String> {
+    let names_one = |p: &String| {
+        globset::Glob::new(p)
+            .map(|g| g.compile_matcher())
+            .is_ok_and(|m| names.iter().any(|n| m.is_match(n.as_str())))
+    };
+    safe.iter().filter(|p| names_one(p)).cloned().collect()
+}
+
+/// `req` again, with `trace` for its functions and its own directory.
+fn again(req: &ProgramRequest, trace: Vec<String>, out: PathBuf) -> ProgramRequest {
+    ProgramRequest { trace, out: Some(out), ..req.clone() }
+}
+
+/// `next`, with `done` and the sessions before it as its earlier ones.
+fn next_session(mut done: Debugged, mut next: Debugged) -> Debugged {
+    next.earlier = std::mem::take(&mut done.earlier);
+    next.earlier.push(done);
+    next
+}
+
+/// What a session leaves for the next ones besides its diagnosis.
+struct Phase {
+    callers: Callers,
+    /// Default mode: the functions left out for cost, by name.
+    left_out: LeftOutNames,
+}
+
+/// Traced function → the program's own functions (default candidates)
+/// whose code calls it directly, by name.
+type Callers = BTreeMap<String, Vec<String>>;
+
+/// The functions named by `repeated_key` predicates (which have no
+/// intervention) that hold in every failing run: in no passing run (fully
+/// discriminative), or clearly less often in passing runs (necessary, as
+/// `stats::necessary` decides: a duplicate may do no harm).
+fn repeated_keys(d: &super::Diagnosis) -> Vec<String> {
+    let a = &d.analysis;
+    let mut out: Vec<String> = Vec::new();
+    for p in &a.catalog.predicates {
+        let Some(s) = a.scores.get(p.id.0 as usize) else { continue };
+        if p.key.kind == crate::predicates::Kind::RepeatedKey
+            && (s.fully_discriminative || crate::stats::necessary(s, a.totals))
+            && let Some(f) = d.session.functions.get(p.key.func as usize)
+            && !out.contains(&f.name)
+        {
+            out.push(f.name.clone());
+        }
+    }
+    out
+}
+
+/// The callers of `from` that are not `traced` yet, once each. A caller
+/// that is traced already was in the session that found nothing: the
+/// climb goes on through it to its own callers (each function once).
+fn callers_of_named(from: &[String], callers: &Callers, traced: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: Vec<&str> = from.iter().map(String::as_str).collect();
+    let mut next: Vec<&str> = seen.clone();
+    let mut i = 0;
+    while let Some(&f) = next.get(i) {
+        i += 1;
+        for c in callers.get(f).into_iter().flatten() {
+            if seen.contains(&c.as_str()) {
+                continue;
+            }
+            seen.push(c);
+            if traced.contains(&c.as_str()) {
+                next.push(c);
+            } else {
+                out.push(c.clone());
+            }
+        }
+    }
+    out
+}
+
+/// One session: starts the program, debugs it, removes the probes; with
+/// the callers of each traced function and the functions the default set
+/// left out, for the sessions [`debug_program`] makes next.
+fn debug_phase(
+    req: &ProgramRequest,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<(Debugged, Phase)> {
+    let patterns = match &req.patterns {
+        Some(p) => Some((p.clone(), beside::load_patterns(p)?)),
+        None => None,
+    };
+    let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
+    let callers: RefCell<Callers> = RefCell::new(Callers::new());
+    let left_out: RefCell<LeftOutNames> = RefCell::new(LeftOutNames::default());
+    // The functions to trace: the cheap ones by default, or `--trace`'s;
+    // with their callers among the program's own functions.
+    let choose_functions = |r: &mut Resolver| -> anyhow::Result<(Vec<Function>, Callers)> {
+        if req.trace.is_empty() {
+            let found = default_candidates(r)?;
+            if found.functions.len() > req.load.max_functions {
+                bail!(
+                    "{} has {} functions of its own, more than the limit of {} probes that measuring them needs: name the functions to trace with --trace, or raise --max-probes",
+                    r.executable().path.display(),
+                    found.functions.len(),
+                    req.load.max_functions
+                );
+            }
+            let functions = found.functions.clone();
+            let callers = callers_of(r, &found.functions, &functions);
+            *candidates.borrow_mut() = Some(found);
+            return Ok((functions, callers));
+        }
+        let functions = r.resolve(&req.trace)?;
+        start::check_safe(&req.safe, &functions)?;
+        let own = default_candidates(r).map(|c| c.functions).unwrap_or_default();
+        let callers = callers_of(r, &own, &functions);
+        Ok((functions, callers))
+    };
+    let ProgramSession { target, mut tracer, mut writer } = start::program(
+        Mode::Debug,
+        &req.command,
+        &req.policy.texts,
+        req.load,
+        req.out.as_deref(),
+        Programs::Record,
+        &symbols::DebugSearch::default(),
+        &mut *ui,
+        |r, _| {
+            let (functions, found) = choose_functions(r)?;
+            *callers.borrow_mut() = found;
+            Ok(functions)
+        },
+        |tracer, target, ui| {
+            let measured = candidates
+                .borrow_mut()
+                .take()
+                .map(|found| {
+                    choose_by_cost(tracer, target, &req.policy, &req.safe, found, cancel, ui)
+                })
+                .transpose()?
+                .map(|(census, left_ns, names)| {
+                    *left_out.borrow_mut() = names;
+                    (census, left_ns)
+                });
+            let sync = tracer.add_sync_points()?;
+            log::info!("{sync} synchronisation points of the C library ready for amplification");
+            if let Some((census, left_ns)) = measured
+                && sync > 0
+            {
+                record_sync_if_cheap(tracer, target, &req.policy, &census, left_ns, cancel, ui)?;
+            }
+            Ok(())
+        },
+    )?;
+    let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
+    ui.say(&format!(
+        "debugging {} ({} traced functions: {})",
+        target.display(),
+        names.len(),
+        start::summarize(&names)
+    ));
+    if let Some(a) = &req.amplify_watch {
+        ui.say(&format!(
+            "amplifying with a watchpoint on {}: a thread is held {} right after it {} it (at most {} per run), from the second run on (the first locates it)",
+            a.object,
+            crate::util::human::duration(a.delay.delay_us * 1000),
+            if a.delay.writes_only { "writes" } else { "reads or writes" },
+            a.delay.max
+        ));
+    }
+    let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
+        .with_watch_amplify(req.amplify_watch.clone());
+    let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
+    drop(tracer);
+    // Beside the path, from the runs the analysis used (already in memory;
+    // the session on disk also holds every intervened run).
+    let beside = beside::beside(
+        &diagnosis.session,
+        &target.program,
+        &req.options.safe,
+        patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
+    );
+    let out = writer.dir().to_owned();
+    let phase = Phase { callers: callers.into_inner(), left_out: left_out.into_inner() };
+    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, phase))
+}
+
+/// For each of `functions` in the executable, those of `own` (the
+/// program's default candidates: not `main`, not sleep helpers) whose code
+/// calls it directly.
+fn callers_of(r: &Resolver, own: &[Function], functions: &[Function]) -> Callers {
+    let exe = r.executable();
+    let by_address: BTreeMap<u64, &str> =
+        own.iter().map(|o| (o.address, o.name.as_str())).collect();
+    let name_of = |a: &u64| by_address.get(a).map(|n| (*n).to_owned());
+    functions
+        .iter()
+        .filter(|f| f.module == exe.path)
+        .map(|f| (f.name.clone(), exe.callers(f.address).iter().filter_map(name_of).collect()))
+        .filter(|(_, c): &(String, Vec<String>)| !c.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callers(edges: &[(&str, &[&str])]) -> Callers {
+        edges
+            .iter()
+            .map(|(f, c)| ((*f).to_owned(), c.iter().map(|s| (*s).to_owned()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn safe_patterns_apply_to_the_shares_that_trace_them() {
+        let safe: Vec<String> = ["pricing_*", "validate_invoice"].map(str::to_owned).to_vec();
+        let (a, b, c) = ("pricing_fetch".to_owned(), "unit_price".to_owned(), "main2".to_owned());
+        assert_eq!(safe_within(&safe, &[&a, &b]), ["pricing_*"]);
+        assert!(safe_within(&safe, &[&b, &c]).is_empty());
+    }
+
+    #[test]
+    fn the_climb_goes_through_callers_already_traced() {
+        // inventory-sixty's default set once held catalog_find and both its
+        // callers: the climb must reach stock_item, one level further.
+        let c = callers(&[
+            ("catalog_find", &["catalog_describe", "report_render"]),
+            ("catalog_describe", &["stock_item"]),
+            ("report_render", &[]),
+            ("stock_item", &["catalog_find"]),
+        ]);
+        let from = vec!["catalog_find".to_owned()];
+        let traced = ["catalog_find", "catalog_describe", "report_render"];
+        assert_eq!(callers_of_named(&from, &c, &traced), ["stock_item"]);
+        // An untraced caller is added, and not climbed through.
+        let traced = ["catalog_find"];
+        assert_eq!(callers_of_named(&from, &c, &traced), ["catalog_describe", "report_render"]);
+        // Everything traced and a cycle: nothing to add, and it ends.
+        let traced = ["catalog_find", "catalog_describe", "report_render", "stock_item"];
+        assert!(callers_of_named(&from, &c, &traced).is_empty());
+    }
+}

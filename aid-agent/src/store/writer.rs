@@ -1,0 +1,226 @@
+//! Writing a session: the directory (created 0700), the header, each
+//! run's CSV files with their row counts and SHA-256, and the run record
+//! appended to `runs.jsonl` when the run ends.
+
+use std::{
+    fs::{self, File, OpenOptions},
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::model::{Function, RecordedRun};
+
+use super::{lines::*, *};
+
+/// Appends runs to a new session directory.
+pub struct Writer {
+    dir: PathBuf,
+    header: Header,
+    runs: File,
+    count: usize,
+    /// When `runs.jsonl` last reached the disk.
+    synced: Option<std::time::Instant>,
+}
+
+/// `runs.jsonl` reaches the disk at most this long after a run's record:
+/// a service's units come every few milliseconds, and waiting for the
+/// disk after each one made the agent fall behind the event stream
+/// (issue 12). A record is in the page cache at once, so an agent that is
+/// killed loses nothing; only a machine crash can lose this much.
+pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.runs.sync_data();
+    }
+}
+
+pub(super) fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Write { path: path.to_owned(), source }
+}
+
+/// Creates the session directory `dir` (mode 0700, with any missing
+/// parents), which must not exist or be empty, and checks that files can be
+/// created in it: done before any probe is attached, so that an unusable
+/// `--out` is found first.
+pub fn prepare(dir: &Path) -> Result<(), SessionError> {
+    if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
+        return Err(SessionError::Exists(dir.to_owned()));
+    }
+    private_dir(dir)?;
+    // An unnamed file: nothing is left behind.
+    tempfile::tempfile_in(dir).map_err(write_err(dir))?;
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents 0700, and makes `dir` 0700 if it
+/// existed.
+pub(super) fn private_dir(dir: &Path) -> Result<(), SessionError> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(write_err(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))
+}
+
+impl Writer {
+    /// Creates `dir` (which must not exist or be empty; see [`prepare`])
+    /// and writes the header.
+    pub fn create(dir: &Path, header: &Header) -> Result<Writer, SessionError> {
+        if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
+            return Err(SessionError::Exists(dir.to_owned()));
+        }
+        private_dir(dir)?;
+        private_dir(&dir.join("runs"))?;
+        let header_path = dir.join("session.json");
+        let text = serde_json::to_string_pretty(header).expect("header serializes");
+        atomic_write(&header_path, text.as_bytes())?;
+        let runs_path = dir.join("runs.jsonl");
+        let runs = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&runs_path)
+            .map_err(write_err(&runs_path))?;
+        Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0, synced: None })
+    }
+
+    /// Stores the analysis settings in `session.json` (rewritten whole,
+    /// atomically).
+    pub fn set_settings(&mut self, settings: Settings) -> Result<(), SessionError> {
+        self.header.settings = Some(settings);
+        let text = serde_json::to_string_pretty(&self.header).expect("header serializes");
+        atomic_write(&self.dir.join("session.json"), text.as_bytes())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn runs_written(&self) -> usize {
+        self.count
+    }
+
+    /// Writes a run's files, then its record (the record last, so a record
+    /// never points at files that were not completely written). If any of
+    /// it cannot be written (a full disk), what was written of the run is
+    /// removed: the session keeps its earlier runs and nothing half-written
+    /// looks complete.
+    pub fn append(
+        &mut self,
+        rec: &RecordedRun,
+        functions: &[Function],
+    ) -> Result<(), SessionError> {
+        let before = self.runs.metadata().map(|m| m.len()).ok();
+        let run_dir = self.dir.join(format!("runs/{:06}", rec.run.id));
+        let result = self.try_append(rec, functions);
+        if result.is_err() {
+            if let Some(len) = before {
+                let _ = self.runs.set_len(len);
+            }
+            let _ = fs::remove_dir_all(&run_dir);
+        }
+        result
+    }
+
+    fn try_append(
+        &mut self,
+        rec: &RecordedRun,
+        functions: &[Function],
+    ) -> Result<(), SessionError> {
+        let RecordedRun {
+            run,
+            rows,
+            start_ns: start_monotonic_ns,
+            orphan_exits,
+            stdout,
+            stderr,
+            notes,
+            ..
+        } = rec;
+        let (start_monotonic_ns, orphan_exits) = (*start_monotonic_ns, *orphan_exits);
+        let rel = format!("runs/{:06}", run.id);
+        let run_dir = self.dir.join(&rel);
+        private_dir(&run_dir)?;
+        let events = write_csv(
+            &self.dir,
+            &format!("{rel}/events.csv"),
+            EVENT_COLUMNS,
+            rows.iter().map(|r| EventLine::new(run.id, r, functions)),
+        )?;
+        let threads = write_csv(
+            &self.dir,
+            &format!("{rel}/threads.csv"),
+            THREAD_COLUMNS,
+            run.threads.iter().map(|t| ThreadLine::new(run.id, t)),
+        )?;
+        for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
+            let p = run_dir.join(name);
+            fs::write(&p, text).map_err(write_err(&p))?;
+        }
+        let record = RunRecord {
+            id: run.id,
+            label: run.label,
+            phase: Some(run.phase()),
+            outcome: run.outcome.clone(),
+            lost_events: run.lost_events,
+            lost_thread_records: run.lost_thread_records,
+            complete: run.complete,
+            end_ns: run.end_ns,
+            start_monotonic_ns,
+            orphan_exits,
+            interventions: run.interventions.clone(),
+            noise: run.noise.clone(),
+            pauses: run.pauses.clone(),
+            notes: notes.clone(),
+            events,
+            threads,
+        };
+        let mut line = serde_json::to_string(&record).expect("record serializes");
+        line.push('\n');
+        let path = self.dir.join("runs.jsonl");
+        self.runs.write_all(line.as_bytes()).map_err(write_err(&path))?;
+        if self.synced.is_none_or(|t| t.elapsed() >= SYNC_EVERY) {
+            self.runs.sync_data().map_err(write_err(&path))?;
+            self.synced = Some(std::time::Instant::now());
+        }
+        self.count += 1;
+        Ok(())
+    }
+}
+
+pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, bytes).map_err(write_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(write_err(path))
+}
+
+/// Writes a CSV file (the header, then one line per item) and returns its
+/// reference (rows, SHA-256).
+pub(super) fn write_csv<L: Serialize>(
+    dir: &Path,
+    rel: &str,
+    columns: &[&str],
+    lines: impl Iterator<Item = L>,
+) -> Result<FileRef, SessionError> {
+    let path = dir.join(rel);
+    let mut bytes = Vec::new();
+    let mut count = 0u64;
+    {
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(&mut bytes);
+        let io = |e: csv::Error| SessionError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        };
+        // Written by hand so that a file without lines still names them.
+        w.write_record(columns).map_err(io)?;
+        for line in lines {
+            w.serialize(line).map_err(io)?;
+            count += 1;
+        }
+        w.flush().map_err(|e| SessionError::Write { path: path.clone(), source: e })?;
+    }
+    let sha256 = hex(&Sha256::digest(&bytes));
+    fs::write(&path, &bytes).map_err(write_err(&path))?;
+    Ok(FileRef { path: rel.to_owned(), rows: count, sha256 })
+}
