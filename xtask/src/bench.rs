@@ -24,13 +24,15 @@ use crate::{agent_binary, exec, root};
 
 #[derive(clap::Subcommand)]
 pub enum Which {
-    /// `aid-agent debug` on every example: interventions and runs against
-    /// TAGT on the same session, wall time.
+    /// The examples' scoreboard: `aid-agent debug` on every case of
+    /// examples/cases.rs (each example debugged as its README or a test
+    /// says), sessions with the expected path, with no cause and with
+    /// another; interventions and runs against TAGT, wall time.
     Examples {
-        /// Sessions per example.
+        /// Sessions per case.
         #[arg(long, default_value_t = 3)]
         sessions: usize,
-        /// Only these examples (comma-separated names; default: all).
+        /// Only these cases (comma-separated names; default: all).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
@@ -104,64 +106,73 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     }
 }
 
-/// The examples with an `aid.args` (the flags their README runs `debug`
-/// with).
-const EXAMPLES: &[&str] = &[
-    "index-race",
-    "commit-after-close",
-    "cache-expiry",
-    "counter-atomicity",
-    "rust-config-race",
-    "heartbeat-auth",
-    "transient-fetch",
-    "pool-table-race",
-];
-
+/// Every case of examples/cases.rs, `sessions` times each: a row per
+/// case with how many sessions reported the expected path ("right"),
+/// confirmed no cause, reported another path, or the expected path with
+/// its root cause unnamed or more interventions than the case allows
+/// ("failed"), and the means over the sessions (min-max). Each session
+/// that was not right is printed with what it reported.
 fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
-    if let Some(bad) = only.iter().find(|o| !EXAMPLES.contains(&o.as_str())) {
-        bail!("--only {bad}: not an example with aid.args; one of {}", EXAMPLES.join(", "));
+    let all = crate::cases::cases();
+    if let Some(bad) = only.iter().find(|o| !all.iter().any(|c| c.name == o.as_str())) {
+        let names: Vec<&str> = all.iter().map(|c| c.name).collect();
+        bail!("--only {bad}: not a case; one of {}", names.join(", "));
     }
-    let dir = root().join("target/bench");
+    let dir = root().join("target/bench/examples");
     std::fs::create_dir_all(&dir)?;
-    println!("sessions per example: {sessions}; each cell: mean over the sessions (min-max)");
     println!(
-        "| example | AID interventions | AID runs | TAGT interventions (replayed) | TAGT runs (replayed) | observed runs | wall time (s) |"
+        "sessions per case: {sessions}; agent: {}; each number cell: mean over the sessions (min-max)",
+        agent_binary().display()
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for name in EXAMPLES.iter().filter(|n| only.is_empty() || only.iter().any(|o| o == *n)) {
-        let ex_dir = root().join("examples").join(name);
-        let exe = crate::build_example(&ex_dir, &dir.join(name))?;
-        let args = crate::demo_args(&ex_dir)?;
-        let mut rows: Vec<[f64; 6]> = Vec::new();
-        for _ in 0..sessions {
+    println!(
+        "| case | right | no cause | other path | failed | AID interventions | TAGT interventions (replayed) | AID runs | observed runs | wall time (s) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for case in all.iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name)) {
+        let exe = crate::cases::build(case.example, &dir).map_err(anyhow::Error::msg)?;
+        let args = case.args().map_err(anyhow::Error::msg)?;
+        let mut rows: Vec<[f64; 5]> = Vec::new();
+        let mut verdicts = [0usize; 4];
+        for k in 1..=sessions {
             let out = tempfile_dir()?;
             let started = std::time::Instant::now();
-            let status = Command::new(agent_binary())
+            let output = Command::new(agent_binary())
                 .arg("debug")
                 .args(&args)
                 .arg("--out")
                 .arg(out.join("s"))
                 .arg("--")
                 .arg(&exe)
-                .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .status()?;
+                .output()?;
             let wall = started.elapsed().as_secs_f64();
-            if !status.success() {
-                bail!("aid-agent debug on {name} failed ({status})");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let outcome = crate::cases::Outcome::read(&out.join("s"), &stdout);
+            let _ = std::fs::remove_dir_all(&out);
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    bail!("{}: session {k} wrote no report ({}): {e}", case.name, output.status)
+                }
+            };
+            let verdict = crate::cases::judge(case, &outcome);
+            let slot = match &verdict {
+                crate::cases::Verdict::Right => 0,
+                crate::cases::Verdict::NoCause => 1,
+                crate::cases::Verdict::OtherPath(_) => 2,
+                crate::cases::Verdict::Failed(_) => 3,
+            };
+            verdicts[slot] += 1;
+            if slot > 0 {
+                eprintln!("{}: session {k}: {verdict:?}", case.name);
             }
-            let report: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(out.join("s/report.json"))?)?;
-            let num = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
             rows.push([
-                num(&report["interventions"]),
-                num(&report["runs"]),
-                num(&report["tagt"]["mean_interventions"]),
-                num(&report["tagt"]["mean_runs"]),
-                num(&report["observed"]["runs"]),
+                outcome.interventions,
+                outcome.tagt_mean,
+                outcome.runs,
+                outcome.observed_runs,
                 wall,
             ]);
-            let _ = std::fs::remove_dir_all(&out);
         }
         let cell = |i: usize, digits: usize| {
             let v: Vec<f64> = rows.iter().map(|r| r[i]).collect();
@@ -173,13 +184,17 @@ fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
             format!("{mean:.digits$} ({lo:.digits$}-{hi:.digits$})")
         };
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            case.name,
+            verdicts[0],
+            verdicts[1],
+            verdicts[2],
+            verdicts[3],
             cell(0, 1),
-            cell(1, 0),
-            cell(2, 1),
+            cell(1, 1),
+            cell(2, 0),
             cell(3, 0),
-            cell(4, 0),
-            cell(5, 1)
+            cell(4, 1)
         );
     }
     Ok(())

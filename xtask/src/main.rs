@@ -6,6 +6,8 @@
 //! for what is already there.
 
 mod bench;
+#[path = "../../examples/cases.rs"]
+mod cases;
 mod corpus;
 mod setup;
 
@@ -130,8 +132,8 @@ fn demo(example: &str) -> anyhow::Result<()> {
     }
     let out = std::env::temp_dir().join("aid-demo");
     std::fs::create_dir_all(&out)?;
-    let exe = build_example(&dir, &out.join(example))?;
-    let args = demo_args(&dir)?;
+    let exe = cases::build(example, &out).map_err(anyhow::Error::msg)?;
+    let args = cases::readme_args(example).map_err(anyhow::Error::msg)?;
     let session = out.join(format!("{example}-session"));
     let _ = std::fs::remove_dir_all(&session);
     eprintln!(
@@ -141,48 +143,4 @@ fn demo(example: &str) -> anyhow::Result<()> {
         exe.display()
     );
     exec(Command::new(agent_binary()).arg("debug").args(&args).arg("-o").arg(&session).arg(&exe))
-}
-
-/// Compiles an example (its `<name>.c` or `.cpp` file, or `main.rs`) the
-/// way `examples/build.sh` does.
-pub fn build_example(dir: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let stem = dir.file_name().unwrap_or_default().to_string_lossy().replace('-', "_");
-    let (c, cpp) = (dir.join(format!("{stem}.c")), dir.join(format!("{stem}.cpp")));
-    let rs = dir.join("main.rs");
-    if c.exists() {
-        exec(
-            Command::new("gcc").args(["-g", "-O1", "-pthread", "-o"]).arg(out).arg(&c).arg("-lm"),
-        )?;
-    } else if cpp.exists() {
-        exec(
-            Command::new("g++")
-                .args(["-std=c++17", "-g", "-O1", "-pthread", "-o"])
-                .arg(out)
-                .arg(&cpp),
-        )?;
-    } else if rs.exists() {
-        exec(
-            Command::new("rustc")
-                .args(["-g", "-C", "opt-level=1", "--edition", "2021", "--crate-name", &stem, "-o"])
-                .arg(out)
-                .arg(&rs),
-        )?;
-    } else {
-        bail!("{} has no {stem}.c, {stem}.cpp or main.rs", dir.display());
-    }
-    Ok(out.to_owned())
-}
-
-/// The `aid-agent debug` options an example's `aid.args` file lists, one
-/// argument per line (the command its README suggests).
-pub fn demo_args(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let path = dir.join("aid.args");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect())
 }

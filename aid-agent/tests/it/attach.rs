@@ -5,15 +5,14 @@
 //! Ctrl-C and on the agent's SIGKILL the service is left serving, with no
 //! breakpoint and no tracer.
 
-
 use std::{
     io::{BufRead as _, BufReader, Read as _},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
 };
 
-use aid::{model::Label, store};
 use crate::common::*;
+use aid::{model::Label, store};
 use nix::sys::signal::Signal;
 
 fn service() -> PathBuf {

@@ -4,12 +4,12 @@
 //! and Perfetto protobuf with Perfetto's own schema), and the session
 //! format example of docs/session-format.md run against a session.
 
-
 use std::{
     path::{Path, PathBuf},
     process::Command,
 };
 
+use crate::common::*;
 use aid::{
     model::{
         AppliedIntervention, Intervention, Label, Noise, Outcome, Site, ValueKind,
@@ -17,7 +17,6 @@ use aid::{
     },
     store::{FORMAT, Header, Mode, VERSION, Writer},
 };
-use crate::common::*;
 
 /// A small session on disk: `fetch` on fetcher#1 returns a pointer, and
 /// `use_cache` on reader#2 returns 4 in failing runs and 3 in passing

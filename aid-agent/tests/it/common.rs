@@ -133,6 +133,19 @@ pub fn rust_fixture(src: &str, crate_name: &str) -> PathBuf {
     out
 }
 
+/// Bundled example `name` (examples/), built once per test process with
+/// examples/build.sh into `<fixtures>/examples/<name>`: the process is
+/// called by the example's name, as a user's would be.
+pub fn example(name: &str) -> PathBuf {
+    let _guard = BUILD.lock().unwrap_or_else(PoisonError::into_inner);
+    let dir = fixture_dir().join("examples");
+    let out = dir.join(name);
+    if !out.exists() {
+        crate::cases::build(name, &dir).unwrap_or_else(|e| panic!("{e}"));
+    }
+    out
+}
+
 pub fn temp_session() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("session");
@@ -221,14 +234,6 @@ pub fn code_byte(pid: u32, addr: u64) -> u8 {
     let mut b = [0u8; 1];
     mem.read_exact_at(&mut b, addr).unwrap();
     b[0]
-}
-
-/// Names of the BPF programs loaded in the kernel right now.
-pub fn loaded_bpf_programs() -> Vec<String> {
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .filter_map(|p| p.name_as_str().map(str::to_owned))
-        .collect()
 }
 
 /// A process running in the background, killed when dropped.

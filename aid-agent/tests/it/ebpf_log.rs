@@ -3,7 +3,6 @@
 //! at `-v` and all at `-vv`, and the per-kind count the agent reads from
 //! the error map agrees.
 
-
 use crate::common::*;
 
 #[test]

@@ -7,7 +7,6 @@
 //! sample: each test states what it needs from the sample and how likely
 //! it is not to get it. No test retries.
 
-
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -16,22 +15,6 @@ use std::{
 
 use crate::common::*;
 use serde_json::Value;
-
-
-/// Builds examples/counter-atomicity the way its README says.
-fn counter_atomicity(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/counter-atomicity/counter_atomicity.c");
-    let out = dir.join("counter-atomicity");
-    let status = Command::new("gcc")
-        .args(["-g", "-O1", "-pthread", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("running gcc");
-    assert!(status.success(), "building counter-atomicity");
-    out
-}
 
 /// A session of 40 runs of counter-atomicity with its aid.args functions,
 /// recorded once for all the tests here: its directory and its (failing,
@@ -45,7 +28,7 @@ fn counter_session() -> &'static (tempfile::TempDir, PathBuf, Vec<u32>, Vec<u32>
     static SESSION: OnceLock<(tempfile::TempDir, PathBuf, Vec<u32>, Vec<u32>)> = OnceLock::new();
     SESSION.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
-        let exe = counter_atomicity(tmp.path());
+        let exe = example("counter-atomicity");
         let out = tmp.path().join("session");
         run_ok(
             agent()

@@ -12,7 +12,6 @@
 //! `tracer::error_not_elf`), forked children (`scope::forked_child_of_the_target_runs_untraced_and_unharmed`).
 //! docs/guarantees.md lists every promise with its test.
 
-
 use std::{
     io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
@@ -20,11 +19,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::common::*;
 use aid::{
     model::{Label, Session},
     symbols::Resolver,
 };
-use crate::common::*;
 use nix::sys::signal::Signal;
 
 fn faults() -> PathBuf {

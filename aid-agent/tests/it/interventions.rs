@@ -1,15 +1,14 @@
 //! The intervention machinery end to end: kernel trigger, thread stop,
 //! ptrace action, resume — on fixtures compiled at test time.
 
-
 use std::{
     path::Path,
     process::Stdio,
     time::{Duration, Instant},
 };
 
-use aid::model::{Call, Label, Session};
 use crate::common::*;
+use aid::model::{Call, Label, Session};
 
 /// Runs `aid-agent intervene` with a JSON plan and loads the session.
 fn intervene(exe: &Path, args: &[&str], trace: &[&str], plan: &str, extra: &[&str]) -> Session {

@@ -6,6 +6,8 @@
 
 mod architecture;
 mod attach;
+#[path = "../../../examples/cases.rs"]
+mod cases;
 mod cli;
 mod common;
 mod ebpf_log;

@@ -1,9 +1,8 @@
 //! The eBPF object as the kernel loads it: every map aid-common names is
 //! there under that name, and the loader's patched globals let it load.
 
-
-use aid::bpf::{LoadOptions, Probes};
 use crate::common::*;
+use aid::bpf::{LoadOptions, Probes};
 
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]

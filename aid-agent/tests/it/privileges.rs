@@ -3,7 +3,6 @@
 //! intervened on), CAP_SYS_PTRACE on top only for another user's process.
 //! The target gets none of them, and runs in the user's mount namespace.
 
-
 use std::{
     io::{BufRead as _, BufReader},
     os::unix::fs::{MetadataExt as _, PermissionsExt as _},
@@ -11,8 +10,8 @@ use std::{
     process::{Command, Stdio},
 };
 
-use aid::model::Label;
 use crate::common::*;
+use aid::model::Label;
 
 const NOBODY: u32 = 65534;
 

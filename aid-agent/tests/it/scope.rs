@@ -3,7 +3,6 @@
 //! and threads are exact, its forked children are left alone, and the
 //! probes are gone when detached.
 
-
 use std::{
     ffi::OsString,
     io::{BufRead as _, BufReader},
@@ -13,13 +12,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::common::*;
 use aid::{
     bpf::{LoadOptions, Mechanism, Probes, Programs, Scope},
     model::Label,
     symbols::Resolver,
     sys::spawn::{self as runner, Target},
 };
-use crate::common::*;
 
 /// The `[uprobes]` mapping: the kernel creates it in a process the first
 /// time one of its threads hits a uprobe breakpoint, and it stays for the

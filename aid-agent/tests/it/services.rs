@@ -18,7 +18,6 @@
 //! produce (see each README), and every session stops on its own: each
 //! agent runs under `timeout`.
 
-
 use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -29,25 +28,6 @@ use crate::common::*;
 
 /// Longest a whole `debug --pid` session may take here.
 const SESSION_LIMIT: &str = "900";
-
-fn example_source(name: &str) -> PathBuf {
-    let file = format!("{}.c", name.replace('-', "_"));
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name).join(file)
-}
-
-/// Builds an example as its README says, into `dir/<name>` (so the
-/// process and its threads are called `<name>`, as they would be).
-fn build(name: &str, dir: &Path) -> PathBuf {
-    let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-g", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&out)
-        .arg(example_source(name))
-        .status()
-        .unwrap();
-    assert!(status.success(), "building {name}");
-    out
-}
 
 /// A service started as a user would, its one line of stderr (at exit)
 /// in a file.
@@ -161,7 +141,7 @@ fn assert_still_serving(svc: Service, traced: &[&str], name: &str) {
 fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
     let _bpf = require_bpf();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build("svc-stale-cache", tmp.path());
+    let exe = example("svc-stale-cache");
     let svc = start(&exe, tmp.path());
     let out = tmp.path().join("session");
     let safe = ["--safe", "backend_fetch", "--safe", "cache_get", "--safe", "validate_response"];
@@ -217,7 +197,7 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
     let mut outcomes = Vec::new();
     for session in 1..=2 {
         let tmp = tempfile::tempdir().unwrap();
-        let exe = build("svc-compaction", tmp.path());
+        let exe = example("svc-compaction");
         let svc = start(&exe, tmp.path());
         let out = tmp.path().join("session");
         let (code, text, path) = debug(svc.bg.pid(), &trace, &out);
@@ -255,7 +235,7 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
 fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
     let _bpf = require_bpf();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build("svc-compaction", tmp.path());
+    let exe = example("svc-compaction");
     let svc = start(&exe, tmp.path());
     let out = tmp.path().join("session");
     let (code, text, path) = debug(svc.bg.pid(), &[], &out);

@@ -3,18 +3,17 @@
 //! build-id and `.gnu_debuglink` under a debug root, and a target in
 //! another mount namespace (a container) resolved through `/proc/PID/root`.
 
-
 use std::{
     io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
+use crate::common::*;
 use aid::{
     model::{ValueKind, ValueType},
     symbols::{DebugSearch, Origin, Resolver, debuginfo::Found},
 };
-use crate::common::*;
 
 const INT: ValueType = ValueType { kind: ValueKind::Signed, size: 4 };
 

@@ -3,11 +3,10 @@
 //! independent witness of where each symbol is. And which functions call
 //! which, from DWARF.
 
-
 use std::process::Command;
 
-use aid::symbols::Resolver;
 use crate::common::*;
+use aid::symbols::Resolver;
 
 /// The address `nm -D` gives for `symbol` (e.g. `free@@GLIBC_2.2.5`,
 /// matched on the name before the version) in the C library the fixture

@@ -2,15 +2,14 @@
 //! exact event sequences per thread role, attach, lost events, teardown and
 //! the one-line errors.
 
-
 use std::{
     io::{BufRead as _, BufReader},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use aid::model::Label;
 use crate::common::*;
+use aid::model::Label;
 
 type Calls = Vec<(String, u32, [i64; 3], Option<i64>)>;
 

@@ -6,11 +6,7 @@
 //! delayed by more than ~4 ms; counter-atomicity fails in about a quarter
 //! of its runs. Each test states what it needs of a sample; none retries.
 
-
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::PathBuf, process::Command};
 
 use crate::common::*;
 use serde_json::Value;
@@ -280,21 +276,6 @@ fn slice_verify_forces_the_orders_and_flips_each_hazard() {
     assert_eq!(load(&tmp.path().join("v")).runs.len(), 15);
 }
 
-/// Builds examples/counter-atomicity the way its README says.
-fn counter_atomicity(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/counter-atomicity/counter_atomicity.c");
-    let out = dir.join("counter-atomicity");
-    let status = Command::new("gcc")
-        .args(["-g", "-O1", "-pthread", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("running gcc");
-    assert!(status.success(), "building counter-atomicity");
-    out
-}
-
 /// `mine --access watch` on counter-atomicity, declaring nothing: the
 /// watched re-runs show worker 2's load as a read and worker 1's store as
 /// a write, and the top group is the paper's lost update, the
@@ -310,7 +291,7 @@ fn counter_atomicity(dir: &Path) -> PathBuf {
 fn mine_with_watchpoints_finds_the_anti_dependence() {
     let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = counter_atomicity(tmp.path());
+    let exe = example("counter-atomicity");
     let out = tmp.path().join("session");
     run_ok(
         agent()
@@ -374,7 +355,7 @@ fn mine_with_watchpoints_finds_the_anti_dependence() {
 fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
     let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = counter_atomicity(tmp.path());
+    let exe = example("counter-atomicity");
     let recorded = tmp.path().join("recorded");
     let trace = ["--trace", "increment", "--trace", "*_counter", "--trace", "check_total"];
     run_ok(
