@@ -580,6 +580,11 @@ pub enum NoiseAction {
     /// `priority` order (higher first) among those demoted; at most
     /// `max_us`.
     Demote { priority: u32, max_us: u64 },
+    /// Nothing this run: a point of a focused plan left off in this run
+    /// (`debug/amplify.rs`), so that runs with and without it are made
+    /// alike — under the agent's control, the sync-point probes attached —
+    /// and only the plan differs.
+    Skip,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! the causal path with interventions, and estimate what TAGT would have
 //! needed on the same session.
 
+pub mod amplify;
 pub mod beside;
 pub mod campaign;
 pub mod default_set;
@@ -36,7 +37,7 @@ use crate::{
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
     intervene::{
         Reach, SafeList,
-        noise::{Level, NoiseSource, Schedule},
+        noise::{NoiseSource, Schedule},
     },
     model::{Label, Run, Session},
     predicates::{ExtractConfig, PredId},
@@ -129,8 +130,12 @@ pub struct Observed {
     /// Runs dropped because events were lost.
     pub incomplete: u32,
     /// The noise level the analysed runs were made with, if failures had
-    /// to be amplified.
+    /// to be amplified: (points per run, longest hold in µs).
     pub amplified: Option<(usize, u64)>,
+    /// That noise in words (`amplify.rs`): a level of random noise, or the
+    /// plan it was focused on.
+    #[serde(default)]
+    pub noise: Option<String>,
     /// Runs the analysis used (those of the final noise level).
     pub analysed: u32,
 }
@@ -478,7 +483,8 @@ fn conclude(
 /// Takes runs from the source until enough failing and passing ones exist.
 /// Returns the runs to analyse and, when the failure had to be amplified,
 /// the noise to keep injecting during interventions (so the failure rate
-/// they are judged against stays the same).
+/// they are judged against stays the same). How the noise is chosen:
+/// `amplify.rs`.
 #[allow(clippy::type_complexity, reason = "a private helper returning three results at once")]
 fn observe(
     source: &mut dyn RunSource,
@@ -491,26 +497,28 @@ fn observe(
     let noun = source.noun();
     let mut observed = Observed::default();
     let mut basis: Vec<Run> = Vec::new();
-    let mut plain: Vec<Run> = Vec::new();
-    let mut noise: Option<NoiseSource> = None;
-    // Amplified from the start, planned from the runs observed before.
-    if let Some(seen) = amplified_from {
-        let level = Level::START;
-        ui.say(&format!(
-            "injecting noise at synchronisation points and traced calls ({}; {} per {noun}, holds up to {}); the {noun}s record it",
-            opts.schedule.describe(),
-            level.sites,
-            crate::util::human::duration(level.max_delay_us * 1000),
-        ));
-        noise = Some(NoiseSource::new(level, opts.schedule, &seen, source.functions(), opts.seed));
-        plain = seen;
+    let (mut amp, said) = amplify::Amplifier::new(
+        if source.can_amplify() { opts.amplify_below } else { 0.0 },
+        opts.amplify_after,
+        opts.schedule,
+        opts.seed,
+        noun,
+        amplified_from,
+        source.functions(),
+    );
+    if let Some(line) = said {
+        ui.say(&line);
     }
     let mut noted = false;
     let counts = |runs: &[Run]| {
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
     };
-    let limit = opts.runs.unwrap_or(opts.max_runs);
+    // The search for a noise that provokes the failure has runs of its
+    // own beyond `max_runs`; `--runs N` is exactly N, whatever they are.
+    let limit = opts.runs.unwrap_or_else(|| {
+        opts.max_runs + if source.can_amplify() { amplify::SEARCH_RUNS } else { 0 }
+    });
     observed.noun = noun.to_owned();
     // The bar's length is the most runs it may take.
     ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
@@ -523,51 +531,11 @@ fn observe(
         if opts.runs.is_none() && failing >= opts.min_failing && passing >= opts.min_passing {
             break;
         }
-        // Amplify a rare failure, or raise the noise if it is still rare.
-        if source.can_amplify()
-            && basis.len() as u32 >= opts.amplify_after
-            && f64::from(failing) < opts.amplify_below * basis.len() as f64
-        {
-            let level = match &noise {
-                None => Some(Level::START),
-                Some(n) => n.level.stronger(),
-            };
-            let Some(level) = level else { break };
-            let holds = crate::util::human::duration(level.max_delay_us * 1000);
-            ui.say(&if noise.is_none() {
-                format!(
-                    "failures are rare ({failing} of {} {noun}s): injecting noise at synchronisation points and traced calls ({}; {} per {noun}, holds up to {holds}) to make them more frequent; the {noun}s record it",
-                    basis.len(),
-                    opts.schedule.describe(),
-                    level.sites,
-                )
-            } else {
-                format!(
-                    "still rare with that noise ({failing} of {} {noun}s): stronger noise ({} per {noun}, holds up to {holds})",
-                    basis.len(),
-                    level.sites,
-                )
-            });
-            match noise.as_mut() {
-                Some(n) => n.raise(level),
-                None => {
-                    let seen = if plain.is_empty() { &basis } else { &plain };
-                    noise = Some(NoiseSource::new(
-                        level,
-                        opts.schedule,
-                        seen,
-                        source.functions(),
-                        opts.seed,
-                    ));
-                }
-            }
-            basis.clear();
+        if amp.exhausted() && opts.runs.is_none() && basis.len() as u32 >= opts.amplify_after {
+            break;
         }
-        let delays = noise.as_mut().map(NoiseSource::draw).unwrap_or_default();
-        let Some(rec) = source.observe(&delays, cancel)? else { break };
-        if let Some(n) = noise.as_mut() {
-            n.learn(&rec.sync_steps);
-        }
+        let noise = amp.draw();
+        let Some(rec) = source.observe(&noise, cancel)? else { break };
         writer.append(&rec, source.functions())?;
         if !rec.notes.is_empty() && !noted {
             noted = true;
@@ -589,10 +557,16 @@ fn observe(
             Label::Fail => observed.failing += 1,
             Label::Pass => observed.passing += 1,
         }
-        if noise.is_none() {
-            plain.push(rec.run.clone());
+        let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
+        for line in &verdict.say {
+            ui.say(line);
         }
-        basis.push(rec.run);
+        if verdict.restart {
+            basis.clear();
+        }
+        if verdict.basis {
+            basis.push(rec.run);
+        }
         let (f, p) = counts(&basis);
         ui.step(&format!("{f} failing, {p} passing{wanted}"));
     }
@@ -613,21 +587,31 @@ fn observe(
         ));
     }
     let (failing, passing) = counts(&basis);
-    if failing == 0 {
+    if observed.failing == 0 {
         bail!("no {noun} failed in {} {noun}s{}", observed.runs, source.hint_no_failure());
+    }
+    if failing == 0 {
+        bail!(
+            "{} of {} {noun}s failed, but none of the {} {noun}s made with the last noise tried, so there is nothing to learn from: the failure is too rare for aid to provoke{}",
+            observed.failing,
+            observed.runs,
+            basis.len(),
+            source.hint_no_failure()
+        );
     }
     if passing == 0 {
         bail!(
             "every one of {} {noun}s failed: aid needs passing {noun}s to compare with{}",
-            observed.runs,
+            basis.len(),
             source.hint_all_failed()
         );
     }
-    observed.amplified = noise.as_ref().map(|n| (n.level.sites, n.level.max_delay_us));
+    observed.amplified = amp.amplified();
+    observed.noise = amp.words();
     observed.analysed = basis.len() as u32;
     ui.say(&format!(
         "observed {} {noun}s: {failing} failing and {passing} passing {noun}s analysed",
         observed.runs
     ));
-    Ok((observed, basis, noise))
+    Ok((observed, basis, amp.into_noise()))
 }

@@ -7,7 +7,8 @@ use super::*;
 use crate::{
     intervene::{Plan, Reach},
     model::{
-        AppliedIntervention, Function, Noise, Outcome, RecordedRun, ValueKind,
+        AppliedIntervention, Function, Noise, NoiseAction, NoiseAt, Outcome, RecordedRun,
+        ValueKind,
         testing::{call, function, recorded, run},
     },
     store::{Mode, test_header},
@@ -141,6 +142,150 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     assert!(control.failing > 0, "{control:?}");
     let discovery = d.discovery.expect("a path");
     let root = discovery.root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
+
+/// A program that fails only when its worker (role 1) is held at its 2nd
+/// synchronisation point for at least 200 µs: as a lock taken a moment
+/// too late. Then `read` returns -1 (exit code 1); forcing `read` passes.
+/// Every noise point it is given is reached (the first four sync points
+/// of each thread, and `read`'s call).
+struct NeedsOnePoint {
+    functions: Vec<Function>,
+    runs: u32,
+    /// Noise of every run made, in order.
+    noise: Vec<Vec<Noise>>,
+}
+
+impl NeedsOnePoint {
+    const KEY: NoiseAt = NoiseAt::Sync { role: 1, step: 2 };
+
+    fn make(&mut self, noise: &[Noise], interventions: Vec<AppliedIntervention>) -> RecordedRun {
+        self.runs += 1;
+        self.noise.push(noise.to_vec());
+        let provoked = noise.iter().any(|n| {
+            n.at == Self::KEY && matches!(n.action, NoiseAction::Delay { us } if us >= 200)
+        });
+        let fails = provoked && interventions.is_empty();
+        let ret = if fails { -1 } else { 0 };
+        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
+            .with_outcome(Outcome {
+                exit_code: Some(code),
+                reason: format!("exit code {code}"),
+                ..Outcome::default()
+            });
+        r.threads.push(crate::model::Thread {
+            role: 1,
+            name: "worker".into(),
+            ..r.threads[0].clone()
+        });
+        r.noise = noise
+            .iter()
+            .map(|n| {
+                let held = match n.action {
+                    NoiseAction::Delay { us } => us * 1000,
+                    NoiseAction::Demote { .. } => 5_000,
+                    NoiseAction::Skip => 0,
+                };
+                Noise { held_ns: held, func: Some(1), ..n.clone() }
+            })
+            .collect();
+        r.interventions = interventions;
+        let mut rec = recorded(r);
+        rec.sync_steps = vec![(0, 4), (1, 4)];
+        rec
+    }
+}
+
+impl RunSource for NeedsOnePoint {
+    fn noun(&self) -> &'static str {
+        "run"
+    }
+
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::PROGRAM
+    }
+
+    fn can_amplify(&self) -> bool {
+        true
+    }
+
+    fn hint_no_failure(&self) -> String {
+        String::new()
+    }
+
+    fn hint_all_failed(&self) -> &'static str {
+        ""
+    }
+
+    fn observe(&mut self, noise: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
+        Ok(Some(self.make(noise, Vec::new())))
+    }
+
+    fn begin_interventions(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
+        let applied = plan
+            .interventions
+            .iter()
+            .map(|iv| AppliedIntervention {
+                intervention: iv.clone(),
+                applied: true,
+                timed_out: false,
+            })
+            .collect();
+        Ok(self.make(&plan.noise, applied))
+    }
+
+    fn end_interventions(&mut self) {}
+}
+
+/// Random noise provokes the failure in a few runs only; replaying the
+/// noise of a failing run provokes it every time, and leaving out its
+/// other point still does: every run from then on carries that one
+/// point, on in about half of them, and the analysis learns from those
+/// runs alone.
+#[test]
+fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
+    let functions =
+        vec![function(0, "read").with_ret(ValueKind::Signed), function(1, "pthread_mutex_lock")];
+    let mut source = NeedsOnePoint { functions: functions.clone(), runs: 0, noise: Vec::new() };
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let words = d.observed.noise.clone().expect("amplified");
+    assert!(
+        words.starts_with("noise focused on what provoked it: synchronisation point 2 of worker#1 (pthread_mutex_lock) held"),
+        "{words}"
+    );
+    // The analysed runs carry that one point, on or left off.
+    assert!(d.session.runs.len() >= 20);
+    for r in &d.session.runs {
+        assert_eq!(r.noise.len(), 1, "run {}: {:?}", r.id, r.noise);
+        assert_eq!(r.noise[0].at, NeedsOnePoint::KEY);
+    }
+    let on = d.session.runs.iter().filter(|r| r.noise[0].action != NoiseAction::Skip).count();
+    assert!(on > 0 && on < d.session.runs.len(), "{on} of {} on", d.session.runs.len());
+    // Random noise never failed in the 40 natural runs, and the search
+    // stayed within its budget.
+    assert!(source.noise[..40].iter().all(Vec::is_empty));
+    assert!(d.observed.runs <= 40 + amplify::SEARCH_RUNS + 200);
+    let root = d.discovery.and_then(|x| x.root_cause).expect("a root cause");
     let described = &d.analysis.catalog.get(root).unwrap().description;
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }

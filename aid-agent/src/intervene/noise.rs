@@ -46,18 +46,60 @@ pub struct Level {
     pub sites: usize,
     /// Longest delay or PCT hold, in microseconds.
     pub max_delay_us: u64,
+    /// Starvation: delays drawn log-uniformly from [`STARVE_FROM_US`] to
+    /// the longest (rr's chaos mode starves a thread for 1 ms to 2 s so),
+    /// rather than uniformly from 50 µs.
+    pub starve: bool,
 }
 
-impl Level {
-    pub const START: Level = Level { sites: 2, max_delay_us: 2_000 };
+/// The shortest hold of a starvation level.
+pub const STARVE_FROM_US: u64 = 1_000;
 
-    /// The next, stronger level (more points, longer holds), up to a cap.
+/// The levels amplification goes through while failures stay rare, each
+/// for its own runs: more points and longer holds, then a thread or two
+/// starved for up to a second (a window that needs one thread kept off
+/// the CPU far beyond a few milliseconds: a worker waking from a timed
+/// wait after its owner freed the queue). A run holds for at most
+/// `sites × max_delay_us`: 256 ms at the fourth level, 2 s at the last.
+pub const LADDER: [Level; 5] = [
+    Level { sites: 2, max_delay_us: 2_000, starve: false },
+    Level { sites: 4, max_delay_us: 4_000, starve: false },
+    Level { sites: 8, max_delay_us: 8_000, starve: false },
+    Level { sites: 16, max_delay_us: 16_000, starve: false },
+    Level { sites: 2, max_delay_us: 1_000_000, starve: true },
+];
+
+impl Level {
+    pub const START: Level = LADDER[0];
+
+    /// The next, stronger level of [`LADDER`], if any.
     pub fn stronger(self) -> Option<Level> {
-        let next = Level {
-            sites: (self.sites * 2).min(16),
-            max_delay_us: (self.max_delay_us * 2).min(50_000),
-        };
-        (next != self).then_some(next)
+        let at = LADDER.iter().position(|l| *l == self)?;
+        LADDER.get(at + 1).copied()
+    }
+
+    /// "2 per run, holds up to 2 ms", "2 threads starved per run, 1 ms to 1 s".
+    pub fn describe(self, noun: &str) -> String {
+        let longest = crate::util::human::duration(self.max_delay_us * 1000);
+        if self.starve {
+            format!(
+                "{} points per {noun} starving their thread for {} to {longest}",
+                self.sites,
+                crate::util::human::duration(STARVE_FROM_US * 1000)
+            )
+        } else {
+            format!("{} per {noun}, holds up to {longest}", self.sites)
+        }
+    }
+
+    /// One hold of this level.
+    fn delay_us(self, rng: &mut rand_chacha::ChaCha8Rng) -> u64 {
+        if self.starve {
+            let (lo, hi) = ((STARVE_FROM_US as f64).ln(), (self.max_delay_us as f64).ln());
+            rng.random_range(lo..=hi).exp().round() as u64
+        } else {
+            rng.random_range(50..=self.max_delay_us)
+        }
     }
 }
 
@@ -94,6 +136,9 @@ const GUESSED_STEPS: u32 = 8;
 pub struct NoiseSource {
     pub level: Level,
     pub schedule: Schedule,
+    /// A plan that provoked the failure, replayed instead of random noise
+    /// ([`NoiseSource::focus`]).
+    focus: Option<Focused>,
     calls: Vec<Site>,
     roles: BTreeSet<Role>,
     /// Most sync points each role entered in one amplified run.
@@ -131,6 +176,7 @@ impl NoiseSource {
         let mut source = NoiseSource {
             level,
             schedule,
+            focus: None,
             calls,
             roles,
             steps: BTreeMap::new(),
@@ -162,8 +208,35 @@ impl NoiseSource {
         }
     }
 
+    /// From now on every run gets `plan` — the same points, the same
+    /// holds — in a share `on` of the runs, and the same points left off
+    /// ([`NoiseAction::Skip`]) in the others, instead of random noise.
+    pub fn focus(&mut self, plan: &[Noise], on: f64) {
+        let plan = plan
+            .iter()
+            .map(|n| Noise { at: n.at, action: n.action, held_ns: 0, func: n.func })
+            .collect();
+        self.focus = Some(Focused { plan, on: on.clamp(0.0, 1.0) });
+    }
+
+    /// The focused plan, if any.
+    pub fn focused(&self) -> Option<&Focused> {
+        self.focus.as_ref()
+    }
+
     /// The noise for the next run.
     pub fn draw(&mut self) -> Vec<Noise> {
+        if let Some(f) = &self.focus {
+            let on = self.rng.random_bool(f.on);
+            return f
+                .plan
+                .iter()
+                .map(|n| Noise {
+                    action: if on { n.action } else { NoiseAction::Skip },
+                    ..n.clone()
+                })
+                .collect();
+        }
         let pct = match self.schedule {
             Schedule::Random => false,
             Schedule::Pct => true,
@@ -181,7 +254,7 @@ impl NoiseSource {
                 let action = if pct {
                     NoiseAction::Demote { priority: i as u32 + 1, max_us: max }
                 } else {
-                    NoiseAction::Delay { us: self.rng.random_range(50..=max) }
+                    NoiseAction::Delay { us: self.level.delay_us(&mut self.rng) }
                 };
                 Noise { at, action, held_ns: 0, func: None }
             })
@@ -205,6 +278,13 @@ impl NoiseSource {
     }
 }
 
+/// A fixed noise plan and the share of runs it is applied to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Focused {
+    pub plan: Vec<Noise>,
+    pub on: f64,
+}
+
 /// Where the kernel looks noise up.
 pub fn site_key(at: NoiseAt) -> SiteKey {
     match at {
@@ -215,15 +295,16 @@ pub fn site_key(at: NoiseAt) -> SiteKey {
     }
 }
 
-/// The kernel action that carries it out.
-pub fn action(action: NoiseAction) -> Action {
+/// The kernel action that carries it out (none for a point left off).
+pub fn action(action: NoiseAction) -> Option<Action> {
     let (kind, value, timeout_us) = match action {
         NoiseAction::Delay { us } => (ActionKind::DELAY, us, us),
         NoiseAction::Demote { priority, max_us } => {
             (ActionKind::YIELD, u64::from(priority), max_us)
         }
+        NoiseAction::Skip => return None,
     };
-    Action { kind, value, timeout_us, ..Action::default() }
+    Some(Action { kind, value, timeout_us, ..Action::default() })
 }
 
 /// Whether a stop at `stopped` (the site the probe reported; for a sync
@@ -256,7 +337,7 @@ mod tests {
 
     #[test]
     fn random_delays_are_distinct_points_within_bounds() {
-        let level = Level { sites: 4, max_delay_us: 300 };
+        let level = Level { sites: 4, max_delay_us: 300, starve: false };
         let mut source = NoiseSource::new(level, Schedule::Random, &[seen()], &[], 7);
         source.learn(&[(0, 5)]);
         for _ in 0..20 {
@@ -272,7 +353,51 @@ mod tests {
                 assert!(matches!(n.action, NoiseAction::Delay { us } if (50..=300).contains(&us)));
             }
         }
-        assert_eq!(Level::START.stronger(), Some(Level { sites: 4, max_delay_us: 4_000 }));
+        assert_eq!(Level::START.stronger(), Some(LADDER[1]));
+        assert_eq!(LADDER[3].stronger(), Some(LADDER[4]), "then starvation");
+        assert_eq!(LADDER[4].stronger(), None);
+    }
+
+    #[test]
+    fn starvation_holds_are_log_uniform_from_a_millisecond_to_a_second() {
+        let mut source = NoiseSource::new(LADDER[4], Schedule::Random, &[seen()], &[], 5);
+        let holds: Vec<u64> = (0..400)
+            .flat_map(|_| source.draw())
+            .map(|n| match n.action {
+                NoiseAction::Delay { us } => us,
+                other => panic!("{other:?} in a random-delay run"),
+            })
+            .collect();
+        assert_eq!(holds.len(), 800, "two points per run");
+        assert!(holds.iter().all(|&us| (STARVE_FROM_US..=1_000_000).contains(&us)));
+        // Log-uniform: each decade (1-10 ms, 10-100 ms, 100 ms-1 s) gets
+        // about a third of the holds; uniform would give the first two
+        // about 1 % and 9 %.
+        for (lo, hi) in [(1_000, 10_000), (10_000, 100_000), (100_000, 1_000_001)] {
+            let n = holds.iter().filter(|&&us| (lo..hi).contains(&us)).count();
+            assert!((200..=340).contains(&n), "{n} of 800 holds in {lo}..{hi} µs");
+        }
+    }
+
+    #[test]
+    fn a_focused_plan_is_replayed_in_its_share_of_runs_and_left_off_in_the_others() {
+        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], &[], 9);
+        let plan = vec![Noise {
+            at: NoiseAt::Sync { role: 1, step: 3 },
+            action: NoiseAction::Delay { us: 1_300 },
+            held_ns: 1_300_000,
+            func: Some(4),
+        }];
+        source.focus(&plan, 0.5);
+        let runs: Vec<Vec<Noise>> = (0..200).map(|_| source.draw()).collect();
+        let on = runs.iter().filter(|r| r[0].action == NoiseAction::Delay { us: 1_300 }).count();
+        assert!((70..=130).contains(&on), "{on} of 200 runs with the plan on");
+        for r in &runs {
+            assert_eq!(r.len(), 1, "the same points every run");
+            assert_eq!(r[0].at, NoiseAt::Sync { role: 1, step: 3 });
+            assert!(matches!(r[0].action, NoiseAction::Delay { us: 1_300 } | NoiseAction::Skip));
+            assert_eq!(r[0].held_ns, 0, "what a run did is its own");
+        }
     }
 
     #[test]
@@ -297,7 +422,7 @@ mod tests {
                     assert_eq!(max_us, Level::START.max_delay_us);
                     priority
                 }
-                NoiseAction::Delay { .. } => panic!("a delay in a PCT run"),
+                other => panic!("{other:?} in a PCT run"),
             })
             .collect();
         assert_eq!(priorities, vec![1, 2], "change point i gets priority i");
@@ -319,7 +444,8 @@ mod tests {
         assert!(served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, true));
         assert!(!served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, false));
         let act = action(NoiseAction::Demote { priority: 2, max_us: 900 });
-        assert_eq!((act.kind, act.value, act.timeout_us), (ActionKind::YIELD, 2, 900));
+        assert_eq!(act.map(|a| (a.kind, a.value, a.timeout_us)), Some((ActionKind::YIELD, 2, 900)));
+        assert_eq!(action(NoiseAction::Skip), None, "a point left off installs nothing");
     }
 
     /// Runs that recorded the synchronisation points (every run, when the

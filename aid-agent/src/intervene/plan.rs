@@ -339,7 +339,10 @@ impl Plan {
             if self.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
             }
-            self.actions.push((key, super::noise::action(n.action), usize::MAX));
+            // A point left off this run is recorded, not installed.
+            if let Some(action) = super::noise::action(n.action) {
+                self.actions.push((key, action, usize::MAX));
+            }
             self.noise.push(n.clone());
         }
         self

@@ -86,8 +86,8 @@ pub(super) struct Funcs {
     pub classes: Classes,
     /// (function, class) pairs whose calls are told apart by caller.
     pub by_caller: FxSet<(FuncId, ClassId)>,
-    /// Exclusive lock releases among aid's sync-point probes.
-    pub releases: Vec<bool>,
+    /// What aid's sync-point probes do to locks (`sections.rs`).
+    pub lock_ops: Vec<super::sections::LockOp>,
     /// What each function's entry reads of an argument's pointee.
     pub pointees: Vec<Option<crate::model::Pointee>>,
 }

@@ -369,6 +369,12 @@ impl<'c> Names<'c> {
                     "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again), which no passing run shows"
                 )
             }
+            (_, Condition::SectionsInOrder) => format!(
+                "the first critical section of {some} on a lock comes before the first section of {other} on it, which no passing run shows"
+            ),
+            (_, Condition::TakenBeforeFirstSection) => format!(
+                "{other} takes a lock after {some} has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
+            ),
             (_, Condition::GroupOverlap { shared, object, same }) => {
                 let on = match (shared, object) {
                     (true, Some(o)) => format!(

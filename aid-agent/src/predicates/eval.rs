@@ -8,7 +8,7 @@ use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth, SameField, groups,
     index::{GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
-    locks, objects,
+    locks, objects, sections,
 };
 use crate::util::fxhash::{FxMap, FxSet};
 use crate::{
@@ -28,7 +28,15 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     } else {
         RunIndex::new(run, keep)
     };
-    let mut ev = Evaluator { cat, idx, names: None, interleavings: None, inside: None };
+    let mut ev = Evaluator {
+        cat,
+        idx,
+        names: None,
+        sections: None,
+        interleavings: None,
+        early: None,
+        inside: None,
+    };
     let mut held = Vec::new();
     let mut observed = BitSet::new(cat.predicates.len());
     let mut check = |p: &Predicate| {
@@ -62,8 +70,12 @@ struct Evaluator<'c, 'r> {
     idx: RunIndex<'r>,
     /// Canonical object names of the run, computed when first needed.
     names: Option<FxMap<i64, ObjectName>>,
+    /// The run's critical sections, computed when first needed.
+    sections: Option<Vec<sections::Section>>,
     /// Lock-section interleavings of the run, computed when first needed.
     interleavings: Option<FxMap<locks::Interleaving, locks::Seen>>,
+    /// Sections taken before another call's first section on the lock.
+    early: Option<FxMap<sections::Early, locks::Seen>>,
     /// The traced functions each call went on to call, computed when first
     /// needed.
     inside: Option<Vec<Vec<FuncId>>>,
@@ -116,6 +128,8 @@ impl Evaluator<'_, '_> {
                 self.group_overlap(key, *shared, *object, same.as_ref())
             }
             Condition::InterleavedSections => self.interleaved(key),
+            Condition::TakenBeforeFirstSection => self.before_first_section(key),
+            Condition::SectionsInOrder => self.sections_in_order(key),
             Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {
                 Some(g) => {
                     let seen = self.idx.by_group.contains_key(&g);
@@ -276,23 +290,65 @@ impl Evaluator<'_, '_> {
         (true, None)
     }
 
+    /// The two groups of a pairwise group key, when both have calls in
+    /// the run.
+    fn both_groups(&self, key: &PredKey) -> Option<(GroupKey, GroupKey)> {
+        let ga = group_of(key.func, key.calls)?;
+        let gb = key.other.and_then(|o| group_of(o.func, o.calls))?;
+        (self.idx.by_group.contains_key(&ga) && self.idx.by_group.contains_key(&gb))
+            .then_some((ga, gb))
+    }
+
+    fn run_sections(&mut self) -> &[sections::Section] {
+        let (idx, ops) = (&self.idx, &self.cat.lock_ops);
+        self.sections.get_or_insert_with(|| sections::sections(idx, ops))
+    }
+
     /// Some call of the other group held a lock between two critical
     /// sections of some call of the key's group.
     fn interleaved(&mut self, key: &PredKey) -> (bool, Option<u64>) {
-        let (Some(ga), Some(gb)) =
-            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
-        else {
-            return (false, None);
-        };
-        let seen = self.idx.by_group.contains_key(&ga) && self.idx.by_group.contains_key(&gb);
-        if !seen {
-            return (false, None);
-        }
+        let Some(pair) = self.both_groups(key) else { return (false, None) };
         if self.interleavings.is_none() {
-            let all = locks::interleavings(&self.idx, &self.cat.releases, &|f| self.mask(f));
+            self.run_sections();
+            let masks = &self.cat.pointer_args;
+            let mask = |f: u32| masks.get(f as usize).copied().unwrap_or(0b111);
+            let all =
+                locks::interleavings(&self.idx, self.sections.as_deref().unwrap_or(&[]), &mask);
             self.interleavings = Some(all);
         }
-        (true, self.interleavings.as_ref().and_then(|all| all.get(&(ga, gb))).map(|s| s.at_ns))
+        (true, self.interleavings.as_ref().and_then(|all| all.get(&pair)).map(|s| s.at_ns))
+    }
+
+    /// The first call's first section on a lock both take came before the
+    /// second call's; placed at the first call's entry (where the hold
+    /// that negates it acts).
+    fn sections_in_order(&mut self, key: &PredKey) -> (bool, Option<u64>) {
+        let (Some(a), Some(b)) = (key.site(), key.other_site()) else { return (false, None) };
+        let (Some(ia), Some(ib)) = (self.idx.index_of(a), self.idx.index_of(b)) else {
+            return (false, None);
+        };
+        let entry = self.idx.run.calls[ia as usize].entry_ns;
+        match sections::first_before(self.run_sections(), ia, ib) {
+            Some(true) => (true, Some(entry)),
+            Some(false) => (true, None),
+            None => (false, None),
+        }
+    }
+
+    /// Some call of the other group held the lock of the first section
+    /// of some call of the key's group, after that call began and before
+    /// that section.
+    fn before_first_section(&mut self, key: &PredKey) -> (bool, Option<u64>) {
+        let Some(pair) = self.both_groups(key) else { return (false, None) };
+        if self.early.is_none() {
+            self.run_sections();
+            let masks = &self.cat.pointer_args;
+            let mask = |f: u32| masks.get(f as usize).copied().unwrap_or(0b111);
+            let all =
+                sections::early_sections(&self.idx, self.sections.as_deref().unwrap_or(&[]), &mask);
+            self.early = Some(all);
+        }
+        (true, self.early.as_ref().and_then(|all| all.get(&pair)).map(|s| s.at_ns))
     }
 }
 

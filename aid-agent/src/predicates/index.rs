@@ -99,9 +99,13 @@ impl<'r> RunIndex<'r> {
     }
 
     pub fn call(&self, site: Site) -> Option<&'r Call> {
+        Some(&self.run.calls[self.index_of(site)? as usize])
+    }
+
+    /// The index in `run.calls` of the call at `site`.
+    pub fn index_of(&self, site: Site) -> Option<u32> {
         let (slots, _) = self.by_fr.get(&(site.func, site.role))?;
-        let i = (*slots.get(site.instance.checked_sub(1)? as usize)?)?;
-        Some(&self.run.calls[i as usize])
+        *slots.get(site.instance.checked_sub(1)? as usize)?
     }
 
     /// Calls of `func` on `role` in this run.

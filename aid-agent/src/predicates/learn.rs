@@ -31,6 +31,7 @@ use super::{
     index::{RunIndex, callers, end_of, pointer_mask},
     locks::{self, LockBase},
     pairs::{self, PairBase},
+    sections::{self, SectionBase},
 };
 use crate::model::{
     CallSet, FuncId, Intervention, Label, REEXECUTE_RETRIES as RETRIES, Role, Run, Session, Site,
@@ -81,7 +82,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         keep,
         classes,
         by_caller,
-        releases: locks::releases(&session.functions),
+        lock_ops: sections::lock_ops(&session.functions),
     };
 
     // Pass 1.
@@ -90,6 +91,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut gbase = GroupBase::default();
     let mut pbase = PairBase::default();
     let mut lbase = LockBase::default();
+    let mut sbase = SectionBase::default();
     for run in &passing {
         let idx = funcs.index(run);
         site_baseline(&idx, &funcs, &mut base.sites);
@@ -102,6 +104,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         groups::baseline(&idx, &funcs, config, &mut gbase);
         pairs::baseline(&idx, &funcs, &mut pbase);
         locks::baseline(&idx, &funcs, &mut lbase);
+        sections::baseline(&idx, &funcs, &mut sbase);
     }
     let n = passing.len() as u32;
     base.counts = counts
@@ -116,16 +119,19 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut gcands = groups::Candidates::default();
     let mut pcands = pairs::Candidates::default();
     let mut lcands = locks::Candidates::default();
+    let mut scands = sections::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
         site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
         groups::candidates(&idx, &funcs, &base, &gbase, config, &mut gcands);
         pairs::candidates(&idx, &funcs, &pbase, config, &mut pcands);
         locks::candidates(&idx, &funcs, &lbase, &mut lcands);
+        sections::candidates(&idx, &funcs, &sbase, &mut scands);
     }
 
     // Pass 3.
     let pairs = pairs::filter(&passing, &funcs, pcands);
+    sections::vet(&passing, &funcs, &mut scands);
 
     // Pass 4.
     let names = Names::new(session, &funcs.classes);
@@ -140,6 +146,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     out.extend(groups::predicates(&funcs, &base, &gbase, &gcands, config));
     out.extend(pairs::predicates(&funcs, &pairs));
     out.extend(locks::predicates(&funcs, &lcands));
+    out.extend(sections::predicates(&funcs, &scands));
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
 

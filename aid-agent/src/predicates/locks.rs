@@ -4,17 +4,20 @@
 //! interleaving of an atomicity violation (AVIO's "local, remote, local"
 //! accesses, read at the granularity of lock sections).
 //!
-//! What it reads: the releases of exclusive locks (`pthread_mutex_unlock`,
-//! `pthread_spin_unlock`) that aid's synchronisation-point probes record in
-//! runs that carry noise (amplified runs, and the intervened runs of an
-//! amplified session), with the lock's address. Releases alone
-//! suffice: a lock has one holder at a time, so a release by thread B
-//! between two releases by thread A of the same lock means that B held it
-//! after A's first section ended and let it go before A's second one
-//! began. Each release is charged to the innermost traced call running on
-//! its thread; A's two releases to the innermost traced call that contains
-//! both, so that a call whose two sections are in two helpers still counts
-//! as one call with two sections.
+//! What it reads: the critical sections of the run (`sections.rs`: aid's
+//! synchronisation-point probes on the lock and unlock calls of
+//! exclusive locks, in runs that carry them). A lock has one holder at
+//! a time, so a section of thread B released between the releases of
+//! two consecutive sections of thread A on the same lock means that B
+//! held it after A's first section ended and before A's second one did.
+//! A second section the run ended inside (an assertion that fails while
+//! it holds the lock, after the other thread's section) counts as
+//! released at the end of the run. A section taken again by a
+//! condition wait is not a second section: letting the mutex go while
+//! waiting is the protocol. A's two sections are charged to the
+//! innermost traced call that contains both, so that a call whose two
+//! sections are in two helpers (`length`, then `getChars`, both called
+//! by `append`) still counts as one call with two sections.
 //!
 //! Learned per pair of groups (function, thread class, caller) like the
 //! group overlaps: "some call of B takes a lock between two critical
@@ -29,26 +32,11 @@ use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
     base::{Funcs, Learned},
     calls::{call_set, shared_arg},
-    index::{GroupKey, RunIndex, end_of},
+    index::{GroupKey, RunIndex},
+    sections::{Section, sections},
 };
-use crate::model::{Function, Intervention, Probe, Role, Run};
+use crate::model::{Intervention, Role};
 use crate::util::fxhash::{FxMap, FxSet};
-
-/// Functions that release a lock only one thread can hold.
-const EXCLUSIVE_RELEASES: &[&str] = &["pthread_mutex_unlock", "pthread_spin_unlock"];
-
-/// Whether `f` is one of aid's sync-point probes on an exclusive release
-/// (bit per function id, for [`interleavings`]).
-pub(super) fn releases(functions: &[Function]) -> Vec<bool> {
-    functions
-        .iter()
-        .map(|f| {
-            f.internal
-                && f.probe == Probe::Sync
-                && EXCLUSIVE_RELEASES.contains(&f.name.split('@').next().unwrap_or(&f.name))
-        })
-        .collect()
-}
 
 /// (A's group, B's group): a call of B held a lock between two critical
 /// sections of a call of A on it.
@@ -63,36 +51,38 @@ pub(super) struct Seen {
     pub shared: Option<(u8, u8)>,
 }
 
-/// One release of an exclusive lock: when, on which thread, and the traced
-/// calls running on that thread then (outermost first, call indices).
-struct Release {
-    t_ns: u64,
-    role: Role,
-    stack: Vec<u32>,
-}
-
 /// Every interleaving of the run, with what it showed first.
 pub(super) fn interleavings(
     idx: &RunIndex<'_>,
-    releases: &[bool],
+    sections: &[Section],
     mask: &dyn Fn(u32) -> u8,
 ) -> FxMap<Interleaving, Seen> {
     let run = idx.run;
     let mut out: FxMap<Interleaving, Seen> = FxMap::default();
-    let by_lock = releases_by_lock(run, idx, releases);
-    for list in by_lock.values() {
-        // Each thread's releases of this lock, in order.
+    let mut by_lock: FxMap<i64, Vec<&Section>> = FxMap::default();
+    for s in sections {
+        by_lock.entry(s.lock).or_default().push(s);
+    }
+    for list in by_lock.values_mut() {
+        list.sort_by_key(|s| s.release_ns);
+        // Each thread's sections of this lock, in order.
         let mut mine: FxMap<Role, Vec<usize>> = FxMap::default();
-        for (i, r) in list.iter().enumerate() {
-            mine.entry(r.role).or_default().push(i);
+        for (i, s) in list.iter().enumerate() {
+            mine.entry(s.role).or_default().push(i);
         }
         for own in mine.values() {
             for w in own.windows(2) {
-                let (first, second) = (&list[w[0]], &list[w[1]]);
+                let (first, second) = (list[w[0]], list[w[1]]);
+                if second.after_wait {
+                    continue;
+                }
                 let Some(a) = innermost_common(&first.stack, &second.stack) else { continue };
                 let Some(ga) = idx.group[a as usize] else { continue };
                 for other in &list[w[0] + 1..w[1]] {
-                    let Some(&b) = other.stack.last() else { continue };
+                    if other.open {
+                        continue;
+                    }
+                    let b = other.call;
                     let Some(gb) = idx.group[b as usize] else { continue };
                     let (ca, cb) = (&run.calls[a as usize], &run.calls[b as usize]);
                     let at_ns = ca.entry_ns.max(cb.entry_ns);
@@ -107,42 +97,6 @@ pub(super) fn interleavings(
         }
     }
     out
-}
-
-/// The releases of each lock (by address), in time order, each with the
-/// traced calls its thread was in.
-fn releases_by_lock(run: &Run, idx: &RunIndex<'_>, releases: &[bool]) -> FxMap<i64, Vec<Release>> {
-    let is_release = |f: u32| releases.get(f as usize).copied().unwrap_or(false);
-    let mut by_lock: FxMap<i64, Vec<Release>> = FxMap::default();
-    if !run.calls.iter().any(|c| is_release(c.func)) {
-        return by_lock;
-    }
-    // Per thread, a stack of the traced calls running (calls nest on a
-    // thread); `run.calls` is in entry order.
-    let mut stacks: FxMap<Role, Vec<u32>> = FxMap::default();
-    for (i, c) in run.calls.iter().enumerate() {
-        let traced = idx.group[i].is_some();
-        if !traced && !is_release(c.func) {
-            continue;
-        }
-        let stack = stacks.entry(c.role).or_default();
-        while stack.last().is_some_and(|&j| end_of(&run.calls[j as usize], run) < c.entry_ns) {
-            stack.pop();
-        }
-        if traced {
-            stack.push(i as u32);
-        } else {
-            by_lock.entry(c.args[0]).or_default().push(Release {
-                t_ns: c.entry_ns,
-                role: c.role,
-                stack: stack.clone(),
-            });
-        }
-    }
-    for list in by_lock.values_mut() {
-        list.sort_by_key(|r| r.t_ns);
-    }
-    by_lock
 }
 
 /// The innermost call both stacks are in.
@@ -163,12 +117,16 @@ pub(super) struct Candidates {
     found: FxMap<Interleaving, Option<(u8, u8)>>,
 }
 
+fn run_interleavings(idx: &RunIndex<'_>, funcs: &Funcs) -> FxMap<Interleaving, Seen> {
+    interleavings(idx, &sections(idx, &funcs.lock_ops), &|f| funcs.mask(f))
+}
+
 pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut LockBase) {
-    base.seen.extend(interleavings(idx, &funcs.releases, &|f| funcs.mask(f)).into_keys());
+    base.seen.extend(run_interleavings(idx, funcs).into_keys());
 }
 
 pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, base: &LockBase, out: &mut Candidates) {
-    for (k, seen) in interleavings(idx, &funcs.releases, &|f| funcs.mask(f)) {
+    for (k, seen) in run_interleavings(idx, funcs) {
         if base.seen.contains(&k) {
             continue;
         }

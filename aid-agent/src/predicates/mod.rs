@@ -41,6 +41,7 @@ pub mod merge;
 mod objects;
 mod pairs;
 mod races;
+mod sections;
 
 pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
@@ -48,6 +49,7 @@ pub use learn::learn;
 pub use objects::ObjectName;
 pub use pairs::PairMember;
 pub use races::{RaceEvidence, RaceVerdict};
+pub use sections::LockOp;
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.
@@ -123,6 +125,15 @@ pub enum Kind {
     /// of one call on that lock (an atomicity violation between lock
     /// sections, `locks.rs`), which no passing run showed.
     Interleaved,
+    /// A call on another thread held the lock of a call's first critical
+    /// section on it after the call had begun and before that section
+    /// (the unlocked check of a check-then-act, `sections.rs`), which no
+    /// passing run showed.
+    BeforeFirstSection,
+    /// Call A's first critical section on a lock came before call B's
+    /// first section on it (B on another thread), which no passing run
+    /// showed (`sections.rs`).
+    SectionOrder,
     /// Two calls of a function on the threads of a class were for the
     /// same key (equal contents in one field of what an argument pointed
     /// to: the same SKU added twice); learned when a failing run shows it
@@ -148,6 +159,8 @@ impl Kind {
             Kind::Concurrent => "concurrent",
             Kind::DataRace => "data_race",
             Kind::Interleaved => "interleaved",
+            Kind::BeforeFirstSection => "before_first_section",
+            Kind::SectionOrder => "section_order",
             Kind::RepeatedKey => "repeated_key",
         }
     }
@@ -162,6 +175,8 @@ impl Kind {
                 | Kind::Concurrent
                 | Kind::DataRace
                 | Kind::Interleaved
+                | Kind::BeforeFirstSection
+                | Kind::SectionOrder
         )
     }
 }
@@ -516,6 +531,13 @@ pub enum Condition {
     /// critical sections on it of some call of the first, on another
     /// thread.
     InterleavedSections,
+    /// Groups: some call of the second group held the lock of some call
+    /// of the first group's first section on it, after that call began
+    /// and before that section, on another thread.
+    TakenBeforeFirstSection,
+    /// The first call's first section on a lock both calls take came
+    /// before the second call's first section on it.
+    SectionsInOrder,
     /// Groups: two calls (on any of the class's threads) read equal
     /// contents for one field of their pointee; anchored at the later
     /// one's entry.
@@ -555,10 +577,10 @@ pub struct Catalog {
     /// Pointer-like argument positions per function (bit i = argument i),
     /// for the overlap test on new runs.
     pub pointer_args: Vec<u8>,
-    /// Per function: an exclusive lock's release among aid's sync-point
-    /// probes, for the interleaving test on new runs.
+    /// Per function: what aid's sync-point probes do to a lock, for the
+    /// critical-section tests on new runs.
     #[serde(default)]
-    pub releases: Vec<bool>,
+    pub lock_ops: Vec<LockOp>,
     /// Thread classes by name (class id = index), with the roles each had
     /// in the learning runs.
     #[serde(default)]
@@ -642,14 +664,14 @@ impl Catalog {
     ) -> Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
-        let releases = locks::releases(&session.functions);
+        let lock_ops = sections::lock_ops(&session.functions);
         let mut c = Catalog {
             predicates,
             passing_runs,
             failing_runs,
             internal,
             pointer_args,
-            releases,
+            lock_ops,
             classes,
             by_caller: Vec::new(),
             index: HashMap::new(),

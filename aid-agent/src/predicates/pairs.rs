@@ -13,9 +13,10 @@
 //! search linear. Sites pairs of the same two functions and classes that
 //! each hold in some failing runs are also joined into one "any of these
 //! pairs" predicate (the heartbeat before HELLO in some runs, before AUTH
-//! in others). For classes of many threads (pools) the overlap relations
-//! are learned between groups instead: "some resize overlaps some lookup
-//! on the same table".
+//! in others). The overlap relations are also learned between groups:
+//! "some resize overlaps some lookup
+//! on the same table", and for single classes too, where the call that
+//! overlaps is another one in every run.
 
 use super::{
     Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey, SameField,
@@ -77,6 +78,8 @@ pub(super) enum Share {
     /// inserted the key they had both found missing).
     FieldCalls(u8, FuncId),
 }
+/// A pointer argument two calls share: (a's position, b's, the value).
+type SharedArg = Option<(u8, u8, i64)>;
 /// The two functions and classes of an aggregate pair predicate (A's, B's).
 type GroupFuncs = (u32, ClassId, u32, ClassId);
 /// For a shared object: the argument positions (a's, b's) and the object's
@@ -95,6 +98,10 @@ pub(super) struct Candidates {
     /// argument positions and the object's name where the failing runs
     /// agree (None when they do not).
     groups: FxMap<GroupPair, SharedAt>,
+    /// For two single classes: the site pairs (up to 2) behind each group
+    /// pair. One pair only means the per-call overlap says the same more
+    /// precisely, and the group pair is dropped.
+    single_sites: FxMap<GroupPair, FxSet<(Site, Site)>>,
 }
 
 /// Pairs that survived the passing runs.
@@ -108,7 +115,7 @@ pub(super) struct Vetted {
 
 pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut PairBase) {
     base.overlaps.extend(site_overlaps(idx, funcs));
-    group_overlaps(idx, funcs, &mut |k, _| {
+    group_overlaps(idx, funcs, &mut |k, _, _| {
         base.groups.insert(k);
     });
 }
@@ -127,7 +134,7 @@ pub(super) fn candidates(
     }
     near(idx, funcs, config.order_window, out);
     let mut names: Option<FxMap<i64, ObjectName>> = None;
-    group_overlaps(idx, funcs, &mut |k, shared| {
+    group_overlaps(idx, funcs, &mut |k, shared, sites| {
         // An overlap for the same key is kept even when passing runs show
         // it: two calls that both find the key already there are harmless,
         // so a check-then-act race on a key is a necessary condition of
@@ -140,6 +147,12 @@ pub(super) fn candidates(
             let names = names.get_or_insert_with(|| objects::names(idx, &funcs.masks));
             (ai, bi, names.get(&p).copied())
         });
+        if funcs.classes.single(k.0.1).is_some() && funcs.classes.single(k.1.1).is_some() {
+            let set = out.single_sites.entry(k).or_default();
+            if set.len() < 2 {
+                set.insert(sites);
+            }
+        }
         let have = out.groups.entry(k).or_insert(seen);
         if let (Some((a, b, o)), Some((a2, b2, o2))) = (have.as_mut(), seen)
             && ((*a, *b) != (a2, b2) || *o != o2)
@@ -188,15 +201,21 @@ fn site_overlaps(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Site, Site)> {
     out
 }
 
-/// Every pair of groups whose calls overlap in time on different threads,
-/// where at least one side is a class of many threads (single classes have
-/// per-site pairs); `f` gets the pair (a ≤ b), and for a shared object the
-/// argument positions (a's, b's) and the pointer. Two calls for the same
-/// key also give one pair per traced function both went on to call.
+/// Every pair of groups whose calls overlap in time on different threads;
+/// `f` gets the pair (a ≤ b), and for a shared object the argument
+/// positions (a's, b's) and the pointer. Two calls for the same key also
+/// give one pair per traced function both went on to call. Single classes
+/// (one thread) have groups too: "some call of deposit overlaps
+/// apply_interest on the same object" holds in every failing run of a
+/// lost update whose lost deposit is another call each run, where each
+/// per-call pair ("call 2 of deposit ...") holds in a few. For two single
+/// classes the group pair is kept only when the failing runs show it at
+/// two or more pairs of calls: with one, its per-call pair says the same
+/// more precisely.
 fn group_overlaps(
     idx: &RunIndex<'_>,
     funcs: &Funcs,
-    f: &mut dyn FnMut(GroupPair, Option<(u8, u8, i64)>),
+    f: &mut dyn FnMut(GroupPair, SharedArg, (Site, Site)),
 ) {
     let run = idx.run;
     if idx.group.is_empty() {
@@ -210,28 +229,26 @@ fn group_overlaps(
         for &j in &active {
             let d = &run.calls[j as usize];
             let Some(gd) = idx.group[j as usize] else { continue };
-            if d.role == c.role
-                || (funcs.classes.single(gc.1).is_some() && funcs.classes.single(gd.1).is_some())
-            {
+            if d.role == c.role {
                 continue;
             }
             let shared = shared_arg(d, funcs.mask(d.func), c, funcs.mask(c.func));
             let share = if shared.is_some() { Share::Object } else { Share::Nothing };
-            let (k, s) = if gd <= gc {
-                ((gd, gc, share), shared)
+            let (k, s, sites) = if gd <= gc {
+                ((gd, gc, share), shared, (site_of(d), site_of(c)))
             } else {
-                ((gc, gd, share), shared.map(|(a, b, p)| (b, a, p)))
+                ((gc, gd, share), shared.map(|(a, b, p)| (b, a, p)), (site_of(c), site_of(d)))
             };
-            f(k, s);
+            f(k, s, sites);
             if shared.is_some() {
                 // Sharing an object implies overlapping at all.
-                f((k.0, k.1, Share::Nothing), None);
+                f((k.0, k.1, Share::Nothing), None, sites);
                 for field in same_fields(funcs, d, c, shared.map_or(0, |x| x.0)) {
-                    f((k.0, k.1, Share::Field(field)), s);
+                    f((k.0, k.1, Share::Field(field)), s, sites);
                     let inside = inside.get_or_insert_with(|| callees(run, |g| funcs.keep(g)));
                     let (ci, di) = (&inside[i], &inside[j as usize]);
                     for &g in ci.iter().filter(|g| di.contains(g)) {
-                        f((k.0, k.1, Share::FieldCalls(field, g)), s);
+                        f((k.0, k.1, Share::FieldCalls(field, g)), s, sites);
                     }
                 }
             }
@@ -369,7 +386,12 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
             overlaps.binary_search(&k).is_err()
         })
         .collect();
-    let mut groups: Vec<_> = cands.groups.into_iter().collect();
+    let single_sites = cands.single_sites;
+    let mut groups: Vec<_> = cands
+        .groups
+        .into_iter()
+        .filter(|(k, _)| single_sites.get(k).is_none_or(|sites| sites.len() > 1))
+        .collect();
     groups.sort_unstable_by_key(|g| g.0);
     Vetted { overlaps, orders: kept(orders), starts: kept(starts), concurrent, groups }
 }

@@ -716,3 +716,176 @@ fn a_lock_taken_between_two_critical_sections_of_one_call_is_a_predicate() {
     bare.calls.retain(|c| c.func < 2);
     assert!(!c.evaluate(&bare).holds(p.id));
 }
+
+/// A check-then-act whose check is not under the lock: `incr` (main)
+/// tests a flag and only then takes the lock to count itself in; `stop`
+/// (one thread) sets the flag and counts down under the same lock, in
+/// its helper `decr`. Runs fail when `decr`'s section comes after `incr`
+/// began and before `incr`'s own section. Passing runs have `stop` wholly
+/// first (then `incr` takes no lock at all) or wholly after. Times in
+/// µs; both calls pass the device (0x7000).
+fn check_then_act_session() -> Session {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "incr", ValueKind::Signed, &[ValueKind::Pointer]),
+        func(1, "decr", ValueKind::Void, &[ValueKind::Pointer]),
+        sync(2, "pthread_mutex_lock"),
+        sync(3, "pthread_mutex_unlock"),
+    ];
+    const DEV: i64 = 0x7000;
+    const LOCK: i64 = 0x9000;
+    // A call on `role` from `enter` to `exit`, with its section (lock and
+    // unlock times), if it takes one.
+    let with_section = |f: u32, role: u32, enter: u64, exit: u64, section: Option<(u64, u64)>| {
+        let mut v =
+            vec![call(f, role, 1, enter * US, Some(exit * US), Some(0)).with_args([DEV, 0, 0])];
+        if let Some((l, u)) = section {
+            v.push(call(2, role, 1, l * US, None, None).with_args([LOCK, 0, 0]));
+            v.push(call(3, role, 1, u * US, None, None).with_args([LOCK, 0, 0]));
+        }
+        v
+    };
+    let threads = vec![thread(0, "main"), thread(1, "stop")];
+    let mk = |id: u32, fail: bool, calls: Vec<Vec<Call>>| {
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls.concat(), 100 * US).with_threads(threads.clone())
+    };
+    let runs = vec![
+        // stop wholly first: incr sees the flag and takes no lock.
+        mk(
+            0,
+            false,
+            vec![with_section(1, 1, 5, 15, Some((8, 12))), with_section(0, 0, 20, 25, None)],
+        ),
+        // stop wholly after incr.
+        mk(
+            1,
+            false,
+            vec![
+                with_section(0, 0, 10, 20, Some((12, 15))),
+                with_section(1, 1, 30, 40, Some((32, 35))),
+            ],
+        ),
+        mk(
+            2,
+            false,
+            vec![
+                with_section(0, 0, 10, 20, Some((14, 16))),
+                with_section(1, 1, 22, 30, Some((24, 26))),
+            ],
+        ),
+        // decr's section between incr's check and incr's section.
+        mk(
+            3,
+            true,
+            vec![
+                with_section(0, 0, 10, 40, Some((30, 35))),
+                with_section(1, 1, 15, 25, Some((18, 22))),
+            ],
+        ),
+        mk(
+            4,
+            true,
+            vec![
+                with_section(0, 0, 10, 50, Some((45, 48))),
+                with_section(1, 1, 12, 30, Some((20, 28))),
+            ],
+        ),
+    ];
+    Session { functions, runs }
+}
+
+#[test]
+fn a_lock_taken_after_a_call_began_and_before_its_first_section_is_a_predicate() {
+    let s = check_then_act_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let key = PredKey {
+        kind: Kind::BeforeFirstSection,
+        func: 0,
+        calls: Calls::Group { class: 0, within: None },
+        other: Some(Other { func: 1, calls: Calls::Group { class: 1, within: None } }),
+        arg: 0,
+        callee: None,
+    };
+    let found = fd(&c, &s);
+    assert!(found.contains(&key), "{found:?}");
+    let p = &c.predicates[c.find(&key).unwrap().0 as usize];
+    assert_eq!(p.condition, Condition::TakenBeforeFirstSection);
+    assert_eq!(p.anchor, Anchor::LaterEntry);
+    assert_eq!(
+        p.description,
+        "some call of decr on stop#1 takes a lock after some call of incr on main has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            object: Some((1, 1)),
+        })
+    );
+    // Anchored at the later entry: decr's (12 µs) in run 4.
+    assert_eq!(c.evaluate(&s.runs[4]).anchor(p.id), Some(12 * US));
+    // A section that began before incr did is not counted: its reads may
+    // have come first.
+    let mut early = s.runs[3].clone();
+    for call in early.calls.iter_mut().filter(|c| c.role == 1) {
+        call.entry_ns -= 10 * US;
+    }
+    early.calls.sort_by_key(|c| c.entry_ns);
+    assert!(!c.evaluate(&early).holds(p.id));
+}
+
+#[test]
+fn which_thread_took_the_lock_first_is_a_predicate() {
+    let s = check_then_act_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let key = PredKey::pair(Kind::SectionOrder, site(1, 1, 1), site(0, 0, 1));
+    let found = fd(&c, &s);
+    assert!(found.contains(&key), "{found:?}");
+    let p = &c.predicates[c.find(&key).unwrap().0 as usize];
+    assert_eq!(p.condition, Condition::SectionsInOrder);
+    assert_eq!(p.anchor, Anchor::Entry);
+    assert_eq!(
+        p.description,
+        "the first critical section of call 1 of decr on stop#1 on a lock comes before the first section of call 1 of incr on main on it, which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: site(1, 1, 1),
+            point: Point::Entry,
+            until: site(0, 0, 1),
+            until_point: Point::Exit,
+        })
+    );
+    // Placed at decr's entry.
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(15 * US));
+    // Not observed where the two calls share no lock (run 0: incr took
+    // none).
+    assert!(!c.evaluate(&s.runs[0]).observed(p.id));
+}
+
+/// A call's second section never released — the run aborted inside it —
+/// still ends a window another thread's section fell in: the other
+/// thread released the lock after the first section and before the end.
+#[test]
+fn a_second_section_the_run_ended_inside_still_closes_an_interleaving() {
+    let s = withdraw_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let key = PredKey {
+        other: Some(Other { func: 0, calls: Calls::Group { class: 1, within: None } }),
+        ..on_workers(Kind::Interleaved, 0)
+    };
+    let p = c.find(&key).unwrap();
+    // Run 3, with client 1's second unlock (55 µs) gone: it aborted while
+    // holding the lock, after client 2's sections (released at 20, 45).
+    let mut aborted = s.runs[3].clone();
+    aborted.calls.retain(|c| !(c.role == 1 && c.func == 2 && c.entry_ns == 55 * US));
+    assert!(c.evaluate(&aborted).holds(p));
+}

@@ -101,12 +101,13 @@ pub fn render(r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) -> S
         count(ob.runs, noun),
         ob.failing,
         ob.passing,
-        match ob.amplified {
-            Some((sites, us)) => format!(
+        match (&ob.noise, ob.amplified) {
+            (Some(words), _) => format!(" (failures made more frequent with {})", esc(words)),
+            (None, Some((sites, us))) => format!(
                 " (failures made more frequent with noise: {sites} points per {noun}, holds up to {})",
                 duration(us * 1000)
             ),
-            None => String::new(),
+            (None, None) => String::new(),
         }
     );
     cause(&mut s, r);
@@ -362,7 +363,7 @@ fn marks(d: &Diagnosis, run: &Run, names: &BTreeMap<PredId, String>) -> Vec<Mark
     }
     // Noise at traced calls (noise at synchronisation points has no
     // traced call to be placed at).
-    for n in &run.noise {
+    for n in run.noise.iter().filter(|n| n.action != crate::model::NoiseAction::Skip) {
         let crate::model::NoiseAt::Call { site } = n.at else { continue };
         if let Some(t) = at(site, Point::Entry) {
             out.push(Mark {

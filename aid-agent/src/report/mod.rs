@@ -332,6 +332,9 @@ pub(crate) fn noise_words(n: &crate::model::Noise) -> String {
             "priority change point (priority {priority}, held up to {})",
             crate::util::human::duration(max_us * 1000)
         ),
+        crate::model::NoiseAction::Skip => {
+            "a point of the focused noise, left off in this run".into()
+        }
     }
 }
 

@@ -161,6 +161,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         passing: 40 - failing,
         incomplete: 0,
         amplified: None,
+        noise: None,
         analysed: 40,
     };
     let d = Diagnosis {

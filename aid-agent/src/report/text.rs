@@ -97,12 +97,13 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
         o.blank();
     }
     let ob = r.observed;
-    let amplified = match ob.amplified {
-        Some((sites, us)) => format!(
+    let amplified = match (&ob.noise, ob.amplified) {
+        (Some(words), _) => format!(" (failures made more frequent with {words})"),
+        (None, Some((sites, us))) => format!(
             " (failures made more frequent with noise at synchronisation points and traced calls: {sites} points per {noun}, holds up to {})",
             duration(us * 1000)
         ),
-        None => String::new(),
+        (None, None) => String::new(),
     };
     let incomplete = match ob.incomplete {
         0 => String::new(),

@@ -180,6 +180,8 @@ fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process
                     ("max_us".into(), Value::from(max_us)),
                 ],
             ),
+            // Left off this run: nothing happened there.
+            crate::model::NoiseAction::Skip => continue,
         };
         tracks[i].items.push(Item::Instant { t_ns: t, name: name.into(), args });
     }

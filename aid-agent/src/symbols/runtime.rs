@@ -40,6 +40,16 @@ pub const SYNC_POINTS: &[&str] = &[
     "usleep",
     "nanosleep",
     "clock_nanosleep",
+    // Where threads start, are waited for and where the process ends:
+    // a thread held before it creates the next one reorders their
+    // starts; the main thread held at `exit` (which its return from
+    // `main` calls) keeps threads it never joined alive — a check that
+    // fails only when it runs after every updater and before the process
+    // ends needs exactly that.
+    "pthread_create",
+    "pthread_join",
+    "pthread_exit",
+    "exit",
 ];
 
 /// Start routines that every thread of a runtime shares, and so say nothing

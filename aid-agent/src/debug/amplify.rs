@@ -1,0 +1,518 @@
+//! The amplification ladder: how `debug` makes a rare failure frequent
+//! enough to learn from and to judge interventions by.
+//!
+//! 1. **Natural runs.** When at least `--amplify-below` (5 %) of the first
+//!    `amplify_after` (40) runs fail, nothing is injected.
+//! 2. **Explore.** Random noise (`intervene/noise.rs`) level by level,
+//!    [`crate::intervene::noise::LADDER`]: more points and longer holds, then starvation, 40 runs
+//!    a level. Each run records its noise and what each point did.
+//! 3. **Replay.** When a level ends with failures, but fewer than
+//!    [`FOCUS_BELOW`] of its runs failed, the noise of its failing runs —
+//!    the points that were reached, with their holds — is replayed,
+//!    [`REPLAYS`] runs a plan. Random noise that provoked a failure once
+//!    provokes it again when the failure depends on it, and only then.
+//! 4. **Minimise.** The plan that failed most often loses its points one
+//!    by one, each kept out when the failure stays at least half as
+//!    frequent without it: what is left is what provokes the failure
+//!    ("the 2nd synchronisation point of main, held 1.3 ms").
+//! 5. **Focused.** Every later run — observed, control or intervened —
+//!    carries that plan, in a share of the runs chosen so that about half
+//!    of them fail when the plan alone fails nearly always (the other
+//!    runs carry the same points left off, made under the agent's control
+//!    alike); these runs are the analysis' basis. Noise at fixed points
+//!    differs from run to run only in whether it is on, so the runs
+//!    differ where the program's schedule does, not where random noise
+//!    landed (with random noise at 16 points, queue_bad's 10 failing and
+//!    22 passing runs shared no separating predicate).
+//!
+//! A plan that does not reproduce sends the ladder on. The search has a
+//! budget of its own ([`SEARCH_RUNS`]), so a session never starts rounds it
+//! cannot finish without having tried.
+//!
+//! Noise is never a cause: a focused plan is the environment every run of
+//! the session is made in, observed and intervened alike (as random noise
+//! was before), and its holds are pauses taken out of durations.
+
+use std::collections::BTreeSet;
+
+use crate::{
+    intervene::noise::{Level, NoiseSource, Schedule},
+    model::{Function, Noise, NoiseAction, NoiseAt, Role, Run},
+    util::human::{count, duration},
+};
+
+/// A level whose failures are at least this frequent is kept as it is.
+pub const FOCUS_BELOW: f64 = 0.20;
+/// Runs per replayed plan, and per point tried out while minimising.
+pub const REPLAYS: u32 = 8;
+/// A plan reproduces the failure when at least this many of its
+/// [`REPLAYS`] runs fail (a rare failure of 5 % would do so by chance
+/// with probability 6 %).
+pub const REPLAY_MIN: u32 = 2;
+/// Failing plans replayed after a level, newest first.
+pub const MAX_REPLAYED: usize = 4;
+/// Runs the search may take beyond the observation's own `max_runs`.
+pub const SEARCH_RUNS: u32 = 400;
+/// Above this failure rate of the focused plan, it is applied to a share
+/// of the runs only, so that passing runs exist.
+const ALWAYS_FAILS: f64 = 0.75;
+
+/// What became of a run, for the observation loop.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// The run belongs to the analysis' basis (the runs of the current
+    /// noise distribution).
+    pub basis: bool,
+    /// The distribution changed before this run: earlier runs are no
+    /// longer the basis.
+    pub restart: bool,
+    /// Lines for the user.
+    pub say: Vec<String>,
+}
+
+enum Phase {
+    /// No noise yet.
+    Natural,
+    /// Random noise at the source's level.
+    Explore { failing: Vec<Vec<Noise>> },
+    /// Replaying the failing plans of a level.
+    Replay { plans: Vec<Vec<Noise>>, at: usize, runs: u32, fails: u32, best: Option<(usize, u32)> },
+    /// Leaving out one point at a time (`drop`: the index tried now).
+    Minimise { plan: Vec<Noise>, fails: u32, drop: usize, runs: u32, now: u32 },
+    /// Every run carries the focused plan.
+    Focused { rate: f64 },
+    /// The ladder is done: nothing more to try.
+    Exhausted,
+}
+
+/// The ladder's state; owned by the observation loop.
+pub struct Amplifier {
+    below: f64,
+    after: u32,
+    schedule: Schedule,
+    seed: u64,
+    noun: &'static str,
+    phase: Phase,
+    noise: Option<NoiseSource>,
+    /// Runs made without noise (call sites for noise come from them).
+    plain: Vec<Run>,
+    /// (failed) of the runs of the current distribution.
+    level: Vec<bool>,
+    /// Runs left for the search.
+    budget: u32,
+    /// Plans replayed already (by their points), so none is tried twice.
+    tried: BTreeSet<Vec<NoiseAt>>,
+    /// Names of threads and functions, for the words.
+    names: Vec<(Role, String)>,
+    functions: Vec<String>,
+}
+
+impl Amplifier {
+    /// `seen`: runs observed without noise before this observation (when
+    /// it starts over amplified from its first run).
+    pub fn new(
+        below: f64,
+        after: u32,
+        schedule: Schedule,
+        seed: u64,
+        noun: &'static str,
+        seen: Option<Vec<Run>>,
+        functions: &[Function],
+    ) -> (Amplifier, Option<String>) {
+        let mut a = Amplifier {
+            below,
+            after,
+            schedule,
+            seed,
+            noun,
+            phase: Phase::Natural,
+            noise: None,
+            plain: Vec::new(),
+            level: Vec::new(),
+            budget: SEARCH_RUNS,
+            tried: BTreeSet::new(),
+            names: Vec::new(),
+            functions: functions.iter().map(|f| f.name.clone()).collect(),
+        };
+        let said = seen.map(|seen| {
+            a.plain = seen;
+            a.start_level(Level::START, functions);
+            format!(
+                "injecting noise at synchronisation points and traced calls ({}; {}); the {noun}s record it",
+                schedule.describe(),
+                Level::START.describe(noun),
+            )
+        });
+        (a, said)
+    }
+
+    /// The noise source the rounds keep drawing from (None: no noise).
+    pub fn into_noise(self) -> Option<NoiseSource> {
+        self.noise
+    }
+
+    /// Whether the runs carry noise.
+    pub fn noisy(&self) -> bool {
+        self.noise.is_some()
+    }
+
+    /// Whether there is nothing more to try.
+    pub fn exhausted(&self) -> bool {
+        matches!(self.phase, Phase::Exhausted)
+    }
+
+    /// (points per run, longest hold in µs) of the analysed runs' noise.
+    pub fn amplified(&self) -> Option<(usize, u64)> {
+        let n = self.noise.as_ref()?;
+        Some(match n.focused() {
+            Some(f) => (f.plan.len(), f.plan.iter().map(|p| hold_us(p.action)).max().unwrap_or(0)),
+            None => (n.level.sites, n.level.max_delay_us),
+        })
+    }
+
+    /// The analysed runs' noise in words.
+    pub fn words(&self) -> Option<String> {
+        let n = self.noise.as_ref()?;
+        Some(match n.focused() {
+            Some(f) => {
+                let share = if f.on < 1.0 {
+                    format!(", in {:.0} % of the {}s", f.on * 100.0, self.noun)
+                } else {
+                    String::new()
+                };
+                format!("noise focused on what provoked it: {}{share}", self.plan_words(&f.plan))
+            }
+            None => format!(
+                "noise at synchronisation points and traced calls: {}",
+                n.level.describe(self.noun)
+            ),
+        })
+    }
+
+    /// The noise for the next run.
+    pub fn draw(&mut self) -> Vec<Noise> {
+        match &self.phase {
+            Phase::Replay { plans, at, .. } => plans[*at].clone(),
+            Phase::Minimise { plan, drop, .. } => without(plan, *drop),
+            _ => self.noise.as_mut().map(NoiseSource::draw).unwrap_or_default(),
+        }
+    }
+
+    /// Learns from a finished, complete run.
+    pub fn learn(
+        &mut self,
+        run: &Run,
+        sync_steps: &[(Role, u32)],
+        functions: &[Function],
+    ) -> Verdict {
+        if let Some(n) = self.noise.as_mut() {
+            n.learn(sync_steps);
+        }
+        for t in &run.threads {
+            if !self.names.iter().any(|(r, _)| *r == t.role) {
+                self.names.push((t.role, run.role_name(t.role)));
+            }
+        }
+        let failed = run.failed();
+        let mut v = Verdict::default();
+        match &mut self.phase {
+            Phase::Natural => {
+                v.basis = true;
+                self.plain.push(run.clone());
+                self.level.push(failed);
+                if self.rare_after_block() {
+                    let f = self.level.iter().filter(|&&x| x).count();
+                    v.say.push(format!(
+                        "failures are rare ({f} of {} {}s): injecting noise at synchronisation points and traced calls ({}; {}) to make them more frequent; the {}s record it",
+                        self.level.len(),
+                        self.noun,
+                        self.schedule.describe(),
+                        Level::START.describe(self.noun),
+                        self.noun
+                    ));
+                    self.start_level(Level::START, functions);
+                }
+            }
+            Phase::Explore { failing, .. } => {
+                v.basis = true;
+                self.level.push(failed);
+                if failed {
+                    let reached: Vec<Noise> =
+                        run.noise.iter().filter(|n| n.held_ns > 0).cloned().collect();
+                    if !reached.is_empty() {
+                        failing.push(reached);
+                    }
+                }
+                self.budget = self.budget.saturating_sub(1);
+                self.after_explore_block(functions, &mut v);
+            }
+            Phase::Replay { plans, at, runs, fails, best } => {
+                self.budget = self.budget.saturating_sub(1);
+                *runs += 1;
+                *fails += u32::from(failed);
+                if *runs == REPLAYS {
+                    if best.is_none_or(|(_, b)| *fails > b) {
+                        *best = Some((*at, *fails));
+                    }
+                    *at += 1;
+                    *runs = 0;
+                    *fails = 0;
+                    let done = *at == plans.len()
+                        || best.is_some_and(|(_, b)| b >= REPLAYS - 1)
+                        || self.budget < REPLAYS;
+                    if done {
+                        let best = best.filter(|(_, b)| *b >= REPLAY_MIN);
+                        let plans = std::mem::take(plans);
+                        self.after_replay(plans, best, functions, &mut v);
+                    }
+                }
+            }
+            Phase::Minimise { plan, fails, drop, runs, now } => {
+                self.budget = self.budget.saturating_sub(1);
+                *runs += 1;
+                *now += u32::from(failed);
+                if *runs == REPLAYS {
+                    if *now >= REPLAY_MIN && *now * 2 >= *fails {
+                        plan.remove(*drop);
+                        *fails = *now;
+                    } else {
+                        *drop += 1;
+                    }
+                    *runs = 0;
+                    *now = 0;
+                    if *drop >= plan.len() || plan.len() == 1 || self.budget < REPLAYS {
+                        let (plan, fails) = (std::mem::take(plan), *fails);
+                        self.focus(plan, fails, &mut v);
+                    }
+                }
+            }
+            Phase::Focused { rate } => {
+                v.basis = true;
+                self.level.push(failed);
+                let rate = *rate;
+                let n = self.level.len() as u32;
+                if n == self.after {
+                    let f = self.level.iter().filter(|&&x| x).count() as u32;
+                    let r = f64::from(f) / f64::from(n);
+                    if r < self.below {
+                        v.say.push(format!(
+                            "with the focused noise only {f} of {n} {}s failed (its replays: {:.0} %): back to random noise",
+                            self.noun,
+                            rate * 100.0
+                        ));
+                        self.unfocus(functions, &mut v);
+                    } else if f == n
+                        && let Some(noise) = self.noise.as_mut()
+                        && let Some(focused) = noise.focused().cloned()
+                    {
+                        let on = focused.on / 2.0;
+                        noise.focus(&focused.plan, on);
+                        self.level.clear();
+                        v.restart = true;
+                        v.say.push(format!(
+                            "every one of {n} {}s with the focused noise failed: it is now on in {:.0} % of them",
+                            self.noun,
+                            on * 100.0
+                        ));
+                    }
+                }
+            }
+            Phase::Exhausted => v.basis = true,
+        }
+        v
+    }
+
+    /// The first block of natural runs is over, and failed too rarely.
+    fn rare_after_block(&self) -> bool {
+        let n = self.level.len() as u32;
+        let f = self.level.iter().filter(|&&x| x).count();
+        n == self.after && (f as f64) < self.below * f64::from(n)
+    }
+
+    fn start_level(&mut self, level: Level, functions: &[Function]) {
+        match self.noise.as_mut() {
+            Some(n) => n.raise(level),
+            None => {
+                self.noise =
+                    Some(NoiseSource::new(level, self.schedule, &self.plain, functions, self.seed));
+            }
+        }
+        self.level.clear();
+        self.phase = Phase::Explore { failing: Vec::new() };
+    }
+
+    /// At the end of a level's block: keep it, focus, or go on.
+    fn after_explore_block(&mut self, functions: &[Function], v: &mut Verdict) {
+        let n = self.level.len() as u32;
+        if n < self.after || !n.is_multiple_of(self.after) {
+            return;
+        }
+        let f = self.level.iter().filter(|&&x| x).count() as u32;
+        let rate = f64::from(f) / f64::from(n);
+        let Phase::Explore { failing } = &mut self.phase else { return };
+        if rate >= FOCUS_BELOW {
+            return;
+        }
+        // Failing plans not replayed yet, newest first.
+        let mut plans: Vec<Vec<Noise>> = Vec::new();
+        for p in failing.iter().rev() {
+            let key: Vec<NoiseAt> = p.iter().map(|n| n.at).collect();
+            if plans.len() < MAX_REPLAYED && self.tried.insert(key) {
+                plans.push(p.clone());
+            }
+        }
+        if !plans.is_empty() && self.budget >= REPLAYS {
+            v.say.push(format!(
+                "the failure showed in {f} of {n} {}s with that noise: replaying the noise of {} to find what provokes it",
+                self.noun,
+                count(plans.len() as u32, &format!("failing {}", self.noun)),
+            ));
+            self.phase = Phase::Replay { plans, at: 0, runs: 0, fails: 0, best: None };
+            return;
+        }
+        if rate >= self.below {
+            return;
+        }
+        self.next_level(f, n, functions, v);
+    }
+
+    fn next_level(&mut self, f: u32, n: u32, functions: &[Function], v: &mut Verdict) {
+        let stronger = self.noise.as_ref().and_then(|s| s.level.stronger());
+        match stronger {
+            Some(level) if self.budget > 0 => {
+                v.say.push(format!(
+                    "still rare with that noise ({f} of {n} {}s): stronger noise ({})",
+                    self.noun,
+                    level.describe(self.noun)
+                ));
+                self.start_level(level, functions);
+                v.restart = true;
+            }
+            _ => self.phase = Phase::Exhausted,
+        }
+    }
+
+    /// The replays are over: minimise the best plan, or go back to the
+    /// ladder when none reproduced the failure.
+    fn after_replay(
+        &mut self,
+        plans: Vec<Vec<Noise>>,
+        best: Option<(usize, u32)>,
+        functions: &[Function],
+        v: &mut Verdict,
+    ) {
+        let Some((i, fails)) = best else {
+            v.say.push(format!(
+                "no replayed noise failed in {REPLAY_MIN} or more of {REPLAYS} {}s: the failures were not its doing",
+                self.noun
+            ));
+            self.resume_level(functions, v);
+            return;
+        };
+        let plan = plans.into_iter().nth(i).unwrap_or_default();
+        v.say.push(format!(
+            "replayed, {} failed {fails} of {REPLAYS} times: {}",
+            count(plan.len() as u32, "noise point"),
+            self.plan_words(&plan)
+        ));
+        if plan.len() > 1 && self.budget >= REPLAYS {
+            self.phase = Phase::Minimise { plan, fails, drop: 0, runs: 0, now: 0 };
+        } else {
+            self.focus(plan, fails, v);
+        }
+    }
+
+    /// Back to the level the replays interrupted: its runs are still
+    /// the basis.
+    fn resume_level(&mut self, functions: &[Function], v: &mut Verdict) {
+        let n = self.level.len() as u32;
+        let f = self.level.iter().filter(|&&x| x).count() as u32;
+        self.phase = Phase::Explore { failing: Vec::new() };
+        if f64::from(f) < self.below * f64::from(n) {
+            self.next_level(f, n, functions, v);
+        }
+    }
+
+    fn focus(&mut self, plan: Vec<Noise>, fails: u32, v: &mut Verdict) {
+        let rate = f64::from(fails) / f64::from(REPLAYS);
+        let on = if rate > ALWAYS_FAILS { 0.5 / rate } else { 1.0 };
+        let words = self.plan_words(&plan);
+        if let Some(n) = self.noise.as_mut() {
+            n.focus(&plan, on);
+        }
+        v.restart = true;
+        v.say.push(format!(
+            "focusing the noise on {words} (failed {fails} of {REPLAYS} replays){}: the {}s from here on are analysed",
+            if on < 1.0 { format!(", on in {:.0} % of the {}s", on * 100.0, self.noun) } else { String::new() },
+            self.noun,
+        ));
+        self.level.clear();
+        self.phase = Phase::Focused { rate };
+    }
+
+    /// A focused plan that stopped reproducing: random noise again, at
+    /// the level it came from, without focusing there a second time.
+    fn unfocus(&mut self, functions: &[Function], v: &mut Verdict) {
+        let level = self.noise.as_ref().map_or(Level::START, |n| n.level);
+        self.noise = None;
+        self.start_level(level, functions);
+        v.restart = true;
+        self.phase = Phase::Explore { failing: Vec::new() };
+    }
+
+    /// A plan in words: "the 2nd synchronisation point of main
+    /// (pthread_mutex_lock) held 1.3 ms; call 1 of t1 on t1#1 demoted".
+    fn plan_words(&self, plan: &[Noise]) -> String {
+        let role = |r: Role| {
+            self.names
+                .iter()
+                .find(|(x, _)| *x == r)
+                .map_or_else(|| format!("thread#{r}"), |(_, n)| n.clone())
+        };
+        let parts: Vec<String> = plan
+            .iter()
+            .map(|n| {
+                let at = match n.at {
+                    NoiseAt::Sync { role: r, step } => format!(
+                        "synchronisation point {step} of {}{}",
+                        role(r),
+                        n.func.map(|f| format!(" ({})", self.function_name(f))).unwrap_or_default()
+                    ),
+                    NoiseAt::Call { site } => format!(
+                        "call {} of {} on {}",
+                        site.instance,
+                        self.function_name(site.func),
+                        role(site.role)
+                    ),
+                };
+                match n.action {
+                    NoiseAction::Delay { us } => format!("{at} held {}", duration(us * 1000)),
+                    NoiseAction::Demote { max_us, .. } => format!(
+                        "{at} let go only when no other thread can run (at most {})",
+                        duration(max_us * 1000)
+                    ),
+                    NoiseAction::Skip => at,
+                }
+            })
+            .collect();
+        parts.join("; ")
+    }
+
+    fn function_name(&self, f: u32) -> String {
+        self.functions.get(f as usize).cloned().unwrap_or_else(|| format!("function#{f}"))
+    }
+}
+
+/// The plan without its `i`-th point.
+fn without(plan: &[Noise], i: usize) -> Vec<Noise> {
+    plan.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect()
+}
+
+/// The longest a point may hold its thread.
+fn hold_us(a: NoiseAction) -> u64 {
+    match a {
+        NoiseAction::Delay { us } => us,
+        NoiseAction::Demote { max_us, .. } => max_us,
+        NoiseAction::Skip => 0,
+    }
+}

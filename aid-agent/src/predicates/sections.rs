@@ -1,0 +1,478 @@
+//! Critical sections as events: a lock taken and released inside a traced
+//! call, on one thread, read from aid's synchronisation-point probes (the
+//! entries of `pthread_mutex_lock`, `pthread_mutex_unlock`,
+//! `pthread_cond_wait`, … with the lock's address), each charged to the
+//! innermost traced call running on its thread when it took the lock.
+//!
+//! The predicate kind this file learns is the unlocked check of a
+//! check-then-act: a call does something, then takes a lock to act on
+//! it, and a call on another thread holds that lock in between — it ran
+//! after the first call began and released the lock before the first
+//! call's own section on it did ("some call of IoDecrement on the
+//! PnpStop threads takes the lock after IoIncrement on main has started
+//! and before IoIncrement takes it"). What the first call saw before its
+//! lock (a flag, a state field) may no longer hold when it acts. Learned
+//! per pair of groups, when failing runs show it and no passing run
+//! does; negated by serialising the two groups (on the object both calls
+//! pass, when the failing runs agree on it): the other call then cannot
+//! run inside the first.
+//!
+//! A second kind orders sections of two calls on the same lock, for
+//! threads that are one each (per-call keys): "the first critical
+//! section of t2 on a lock came before t1's first section on it", when
+//! failing runs show it and no passing run does (a consumer that polled
+//! before the producer's first hand-off). Sections of one lock are
+//! ordered by their releases. Negated by holding the second call's
+//! thread at its entry until the first call has returned.
+//!
+//! A section's time is known from its two probes only: taking the lock
+//! is dated at the lock call's entry (it may have waited after), letting
+//! it go at the unlock's entry. A lock is held by one thread at a time,
+//! so a section released before another section on the same lock was
+//! released came wholly before it. A condition wait lets its mutex go
+//! and takes it again before it returns: its entry ends the section, and
+//! a new one is taken no earlier than that. A section never released
+//! (the run ended inside it: an abort while holding it, a hang) ends
+//! with the run. Exclusive locks only: a read lock's sections overlap.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Anchor, Calls, Condition, Kind, Other, PredKey,
+    base::{Funcs, Learned},
+    calls::{call_set, shared_arg, site_of},
+    index::{GroupKey, RunIndex, end_of},
+    locks::Seen,
+};
+use crate::model::{Function, Intervention, Point, Probe, Role, Run, Site};
+use crate::util::fxhash::{FxMap, FxSet};
+
+/// What a synchronisation-point function does to a lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockOp {
+    /// Nothing to a lock (a traced function, a semaphore, a sleep).
+    #[default]
+    None,
+    /// Takes the lock its first argument points to, exclusively.
+    Acquire,
+    /// Lets go of the lock its first argument points to.
+    Release,
+    /// A condition wait: lets go of the mutex its second argument points
+    /// to, and takes it again before it returns.
+    Wait,
+}
+
+const ACQUIRES: &[&str] = &[
+    "pthread_mutex_lock",
+    "pthread_mutex_trylock",
+    "pthread_mutex_timedlock",
+    "pthread_mutex_clocklock",
+    "pthread_rwlock_wrlock",
+    "pthread_rwlock_trywrlock",
+    "pthread_rwlock_timedwrlock",
+];
+const RELEASES: &[&str] = &["pthread_mutex_unlock", "pthread_rwlock_unlock"];
+const WAITS: &[&str] = &["pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait"];
+
+/// What each function of the session does to a lock (by id): only aid's
+/// own sync-point probes do anything.
+pub fn lock_ops(functions: &[Function]) -> Vec<LockOp> {
+    functions
+        .iter()
+        .map(|f| {
+            if !(f.internal && f.probe == Probe::Sync) {
+                return LockOp::None;
+            }
+            let name = f.name.split('@').next().unwrap_or(&f.name);
+            if ACQUIRES.contains(&name) {
+                LockOp::Acquire
+            } else if RELEASES.contains(&name) {
+                LockOp::Release
+            } else if WAITS.contains(&name) {
+                LockOp::Wait
+            } else {
+                LockOp::None
+            }
+        })
+        .collect()
+}
+
+/// One critical section of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Section {
+    /// The innermost traced call running on the thread when it took the
+    /// lock (index in `run.calls`).
+    pub call: u32,
+    /// Every traced call running on the thread then, outermost first
+    /// (`call` last).
+    pub stack: Vec<u32>,
+    pub role: Role,
+    /// The lock's address in this run.
+    pub lock: i64,
+    /// Entry of the call that took it.
+    pub acquire_ns: u64,
+    /// Entry of the call that let it go; the run's end when it never did.
+    pub release_ns: u64,
+    /// The run ended while it was held.
+    pub open: bool,
+    /// Taken again by a condition wait (the wait let it go in between,
+    /// as the protocol wants).
+    pub after_wait: bool,
+}
+
+/// Every critical section of the run that a traced call took, in the
+/// order they were taken.
+pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
+    let run = idx.run;
+    let op = |f: u32| ops.get(f as usize).copied().unwrap_or_default();
+    let mut out: Vec<Section> = Vec::new();
+    if !run.calls.iter().any(|c| op(c.func) != LockOp::None) {
+        return out;
+    }
+    let traced = |i: usize| idx.group.get(i).is_some_and(Option::is_some);
+    // Per thread, the traced calls running (outermost first); per (thread,
+    // lock), the section it holds.
+    let mut stacks: FxMap<Role, Vec<u32>> = FxMap::default();
+    let mut held: FxMap<(Role, i64), usize> = FxMap::default();
+    for (i, c) in run.calls.iter().enumerate() {
+        let kind = op(c.func);
+        if !traced(i) && kind == LockOp::None {
+            continue;
+        }
+        let stack = stacks.entry(c.role).or_default();
+        while stack.last().is_some_and(|&j| end_of(&run.calls[j as usize], run) < c.entry_ns) {
+            stack.pop();
+        }
+        // A section taken by a traced call (none outside one).
+        let take = |stack: Vec<u32>, lock: i64, after_wait: bool, out: &mut Vec<Section>| {
+            let call = *stack.last()?;
+            out.push(Section {
+                call,
+                stack,
+                role: c.role,
+                lock,
+                acquire_ns: c.entry_ns,
+                release_ns: run.end_ns,
+                open: true,
+                after_wait,
+            });
+            Some(out.len() - 1)
+        };
+        match kind {
+            LockOp::None => stack.push(i as u32),
+            LockOp::Acquire => {
+                if let Some(s) = take(stack.clone(), c.args[0], false, &mut out) {
+                    held.insert((c.role, c.args[0]), s);
+                }
+            }
+            LockOp::Release => {
+                if let Some(s) = held.remove(&(c.role, c.args[0])) {
+                    out[s].release_ns = c.entry_ns;
+                    out[s].open = false;
+                }
+            }
+            LockOp::Wait => {
+                let lock = c.args[1];
+                if let Some(s) = held.remove(&(c.role, lock)) {
+                    out[s].release_ns = c.entry_ns;
+                    out[s].open = false;
+                    // Taken again before the wait returns, charged to the
+                    // same calls as the section it ended.
+                    let stack = out[s].stack.clone();
+                    if let Some(again) = take(stack, lock, true, &mut out) {
+                        held.insert((c.role, lock), again);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// (the first call's group, the other call's group): a call of the other
+/// group held the lock of the first call's first section on it after the
+/// first call had begun and before that section.
+pub(super) type Early = (GroupKey, GroupKey);
+
+/// Every [`Early`] pair of the run, with what it showed first (as for
+/// interleavings: the later entry, the shared argument).
+pub(super) fn early_sections(
+    idx: &RunIndex<'_>,
+    sections: &[Section],
+    mask: &dyn Fn(u32) -> u8,
+) -> FxMap<Early, Seen> {
+    let run = idx.run;
+    let mut out: FxMap<Early, Seen> = FxMap::default();
+    // Sections by lock, in release order.
+    let mut by_lock: FxMap<i64, Vec<&Section>> = FxMap::default();
+    for s in sections {
+        by_lock.entry(s.lock).or_default().push(s);
+    }
+    for list in by_lock.values_mut() {
+        list.sort_by_key(|s| s.release_ns);
+    }
+    // Each call's first section on each lock.
+    let mut firsts: FxSet<(u32, i64)> = FxSet::default();
+    for first in sections {
+        if !firsts.insert((first.call, first.lock)) {
+            continue;
+        }
+        let x = &run.calls[first.call as usize];
+        let Some(gx) = idx.group[first.call as usize] else { continue };
+        let list = &by_lock[&first.lock];
+        // Sections released after the call began and before its own.
+        let lo = list.partition_point(|s| s.release_ns <= x.entry_ns);
+        for s in &list[lo..] {
+            if s.release_ns >= first.release_ns {
+                break;
+            }
+            if s.role == first.role || s.acquire_ns <= x.entry_ns || s.open {
+                continue;
+            }
+            let Some(gy) = idx.group[s.call as usize] else { continue };
+            let y = &run.calls[s.call as usize];
+            let at_ns = x.entry_ns.max(y.entry_ns);
+            let shared = shared_arg(x, mask(x.func), y, mask(y.func)).map(|(a, b, _)| (a, b));
+            let e = out.entry((gx, gy)).or_insert(Seen { at_ns, shared });
+            if at_ns < e.at_ns {
+                *e = Seen { at_ns, shared };
+            }
+        }
+    }
+    out
+}
+
+/// Calls (by index) of single-class threads whose first sections on one
+/// lock came one before the other: (earlier, later). Per lock, each call
+/// is paired with the [`ORDER_WINDOW`] calls of other threads whose first
+/// sections on it came last before its own, which keeps it linear.
+pub(super) fn ordered_firsts(
+    idx: &RunIndex<'_>,
+    sections: &[Section],
+    single: &dyn Fn(Role) -> bool,
+) -> Vec<(u32, u32)> {
+    let mut by_lock: FxMap<i64, Vec<&Section>> = FxMap::default();
+    let mut firsts: FxSet<(u32, i64)> = FxSet::default();
+    for s in sections {
+        let c = &idx.run.calls[s.call as usize];
+        if c.instance > 0 && single(s.role) && firsts.insert((s.call, s.lock)) {
+            by_lock.entry(s.lock).or_default().push(s);
+        }
+    }
+    let mut out = Vec::new();
+    for list in by_lock.values_mut() {
+        list.sort_by_key(|s| s.release_ns);
+        for (i, later) in list.iter().enumerate() {
+            let mut n = 0;
+            for earlier in list[..i].iter().rev() {
+                if earlier.role == later.role {
+                    continue;
+                }
+                out.push((earlier.call, later.call));
+                n += 1;
+                if n == ORDER_WINDOW {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Calls of other threads each call's first section is ordered against.
+pub(super) const ORDER_WINDOW: usize = 3;
+
+/// Whether, in this run, call `a`'s first section on a lock both calls
+/// take came before `b`'s first section on it (the first such lock in
+/// `b`'s order); None when they share no lock.
+pub(super) fn first_before(sections: &[Section], a: u32, b: u32) -> Option<bool> {
+    let first = |call: u32, lock: i64| {
+        sections.iter().filter(|s| s.call == call && s.lock == lock).map(|s| s.release_ns).min()
+    };
+    let mut seen: FxSet<i64> = FxSet::default();
+    for s in sections.iter().filter(|s| s.call == b) {
+        if !seen.insert(s.lock) {
+            continue;
+        }
+        if let (Some(ta), Some(tb)) = (first(a, s.lock), first(b, s.lock)) {
+            return Some(ta < tb);
+        }
+    }
+    None
+}
+
+/// The pairs passing runs showed.
+#[derive(Default)]
+pub(super) struct SectionBase {
+    seen: FxSet<Early>,
+}
+
+/// Pairs of failing runs no passing run shows, with the shared argument
+/// positions where the failing runs agree; site pairs whose first
+/// sections came in an order the passing runs are still to vet.
+#[derive(Default)]
+pub(super) struct Candidates {
+    found: FxMap<Early, Option<(u8, u8)>>,
+    orders: FxSet<(Site, Site)>,
+}
+
+fn run_pairs(idx: &RunIndex<'_>, funcs: &Funcs) -> FxMap<Early, Seen> {
+    let sections = sections(idx, &funcs.lock_ops);
+    early_sections(idx, &sections, &|f| funcs.mask(f))
+}
+
+pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut SectionBase) {
+    base.seen.extend(run_pairs(idx, funcs).into_keys());
+}
+
+pub(super) fn candidates(
+    idx: &RunIndex<'_>,
+    funcs: &Funcs,
+    base: &SectionBase,
+    out: &mut Candidates,
+) {
+    let sections = sections(idx, &funcs.lock_ops);
+    let single = |r: Role| funcs.single(idx, r);
+    for (a, b) in ordered_firsts(idx, &sections, &single) {
+        let (ca, cb) = (&idx.run.calls[a as usize], &idx.run.calls[b as usize]);
+        out.orders.insert((site_of(ca), site_of(cb)));
+    }
+    for (k, seen) in early_sections(idx, &sections, &|f| funcs.mask(f)) {
+        if base.seen.contains(&k) {
+            continue;
+        }
+        let have = out.found.entry(k).or_insert(seen.shared);
+        if *have != seen.shared {
+            *have = None;
+        }
+    }
+}
+
+/// Drops the order candidates some passing run also showed, and those no
+/// passing run made both calls of (nothing to restore).
+pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
+    let mut left: FxMap<(Site, Site), u32> = cands.orders.drain().map(|p| (p, 0)).collect();
+    for run in passing {
+        if left.is_empty() {
+            break;
+        }
+        let idx = funcs.index(run);
+        let sections = sections(&idx, &funcs.lock_ops);
+        left.retain(|&(a, b), co| {
+            let (Some(ia), Some(ib)) = (idx.index_of(a), idx.index_of(b)) else { return true };
+            match first_before(&sections, ia, ib) {
+                Some(true) => false,
+                Some(false) => {
+                    *co += 1;
+                    true
+                }
+                None => true,
+            }
+        });
+    }
+    cands.orders = left.into_iter().filter(|(_, co)| *co > 0).map(|(p, _)| p).collect();
+}
+
+pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
+    let mut orders: Vec<&(Site, Site)> = cands.orders.iter().collect();
+    orders.sort_unstable();
+    let mut out: Vec<Learned> = orders
+        .into_iter()
+        .map(|&(a, b)| {
+            // Restore the passing order: B first, by holding A's thread
+            // at A's entry until B has returned.
+            let iv = Intervention::HoldUntil {
+                site: a,
+                point: Point::Entry,
+                until: b,
+                until_point: Point::Exit,
+            };
+            (
+                PredKey::pair(Kind::SectionOrder, a, b),
+                Condition::SectionsInOrder,
+                Anchor::Entry,
+                Some(iv),
+            )
+        })
+        .collect();
+    let mut found: Vec<_> = cands.found.iter().collect();
+    found.sort_unstable_by_key(|e| e.0);
+    out.extend(found.into_iter().map(|(&(gx, gy), &shared)| {
+        let key = PredKey {
+            kind: Kind::BeforeFirstSection,
+            func: gx.0,
+            calls: Calls::Group { class: gx.1, within: gx.2 },
+            other: Some(Other { func: gy.0, calls: Calls::Group { class: gy.1, within: gy.2 } }),
+            arg: 0,
+            callee: None,
+        };
+        let iv = Intervention::SerializeGroups {
+            a: call_set(funcs, &gx),
+            b: call_set(funcs, &gy),
+            object: shared.map(|(a, b)| (a + 1, b + 1)),
+        };
+        (key, Condition::TakenBeforeFirstSection, Anchor::LaterEntry, Some(iv))
+    }));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::{
+            Label, ValueKind,
+            testing::{call, function, run, thread},
+        },
+        predicates::Classes,
+        util::fxhash::FxSet,
+    };
+
+    const US: u64 = 1_000;
+    const LOCK: i64 = 0x5000;
+
+    fn functions() -> Vec<Function> {
+        let sync = |id: u32, name: &str| {
+            let mut f = function(id, name);
+            f.internal = true;
+            f.probe = Probe::Sync;
+            f
+        };
+        vec![
+            function(0, "check").with_ret(ValueKind::Signed),
+            function(1, "stop"),
+            sync(2, "pthread_mutex_lock"),
+            sync(3, "pthread_mutex_unlock"),
+            sync(4, "pthread_cond_wait"),
+        ]
+    }
+
+    #[test]
+    fn sections_are_charged_to_the_innermost_traced_call_and_end_with_the_run() {
+        let ops = lock_ops(&functions());
+        assert_eq!(
+            ops[..5],
+            [LockOp::None, LockOp::None, LockOp::Acquire, LockOp::Release, LockOp::Wait]
+        );
+        let calls = vec![
+            call(0, 0, 1, 10 * US, Some(60 * US), Some(0)),
+            call(2, 0, 1, 12 * US, None, None).with_args([LOCK, 0, 0]),
+            call(4, 0, 1, 15 * US, None, None).with_args([0x6000, LOCK, 0]),
+            call(3, 0, 1, 30 * US, None, None).with_args([LOCK, 0, 0]),
+            call(1, 1, 1, 20 * US, None, None),
+            call(2, 1, 1, 25 * US, None, None).with_args([LOCK, 0, 0]),
+        ];
+        let r = run(1, Label::Fail, calls, 90 * US)
+            .with_threads(vec![thread(0, "main"), thread(1, "stop")]);
+        let classes = Classes::learn([&r]);
+        let keep = |f: u32| f < 2;
+        let idx = RunIndex::with_groups(&r, keep, &classes, &FxSet::default());
+        let s = sections(&idx, &ops);
+        let got: Vec<(u32, u64, u64, bool)> =
+            s.iter().map(|s| (s.call, s.acquire_ns / US, s.release_ns / US, s.open)).collect();
+        // check: taken at 12, let go by the wait at 15, taken again after
+        // it and let go at 30; stop: taken at 25, held until the end (90).
+        assert_eq!(got, vec![(0, 12, 15, false), (0, 15, 30, false), (3, 25, 90, true)]);
+    }
+}
