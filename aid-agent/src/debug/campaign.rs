@@ -95,7 +95,7 @@ pub fn debug_program(
         let out = first.join(format!("left-out-{}", k + 1));
         ui.say(&format!(
             "no cause confirmed: debugging again with {} traced, left out of the default set for cost (share {} of {shares}, each within the budget beside the functions called at most {} times a run), in {}",
-            start::summarize(&share.iter().map(String::as_str).collect::<Vec<_>>()),
+            crate::util::human::summarize(&share.iter().map(String::as_str).collect::<Vec<_>>()),
             k + 1,
             census::CARRY_CALLS,
             out.display()
@@ -139,12 +139,12 @@ pub fn debug_program(
             if level == 1 {
                 format!(
                     "what separates the runs is a key used twice by {}, which nothing in it can change",
-                    start::summarize(&from.iter().map(String::as_str).collect::<Vec<_>>())
+                    crate::util::human::summarize(&from.iter().map(String::as_str).collect::<Vec<_>>())
                 )
             } else {
                 "climbing one caller further".to_owned()
             },
-            start::summarize(&added.iter().map(String::as_str).collect::<Vec<_>>()),
+            crate::util::human::summarize(&added.iter().map(String::as_str).collect::<Vec<_>>()),
             out.display()
         ));
         let trace = traced.iter().copied().chain(added.iter().map(String::as_str));
@@ -336,7 +336,7 @@ fn debug_phase(
         "debugging {} ({} traced functions: {})",
         target.display(),
         names.len(),
-        start::summarize(&names)
+        crate::util::human::summarize(&names)
     ));
     if let Some(a) = &req.amplify_watch {
         ui.say(&format!(

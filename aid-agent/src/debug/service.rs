@@ -387,7 +387,7 @@ fn default_trace(pid: u32, ui: &mut dyn Progress) -> anyhow::Result<Vec<String>>
     if !left_out.is_empty() {
         line.push_str(&format!(
             " (not {}: main, exits, sleep/clock helpers and stubs are never candidates)",
-            start::summarize(&left_out)
+            crate::util::human::summarize(&left_out)
         ));
     }
     ui.say(&format!("{line}; pass --trace to choose"));

@@ -1,6 +1,6 @@
 //! The seed techniques that complement AID:
 //! pattern mining over failing runs ([`mine`], seed 002), hazard-sensitive
-//! slicing of one failing run ([`slice`], seed 003) and the comparison of a
+//! slicing of one failing run ([`slice`](mod@slice), seed 003) and the comparison of a
 //! failing run with a passing one ([`compare`], seed 001).
 //!
 //! All three read the same substrate (spec §0), built here from recorded

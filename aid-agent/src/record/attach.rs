@@ -126,7 +126,7 @@ pub fn attach(
         req.pid,
         program.display(),
         running.threads(),
-        start::summarize(&names)
+        crate::util::human::summarize(&names)
     ));
     let functions = running.functions();
     let mut counters = Counters::default();

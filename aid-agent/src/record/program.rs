@@ -106,7 +106,7 @@ pub fn record(
             "tracing {} function(s) of {}: {}",
             names.len(),
             target.program.display(),
-            start::summarize(&names)
+            crate::util::human::summarize(&names)
         ));
     }
     let mut summary = RecordSummary {

@@ -4,7 +4,7 @@
 //! normalise values by their DWARF types, and pair entries with exits.
 //!
 //! Its rows ([`EventRow`]) are also what the session stores, and
-//! [`calls_from_rows`] builds the calls from them, so a session read back
+//! [`calls_from_rows`](crate::model::calls_from_rows) builds the calls from them, so a session read back
 //! from disk yields exactly the calls the recorder saw.
 
 use std::{collections::HashMap, path::Path};

@@ -243,16 +243,6 @@ fn header(
     }
 }
 
-/// The first few names of a list, for a one-line message.
-pub fn summarize<S: AsRef<str>>(names: &[S]) -> String {
-    const SHOWN: usize = 8;
-    let mut s = names.iter().take(SHOWN).map(AsRef::as_ref).collect::<Vec<_>>().join(", ");
-    if names.len() > SHOWN {
-        s.push_str(&format!(", and {} more", names.len() - SHOWN));
-    }
-    s
-}
-
 /// The program's own functions, first ones in address order, capped.
 pub fn default_functions(
     resolver: &Resolver,

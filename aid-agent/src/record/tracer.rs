@@ -123,13 +123,13 @@ impl Tracer {
             if functions.iter().enumerate().all(|(i, f)| f.internal || gone.contains(&i)) {
                 return Err(TraceError::NothingProbeable {
                     count: user,
-                    why: crate::record::start::summarize(&skipped),
+                    why: crate::util::human::summarize(&skipped),
                 });
             }
             notices.push(format!(
                 "skipping {} function(s) the kernel cannot probe: {}",
                 refused.len(),
-                crate::record::start::summarize(&skipped)
+                crate::util::human::summarize(&skipped)
             ));
             functions = functions
                 .into_iter()
@@ -160,7 +160,7 @@ impl Tracer {
         if !entry_only.is_empty() {
             notices.push(format!(
                 "entry probes only (no return value or duration) for {}: they return twice or never return normally (docs/probes.md)",
-                crate::record::start::summarize(&entry_only)
+                crate::util::human::summarize(&entry_only)
             ));
         }
         if probes.kernel_writes_registers() {
@@ -495,7 +495,7 @@ impl Tracer {
             notes.push(format!(
                 "the target started {} child process(es) (pid {}); their calls are not traced: aid traces the target process only",
                 children.len(),
-                crate::record::start::summarize(&children)
+                crate::util::human::summarize(&children)
             ));
         }
         RecordedRun {

@@ -53,7 +53,7 @@ pub enum RunError {
 pub struct Target {
     /// Absolute path of the executable.
     pub program: PathBuf,
-    /// argv, including argv[0] as the user typed it.
+    /// argv, including `argv[0]` as the user typed it.
     pub argv: Vec<OsString>,
     /// Where the files holding the target's output are created (unnamed:
     /// they vanish when the last process holding them exits): the session

@@ -1,6 +1,6 @@
 //! Numbers for people: durations rounded to what a reader can take in at a
 //! glance ("792 µs", "8.2 ms", "1.5 s", "2 min 5 s"), counts with their
-//! noun ("1 run", "3 runs").
+//! noun ("1 run", "3 runs"), and lists cut to their first few names.
 
 /// `ns` in the largest unit that keeps the number at least 1, rounded to
 /// three significant digits without trailing zeros: 791_975 → "792 µs",
@@ -48,6 +48,16 @@ pub fn duration(ns: u64) -> String {
 pub fn count(n: impl Into<u64>, noun: &str) -> String {
     let n = n.into();
     if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
+/// The first few names of a list, for a one-line message.
+pub fn summarize<S: AsRef<str>>(names: &[S]) -> String {
+    const SHOWN: usize = 8;
+    let mut s = names.iter().take(SHOWN).map(AsRef::as_ref).collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(", and {} more", names.len() - SHOWN));
+    }
+    s
 }
 
 #[cfg(test)]
