@@ -74,6 +74,9 @@ pub struct Analysis {
     /// The candidates that are necessary but not sufficient: they held in
     /// every failing run and in some passing ones (`stats::necessary`).
     pub necessary: Vec<PredId>,
+    /// Predicates that would be necessary-only candidates but for too few
+    /// runs (`stats::undecided`): `debug` observes more runs for them.
+    pub undecided: Vec<PredId>,
     pub excluded: Vec<(PredId, Exclusion)>,
     /// (merged, representative): predicates that are not fully
     /// discriminative and held in exactly the same runs as a more general
@@ -162,18 +165,24 @@ pub fn analyze_timed(
     // fully-discriminative one, so that one stands for both where they
     // are the same event.
     let mut necessary = Vec::new();
+    let mut undecided = Vec::new();
     for &id in &ranking {
         let s = &scores[id.0 as usize];
         let Some(p) = catalog.get(id) else { continue };
         let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
         if s.fully_discriminative
             || !(matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
-            || !stats::necessary(s, totals)
         {
             continue;
         }
         let Some(iv) = p.intervention.as_ref() else { continue };
         if !opts.safe.allows(iv, &session.functions) || !opts.reach.allows(iv) {
+            continue;
+        }
+        if !stats::necessary(s, totals) {
+            if stats::undecided(s, totals) {
+                undecided.push(id);
+            }
             continue;
         }
         if admit(&mut seen, &mut excluded, iv, id) {
@@ -208,6 +217,7 @@ pub fn analyze_timed(
             failure_rate,
             candidates,
             necessary,
+            undecided,
             excluded,
             merged,
             dag,

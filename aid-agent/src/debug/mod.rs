@@ -261,15 +261,45 @@ fn debug_observed(
     source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
-    (observed, basis, noise): (Observed, Vec<Run>, Option<NoiseSource>),
+    (mut observed, basis, mut noise): (Observed, Vec<Run>, Option<NoiseSource>),
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugging> {
-    let session = Session { functions: source.functions().to_vec(), runs: basis };
+    let mut session = Session { functions: source.functions().to_vec(), runs: basis };
     ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
     let analysis = analyse(&session, opts, source.reach(), ui);
     ui.end();
     let mut analysis = analysis?;
+    if analysis.candidates.is_empty() && !analysis.undecided.is_empty() && opts.runs.is_none() {
+        let id = analysis.undecided[0];
+        let c = analysis.scores[id.0 as usize].counts;
+        ui.say(&format!(
+            "P{} held in every failing {noun} and in {} of {} passing ones: too few {noun}s to tell whether failing {noun}s are more common where it holds; observing until {} failing {noun}s",
+            id.0,
+            c.passing_true,
+            analysis.totals.passing,
+            UNDECIDED_FAILING * opts.min_failing,
+            noun = source.noun()
+        ));
+        if observe_more(
+            source,
+            writer,
+            opts,
+            &mut observed,
+            &mut session.runs,
+            noise.as_mut(),
+            cancel,
+            ui,
+        )? {
+            ui.begin(
+                &format!("learning predicates from {} {}s", session.runs.len(), source.noun()),
+                None,
+            );
+            let again = analyse(&session, opts, source.reach(), ui);
+            ui.end();
+            analysis = again?;
+        }
+    }
     // Overlaps on an object: which side writes it, from watched re-runs.
     races::decide(&mut analysis, &session, &mut *source, writer.dir(), cancel, ui);
     let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
@@ -478,6 +508,61 @@ fn conclude(
         )?)
     };
     Ok((discovery, tagt))
+}
+
+/// When a predicate is [`Analysis::undecided`], `debug` observes until
+/// this many times `--min-failing` failing runs (at most `--max-runs` runs
+/// more), once. More runs only decide whether it is tested: what it is
+/// tested by, the interventions, is the same.
+const UNDECIDED_FAILING: u32 = 3;
+
+/// Observes more runs the way the analysed ones were made (the same
+/// noise), for [`UNDECIDED_FAILING`]. Returns whether any was added.
+#[allow(clippy::too_many_arguments, reason = "the observation's state, passed through")]
+fn observe_more(
+    source: &mut dyn RunSource,
+    writer: &mut Writer,
+    opts: &DebugOptions,
+    observed: &mut Observed,
+    runs: &mut Vec<Run>,
+    mut noise: Option<&mut NoiseSource>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<bool> {
+    let noun = source.noun();
+    let want = UNDECIDED_FAILING * opts.min_failing;
+    let failing = |runs: &[Run]| runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
+    let before = runs.len();
+    ui.begin(&format!("observing more {noun}s"), Some(u64::from(opts.max_runs)));
+    for _ in 0..opts.max_runs {
+        if failing(runs) >= want || cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let plan = noise.as_deref_mut().map(NoiseSource::draw).unwrap_or_default();
+        let Some(rec) = source.observe(&plan, cancel)? else { break };
+        writer.append(&rec, source.functions())?;
+        observed.runs += 1;
+        if !rec.run.complete {
+            observed.incomplete += 1;
+        } else {
+            match rec.run.label {
+                Label::Fail => observed.failing += 1,
+                Label::Pass => observed.passing += 1,
+            }
+            runs.push(rec.run);
+        }
+        let f = failing(runs);
+        ui.step(&format!("{f} failing, {} passing (until {want} failing)", runs.len() as u32 - f));
+    }
+    ui.end();
+    observed.analysed = runs.len() as u32;
+    let f = failing(runs);
+    ui.say(&format!(
+        "observed {} {noun}s: {f} failing and {} passing {noun}s analysed",
+        observed.runs,
+        runs.len() as u32 - f
+    ));
+    Ok(runs.len() > before)
 }
 
 /// Takes runs from the source until enough failing and passing ones exist.

@@ -289,3 +289,119 @@ fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
     let described = &d.analysis.catalog.get(root).unwrap().description;
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }
+
+/// A program whose `read` returns -1 in every failing run and in three
+/// of every six passing ones: of each ten runs, four fail, three pass
+/// after the error (handled) and three pass without it. After the first
+/// 10 failing runs (22 runs) the error is undecided (precision 10 of 16
+/// against a failure rate of 10 of 22: the 95 % interval's lower end is
+/// below it), so `debug` observes until 30 failing runs, where it is
+/// decided: a necessary candidate, tested by forcing `read`'s return.
+struct ErrorAlsoInPassingRuns {
+    functions: Vec<Function>,
+    runs: u32,
+}
+
+impl ErrorAlsoInPassingRuns {
+    fn make(&mut self, interventions: Vec<AppliedIntervention>) -> RecordedRun {
+        self.runs += 1;
+        let at = (self.runs - 1) % 10;
+        let fails = at < 4 && interventions.is_empty();
+        let ret = if at < 7 && interventions.is_empty() { -1 } else { 0 };
+        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
+            .with_outcome(Outcome {
+                exit_code: Some(code),
+                reason: format!("exit code {code}"),
+                ..Outcome::default()
+            });
+        r.interventions = interventions;
+        recorded(r)
+    }
+}
+
+impl RunSource for ErrorAlsoInPassingRuns {
+    fn noun(&self) -> &'static str {
+        "run"
+    }
+
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::PROGRAM
+    }
+
+    fn can_amplify(&self) -> bool {
+        true
+    }
+
+    fn hint_no_failure(&self) -> String {
+        String::new()
+    }
+
+    fn hint_all_failed(&self) -> &'static str {
+        ""
+    }
+
+    fn observe(&mut self, _: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
+        Ok(Some(self.make(Vec::new())))
+    }
+
+    fn begin_interventions(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
+        let applied = plan
+            .interventions
+            .iter()
+            .map(|iv| AppliedIntervention {
+                intervention: iv.clone(),
+                applied: true,
+                timed_out: false,
+            })
+            .collect();
+        Ok(self.make(applied))
+    }
+
+    fn end_interventions(&mut self) {}
+}
+
+#[test]
+fn a_predicate_too_few_runs_decide_is_observed_until_they_do() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = ErrorAlsoInPassingRuns { functions: functions.clone(), runs: 0 };
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    // 22 runs for the first 10 failing ones, then to 30 failing: run 72.
+    assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (72, 30, 42));
+    assert_eq!(d.session.runs.len(), 72);
+    let root = d.discovery.expect("a path").root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("read"), "{described}");
+    assert!(d.analysis.necessary.contains(&root));
+}
+
+/// The same program observed only up to its first 10 failing runs: the
+/// predicate is undecided and nothing is tested on it.
+#[test]
+fn an_undecided_predicate_is_not_a_candidate() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = ErrorAlsoInPassingRuns { functions: functions.clone(), runs: 0 };
+    let runs: Vec<Run> = (0..22).map(|_| source.make(Vec::new()).run).collect();
+    let session = Session { functions, runs };
+    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
+    let a = analyse(&session, &opts, Reach::PROGRAM, &mut Quiet).unwrap();
+    assert!(a.candidates.is_empty(), "{:?}", a.candidates);
+    assert_eq!(a.undecided.len(), 1);
+}
