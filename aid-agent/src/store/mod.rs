@@ -58,8 +58,33 @@ pub enum SessionError {
     Write { path: PathBuf, source: std::io::Error },
     #[error("{} names `{file}`, outside the session directory: refusing to read it (the session was tampered with)", path.display())]
     Escapes { path: PathBuf, file: String },
+    #[error("{} is a symbolic link: refusing to follow it (the session was tampered with)", .0.display())]
+    Symlink(PathBuf),
     #[error("reading {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+}
+
+/// Opens one of the session's own files for reading, never through a
+/// symbolic link (a `runs.jsonl` pointing at `/etc/shadow` would
+/// otherwise be read, and its lines echoed in warnings).
+pub(crate) fn open_own(path: &Path) -> Result<fs::File, SessionError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).map_err(|source| {
+        match source.raw_os_error() {
+            Some(libc::ELOOP) => SessionError::Symlink(path.to_owned()),
+            _ => SessionError::Read { path: path.to_owned(), source },
+        }
+    })
+}
+
+/// [`open_own`], the whole file as text.
+pub(crate) fn read_own(path: &Path) -> Result<String, SessionError> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    open_own(path)?
+        .read_to_string(&mut text)
+        .map_err(|source| SessionError::Read { path: path.to_owned(), source })?;
+    Ok(text)
 }
 
 fn write_hint(e: &std::io::Error) -> &'static str {
@@ -182,7 +207,7 @@ pub fn latest(root: &Path) -> Result<PathBuf, SessionError> {
     let mut best: Option<(u64, PathBuf)> = None;
     for entry in entries.flatten() {
         let dir = entry.path();
-        let Ok(text) = fs::read_to_string(dir.join("session.json")) else { continue };
+        let Ok(text) = read_own(&dir.join("session.json")) else { continue };
         let Ok(header) = serde_json::from_str::<Header>(&text) else { continue };
         let key = (header.created, dir);
         if best.as_ref().is_none_or(|b| (b.0, &b.1) < (key.0, &key.1)) {

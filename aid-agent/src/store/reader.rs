@@ -34,8 +34,7 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
     if !header_path.is_file() {
         return Err(SessionError::NotASession(dir.to_owned()));
     }
-    let text = fs::read_to_string(&header_path)
-        .map_err(|source| SessionError::Read { path: header_path.clone(), source })?;
+    let text = read_own(&header_path)?;
     let header: Header = serde_json::from_str(&text)
         .map_err(|e| SessionError::Corrupt { path: header_path.clone(), reason: e.to_string() })?;
     if header.format != FORMAT {
@@ -48,8 +47,7 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
         return Err(SessionError::Version { path: header_path, found: header.version });
     }
     let runs_path = dir.join("runs.jsonl");
-    let file = File::open(&runs_path)
-        .map_err(|source| SessionError::Read { path: runs_path.clone(), source })?;
+    let file = open_own(&runs_path)?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
     let mut skipped = Vec::new();

@@ -156,6 +156,28 @@ fn a_file_outside_the_session_is_refused() {
     }
 }
 
+/// A session's own files are never read through a symbolic link: a
+/// `runs.jsonl` or `session.json` pointing elsewhere is refused, in one
+/// line, before anything of the target is read.
+#[test]
+fn a_session_file_that_is_a_symlink_is_refused() {
+    for name in ["runs.jsonl", "session.json"] {
+        let (dir, _) = three_runs();
+        let s = dir.path().join("s");
+        let elsewhere = dir.path().join("elsewhere");
+        fs::rename(s.join(name), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.join(name)).unwrap();
+        let Err(err) = load(&s) else { panic!("{name} was read through its link") };
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is a symbolic link: refusing to follow it (the session was tampered with)",
+                s.join(name).display()
+            )
+        );
+    }
+}
+
 #[test]
 fn session_directories_are_private() {
     use std::os::unix::fs::PermissionsExt as _;
