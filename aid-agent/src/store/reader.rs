@@ -3,7 +3,7 @@
 //! record says; a damaged run is skipped with a warning naming it.
 
 use std::{
-    fs::{self, File},
+    fs,
     io::{BufRead as _, BufReader},
     path::Path,
 };
