@@ -98,7 +98,7 @@ fn default_tracer(exe: &Path, policy: &RunPolicy, cancel: &AtomicBool) -> (Trace
 fn untraced(target: &Target, policy: &RunPolicy, cancel: &AtomicBool) -> (bool, u64) {
     let mut child = spawn::spawn_held(target).unwrap();
     child.release().unwrap();
-    let exit = child.wait(policy.timeout, cancel).unwrap();
+    let exit = child.wait(policy.timeout, policy.hang_after, cancel).unwrap();
     (exit.code != Some(0), exit.wall_ns)
 }
 

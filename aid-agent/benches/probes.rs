@@ -236,7 +236,7 @@ fn scoped_run(
     let attachment = probes.attach_scoped_with(functions, child.pid, Programs::Empty, mechanism)?;
     let attach = t0.elapsed();
     child.release()?;
-    let exit = child.wait(Duration::from_secs(30), &cancel)?;
+    let exit = child.wait(Duration::from_secs(30), None, &cancel)?;
     anyhow::ensure!(exit.code == Some(0), "workload failed: {exit:?}");
     let t1 = Instant::now();
     if background {
@@ -390,7 +390,7 @@ fn traced_loop(
         None => None,
     };
     child.release()?;
-    let exit = child.wait(Duration::from_secs(120), &cancel)?;
+    let exit = child.wait(Duration::from_secs(120), None, &cancel)?;
     probes.end_target(pid)?;
     if let Some(a) = attachment {
         probes.detach_later(a);
@@ -475,7 +475,7 @@ fn call_costs(args: &Args, workload: &Path, functions: &[Function]) -> anyhow::R
         v.push(bystander_loop(workload, calls)?);
         let pid = held.pid;
         held.release()?;
-        held.wait(Duration::from_secs(10), &AtomicBool::new(false))?;
+        held.wait(Duration::from_secs(10), None, &AtomicBool::new(false))?;
         multi.end_target(pid)?;
         multi.detach_later(a);
         for (row, x) in rows.iter_mut().zip(v) {

@@ -11,10 +11,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 mod events;
+mod hang;
 pub mod memory;
 pub mod testing;
 
 pub use events::{EventRow, RecordedRun, apply_pauses, calls_from_rows};
+pub use hang::{Wait, WaitGraph, Waiter};
 
 /// Index into [`Session::functions`]; also the attach cookie in the kernel.
 pub type FuncId = u32;

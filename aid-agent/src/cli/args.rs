@@ -19,14 +19,20 @@ use crate::{
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// When a run counts as failed (repeatable): nonzero, exit=N, signal,
-    /// signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX.
-    /// Default: nonzero, signal, timeout.
+    /// signal=NAME, timeout, hang, stdout:REGEX, stderr:REGEX, output:REGEX.
+    /// Default: nonzero, signal, timeout, hang.
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Kill a run (and count it as failed) after this long (30s, 1m30s,
     /// 500ms).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
+    /// End a run that hangs (every thread waiting for another — a lock, a
+    /// join, a condition — with no progress) after this long, and count it
+    /// as failed with the reason `hang` (0s: never; it then lasts until
+    /// --timeout).
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub hang_after: String,
     /// Session directory to write (default: aid-sessions/<time>-<program>).
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -42,7 +48,8 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn policy(&self) -> anyhow::Result<RunPolicy> {
-        Ok(RunPolicy::new(&self.fail_on, parse_duration(&self.timeout)?)?)
+        let policy = RunPolicy::new(&self.fail_on, parse_duration(&self.timeout)?)?;
+        Ok(policy.with_hang_after(parse_duration(&self.hang_after)?))
     }
 
     pub fn load_options(&self) -> anyhow::Result<LoadOptions> {

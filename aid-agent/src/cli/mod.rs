@@ -49,6 +49,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 pub enum Command {
     /// Run a program N times under the tracer and store every run.
     Record(record::Args),

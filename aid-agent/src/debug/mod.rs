@@ -595,6 +595,7 @@ fn observe(
         ui.say(&line);
     }
     let mut noted = false;
+    let mut hung_said = false;
     let counts = |runs: &[Run]| {
         let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
         (failing, runs.len() as u32 - failing)
@@ -622,6 +623,15 @@ fn observe(
         let noise = amp.draw();
         let Some(rec) = source.observe(&noise, cancel)? else { break };
         writer.append(&rec, source.functions())?;
+        if let Some(graph) = rec.hang.as_ref().filter(|_| !hung_said) {
+            hung_said = true;
+            ui.say(&format!(
+                "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {} (said once; each hung {noun}'s record keeps its wait-for graph)",
+                rec.run.id,
+                crate::util::human::duration(graph.waited_ns),
+                graph.describe()
+            ));
+        }
         if !rec.notes.is_empty() && !noted {
             noted = true;
             for note in &rec.notes {

@@ -41,6 +41,8 @@ pub struct RecordedRun {
     /// Amplified runs: how many synchronisation points each thread role
     /// entered (what noise at sync points is drawn from; not stored).
     pub sync_steps: Vec<(Role, u32)>,
+    /// A run that hung: what each thread waited for when aid ended it.
+    pub hang: Option<super::WaitGraph>,
 }
 
 /// Takes the agent's pauses out of the durations of the calls their thread

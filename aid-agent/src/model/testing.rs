@@ -217,6 +217,7 @@ pub fn recorded(run: Run) -> RecordedRun {
         probe_errors: 0,
         notes: Vec::new(),
         sync_steps: Vec::new(),
+        hang: None,
     }
 }
 

@@ -88,6 +88,8 @@ pub(super) struct Funcs {
     pub by_caller: FxSet<(FuncId, ClassId)>,
     /// What aid's sync-point probes do to locks (`sections.rs`).
     pub lock_ops: Vec<super::sections::LockOp>,
+    /// Lock acquisitions (1) and releases (2) among them, for cycles.
+    pub lock_calls: Vec<u8>,
     /// What each function's entry reads of an argument's pointee.
     pub pointees: Vec<Option<crate::model::Pointee>>,
 }

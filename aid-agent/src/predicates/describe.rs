@@ -375,6 +375,23 @@ impl<'c> Names<'c> {
             (_, Condition::TakenBeforeFirstSection) => format!(
                 "{other} takes a lock after {some} has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
             ),
+            (_, Condition::LockCycle { held, takes }) => {
+                let other = match key.other {
+                    Some(o) if o.func == key.func && o.calls == key.calls => {
+                        self.calls(key.func, key.calls, "another")
+                    }
+                    _ => other.clone(),
+                };
+                let (holds, waits, again, first) = if *held > 0 && *takes > 0 {
+                    let (h, t) = (ordinal(*held), ordinal(*takes));
+                    (format!("its {h} lock"), format!("its {t}"), format!("that {t} lock"), h)
+                } else {
+                    ("a lock".into(), "a second".into(), "the second".into(), "first".into())
+                };
+                format!(
+                    "{some} holds {holds} and waits for {waits} while {other} holds {again} and waits for the {first}: a lock-order cycle (deadlock), which no passing run shows"
+                )
+            }
             (_, Condition::GroupOverlap { shared, object, same }) => {
                 let on = match (shared, object) {
                     (true, Some(o)) => format!(
@@ -458,6 +475,10 @@ impl<'c> Names<'c> {
                 }
                 v
             }
+            Condition::LockCycle { held, takes } => vec![
+                ("held_lock".into(), held.to_string()),
+                ("waited_lock".into(), takes.to_string()),
+            ],
             Condition::DataRace { object, a_writes, b_writes, runs } => vec![
                 ("object".into(), object.clone()),
                 ("first_writes".into(), a_writes.to_string()),
@@ -477,6 +498,18 @@ impl<'c> Names<'c> {
             values,
         }
     }
+}
+
+/// 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
+fn ordinal(k: u32) -> String {
+    let suffix = match (k % 10, k % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{k}{suffix}")
 }
 
 /// A duration for people ("792 µs", "8.2 ms"): [`crate::util::human::duration`].

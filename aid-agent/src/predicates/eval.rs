@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
-    RunTruth, SameField, groups,
+    RunTruth, SameField, deadlock, groups,
     index::{GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
     locks, objects, sections,
 };
@@ -35,6 +35,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         sections: None,
         interleavings: None,
         early: None,
+        cycles: None,
         inside: None,
     };
     let mut held = Vec::new();
@@ -76,6 +77,8 @@ struct Evaluator<'c, 'r> {
     interleavings: Option<FxMap<locks::Interleaving, locks::Seen>>,
     /// Sections taken before another call's first section on the lock.
     early: Option<FxMap<sections::Early, locks::Seen>>,
+    /// Lock-order cycles of the run, computed when first needed.
+    cycles: Option<FxMap<deadlock::Cycle, deadlock::Seen>>,
     /// The traced functions each call went on to call, computed when first
     /// needed.
     inside: Option<Vec<Vec<FuncId>>>,
@@ -130,6 +133,7 @@ impl Evaluator<'_, '_> {
             Condition::InterleavedSections => self.interleaved(key),
             Condition::TakenBeforeFirstSection => self.before_first_section(key),
             Condition::SectionsInOrder => self.sections_in_order(key),
+            Condition::LockCycle { .. } => self.cycle(key),
             Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {
                 Some(g) => {
                     let seen = self.idx.by_group.contains_key(&g);
@@ -349,6 +353,26 @@ impl Evaluator<'_, '_> {
             self.early = Some(all);
         }
         (true, self.early.as_ref().and_then(|all| all.get(&pair)).map(|s| s.at_ns))
+    }
+}
+
+impl Evaluator<'_, '_> {
+    /// Some call of the key's group and some call of the other group, on
+    /// two threads, each held a lock the other asked for.
+    fn cycle(&mut self, key: &PredKey) -> (bool, Option<u64>) {
+        let (Some(ga), Some(gb)) =
+            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
+        else {
+            return (false, None);
+        };
+        let seen = self.idx.by_group.contains_key(&ga) && self.idx.by_group.contains_key(&gb);
+        if !seen {
+            return (false, None);
+        }
+        if self.cycles.is_none() {
+            self.cycles = Some(deadlock::cycles(&self.idx, &self.cat.lock_calls));
+        }
+        (true, self.cycles.as_ref().and_then(|all| all.get(&(ga, gb))).map(|s| s.at_ns))
     }
 }
 

@@ -26,6 +26,7 @@ use super::{
     base::{Baseline, Funcs, Learned, SiteStats, error_test, run_local},
     calls::site_of,
     classes::{ClassId, Classes},
+    deadlock::{self, CycleBase},
     describe::Names,
     groups::{self, GroupBase},
     index::{RunIndex, callers, end_of, pointer_mask},
@@ -83,6 +84,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         classes,
         by_caller,
         lock_ops: sections::lock_ops(&session.functions),
+        lock_calls: deadlock::lock_calls(&session.functions),
     };
 
     // Pass 1.
@@ -92,6 +94,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut pbase = PairBase::default();
     let mut lbase = LockBase::default();
     let mut sbase = SectionBase::default();
+    let mut cbase = CycleBase::default();
     for run in &passing {
         let idx = funcs.index(run);
         site_baseline(&idx, &funcs, &mut base.sites);
@@ -105,6 +108,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         pairs::baseline(&idx, &funcs, &mut pbase);
         locks::baseline(&idx, &funcs, &mut lbase);
         sections::baseline(&idx, &funcs, &mut sbase);
+        deadlock::baseline(&idx, &funcs, &mut cbase);
     }
     let n = passing.len() as u32;
     base.counts = counts
@@ -120,6 +124,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut pcands = pairs::Candidates::default();
     let mut lcands = locks::Candidates::default();
     let mut scands = sections::Candidates::default();
+    let mut ccands = deadlock::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
         site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
@@ -127,6 +132,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         pairs::candidates(&idx, &funcs, &pbase, config, &mut pcands);
         locks::candidates(&idx, &funcs, &lbase, &mut lcands);
         sections::candidates(&idx, &funcs, &sbase, &mut scands);
+        deadlock::candidates(&idx, &funcs, &cbase, &mut ccands);
     }
 
     // Pass 3.
@@ -147,6 +153,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     out.extend(pairs::predicates(&funcs, &pairs));
     out.extend(locks::predicates(&funcs, &lcands));
     out.extend(sections::predicates(&funcs, &scands));
+    out.extend(deadlock::predicates(&funcs, &ccands));
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
 

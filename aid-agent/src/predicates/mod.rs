@@ -31,6 +31,7 @@ use crate::{
 mod base;
 mod calls;
 mod classes;
+mod deadlock;
 mod describe;
 mod eval;
 mod groups;
@@ -134,6 +135,11 @@ pub enum Kind {
     /// first section on it (B on another thread), which no passing run
     /// showed (`sections.rs`).
     SectionOrder,
+    /// A call on one thread held a lock and asked for a second one while a
+    /// call on another thread held the second and asked for the first (a
+    /// lock-order cycle: a deadlock, `deadlock.rs`), which no passing run
+    /// showed.
+    LockCycle,
     /// Two calls of a function on the threads of a class were for the
     /// same key (equal contents in one field of what an argument pointed
     /// to: the same SKU added twice); learned when a failing run shows it
@@ -161,6 +167,7 @@ impl Kind {
             Kind::Interleaved => "interleaved",
             Kind::BeforeFirstSection => "before_first_section",
             Kind::SectionOrder => "section_order",
+            Kind::LockCycle => "lock_cycle",
             Kind::RepeatedKey => "repeated_key",
         }
     }
@@ -177,6 +184,7 @@ impl Kind {
                 | Kind::Interleaved
                 | Kind::BeforeFirstSection
                 | Kind::SectionOrder
+                | Kind::LockCycle
         )
     }
 }
@@ -538,6 +546,15 @@ pub enum Condition {
     /// The first call's first section on a lock both calls take came
     /// before the second call's first section on it.
     SectionsInOrder,
+    /// Groups: some call of the first group held a lock and asked for a
+    /// second while some call of the second group, on another thread, held
+    /// the second and asked for the first; `held` and `takes` name the two
+    /// locks by the order the first call took them (1-based; 0 when the
+    /// failing runs disagreed).
+    LockCycle {
+        held: u32,
+        takes: u32,
+    },
     /// Groups: two calls (on any of the class's threads) read equal
     /// contents for one field of their pointee; anchored at the later
     /// one's entry.
@@ -581,6 +598,11 @@ pub struct Catalog {
     /// critical-section tests on new runs.
     #[serde(default)]
     pub lock_ops: Vec<LockOp>,
+    /// Per function: 1 when it is aid's sync-point probe on an exclusive
+    /// lock's acquisition, 2 on its release, for the lock-cycle test on new
+    /// runs.
+    #[serde(default)]
+    pub lock_calls: Vec<u8>,
     /// Thread classes by name (class id = index), with the roles each had
     /// in the learning runs.
     #[serde(default)]
@@ -665,6 +687,7 @@ impl Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
         let lock_ops = sections::lock_ops(&session.functions);
+        let lock_calls = deadlock::lock_calls(&session.functions);
         let mut c = Catalog {
             predicates,
             passing_runs,
@@ -672,6 +695,7 @@ impl Catalog {
             internal,
             pointer_args,
             lock_ops,
+            lock_calls,
             classes,
             by_caller: Vec::new(),
             index: HashMap::new(),
@@ -694,5 +718,7 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_deadlock;
 #[cfg(test)]
 pub(crate) mod tests_groups;

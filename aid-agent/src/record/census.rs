@@ -145,7 +145,7 @@ pub fn measure(
     for _ in 0..UNTRACED_RUNS {
         let mut child = spawn::spawn_held(target)?;
         child.release()?;
-        let exit = child.wait(policy.timeout, cancel)?;
+        let exit = child.wait(policy.timeout, policy.hang_after, cancel)?;
         let passed = fail::judge(&exit, &policy.rules).0 == Label::Pass;
         walls.push((exit.wall_ns, passed));
     }

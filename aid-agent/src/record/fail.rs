@@ -15,7 +15,7 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 pub enum FailError {
     #[error(
-        "invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, stdout:REGEX, stderr:REGEX, output:REGEX)"
+        "invalid --fail-on rule `{rule}`: {reason} (rules: nonzero, exit=N, signal, signal=NAME, timeout, hang, stdout:REGEX, stderr:REGEX, output:REGEX)"
     )]
     BadRule { rule: String, reason: String },
     #[error(
@@ -34,22 +34,39 @@ pub struct RunPolicy {
     pub texts: Vec<String>,
     /// A run still going after this long is killed and counts as failed.
     pub timeout: Duration,
+    /// A run all of whose threads have waited for one another, with no
+    /// progress, for longer than this is killed and counts as failed with
+    /// the reason `hang` (`sys/hang.rs`); None: not watched.
+    pub hang_after: Option<Duration>,
 }
+
+/// `--hang-after` unless given: a deadlock is recognised a second after
+/// the last thread started waiting.
+pub const HANG_AFTER: Duration = Duration::from_secs(1);
 
 impl RunPolicy {
     /// The rules parsed from `texts`; none given means the defaults:
-    /// nonzero exit, a signal, a timeout.
+    /// nonzero exit, a signal, a timeout, a hang. Hangs are watched for
+    /// [`HANG_AFTER`] ([`RunPolicy::with_hang_after`] changes it).
     pub fn new(texts: &[String], timeout: Duration) -> Result<RunPolicy, FailError> {
         if timeout.is_zero() {
             return Err(FailError::ZeroTimeout);
         }
         let texts: Vec<String> = if texts.is_empty() {
-            vec!["nonzero".into(), "signal".into(), "timeout".into()]
+            vec!["nonzero".into(), "signal".into(), "timeout".into(), "hang".into()]
         } else {
             texts.to_vec()
         };
         let rules = texts.iter().map(|t| FailRule::parse(t)).collect::<Result<_, _>>()?;
-        Ok(RunPolicy { rules, texts, timeout })
+        Ok(RunPolicy { rules, texts, timeout, hang_after: Some(HANG_AFTER) })
+    }
+
+    /// Hangs recognised after `bound` (zero: not watched for, a hanging
+    /// run lasts until the timeout).
+    #[must_use]
+    pub fn with_hang_after(mut self, bound: Duration) -> RunPolicy {
+        self.hang_after = (!bound.is_zero()).then_some(bound);
+        self
     }
 }
 
@@ -60,6 +77,8 @@ pub enum FailRule {
     Exit(i32),
     Signal(Option<i32>),
     Timeout,
+    /// Every thread waited for another past `--hang-after`.
+    Hang,
     Stdout(Regex),
     Stderr(Regex),
     Output(Regex),
@@ -67,7 +86,7 @@ pub enum FailRule {
 
 impl FailRule {
     pub fn defaults() -> Vec<FailRule> {
-        vec![FailRule::NonZero, FailRule::Signal(None), FailRule::Timeout]
+        vec![FailRule::NonZero, FailRule::Signal(None), FailRule::Timeout, FailRule::Hang]
     }
 
     pub fn parse(rule: &str) -> Result<FailRule, FailError> {
@@ -86,6 +105,7 @@ impl FailRule {
             "nonzero" | "exit" => FailRule::NonZero,
             "signal" => FailRule::Signal(None),
             "timeout" => FailRule::Timeout,
+            "hang" => FailRule::Hang,
             _ if rule.starts_with("exit=") => {
                 FailRule::Exit(rule[5..].parse().map_err(|_| bad("exit code must be a number"))?)
             }
@@ -115,6 +135,7 @@ impl FailRule {
                 .filter(|s| want.is_none_or(|w| w == *s))
                 .map(|s| format!("killed by {}", signal_name(s))),
             FailRule::Timeout => exit.timed_out.then(|| "timed out".to_owned()),
+            FailRule::Hang => exit.hung.is_some().then(|| HANG.to_owned()),
             FailRule::Stdout(r) => {
                 r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/"))
             }
@@ -137,12 +158,19 @@ pub fn signal_name(sig: i32) -> String {
     Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_owned())
 }
 
+/// The reason of a run labelled failing because it hung.
+pub const HANG: &str = "hang";
+
 /// Judges a finished run: fail if any rule says so (the first one's reason
 /// is kept), pass otherwise.
 pub fn judge(exit: &Exit, rules: &[FailRule]) -> (Label, String) {
-    // A timed-out run is killed by us; it never counts as a clean pass.
+    // A timed-out or hung run is killed by us; it never counts as a clean
+    // pass.
     if exit.timed_out {
         return (Label::Fail, "timed out".to_owned());
+    }
+    if exit.hung.is_some() {
+        return (Label::Fail, HANG.to_owned());
     }
     for rule in rules {
         if let Some(reason) = rule.verdict(exit) {

@@ -231,6 +231,7 @@ impl<'t> Follower<'t> {
             probe_errors: 0,
             notes: Vec::new(),
             sync_steps: Vec::new(),
+            hang: None,
         };
         Ok(Finished { runs: vec![whole], partial: 0, partial_at_end: 0, lost: total })
     }

@@ -9,6 +9,7 @@ pub mod attach;
 pub mod census;
 pub mod fail;
 pub mod follow;
+pub mod hang;
 pub mod list;
 pub mod lost;
 pub mod program;

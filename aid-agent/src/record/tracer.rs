@@ -32,11 +32,12 @@ use crate::{
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
         follow::{Finished, Follower},
-        lost,
+        hang, lost,
         recorder::{self, Recorder},
     },
     symbols::Resolver,
     sys::{
+        hang::HangWatch,
         proc,
         ptrace::{self, ControlError},
         spawn::{self, RunError, Target},
@@ -293,7 +294,7 @@ impl Tracer {
         let pid = child.pid;
         child.release()?;
         let exec = t.elapsed();
-        let exit = child.wait(policy.timeout, cancel)?;
+        let exit = child.wait(policy.timeout, policy.hang_after, cancel)?;
         let ended = t.elapsed();
         let mut rec = self.finish(id, pid, exit, policy)?;
         if self.sync_in_every_run {
@@ -343,7 +344,11 @@ impl Tracer {
         let lost = self.probes.take_lost()?;
         let probe_errors = self.probes.take_errors()?;
         let (label, reason) = judge(&exit, &policy.rules);
-        Ok(self.assemble(RunEnd { id, pid, events, exit, label, reason, lost, probe_errors }))
+        let hung = exit.hung.clone();
+        let mut rec =
+            self.assemble(RunEnd { id, pid, events, exit, label, reason, lost, probe_errors });
+        rec.hang = hung.map(|h| hang::graph(&h, &rec.run, &self.functions));
+        Ok(rec)
     }
 
     /// Runs the target once as the ptrace tracer of all its threads, with
@@ -395,11 +400,20 @@ impl Tracer {
             state: &mut self.stops,
         };
         let (mut killed, mut timed_out) = (false, false);
+        let mut watch = policy.hang_after.map(HangWatch::new);
+        let mut hung = None;
         let served = controller.serve(pid, BTreeSet::new(), &mut |probes| {
             if !killed && (started.elapsed() >= policy.timeout || cancel.load(Ordering::Relaxed)) {
                 timed_out = started.elapsed() >= policy.timeout;
                 killed = true;
                 // SIGKILL ends even threads held in a ptrace stop.
+                spawn::kill_group(pid);
+            }
+            // A thread held by the agent is stopped, not waiting: a hang
+            // is every thread waiting for another, none held.
+            if !killed && let Some(h) = watch.as_mut().and_then(|w| w.look(pid)) {
+                hung = Some(h);
+                killed = true;
                 spawn::kill_group(pid);
             }
             if !killed {
@@ -409,6 +423,7 @@ impl Tracer {
         })?;
         let mut exit = child.finish(served.status.unwrap_or(WaitStatus::StillAlive));
         exit.timed_out = timed_out;
+        exit.hung = hung;
         exit.wall_ns = started.elapsed().as_nanos() as u64;
         hook.ended(&mut self.probes);
         let stops = served.stops;
@@ -508,6 +523,7 @@ impl Tracer {
             probe_errors,
             notes,
             sync_steps: Vec::new(),
+            hang: None,
         }
     }
 

@@ -57,6 +57,7 @@ impl Unit {
             probe_errors: 0,
             notes: Vec::new(),
             sync_steps: Vec::new(),
+            hang: None,
         }
     }
 }

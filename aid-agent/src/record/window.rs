@@ -131,6 +131,7 @@ pub fn cut(w: Window, mut rows: Vec<EventRow>, cx: &Cut<'_>) -> RecordedRun {
         probe_errors: 0,
         notes: Vec::new(),
         sync_steps: Vec::new(),
+        hang: None,
     }
 }
 

@@ -23,7 +23,9 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{AppliedIntervention, Function, Label, Noise, Outcome, Pause, RunPhase};
+use crate::model::{
+    AppliedIntervention, Function, Label, Noise, Outcome, Pause, RunPhase, WaitGraph,
+};
 
 mod lines;
 mod reader;
@@ -182,6 +184,9 @@ pub struct RunRecord {
     /// What was not traced in the run, in words (child processes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// A run that hung: its wait-for graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang: Option<WaitGraph>,
     pub events: FileRef,
     pub threads: FileRef,
 }

@@ -27,6 +27,7 @@ fn stored(run: &Run, rows: &[EventRow], stdout: &str, stderr: &str) -> RecordedR
         probe_errors: 0,
         notes: Vec::new(),
         sync_steps: Vec::new(),
+        hang: None,
     }
 }
 

@@ -136,6 +136,7 @@ impl Writer {
             stdout,
             stderr,
             notes,
+            hang,
             ..
         } = rec;
         let (start_monotonic_ns, orphan_exits) = (*start_monotonic_ns, *orphan_exits);
@@ -173,6 +174,7 @@ impl Writer {
             noise: run.noise.clone(),
             pauses: run.pauses.clone(),
             notes: notes.clone(),
+            hang: hang.clone(),
             events,
             threads,
         };

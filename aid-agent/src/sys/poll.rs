@@ -17,6 +17,12 @@ use std::{
 /// system calls a second.
 pub const RUN_EXIT: Duration = Duration::from_micros(500);
 
+/// A run is looked at for a hang (`sys/hang.rs`) this often (or a tenth
+/// of `--hang-after`, when that is shorter): a look reads one `stat`
+/// file per thread (more only when every thread is blocked), and a hang
+/// is found at most this long after its bound.
+pub const HANG_LOOK: Duration = Duration::from_millis(50);
+
 /// The longest the ptrace controller naps when no thread stops: it bounds
 /// how late a timed release or the caller's tick can be.
 pub const SERVE_NAP: Duration = Duration::from_millis(2);

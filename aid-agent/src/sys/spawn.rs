@@ -34,7 +34,13 @@ use nix::{
     unistd::{self, ForkResult, Pid},
 };
 
-use crate::{model::Outcome, sys::poll};
+use crate::{
+    model::Outcome,
+    sys::{
+        hang::{HangWatch, Hung},
+        poll,
+    },
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -110,6 +116,9 @@ pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Ended by aid because every thread waited for another, with no
+    /// progress, for longer than the bound (`--hang-after`).
+    pub hung: Option<Hung>,
     pub wall_ns: u64,
     pub stdout: Captured,
     pub stderr: Captured,
@@ -385,11 +394,20 @@ impl Spawned {
     }
 
     /// Waits for the target to exit, killing its process group when
-    /// `timeout` passes or `cancel` is set.
-    pub fn wait(mut self, timeout: Duration, cancel: &AtomicBool) -> Result<Exit, RunError> {
+    /// `timeout` passes, when it hangs (every thread waiting for another
+    /// for longer than `hang_after`, when given: [`HangWatch`]) or when
+    /// `cancel` is set.
+    pub fn wait(
+        mut self,
+        timeout: Duration,
+        hang_after: Option<Duration>,
+        cancel: &AtomicBool,
+    ) -> Result<Exit, RunError> {
         let started = self.started.unwrap_or_else(Instant::now);
         let pid = Pid::from_raw(self.pid as i32);
         let mut timed_out = false;
+        let mut watch = hang_after.map(HangWatch::new);
+        let mut hung = None;
         let status = loop {
             match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
                 Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
@@ -403,8 +421,15 @@ impl Spawned {
                 }
             }
             let over = started.elapsed() >= timeout;
+            if hung.is_none()
+                && !timed_out
+                && let Some(h) = watch.as_mut().and_then(|w| w.look(self.pid))
+            {
+                hung = Some(h);
+                kill_group(self.pid);
+            }
             if over || cancel.load(Ordering::Relaxed) {
-                timed_out |= over;
+                timed_out |= over && hung.is_none();
                 kill_group(self.pid);
             }
             std::thread::sleep(poll::RUN_EXIT);
@@ -412,6 +437,7 @@ impl Spawned {
         let wall_ns = started.elapsed().as_nanos() as u64;
         let mut exit = self.finish(status);
         exit.timed_out = timed_out;
+        exit.hung = hung;
         exit.wall_ns = wall_ns;
         Ok(exit)
     }
@@ -432,6 +458,7 @@ impl Spawned {
             code,
             signal,
             timed_out: false,
+            hung: None,
             wall_ns: self.started.map_or(0, |s| s.elapsed().as_nanos() as u64),
             stdout: read(self.stdout.take()),
             stderr: read(self.stderr.take()),

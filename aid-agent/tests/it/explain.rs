@@ -533,6 +533,7 @@ fn written_session(dir: &Path) {
             probe_errors: 0,
             notes: Vec::new(),
             sync_steps: Vec::new(),
+            hang: None,
         };
         w.append(&rec, std::slice::from_ref(&f)).unwrap();
     }

@@ -613,6 +613,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
             probe_errors: 0,
             notes: vec![],
             sync_steps: vec![],
+            hang: None,
         };
         w.append(&rec, &header.functions).unwrap();
     }

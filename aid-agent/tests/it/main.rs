@@ -15,6 +15,7 @@ mod examples;
 mod explain;
 mod faults;
 mod guarantees;
+mod hangs;
 mod interventions;
 mod object;
 mod privileges;

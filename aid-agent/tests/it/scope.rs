@@ -191,7 +191,7 @@ fn probes_follow_the_target_through_exec_and_are_removed_at_its_end() {
     assert!(alive(pid), "the target keeps running");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM)
         .unwrap();
-    let exit = child.wait(Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+    let exit = child.wait(Duration::from_secs(5), None, &AtomicBool::new(false)).unwrap();
     assert_eq!(exit.code, Some(0));
 }
 
@@ -244,7 +244,7 @@ fn per_run_links_leave_nothing_attached_after_many_runs() {
         let pid = child.pid;
         probes.begin_target(pid, false).unwrap();
         child.release().unwrap();
-        let exit = child.wait(Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+        let exit = child.wait(Duration::from_secs(5), None, &AtomicBool::new(false)).unwrap();
         assert_eq!(exit.code, Some(0));
         // This run's entry and return links in two modules (earlier runs' may
         // still be closing in the background).
@@ -294,7 +294,7 @@ fn perf_event_fallback_is_scoped_too() {
     let pid = child.pid;
     probes.begin_target(pid, false).unwrap();
     child.release().unwrap();
-    let exit = child.wait(Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+    let exit = child.wait(Duration::from_secs(5), None, &AtomicBool::new(false)).unwrap();
     assert_eq!(exit.code, Some(0));
     let exits = stream
         .flush()
