@@ -405,11 +405,9 @@ fn default_functions_and_no_failure() {
         stderr.lines().find(|l| l.starts_with("aid: tracing 5 of them (")).expect(&stderr);
     assert!(tracing.ends_with("per run): add3, scale, negate, worker_a, worker_b"), "{tracing}");
     assert!(
-        stderr
-            .lines()
-            .last()
-            .unwrap()
-            .starts_with("aid: no run failed in 5 runs (a run fails on: nonzero, signal, timeout)"),
+        stderr.lines().last().unwrap().starts_with(
+            "aid: no run failed in 5 runs (a run fails on: nonzero, signal, timeout, hang)"
+        ),
         "{stderr}"
     );
 }
