@@ -203,7 +203,13 @@ pub fn analyze_timed(
         f,
         truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
     )?
-    .with_necessary(&necessary);
+    .with_necessary(&necessary)
+    .with_mechanisms(
+        candidates
+            .iter()
+            .copied()
+            .filter(|&id| catalog.get(id).is_some_and(|p| p.key.kind.is_mechanism())),
+    );
     time.dag = t.elapsed();
     let failure_rate =
         if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };

@@ -45,6 +45,11 @@ pub struct AcDag {
     /// candidates"). Holding without the failure is normal for them, so
     /// it neither prunes them nor witnesses that the failure was under way.
     necessary: BitSet,
+    /// Nodes that name how the failure comes about (a lock-order cycle,
+    /// a race on one object) rather than only when calls ran: among
+    /// unordered nodes of equal depth they are tried first
+    /// ([`AcDag::with_mechanisms`]).
+    mechanism: BitSet,
 }
 
 impl AcDag {
@@ -262,7 +267,8 @@ impl AcDag {
         let index = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
         let tied = vec![BitSet::new(total); total];
         let necessary = BitSet::new(total);
-        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary }
+        let mechanism = BitSet::new(total);
+        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary, mechanism }
     }
 
     /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
@@ -276,6 +282,30 @@ impl AcDag {
             }
         }
         self
+    }
+
+    /// Marks these candidates as naming a mechanism (see
+    /// [`AcDag::mechanism`]); ids that are not nodes are ignored.
+    pub fn with_mechanisms(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
+        for p in ids {
+            if let Some(&i) = self.index.get(&p)
+                && i != self.f
+            {
+                self.mechanism.insert(i);
+            }
+        }
+        self
+    }
+
+    /// Whether node `i` names how the failure comes about, not only when
+    /// calls ran. The order of unordered nodes is free (AID Sec. 5.4
+    /// breaks such ties at random); trying these first means that of two
+    /// facets of one instant (a lock-order cycle and the overlap of the
+    /// same two calls, anchored at the same entry), the one that says more
+    /// is the one a round confirms, and the other, pruned as unordered
+    /// with a cause, is not the one the report names.
+    pub fn mechanism(&self, i: usize) -> bool {
+        self.mechanism.contains(i)
     }
 
     /// Nodes that are necessary but not sufficient for the failure: they

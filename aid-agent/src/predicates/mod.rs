@@ -172,6 +172,22 @@ impl Kind {
         }
     }
 
+    /// Kinds that say how the failure comes about (a lock-order cycle,
+    /// an interleaving inside a critical section, a race on one object, a
+    /// check before its lock) rather than only when or how often calls
+    /// ran; the causal search tries them first among unordered candidates
+    /// ([`crate::causal::AcDag::mechanism`]).
+    pub fn is_mechanism(self) -> bool {
+        matches!(
+            self,
+            Kind::LockCycle
+                | Kind::DataRace
+                | Kind::Interleaved
+                | Kind::BeforeFirstSection
+                | Kind::SectionOrder
+        )
+    }
+
     /// Kinds about a pair of calls.
     pub fn is_pairwise(self) -> bool {
         matches!(
