@@ -33,14 +33,7 @@ pub struct Candidates {
 /// The program's own functions in address order, without `main`, sleep
 /// and clock helpers and stubs ([`own::skipped`]).
 pub fn default_candidates(resolver: &Resolver) -> anyhow::Result<Candidates> {
-    let mut own = resolver.own_functions();
-    if own.is_empty() {
-        bail!(
-            "{} has no functions of its own to trace (only start-up code and libraries): pass --trace PATTERN",
-            resolver.executable().path.display()
-        );
-    }
-    own.sort_by_key(|s| s.address);
+    let own = start::own_by_address(resolver)?;
     let mut skipped = Vec::new();
     let mut functions = Vec::new();
     for sym in own {

@@ -141,6 +141,21 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// Counts one observed run; false when it lost events (incomplete), so
+    /// that it is left out of the analysis.
+    fn count(&mut self, run: &Run) -> bool {
+        self.runs += 1;
+        if !run.complete {
+            self.incomplete += 1;
+            return false;
+        }
+        match run.label {
+            Label::Fail => self.failing += 1,
+            Label::Pass => self.passing += 1,
+        }
+        true
+    }
+
     /// Share of the complete runs that failed.
     fn rate(&self) -> f64 {
         f64::from(self.failing) / f64::from((self.failing + self.passing).max(1))
@@ -541,14 +556,7 @@ fn observe_more(
         let plan = noise.as_deref_mut().map(NoiseSource::draw).unwrap_or_default();
         let Some(rec) = source.observe(&plan, cancel)? else { break };
         writer.append(&rec, source.functions())?;
-        observed.runs += 1;
-        if !rec.run.complete {
-            observed.incomplete += 1;
-        } else {
-            match rec.run.label {
-                Label::Fail => observed.failing += 1,
-                Label::Pass => observed.passing += 1,
-            }
+        if observed.count(&rec.run) {
             runs.push(rec.run);
         }
         let f = failing(runs);
@@ -641,16 +649,10 @@ fn observe(
                 ));
             }
         }
-        observed.runs += 1;
-        if !rec.run.complete {
-            observed.incomplete += 1;
+        if !observed.count(&rec.run) {
             let (f, p) = counts(&basis);
             ui.step(&format!("{f} failing, {p} passing{wanted}"));
             continue;
-        }
-        match rec.run.label {
-            Label::Fail => observed.failing += 1,
-            Label::Pass => observed.passing += 1,
         }
         let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
         for line in &verdict.say {

@@ -14,6 +14,68 @@ use crate::{
     store::{Mode, test_header},
 };
 
+/// A scripted program: what one observed run and one intervened run of it
+/// record.
+trait Program {
+    fn functions(&self) -> &[Function];
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun;
+    /// A run with `plan`'s interventions, every one of them applied.
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun;
+}
+
+/// A [`Program`] as a run source: a whole program (amplifiable), every
+/// intervention applied.
+struct Scripted<P>(P);
+
+impl<P: Program> RunSource for Scripted<P> {
+    fn noun(&self) -> &'static str {
+        "run"
+    }
+
+    fn functions(&self) -> &[Function] {
+        self.0.functions()
+    }
+
+    fn reach(&self) -> Reach {
+        Reach::PROGRAM
+    }
+
+    fn can_amplify(&self) -> bool {
+        true
+    }
+
+    fn hint_no_failure(&self) -> String {
+        String::new()
+    }
+
+    fn hint_all_failed(&self) -> &'static str {
+        ""
+    }
+
+    fn observe(&mut self, noise: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
+        Ok(Some(self.0.observed(noise)))
+    }
+
+    fn begin_interventions(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
+        let applied = plan
+            .interventions
+            .iter()
+            .map(|iv| AppliedIntervention {
+                intervention: iv.clone(),
+                applied: true,
+                timed_out: false,
+            })
+            .collect();
+        Ok(self.0.intervened(plan, applied))
+    }
+
+    fn end_interventions(&mut self) {}
+}
+
 /// A program whose failure (`read` returning -1, exit code 1) shows in
 /// every fifth observed run, but never in a run made as intervened runs
 /// are unless it carries noise: as a race whose threads overlap less when
@@ -43,55 +105,22 @@ impl StaggeredUnderControl {
     }
 }
 
-impl RunSource for StaggeredUnderControl {
-    fn noun(&self) -> &'static str {
-        "run"
-    }
-
+impl Program for StaggeredUnderControl {
     fn functions(&self) -> &[Function] {
         &self.functions
     }
 
-    fn reach(&self) -> Reach {
-        Reach::PROGRAM
-    }
-
-    fn can_amplify(&self) -> bool {
-        true
-    }
-
-    fn hint_no_failure(&self) -> String {
-        String::new()
-    }
-
-    fn hint_all_failed(&self) -> &'static str {
-        ""
-    }
-
-    fn observe(&mut self, noise: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun {
         if noise.is_empty() {
             self.observed_plain += 1;
         } else {
             self.observed_noisy += 1;
         }
         let fails = (self.runs + 1).is_multiple_of(5);
-        Ok(Some(self.make(fails, Vec::new())))
+        self.make(fails, Vec::new())
     }
 
-    fn begin_interventions(&mut self) -> anyhow::Result<()> {
-        Ok(())
-    }
-
-    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
-        let applied: Vec<AppliedIntervention> = plan
-            .interventions
-            .iter()
-            .map(|iv| AppliedIntervention {
-                intervention: iv.clone(),
-                applied: true,
-                timed_out: false,
-            })
-            .collect();
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
         let fails = if !applied.is_empty() {
             false
         } else if plan.noise.is_empty() {
@@ -100,10 +129,8 @@ impl RunSource for StaggeredUnderControl {
         } else {
             (self.runs + 1).is_multiple_of(5)
         };
-        Ok(self.make(fails, applied))
+        self.make(fails, applied)
     }
-
-    fn end_interventions(&mut self) {}
 }
 
 /// Observed runs fail often, but control runs (made as intervened runs
@@ -113,13 +140,13 @@ impl RunSource for StaggeredUnderControl {
 #[test]
 fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
-    let mut source = StaggeredUnderControl {
+    let mut source = Scripted(StaggeredUnderControl {
         functions: functions.clone(),
         runs: 0,
         observed_plain: 0,
         observed_noisy: 0,
         control_plain: 0,
-    };
+    });
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
@@ -132,9 +159,9 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
     // First observation: 10 failing runs of 50 (20 %, not amplified);
     // control: 15 / 20 % = 75 runs, none failed.
-    assert_eq!((source.observed_plain, source.control_plain), (50, 75));
+    assert_eq!((source.0.observed_plain, source.0.control_plain), (50, 75));
     // Then 50 runs with noise, which the analysis used alone.
-    assert_eq!(source.observed_noisy, 50);
+    assert_eq!(source.0.observed_noisy, 50);
     assert_eq!(d.session.runs.len(), 50);
     assert!(d.observed.amplified.is_some());
     assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (100, 20, 80));
@@ -199,53 +226,18 @@ impl NeedsOnePoint {
     }
 }
 
-impl RunSource for NeedsOnePoint {
-    fn noun(&self) -> &'static str {
-        "run"
-    }
-
+impl Program for NeedsOnePoint {
     fn functions(&self) -> &[Function] {
         &self.functions
     }
 
-    fn reach(&self) -> Reach {
-        Reach::PROGRAM
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun {
+        self.make(noise, Vec::new())
     }
 
-    fn can_amplify(&self) -> bool {
-        true
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        self.make(&plan.noise, applied)
     }
-
-    fn hint_no_failure(&self) -> String {
-        String::new()
-    }
-
-    fn hint_all_failed(&self) -> &'static str {
-        ""
-    }
-
-    fn observe(&mut self, noise: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
-        Ok(Some(self.make(noise, Vec::new())))
-    }
-
-    fn begin_interventions(&mut self) -> anyhow::Result<()> {
-        Ok(())
-    }
-
-    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
-        let applied = plan
-            .interventions
-            .iter()
-            .map(|iv| AppliedIntervention {
-                intervention: iv.clone(),
-                applied: true,
-                timed_out: false,
-            })
-            .collect();
-        Ok(self.make(&plan.noise, applied))
-    }
-
-    fn end_interventions(&mut self) {}
 }
 
 /// Random noise provokes the failure in a few runs only; replaying the
@@ -257,7 +249,8 @@ impl RunSource for NeedsOnePoint {
 fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
     let functions =
         vec![function(0, "read").with_ret(ValueKind::Signed), function(1, "pthread_mutex_lock")];
-    let mut source = NeedsOnePoint { functions: functions.clone(), runs: 0, noise: Vec::new() };
+    let mut source =
+        Scripted(NeedsOnePoint { functions: functions.clone(), runs: 0, noise: Vec::new() });
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
@@ -283,7 +276,7 @@ fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
     assert!(on > 0 && on < d.session.runs.len(), "{on} of {} on", d.session.runs.len());
     // Random noise never failed in the 40 natural runs, and the search
     // stayed within its budget.
-    assert!(source.noise[..40].iter().all(Vec::is_empty));
+    assert!(source.0.noise[..40].iter().all(Vec::is_empty));
     assert!(d.observed.runs <= 40 + amplify::SEARCH_RUNS + 200);
     let root = d.discovery.and_then(|x| x.root_cause).expect("a root cause");
     let described = &d.analysis.catalog.get(root).unwrap().description;
@@ -320,59 +313,24 @@ impl ErrorAlsoInPassingRuns {
     }
 }
 
-impl RunSource for ErrorAlsoInPassingRuns {
-    fn noun(&self) -> &'static str {
-        "run"
-    }
-
+impl Program for ErrorAlsoInPassingRuns {
     fn functions(&self) -> &[Function] {
         &self.functions
     }
 
-    fn reach(&self) -> Reach {
-        Reach::PROGRAM
+    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
+        self.make(Vec::new())
     }
 
-    fn can_amplify(&self) -> bool {
-        true
+    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        self.make(applied)
     }
-
-    fn hint_no_failure(&self) -> String {
-        String::new()
-    }
-
-    fn hint_all_failed(&self) -> &'static str {
-        ""
-    }
-
-    fn observe(&mut self, _: &[Noise], _: &AtomicBool) -> anyhow::Result<Option<RecordedRun>> {
-        Ok(Some(self.make(Vec::new())))
-    }
-
-    fn begin_interventions(&mut self) -> anyhow::Result<()> {
-        Ok(())
-    }
-
-    fn intervene(&mut self, plan: &Plan, _: &AtomicBool) -> anyhow::Result<RecordedRun> {
-        let applied = plan
-            .interventions
-            .iter()
-            .map(|iv| AppliedIntervention {
-                intervention: iv.clone(),
-                applied: true,
-                timed_out: false,
-            })
-            .collect();
-        Ok(self.make(applied))
-    }
-
-    fn end_interventions(&mut self) {}
 }
 
 #[test]
 fn a_predicate_too_few_runs_decide_is_observed_until_they_do() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
-    let mut source = ErrorAlsoInPassingRuns { functions: functions.clone(), runs: 0 };
+    let mut source = Scripted(ErrorAlsoInPassingRuns { functions: functions.clone(), runs: 0 });
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))

@@ -20,7 +20,7 @@ use crate::{
         tracer::Tracer,
     },
     store::{self, Header, Mode, Writer},
-    symbols::{self, Resolver},
+    symbols::{self, Resolver, Symbol},
     sys::{proc, spawn::Target},
 };
 
@@ -243,11 +243,10 @@ fn header(
     }
 }
 
-/// The program's own functions, first ones in address order, capped.
-pub fn default_functions(
-    resolver: &Resolver,
-    ui: &mut dyn Progress,
-) -> anyhow::Result<Vec<Function>> {
+/// The program's own functions (not start-up code or libraries), in
+/// address order: what is traced when no --trace is given; an error that
+/// says what to do when there are none.
+pub fn own_by_address(resolver: &Resolver) -> anyhow::Result<Vec<&Symbol>> {
     let mut own = resolver.own_functions();
     if own.is_empty() {
         bail!(
@@ -256,6 +255,15 @@ pub fn default_functions(
         );
     }
     own.sort_by_key(|s| s.address);
+    Ok(own)
+}
+
+/// The program's own functions, first ones in address order, capped.
+pub fn default_functions(
+    resolver: &Resolver,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Vec<Function>> {
+    let mut own = own_by_address(resolver)?;
     let total = own.len();
     own.truncate(DEFAULT_FUNCTIONS);
     let functions: Vec<Function> = own

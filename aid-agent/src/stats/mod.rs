@@ -130,17 +130,7 @@ pub fn score_all(counts: &[Counts], totals: Totals) -> Vec<Scores> {
 /// holds in almost every run (precision near the overall failure rate) says
 /// nothing and is left out. docs/causal.md, "Necessary candidates".
 pub fn necessary(s: &Scores, totals: Totals) -> bool {
-    let c = s.counts;
-    if totals.failing == 0 || c.failing_true < totals.failing || c.passing_true == 0 {
-        return false;
-    }
-    let n = f64::from(c.failing_true + c.passing_true);
-    let p = f64::from(c.failing_true) / n;
-    let z = 1.96f64;
-    let lower = (p + z * z / (2.0 * n) - z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt())
-        / (1.0 + z * z / n);
-    let base = f64::from(totals.failing) / f64::from(totals.failing + totals.passing);
-    lower > base
+    precision_against_base(s, totals).is_some_and(|(_, lower, base)| lower > base)
 }
 
 /// Held in every failing run and in some passing runs, with failing runs
@@ -149,13 +139,24 @@ pub fn necessary(s: &Scores, totals: Totals) -> bool {
 /// failure rate, the interval's lower end is not. More runs decide it
 /// either way; nothing is tested on it until they do.
 pub fn undecided(s: &Scores, totals: Totals) -> bool {
+    precision_against_base(s, totals).is_some_and(|(p, lower, base)| p > base && lower <= base)
+}
+
+/// For a predicate held in every failing run and some passing runs: its
+/// precision, the lower end of the precision's 95 % Wilson interval, and
+/// the failure rate of all analysed runs. None for any other predicate.
+fn precision_against_base(s: &Scores, totals: Totals) -> Option<(f64, f64, f64)> {
     let c = s.counts;
     if totals.failing == 0 || c.failing_true < totals.failing || c.passing_true == 0 {
-        return false;
+        return None;
     }
-    let p = f64::from(c.failing_true) / f64::from(c.failing_true + c.passing_true);
+    let n = f64::from(c.failing_true + c.passing_true);
+    let p = f64::from(c.failing_true) / n;
+    let z = 1.96f64;
+    let lower = (p + z * z / (2.0 * n) - z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt())
+        / (1.0 + z * z / n);
     let base = f64::from(totals.failing) / f64::from(totals.failing + totals.passing);
-    p > base && !necessary(s, totals)
+    Some((p, lower, base))
 }
 
 /// Ids ranked by Importance, then Failure, then recall (ties by id).
