@@ -28,7 +28,11 @@ pub struct Classes {
 }
 
 /// A thread's class name: its name without a trailing instance number and
-/// the separator before it.
+/// the separator before it ("worker-3", "pool_7"). Digits with no
+/// separator are part of the name: a thread named after its start routine
+/// `t1` or `thread2` runs a different function from `t2` or `thread1`
+/// (the corpus' queue and deadlock programs), and one class for both made
+/// their calls group keys, which no call order can be stated on.
 pub fn class_name(role: Role, thread_name: &str) -> String {
     if role == 0 {
         return "main".into();
@@ -38,7 +42,11 @@ pub fn class_name(role: Role, thread_name: &str) -> String {
         return thread_name.to_owned();
     }
     let base = digits.trim_end_matches(['-', '_', '.', '#', ':', ' ']);
-    if base.is_empty() { thread_name.to_owned() } else { base.to_owned() }
+    if base.is_empty() || base.len() == digits.len() {
+        thread_name.to_owned()
+    } else {
+        base.to_owned()
+    }
 }
 
 impl Classes {
@@ -123,6 +131,8 @@ mod tests {
         assert_eq!(class_name(2, "pool_7"), "pool");
         assert_eq!(class_name(1, "worker"), "worker");
         assert_eq!(class_name(1, "1234"), "1234");
+        assert_eq!(class_name(1, "thread1"), "thread1");
+        assert_eq!(class_name(2, "t2"), "t2");
         assert_eq!(class_name(0, "anything"), "main");
     }
 

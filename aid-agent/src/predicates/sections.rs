@@ -21,9 +21,12 @@
 //! threads that are one each (per-call keys): "the first critical
 //! section of t2 on a lock came before t1's first section on it", when
 //! failing runs show it and no passing run does (a consumer that polled
-//! before the producer's first hand-off). Sections of one lock are
-//! ordered by their releases. Negated by holding the second call's
-//! thread at its entry until the first call has returned.
+//! before the producer's first hand-off). A call's first section is the
+//! first one it took or ran in: a call its caller made holding the lock
+//! (the producer's second `enqueue`, inside its loop's section) is
+//! ordered by that section. Sections of one lock are ordered by their
+//! releases. Negated by holding the second call's thread at its entry
+//! until the first call has returned.
 //!
 //! A section's time is known from its two probes only: taking the lock
 //! is dated at the lock call's entry (it may have waited after), letting
@@ -119,6 +122,17 @@ pub(super) struct Section {
     /// Taken again by a condition wait (the wait let it go in between,
     /// as the protocol wants).
     pub after_wait: bool,
+    /// Traced calls that began on its thread while it was held (an
+    /// `enqueue` its caller made holding the lock), in order.
+    pub inner: Vec<u32>,
+}
+
+impl Section {
+    /// The calls that ran in it: the one that took it, then those that
+    /// began inside it.
+    pub(super) fn ran_in(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.call).chain(self.inner.iter().copied())
+    }
 }
 
 /// Every critical section of the run that a traced call took, in the
@@ -156,11 +170,17 @@ pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
                 release_ns: run.end_ns,
                 open: true,
                 after_wait,
+                inner: Vec::new(),
             });
             Some(out.len() - 1)
         };
         match kind {
-            LockOp::None => stack.push(i as u32),
+            LockOp::None => {
+                stack.push(i as u32);
+                for (_, &s) in held.iter().filter(|((role, _), _)| *role == c.role) {
+                    out[s].inner.push(i as u32);
+                }
+            }
             LockOp::Acquire => {
                 if let Some(s) = take(stack.clone(), c.args[0], false, &mut out) {
                     held.insert((c.role, c.args[0]), s);
@@ -244,54 +264,69 @@ pub(super) fn early_sections(
 }
 
 /// Calls (by index) of single-class threads whose first sections on one
-/// lock came one before the other: (earlier, later). Per lock, each call
-/// is paired with the [`ORDER_WINDOW`] calls of other threads whose first
-/// sections on it came last before its own, which keeps it linear.
+/// lock came one before the other: (earlier, later). A call's first
+/// section is the first one it took or ran in ([`Section::ran_in`]: an
+/// `enqueue` made while its caller held the lock runs in its caller's
+/// section). Per lock, each call is paired with the calls of the
+/// [`ORDER_WINDOW`] sections of other threads that came last before its
+/// own, which keeps it linear.
 pub(super) fn ordered_firsts(
     idx: &RunIndex<'_>,
     sections: &[Section],
     single: &dyn Fn(Role) -> bool,
 ) -> Vec<(u32, u32)> {
-    let mut by_lock: FxMap<i64, Vec<&Section>> = FxMap::default();
+    // Per lock: (release, role, call) of each call's first section.
+    let mut by_lock: FxMap<i64, Vec<(u64, Role, u32)>> = FxMap::default();
     let mut firsts: FxSet<(u32, i64)> = FxSet::default();
     for s in sections {
-        let c = &idx.run.calls[s.call as usize];
-        if c.instance > 0 && single(s.role) && firsts.insert((s.call, s.lock)) {
-            by_lock.entry(s.lock).or_default().push(s);
+        for call in s.ran_in() {
+            let c = &idx.run.calls[call as usize];
+            if c.instance > 0 && single(s.role) && firsts.insert((call, s.lock)) {
+                by_lock.entry(s.lock).or_default().push((s.release_ns, s.role, call));
+            }
         }
     }
     let mut out = Vec::new();
     for list in by_lock.values_mut() {
-        list.sort_by_key(|s| s.release_ns);
-        for (i, later) in list.iter().enumerate() {
-            let mut n = 0;
-            for earlier in list[..i].iter().rev() {
-                if earlier.role == later.role {
+        list.sort_unstable();
+        for (i, &(release, role, later)) in list.iter().enumerate() {
+            // Sections of other threads released before this one, the
+            // nearest first; every call whose first section one was.
+            let mut window: Vec<u64> = Vec::new();
+            for &(r, other, earlier) in list[..i].iter().rev() {
+                if other == role || r == release {
                     continue;
                 }
-                out.push((earlier.call, later.call));
-                n += 1;
-                if n == ORDER_WINDOW {
-                    break;
+                if !window.contains(&r) {
+                    if window.len() == ORDER_WINDOW {
+                        break;
+                    }
+                    window.push(r);
                 }
+                out.push((earlier, later));
             }
         }
     }
     out
 }
 
-/// Calls of other threads each call's first section is ordered against.
+/// Sections of other threads each call's first section is ordered
+/// against.
 pub(super) const ORDER_WINDOW: usize = 3;
 
 /// Whether, in this run, call `a`'s first section on a lock both calls
-/// take came before `b`'s first section on it (the first such lock in
-/// `b`'s order); None when they share no lock.
+/// took or ran in came before `b`'s first section on it (the first such
+/// lock in `b`'s order); None when they share no lock.
 pub(super) fn first_before(sections: &[Section], a: u32, b: u32) -> Option<bool> {
     let first = |call: u32, lock: i64| {
-        sections.iter().filter(|s| s.call == call && s.lock == lock).map(|s| s.release_ns).min()
+        sections
+            .iter()
+            .filter(|s| s.lock == lock && s.ran_in().any(|c| c == call))
+            .map(|s| s.release_ns)
+            .min()
     };
     let mut seen: FxSet<i64> = FxSet::default();
-    for s in sections.iter().filter(|s| s.call == b) {
+    for s in sections.iter().filter(|s| s.ran_in().any(|c| c == b)) {
         if !seen.insert(s.lock) {
             continue;
         }
@@ -474,5 +509,42 @@ mod tests {
         // check: taken at 12, let go by the wait at 15, taken again after
         // it and let go at 30; stop: taken at 25, held until the end (90).
         assert_eq!(got, vec![(0, 12, 15, false), (0, 15, 30, false), (3, 25, 90, true)]);
+    }
+
+    /// A producer that hands over under its caller's lock (`stop` calls
+    /// `check` holding it) and a consumer that polled first: `check` ran
+    /// in the producer's second section, so the consumer's first section
+    /// is ordered before `check`'s, though `check` took no lock itself.
+    #[test]
+    fn a_call_made_under_its_callers_lock_is_ordered_by_that_section() {
+        let ops = lock_ops(&functions());
+        let calls = vec![
+            // The producer (role 0): stop, two sections, check in the 2nd.
+            call(1, 0, 1, 10 * US, Some(80 * US), None),
+            call(2, 0, 1, 11 * US, None, None).with_args([LOCK, 0, 0]),
+            call(3, 0, 1, 12 * US, None, None).with_args([LOCK, 0, 0]),
+            // The consumer (role 1) polls at 20-22 µs.
+            call(0, 1, 1, 19 * US, Some(40 * US), Some(0)),
+            call(2, 1, 1, 20 * US, None, None).with_args([LOCK, 0, 0]),
+            call(3, 1, 1, 22 * US, None, None).with_args([LOCK, 0, 0]),
+            call(2, 0, 1, 30 * US, None, None).with_args([LOCK, 0, 0]),
+            call(0, 0, 1, 31 * US, Some(32 * US), Some(0)),
+            call(3, 0, 1, 33 * US, None, None).with_args([LOCK, 0, 0]),
+        ];
+        let r = run(1, Label::Fail, calls, 90 * US)
+            .with_threads(vec![thread(0, "producer"), thread(1, "consumer")]);
+        let classes = Classes::learn([&r]);
+        let idx = RunIndex::with_groups(&r, |f| f < 2, &classes, &FxSet::default());
+        let s = sections(&idx, &ops);
+        let inner: Vec<(u32, Vec<u32>)> = s.iter().map(|s| (s.call, s.inner.clone())).collect();
+        assert_eq!(inner, vec![(0, vec![]), (3, vec![]), (0, vec![7])]);
+        // The consumer's call (3) first held the lock before check (7);
+        // stop's first section (0) came before the consumer's.
+        let pairs = ordered_firsts(&idx, &s, &|_| true);
+        assert!(pairs.contains(&(3, 7)) && pairs.contains(&(0, 3)), "{pairs:?}");
+        assert!(!pairs.contains(&(7, 3)) && !pairs.contains(&(0, 7)), "{pairs:?}");
+        assert_eq!(first_before(&s, 3, 7), Some(true));
+        assert_eq!(first_before(&s, 7, 3), Some(false));
+        assert_eq!(first_before(&s, 0, 3), Some(true));
     }
 }

@@ -853,7 +853,7 @@ fn which_thread_took_the_lock_first_is_a_predicate() {
     assert_eq!(p.anchor, Anchor::Entry);
     assert_eq!(
         p.description,
-        "the first critical section of call 1 of decr on stop#1 on a lock comes before the first section of call 1 of incr on main on it, which no passing run shows"
+        "the first critical section of call 1 of decr on stop#1 on a lock (one it takes or runs in) comes before the first section of call 1 of incr on main on it, which no passing run shows"
     );
     assert_eq!(
         p.intervention,
