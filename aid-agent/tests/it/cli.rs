@@ -37,6 +37,7 @@ fn write_session(dir: &Path, created: u64) {
         version: VERSION,
         tool: "test".into(),
         created,
+        created_subsec_ns: 0,
         mode: Mode::Debug,
         program: "/bin/cachetest".into(),
         command: vec!["/bin/cachetest".into()],

@@ -566,6 +566,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
         version: aid::store::VERSION,
         tool: "test".into(),
         created: 0,
+        created_subsec_ns: 0,
         mode: aid::store::Mode::Record,
         program: "/bin/t".into(),
         command: vec![],
