@@ -26,9 +26,11 @@ use serde::{Deserialize, Serialize};
 use crate::model::{AppliedIntervention, Function, Label, Noise, Outcome, Pause, RunPhase};
 
 mod lines;
+mod owner;
 mod reader;
 mod writer;
 
+pub use owner::hand_over;
 pub use reader::{Loaded, Skipped, load, load_full};
 pub use writer::{Writer, prepare};
 
@@ -244,18 +246,17 @@ pub(crate) fn create_default_in(
     let name =
         program.file_name().map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
     let base = format!("{}-{name}", utc_stamp(secs));
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(root)
-        .map_err(writer::write_err(root))?;
+    writer::create_dirs(root, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
     for n in 1..=NAME_ATTEMPTS {
         let dir = match n {
             1 => root.join(&base),
             n => root.join(format!("{base}-{n}")),
         };
         match fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(dir),
+            Ok(()) => {
+                hand_over(&dir);
+                return Ok(dir);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(SessionError::Write { path: dir, source: e }),
         }
