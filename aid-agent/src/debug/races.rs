@@ -211,8 +211,9 @@ pub fn decide(
     }
     let path = dir.join(FILE);
     let text = serde_json::to_string_pretty(&checks).expect("race checks serialize") + "\n";
-    if let Err(e) = std::fs::write(&path, text) {
-        ui.say(&format!("warning: cannot write {}: {e}", path.display()));
+    match std::fs::write(&path, text) {
+        Ok(()) => crate::store::hand_over(&path),
+        Err(e) => ui.say(&format!("warning: cannot write {}: {e}", path.display())),
     }
     checks
 }

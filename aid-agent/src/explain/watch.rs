@@ -335,6 +335,7 @@ pub fn append_record(path: &Path, record: &WatchRecord) -> anyhow::Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))?;
+    crate::store::hand_over(path);
     let line = serde_json::to_string(record).expect("watch records serialize") + "\n";
     file.write_all(line.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }

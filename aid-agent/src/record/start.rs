@@ -61,8 +61,10 @@ pub fn program(
     let mut resolver = Resolver::for_executable_with(&target.program, debug)?;
     let functions = choose(&mut resolver, ui)?;
     within_budget(&functions, load.max_functions)?;
-    let out = out.map_or_else(|| store::default_dir(&target.program), Path::to_owned);
-    let existed = out.exists();
+    let (out, existed) = match out {
+        Some(out) => (out.to_owned(), out.exists()),
+        None => (store::create_default_dir(&target.program)?, false),
+    };
     store::prepare(&out)?;
     let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
@@ -187,8 +189,10 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
         .collect::<anyhow::Result<_>>()?;
     within_budget(&functions, spec.load.max_functions)?;
     let program = resolver.executable().path.clone();
-    let out = spec.out.map_or_else(|| store::default_dir(&program), Path::to_owned);
-    let existed = out.exists();
+    let (out, existed) = match spec.out {
+        Some(out) => (out.to_owned(), out.exists()),
+        None => (store::create_default_dir(&program)?, false),
+    };
     store::prepare(&out)?;
     let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
@@ -227,11 +231,13 @@ fn header(
     rules: &[String],
     functions: &[Function],
 ) -> Header {
+    let (created, created_subsec_ns) = store::now();
     Header {
         format: store::FORMAT.into(),
         version: store::VERSION,
         tool: format!("aid-agent {}", env!("CARGO_PKG_VERSION")),
-        created: store::now_unix(),
+        created,
+        created_subsec_ns,
         mode,
         program,
         command,

@@ -91,6 +91,7 @@ pub fn save(dir: &Path, b: &Beside) -> anyhow::Result<()> {
     let p = dir.join("beside.json");
     std::fs::write(&p, serde_json::to_string_pretty(b)? + "\n")
         .with_context(|| format!("writing {}", p.display()))?;
+    crate::store::hand_over(&p);
     let section = render(b);
     let txt = dir.join("report.txt");
     if section.is_empty() || !txt.exists() {

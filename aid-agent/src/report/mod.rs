@@ -397,7 +397,9 @@ pub fn save(
 ) -> anyhow::Result<Saved> {
     let write = |name: &str, bytes: &[u8]| {
         let p = dir.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))
+        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+        crate::store::hand_over(&p);
+        anyhow::Ok(())
     };
     let plain = Layout { width: None, color: false, verbose: true, explain: false };
     write("report.txt", render(report, &plain).as_bytes())?;

@@ -459,6 +459,29 @@ mod unused {
     }
 }
 
+/// A session that ran to its end without confirming a cause printed
+/// "Confidence that the whole path is right: 99.50 %" about a path it
+/// never found: the line is there only when a root cause was confirmed.
+#[test]
+fn no_confidence_line_without_a_confirmed_cause() {
+    let layout = Layout { width: None, color: false, verbose: true, explain: false };
+    let line = "Confidence that the whole path is right: 99.18% (asked for 99.00%).";
+    let (confirmed, _) = diagnosis();
+    let text = render(&build(&confirmed), &layout);
+    assert_eq!(text.matches(line).count(), 1, "{text}");
+    let (mut d, _) = diagnosis();
+    let discovery = d.discovery.as_mut().unwrap();
+    discovery.root_cause = None;
+    discovery.path.clear();
+    let r = build(&d);
+    assert!(r.confidence.is_some(), "the report's data keeps the number");
+    let text = render(&r, &layout);
+    assert!(text.contains("No cause was confirmed"), "{text}");
+    assert!(!text.contains("Confidence that"), "{text}");
+    assert!(!text.contains("round concluded from their runs"), "{text}");
+    assert!(!text.contains("rounds concluded from their runs"), "{text}");
+}
+
 /// Ctrl-C before any round concluded (while the control was measured):
 /// the report says so and lists the candidates that were to be tested —
 /// not "no predicate could be intervened on", not a confidence in a path

@@ -223,7 +223,9 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             );
         }
     }
-    if let Some(c) = r.confidence.filter(|_| r.root_cause_id.is_some() || r.interrupted.is_none()) {
+    // A confidence in a path only means something when a cause was
+    // confirmed: without one there is no path to be right about.
+    if let Some(c) = r.confidence.filter(|_| r.root_cause_id.is_some()) {
         o.para(
             "",
             "",

@@ -28,9 +28,11 @@ use crate::model::{
 };
 
 mod lines;
+mod owner;
 mod reader;
 mod writer;
 
+pub use owner::hand_over;
 pub use reader::{Loaded, Skipped, load, load_full};
 pub use writer::{Writer, prepare};
 
@@ -113,6 +115,10 @@ pub struct Header {
     pub tool: String,
     /// Seconds since the Unix epoch.
     pub created: u64,
+    /// Nanoseconds past `created`: orders sessions created in the same
+    /// second (0 in sessions written before it existed).
+    #[serde(default)]
+    pub created_subsec_ns: u32,
     pub mode: Mode,
     /// Absolute path of the traced executable.
     pub program: PathBuf,
@@ -205,16 +211,16 @@ pub struct FileRef {
 pub const SESSIONS_DIR: &str = "aid-sessions";
 
 /// The newest session in `root` (`aid-sessions` for the commands): the
-/// one whose header was created last, by name when two were created in
-/// the same second.
+/// one whose header was created last, by name when two were created at
+/// the same instant.
 pub fn latest(root: &Path) -> Result<PathBuf, SessionError> {
     let entries = fs::read_dir(root).map_err(|_| SessionError::NoSessions(root.to_owned()))?;
-    let mut best: Option<(u64, PathBuf)> = None;
+    let mut best: Option<((u64, u32), PathBuf)> = None;
     for entry in entries.flatten() {
         let dir = entry.path();
         let Ok(text) = read_own(&dir.join("session.json")) else { continue };
         let Ok(header) = serde_json::from_str::<Header>(&text) else { continue };
-        let key = (header.created, dir);
+        let key = ((header.created, header.created_subsec_ns), dir);
         if best.as_ref().is_none_or(|b| (b.0, &b.1) < (key.0, &key.1)) {
             best = Some(key);
         }
@@ -222,14 +228,45 @@ pub fn latest(root: &Path) -> Result<PathBuf, SessionError> {
     best.map(|(_, d)| d).ok_or_else(|| SessionError::NoSessions(root.to_owned()))
 }
 
-/// A default session directory name: `aid-sessions/<UTC time>-<program>`.
-pub fn default_dir(program: &Path) -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+/// Creates a new, empty default session directory for `program`:
+/// `aid-sessions/<UTC time>-<program>`, with `-2`, `-3`, ... added when
+/// another session took that name in the same second. Each name is tried
+/// with one `mkdir`, so two agents started at once never share a
+/// directory.
+pub fn create_default_dir(program: &Path) -> Result<PathBuf, SessionError> {
+    create_default_in(Path::new(SESSIONS_DIR), program, now_unix())
+}
+
+/// Attempts at a free name before giving up (a thousand sessions of one
+/// program in one second is not a use aid has).
+const NAME_ATTEMPTS: u32 = 1000;
+
+/// [`create_default_dir`] under `root`, at `secs` since the Unix epoch.
+pub(crate) fn create_default_in(
+    root: &Path,
+    program: &Path,
+    secs: u64,
+) -> Result<PathBuf, SessionError> {
+    use std::os::unix::fs::DirBuilderExt as _;
     let name =
         program.file_name().map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
-    PathBuf::from(SESSIONS_DIR).join(format!("{}-{name}", utc_stamp(secs)))
+    let base = format!("{}-{name}", utc_stamp(secs));
+    writer::create_dirs(root, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
+    for n in 1..=NAME_ATTEMPTS {
+        let dir = match n {
+            1 => root.join(&base),
+            n => root.join(format!("{base}-{n}")),
+        };
+        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                hand_over(&dir);
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(SessionError::Write { path: dir, source: e }),
+        }
+    }
+    Err(SessionError::Exists(root.join(format!("{base}-{NAME_ATTEMPTS}"))))
 }
 
 /// `YYYYmmdd-HHMMSS` in UTC (civil-from-days, H. Hinnant).
@@ -249,7 +286,14 @@ fn utc_stamp(secs: u64) -> String {
 }
 
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    now().0
+}
+
+/// Now, as seconds since the Unix epoch and nanoseconds past them.
+pub fn now() -> (u64, u32) {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or((0, 0), |d| (d.as_secs(), d.subsec_nanos()))
 }
 
 /// A session header for tests: program `/bin/x`, run as `x`, no rules.
@@ -260,6 +304,7 @@ pub(crate) fn test_header(mode: Mode, functions: Vec<Function>) -> Header {
         version: VERSION,
         tool: "test".into(),
         created: 0,
+        created_subsec_ns: 0,
         mode,
         program: "/bin/x".into(),
         command: vec!["x".into()],

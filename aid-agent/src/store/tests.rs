@@ -337,6 +337,41 @@ fn latest_is_the_newest_session() {
     assert_eq!(latest(root.path()).unwrap(), root.path().join("a"));
 }
 
+/// Two sessions of one program started in the same second shared one
+/// default directory (its name has second resolution): each gets its
+/// own, and the newest-session lookup picks the one created later even
+/// where the names sort the other way (`prog-10` before `prog-9`).
+#[test]
+fn sessions_started_in_the_same_second_get_their_own_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let sessions = root.path().join("aid-sessions");
+    let second = 1_795_000_000;
+    let dirs: Vec<PathBuf> = (0..10)
+        .map(|_| create_default_in(&sessions, Path::new("/usr/bin/prog"), second).unwrap())
+        .collect();
+    let names: Vec<String> =
+        dirs.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let mut expected = vec!["20261118-110640-prog".to_owned()];
+    expected.extend((2..=10).map(|n| format!("20261118-110640-prog-{n}")));
+    assert_eq!(names, expected);
+    for (i, dir) in dirs.iter().enumerate() {
+        let mut h = header();
+        h.created = second;
+        h.created_subsec_ns = 1_000 * i as u32;
+        Writer::create(dir, &h).unwrap();
+    }
+    assert_eq!(latest(&sessions).unwrap(), dirs[9]);
+    // Created in the same second, later: another program's session whose
+    // name sorts first.
+    let other = create_default_in(&sessions, Path::new("/bin/a"), second).unwrap();
+    assert_eq!(other.file_name().unwrap(), "20261118-110640-a");
+    let mut h = header();
+    h.created = second;
+    h.created_subsec_ns = 999_999_999;
+    Writer::create(&other, &h).unwrap();
+    assert_eq!(latest(&sessions).unwrap(), other);
+}
+
 #[test]
 fn utc_stamp_is_right() {
     assert_eq!(utc_stamp(0), "19700101-000000");

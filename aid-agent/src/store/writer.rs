@@ -57,11 +57,26 @@ pub fn prepare(dir: &Path) -> Result<(), SessionError> {
 }
 
 /// Creates `dir` and its missing parents 0700, and makes `dir` 0700 if it
-/// existed.
+/// existed; under `sudo` `dir` and the parents made for it go to the user.
 pub(super) fn private_dir(dir: &Path) -> Result<(), SessionError> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(write_err(dir))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))
+    create_dirs(dir, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))?;
+    hand_over(dir);
+    Ok(())
+}
+
+/// Runs `create` (which makes `dir` and its missing parents), and under
+/// `sudo` gives the directories it made to the user.
+pub(super) fn create_dirs(
+    dir: &Path,
+    create: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), SessionError> {
+    let missing: Vec<&Path> =
+        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
+    create(dir).map_err(write_err(dir))?;
+    missing.into_iter().for_each(hand_over);
+    Ok(())
 }
 
 impl Writer {
@@ -82,6 +97,7 @@ impl Writer {
             .append(true)
             .open(&runs_path)
             .map_err(write_err(&runs_path))?;
+        hand_over(&runs_path);
         Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0, synced: None })
     }
 
@@ -158,6 +174,7 @@ impl Writer {
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
             fs::write(&p, text).map_err(write_err(&p))?;
+            hand_over(&p);
         }
         let record = RunRecord {
             id: run.id,
@@ -194,6 +211,7 @@ impl Writer {
 pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
     let tmp = path.with_extension("tmp");
     fs::write(&tmp, bytes).map_err(write_err(&tmp))?;
+    hand_over(&tmp);
     fs::rename(&tmp, path).map_err(write_err(path))
 }
 
@@ -224,5 +242,6 @@ pub(super) fn write_csv<L: Serialize>(
     }
     let sha256 = hex(&Sha256::digest(&bytes));
     fs::write(&path, &bytes).map_err(write_err(&path))?;
+    hand_over(&path);
     Ok(FileRef { path: rel.to_owned(), rows: count, sha256 })
 }

@@ -6,9 +6,18 @@
 //! The target's world stays its own: it runs in the agent's mount
 //! namespace (the user's; the agent mounts nothing), without the agent's
 //! ambient capabilities, and writes its stdout and stderr to unnamed files
-//! in the session directory, not to pipes: if the agent dies, the target
-//! goes on writing (a pipe whose reader is gone would kill it with
-//! SIGPIPE).
+//! in the session directory, not to pipes: what it leaves behind (a
+//! daemon) goes on writing after the agent is gone (a pipe whose reader is
+//! gone would kill it with SIGPIPE).
+//!
+//! The target itself ends with the agent, however the agent ends (SIGKILL
+//! included): a hung run is never left behind with no parent to end it.
+//! The kernel sends it SIGKILL (`PR_SET_PDEATHSIG`) when the thread that
+//! forked it exits, not the process: each target is forked by the thread
+//! that waits for it, which is the only thread allowed to (a traced child
+//! can only be waited for by its tracer thread), so the run never outlives
+//! that thread's interest in it. A process aid attaches to (`-p`) is not
+//! its child and is never touched.
 
 use std::{
     ffi::{CString, OsString},
@@ -151,10 +160,13 @@ fn cstring(bytes: &[u8]) -> Result<CString, String> {
     CString::new(bytes).map_err(|_| "argument contains a NUL byte".to_owned())
 }
 
-/// Forks the target. The child puts itself in its own process group,
-/// connects stdin to /dev/null and stdout/stderr to files of their own,
-/// drops the agent's ambient capabilities, and blocks until released; if
-/// the agent disappears first it exits without running the target.
+/// Forks the target. The child asks to be killed when the calling thread
+/// exits, puts itself in its own process group, connects stdin to
+/// /dev/null and stdout/stderr to files of their own, drops the agent's
+/// ambient capabilities, and blocks until released; if the agent
+/// disappears first it exits without running the target. The caller waits
+/// for the target ([`Spawned::wait`], or the ptrace controller) on this
+/// same thread.
 pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
     let spawn_err = |reason: String| RunError::Spawn { path: target.program.clone(), reason };
     // Everything the child needs is prepared before fork: after it, only
@@ -186,13 +198,15 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
     let out_w = OwnedFd::from(out_file.try_clone().map_err(io)?);
     let errout_w = OwnedFd::from(errout_file.try_clone().map_err(io)?);
     let devnull = File::open("/dev/null").map_err(io)?;
+    let parent = unistd::getpid();
 
     // SAFETY: the child runs `exec_when_released` alone, which only makes
     // async-signal-safe calls (see there) and never returns.
     match unsafe { unistd::fork() }.map_err(|e| io(e.into()))? {
         ForkResult::Child => {
             drop(go_w);
-            let child = Child { go: go_r, exec_error: err_w, stdout: out_w, stderr: errout_w };
+            let child =
+                Child { go: go_r, exec_error: err_w, stdout: out_w, stderr: errout_w, parent };
             exec_when_released(&child, &devnull, &program, &argv, &envp)
         }
         ForkResult::Parent { child } => {
@@ -215,6 +229,8 @@ struct Child {
     exec_error: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
+    /// The agent, as the child's parent process.
+    parent: Pid,
 }
 
 /// In the forked child: set up its descriptors, process group and signal
@@ -237,6 +253,15 @@ fn exec_when_released(
         // atexit handlers and buffered output, which this copy must not run.
         unsafe { libc::_exit(127) }
     };
+    // Killed when the forking thread exits (see the module's doc). The
+    // agent may have died between the fork and this call, leaving nobody
+    // to send the signal: then the parent is no longer the agent.
+    // `prctl` and `getppid` are plain system calls, async-signal-safe.
+    let orphaned = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
+        || unistd::getppid() != child.parent;
+    if orphaned {
+        quit();
+    }
     let setup = unistd::dup2_stdin(devnull)
         .and_then(|()| unistd::dup2_stdout(&child.stdout))
         .and_then(|()| unistd::dup2_stderr(&child.stderr))

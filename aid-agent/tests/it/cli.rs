@@ -37,6 +37,7 @@ fn write_session(dir: &Path, created: u64) {
         version: VERSION,
         tool: "test".into(),
         created,
+        created_subsec_ns: 0,
         mode: Mode::Debug,
         program: "/bin/cachetest".into(),
         command: vec!["/bin/cachetest".into()],
@@ -401,4 +402,78 @@ fn debug_refuses_when_no_own_function_fits_the_budget() {
     );
     assert!(!stderr.contains("tracing 0 of them"), "{stderr}");
     assert!(!stderr.contains("observed"), "no run observed: {stderr}");
+}
+
+/// Every path under `dir` (itself included), relative, with its owner
+/// and group; links are not followed.
+fn owners(dir: &Path) -> Vec<(String, u32, u32)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(path) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+        let rel = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+        out.push((rel, meta.uid(), meta.gid()));
+    }
+    out.sort();
+    out
+}
+
+/// Under `sudo` a session was root's and 0700: the user who asked for it
+/// could not open it. With `SUDO_UID` and `SUDO_GID` set, `aid-sessions/`,
+/// the session directory and every file in it are that user's; with
+/// values that are not numbers, they stay root's, and nothing is said.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_session_under_sudo_belongs_to_the_invoking_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _bpf = require_bpf();
+    let exe = c_fixture("two_threads.c", "two_threads_sudo", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let record = |uid: &str, gid: &str| {
+        run_ok(
+            agent()
+                .args(["record", "-n", "1", "-t", "worker_a"])
+                .arg(&exe)
+                .current_dir(tmp.path())
+                .env("SUDO_UID", uid)
+                .env("SUDO_GID", gid),
+        )
+    };
+    record("65534", "65533");
+    let root = tmp.path().join("aid-sessions");
+    let sessions: Vec<PathBuf> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let files = [
+        "",
+        "runs",
+        "runs.jsonl",
+        "runs/000001",
+        "runs/000001/events.csv",
+        "runs/000001/stderr.txt",
+        "runs/000001/stdout.txt",
+        "runs/000001/threads.csv",
+        "session.json",
+    ];
+    let name = sessions[0].file_name().unwrap().to_string_lossy().into_owned();
+    let mut expected = vec![(String::new(), 65534, 65533)];
+    expected.extend(files.iter().map(|f| {
+        let rel = if f.is_empty() { name.clone() } else { format!("{name}/{f}") };
+        (rel, 65534, 65533)
+    }));
+    assert_eq!(owners(&root), expected);
+    let mode = std::fs::metadata(&sessions[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+
+    std::fs::remove_dir_all(&root).unwrap();
+    let out = record("nobody", "65533");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("SUDO"), "{stderr}");
+    let owned = owners(&root);
+    assert_eq!(owned.len(), files.len() + 1, "{owned:?}");
+    assert!(owned.iter().all(|&(_, uid, gid)| (uid, gid) == (0, 0)), "{owned:?}");
 }

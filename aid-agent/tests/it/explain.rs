@@ -497,6 +497,7 @@ fn written_session(dir: &Path) {
         version: store::VERSION,
         tool: "test".into(),
         created: 0,
+        created_subsec_ns: 0,
         mode: Mode::Record,
         program: "/bin/t".into(),
         command: vec!["/bin/t".into()],

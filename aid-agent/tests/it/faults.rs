@@ -3,7 +3,7 @@
 //! fate (running, not stopped, not ptraced — or, when aid ended it, ended),
 //! that no probe is left behind, that nothing recorded is lost, and the
 //! message the user sees. Faults covered elsewhere: SIGKILL during a hold
-//! (`interventions::target_keeps_running_when_the_agent_is_killed_mid_intervention`),
+//! (`interventions::a_held_target_ends_with_the_killed_agent`),
 //! SIGKILL and Ctrl-C of `attach` (`tracer::agent_sigkill_leaves_target_running_and_untraced`,
 //! `tracer::ctrl_c_detaches_and_keeps_what_was_recorded`), a ring buffer
 //! overflowed by five million calls (`tracer::lost_events_are_counted_and_runs_marked_incomplete`),
@@ -20,21 +20,11 @@ use std::{
 };
 
 use crate::common::*;
-use aid::{
-    model::{Label, Session},
-    symbols::Resolver,
-};
+use aid::model::{Label, Session};
 use nix::sys::signal::Signal;
 
 fn faults() -> PathBuf {
     c_fixture("faults.c", "faults", &[])
-}
-
-/// The byte the file has where `symbol` starts (what the code holds when no
-/// breakpoint is there).
-fn original_byte(exe: &Path, symbol: &str) -> u8 {
-    let f = Resolver::for_executable(exe).unwrap().resolve(&[symbol.to_owned()]).unwrap().remove(0);
-    std::fs::read(exe).unwrap()[f.offset as usize]
 }
 
 /// `aid-agent ARGS` in the background with stderr piped.
@@ -85,34 +75,35 @@ fn target_of(agent: &Child, exe: &Path) -> u32 {
     found
 }
 
+/// A `debug` killed by `timeout` (SIGKILL) while a run it had started hung
+/// left that program running, hung, with no parent to end it: the program
+/// aid started ends with the agent, and the runs finished before are kept.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
-fn agent_sigkill_during_observation_leaves_the_target_running_and_writing() {
+fn agent_sigkill_during_observation_ends_the_target_it_started() {
     let _bpf = require_bpf();
     let exe = faults();
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
-    // Two runs that time out (and are kept), then the third is cut short by
-    // the agent's death.
+    // Two runs that time out (and are kept), then the third, which would
+    // go on for two minutes, is cut short by the agent's death.
     let agent_proc = spawn_agent(
         &["record", "-t", "add3", "--runs", "3", "--timeout", "700ms"],
         &out,
         &[exe.as_os_str(), "chatty".as_ref(), progress.as_os_str()],
     );
     assert!(wait_for(30, || load_quietly(&out).is_some_and(|s| s.runs.len() == 2)));
+    let mut agent_proc = agent_proc;
     let target = target_of(&agent_proc, &exe);
     let addr = runtime_address(target, &exe, "add3");
     assert!(wait_for(5, || code_byte(target, addr) == 0xcc), "probed while observed");
-    let mut agent_proc = agent_proc;
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
-    // The target writes on (to a file, not a pipe only the agent read: no
-    // SIGPIPE), untouched and unprobed.
-    let before = read_count(&progress);
-    assert!(wait_for(5, || read_count(&progress) > before + 20), "the target kept writing");
-    assert_untouched(target, "after the agent's SIGKILL");
-    assert!(wait_for(5, || code_byte(target, addr) == original_byte(&exe, "add3")));
-    signal(target, Signal::SIGKILL);
+    let gone = wait_for(5, || !alive(target));
+    if !gone {
+        signal(target, Signal::SIGKILL);
+    }
+    assert!(gone, "the target outlived the agent by 5 s (state {})", proc_state(target));
     // Nothing finished is lost.
     let s = load(&out);
     assert_eq!(s.runs.len(), 2);
@@ -566,6 +557,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
         version: aid::store::VERSION,
         tool: "test".into(),
         created: 0,
+        created_subsec_ns: 0,
         mode: aid::store::Mode::Record,
         program: "/bin/t".into(),
         command: vec![],

@@ -292,9 +292,12 @@ fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     );
 }
 
+/// A target the agent holds in a ptrace stop (as a run deadlocked under
+/// an intervention would wait) ends with the agent when it is SIGKILLed:
+/// it was left running with no parent to end it.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
-fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
+fn a_held_target_ends_with_the_killed_agent() {
     let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let (tmp, out) = temp_session();
@@ -331,36 +334,14 @@ fn target_keeps_running_when_the_agent_is_killed_mid_intervention() {
     };
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(proc_state(target), 't', "still held");
-    let before: i64 = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap();
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
-    // Released by the kernel: it makes progress again.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut after = before;
-    while after <= before + 10 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        after = std::fs::read_to_string(&progress).unwrap().trim().parse().unwrap_or(before);
+    let gone = wait_for(5, || !alive(target));
+    if !gone {
+        // SAFETY: killing the fixture we started.
+        unsafe { libc::kill(target as i32, libc::SIGKILL) };
     }
-    let alive_after = alive(target);
-    let state = proc_state(target);
-    let tracer = tracer_pid(target);
-    // The probes went with the agent's descriptors: the breakpoint byte at
-    // `step` is the file's again.
-    let addr = runtime_address(target, &exe, "step");
-    let sym = aid::symbols::Resolver::for_executable(&exe)
-        .unwrap()
-        .resolve(&["step".to_owned()])
-        .unwrap()
-        .remove(0);
-    let original = std::fs::read(&exe).unwrap()[sym.offset as usize];
-    let restored = wait_for(5, || code_byte(target, addr) == original);
-    // SAFETY: killing the fixture we started.
-    unsafe { libc::kill(target as i32, libc::SIGKILL) };
-    assert!(alive_after, "the target survived the agent");
-    assert!(!matches!(state, 't' | 'T'), "the target is not stopped: {state}");
-    assert_eq!(tracer, Some(0), "the target is not ptraced any more");
-    assert!(after > before + 10, "the target resumed: {before} -> {after}");
-    assert!(restored, "no breakpoint left in the target");
+    assert!(gone, "the target outlived the agent by 5 s (state {})", proc_state(target));
     // The session stays readable (the run in progress was never finished).
     assert_eq!(load(&out).runs.len(), 0);
 }
