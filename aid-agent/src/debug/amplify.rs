@@ -2,7 +2,9 @@
 //! enough to learn from and to judge interventions by.
 //!
 //! 1. **Natural runs.** When at least `--amplify-below` (5 %) of the first
-//!    `amplify_after` (40) runs fail, nothing is injected.
+//!    `amplify_after` (40) runs fail, nothing is injected; when fewer than
+//!    twice that failed ([`BORDERLINE`]), the first 80 runs are judged
+//!    again the same way.
 //! 2. **Explore.** Random noise (`intervene/noise.rs`) level by level,
 //!    [`crate::intervene::noise::LADDER`]: more points and longer holds, then starvation, 40 runs
 //!    a level. Each run records its noise and what each point did.
@@ -84,6 +86,15 @@ enum Phase {
     /// The ladder is done: nothing more to try.
     Exhausted,
 }
+
+/// A first block of natural runs that failed at the threshold or above it,
+/// but less than this many times the threshold (2 or 3 of 40 for 5 %), is
+/// judged again with a second block: one block at the threshold is a coin
+/// flip (the rare-failure fixture, about 3 % traced, showed 2 or more
+/// failures in 40 runs in 4 of 12 sessions here, and was then observed
+/// without noise for 240-335 runs). Both blocks together below the
+/// threshold: the failure is rare. Never judged after that.
+pub const BORDERLINE: f64 = 2.0;
 
 /// The ladder's state; owned by the observation loop.
 pub struct Amplifier {
@@ -322,11 +333,20 @@ impl Amplifier {
         v
     }
 
-    /// The first block of natural runs is over, and failed too rarely.
+    /// The first block of natural runs is over, and failed too rarely; or
+    /// the first block was borderline and the second is over, with too
+    /// few failures in both ([`BORDERLINE`]).
     fn rare_after_block(&self) -> bool {
         let n = self.level.len() as u32;
-        let f = self.level.iter().filter(|&&x| x).count();
-        n == self.after && (f as f64) < self.below * f64::from(n)
+        let failed = |runs: &[bool]| runs.iter().filter(|&&x| x).count() as f64;
+        let rare = |f: f64, n: u32| f < self.below * f64::from(n);
+        if n == self.after {
+            return rare(failed(&self.level), n);
+        }
+        let first = self.level.get(..self.after as usize).map_or(0.0, failed);
+        n == 2 * self.after
+            && first < BORDERLINE * self.below * f64::from(self.after)
+            && rare(failed(&self.level), n)
     }
 
     fn start_level(&mut self, level: Level, functions: &[Function]) {
@@ -514,5 +534,43 @@ fn hold_us(a: NoiseAction) -> u64 {
         NoiseAction::Delay { us } => us,
         NoiseAction::Demote { max_us, .. } => max_us,
         NoiseAction::Skip => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        Label,
+        testing::{call, function, run},
+    };
+
+    /// Says "failures are rare" after the natural runs whose failures are
+    /// at `failing` (0-based), at the run it says so; None if never.
+    fn judged_rare_at(failing: &[u32], runs: u32) -> Option<u32> {
+        let functions = vec![function(0, "read")];
+        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+        for i in 0..runs {
+            let label = if failing.contains(&i) { Label::Fail } else { Label::Pass };
+            let r = run(i + 1, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+            let v = a.learn(&r, &[], &functions);
+            if v.say.iter().any(|l| l.starts_with("failures are rare (")) {
+                return Some(i + 1);
+            }
+        }
+        None
+    }
+
+    /// One or no failure in 40 runs: rare at once. Two (5 %) is
+    /// borderline: rare when the first 80 runs had fewer than 4, not when
+    /// they had 4. Four in 40 (10 %) is not borderline: never judged
+    /// again.
+    #[test]
+    fn a_borderline_first_block_is_judged_again_once() {
+        assert_eq!(judged_rare_at(&[5], 200), Some(40));
+        assert_eq!(judged_rare_at(&[5, 30], 200), Some(80));
+        assert_eq!(judged_rare_at(&[5, 30, 50], 200), Some(80));
+        assert_eq!(judged_rare_at(&[5, 30, 50, 70], 200), None);
+        assert_eq!(judged_rare_at(&[1, 2, 3, 4], 200), None);
     }
 }
