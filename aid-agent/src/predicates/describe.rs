@@ -365,8 +365,13 @@ impl<'c> Names<'c> {
                     }
                     _ => some.clone(),
                 };
+                let last = if key.arg == 1 {
+                    ", the last to hold it before that call took it again"
+                } else {
+                    ""
+                };
                 format!(
-                    "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again), which no passing run shows"
+                    "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
                 )
             }
             (_, Condition::SectionsInOrder) => format!(

@@ -320,7 +320,8 @@ impl Evaluator<'_, '_> {
                 locks::interleavings(&self.idx, self.sections.as_deref().unwrap_or(&[]), &mask);
             self.interleavings = Some(all);
         }
-        (true, self.interleavings.as_ref().and_then(|all| all.get(&pair)).map(|s| s.at_ns))
+        let key = (pair.0, pair.1, key.arg == 1);
+        (true, self.interleavings.as_ref().and_then(|all| all.get(&key)).map(|s| s.at_ns))
     }
 
     /// The first call's first section on a lock both take came before the

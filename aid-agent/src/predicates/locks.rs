@@ -22,7 +22,11 @@
 //! Learned per pair of groups (function, thread class, caller) like the
 //! group overlaps: "some call of B takes a lock between two critical
 //! sections of some call of A on it", when failing runs show it and no
-//! passing run does. The negating intervention serialises the two groups
+//! passing run does. When passing runs show that too, a narrower form
+//! may still separate them: B's was the *last* section between A's two,
+//! the one whose state A's second section found (a remote section that
+//! a later one undid — an `erase` followed by an `append` — leaves A's
+//! check true). It is learned only where the wide form is not. The negating intervention serialises the two groups
 //! (on the same object, when the failing runs agree on the argument both
 //! calls pass), which leaves no room between A's sections. Runs without
 //! sync-point events (observation runs, before any amplification) show no
@@ -38,9 +42,10 @@ use super::{
 use crate::model::{Intervention, Role};
 use crate::util::fxhash::{FxMap, FxSet};
 
-/// (A's group, B's group): a call of B held a lock between two critical
-/// sections of a call of A on it.
-pub(super) type Interleaving = (GroupKey, GroupKey);
+/// (A's group, B's group, last): a call of B held a lock between two
+/// critical sections of a call of A on it (with `last`: it was the last
+/// to hold it before A took it again).
+pub(super) type Interleaving = (GroupKey, GroupKey, bool);
 
 /// What one run shows of an interleaving: the earliest moment (the later
 /// of the two calls' entries, where serialising acts) and, when the two
@@ -78,19 +83,23 @@ pub(super) fn interleavings(
                 }
                 let Some(a) = innermost_common(&first.stack, &second.stack) else { continue };
                 let Some(ga) = idx.group[a as usize] else { continue };
-                for other in &list[w[0] + 1..w[1]] {
+                let between = &list[w[0] + 1..w[1]];
+                for (k, other) in between.iter().enumerate() {
                     if other.open {
                         continue;
                     }
+                    let last = k + 1 == between.len();
                     let b = other.call;
                     let Some(gb) = idx.group[b as usize] else { continue };
                     let (ca, cb) = (&run.calls[a as usize], &run.calls[b as usize]);
                     let at_ns = ca.entry_ns.max(cb.entry_ns);
                     let shared =
                         shared_arg(ca, mask(ca.func), cb, mask(cb.func)).map(|(x, y, _)| (x, y));
-                    let e = out.entry((ga, gb)).or_insert(Seen { at_ns, shared });
-                    if at_ns < e.at_ns {
-                        *e = Seen { at_ns, shared };
+                    for form in [false, true].into_iter().take(1 + usize::from(last)) {
+                        let e = out.entry((ga, gb, form)).or_insert(Seen { at_ns, shared });
+                        if at_ns < e.at_ns {
+                            *e = Seen { at_ns, shared };
+                        }
                     }
                 }
             }
@@ -138,11 +147,17 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, base: &LockBase, out
 }
 
 pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
-    let mut found: Vec<_> = cands.found.iter().collect();
+    let mut found: Vec<_> = cands
+        .found
+        .iter()
+        // The last-section form only where the wide one is no candidate
+        // (where it is, it holds in every failing run the narrow one does).
+        .filter(|(k, _)| !k.2 || !cands.found.contains_key(&(k.0, k.1, false)))
+        .collect();
     found.sort_unstable_by_key(|e| e.0);
     found
         .into_iter()
-        .map(|(&(ga, gb), &shared)| {
+        .map(|(&(ga, gb, last), &shared)| {
             let key = PredKey {
                 kind: Kind::Interleaved,
                 func: ga.0,
@@ -151,7 +166,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                     func: gb.0,
                     calls: Calls::Group { class: gb.1, within: gb.2 },
                 }),
-                arg: 0,
+                arg: u8::from(last),
                 callee: None,
             };
             let iv = Intervention::SerializeGroups {

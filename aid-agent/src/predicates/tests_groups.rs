@@ -889,3 +889,109 @@ fn a_second_section_the_run_ended_inside_still_closes_an_interleaving() {
     aborted.calls.retain(|c| !(c.role == 1 && c.func == 2 && c.entry_ns == 55 * US));
     assert!(c.evaluate(&aborted).holds(p));
 }
+
+/// A StringBuffer-style atomicity violation: `append_sb` (main) reads the
+/// other buffer's length in one critical section and copies that many
+/// characters in a second one; a worker `erase`s the buffer and then
+/// `append_str`s to it again, each in its own section. A run fails when
+/// the erase is the last section between the two (the copy finds the
+/// buffer short); when the append follows it inside the window the length
+/// is right again and the run passes. So passing runs show the erase
+/// between the two sections too: only "the last one between" separates.
+fn erase_session() -> Session {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "append_sb", ValueKind::Pointer, &[ValueKind::Pointer, ValueKind::Pointer]),
+        func(1, "erase", ValueKind::Pointer, &[ValueKind::Pointer]),
+        func(2, "append_str", ValueKind::Pointer, &[ValueKind::Pointer, ValueKind::Pointer]),
+        sync(3, "pthread_mutex_unlock"),
+        sync(4, "pthread_mutex_lock"),
+    ];
+    const SB: i64 = 0x5000;
+    const BUF: i64 = 0x6000;
+    const STR: i64 = 0x7000;
+    // A section on BUF taken at `at` by the `k`-th lock call of `role`,
+    // let go 2 µs later unless `open` (the run ended inside it).
+    let section = |role: u32, k: u32, at: u64, open: bool| -> Vec<Call> {
+        let mut v = vec![call(4, role, k, at * US, None, None).with_args([BUF, 0, 0])];
+        if !open {
+            v.push(call(3, role, k, (at + 2) * US, None, None).with_args([BUF, 0, 0]));
+        }
+        v
+    };
+    // main: append_sb from 10 µs, its sections at 12 and `copy`; the
+    // worker: erase at `erase`, append_str 5 µs later (its section open
+    // when the run ended inside main's copy).
+    let mk = |id: u32, fail: bool, copy: u64, erase: u64| {
+        let end = if fail { None } else { Some((copy + 4) * US) };
+        let mut calls = vec![call(0, 0, 1, 10 * US, end, Some(SB)).with_args([SB, BUF, 0])];
+        calls.extend(section(0, 1, 12, false));
+        calls.extend(section(0, 2, copy, fail));
+        let append = erase + 5;
+        calls.push(
+            call(1, 1, 1, erase * US, Some((erase + 4) * US), Some(BUF)).with_args([BUF, 0, 3]),
+        );
+        calls.extend(section(1, 1, erase + 1, false));
+        let stuck = fail && append > copy;
+        let ret = if stuck { None } else { Some((append + 4) * US) };
+        calls.push(call(2, 1, 1, append * US, ret, ret.map(|_| BUF)).with_args([BUF, STR, 0]));
+        calls.extend(section(1, 2, append + 1, stuck));
+        calls.sort_by_key(|c| c.entry_ns);
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 100 * US).with_threads(vec![thread(0, "main"), thread(1, "worker")])
+    };
+    let runs = vec![
+        // The worker after both sections, before both, inside the window
+        // with both its sections, after a quick copy.
+        mk(0, false, 40, 50),
+        mk(1, false, 40, 60),
+        mk(2, false, 40, 16),
+        mk(3, false, 45, 18),
+        mk(4, false, 20, 30),
+        // The erase last in the window.
+        mk(5, true, 20, 16),
+        mk(6, true, 21, 17),
+    ];
+    Session { functions, runs }
+}
+
+#[test]
+fn the_last_section_between_two_is_a_predicate_when_any_section_between_is_not() {
+    let s = erase_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let interleaved = |func: u32, last: bool| PredKey {
+        kind: Kind::Interleaved,
+        func: 0,
+        calls: Calls::Group { class: 0, within: None },
+        other: Some(Other { func, calls: Calls::Group { class: 1, within: None } }),
+        arg: u8::from(last),
+        callee: None,
+    };
+    let fd = fd(&c, &s);
+    assert!(fd.contains(&interleaved(1, true)), "{fd:?}");
+    // The wide form is seen in passing runs 2 and 3: no predicate; nor is
+    // the append, which is never the last one in a failing run.
+    for key in [interleaved(1, false), interleaved(2, false), interleaved(2, true)] {
+        assert!(c.find(&key).is_none(), "{key:?}");
+    }
+    let p = &c.predicates[c.find(&interleaved(1, true)).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "some call of erase on worker#1 takes a lock while some call of append_sb on main is between two critical sections on it (released it, to take it again), the last to hold it before that call took it again, which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            object: Some((2, 1)),
+        })
+    );
+    // Anchored at the later entry: the erase's.
+    assert_eq!(c.evaluate(&s.runs[5]).anchor(p.id), Some(16 * US));
+}
