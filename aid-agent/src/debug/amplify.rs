@@ -7,7 +7,9 @@
 //!    again the same way.
 //! 2. **Explore.** Random noise (`intervene/noise.rs`) level by level,
 //!    [`crate::intervene::noise::LADDER`]: more points and longer holds, then starvation, 40 runs
-//!    a level. Each run records its noise and what each point did.
+//!    a level; from the start again, with new draws, while the search's
+//!    budget holds a whole level. Each run records its noise and what
+//!    each point did.
 //! 3. **Replay.** When a level ends with failures, but fewer than
 //!    [`FOCUS_BELOW`] of its runs failed, the noise of its failing runs —
 //!    the points that were reached, with their holds — is replayed,
@@ -408,6 +410,19 @@ impl Amplifier {
                 self.start_level(level, functions);
                 v.restart = true;
             }
+            // The top of the ladder, with a whole level's runs of the
+            // search left: around it again, new random draws from the
+            // start (a failure a level provokes in 1 of 100 runs shows in
+            // one pass of 40 runs a level with probability 1/3 only).
+            None if self.budget >= self.after => {
+                v.say.push(format!(
+                    "still rare with that noise ({f} of {n} {}s): the ladder again from its start, with new random draws ({})",
+                    self.noun,
+                    Level::START.describe(self.noun)
+                ));
+                self.start_level(Level::START, functions);
+                v.restart = true;
+            }
             _ => self.phase = Phase::Exhausted,
         }
     }
@@ -559,6 +574,34 @@ mod tests {
             }
         }
         None
+    }
+
+    /// A program that never fails: the ladder's five levels, then around
+    /// again from its start while the search's budget holds a level (the
+    /// 400 runs of [`SEARCH_RUNS`]: twice), then nothing more to try.
+    #[test]
+    fn the_ladder_is_climbed_again_while_the_budget_holds_a_level() {
+        let functions = vec![function(0, "read")];
+        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+        let mut said: Vec<(u32, String)> = Vec::new();
+        let mut n = 0;
+        while !a.exhausted() && n < 1000 {
+            n += 1;
+            let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+            let v = a.learn(&r, &[], &functions);
+            said.extend(v.say.into_iter().map(|l| (n, l)));
+        }
+        assert_eq!(n, 40 + SEARCH_RUNS, "{said:#?}");
+        let again: Vec<u32> =
+            said.iter().filter(|(_, l)| l.contains("the ladder again")).map(|e| e.0).collect();
+        assert_eq!(again, vec![240], "{said:#?}");
+        assert_eq!(
+            said.iter().find(|(at, _)| *at == 240).map(|e| e.1.as_str()),
+            Some(
+                "still rare with that noise (0 of 40 runs): the ladder again from its start, with new random draws (2 per run, holds up to 2 ms)"
+            )
+        );
+        assert_eq!(said.len(), 1 + 9, "rare, 4 stronger, again, 4 stronger: {said:#?}");
     }
 
     /// One or no failure in 40 runs: rare at once. Two (5 %) is
