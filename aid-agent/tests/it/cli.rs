@@ -183,6 +183,22 @@ fn analyze_and_export_default_to_the_newest_session() {
         agent().args(["export", "--format", "chrome", "-o"]).arg(&trace).current_dir(tmp.path()),
     );
     assert!(trace.exists());
+    // `-o -`: the same trace on standard output, in either format, and no
+    // file named `-`.
+    for format in ["chrome", "perfetto"] {
+        let file = tmp.path().join(format!("t.{format}"));
+        run_ok(
+            agent().args(["export", "--format", format, "-o"]).arg(&file).current_dir(tmp.path()),
+        );
+        let out =
+            run_ok(agent().args(["export", "--format", format, "-o", "-"]).current_dir(tmp.path()));
+        assert_eq!(out.stdout, std::fs::read(&file).unwrap(), "{format}");
+        assert!(!out.stdout.is_empty());
+        assert!(!tmp.path().join("-").exists(), "{format}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("aid: wrote 8 run(s), "), "{stderr}");
+        assert!(stderr.ends_with(" to standard output\n"), "{stderr}");
+    }
     let empty = tempfile::tempdir().unwrap();
     let line = run_err(agent().arg("analyze").current_dir(empty.path()));
     assert_eq!(
