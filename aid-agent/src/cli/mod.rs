@@ -141,7 +141,7 @@ pub fn main() -> ExitCode {
 }
 
 /// clap's own messages for help and version; a usage error as one line
-/// (clap's first), exit 2.
+/// (clap's first) and a line for each of clap's tips, exit 2.
 fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
@@ -164,6 +164,10 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     let first = first.join(" ");
     let first = first.strip_prefix("error: ").unwrap_or(&first);
     eprintln!("aid: {first} (see --help)");
+    // clap's tips ("a similar subcommand exists: 'debug'") keep a line each.
+    for tip in text.lines().map(str::trim).filter(|l| l.starts_with("tip: ")) {
+        eprintln!("aid: {tip}");
+    }
     ExitCode::from(EXIT_USAGE)
 }
 

@@ -23,7 +23,10 @@ pub enum ListIn<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
     pub module: PathBuf,
+    /// Demangled, as patterns match it.
     pub name: String,
+    /// As written in the ELF file: what a uprobe names.
+    pub symbol: String,
     /// ELF virtual address.
     pub address: u64,
     pub source: Option<SourceLoc>,
@@ -38,6 +41,12 @@ pub fn list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<Vec<Liste
     let functions: Vec<Function> = resolver.resolve(patterns)?;
     Ok(functions
         .into_iter()
-        .map(|f| Listed { module: f.module, name: f.name, address: f.address, source: f.source })
+        .map(|f| Listed {
+            module: f.module,
+            name: f.name,
+            symbol: f.symbol,
+            address: f.address,
+            source: f.source,
+        })
         .collect())
 }
