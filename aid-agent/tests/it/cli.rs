@@ -284,6 +284,25 @@ fn a_mistyped_subcommand_or_option_gets_claps_suggestion() {
             &["analyze", "--explian"][..],
             "aid: unexpected argument '--explian' found (see --help)\naid: tip: a similar argument exists: '--explain'\n",
         ),
+        // debug and record take everything from the program on as its
+        // command line: a mistyped option is not taken for the program.
+        (
+            &["debug", "-t", "f", "--trase", "g", "./prog"][..],
+            "aid: unexpected argument '--trase' found (see --help)\naid: tip: a similar argument exists: '--trace'\n",
+        ),
+        (
+            &["record", "--runz=3", "./prog"][..],
+            "aid: unexpected argument '--runz=3' found (see --help)\naid: tip: a similar argument exists: '--runs'\n",
+        ),
+        (
+            &["debug", "--frobnicate", "./prog"][..],
+            "aid: unexpected argument '--frobnicate' found (see --help)\n",
+        ),
+        // After `--`, a program's name may start with `-`.
+        (
+            &["debug", "--", "--trase"][..],
+            "aid: `--trase` not found: give a path or a program on PATH\n",
+        ),
     ] {
         let out = agent().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
