@@ -355,6 +355,42 @@ fn analyze_and_export_default_to_the_newest_session() {
     assert!(line.starts_with("aid: the session has no run 99 (runs 1-8)"), "{line}");
 }
 
+/// A Perfetto trace is binary: `-o -` refuses to write it to a terminal
+/// (a pseudo-terminal here) and says what to do instead.
+#[test]
+fn export_refuses_a_binary_trace_on_a_terminal() {
+    use std::os::fd::{FromRawFd as _, OwnedFd};
+    let (tmp, _) = sessions();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty only writes the two descriptors it opens into the
+    // two ints given; name, termios and window size are left null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned
+    // by nothing else.
+    let (_master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let out = agent()
+        .args(["export", "--format", "perfetto", "-o", "-"])
+        .current_dir(tmp.path())
+        .stdout(std::process::Stdio::from(slave))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "aid: a Perfetto trace is binary and stdout is a terminal: redirect it (`-o - > trace.pftrace`) or give -o FILE\n"
+    );
+    assert!(!tmp.path().join("-").exists());
+}
+
 #[test]
 fn chrome_export_has_a_track_per_role_slices_with_args_and_instants() {
     let (tmp, dir) = sessions();
