@@ -127,7 +127,8 @@ pub fn parse_percent(option: &str, text: &str) -> anyhow::Result<f64> {
 
 /// Prints what `-l/--list` patterns match, one function a line, as
 /// `bpftrace -l` lists probes, so the first column pastes into bpftrace:
-/// `uprobe:MODULE:SYMBOL  address  [demangled name]  [file:line]`.
+/// `uprobe:MODULE:SYMBOL  address  [demangled name]  [file:line]`, and
+/// how many call sites the compiler inlined it at (calls the probe misses).
 pub fn print_list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<ExitCode> {
     let mut text = String::new();
     for f in list(target, patterns)? {
@@ -148,6 +149,12 @@ fn list_line(f: &Listed) -> String {
     }
     if let Some(s) = &f.source {
         line.push_str(&format!("  {}:{}", s.file, s.line));
+    }
+    if f.inlined > 0 {
+        line.push_str(&format!(
+            "  inlined at {}: the probe misses those calls",
+            crate::util::human::count(f.inlined, "call site")
+        ));
     }
     line
 }
@@ -253,6 +260,7 @@ mod tests {
             symbol: "_ZN5Cache3getEi".into(),
             address: 0x1a2b,
             source: Some(crate::model::SourceLoc { file: "/src/cache.cc".into(), line: 42 }),
+            inlined: 0,
         };
         assert_eq!(
             list_line(&f),
@@ -261,6 +269,11 @@ mod tests {
         f.name = f.symbol.clone();
         f.source = None;
         assert_eq!(list_line(&f), "uprobe:/opt/app/bin/cache:_ZN5Cache3getEi  0x1a2b");
+        f.inlined = 2;
+        assert_eq!(
+            list_line(&f),
+            "uprobe:/opt/app/bin/cache:_ZN5Cache3getEi  0x1a2b  inlined at 2 call sites: the probe misses those calls"
+        );
     }
 
     #[test]

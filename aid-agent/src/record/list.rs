@@ -30,6 +30,9 @@ pub struct Listed {
     /// ELF virtual address.
     pub address: u64,
     pub source: Option<SourceLoc>,
+    /// Copies the compiler inlined into other functions (DWARF): calls
+    /// there never reach the probe.
+    pub inlined: u32,
 }
 
 /// Every function `patterns` match, in pattern order, each once.
@@ -42,6 +45,7 @@ pub fn list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<Vec<Liste
     Ok(functions
         .into_iter()
         .map(|f| Listed {
+            inlined: resolver.inlined(&f.module, f.address),
             module: f.module,
             name: f.name,
             symbol: f.symbol,

@@ -334,6 +334,13 @@ impl Resolver {
         let m = if module == self.exe.path { &self.exe } else { self.libs.get(module)? };
         m.symbols.iter().find(|s| s.address == address).map(|s| s.name.as_str())
     }
+
+    /// How many inlined copies of the function at `address` of `module`
+    /// DWARF lists (0 without DWARF: libraries are read without theirs).
+    pub fn inlined(&self, module: &Path, address: u64) -> u32 {
+        let m = if module == self.exe.path { Some(&self.exe) } else { self.libs.get(module) };
+        m.map_or(0, |m| m.inlined(address))
+    }
 }
 
 /// Builds the session's record of one symbol.

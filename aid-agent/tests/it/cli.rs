@@ -181,6 +181,27 @@ fn list_shows_what_a_pattern_matches_as_bpftrace_probes() {
     assert!(probe.contains("libc") && rest.starts_with("0x"), "{text}");
 }
 
+/// `-l` says how many call sites the compiler inlined a function at (DWARF
+/// `DW_TAG_inlined_subroutine`): calls there never reach its probe.
+#[test]
+fn list_flags_a_function_inlined_at_call_sites() {
+    let exe = c_fixture("inlined.c", "inlined_list", &["-O2"]);
+    let listed = |pattern: &str| {
+        let out = run_ok(agent().args(["debug", "-l", pattern]).arg(&exe));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let scale = listed("scale");
+    let prefix = format!("uprobe:{}:scale  0x", exe.canonicalize().unwrap().display());
+    assert!(scale.starts_with(&prefix), "{scale}");
+    assert!(
+        scale.ends_with("/inlined.c:7  inlined at 2 call sites: the probe misses those calls\n"),
+        "{scale}"
+    );
+    let kept = listed("kept");
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert!(kept.trim_end().ends_with("/inlined.c:9"), "never inlined: {kept}");
+}
+
 /// A pattern that matches nothing points to aid's own listing (`-l`), not
 /// to `nm -C`.
 #[test]
