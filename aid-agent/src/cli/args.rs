@@ -5,45 +5,63 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::bail;
 
+use super::out::emit;
+
 use crate::{
     bpf::LoadOptions,
     causal::{Strategy, synthetic::Threads},
     intervene::noise::Schedule,
     record::{
         fail::RunPolicy,
-        list::{ListIn, list},
+        list::{ListIn, Listed, list},
     },
 };
 
-/// How runs of a program are judged, bounded and stored.
+/// The headings `--help` groups options under, as perf's do.
+pub mod heading {
+    pub const TRACE: &str = "What to trace";
+    pub const RUNS: &str = "Runs";
+    pub const FAILURE: &str = "Failure";
+    pub const INTERVENTIONS: &str = "Interventions";
+    pub const AMPLIFICATION: &str = "Amplification";
+    pub const SERVICES: &str = "Services";
+    pub const OUTPUT: &str = "Output";
+}
+
+/// How runs of a program are traced, judged and bounded.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
+    /// Ring buffer size in bytes between the kernel and the agent (a power
+    /// of two). Raise it if runs lose events.
+    #[arg(help_heading = heading::TRACE, long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub ring_size: u32,
+    /// Most functions to probe (an entry and a return probe each); a
+    /// pattern matching more is refused.
+    #[arg(help_heading = heading::TRACE, long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
+    pub max_probes: usize,
     /// When a run counts as failed (repeatable): nonzero, exit=N, signal,
     /// signal=NAME, timeout, hang, stdout:REGEX, stderr:REGEX, output:REGEX.
     /// Default: nonzero, signal, timeout, hang.
-    #[arg(long = "fail-on", value_name = "RULE")]
+    #[arg(help_heading = heading::FAILURE, long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Kill a run (and count it as failed) after this long (30s, 1m30s,
     /// 500ms).
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    #[arg(help_heading = heading::FAILURE, long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
     /// End a run that hangs (every thread waiting for another — a lock, a
     /// join, a condition — with no progress) after this long, and count it
     /// as failed with the reason `hang` (0s: never; it then lasts until
     /// --timeout).
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    #[arg(help_heading = heading::FAILURE, long, default_value = "1s", value_name = "DURATION")]
     pub hang_after: String,
+}
+
+/// Where a program's session is written; flattened last, under "Output".
+#[derive(Debug, clap::Args)]
+pub struct SessionOut {
     /// Session directory to write (default: aid-sessions/<time>-<program>).
-    #[arg(short, long, value_name = "DIR")]
+    #[arg(help_heading = heading::OUTPUT, short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Ring buffer size in bytes between the kernel and the agent (a power
-    /// of two). Raise it if runs lose events.
-    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
-    pub ring_size: u32,
-    /// Most functions to probe (an entry and a return probe each); a
-    /// pattern matching more is refused.
-    #[arg(long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
-    pub max_probes: usize,
 }
 
 impl RunArgs {
@@ -108,13 +126,37 @@ pub fn parse_percent(option: &str, text: &str) -> anyhow::Result<f64> {
 }
 
 /// Prints what `-l/--list` patterns match, one function a line, as
-/// `bpftrace -l` lists probes: `module:function  address  file:line`.
+/// `bpftrace -l` lists probes, so the first column pastes into bpftrace:
+/// `uprobe:MODULE:SYMBOL  address  [demangled name]  [file:line]`, and
+/// how many call sites the compiler inlined it at (calls the probe misses).
 pub fn print_list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<ExitCode> {
+    let mut text = String::new();
     for f in list(target, patterns)? {
-        let source = f.source.map_or(String::new(), |s| format!("  {}:{}", s.file, s.line));
-        println!("{}:{}  {:#x}{source}", f.module.display(), f.name, f.address);
+        text.push_str(&list_line(&f));
+        text.push('\n');
     }
+    emit(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One listed function: its bpftrace probe (the symbol as the ELF file has
+/// it, which bpftrace takes for C++ and Rust too), the address, the
+/// demangled name when it differs, the source position.
+fn list_line(f: &Listed) -> String {
+    let mut line = format!("uprobe:{}:{}  {:#x}", f.module.display(), f.symbol, f.address);
+    if f.name != f.symbol {
+        line.push_str(&format!("  {}", f.name));
+    }
+    if let Some(s) = &f.source {
+        line.push_str(&format!("  {}:{}", s.file, s.line));
+    }
+    if f.inlined > 0 {
+        line.push_str(&format!(
+            "  inlined at {}: the probe misses those calls",
+            crate::util::human::count(f.inlined, "call site")
+        ));
+    }
+    line
 }
 
 /// `--strategy` values; [`Strategy`] is the library's name for each.
@@ -205,6 +247,32 @@ mod tests {
         assert_eq!(
             parse_duration("-1").unwrap_err().to_string(),
             "invalid duration `-1`: use e.g. 500ms, 30s, 2m"
+        );
+    }
+
+    /// The first column is the probe bpftrace takes: the ELF symbol (the
+    /// mangled one for C++), the demangled name after the address.
+    #[test]
+    fn list_lines_start_with_the_bpftrace_probe() {
+        let mut f = Listed {
+            module: "/opt/app/bin/cache".into(),
+            name: "Cache::get(int)".into(),
+            symbol: "_ZN5Cache3getEi".into(),
+            address: 0x1a2b,
+            source: Some(crate::model::SourceLoc { file: "/src/cache.cc".into(), line: 42 }),
+            inlined: 0,
+        };
+        assert_eq!(
+            list_line(&f),
+            "uprobe:/opt/app/bin/cache:_ZN5Cache3getEi  0x1a2b  Cache::get(int)  /src/cache.cc:42"
+        );
+        f.name = f.symbol.clone();
+        f.source = None;
+        assert_eq!(list_line(&f), "uprobe:/opt/app/bin/cache:_ZN5Cache3getEi  0x1a2b");
+        f.inlined = 2;
+        assert_eq!(
+            list_line(&f),
+            "uprobe:/opt/app/bin/cache:_ZN5Cache3getEi  0x1a2b  inlined at 2 call sites: the probe misses those calls"
         );
     }
 

@@ -7,7 +7,10 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{AmplifyArg, RunArgs, StrategyArg, parse_duration, parse_percent, positive, print_list},
+    args::{
+        AmplifyArg, RunArgs, SessionOut, StrategyArg, heading, parse_duration, parse_percent,
+        positive, print_list,
+    },
     out::emit,
     terminal::{Terminal, interrupt_flag, report_layout},
 };
@@ -28,98 +31,100 @@ pub struct Args {
     /// Functions to trace (globs, 'lib:glob'). Default: the program's own
     /// functions that are cheap enough to trace, measured in a first run
     /// (those left out are named).
-    #[arg(long = "trace", short = 't', value_name = "PATTERN")]
+    #[arg(help_heading = heading::TRACE, long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
-    /// Functions whose return value may be forced (globs, repeatable).
-    /// Premature returns and return overrides are only applied to these
-    /// (AID Sec. 3.2); delays and orderings are always allowed.
-    #[arg(long = "safe", value_name = "PATTERN")]
-    pub safe: Vec<String>,
-    /// Intervention strategy.
-    #[arg(long, value_enum, default_value_t = StrategyArg::Aid)]
-    pub strategy: StrategyArg,
+    /// List the functions PATTERN matches in the program (or -p PID), with
+    /// library and address, and exit (like `bpftrace -l`).
+    #[arg(help_heading = heading::TRACE, short, long, value_name = "PATTERN")]
+    pub list: Option<String>,
     /// Observe exactly N runs before analysing, as `record --runs N` records
     /// N. Without it, observation stops once --min-runs failing and passing
     /// runs are seen, or after --max-runs.
-    #[arg(short = 'n', long, value_name = "N")]
+    #[arg(help_heading = heading::RUNS, short = 'n', long, value_name = "N")]
     pub runs: Option<u32>,
     /// Most runs to observe before intervening (without --runs).
-    #[arg(long, default_value_t = 200, value_name = "N")]
+    #[arg(help_heading = heading::RUNS, long, default_value_t = 200, value_name = "N")]
     pub max_runs: u32,
     /// Failing (and passing) runs wanted before intervening.
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = heading::RUNS, long, default_value_t = 10)]
     pub min_runs: u32,
+    /// Seed for tie-breaking and noise (runs are still nondeterministic).
+    #[arg(help_heading = heading::RUNS, long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Functions whose return value may be forced (globs, repeatable).
+    /// Premature returns and return overrides are only applied to these
+    /// (AID Sec. 3.2); delays and orderings are always allowed.
+    #[arg(help_heading = heading::INTERVENTIONS, long = "safe", value_name = "PATTERN")]
+    pub safe: Vec<String>,
+    /// Intervention strategy.
+    #[arg(help_heading = heading::INTERVENTIONS, long, value_enum, default_value_t = StrategyArg::Aid)]
+    pub strategy: StrategyArg,
     /// Confidence that the whole session's path is right: the rounds that
     /// believed "the failure stopped" may together be wrong with at most
     /// 1 − this probability. The report prints the confidence achieved.
-    #[arg(long, default_value_t = 0.99)]
+    #[arg(help_heading = heading::INTERVENTIONS, long, default_value_t = 0.99)]
     pub confidence: f64,
     /// Longest any hold may last before the run is given up as evidence.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    #[arg(help_heading = heading::INTERVENTIONS, long, default_value = "1s", value_name = "DURATION")]
     pub hold_timeout: String,
-    /// Seed for tie-breaking and noise (runs are still nondeterministic).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// The noise that amplifies a rare failure (injected at synchronisation
     /// points and traced calls when fewer than --amplify-below of the first
     /// runs fail).
-    #[arg(long, value_enum, default_value_t = AmplifyArg::Both)]
+    #[arg(help_heading = heading::AMPLIFICATION, long, value_enum, default_value_t = AmplifyArg::Both)]
     pub amplify: AmplifyArg,
     /// A failure is rare, and amplified with noise, when fewer than this
     /// share of the first 40 runs (and of each 40 amplified runs after
     /// them, for stronger noise) fail. 0 never injects noise.
-    #[arg(long, default_value = "5%", value_name = "PERCENT")]
+    #[arg(help_heading = heading::AMPLIFICATION, long, default_value = "5%", value_name = "PERCENT")]
     pub amplify_below: String,
     /// Amplify with a hardware watchpoint on OBJECT (a global, a word of
     /// one such as `pool+0x20`, or `role:function#k.argN|ret`): the thread
     /// that reads or writes it is held right after the access, in every
     /// run from the second on (docs/explain.md).
-    #[arg(long, value_name = "OBJECT")]
+    #[arg(help_heading = heading::AMPLIFICATION, long, value_name = "OBJECT")]
     pub amplify_watch: Option<String>,
     /// With --amplify-watch: how long the thread is held.
-    #[arg(long, default_value = "5ms", value_name = "DURATION")]
+    #[arg(help_heading = heading::AMPLIFICATION, long, default_value = "5ms", value_name = "DURATION")]
     pub amplify_watch_delay: String,
     /// With --amplify-watch: hold only after writes, not after reads.
-    #[arg(long)]
+    #[arg(help_heading = heading::AMPLIFICATION, long)]
     pub amplify_watch_writes: bool,
     /// With --amplify-watch: at most this many holds per run.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(help_heading = heading::AMPLIFICATION, long, default_value_t = 1, value_name = "N")]
     pub amplify_watch_max: u32,
     /// Debug a running service instead of starting a program: each call of
     /// --unit is one run, and interventions go to later calls.
-    #[arg(short, long, conflicts_with = "command")]
+    #[arg(help_heading = heading::SERVICES, short, long, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// With --pid: the function each invocation of which is one run.
-    #[arg(long, value_name = "FN")]
+    #[arg(help_heading = heading::SERVICES, long, value_name = "FN")]
     pub unit: Option<String>,
     /// With --pid: when a unit failed ('FN ret < 0', 'FN ret == -1', ...).
-    #[arg(long = "fail-if", value_name = "CONDITION")]
+    #[arg(help_heading = heading::SERVICES, long = "fail-if", value_name = "CONDITION")]
     pub fail_if: Vec<String>,
     /// With --pid: a unit's window opens this long before its call (its
     /// own thread since its previous unit ended, other threads' calls that
     /// ended within it). Calls other threads are in when the unit starts
     /// are always part of it.
-    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    #[arg(help_heading = heading::SERVICES, long, default_value = "0s", value_name = "DURATION")]
     pub context: String,
     /// With --pid: longest wait for a unit to complete.
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    #[arg(help_heading = heading::SERVICES, long, default_value = "30s", value_name = "DURATION")]
     pub unit_timeout: String,
-    /// List the functions PATTERN matches in the program (or -p PID), with
-    /// library and address, and exit (like `bpftrace -l`).
-    #[arg(short, long, value_name = "PATTERN")]
-    pub list: Option<String>,
     /// Start the report with five lines on how to read it.
-    #[arg(long)]
+    #[arg(help_heading = heading::OUTPUT, long)]
     pub explain: bool,
     /// Also draw the AC-DAG as dag.svg with Graphviz (when `dot` is installed).
-    #[arg(long)]
+    #[arg(help_heading = heading::OUTPUT, long)]
     pub svg: bool,
     /// A file written by `mine --emit-predicates`: report how often each
     /// "pattern occurs" predicate held in the failing and passing runs.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE")]
     pub patterns: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub out: SessionOut,
     /// The program and its arguments (`--` before them only when the
     /// program's name starts with `-`).
     #[arg(
@@ -206,7 +211,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 safe: args.safe,
                 unit_timeout: positive("--unit-timeout", parse_duration(&args.unit_timeout)?)?,
                 context: parse_duration(&args.context)?,
-                out: args.run.out,
+                out: args.out.out,
                 load,
                 options,
                 patterns: args.patterns,
@@ -235,7 +240,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 command: args.command,
                 trace: args.trace,
                 safe: args.safe,
-                out: args.run.out,
+                out: args.out.out,
                 load,
                 options,
                 patterns: args.patterns,

@@ -1,12 +1,14 @@
-//! `aid-agent export [SESSION] --format chrome|perfetto -o FILE`: recorded
+//! `aid-agent export [SESSION] --format chrome|perfetto -o FILE|-`: recorded
 //! runs as a trace (one process per run, one track per thread role, a
 //! slice per call), as uftrace's `dump --chrome` does. The encoding is
 //! [`crate::report::trace`].
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode};
 
-use super::analyze::session_dir;
-use crate::report::trace::{Format, export};
+use anyhow::bail;
+
+use super::{analyze::session_dir, out::emit_bytes};
+use crate::report::trace::{Format, export, trace_of};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,7 +20,8 @@ pub struct Args {
     /// Chrome's JSON trace event format, or Perfetto's protobuf trace.
     #[arg(short, long, value_enum, default_value_t = FormatArg::Perfetto)]
     pub format: FormatArg,
-    /// File to write (open it at ui.perfetto.dev or chrome://tracing).
+    /// File to write (open it at ui.perfetto.dev or chrome://tracing);
+    /// `-` for standard output.
     #[arg(short, long, value_name = "FILE")]
     pub out: PathBuf,
 }
@@ -37,14 +40,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         FormatArg::Chrome => Format::Chrome,
         FormatArg::Perfetto => Format::Perfetto,
     };
-    let e = export(&dir, &args.runs, format, &args.out)?;
+    let (e, to) = if args.out.as_os_str() == "-" {
+        if format == Format::Perfetto && std::io::stdout().is_terminal() {
+            bail!(
+                "a Perfetto trace is binary and stdout is a terminal: redirect it (`-o - > trace.pftrace`) or give -o FILE"
+            );
+        }
+        let (bytes, e) = trace_of(&dir, &args.runs, format)?;
+        emit_bytes(&bytes)?;
+        (e, "standard output".to_owned())
+    } else {
+        (export(&dir, &args.runs, format, &args.out)?, args.out.display().to_string())
+    };
     eprintln!(
-        "aid: wrote {} run(s), {} call(s), {} intervention and delay mark(s) from {} to {}",
+        "aid: wrote {} run(s), {} call(s), {} intervention and delay mark(s) from {} to {to}",
         e.runs,
         e.slices,
         e.instants,
         dir.display(),
-        args.out.display()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 use anyhow::Context as _;
 
 use super::{
-    args::{RunArgs, parse_duration, positive},
+    args::{RunArgs, SessionOut, parse_duration, positive},
     terminal::interrupt_flag,
 };
 use crate::{
@@ -36,6 +36,8 @@ pub struct Args {
     pub runs: u32,
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub out: SessionOut,
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
@@ -70,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         command: args.command,
         trace: args.trace,
         runs: args.runs,
-        out: args.run.out,
+        out: args.out.out,
         programs: Programs::Record,
         plan: Some((interventions, hold_timeout)),
         debug: crate::symbols::DebugSearch::default(),

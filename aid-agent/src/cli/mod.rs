@@ -90,6 +90,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    if let Some(e) = mistyped_option(&cli) {
+        return usage_error(&e);
+    }
     // Before anything slow: from here on a Ctrl-C is an interruption the
     // tracing commands handle (exit 130, what was recorded kept). The
     // others keep the default: Ctrl-C ends them at once.
@@ -141,7 +144,7 @@ pub fn main() -> ExitCode {
 }
 
 /// clap's own messages for help and version; a usage error as one line
-/// (clap's first), exit 2.
+/// (clap's first) and a line for each of clap's tips, exit 2.
 fn usage_error(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
@@ -164,7 +167,52 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     let first = first.join(" ");
     let first = first.strip_prefix("error: ").unwrap_or(&first);
     eprintln!("aid: {first} (see --help)");
+    // clap's tips ("a similar subcommand exists: 'debug'") keep a line each.
+    for tip in text.lines().map(str::trim).filter(|l| l.starts_with("tip: ")) {
+        eprintln!("aid: {tip}");
+    }
     ExitCode::from(EXIT_USAGE)
+}
+
+/// `debug` and `record` take everything from the program on as its command
+/// line, so a mistyped option (`--trase`) arrives as the program's name.
+/// Without a `--` on the command line, a "program" that starts with `-` and
+/// is no file is the usage error clap gives for an unknown option, with
+/// clap's suggestion (as clap finds one: Jaro similarity above 0.7).
+fn mistyped_option(cli: &Cli) -> Option<clap::Error> {
+    use clap::{
+        CommandFactory as _,
+        error::{ContextKind, ContextValue, ErrorKind},
+    };
+    let (name, command) = match &cli.command {
+        Command::Debug(a) => ("debug", &a.command),
+        Command::Record(a) => ("record", &a.command),
+        _ => return None,
+    };
+    let first = command.first()?.to_str()?;
+    if !first.starts_with('-')
+        || std::path::Path::new(first).exists()
+        || std::env::args_os().any(|a| a == "--")
+    {
+        return None;
+    }
+    let mut root = Cli::command();
+    root.build();
+    let sub = root.find_subcommand(name)?;
+    let typed = first.split('=').next().unwrap_or(first).trim_start_matches('-');
+    let similar = sub
+        .get_arguments()
+        .filter_map(clap::Arg::get_long)
+        .map(|long| (strsim::jaro(typed, long), long))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, long)| format!("--{long}"));
+    let mut e = clap::Error::new(ErrorKind::UnknownArgument).with_cmd(sub);
+    e.insert(ContextKind::InvalidArg, ContextValue::String(first.to_owned()));
+    if let Some(similar) = similar {
+        e.insert(ContextKind::SuggestedArg, ContextValue::String(similar));
+    }
+    Some(e)
 }
 
 /// An error and its causes on one line: each cause once (many errors

@@ -6,8 +6,14 @@ use std::io::Write as _;
 
 /// Writes `text` to stdout; a closed pipe ends it quietly.
 pub fn emit(text: &str) -> anyhow::Result<()> {
+    emit_bytes(text.as_bytes())
+}
+
+/// Writes `bytes` (a binary trace, say) to stdout; a closed pipe ends it
+/// quietly.
+pub fn emit_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing to stdout"))
         }

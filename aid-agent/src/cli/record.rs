@@ -6,7 +6,7 @@ use std::{ffi::OsString, process::ExitCode};
 use anyhow::bail;
 
 use super::{
-    args::{RunArgs, print_list},
+    args::{RunArgs, SessionOut, heading, print_list},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::{
@@ -23,23 +23,25 @@ pub struct Args {
     /// library: 'cache_*', 'Cache::*', 'libc:pthread_mutex_*'. Repeatable.
     /// Default: the program's own functions (not libraries), the first 32
     /// in address order (`debug` chooses them by what tracing costs).
-    #[arg(long = "trace", short = 't', value_name = "PATTERN")]
+    #[arg(help_heading = heading::TRACE, long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
     /// Observe exactly N runs of the program (`debug --runs N` observes N
     /// too before analysing).
-    #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
+    #[arg(help_heading = heading::RUNS, short = 'n', long, default_value_t = 10, value_name = "N")]
     pub runs: u32,
     /// List the functions PATTERN matches in the program, with library and
     /// address, and exit (like `bpftrace -l`).
-    #[arg(short, long, value_name = "PATTERN")]
+    #[arg(help_heading = heading::TRACE, short, long, value_name = "PATTERN")]
     pub list: Option<String>,
     /// Where separate debug files of a stripped program are looked for
     /// (by build-id and .gnu_debuglink; debuginfod too when
     /// DEBUGINFOD_URLS is set).
-    #[arg(long, value_name = "DIR", default_value = crate::symbols::debuginfo::DEFAULT_ROOT)]
+    #[arg(help_heading = heading::TRACE, long, value_name = "DIR", default_value = crate::symbols::debuginfo::DEFAULT_ROOT)]
     pub debug_root: std::path::PathBuf,
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub out: SessionOut,
     /// Attach programs that record nothing (benchmark floor).
     #[arg(long, hide = true)]
     pub empty_probes: bool,
@@ -68,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         command: args.command,
         trace: args.trace,
         runs: args.runs,
-        out: args.run.out,
+        out: args.out.out,
         programs: if args.empty_probes { Programs::Empty } else { Programs::Record },
         plan: None,
         debug: crate::symbols::DebugSearch::with_root(args.debug_root),

@@ -6,7 +6,10 @@
 
 use std::{
     io::IsTerminal as _,
-    sync::{Arc, OnceLock, atomic::AtomicBool},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -105,19 +108,57 @@ impl Progress for Terminal {
     }
 }
 
-/// Set on the first Ctrl-C / SIGTERM; a second one exits at once (130).
-/// Installed once, as the command line starts (so a Ctrl-C during start-up
-/// is seen too); later calls return the same flag.
+/// What the n-th Ctrl-C / SIGTERM of a command does (n from 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnInterrupt {
+    /// Set the flag: the command stops gracefully and writes what it has.
+    Stop,
+    /// Say that the graceful stop goes on (GNU `timeout` and impatient
+    /// users send a second signal soon after the first).
+    Note,
+    /// Exit at once with 130.
+    Quit,
+}
+
+fn on_interrupt(n: usize) -> OnInterrupt {
+    match n {
+        1 => OnInterrupt::Stop,
+        2 => OnInterrupt::Note,
+        _ => OnInterrupt::Quit,
+    }
+}
+
+/// The line a second Ctrl-C prints.
+const STOPPING: &[u8] =
+    b"aid: stopping, writing what was recorded (Ctrl-C again to quit at once)\n";
+
+/// Set on the first Ctrl-C / SIGTERM; a second one is noted on stderr and
+/// the stop goes on, so the partial report is still written; a third exits
+/// at once (130). Installed once, as the command line starts (so a Ctrl-C
+/// during start-up is seen too); later calls return the same flag.
 pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
     static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
     if let Some(flag) = FLAG.get() {
         return Ok(Arc::clone(flag));
     }
     let flag = Arc::new(AtomicBool::new(false));
+    // SIGINT and SIGTERM count together: one stop, whichever asked.
+    let count = Arc::new(AtomicUsize::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
-            .context("installing the Ctrl-C handler")?;
-        signal_hook::flag::register(sig, Arc::clone(&flag))
+        let (flag, count) = (Arc::clone(&flag), Arc::clone(&count));
+        let action = move || match on_interrupt(count.fetch_add(1, Ordering::SeqCst) + 1) {
+            OnInterrupt::Stop => flag.store(true, Ordering::SeqCst),
+            OnInterrupt::Note => {
+                // SAFETY: write(2) is async-signal-safe; the buffer is a
+                // static of the length given. A short or failed write
+                // loses only the note.
+                let _ = unsafe { libc::write(2, STOPPING.as_ptr().cast(), STOPPING.len()) };
+            }
+            OnInterrupt::Quit => signal_hook::low_level::exit(i32::from(super::EXIT_INTERRUPTED)),
+        };
+        // SAFETY: the action is async-signal-safe: atomic operations,
+        // write(2) and _exit(2) only; it allocates and locks nothing.
+        unsafe { signal_hook::low_level::register(sig, action) }
             .context("installing the Ctrl-C handler")?;
     }
     Ok(Arc::clone(FLAG.get_or_init(|| flag)))
@@ -132,5 +173,14 @@ mod tests {
         assert!(no_color_allows(None));
         assert!(no_color_allows(Some("".into())));
         assert!(!no_color_allows(Some("1".into())));
+    }
+
+    /// The first signal stops, the second only says so, every later one
+    /// quits.
+    #[test]
+    fn a_second_interrupt_lets_the_stop_finish_and_a_third_quits() {
+        let seen: Vec<OnInterrupt> = (1..=5).map(on_interrupt).collect();
+        use OnInterrupt::*;
+        assert_eq!(seen, [Stop, Note, Quit, Quit, Quit]);
     }
 }

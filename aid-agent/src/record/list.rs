@@ -23,10 +23,16 @@ pub enum ListIn<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
     pub module: PathBuf,
+    /// Demangled, as patterns match it.
     pub name: String,
+    /// As written in the ELF file: what a uprobe names.
+    pub symbol: String,
     /// ELF virtual address.
     pub address: u64,
     pub source: Option<SourceLoc>,
+    /// Copies the compiler inlined into other functions (DWARF): calls
+    /// there never reach the probe.
+    pub inlined: u32,
 }
 
 /// Every function `patterns` match, in pattern order, each once.
@@ -38,6 +44,13 @@ pub fn list(target: ListIn<'_>, patterns: &[String]) -> anyhow::Result<Vec<Liste
     let functions: Vec<Function> = resolver.resolve(patterns)?;
     Ok(functions
         .into_iter()
-        .map(|f| Listed { module: f.module, name: f.name, address: f.address, source: f.source })
+        .map(|f| Listed {
+            inlined: resolver.inlined(&f.module, f.address),
+            module: f.module,
+            name: f.name,
+            symbol: f.symbol,
+            address: f.address,
+            source: f.source,
+        })
         .collect())
 }

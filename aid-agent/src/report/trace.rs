@@ -38,11 +38,15 @@ pub struct Exported {
 
 /// Exports `runs` (every run when empty) of the session in `dir` to `out`.
 pub fn export(dir: &Path, runs: &[u32], format: Format, out: &Path) -> anyhow::Result<Exported> {
+    let (bytes, counts) = trace_of(dir, runs, format)?;
+    std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    Ok(counts)
+}
+
+/// The trace [`export`] writes, as bytes (for standard output).
+pub fn trace_of(dir: &Path, runs: &[u32], format: Format) -> anyhow::Result<(Vec<u8>, Exported)> {
     let loaded = store::load_full(dir)?;
-    let bytes_and_counts = encode(&loaded, runs, format)?;
-    std::fs::write(out, &bytes_and_counts.0)
-        .with_context(|| format!("writing {}", out.display()))?;
-    Ok(bytes_and_counts.1)
+    encode(&loaded, runs, format)
 }
 
 /// One thing on the timeline of a thread track.

@@ -32,6 +32,10 @@ pub struct DebugInfo {
     /// whose code calls it directly (`DW_TAG_call_site`, which optimising
     /// compilers emit).
     callers: HashMap<u64, Vec<u64>>,
+    /// Entry address of a function with code → how many copies of it the
+    /// compiler inlined into other functions (`DW_TAG_inlined_subroutine`):
+    /// calls there never reach its entry, so its probe does not see them.
+    inlined: HashMap<u64, u32>,
 }
 
 impl DebugInfo {
@@ -48,10 +52,16 @@ impl DebugInfo {
             Ok(EndianRcSlice::new(Rc::from(&*data), endian))
         };
         let dwarf = gimli::Dwarf::load(load).ok()?;
-        let Collected { signatures, generic_names, noreturn, pointees, callers } =
+        let Collected { signatures, generic_names, noreturn, pointees, callers, inlined } =
             collect_signatures(&dwarf).unwrap_or_default();
         let lines = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(DebugInfo { lines, signatures, generic_names, noreturn, pointees, callers })
+        Some(DebugInfo { lines, signatures, generic_names, noreturn, pointees, callers, inlined })
+    }
+
+    /// How many inlined copies of the function at `address` DWARF lists
+    /// (0 without DWARF or when the compiler inlined none).
+    pub fn inlined(&self, address: u64) -> u32 {
+        self.inlined.get(&address).copied().unwrap_or(0)
     }
 
     /// The functions whose code calls the one at `address` directly, by
@@ -95,17 +105,23 @@ struct Collected {
     noreturn: HashSet<u64>,
     pointees: HashMap<u64, Pointee>,
     callers: HashMap<u64, Vec<u64>>,
+    inlined: HashMap<u64, u32>,
 }
 
 /// Walks every `DW_TAG_subprogram` with a `DW_AT_low_pc` and records its
 /// return type and integer parameter types, keyed by entry address; the
-/// names of generic instances; which never return; and, from the call
-/// sites in their code, which calls which.
+/// names of generic instances; which never return; from the call sites
+/// in their code, which calls which; and how many inlined copies each has.
 fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> {
     let mut out = Collected::default();
+    // Inlined copies name their abstract origin, possibly in another unit
+    // (LTO): both sides by .debug_info offset, matched after every unit.
+    let mut entry_at: HashMap<gimli::DebugInfoOffset, u64> = HashMap::new();
+    let mut inlined_from: Vec<gimli::DebugInfoOffset> = Vec::new();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
+        let global = |o: gimli::UnitOffset| o.to_debug_info_offset(&unit.header);
         let mut entries = unit.entries();
         // Per unit: the entry address of each subprogram DIE with code and
         // of the DIEs it completes; call sites as (caller's entry address,
@@ -131,6 +147,14 @@ fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> 
                 }
                 continue;
             }
+            if entry.tag() == gimli::DW_TAG_inlined_subroutine {
+                match entry.attr_value(gimli::DW_AT_abstract_origin)? {
+                    Some(AttributeValue::UnitRef(o)) => inlined_from.extend(global(o)),
+                    Some(AttributeValue::DebugInfoRef(o)) => inlined_from.push(o),
+                    _ => {}
+                }
+                continue;
+            }
             if entry.tag() != gimli::DW_TAG_subprogram {
                 continue;
             }
@@ -139,9 +163,17 @@ fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> 
             };
             inside.push((depth, low_pc));
             entry_of.insert(entry.offset(), low_pc);
+            entry_at.extend(global(entry.offset()).map(|g| (g, low_pc)));
             for at in [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin] {
-                if let Some(AttributeValue::UnitRef(o)) = entry.attr_value(at)? {
-                    entry_of.insert(o, low_pc);
+                match entry.attr_value(at)? {
+                    Some(AttributeValue::UnitRef(o)) => {
+                        entry_of.insert(o, low_pc);
+                        entry_at.extend(global(o).map(|g| (g, low_pc)));
+                    }
+                    Some(AttributeValue::DebugInfoRef(o)) => {
+                        entry_at.insert(o, low_pc);
+                    }
+                    _ => {}
                 }
             }
             let offset = entry.offset();
@@ -171,6 +203,11 @@ fn collect_signatures(dwarf: &gimli::Dwarf<Reader>) -> gimli::Result<Collected> 
                     list.push(caller);
                 }
             }
+        }
+    }
+    for origin in inlined_from {
+        if let Some(&low_pc) = entry_at.get(&origin) {
+            *out.inlined.entry(low_pc).or_default() += 1;
         }
     }
     Ok(out)

@@ -155,6 +155,12 @@ impl Module {
         self.debug.as_ref().map_or(&[], |d| d.callers(address))
     }
 
+    /// How many copies of the function at `address` the compiler inlined
+    /// into others (DWARF; 0 without it): calls its probe never sees.
+    pub fn inlined(&self, address: u64) -> u32 {
+        self.debug.as_ref().map_or(0, |d| d.inlined(address))
+    }
+
     /// Return type and the types of the parameters passed in the first
     /// three integer registers, from DWARF. Without DWARF all three
     /// registers are reported, typed unknown.

@@ -52,13 +52,21 @@ pub enum SymbolError {
     LibraryNotFound { name: String, exe: PathBuf },
     #[error("invalid pattern `{pattern}`: {reason}")]
     BadPattern { pattern: String, reason: String },
-    #[error("pattern `{pattern}` matches no function in {}{}", module.display(), suggest(close))]
-    NoMatch { pattern: String, module: PathBuf, close: Vec<String> },
+    #[error(
+        "pattern `{pattern}` matches no function in {}{}",
+        module.display(), suggest(library.as_deref(), close)
+    )]
+    NoMatch { pattern: String, library: Option<String>, module: PathBuf, close: Vec<String> },
 }
 
-fn suggest(close: &[String]) -> String {
+/// Names close to a pattern that matched nothing, or aid's own listing of
+/// the module's functions (`-l`, as `bpftrace -l`).
+fn suggest(library: Option<&str>, close: &[String]) -> String {
     if close.is_empty() {
-        "; list candidates with `nm -C` or try a wider glob".to_owned()
+        let all = library.map_or_else(|| "*".to_owned(), |lib| format!("{lib}:*"));
+        format!(
+            "; list its functions with `aid-agent debug -l '{all}' PROGRAM` (or `-p PID -l '{all}'`), or try a wider glob"
+        )
     } else {
         format!("; close matches: {}", close.join(", "))
     }
@@ -228,6 +236,7 @@ impl Resolver {
             if matched.is_empty() {
                 return Err(SymbolError::NoMatch {
                     pattern: text.clone(),
+                    library: pattern.library.clone(),
                     module: module.path.clone(),
                     close: close_matches(&pattern.glob, module),
                 });
@@ -324,6 +333,13 @@ impl Resolver {
     pub fn function_at(&self, module: &Path, address: u64) -> Option<&str> {
         let m = if module == self.exe.path { &self.exe } else { self.libs.get(module)? };
         m.symbols.iter().find(|s| s.address == address).map(|s| s.name.as_str())
+    }
+
+    /// How many inlined copies of the function at `address` of `module`
+    /// DWARF lists (0 without DWARF: libraries are read without theirs).
+    pub fn inlined(&self, module: &Path, address: u64) -> u32 {
+        let m = if module == self.exe.path { Some(&self.exe) } else { self.libs.get(module) };
+        m.map_or(0, |m| m.inlined(address))
     }
 }
 

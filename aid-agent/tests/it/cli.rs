@@ -136,23 +136,34 @@ fn run_err_clap(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `-l` lines start with the probe as bpftrace takes it,
+/// `uprobe:ABSOLUTE_PATH:SYMBOL`, then the address and source position.
 #[test]
-fn list_shows_what_a_pattern_matches_with_module_and_address() {
+fn list_shows_what_a_pattern_matches_as_bpftrace_probes() {
     let exe = c_fixture("two_threads.c", "two_threads_list", &[]);
+    let exe_name = exe.canonicalize().unwrap();
+    // The program given relative to the working directory: the probe names
+    // it by its absolute path.
+    let relative = format!("./{}", exe.file_name().unwrap().to_string_lossy());
     for cmd in ["debug", "record"] {
-        let out = run_ok(agent().args([cmd, "-l", "worker_*"]).arg(&exe).arg("--some-arg"));
+        let out = run_ok(
+            agent()
+                .args([cmd, "-l", "worker_*", &relative, "--some-arg"])
+                .current_dir(exe.parent().unwrap()),
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
-        let exe_name = exe.canonicalize().unwrap();
         for (line, name) in lines.iter().zip(["worker_a", "worker_b"]) {
-            let prefix = format!("{}:{name}  0x", exe_name.display());
+            let prefix = format!("uprobe:{}:{name}  0x", exe_name.display());
             assert!(line.starts_with(&prefix), "{line} vs {prefix}");
-            assert!(line.contains("two_threads.c:"), "source position: {line}");
+            let fields: Vec<&str> = line.split("  ").collect();
+            assert_eq!(fields.len(), 3, "probe, address, source: {line}");
+            let (file, at) = fields[2].rsplit_once(':').unwrap();
+            assert!(file.ends_with("/two_threads.c"), "source position: {line}");
+            assert!(at.parse::<u32>().is_ok_and(|n| n > 0), "source line: {line}");
         }
     }
-    let line = run_err(agent().args(["debug", "--list", "nothing_like_this"]).arg(&exe));
-    assert!(line.contains("nothing_like_this"), "{line}");
     // A running process: the executable and its libraries.
     let service = c_fixture("service.c", "service_list", &[]);
     let child =
@@ -160,10 +171,165 @@ fn list_shows_what_a_pattern_matches_with_module_and_address() {
     let pid = child.pid().to_string();
     let out = run_ok(agent().args(["attach", "-p", &pid, "-l", "handle_*"]));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(":handle_request  0x"), "{text}");
+    let prefix = format!("uprobe:{}:handle_request  0x", service.canonicalize().unwrap().display());
+    assert!(text.lines().any(|l| l.starts_with(&prefix)), "{text}");
     let out = run_ok(agent().args(["attach", "--pid", &pid, "--list", "libc:usleep"]));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("libc") && text.contains(":usleep  0x"), "{text}");
+    let line = text.lines().next().unwrap_or_default();
+    let (probe, rest) = line.split_once("  ").unwrap_or_default();
+    assert!(probe.starts_with("uprobe:/") && probe.ends_with(":usleep"), "{text}");
+    assert!(probe.contains("libc") && rest.starts_with("0x"), "{text}");
+}
+
+/// `-l` says how many call sites the compiler inlined a function at (DWARF
+/// `DW_TAG_inlined_subroutine`): calls there never reach its probe.
+#[test]
+fn list_flags_a_function_inlined_at_call_sites() {
+    let exe = c_fixture("inlined.c", "inlined_list", &["-O2"]);
+    let listed = |pattern: &str| {
+        let out = run_ok(agent().args(["debug", "-l", pattern]).arg(&exe));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let scale = listed("scale");
+    let prefix = format!("uprobe:{}:scale  0x", exe.canonicalize().unwrap().display());
+    assert!(scale.starts_with(&prefix), "{scale}");
+    assert!(
+        scale.ends_with("/inlined.c:7  inlined at 2 call sites: the probe misses those calls\n"),
+        "{scale}"
+    );
+    let kept = listed("kept");
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+    assert!(kept.trim_end().ends_with("/inlined.c:9"), "never inlined: {kept}");
+}
+
+/// A pattern that matches nothing points to aid's own listing (`-l`), not
+/// to `nm -C`.
+#[test]
+fn a_pattern_that_matches_nothing_points_to_the_listing() {
+    let exe = c_fixture("two_threads.c", "two_threads_list", &[]);
+    let line = run_err(agent().args(["debug", "--list", "nothing_like_this"]).arg(&exe));
+    assert_eq!(
+        line,
+        format!(
+            "aid: pattern `nothing_like_this` matches no function in {}; list its functions with `aid-agent debug -l '*' PROGRAM` (or `-p PID -l '*'`), or try a wider glob",
+            exe.canonicalize().unwrap().display()
+        )
+    );
+    let line = run_err(agent().args(["record", "-t", "libc:nothing_like_this"]).arg(&exe));
+    assert!(line.starts_with("aid: pattern `libc:nothing_like_this` matches no function in /"));
+    assert!(
+        line.ends_with(
+            "; list its functions with `aid-agent debug -l 'libc:*' PROGRAM` (or `-p PID -l 'libc:*'`), or try a wider glob"
+        ),
+        "{line}"
+    );
+}
+
+/// `debug --help` (and `-h`) groups the options under headings, as perf
+/// does: each heading lists exactly its options, in this order.
+#[test]
+fn debug_help_groups_options_under_headings() {
+    for flag in ["--help", "-h"] {
+        let out = run_ok(agent().args(["debug", flag]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let groups = help_groups(&text);
+        let headings: Vec<&str> = groups.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(
+            headings,
+            [
+                "Arguments",
+                "Options",
+                "What to trace",
+                "Runs",
+                "Failure",
+                "Interventions",
+                "Amplification",
+                "Services",
+                "Output"
+            ],
+            "{flag}: {text}"
+        );
+        let of = |heading: &str| groups.iter().find(|(h, _)| h == heading).unwrap().1.clone();
+        assert_eq!(of("Options"), ["-v, --verbose", "-h, --help"], "{flag}");
+        assert_eq!(
+            of("What to trace"),
+            ["-t, --trace", "-l, --list", "--ring-size", "--max-probes"],
+            "{flag}"
+        );
+        assert_eq!(of("Runs"), ["-n, --runs", "--max-runs", "--min-runs", "--seed"], "{flag}");
+        assert_eq!(of("Failure"), ["--fail-on", "--timeout", "--hang-after"], "{flag}");
+        assert_eq!(
+            of("Services"),
+            ["-p, --pid", "--unit", "--fail-if", "--context", "--unit-timeout"],
+            "{flag}"
+        );
+        assert_eq!(of("Output"), ["--explain", "--svg", "--patterns", "-o, --out"], "{flag}");
+        assert!(of("Amplification").iter().all(|o| o.starts_with("--amplify")), "{flag}");
+        assert_eq!(of("Amplification").len(), 6, "{flag}");
+    }
+}
+
+/// The headings of a `--help` text with the option names under each
+/// (`-t, --trace`, `--seed`), in order; value names and the `...` of
+/// repeatable flags left out.
+fn help_groups(text: &str) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+            groups.push((heading.to_owned(), Vec::new()));
+        } else if let (Some(group), Some(rest)) = (groups.last_mut(), line.strip_prefix("  ")) {
+            let rest = rest.trim_start();
+            if rest.starts_with('-') && line.len() - rest.len() <= 6 {
+                let names: Vec<&str> = rest
+                    .split_whitespace()
+                    .take_while(|w| w.starts_with('-'))
+                    .map(|w| w.trim_end_matches([',', '.']))
+                    .collect();
+                group.1.push(names.join(", "));
+            }
+        }
+    }
+    groups
+}
+
+/// A mistyped subcommand or long option gets clap's suggestion on a line
+/// of its own after the one-line error; exit 2.
+#[test]
+fn a_mistyped_subcommand_or_option_gets_claps_suggestion() {
+    for (args, expected) in [
+        (
+            &["debgu"][..],
+            "aid: unrecognized subcommand 'debgu' (see --help)\naid: tip: a similar subcommand exists: 'debug'\n",
+        ),
+        (
+            &["analyze", "--explian"][..],
+            "aid: unexpected argument '--explian' found (see --help)\naid: tip: a similar argument exists: '--explain'\n",
+        ),
+        // debug and record take everything from the program on as its
+        // command line: a mistyped option is not taken for the program.
+        (
+            &["debug", "-t", "f", "--trase", "g", "./prog"][..],
+            "aid: unexpected argument '--trase' found (see --help)\naid: tip: a similar argument exists: '--trace'\n",
+        ),
+        (
+            &["record", "--runz=3", "./prog"][..],
+            "aid: unexpected argument '--runz=3' found (see --help)\naid: tip: a similar argument exists: '--runs'\n",
+        ),
+        (
+            &["debug", "--frobnicate", "./prog"][..],
+            "aid: unexpected argument '--frobnicate' found (see --help)\n",
+        ),
+        // After `--`, a program's name may start with `-`.
+        (
+            &["debug", "--", "--trase"][..],
+            "aid: `--trase` not found: give a path or a program on PATH\n",
+        ),
+    ] {
+        let out = agent().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), expected, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
 
 #[test]
@@ -183,6 +349,22 @@ fn analyze_and_export_default_to_the_newest_session() {
         agent().args(["export", "--format", "chrome", "-o"]).arg(&trace).current_dir(tmp.path()),
     );
     assert!(trace.exists());
+    // `-o -`: the same trace on standard output, in either format, and no
+    // file named `-`.
+    for format in ["chrome", "perfetto"] {
+        let file = tmp.path().join(format!("t.{format}"));
+        run_ok(
+            agent().args(["export", "--format", format, "-o"]).arg(&file).current_dir(tmp.path()),
+        );
+        let out =
+            run_ok(agent().args(["export", "--format", format, "-o", "-"]).current_dir(tmp.path()));
+        assert_eq!(out.stdout, std::fs::read(&file).unwrap(), "{format}");
+        assert!(!out.stdout.is_empty());
+        assert!(!tmp.path().join("-").exists(), "{format}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("aid: wrote 8 run(s), "), "{stderr}");
+        assert!(stderr.ends_with(" to standard output\n"), "{stderr}");
+    }
     let empty = tempfile::tempdir().unwrap();
     let line = run_err(agent().arg("analyze").current_dir(empty.path()));
     assert_eq!(
@@ -192,6 +374,42 @@ fn analyze_and_export_default_to_the_newest_session() {
     let line =
         run_err(agent().args(["export", "--run", "99", "-o", "x.json"]).current_dir(tmp.path()));
     assert!(line.starts_with("aid: the session has no run 99 (runs 1-8)"), "{line}");
+}
+
+/// A Perfetto trace is binary: `-o -` refuses to write it to a terminal
+/// (a pseudo-terminal here) and says what to do instead.
+#[test]
+fn export_refuses_a_binary_trace_on_a_terminal() {
+    use std::os::fd::{FromRawFd as _, OwnedFd};
+    let (tmp, _) = sessions();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty only writes the two descriptors it opens into the
+    // two ints given; name, termios and window size are left null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned
+    // by nothing else.
+    let (_master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let out = agent()
+        .args(["export", "--format", "perfetto", "-o", "-"])
+        .current_dir(tmp.path())
+        .stdout(std::process::Stdio::from(slave))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "aid: a Perfetto trace is binary and stdout is a terminal: redirect it (`-o - > trace.pftrace`) or give -o FILE\n"
+    );
+    assert!(!tmp.path().join("-").exists());
 }
 
 #[test]

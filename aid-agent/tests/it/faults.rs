@@ -234,12 +234,13 @@ fn ctrl_c_while_debug_observes_names_what_is_saved() {
     assert!(n >= 2 && last.contains(&format!("the {n} run(s) so far")), "{n}: {stderr}");
 }
 
-#[test]
-#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
-fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
-    let _bpf = require_bpf();
+/// `debug` on the faults fixture's flaky mode, once it intervenes (after
+/// a round or two): the agent, its stderr after "intervening with", and
+/// how many runs it observed.
+fn debug_until_intervening(
+    out: &Path,
+) -> (Child, BufReader<std::process::ChildStderr>, usize, String) {
     let exe = faults();
-    let (_tmp, out) = temp_session();
     let mut agent_proc = spawn_agent(
         &[
             "debug",
@@ -255,7 +256,7 @@ fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
             "--confidence",
             "0.9999999",
         ],
-        &out,
+        out,
         &[exe.as_os_str(), "flaky".as_ref()],
     );
     let mut stderr = BufReader::new(agent_proc.stderr.take().unwrap());
@@ -268,9 +269,18 @@ fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
             break;
         }
     }
-    let observed = load(&out).runs.len();
-    // Let a round or two run, then interrupt.
-    assert!(wait_for(60, || load_quietly(&out).is_some_and(|s| s.runs.len() >= observed + 3)));
+    let observed = load(out).runs.len();
+    // Let a round or two run.
+    assert!(wait_for(60, || load_quietly(out).is_some_and(|s| s.runs.len() >= observed + 3)));
+    (agent_proc, stderr, observed, seen)
+}
+
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
+    let _bpf = require_bpf();
+    let (_tmp, out) = temp_session();
+    let (agent_proc, mut stderr, observed, seen) = debug_until_intervening(&out);
     signal(agent_proc.id(), Signal::SIGINT);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
@@ -288,6 +298,63 @@ fn ctrl_c_while_debug_intervenes_prints_the_partial_report() {
         "{stdout}"
     );
     assert!(out.join("report.json").exists());
+    assert!(load(&out).runs.len() > observed);
+}
+
+/// Whether `pid` has a process-wide signal pending (`ShdPnd`), i.e. one
+/// sent with kill(2) and not yet delivered to any thread.
+fn shared_pending(pid: u32, sig: Signal) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("ShdPnd:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig as i32 - 1)) != 0)
+}
+
+/// Two Ctrl-C in a row (as GNU `timeout` and impatient users send) used
+/// to exit 130 at once, with no partial report: the second is noted and
+/// the stop goes on, so the report of what was confirmed is still printed
+/// and written.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_second_ctrl_c_still_writes_the_partial_report() {
+    let _bpf = require_bpf();
+    let (_tmp, out) = temp_session();
+    let (agent_proc, mut stderr, observed, seen) = debug_until_intervening(&out);
+    signal(agent_proc.id(), Signal::SIGINT);
+    // The second once the first is delivered (two pending SIGINTs are one).
+    assert!(wait_for(10, || !shared_pending(agent_proc.id(), Signal::SIGINT)));
+    signal(agent_proc.id(), Signal::SIGINT);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let (code, stdout, _) = finish(agent_proc);
+    assert_eq!(code, Some(130), "{seen}{rest}");
+    let notes: Vec<&str> = rest.lines().filter(|l| l.starts_with("aid: stopping")).collect();
+    assert_eq!(
+        notes,
+        ["aid: stopping, writing what was recorded (Ctrl-C again to quit at once)"],
+        "{rest}"
+    );
+    assert!(
+        rest.lines().last().unwrap_or_default().starts_with(
+            "aid: interrupted while intervening: the report above holds only what was confirmed before; every run is saved in "
+        ),
+        "{rest}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "Session and report (report.html, report.json, dag.dot): {}\n",
+            out.display()
+        )),
+        "{stdout}"
+    );
+    for file in ["report.json", "report.txt", "report.html", "dag.dot"] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["interrupted"], "intervening");
     assert!(load(&out).runs.len() > observed);
 }
 
