@@ -143,7 +143,7 @@ fn save_session(
     svg: bool,
 ) -> anyhow::Result<(report::DebugReport<'_>, report::Saved)> {
     let report = report::build(&d.diagnosis);
-    let saved = report::save(&d.out, &report, &d.diagnosis, svg)?;
+    let saved = report::save(&d.out, &report, &d.diagnosis, &d.beside, svg)?;
     report::beside::save(&d.out, &d.beside)?;
     Ok((report, saved))
 }

@@ -1,6 +1,7 @@
 //! What the user sees and presses: progress rendered with indicatif (a bar
-//! where the length is known, a spinner where it is not, nothing when
-//! stderr is not a terminal), the report's layout for stdout (wrapped to
+//! where the length is known, a spinner where it is not) on a terminal,
+//! and as a one-line note every [`NOTE_EVERY`] when stderr is not one (a
+//! log or CI must see that a long phase goes on), the report's layout for stdout (wrapped to
 //! the terminal's width, colour unless `NO_COLOR` is set, plain when
 //! redirected), and Ctrl-C turned into a flag the library polls.
 
@@ -10,7 +11,7 @@ use std::{
         Arc, OnceLock,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -19,15 +20,75 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::{record::progress::Progress, report::Layout};
 
 /// Lines on stderr prefixed `aid: `, phases as progress bars or spinners
-/// (only on a terminal).
+/// on a terminal, as [`Notes`] otherwise.
 pub struct Terminal {
     bar: Option<ProgressBar>,
     draw: bool,
+    notes: Notes,
+    /// The clock the notes are timed by.
+    start: Instant,
 }
 
 impl Default for Terminal {
     fn default() -> Self {
-        Terminal { bar: None, draw: std::io::stderr().is_terminal() }
+        Terminal {
+            bar: None,
+            draw: std::io::stderr().is_terminal(),
+            notes: Notes::new(NOTE_EVERY),
+            start: Instant::now(),
+        }
+    }
+}
+
+/// How often a phase's progress is noted when stderr is not a terminal:
+/// `slice --verify` once ran 98 s redirected with nothing printed.
+pub const NOTE_EVERY: Duration = Duration::from_secs(5);
+
+/// Progress for a stderr that is not a terminal: at a step, a line such as
+/// "verifying: 12 of 40 (forced: 3 of 12 usable re-runs failed)" when at
+/// least `period` went by since the last line (or since the first phase
+/// began: a short command prints none). The clock runs across phases, so
+/// many short phases (debug's rounds) are noted too. Times are given by
+/// the caller, so a test drives it with a clock of its own.
+struct Notes {
+    period: Duration,
+    what: String,
+    total: Option<u64>,
+    pos: u64,
+    /// When the last line was printed, or the first phase began.
+    last: Option<Duration>,
+}
+
+impl Notes {
+    fn new(period: Duration) -> Self {
+        Notes { period, what: String::new(), total: None, pos: 0, last: None }
+    }
+
+    fn begin(&mut self, what: &str, total: Option<u64>, now: Duration) {
+        self.what = what.to_owned();
+        self.total = total;
+        self.pos = 0;
+        self.last.get_or_insert(now);
+    }
+
+    /// The phase reached `pos`: the line to print, if one is due.
+    fn step_to(&mut self, pos: u64, status: &str, now: Duration) -> Option<String> {
+        self.pos = pos;
+        let last = *self.last.get_or_insert(now);
+        if now.saturating_sub(last) < self.period {
+            return None;
+        }
+        self.last = Some(now);
+        let at = match self.total {
+            Some(total) => format!("{pos} of {total}"),
+            None => pos.to_string(),
+        };
+        let status = if status.is_empty() { String::new() } else { format!(" ({status})") };
+        Some(format!("{}: {at}{status}", self.what))
+    }
+
+    fn step(&mut self, status: &str, now: Duration) -> Option<String> {
+        self.step_to(self.pos + 1, status, now)
     }
 }
 
@@ -68,6 +129,7 @@ impl Progress for Terminal {
             old.finish_and_clear();
         }
         if !self.draw {
+            self.notes.begin(what, total, self.start.elapsed());
             return;
         }
         // The target is given at creation: a bar moved to another target
@@ -91,6 +153,10 @@ impl Progress for Terminal {
         if let Some(bar) = &self.bar {
             bar.inc(1);
             bar.set_message(status.to_owned());
+        } else if !self.draw
+            && let Some(line) = self.notes.step(status, self.start.elapsed())
+        {
+            eprintln!("aid: {line}");
         }
     }
 
@@ -98,6 +164,10 @@ impl Progress for Terminal {
         if let Some(bar) = &self.bar {
             bar.set_position(pos);
             bar.set_message(status.to_owned());
+        } else if !self.draw
+            && let Some(line) = self.notes.step_to(pos, status, self.start.elapsed())
+        {
+            eprintln!("aid: {line}");
         }
     }
 
@@ -167,6 +237,36 @@ pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `slice --verify` ran 98 s printing nothing when stderr
+    /// was not a terminal. A line at the first step 5 s or more after the
+    /// last one (or the first phase's start), none before, the clock
+    /// running on across phases.
+    #[test]
+    fn a_long_phase_is_noted_every_few_seconds_off_a_terminal() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let mut n = Notes::new(NOTE_EVERY);
+        n.begin("verifying", Some(40), s(100));
+        assert_eq!(n.step("forced: 0 of 1 usable re-runs failed", s(102)), None);
+        assert_eq!(n.step("forced: 1 of 2 usable re-runs failed", ms(104_999)), None);
+        assert_eq!(
+            n.step("forced: 2 of 3 usable re-runs failed", s(105)).as_deref(),
+            Some("verifying: 3 of 40 (forced: 2 of 3 usable re-runs failed)")
+        );
+        assert_eq!(n.step("x", s(109)), None);
+        assert_eq!(n.step_to(9, "", s(111)).as_deref(), Some("verifying: 9 of 40"));
+        // A new phase keeps the clock: 4 s after the last line, none; at 5 s, one.
+        n.begin("re-running", None, s(112));
+        assert_eq!(n.step("1 failing", s(115)), None);
+        assert_eq!(n.step("2 failing", s(116)).as_deref(), Some("re-running: 2 (2 failing)"));
+        // A step of a phase that began long after the last line is noted.
+        n.begin("round 2 on P3", Some(20), s(200));
+        assert_eq!(
+            n.step_to(0, "no usable run yet", s(201)).as_deref(),
+            Some("round 2 on P3: 0 of 20 (no usable run yet)")
+        );
+    }
 
     #[test]
     fn no_color_is_honoured() {

@@ -10,53 +10,76 @@ use anyhow::Context as _;
 
 use crate::debug::beside::Beside;
 
-/// The section in words, to follow the report (empty: nothing to add).
-pub fn render(b: &Beside) -> String {
-    let mut s = String::new();
+/// The section's lines, each at its depth (0: an item, 1: its detail),
+/// for the words and for report.html alike (empty: nothing to add).
+pub fn lines(b: &Beside) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
     if let Some(p) = &b.pattern {
-        let _ = writeln!(
-            s,
-            "  Mined pattern (in {} of {} failing and {} of {} passing runs): {}",
-            p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
-        );
+        out.push((
+            0,
+            format!(
+                "Mined pattern (in {} of {} failing and {} of {} passing runs): {}",
+                p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
+            ),
+        ));
         if let Some(d) = p.deps.first() {
             let more = match p.deps.len() {
                 1 => String::new(),
                 n => format!(" (and {} more)", n - 1),
             };
-            let _ = writeln!(s, "    dependence: {d}{more}");
+            out.push((1, format!("dependence: {d}{more}")));
         }
     }
     if let Some(c) = &b.chain {
-        let _ = writeln!(
-            s,
-            "  Run {} (failed) against run {} (passed), from the dual slice, untested:",
-            c.fail, c.pass
-        );
-        let _ = writeln!(s, "    {}", shown_chain(&c.steps));
+        out.push((
+            0,
+            format!(
+                "Run {} (failed) against run {} (passed), from the dual slice, untested:",
+                c.fail, c.pass
+            ),
+        ));
+        out.push((1, shown_chain(&c.steps)));
     }
     if let Some(file) = &b.patterns_file {
-        let _ = writeln!(s, "  Pattern predicates from {file}:");
+        out.push((0, format!("Pattern predicates from {file}:")));
         for p in &b.pattern_predicates {
             let tag = if p.fully_discriminative { ", fully discriminative" } else { "" };
-            let _ = writeln!(
-                s,
-                "    {} holds in {} of {} failing and {} of {} passing runs (precision {:.2}, recall {:.2}{tag}): {}",
-                p.id,
-                p.failing_true,
-                p.failing,
-                p.passing_true,
-                p.passing,
-                p.precision,
-                p.recall,
-                p.description
-            );
+            out.push((
+                1,
+                format!(
+                    "{} holds in {} of {} failing and {} of {} passing runs (precision {:.2}, recall {:.2}{tag}): {}",
+                    p.id,
+                    p.failing_true,
+                    p.failing,
+                    p.passing_true,
+                    p.passing,
+                    p.precision,
+                    p.recall,
+                    p.description
+                ),
+            ));
         }
     }
     for n in &b.notes {
-        let _ = writeln!(s, "  ({n})");
+        out.push((0, format!("({n})")));
     }
-    if s.is_empty() { s } else { format!("\nBeside the causal path:\n{s}") }
+    out
+}
+
+/// The section's heading, in words and in report.html.
+pub const HEADING: &str = "Beside the causal path";
+
+/// The section in words, to follow the report (empty: nothing to add).
+pub fn render(b: &Beside) -> String {
+    let lines = lines(b);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\n{HEADING}:\n");
+    for (depth, line) in lines {
+        let _ = writeln!(s, "{}{line}", "  ".repeat(depth + 1));
+    }
+    s
 }
 
 /// Steps of a comparison chain shown at most, and differences per step:

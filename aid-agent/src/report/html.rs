@@ -3,13 +3,15 @@
 //! with their evidence, the AC-DAG drawn with the path highlighted and
 //! joined to the failure, a timeline of one failing and one passing run
 //! side by side (threads as lanes, calls as slices, predicate events and
-//! interventions marked), and the ranking table.
+//! interventions marked, each call's bar labelled), what the other
+//! explainers add beside the causal path (as `report.txt` says it), and
+//! the ranking table.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use super::{DebugReport, dot, facts::PredicateView};
+use super::{DebugReport, beside as beside_words, dot, facts::PredicateView};
 use crate::{
-    debug::Diagnosis,
+    debug::{Diagnosis, beside::Beside},
     model::{Label, Point, Role, Run},
     predicates::{Kind, PredId},
     util::human::{count, duration},
@@ -59,6 +61,7 @@ svg text { font-family: system-ui, Helvetica, Arial, sans-serif; }
 .lane-name { font-size: 11px; fill: #3e4654; }
 .slice { fill: #7aa6d8; stroke: #4c79ad; stroke-width: .5; }
 .slice.hot { fill: #f19a86; stroke: #c2412a; }
+.bar-label { font-size: 8px; fill: #1d2330; pointer-events: none; }
 .mark-pred { fill: #d0341b; color: #d0341b; }
 .mark-iv { fill: #1c7a3a; color: #1c7a3a; }
 .mark-noise { fill: #b7791f; color: #b7791f; }
@@ -74,8 +77,13 @@ tr.on-path td { background: #fff4f2; }
 
 /// The whole page. `intervened` is a passing run made under the root
 /// cause's intervention, shown next to a failing run; without one, an
-/// observed passing run is shown.
-pub fn render(r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) -> String {
+/// observed passing run is shown. `beside`: what the other explainers add.
+pub fn render(
+    r: &DebugReport<'_>,
+    d: &Diagnosis,
+    intervened: Option<&Run>,
+    beside: &Beside,
+) -> String {
     let mut s = String::new();
     let noun = r.noun;
     let title = d
@@ -111,6 +119,7 @@ pub fn render(r: &DebugReport<'_>, d: &Diagnosis, intervened: Option<&Run>) -> S
         }
     );
     cause(&mut s, r);
+    s.push_str(&beside_section(beside));
     s.push_str("<h2>Approximate causal DAG</h2>\n<p class=\"guide\">An arrow P → Q: P happened before Q in every failing run. In red, the causal path aid confirmed by intervening, from the root cause to the failure.</p>\n");
     let path = d.discovery.as_ref().map(|x| x.path.clone()).unwrap_or_default();
     dag(&mut s, d, &path, noun);
@@ -201,6 +210,38 @@ fn cause(s: &mut String, r: &DebugReport<'_>) {
         }
         s.push_str("</ul>\n");
     }
+}
+
+/// "Beside the causal path": the lines `report.txt` ends with, an item
+/// per line and its details as a list under it (empty: nothing to add).
+fn beside_section(b: &Beside) -> String {
+    let lines = beside_words::lines(b);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut s =
+        format!("<h2>{}</h2>\n<ul class=\"beside\" id=\"beside\">\n", beside_words::HEADING);
+    let mut details = false;
+    for (i, (depth, line)) in lines.iter().enumerate() {
+        match depth {
+            0 => {
+                if i > 0 {
+                    s.push_str(if details { "</ul></li>\n" } else { "</li>\n" });
+                }
+                details = false;
+                let _ = write!(s, "<li>{}", esc(line));
+            }
+            _ => {
+                if !details {
+                    s.push_str("<ul>");
+                    details = true;
+                }
+                let _ = write!(s, "<li>{}</li>", esc(line));
+            }
+        }
+    }
+    s.push_str(if details { "</ul></li>\n</ul>\n" } else { "</li>\n</ul>\n" });
+    s
 }
 
 /// The AC-DAG drawn in SVG with a layered layout (no Graphviz needed).
@@ -416,7 +457,7 @@ fn timelines(s: &mut String, r: &DebugReport<'_>, d: &Diagnosis, intervened: Opt
         (first, last.saturating_sub(first))
     };
     let span = window(failing).1.max(window(passing).1).max(1);
-    s.push_str("<h2>Timeline</h2>\n<p class=\"guide\">One failing and one passing run on the same time scale, each from its first traced call: each lane is a thread, each bar a call of a traced function (hover for its name, duration and return value).</p>\n<div class=\"timelines\">\n");
+    s.push_str("<h2>Timeline</h2>\n<p class=\"guide\">One failing and one passing run on the same time scale, each from its first traced call: each lane is a thread, each bar a call of a traced function, labelled f#n for the n-th call of f on that thread (hover for when it started, its duration and return value).</p>\n<div class=\"timelines\">\n");
     let noun = r.noun;
     let title_fail = format!("failing {noun} {} ({})", failing.id, failing.outcome.reason);
     let title_pass = if intervened.is_some_and(|x| x.id == passing.id) {
@@ -440,7 +481,7 @@ fn lanes(
 ) {
     const W: f64 = 560.0;
     const LEFT: f64 = 110.0;
-    const ROW: f64 = 9.0;
+    const ROW: f64 = 12.0;
     const MAX_CALLS: usize = 4000;
     let funcs = &d.session.functions;
     let hot_sites: Vec<(u32, Role, u32)> = d
@@ -518,18 +559,16 @@ fn lanes(
         let x1 = x_of(c.entry_ns);
         let x2 = x_of(c.exit_ns.unwrap_or(run.end_ns)).max(x1 + 1.0);
         let hot = hot_sites.contains(&(c.func, c.role, c.instance));
+        let (by, bw, bh) = (ly + 4.0 + depth[i] as f64 * ROW, x2 - x1, ROW - 1.5);
+        // The label is drawn in a viewport of the bar's size, which clips
+        // it to the bar: a short call shows the start of its name.
         let _ = writeln!(
             s,
-            "<rect class=\"slice{}\" x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"><title>call {} of {} on {}: {}{}</title></rect>",
+            "<g class=\"call\"><title>{}</title><rect class=\"slice{}\" x=\"{x1:.1}\" y=\"{by:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\"/><svg x=\"{x1:.1}\" y=\"{by:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\"><text class=\"bar-label\" x=\"2\" y=\"{:.1}\">{}</text></svg></g>",
+            esc(&bar_title(c, &f.name, &run.role_name(c.role), origin)),
             if hot { " hot" } else { "" },
-            ly + 4.0 + depth[i] as f64 * ROW,
-            x2 - x1,
-            ROW - 1.5,
-            c.instance,
-            esc(&f.name),
-            esc(&run.role_name(c.role)),
-            c.duration_ns().map_or_else(|| "did not return".to_owned(), duration),
-            c.ret.map_or(String::new(), |v| format!(", returned {v}"))
+            bh - 2.0,
+            esc(&bar_label(c, &f.name))
         );
     }
     for m in marks(d, run, names) {
@@ -549,6 +588,25 @@ fn lanes(
         );
     }
     s.push_str("</svg></section>\n");
+}
+
+/// A call's bar label: "fetch#2", the 2nd call of fetch on its thread
+/// (the lane), as the comparison chains say it.
+pub(super) fn bar_label(c: &crate::model::Call, name: &str) -> String {
+    format!("{name}#{}", c.instance)
+}
+
+/// A call's tooltip: the call in the report's words, when it started after
+/// the timeline's first call (`origin`), how long it took, what it returned.
+pub(super) fn bar_title(c: &crate::model::Call, name: &str, role: &str, origin: u64) -> String {
+    format!(
+        "call {} of {name} on {role}: start +{}, {}{}",
+        c.instance,
+        duration(c.entry_ns.saturating_sub(origin)),
+        c.duration_ns()
+            .map_or_else(|| "did not return".to_owned(), |n| format!("duration {}", duration(n))),
+        c.ret.map_or(String::new(), |v| format!(", returned {v}"))
+    )
 }
 
 /// The ranking table, like `aid-agent analyze`.

@@ -387,12 +387,13 @@ pub struct Saved {
 
 /// Writes `report.txt` (the words, plain), `report.json`, `dag.dot` (the
 /// AC-DAG, causal path highlighted and joined to the failure),
-/// `report.html`, and with `svg` `dag.svg` (when Graphviz is installed)
-/// into the session directory.
+/// `report.html` (with what lies `beside` the path), and with `svg`
+/// `dag.svg` (when Graphviz is installed) into the session directory.
 pub fn save(
     dir: &Path,
     report: &DebugReport<'_>,
     diagnosis: &Diagnosis,
+    beside: &crate::debug::beside::Beside,
     svg: bool,
 ) -> anyhow::Result<Saved> {
     let write = |name: &str, bytes: &[u8]| {
@@ -431,7 +432,7 @@ pub fn save(
             .find(|r| r.id == id),
         None => None,
     };
-    let page = html::render(report, diagnosis, intervened.as_ref());
+    let page = html::render(report, diagnosis, intervened.as_ref(), beside);
     write("report.html", page.as_bytes())?;
     Ok(saved)
 }
