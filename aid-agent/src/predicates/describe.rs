@@ -365,7 +365,7 @@ impl<'c> Names<'c> {
                     }
                     _ => some.clone(),
                 };
-                let last = if key.arg == 1 {
+                let last = if key.arg == super::locks::LAST {
                     ", the last to hold it before that call took it again"
                 } else {
                     ""

@@ -26,7 +26,8 @@
 //! may still separate them: B's was the *last* section between A's two,
 //! the one whose state A's second section found (a remote section that
 //! a later one undid — an `erase` followed by an `append` — leaves A's
-//! check true). It is learned only where the wide form is not. The negating intervention serialises the two groups
+//! check true). It is learned only where the wide form is not ([`LAST`]
+//! in the key's `arg`). The negating intervention serialises the two groups
 //! (on the same object, when the failing runs agree on the argument both
 //! calls pass), which leaves no room between A's sections. Runs without
 //! sync-point events (observation runs, before any amplification) show no
@@ -46,6 +47,10 @@ use crate::util::fxhash::{FxMap, FxSet};
 /// critical sections of a call of A on it (with `last`: it was the last
 /// to hold it before A took it again).
 pub(super) type Interleaving = (GroupKey, GroupKey, bool);
+
+/// The `arg` of an [`Kind::Interleaved`] key in its narrow form (B's was
+/// the last section between A's two); 0 is the wide form.
+pub(super) const LAST: u8 = 1;
 
 /// What one run shows of an interleaving: the earliest moment (the later
 /// of the two calls' entries, where serialising acts) and, when the two
@@ -95,11 +100,15 @@ pub(super) fn interleavings(
                     let at_ns = ca.entry_ns.max(cb.entry_ns);
                     let shared =
                         shared_arg(ca, mask(ca.func), cb, mask(cb.func)).map(|(x, y, _)| (x, y));
-                    for form in [false, true].into_iter().take(1 + usize::from(last)) {
-                        let e = out.entry((ga, gb, form)).or_insert(Seen { at_ns, shared });
+                    let mut note = |key: Interleaving| {
+                        let e = out.entry(key).or_insert(Seen { at_ns, shared });
                         if at_ns < e.at_ns {
                             *e = Seen { at_ns, shared };
                         }
+                    };
+                    note((ga, gb, false));
+                    if last {
+                        note((ga, gb, true));
                     }
                 }
             }
@@ -166,7 +175,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                     func: gb.0,
                     calls: Calls::Group { class: gb.1, within: gb.2 },
                 }),
-                arg: u8::from(last),
+                arg: if last { LAST } else { 0 },
                 callee: None,
             };
             let iv = Intervention::SerializeGroups {
