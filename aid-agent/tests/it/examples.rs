@@ -554,7 +554,16 @@ fn injected_noise_is_never_a_predicate() {
 /// Amplification reaches a race that rarely shows on its own (issue 10):
 /// two-lock-race's window is a few instructions between an unlock and the
 /// next lock, and it failed 0 times in 1000 runs natively on a quiet
-/// machine. On a loaded one the traced program fails more often (CI, two
+/// machine (3 of 200 on 2026-11-28). The test names the three functions
+/// with `-t`, as a user who knows them would: with no `-t`, `debug`
+/// records the C library's lock and unlock calls in every run when they
+/// fit the budget, and those probes sit on the unlock path and widen the
+/// window; on 2026-11-28 the program then failed in 7 and 10 of its first
+/// 40 traced runs on a quiet machine (so it is not rare under that
+/// tracing, and noise then made it rarer: 3 of 116 and 2 of 196 noisy
+/// runs failed, one of them without a hold; the CI run of f861b1a missed
+/// this test that way). Named functions leave the lock probes to the runs
+/// that amplify; 0 of the first 40 runs failed in 3 of 3 sessions that day. On a loaded one the traced program fails more often (CI, two
 /// vCPUs shared with other jobs: 10 of 103 runs), above the 5 % under
 /// which `debug` amplifies by default; so the test says where "rare"
 /// begins, `--amplify-below 50%`: fewer than 20 of the first 40 runs fail
@@ -568,24 +577,43 @@ fn injected_noise_is_never_a_predicate() {
 /// is rare"). Either way in is amplification; the test asks for one.
 ///
 /// Acceptance rule: one session (no retry) must have at least 5 failing
-/// runs among its amplified runs, each held by noise. Amplified runs are
+/// runs among its runs held by noise, and its held runs must fail more
+/// often than its runs without noise (the first 40, or 80). Held runs are
 /// those of the amplifying observation (up to 160 after the first 40) and
-/// the intervened runs, which carry noise too. Amplified runs fail 5–13 %
-/// of the time (BENCHMARKS.md: 9.3 % with random delays and 5.3 % with
-/// PCT-style change points at the first level, 150 runs each, more at the
-/// next), so 160 of them show fewer than 5 failures with a probability of
-/// about 1 % (binomial, mean 11.7); the program's own rate on a quiet
-/// machine, at most 0.5 % in the README's measurements, would give 5
-/// failures in 160 runs with a probability below 0.2 %. Eight sessions of
-/// the release build on 2026-11-24 had 150–160 amplifying runs with 16–28
-/// failing, and 220–351 amplified runs in all. (On a loaded machine the
-/// count alone does not tell noise from load; the held check still holds.)
+/// the intervened runs in which a noise point held a thread. Amplified
+/// runs fail 5–13 % of the time (BENCHMARKS.md: 9.3 % with random delays
+/// and 5.3 % with PCT-style change points at the first level, 150 runs
+/// each, more at the next), so 160 of them show fewer than 5 failures with
+/// a probability of about 1 % (binomial, mean 11.7); the program's own
+/// rate on a quiet machine, at most 0.5 % in the README's measurements,
+/// would give 5 failures in 160 runs with a probability below 0.2 %. Eight
+/// sessions of the release build on 2026-11-24 had 150–160 amplifying runs
+/// with 16–28 failing, and 220–351 amplified runs in all. Until 2026-11-28
+/// the rule asked every failing noisy run to have been held; that is not
+/// what the program does: once the noise is focused, the runs with the
+/// plan off carry the lock probes but no hold, and fail now and then as
+/// the probes widen the window (1 of 11 such runs in one session; 2 of 6
+/// sessions had one). The comparison with the same session's runs without
+/// noise says what the held check said, that the noise and not the
+/// machine's load made the failures, and holds on a loaded machine too.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn amplification_makes_two_lock_race_fail() {
     let _alone = alone();
     let exe = build("two-lock-race");
-    let (_tmp, out, output) = debug_session(&exe, &["--amplify-below", "50%"]);
+    let (_tmp, out, output) = debug_session(
+        &exe,
+        &[
+            "--amplify-below",
+            "50%",
+            "-t",
+            "account_withdraw",
+            "-t",
+            "client",
+            "-t",
+            "account_balance",
+        ],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("failures are rare (")
@@ -593,20 +621,21 @@ fn amplification_makes_two_lock_race_fail() {
         "{stderr}"
     );
     let s = aid::store::load(&out).unwrap();
-    let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
-    let failing: Vec<&aid::model::Run> = amplified.iter().copied().filter(|r| r.failed()).collect();
-    assert!(
-        failing.len() >= 5,
-        "{} failing of {} amplified runs ({} in all)\n{stderr}",
-        failing.len(),
-        amplified.len(),
+    let rate = |runs: &[&aid::model::Run]| {
+        let failing = runs.iter().filter(|r| r.failed()).count();
+        (failing, runs.len(), failing as f64 / runs.len().max(1) as f64)
+    };
+    let held: Vec<&aid::model::Run> =
+        s.runs.iter().filter(|r| r.noise.iter().any(|n| n.held_ns > 0)).collect();
+    let plain: Vec<&aid::model::Run> = s.runs.iter().filter(|r| r.noise.is_empty()).collect();
+    let (held_failing, held_runs, held_rate) = rate(&held);
+    let (plain_failing, plain_runs, plain_rate) = rate(&plain);
+    let said = format!(
+        "{held_failing} failing of {held_runs} runs held by noise, {plain_failing} of {plain_runs} without noise ({} in all)\n{stderr}",
         s.runs.len()
     );
-    assert!(
-        failing.iter().all(|r| r.noise.iter().any(|n| n.held_ns > 0)),
-        "an amplified run failed without being held: {:?}",
-        failing.iter().find(|r| r.noise.iter().all(|n| n.held_ns == 0)).map(|r| r.id)
-    );
+    assert!(held_failing >= 5, "{said}");
+    assert!(held_rate > plain_rate, "{said}");
 }
 
 /// Default mode on a program with a hot helper (issue 10): `debug` with
