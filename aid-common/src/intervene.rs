@@ -44,7 +44,7 @@ const _: () = assert!(size_of::<SiteKey>() == 16);
 /// function on the role (instances are numbered from 1).
 pub const ANY_INSTANCE: u32 = 0;
 
-/// Set in a watched site's time (`AID_WATCH`) while the thread that
+/// Set in a stamped site's time (`AID_STAMPS`) while the thread that
 /// reached it is stopped there for the agent: reached, not yet let go. The
 /// agent replaces it with the time it resumes the thread: a call held at
 /// its entry has not begun, nor a held return returned, until then.

@@ -26,7 +26,7 @@ pub const MAP_CALLS: &str = "AID_CALLS";
 pub const MAP_ACTIONS: &str = "AID_ACTIONS";
 /// `SiteKey -> timestamp`: sites whose occurrence somebody waits for, and
 /// when they happened (0 = not yet).
-pub const MAP_WATCH: &str = "AID_WATCH";
+pub const MAP_STAMPS: &str = "AID_STAMPS";
 /// `tid -> Pending`: the action a stopped thread wants from the agent.
 pub const MAP_PENDING: &str = "AID_PENDING";
 /// Array of one `u32`: in live-unit mode, the unit function's id + 1 (0
@@ -86,7 +86,7 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_ROLES,
     MAP_CALLS,
     MAP_ACTIONS,
-    MAP_WATCH,
+    MAP_STAMPS,
     MAP_PENDING,
     MAP_LIVE_UNIT,
     MAP_UNIT_STATE,

@@ -1,5 +1,5 @@
 //! Intervened runs only: numbering call instances per thread role, marking
-//! watched sites as happened, counting the running calls of serialised
+//! stamped sites as happened, counting the running calls of serialised
 //! groups, keeping the entry registers of calls that may be re-executed,
 //! and stopping a thread for the agent when the action installed at its
 //! site is due.
@@ -18,8 +18,8 @@ use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
 use crate::maps::{
     AID_ACTIONS, AID_CALLS, AID_ENTRY_REGS, AID_GROUPS, AID_LIVE_UNIT, AID_OPEN_MEMBER,
-    AID_PENDING, AID_REG_SCRATCH, AID_REPLAY, AID_ROLES, AID_RUNNING, AID_SCRATCH, AID_STOP_SIGNAL,
-    AID_UNIT_STATE, AID_WATCH, global,
+    AID_PENDING, AID_REG_SCRATCH, AID_REPLAY, AID_ROLES, AID_RUNNING, AID_SCRATCH, AID_STAMPS,
+    AID_STOP_SIGNAL, AID_UNIT_STATE, global,
 };
 
 /// `BPF_NOEXIST`: insert only if the key is new.
@@ -259,7 +259,7 @@ pub fn try_exit(
 
 #[inline(always)]
 fn mark(site: &SiteKey, ts: u64) {
-    if let Some(seen) = AID_WATCH.get_ptr_mut(site) {
+    if let Some(seen) = AID_STAMPS.get_ptr_mut(site) {
         // SAFETY: a store into a map value.
         unsafe { *seen = ts };
     }
@@ -539,10 +539,10 @@ fn leave_unit(tid: u32) {
     }
 }
 
-/// Whether a watched site is still to come: not reached, or reached by a
+/// Whether a stamped site is still to come: not reached, or reached by a
 /// thread the agent holds there.
 #[inline(always)]
 fn awaited(site: &SiteKey) -> bool {
     // SAFETY: a read of a map value, copied out at once.
-    unsafe { AID_WATCH.get(site) }.copied().is_some_and(|t| t == 0 || t & HELD_MARK != 0)
+    unsafe { AID_STAMPS.get(site) }.copied().is_some_and(|t| t == 0 || t & HELD_MARK != 0)
 }

@@ -44,7 +44,7 @@ pub static AID_CALLS: HashMap<CallKey, CallStack> = HashMap::with_max_entries(65
 #[map]
 pub static AID_ACTIONS: HashMap<SiteKey, Action> = HashMap::with_max_entries(4096, 0);
 #[map]
-pub static AID_WATCH: HashMap<SiteKey, u64> = HashMap::with_max_entries(4096, 0);
+pub static AID_STAMPS: HashMap<SiteKey, u64> = HashMap::with_max_entries(4096, 0);
 #[map]
 pub static AID_PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(16384, 0);
 #[map]

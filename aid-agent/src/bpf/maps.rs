@@ -5,9 +5,9 @@
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, HELD_MARK, LostSlot,
     MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST,
-    MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING,
-    MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, MAP_WATCH, OpenMember, Pending, ProbeErrorKind,
-    Replay, RunningKey, SiteKey, TargetFlags, TargetState, UNITS_IN_FLIGHT, UnitState,
+    MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_STAMPS,
+    MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, OpenMember, Pending, ProbeErrorKind, Replay,
+    RunningKey, SiteKey, TargetFlags, TargetState, UNITS_IN_FLIGHT, UnitState,
 };
 use aya::{
     Ebpf,
@@ -86,7 +86,7 @@ impl Probes {
         clear::<u32, u32>(&mut self.ebpf, MAP_ROLES)?;
         clear::<CallKey, CallStack>(&mut self.ebpf, MAP_CALLS)?;
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)?;
-        clear::<SiteKey, u64>(&mut self.ebpf, MAP_WATCH)?;
+        clear::<SiteKey, u64>(&mut self.ebpf, MAP_STAMPS)?;
         clear::<u32, Pending>(&mut self.ebpf, MAP_PENDING)?;
         clear::<u32, UnitState>(&mut self.ebpf, MAP_UNIT_STATE)?;
         clear::<u32, Replay>(&mut self.ebpf, MAP_REPLAY)?;
@@ -147,7 +147,7 @@ impl Probes {
         m.insert(tid, replay, 0).map_err(|e| map_err(MAP_REPLAY, e))
     }
 
-    /// Removes every action (the watch marks stay).
+    /// Removes every action (the stamps stay).
     pub fn clear_actions(&mut self) -> Result<(), ProbeError> {
         clear::<SiteKey, Action>(&mut self.ebpf, MAP_ACTIONS)
     }
@@ -173,41 +173,41 @@ impl Probes {
     }
 
     /// Asks the kernel to record when `site` happens.
-    pub fn watch(&mut self, site: SiteKey) -> Result<(), ProbeError> {
-        let mut watch: BpfHashMap<_, SiteKey, u64> = map(&mut self.ebpf, MAP_WATCH)?;
-        if watch.get(&site, 0).is_err() {
-            watch.insert(site, 0, 0).map_err(|e| map_err(MAP_WATCH, e))?;
+    pub fn stamp(&mut self, site: SiteKey) -> Result<(), ProbeError> {
+        let mut stamps: BpfHashMap<_, SiteKey, u64> = map(&mut self.ebpf, MAP_STAMPS)?;
+        if stamps.get(&site, 0).is_err() {
+            stamps.insert(site, 0, 0).map_err(|e| map_err(MAP_STAMPS, e))?;
         }
         Ok(())
     }
 
-    /// Marks a watched `site` as happened at `ns` (monotonic) if a thread
+    /// Marks a stamped `site` as happened at `ns` (monotonic) if a thread
     /// is held there ([`HELD_MARK`]): the agent lets it go now. A site
     /// nothing waits for is not in the map.
     pub fn let_go(&mut self, site: &SiteKey, ns: u64) {
-        let Ok(mut watch) = map::<BpfHashMap<_, SiteKey, u64>>(&mut self.ebpf, MAP_WATCH) else {
+        let Ok(mut stamps) = map::<BpfHashMap<_, SiteKey, u64>>(&mut self.ebpf, MAP_STAMPS) else {
             return;
         };
-        if watch.get(site, 0).is_ok_and(|t| t & HELD_MARK != 0) {
-            let _ = watch.insert(site, ns, 0);
+        if stamps.get(site, 0).is_ok_and(|t| t & HELD_MARK != 0) {
+            let _ = stamps.insert(site, ns, 0);
         }
     }
 
     /// When `site` happened (monotonic ns), if it has: a thread reached it
     /// and, if the agent held it there, was let go.
     pub fn happened(&self, site: &SiteKey) -> Option<u64> {
-        self.watched(site).filter(|t| *t != 0 && t & HELD_MARK == 0)
+        self.stamped(site).filter(|t| *t != 0 && t & HELD_MARK == 0)
     }
 
     /// When a thread reached `site` (monotonic ns), let go or not.
     pub fn reached(&self, site: &SiteKey) -> Option<u64> {
-        self.watched(site).filter(|t| *t != 0).map(|t| t & !HELD_MARK)
+        self.stamped(site).filter(|t| *t != 0).map(|t| t & !HELD_MARK)
     }
 
-    fn watched(&self, site: &SiteKey) -> Option<u64> {
-        let watch: BpfHashMap<_, SiteKey, u64> =
-            BpfHashMap::try_from(self.ebpf.map(MAP_WATCH)?).ok()?;
-        watch.get(site, 0).ok()
+    fn stamped(&self, site: &SiteKey) -> Option<u64> {
+        let stamps: BpfHashMap<_, SiteKey, u64> =
+            BpfHashMap::try_from(self.ebpf.map(MAP_STAMPS)?).ok()?;
+        stamps.get(site, 0).ok()
     }
 
     /// Counts the calls of `member` while they run, as `slot` says (group

@@ -183,8 +183,8 @@ impl RunSource for ServiceSource<'_> {
             for (member, slot) in &plan.groups {
                 probes.set_group(*member, *slot)?;
             }
-            for site in &plan.watch {
-                probes.watch(*site)?;
+            for site in &plan.stamp {
+                probes.stamp(*site)?;
             }
             for (site, action, _) in &plan.actions {
                 probes.set_action(*site, *action)?;

@@ -35,7 +35,7 @@ use aid_common::{Action, ActionKind, SYNC_SITE_FUNC, SiteKey, SitePoint};
 use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::{
-    intervene::plan,
+    intervene::plan::{self, Plan},
     model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Point, Probe, Role, Run, Site},
 };
 
@@ -292,6 +292,28 @@ pub fn site_key(at: NoiseAt) -> SiteKey {
         NoiseAt::Sync { role, step } => {
             SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY }
         }
+    }
+}
+
+impl Plan {
+    /// Adds the noise of a run (failure amplification, `noise.rs`): a
+    /// delay or a PCT change point at a traced call's entry or at a
+    /// thread's k-th synchronisation point, whose probes the run then
+    /// needs. Noise is dropped where an intervention already acts.
+    pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
+        self.sync_points = true;
+        for n in noise {
+            let key = site_key(n.at);
+            if self.actions.iter().any(|(k, _, _)| *k == key) {
+                continue;
+            }
+            // A point left off this run is recorded, not installed.
+            if let Some(action) = action(n.action) {
+                self.actions.push((key, action, usize::MAX));
+            }
+            self.noise.push(n.clone());
+        }
+        self
     }
 }
 

@@ -1,5 +1,5 @@
 //! Interventions (AID Fig. 2, column 3) as kernel actions: which site of
-//! which call gets which action, what the kernel must watch for or count,
+//! which call gets which action, what the kernel must time-stamp or count,
 //! and — after the run — whether each intervention was carried out.
 //!
 //! An action key names one call (function, role, instance, entry|exit) or,
@@ -40,7 +40,7 @@ pub struct Plan {
     /// (site, action, index of the intervention it serves).
     pub actions: Vec<(SiteKey, Action, usize)>,
     /// Sites whose occurrence the kernel must time-stamp.
-    pub watch: Vec<SiteKey>,
+    pub stamp: Vec<SiteKey>,
     /// Calls the kernel counts while they run, for group serialisation.
     pub groups: Vec<(GroupMember, GroupSlot)>,
     /// Interventions that could not be installed: another one already acts
@@ -62,7 +62,7 @@ struct Builder<'a> {
     functions: &'a [Function],
     timeout_us: u64,
     wanted: Vec<(SiteKey, Action)>,
-    watch: Vec<SiteKey>,
+    stamp: Vec<SiteKey>,
     groups: Vec<(GroupMember, GroupSlot)>,
     /// The plan's groups so far (id = index + 1), by the calls they count
     /// and the argument carrying the object.
@@ -161,14 +161,14 @@ impl Builder<'_> {
             }
             Intervention::HoldUntil { site, point, until, until_point } => {
                 let other = site_key(*until, *until_point);
-                self.watch.push(other);
+                self.stamp.push(other);
                 let a = self.action(ActionKind::HOLD_UNTIL, 0, other);
                 self.want(site_key(*site, *point), a);
             }
             Intervention::Serialize { a, b } => {
                 for s in [a, b] {
-                    self.watch.push(site_key(*s, Point::Entry));
-                    self.watch.push(site_key(*s, Point::Exit));
+                    self.stamp.push(site_key(*s, Point::Entry));
+                    self.stamp.push(site_key(*s, Point::Exit));
                 }
                 let (entry_a, entry_b) = (site_key(*a, Point::Entry), site_key(*b, Point::Entry));
                 let pair = self.pair(entry_a, entry_b);
@@ -282,7 +282,7 @@ impl Plan {
                 functions,
                 timeout_us,
                 wanted: Vec::new(),
-                watch: Vec::new(),
+                stamp: Vec::new(),
                 groups: Vec::new(),
                 known_groups: &mut known_groups,
                 known_pairs: &mut known_pairs,
@@ -316,36 +316,16 @@ impl Plan {
             plan.actions.extend(
                 b.wanted.into_iter().filter(|(k, _)| !taken.contains(k)).map(|(k, a)| (k, a, i)),
             );
-            plan.watch.extend(b.watch);
+            plan.stamp.extend(b.stamp);
             for g in b.groups {
                 if !plan.groups.contains(&g) {
                     plan.groups.push(g);
                 }
             }
         }
-        plan.watch.sort();
-        plan.watch.dedup();
+        plan.stamp.sort();
+        plan.stamp.dedup();
         plan
-    }
-
-    /// Adds the noise of a run (failure amplification, `noise.rs`): a
-    /// delay or a PCT change point at a traced call's entry or at a
-    /// thread's k-th synchronisation point, whose probes the run then
-    /// needs. Noise is dropped where an intervention already acts.
-    pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
-        self.sync_points = true;
-        for n in noise {
-            let key = super::noise::site_key(n.at);
-            if self.actions.iter().any(|(k, _, _)| *k == key) {
-                continue;
-            }
-            // A point left off this run is recorded, not installed.
-            if let Some(action) = super::noise::action(n.action) {
-                self.actions.push((key, action, usize::MAX));
-            }
-            self.noise.push(n.clone());
-        }
-        self
     }
 
     /// The key of the action a stop at `site` served: the stop's own,
@@ -434,13 +414,13 @@ mod tests {
     }
 
     #[test]
-    fn serialize_installs_two_holds_and_watches_four_sites() {
+    fn serialize_installs_two_holds_and_stamps_four_sites() {
         let plan = plan(&[Intervention::Serialize { a: site(0, 1, 1), b: site(0, 2, 1) }]);
         assert_eq!(plan.actions.len(), 2);
         assert!(plan.actions.iter().all(|(_, a, _)| a.kind == ActionKind::HOLD_WHILE_RUNNING
             && a.timeout_us == 500_000
             && a.value == 1));
-        assert_eq!(plan.watch.len(), 4);
+        assert_eq!(plan.stamp.len(), 4);
     }
 
     /// Each pair of calls is decided on its own key; the same two calls

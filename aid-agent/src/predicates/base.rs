@@ -3,6 +3,8 @@
 //! call site ([`Baseline`]), the error test of a return type, and the
 //! learned predicate before it gets its id and words.
 
+use serde::{Deserialize, Serialize};
+
 use super::{
     Anchor, Condition, ExtractConfig, PredKey,
     classes::{ClassId, Classes},
@@ -87,7 +89,7 @@ pub(super) struct Funcs {
     /// (function, class) pairs whose calls are told apart by caller.
     pub by_caller: FxSet<(FuncId, ClassId)>,
     /// What aid's sync-point probes do to locks (`sections.rs`).
-    pub lock_ops: Vec<super::sections::LockOp>,
+    pub lock_ops: Vec<LockOp>,
     /// Lock acquisitions (1) and releases (2) among them, for cycles.
     pub lock_calls: Vec<u8>,
     /// What each function's entry reads of an argument's pointee.
@@ -156,3 +158,19 @@ pub(super) fn run_local(t: ValueType, v: i64) -> bool {
 
 /// A learned predicate before it gets its id and words.
 pub(super) type Learned = (PredKey, Condition, Anchor, Option<Intervention>);
+
+/// What a synchronisation-point function does to a lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockOp {
+    /// Nothing to a lock (a traced function, a semaphore, a sleep).
+    #[default]
+    None,
+    /// Takes the lock its first argument points to, exclusively.
+    Acquire,
+    /// Lets go of the lock its first argument points to.
+    Release,
+    /// A condition wait: lets go of the mutex its second argument points
+    /// to, and takes it again before it returns.
+    Wait,
+}

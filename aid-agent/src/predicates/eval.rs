@@ -74,9 +74,9 @@ struct Evaluator<'c, 'r> {
     /// The run's critical sections, computed when first needed.
     sections: Option<Vec<sections::Section>>,
     /// Lock-section interleavings of the run, computed when first needed.
-    interleavings: Option<FxMap<locks::Interleaving, locks::Seen>>,
+    interleavings: Option<FxMap<locks::Interleaving, sections::Seen>>,
     /// Sections taken before another call's first section on the lock.
-    early: Option<FxMap<sections::Early, locks::Seen>>,
+    early: Option<FxMap<sections::Early, sections::Seen>>,
     /// Lock-order cycles of the run, computed when first needed.
     cycles: Option<FxMap<deadlock::Cycle, deadlock::Seen>>,
     /// The traced functions each call went on to call, computed when first

@@ -38,7 +38,7 @@ use super::{
     base::{Funcs, Learned},
     calls::{call_set, shared_arg},
     index::{GroupKey, RunIndex},
-    sections::{Section, sections},
+    sections::{Section, Seen, sections},
 };
 use crate::model::{Intervention, Role};
 use crate::util::fxhash::{FxMap, FxSet};
@@ -51,15 +51,6 @@ pub(super) type Interleaving = (GroupKey, GroupKey, bool);
 /// The `arg` of an [`Kind::Interleaved`] key in its narrow form (B's was
 /// the last section between A's two); 0 is the wide form.
 pub(super) const LAST: u8 = 1;
-
-/// What one run shows of an interleaving: the earliest moment (the later
-/// of the two calls' entries, where serialising acts) and, when the two
-/// calls shared a pointer argument, its positions (A's, B's; 0-based).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Seen {
-    pub at_ns: u64,
-    pub shared: Option<(u8, u8)>,
-}
 
 /// Every interleaving of the run, with what it showed first.
 pub(super) fn interleavings(

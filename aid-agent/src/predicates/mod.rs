@@ -44,13 +44,13 @@ mod pairs;
 mod races;
 mod sections;
 
+pub use base::LockOp;
 pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
 pub use learn::learn;
 pub use objects::ObjectName;
 pub use pairs::PairMember;
 pub use races::{RaceEvidence, RaceVerdict};
-pub use sections::LockOp;
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.

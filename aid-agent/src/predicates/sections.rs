@@ -38,32 +38,22 @@
 //! (the run ended inside it: an abort while holding it, a hang) ends
 //! with the run. Exclusive locks only: a read lock's sections overlap.
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
-    base::{Funcs, Learned},
+    base::{Funcs, Learned, LockOp},
     calls::{call_set, shared_arg, site_of},
     index::{GroupKey, RunIndex, end_of},
-    locks::Seen,
 };
 use crate::model::{Function, Intervention, Point, Probe, Role, Run, Site};
 use crate::util::fxhash::{FxMap, FxSet};
 
-/// What a synchronisation-point function does to a lock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LockOp {
-    /// Nothing to a lock (a traced function, a semaphore, a sleep).
-    #[default]
-    None,
-    /// Takes the lock its first argument points to, exclusively.
-    Acquire,
-    /// Lets go of the lock its first argument points to.
-    Release,
-    /// A condition wait: lets go of the mutex its second argument points
-    /// to, and takes it again before it returns.
-    Wait,
+/// What one run shows of an interleaving or an early section: the earliest moment (the later
+/// of the two calls' entries, where serialising acts) and, when the two
+/// calls shared a pointer argument, its positions (A's, B's; 0-based).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Seen {
+    pub at_ns: u64,
+    pub shared: Option<(u8, u8)>,
 }
 
 const ACQUIRES: &[&str] = &[

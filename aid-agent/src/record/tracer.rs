@@ -37,7 +37,7 @@ use crate::{
     },
     symbols::Resolver,
     sys::{
-        hang::HangWatch,
+        hang::HangCheck,
         proc,
         ptrace::{self, ControlError},
         spawn::{self, RunError, Target},
@@ -384,8 +384,8 @@ impl Tracer {
         for (site, action, _) in &plan.actions {
             self.probes.set_action(*site, *action)?;
         }
-        for site in &plan.watch {
-            self.probes.watch(*site)?;
+        for site in &plan.stamp {
+            self.probes.stamp(*site)?;
         }
         for (member, slot) in &plan.groups {
             self.probes.set_group(*member, *slot)?;
@@ -400,7 +400,7 @@ impl Tracer {
             state: &mut self.stops,
         };
         let (mut killed, mut timed_out) = (false, false);
-        let mut watch = policy.hang_after.map(HangWatch::new);
+        let mut hangs = policy.hang_after.map(HangCheck::new);
         let mut hung = None;
         let served = controller.serve(pid, BTreeSet::new(), &mut |probes| {
             if !killed && (started.elapsed() >= policy.timeout || cancel.load(Ordering::Relaxed)) {
@@ -411,7 +411,7 @@ impl Tracer {
             }
             // A thread held by the agent is stopped, not waiting: a hang
             // is every thread waiting for another, none held.
-            if !killed && let Some(h) = watch.as_mut().and_then(|w| w.look(pid)) {
+            if !killed && let Some(h) = hangs.as_mut().and_then(|w| w.look(pid)) {
                 hung = Some(h);
                 killed = true;
                 spawn::kill_group(pid);

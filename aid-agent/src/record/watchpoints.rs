@@ -193,8 +193,8 @@ impl Watcher {
         let mut plan = plan.clone();
         for o in &self.objects {
             let key = site_key(o.arm_at, o.arm_point);
-            if !plan.watch.contains(&key) {
-                plan.watch.push(key);
+            if !plan.stamp.contains(&key) {
+                plan.stamp.push(key);
             }
             if plan.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
@@ -207,7 +207,7 @@ impl Watcher {
             };
             plan.actions.push((key, action, usize::MAX));
         }
-        plan.watch.sort();
+        plan.stamp.sort();
         plan
     }
 }

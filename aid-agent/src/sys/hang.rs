@@ -213,7 +213,7 @@ fn progress(threads: &[ThreadLook]) -> Progress {
 type Progress = Vec<(u32, u64, u64)>;
 
 #[derive(Debug)]
-pub struct HangWatch {
+pub struct HangCheck {
     bound: Duration,
     /// How long a cycle of waits must last: [`CYCLE_CONFIRM`], at most
     /// the bound.
@@ -225,12 +225,12 @@ pub struct HangWatch {
     since: Option<(Instant, Progress)>,
 }
 
-impl HangWatch {
+impl HangCheck {
     /// A hang is every thread waiting, with no progress, for longer than
     /// `bound`.
-    pub fn new(bound: Duration) -> HangWatch {
+    pub fn new(bound: Duration) -> HangCheck {
         let every = (bound / 10).clamp(Duration::from_millis(1), poll::HANG_LOOK);
-        HangWatch { bound, confirm: CYCLE_CONFIRM.min(bound), every, next: None, since: None }
+        HangCheck { bound, confirm: CYCLE_CONFIRM.min(bound), every, next: None, since: None }
     }
 
     /// Looks at `pid` when it is time (the first look one interval after
@@ -321,7 +321,7 @@ mod tests {
     fn a_hang_is_every_thread_waiting_without_progress_past_the_bound() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut w = HangWatch::new(Duration::from_millis(100));
+        let mut w = HangCheck::new(Duration::from_millis(100));
         let all = |switches: u64| Some(vec![waiting(1, 5, switches), waiting(2, 1, 4)]);
         assert_eq!(w.judge(ms(0), all(9)), None);
         assert_eq!(w.judge(ms(60), all(9)), None);
@@ -333,7 +333,7 @@ mod tests {
         assert_eq!(hung.threads.len(), 2);
 
         // A sleeping thread (no futex wait) is no hang, however long.
-        let mut w = HangWatch::new(Duration::from_millis(100));
+        let mut w = HangCheck::new(Duration::from_millis(100));
         let mut sleeper = waiting(2, 1, 4);
         sleeper.waits = None;
         let some = || Some(vec![waiting(1, 5, 9), sleeper.clone()]);
@@ -344,7 +344,7 @@ mod tests {
 
         // A zombie (a thread that ended, its main thread gone first) is
         // left out; a process with only zombies is not hung.
-        let mut w = HangWatch::new(Duration::from_millis(100));
+        let mut w = HangCheck::new(Duration::from_millis(100));
         let mut zombie = waiting(3, 0, 0);
         zombie.state = 'Z';
         zombie.waits = None;
@@ -375,7 +375,7 @@ mod tests {
             ..waiting(tid, 1, 1)
         };
         let deadlock = || Some(vec![join(10, 11), lock(11, 12), lock(12, 11)]);
-        let mut w = HangWatch::new(Duration::from_secs(1));
+        let mut w = HangCheck::new(Duration::from_secs(1));
         assert_eq!(w.judge(ms(0), deadlock()), None);
         assert_eq!(w.judge(ms(60), deadlock()), None);
         let hung = w.judge(ms(120), deadlock()).expect("a cycle of lock waits");
@@ -386,11 +386,11 @@ mod tests {
         let mut cond = lock(12, 11);
         cond.waits = Some(FutexWait { addr: 0x6028, word: Some(0), owner: Some(0) });
         let lost_wakeup = || Some(vec![join(10, 11), lock(11, 12), cond.clone()]);
-        let mut w = HangWatch::new(Duration::from_secs(1));
+        let mut w = HangCheck::new(Duration::from_secs(1));
         assert_eq!(w.judge(ms(0), lost_wakeup()), None);
         assert_eq!(w.judge(ms(500), lost_wakeup()), None);
         assert!(w.judge(ms(1_001), lost_wakeup()).is_some());
         // A bound shorter than the confirmation is the bound.
-        assert_eq!(HangWatch::new(Duration::from_millis(40)).confirm, Duration::from_millis(40));
+        assert_eq!(HangCheck::new(Duration::from_millis(40)).confirm, Duration::from_millis(40));
     }
 }

@@ -46,7 +46,7 @@ use nix::{
 use crate::{
     model::Outcome,
     sys::{
-        hang::{HangWatch, Hung},
+        hang::{HangCheck, Hung},
         poll,
     },
 };
@@ -420,7 +420,7 @@ impl Spawned {
 
     /// Waits for the target to exit, killing its process group when
     /// `timeout` passes, when it hangs (every thread waiting for another
-    /// for longer than `hang_after`, when given: [`HangWatch`]) or when
+    /// for longer than `hang_after`, when given: [`HangCheck`]) or when
     /// `cancel` is set.
     pub fn wait(
         mut self,
@@ -431,7 +431,7 @@ impl Spawned {
         let started = self.started.unwrap_or_else(Instant::now);
         let pid = Pid::from_raw(self.pid as i32);
         let mut timed_out = false;
-        let mut watch = hang_after.map(HangWatch::new);
+        let mut hangs = hang_after.map(HangCheck::new);
         let mut hung = None;
         let status = loop {
             match nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
@@ -448,7 +448,7 @@ impl Spawned {
             let over = started.elapsed() >= timeout;
             if hung.is_none()
                 && !timed_out
-                && let Some(h) = watch.as_mut().and_then(|w| w.look(self.pid))
+                && let Some(h) = hangs.as_mut().and_then(|w| w.look(self.pid))
             {
                 hung = Some(h);
                 kill_group(self.pid);

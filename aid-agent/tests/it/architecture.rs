@@ -1,7 +1,8 @@
 //! The invariants ARCHITECTURE.md states, checked on the source tree: the
 //! layering, a causal engine that knows nothing of BPF, clap and indicatif
 //! only in the CLI, a CLI that only parses and prints, a clean `src` root,
-//! and an ARCHITECTURE.md that lists exactly the files there are.
+//! no files importing each other in a circle, retired names gone, and an
+//! ARCHITECTURE.md that lists exactly the files there are.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -193,4 +194,180 @@ fn architecture_md_matches_the_tree() {
     let stale: Vec<&String> = listed.difference(&files).collect();
     assert!(missing.is_empty(), "not in ARCHITECTURE.md: {missing:?}");
     assert!(stale.is_empty(), "in ARCHITECTURE.md but not in the tree: {stale:?}");
+}
+
+/// A file's module path: `a/b.rs` is `a::b`, `a/mod.rs` is `a`.
+fn module_path(file: &str) -> Vec<String> {
+    let mut parts: Vec<String> =
+        file.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts == ["lib"] || parts == ["main"] {
+        parts.clear();
+    }
+    parts
+}
+
+/// The paths a `use` tree names, in full: `a::{b, c::{d}}` is `a::b` and
+/// `a::c::d`.
+fn use_paths(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let name = tree.split(" as ").next().unwrap_or(tree);
+        let mut path = prefix.to_vec();
+        path.extend(name.split("::").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned));
+        out.push(path);
+        return;
+    };
+    let mut head = prefix.to_vec();
+    head.extend(
+        tree[..open].split("::").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned),
+    );
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let (mut depth, mut item) = (0, String::new());
+    for ch in inner.chars().chain(std::iter::once(',')) {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                if !item.trim().is_empty() {
+                    use_paths(&item, &head, out);
+                }
+                item.clear();
+                continue;
+            }
+            _ => {}
+        }
+        item.push(ch);
+    }
+}
+
+/// The files of `src` each file imports from (`use` trees and inline
+/// `crate::`/`super::` paths), tests left out. A `mod.rs` is not said to
+/// import the files of its own module: declaring and re-exporting them is
+/// what it is for.
+fn file_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let files = sources();
+    let by_path: BTreeMap<Vec<String>, String> =
+        files.keys().map(|f| (module_path(f), f.clone())).collect();
+    let resolve = |path: &[String], own: &[String]| -> Option<String> {
+        let (mut full, mut rest) = match path.first()?.as_str() {
+            "crate" => (Vec::new(), &path[1..]),
+            "super" | "self" => (own.to_vec(), path),
+            _ => return None,
+        };
+        while let Some(step) = rest.first().filter(|s| *s == "super" || *s == "self") {
+            if step == "super" {
+                full.pop();
+            }
+            rest = &rest[1..];
+        }
+        full.extend(rest.iter().cloned());
+        (1..=full.len()).rev().find_map(|k| by_path.get(&full[..k]).cloned())
+    };
+    let mut out = BTreeMap::new();
+    for (file, text) in &files {
+        let own = module_path(file);
+        let text = code(text);
+        let text = text.split("#[cfg(test)]\nmod ").next().unwrap_or(&text);
+        let mut paths = Vec::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("use ") {
+            let boundary = !rest[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+            rest = &rest[i + 4..];
+            if let Some(end) = rest.find(';').filter(|_| boundary) {
+                use_paths(&rest[..end], &[], &mut paths);
+            }
+        }
+        for start in ["crate::", "super::"] {
+            for (i, _) in text.match_indices(start) {
+                let path: String = text[i..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                paths.push(path.split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect());
+            }
+        }
+        let deps: BTreeSet<String> = paths
+            .iter()
+            .filter_map(|p| resolve(p, &own))
+            .filter(|dep| dep != file)
+            .filter(|dep| {
+                let theirs = module_path(dep);
+                let declares = (file.ends_with("mod.rs") || file == "lib.rs")
+                    && theirs.len() > own.len()
+                    && theirs.starts_with(&own);
+                !declares
+            })
+            .collect();
+        out.insert(file.clone(), deps);
+    }
+    out
+}
+
+/// No two files import each other, directly or around a circle (issue 26:
+/// a circle is one room in two files; open it by moving what both need to
+/// the lower one).
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let imports = file_imports();
+    let mut circles = Vec::new();
+    for start in imports.keys() {
+        // Depth-first from `start`, keeping the way there; a circle is
+        // reported once, from its smallest file.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, way)) = stack.pop() {
+            for next in &imports[&at] {
+                if next == start {
+                    circles.push(way.join(" -> ") + " -> " + start);
+                } else if next > start && seen.insert(next.clone()) {
+                    let mut w = way.clone();
+                    w.push(next.clone());
+                    stack.push((next.clone(), w));
+                }
+            }
+        }
+    }
+    assert!(circles.is_empty(), "files importing each other:\n{}", circles.join("\n"));
+}
+
+/// Names the house gave up, each because it meant two things (issue 26):
+/// `watch` is for hardware watchpoints only.
+const RETIRED: &[(&str, &str)] = &[
+    ("HangWatch", "a hang check is not a watchpoint: HangCheck"),
+    ("MAP_WATCH", "kernel-stamped sites are stamps: MAP_STAMPS"),
+    ("AID_WATCH", "kernel-stamped sites are stamps: AID_STAMPS"),
+    ("plan.watch", "kernel-stamped sites are stamps: Plan::stamp"),
+    ("probes.watch(", "kernel-stamped sites are stamps: Probes::stamp"),
+    ("record::watched", "no such module: record::watchpoints"),
+];
+
+#[test]
+fn retired_names_stay_retired() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut texts: Vec<(String, String)> =
+        sources().into_iter().map(|(f, t)| (format!("aid-agent/src/{f}"), t)).collect();
+    for dir in ["aid-common/src", "aid-ebpf/src", "docs"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let path = entry.path();
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                texts.push((format!("{dir}/{}", entry.file_name().to_string_lossy()), text));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (file, text) in &texts {
+        for (name, why) in RETIRED {
+            let hit = text.match_indices(name).any(|(i, _)| {
+                let next = text[i + name.len()..].chars().next();
+                !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if hit {
+                found.push(format!("{file}: `{name}` ({why})"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "retired names:\n{}", found.join("\n"));
 }

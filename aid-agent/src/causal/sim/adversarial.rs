@@ -24,7 +24,7 @@ use rand::{Rng, seq::IndexedRandom};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    synthetic::{F, Threads, max_causal, timeline, walk},
+    apps::{F, Threads, max_causal, timeline, walk},
     world::{Rule, World},
 };
 use crate::causal::{AcDag, CausalError};

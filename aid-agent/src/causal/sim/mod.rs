@@ -3,6 +3,7 @@
 //! the synthetic applications of the sensitivity study (benchmarks only).
 
 pub mod adversarial;
+pub mod apps;
 pub mod example;
 pub mod simulate;
 pub mod synthetic;
