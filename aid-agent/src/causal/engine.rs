@@ -145,37 +145,93 @@ impl<'a> Experiment<'a> {
         }
     }
 
-    /// One round of intervention on `group` (node indices).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one loop over the runs of a round with its stopping rules side by side"
-    )]
+    /// One round of intervention on `group` (node indices): runs until one
+    /// of the stopping rules of [`Experiment::verdict`] decides, then
+    /// records the round and what its evidence settles.
     pub fn intervene(&mut self, group: &BitSet, phase: Phase) -> Result<Outcome, CausalError> {
-        let n = self.dag.nodes();
         let f = self.dag.f_index();
         if group.contains(f) {
             return Err(CausalError::FailureIntervened(self.dag.failure()));
         }
         let ids: BTreeSet<PredId> = group.iter().map(|i| self.dag.id(i)).collect();
         if ids.len() > 1 && !self.oracle.installable(&ids) {
-            let index = self.rounds.len();
-            self.rounds.push(Round {
-                index,
-                phase,
-                group: ids,
-                runs: 0,
-                invalid_runs: 0,
-                witnessed: 0,
-                failing_runs: 0,
-                failure_stopped: false,
-                risk: None,
-                unused: Some(Unused::NotInstallable),
-                confirmed: Vec::new(),
-                pruned: Vec::new(),
-                set_aside: Vec::new(),
-            });
+            let mut round = Round::empty(self.rounds.len(), phase, ids);
+            round.unused = Some(Unused::NotInstallable);
+            self.rounds.push(round);
             return Ok(Outcome::Unused);
         }
+        let scope = self.scope(group);
+        let alpha = self.ledger.alpha();
+        let cap = if self.max_round_runs > 0 {
+            self.max_round_runs
+        } else {
+            self.ledger.blind_runs_needed().max(10).saturating_mul(10)
+        };
+        // A blind round is judged by its number of runs, against a lower
+        // bound on the failure rate.
+        let p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
+        let mut t = Tally::new(self.dag.nodes());
+        self.oracle.round_begins(&ids, cap);
+        let (outcome, unused, risk) = loop {
+            let obs = match self.oracle.run(&ids) {
+                Ok(obs) => obs,
+                Err(e) => {
+                    self.oracle.round_ends();
+                    return Err(CausalError::Oracle(e));
+                }
+            };
+            self.runs += 1;
+            if !obs.valid {
+                t.invalid += 1;
+                t.streak += 1;
+                if t.streak >= self.max_invalid {
+                    // Interventions that cannot all be applied in one run
+                    // (one skips another's call site) may still work apart;
+                    // one that never takes effect alone is left untested,
+                    // and the search goes on without it.
+                    break (Outcome::Unused, Some(Unused::NotApplied), None);
+                }
+                continue;
+            }
+            t.streak = 0;
+            t.valid += 1;
+            let mut held = BitSet::new(self.dag.nodes());
+            for p in &obs.held {
+                if let Some(i) = self.dag.index_of(*p)
+                    && i != f
+                {
+                    held.insert(i);
+                }
+            }
+            t.count(&held, obs.failed, &scope, self.dag.necessary());
+            if let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
+                break verdict;
+            }
+        };
+        self.oracle.round_ends();
+        if t.fails < self.absence_runs {
+            t.absent_all.clear();
+        }
+        match outcome {
+            Outcome::Stopped => self.ledger.accept_stop(risk.unwrap_or(alpha)),
+            Outcome::Persisted => self.ledger.learn_from_failed_round(
+                t.valid - t.fails,
+                t.fails,
+                t.witnessed_pass,
+                t.witnessed_fail,
+            ),
+            Outcome::Unused => {}
+        }
+        self.record(group, phase, ids, t, outcome, unused, risk);
+        Ok(outcome)
+    }
+
+    /// What may change when `group` is intervened on: its descendants
+    /// (they may vanish with it), and what is upstream of it (nothing there
+    /// may change, or the round is confounded).
+    fn scope(&self, group: &BitSet) -> Scope {
+        let n = self.dag.nodes();
+        let f = self.dag.f_index();
         // Descendants of the group may vanish with it; nothing else may.
         let mut below = BitSet::new(n);
         for g in group.iter() {
@@ -197,166 +253,85 @@ impl<'a> Experiment<'a> {
         // was under way; with none, the round is judged by its length.
         let mut witnessing = upstream.clone();
         witnessing.difference_with(self.dag.necessary());
-        let blind = witnessing.is_empty();
-        let alpha = self.ledger.alpha();
-        let cap = if self.max_round_runs > 0 {
-            self.max_round_runs
-        } else {
-            self.ledger.blind_runs_needed().max(10).saturating_mul(10)
-        };
-        // A blind round is judged by its number of runs, against a lower
-        // bound on the failure rate.
-        let p_lo = if blind { self.ledger.rate_lower_bound() } else { 0.0 };
+        Scope { below, upstream, blind: witnessing.is_empty() }
+    }
 
-        let mut valid = 0u32;
-        let mut invalid = 0u32;
-        let mut streak = 0u32;
-        let mut fails = 0u32;
-        let mut witnessed_pass = 0u32;
-        let mut witnessed_fail = 0u32;
-        let mut evident = 0u32;
-        let mut held_no_fail = BitSet::new(n);
-        let mut held_any = BitSet::new(n);
-        // Descendants absent from every failing run so far.
-        let mut absent_all = BitSet::new(n);
-        // Upstream predicates missing from every run with the failure under way.
-        let mut missing_all = BitSet::new(n);
-        self.oracle.round_begins(&ids, cap);
-        let (outcome, unused, risk) = loop {
-            let obs = match self.oracle.run(&ids) {
-                Ok(obs) => obs,
-                Err(e) => {
-                    self.oracle.round_ends();
-                    return Err(CausalError::Oracle(e));
-                }
-            };
-            self.runs += 1;
-            if !obs.valid {
-                invalid += 1;
-                streak += 1;
-                if streak >= self.max_invalid {
-                    // Interventions that cannot all be applied in one run
-                    // (one skips another's call site) may still work apart;
-                    // one that never takes effect alone is left untested,
-                    // and the search goes on without it.
-                    break (Outcome::Unused, Some(Unused::NotApplied), None);
-                }
-                continue;
+    /// The stopping rules, after each valid run of a round: confounded,
+    /// the failure persisted, it stopped (at the risk the round then
+    /// carries), or the round's cap reached. None: run again.
+    fn verdict(
+        &self,
+        t: &Tally,
+        scope: &Scope,
+        cap: u32,
+        alpha: f64,
+        p_lo: f64,
+    ) -> Option<(Outcome, Option<Unused>, Option<f64>)> {
+        if !t.missing_all.is_empty() && t.evident >= self.confound_runs {
+            let changed = t.missing_all.iter().map(|i| self.dag.id(i)).collect();
+            return Some((Outcome::Unused, Some(Unused::Confounded { changed }), None));
+        }
+        if t.fails > 0 {
+            // Absences are only worth confirming if a rule will use them.
+            let mut pending = t.absent_all.clone();
+            pending.intersect_with(self.kb.open());
+            let settled =
+                t.fails >= self.absence_runs || pending.is_empty() || !self.kb.uses_absences();
+            if t.missing_all.is_empty() && settled {
+                return Some((Outcome::Persisted, None, None));
             }
-            streak = 0;
-            valid += 1;
-            let mut held = BitSet::new(n);
-            for p in &obs.held {
-                if let Some(i) = self.dag.index_of(*p)
-                    && i != f
-                {
-                    held.insert(i);
-                }
+        } else if t.missing_all.is_empty() {
+            let mut risk = self.ledger.witnessed_risk(t.witnessed_pass);
+            if scope.blind {
+                risk = risk.min((1.0 - p_lo).powf(f64::from(t.valid)));
             }
-            held_any.union_with(&held);
-            // A necessary-only candidate holds in passing runs too: its
-            // holding does not show that the failure was under way.
-            let mut witness = held.clone();
-            witness.difference_with(self.dag.necessary());
-            if obs.failed || !witness.is_empty() {
-                evident += 1;
-                let mut missing = upstream.clone();
-                missing.difference_with(&held);
-                if evident == 1 {
-                    missing_all = missing;
-                } else {
-                    missing_all.intersect_with(&missing);
-                }
-                if obs.failed {
-                    witnessed_fail += 1;
-                } else {
-                    witnessed_pass += 1;
-                }
+            if risk <= alpha {
+                return Some((Outcome::Stopped, None, Some(risk)));
             }
-            if obs.failed {
-                fails += 1;
-                let mut absent = below.clone();
-                absent.difference_with(&held);
-                if fails == 1 {
-                    absent_all = absent;
-                } else {
-                    absent_all.intersect_with(&absent);
-                }
-            } else {
-                held_no_fail.union_with(&held);
+        }
+        if t.valid >= cap {
+            if !t.missing_all.is_empty() {
+                let missing = t.missing_all.iter().map(|i| self.dag.id(i)).collect();
+                return Some((Outcome::Unused, Some(Unused::Unsettled { missing }), None));
             }
+            if t.fails > 0 {
+                return Some((Outcome::Persisted, None, None));
+            }
+            return Some((Outcome::Unused, Some(Unused::NoWitness), None));
+        }
+        None
+    }
 
-            if !missing_all.is_empty() && evident >= self.confound_runs {
-                let changed = missing_all.iter().map(|i| self.dag.id(i)).collect();
-                break (Outcome::Unused, Some(Unused::Confounded { changed }), None);
-            }
-            if fails > 0 {
-                // Absences are only worth confirming if a rule will use them.
-                let mut pending = absent_all.clone();
-                pending.intersect_with(self.kb.open());
-                let settled =
-                    fails >= self.absence_runs || pending.is_empty() || !self.kb.uses_absences();
-                if missing_all.is_empty() && settled {
-                    break (Outcome::Persisted, None, None);
-                }
-            } else if missing_all.is_empty() {
-                let mut risk = self.ledger.witnessed_risk(witnessed_pass);
-                if blind {
-                    risk = risk.min((1.0 - p_lo).powf(f64::from(valid)));
-                }
-                if risk <= alpha {
-                    break (Outcome::Stopped, None, Some(risk));
-                }
-            }
-            if valid >= cap {
-                if !missing_all.is_empty() {
-                    let missing = missing_all.iter().map(|i| self.dag.id(i)).collect();
-                    break (Outcome::Unused, Some(Unused::Unsettled { missing }), None);
-                }
-                if fails > 0 {
-                    break (Outcome::Persisted, None, None);
-                }
-                break (Outcome::Unused, Some(Unused::NoWitness), None);
-            }
-        };
-        self.oracle.round_ends();
-        if fails < self.absence_runs {
-            absent_all.clear();
-        }
-        match outcome {
-            Outcome::Stopped => self.ledger.accept_stop(risk.unwrap_or(alpha)),
-            Outcome::Persisted => self.ledger.learn_from_failed_round(
-                valid - fails,
-                fails,
-                witnessed_pass,
-                witnessed_fail,
-            ),
-            Outcome::Unused => {}
-        }
+    /// Records a finished round, with what its evidence confirmed and
+    /// pruned when it was used.
+    #[expect(clippy::too_many_arguments, reason = "the parts of one finished round")]
+    fn record(
+        &mut self,
+        group: &BitSet,
+        phase: Phase,
+        ids: BTreeSet<PredId>,
+        t: Tally,
+        outcome: Outcome,
+        unused: Option<Unused>,
+        risk: Option<f64>,
+    ) {
         let index = self.rounds.len();
-        let mut round = Round {
-            index,
-            phase,
-            group: ids,
-            runs: valid,
-            invalid_runs: invalid,
-            witnessed: witnessed_pass + witnessed_fail,
-            failing_runs: fails,
-            failure_stopped: fails == 0,
-            risk,
-            unused,
-            confirmed: Vec::new(),
-            pruned: Vec::new(),
-            set_aside: Vec::new(),
-        };
+        let mut round = Round::empty(index, phase, ids);
+        round.runs = t.valid;
+        round.invalid_runs = t.invalid;
+        round.witnessed = t.witnessed_pass + t.witnessed_fail;
+        round.failing_runs = t.fails;
+        round.failure_stopped = t.fails == 0;
+        round.risk = risk;
+        round.unused = unused;
         if outcome != Outcome::Unused {
             let ev = Evidence {
                 round: index,
                 group: group.clone(),
                 stopped: outcome == Outcome::Stopped,
-                held_no_fail,
-                absent_fail: absent_all,
-                held_any,
+                held_no_fail: t.held_no_fail,
+                absent_fail: t.absent_all,
+                held_any: t.held_any,
             };
             for (i, status, reason) in self.kb.absorb(self.dag, ev) {
                 let d = Decision { pred: self.dag.id(i), reason };
@@ -367,7 +342,6 @@ impl<'a> Experiment<'a> {
             }
         }
         self.rounds.push(round);
-        Ok(outcome)
     }
 
     /// Prunes without new evidence (Alg. 2 line 18); recorded with the
@@ -419,6 +393,93 @@ impl<'a> Experiment<'a> {
             unresolved,
             untestable,
             confidence,
+        }
+    }
+}
+
+/// What an intervention on a group may change ([`Experiment::scope`]).
+struct Scope {
+    /// Descendants of the group: they may vanish with it.
+    below: BitSet,
+    /// Everything else but the failure and what is tied to the group:
+    /// nothing here may change.
+    upstream: BitSet,
+    /// No sufficient predicate upstream can witness that the failure was
+    /// under way: the round is judged by its length.
+    blind: bool,
+}
+
+/// The counts of one round so far.
+struct Tally {
+    valid: u32,
+    invalid: u32,
+    /// Invalid runs in a row.
+    streak: u32,
+    fails: u32,
+    witnessed_pass: u32,
+    witnessed_fail: u32,
+    /// Runs in which the failure was under way (it failed, or a
+    /// sufficient predicate held).
+    evident: u32,
+    held_no_fail: BitSet,
+    held_any: BitSet,
+    /// Descendants absent from every failing run so far.
+    absent_all: BitSet,
+    /// Upstream predicates missing from every run with the failure under way.
+    missing_all: BitSet,
+}
+
+impl Tally {
+    fn new(n: usize) -> Tally {
+        Tally {
+            valid: 0,
+            invalid: 0,
+            streak: 0,
+            fails: 0,
+            witnessed_pass: 0,
+            witnessed_fail: 0,
+            evident: 0,
+            held_no_fail: BitSet::new(n),
+            held_any: BitSet::new(n),
+            absent_all: BitSet::new(n),
+            missing_all: BitSet::new(n),
+        }
+    }
+
+    /// Counts one valid run, in which `held` held and the failure showed
+    /// or not.
+    fn count(&mut self, held: &BitSet, failed: bool, scope: &Scope, necessary: &BitSet) {
+        self.held_any.union_with(held);
+        // A necessary-only candidate holds in passing runs too: its
+        // holding does not show that the failure was under way.
+        let mut witness = held.clone();
+        witness.difference_with(necessary);
+        if failed || !witness.is_empty() {
+            self.evident += 1;
+            let mut missing = scope.upstream.clone();
+            missing.difference_with(held);
+            if self.evident == 1 {
+                self.missing_all = missing;
+            } else {
+                self.missing_all.intersect_with(&missing);
+            }
+            if failed {
+                self.witnessed_fail += 1;
+            } else {
+                self.witnessed_pass += 1;
+            }
+        }
+        if failed {
+            self.fails += 1;
+            let mut absent = scope.below.clone();
+            absent.difference_with(held);
+            if self.fails == 1 {
+                self.absent_all = absent;
+            } else {
+                self.absent_all.intersect_with(&absent);
+            }
+        } else {
+            self.held_no_fail.union_with(held);
         }
     }
 }

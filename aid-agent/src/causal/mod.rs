@@ -314,6 +314,27 @@ pub struct Round {
     pub set_aside: Vec<Decision>,
 }
 
+impl Round {
+    /// A round on `group` before any run.
+    pub fn empty(index: usize, phase: Phase, group: BTreeSet<PredId>) -> Round {
+        Round {
+            index,
+            phase,
+            group,
+            runs: 0,
+            invalid_runs: 0,
+            witnessed: 0,
+            failing_runs: 0,
+            failure_stopped: false,
+            risk: None,
+            unused: None,
+            confirmed: Vec::new(),
+            pruned: Vec::new(),
+            set_aside: Vec::new(),
+        }
+    }
+}
+
 /// The result of causal path discovery (Def. 1).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Discovery {
