@@ -12,7 +12,6 @@
 //! vocabulary.
 
 pub mod analysis;
-pub mod bench;
 pub mod bpf;
 pub mod causal;
 pub mod cli;

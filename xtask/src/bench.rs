@@ -6,7 +6,7 @@
 //! after round, and ratios are taken within a round.
 //!
 //! `cargo xtask bench probes` runs the probe-scoping benchmark, which loads
-//! eBPF programs itself (aid-agent/benches/probes.rs).
+//! eBPF programs itself (bench/benches/probes.rs).
 //!
 //! `cargo xtask bench runs`: what one run costs through the real `record`
 //! path (spawn held, attach the per-run links, exec, run, detach in the
@@ -14,7 +14,15 @@
 //! functions, against running the same program without aid.
 //!
 //! `cargo xtask bench amplify`: the amplification and default-mode
-//! benchmark (benches/amplify.rs).
+//! benchmark (bench/benches/amplify.rs).
+//!
+//! `cargo xtask bench synthetic` and `cargo xtask bench extract` run the
+//! benchmarks crate's binary (bench/src/main.rs, `aid-bench`): the
+//! sensitivity study on generated applications, and the offline analysis'
+//! throughput.
+//!
+//! Every benchmark lives in the benchmarks crate (`bench/`, outside the
+//! default build) or here; none is part of the agent.
 
 use std::{path::Path, process::Command};
 
@@ -47,7 +55,8 @@ pub enum Which {
     /// Probes scoped to the target: per-run attach and detach for 1, 32
     /// and 512 functions with each mechanism beside today's once-per-session
     /// probes, cost per call against the floor, bystander cost, and the
-    /// inherited-event experiment (needs root; docs/probes.md).
+    /// inherited-event experiment (needs root; docs/probes.md;
+    /// bench/benches/probes.rs).
     Probes {
         /// Arguments for the benchmark (`--runs N`, `--rounds N`, `--calls N`,
         /// `--sizes 1,32,512`, `--slow-runs N`, `--only attach|calls|inherit`).
@@ -67,11 +76,32 @@ pub enum Which {
     },
     /// Failure amplification on two-lock-race (natural, random delays,
     /// PCT-style change points) and the default set's slowdown on
-    /// inventory-sixty (needs root; aid-agent/benches/amplify.rs).
+    /// inventory-sixty (needs root; bench/benches/amplify.rs).
     Amplify {
         /// Arguments for the benchmark (`--runs N`, `--rounds N`,
         /// `--only amplify|default`).
         #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// The sensitivity study on generated applications (AID Sec. 7.2,
+    /// Fig. 8; docs/synthetic.md); fails if an approach reports a wrong
+    /// causal path where the paper's assumptions hold. No root needed.
+    #[command(disable_help_flag = true)]
+    Synthetic {
+        /// Arguments for the study (`--model easy|adversarial`, `--apps N`,
+        /// `--maxt 2..40:2`, `--strategies aid,tagt`, `--json`; `--help`
+        /// lists them all).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Predicate extraction, statistics and AC-DAG throughput over a
+    /// generated session (no root needed).
+    #[command(disable_help_flag = true)]
+    Extract {
+        /// Arguments for the benchmark (`--runs N`, `--events N`,
+        /// `--threads N`, `--barrier N`, `--seed N`, `--json`; `--help`
+        /// lists them all).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
     /// Cost of a traced call against the uprobe floor and bpftrace.
@@ -85,25 +115,51 @@ pub enum Which {
     },
 }
 
+impl Which {
+    /// Whether the benchmark runs the release build of `aid-agent` (the
+    /// in-process ones build the benchmarks crate instead).
+    pub fn runs_the_agent(&self) -> bool {
+        !matches!(
+            self,
+            Which::Synthetic { .. }
+                | Which::Extract { .. }
+                | Which::Probes { .. }
+                | Which::Amplify { .. }
+        )
+    }
+}
+
 pub fn run(which: Which) -> anyhow::Result<()> {
     match which {
+        Which::Synthetic { args } => aid_bench("synthetic", &args),
+        Which::Extract { args } => aid_bench("extract", &args),
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
         Which::Runs { runs, rounds } => runs_cost(runs, rounds),
         Which::Examples { sessions, only } => examples(sessions, &only),
         Which::Stop { calls, rounds } => stop(calls, rounds),
         Which::Probes { args } => exec(
             Command::new("cargo")
-                .args(["bench", "--package", "aid-agent", "--bench", "probes", "--"])
+                .args(["bench", "--package", "aid-bench", "--bench", "probes", "--"])
                 .args(&args)
                 .current_dir(root()),
         ),
         Which::Amplify { args } => exec(
             Command::new("cargo")
-                .args(["bench", "--package", "aid-agent", "--bench", "amplify", "--"])
+                .args(["bench", "--package", "aid-bench", "--bench", "amplify", "--"])
                 .args(&args)
                 .current_dir(root()),
         ),
     }
+}
+
+/// `aid-bench BENCH ARGS...`, built with the release profile.
+fn aid_bench(bench: &str, args: &[String]) -> anyhow::Result<()> {
+    exec(
+        Command::new("cargo")
+            .args(["run", "--quiet", "--release", "--package", "aid-bench", "--", bench])
+            .args(args)
+            .current_dir(root()),
+    )
 }
 
 /// Every case of examples/cases.rs, `sessions` times each: a row per

@@ -60,9 +60,12 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::run(),
         Task::Test { args } => {
             setup::run()?;
-            // The default members: aid-ebpf is built for the BPF target by
-            // aya-build (from aid-agent's build script), never for the host.
+            // The default members, and the benchmarks crate (outside the
+            // default build, but what it ships is tested here): aid-ebpf is
+            // built for the BPF target by aya-build (from aid-agent's build
+            // script), never for the host.
             cargo(&["build", "--all-targets"])?;
+            cargo(&["build", "--package", "aid-bench", "--all-targets"])?;
             // The eBPF tests are #[ignore]d so that a plain `cargo test`
             // never counts them as passed without running them; here they
             // run, and fail on a machine that cannot run them.
@@ -74,7 +77,13 @@ fn main() -> anyhow::Result<()> {
             test.extend(cargo_args.iter().map(String::as_str));
             test.extend(["--", "--include-ignored"]);
             test.extend(test_args.iter().map(String::as_str));
-            exec(Command::new("cargo").args(&test).current_dir(root()))
+            exec(Command::new("cargo").args(&test).current_dir(root()))?;
+            // The benchmarks crate's own tests (its workloads, argument
+            // parsing, and `aid-bench` run end to end on small inputs); a
+            // name filter given after `--` applies here too.
+            let mut bench = vec!["test", "--package", "aid-bench", "--", "--include-ignored"];
+            bench.extend(test_args.iter().map(String::as_str));
+            exec(Command::new("cargo").args(&bench).current_dir(root()))
         }
         Task::Demo { example } => {
             setup::run()?;
@@ -83,7 +92,9 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Bench { which } => {
             setup::run()?;
-            cargo(&["build", "--release", "--package", "aid-agent"])?;
+            if which.runs_the_agent() {
+                cargo(&["build", "--release", "--package", "aid-agent"])?;
+            }
             bench::run(which)
         }
         Task::Corpus(args) => {

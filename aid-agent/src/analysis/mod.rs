@@ -85,7 +85,7 @@ pub struct Analysis {
     pub dag: AcDag,
 }
 
-/// Wall time of each stage of [`analyze`] (for `aid-agent bench extract`).
+/// Wall time of each stage of [`analyze`] (for `cargo xtask bench extract`).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Timings {
     pub learn: Duration,

@@ -9,7 +9,7 @@ use super::out::emit;
 
 use crate::{
     bpf::LoadOptions,
-    causal::{Strategy, synthetic::Threads},
+    causal::Strategy,
     intervene::noise::Schedule,
     record::{
         fail::RunPolicy,
@@ -206,24 +206,6 @@ impl From<AmplifyArg> for Schedule {
             AmplifyArg::Both => Schedule::Both,
             AmplifyArg::Random => Schedule::Random,
             AmplifyArg::Pct => Schedule::Pct,
-        }
-    }
-}
-
-/// `bench synthetic --threads` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ThreadsArg {
-    /// Uniform in 2..=MAXt: MAXt is the maximum, as the paper words it.
-    UpTo,
-    /// Exactly MAXt: a heavier variant with larger applications.
-    Exactly,
-}
-
-impl From<ThreadsArg> for Threads {
-    fn from(t: ThreadsArg) -> Threads {
-        match t {
-            ThreadsArg::UpTo => Threads::UpTo,
-            ThreadsArg::Exactly => Threads::Exactly,
         }
     }
 }

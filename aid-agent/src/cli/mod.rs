@@ -13,7 +13,6 @@ use crate::record::Interrupted;
 pub mod analyze;
 pub mod args;
 pub mod attach;
-pub mod bench;
 pub mod compare;
 pub mod debug;
 pub mod export;
@@ -69,8 +68,6 @@ pub enum Command {
     /// Write the man pages (`cargo xtask man`).
     #[command(hide = true)]
     Man(man::ManArgs),
-    /// Benchmarks (synthetic sensitivity study, ...).
-    Bench(bench::Args),
     /// Mine cross-thread access patterns that explain the failing runs.
     Mine(mine::Args),
     /// Keep the calls of a failing run that carry its failure.
@@ -124,7 +121,6 @@ pub fn main() -> ExitCode {
         Command::Export(args) => export::run(args),
         Command::Completions(args) => man::completions(&args),
         Command::Man(args) => man::man_pages(&args),
-        Command::Bench(args) => bench::run(args),
         Command::Mine(args) => mine::run(args),
         Command::Slice(args) => slice::run(args),
         Command::Compare(args) => compare::run(args),

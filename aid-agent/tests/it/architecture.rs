@@ -25,7 +25,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("analysis", 5),
     ("record", 5),
     ("explain", 6),
-    ("bench", 6),
     ("debug", 7),
     ("report", 8),
     ("cli", 9),
@@ -176,18 +175,26 @@ fn no_module_in_the_root() {
     assert_eq!(root, ["lib.rs", "main.rs", "model.rs"]);
 }
 
-#[test]
-fn architecture_md_matches_the_tree() {
+/// The `.rs` files ARCHITECTURE.md lists in its table rows under the
+/// section whose heading starts with `heading`, up to the next section.
+fn listed_under(heading: &str) -> BTreeSet<String> {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
             .unwrap();
-    let listed: BTreeSet<String> = doc
+    let (_, section) = doc.split_once(heading).unwrap_or_else(|| panic!("no {heading:?}"));
+    let section = section.split("\n## ").next().unwrap();
+    section
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
         .filter(|f| f.ends_with(".rs"))
         .map(str::to_owned)
-        .collect();
+        .collect()
+}
+
+#[test]
+fn architecture_md_matches_the_tree() {
+    let listed = listed_under("## Modules of `aid-agent/src`");
     let files: BTreeSet<String> =
         sources().into_keys().filter(|f| !f.ends_with("/tests.rs") || listed.contains(f)).collect();
     let missing: Vec<&String> = files.difference(&listed).collect();
@@ -370,4 +377,28 @@ fn retired_names_stay_retired() {
         }
     }
     assert!(found.is_empty(), "retired names:\n{}", found.join("\n"));
+}
+
+/// The benchmarks crate's section lists every `.rs` file of `bench/` (its
+/// binary, benches and tests), and the agent has no benchmark module.
+#[test]
+fn architecture_md_lists_the_benchmarks_crate() {
+    let listed = listed_under("## The benchmarks crate");
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench");
+    let mut files = BTreeSet::new();
+    for dir in ["src", "benches", "tests"] {
+        let Ok(entries) = std::fs::read_dir(bench.join(dir)) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".rs") {
+                files.insert(format!("bench/{dir}/{name}"));
+            }
+        }
+    }
+    assert!(files.contains("bench/src/main.rs"), "no benchmarks crate: {files:?}");
+    let missing: Vec<&String> = files.difference(&listed).collect();
+    let stale: Vec<&String> = listed.difference(&files).collect();
+    assert!(missing.is_empty(), "not in ARCHITECTURE.md: {missing:?}");
+    assert!(stale.is_empty(), "in ARCHITECTURE.md but not in the tree: {stale:?}");
+    assert!(!src().join("bench").exists() && !src().join("cli/bench.rs").exists());
 }

@@ -129,6 +129,15 @@ fn man_pages_for_the_command_and_each_subcommand() {
     assert!(!tmp.path().join("aid-agent-intervene.1").exists(), "hidden commands get no page");
 }
 
+/// The benchmarks are not the user's: `bench` is no subcommand of the
+/// agent (they run through `cargo xtask bench`, from the benchmarks crate
+/// `bench/`).
+#[test]
+fn benchmarks_are_not_a_subcommand() {
+    let err = run_err_clap(agent().args(["bench", "synthetic"]));
+    assert_eq!(err, "aid: unrecognized subcommand 'bench' (see --help)\n");
+}
+
 /// Clap's own usage errors exit 2 too.
 fn run_err_clap(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();

@@ -1,8 +1,7 @@
-//! The extraction benchmark (`aid-agent bench extract`): throughput of the
-//! offline pipeline — predicate extraction, evaluation of every run,
-//! statistics and the AC-DAG — over a generated session held in memory. A
-//! benchmark, not a test: it times, and the command line prints the times
-//! and events per second for BENCHMARKS.md.
+//! `cargo xtask bench extract`: throughput of the offline pipeline —
+//! predicate extraction, evaluation of every run, statistics and the AC-DAG
+//! — over a generated session held in memory. A benchmark, not a test: it
+//! times, and prints the times and events per second for BENCHMARKS.md.
 //!
 //! The workload is a worker pool: main plus `threads − 1` workers, each
 //! calling functions from its own repertoire in a fixed cycle (so
@@ -12,13 +11,12 @@
 //! it, gets an error back and calls an error handler. Rare slow calls in
 //! every run add non-discriminative predicates, as real traces have.
 
-use std::time::{Duration, Instant};
+use std::{
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
-use anyhow::bail;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
-use crate::{
+use aid::{
     analysis::{AnalysisOptions, Timings, analyze_timed},
     intervene::SafeList,
     model::{
@@ -26,6 +24,31 @@ use crate::{
         testing::{self, function},
     },
 };
+use anyhow::bail;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[derive(Debug, clap::Args)]
+pub struct ExtractArgs {
+    /// Runs in the session.
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u32,
+    /// Events per run (two per call: entry and exit).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u32,
+    /// Thread roles per run (main + workers).
+    #[arg(long, default_value_t = 4)]
+    pub threads: u32,
+    /// Calls between barriers where all workers meet (0: no barriers, so a
+    /// stall shifts a worker's whole later timeline — the stress case).
+    #[arg(long, default_value_t = 50)]
+    pub barrier: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The generated workload.
 #[derive(Clone, Copy, Debug)]
@@ -62,11 +85,63 @@ pub struct Measured {
     pub dag_edges: usize,
 }
 
+/// Measures the workload `a` describes and prints the times.
+pub fn run(a: &ExtractArgs) -> anyhow::Result<ExitCode> {
+    let w = Workload {
+        runs: a.runs,
+        events: a.events,
+        threads: a.threads,
+        barrier: a.barrier,
+        seed: a.seed,
+    };
+    let m = measure(&w)?;
+    let t = &m.time;
+    let total = t.total().as_secs_f64();
+    let rate = m.events as f64 / total;
+    if a.json {
+        let v = serde_json::json!({
+            "runs": a.runs, "events_per_run": a.events, "threads": a.threads, "barrier": a.barrier, "seed": a.seed,
+            "events": m.events, "generate_s": m.generate.as_secs_f64(),
+            "learn_s": t.learn.as_secs_f64(), "evaluate_s": t.evaluate.as_secs_f64(),
+            "statistics_s": t.statistics.as_secs_f64(), "dag_s": t.dag.as_secs_f64(),
+            "total_s": total, "events_per_s": rate,
+            "predicates": m.predicates, "fully_discriminative": m.fully_discriminative,
+            "candidates": m.candidates, "dag_edges": m.dag_edges,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "extract benchmark: {} runs × {} events ({:.1} M events), {} roles, {} functions, barrier {}, seed {}",
+            a.runs,
+            a.events,
+            m.events as f64 / 1e6,
+            a.threads,
+            m.functions,
+            a.barrier,
+            a.seed
+        );
+        println!(
+            "  generate    {:>8.2} s  (not part of the measurement)",
+            m.generate.as_secs_f64()
+        );
+        println!("  learn       {:>8.2} s", t.learn.as_secs_f64());
+        println!("  evaluate    {:>8.2} s", t.evaluate.as_secs_f64());
+        println!("  statistics  {:>8.2} s", t.statistics.as_secs_f64());
+        println!("  ac-dag      {:>8.2} s", t.dag.as_secs_f64());
+        println!("  total       {:>8.2} s  = {:.2} M events/s", total, rate / 1e6);
+        println!(
+            "  {} predicates, {} fully discriminative, {} AC-DAG candidates, {} reduced edges",
+            m.predicates, m.fully_discriminative, m.candidates, m.dag_edges
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Generates the workload's session and times its analysis.
 pub fn measure(w: &Workload) -> anyhow::Result<Measured> {
     if w.runs < 2 || w.events < 20 || w.threads < 3 {
         bail!(
-            "bench extract needs --runs ≥ 2, --events ≥ 20 and --threads ≥ 3 (the failure involves two workers)"
+            "extract needs --runs ≥ 2, --events ≥ 20 and --threads ≥ 3 (the failure involves two workers)"
         );
     }
     let t = Instant::now();
@@ -231,7 +306,7 @@ fn one_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::analyze, predicates::Kind};
+    use aid::{analysis::analyze, predicates::Kind};
 
     /// The workload has the failure it claims: a stall on worker#1, an
     /// overlap with worker#2 on the shared object, an error return and the

@@ -1,59 +1,20 @@
-//! `aid-agent bench ...`: benchmarks that need the agent's internals.
-//! `synthetic` reproduces the sensitivity study (AID Sec. 7.2, Fig. 8) on
-//! the paper's easy model or on the adversarial one (issue 11);
-//! `extract` times predicate extraction, scoring and the AC-DAG over
-//! generated runs ([`crate::bench::extract`]). Both print a table (or JSON) to stdout.
+//! `cargo xtask bench synthetic`: the sensitivity study (AID Sec. 7.2,
+//! Fig. 8) on the paper's easy model or on the adversarial one (issue 11),
+//! run by the library's simulator (`aid::causal::synthetic`, which stays in
+//! the library because the causal engine's unit tests run it). Prints a
+//! table (or JSON) to stdout, and fails if any approach reports a wrong
+//! causal path where the paper's assumptions hold.
 
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
-
-use super::args::{StrategyArg, ThreadsArg};
-use crate::{
-    bench::extract::{Workload, measure},
+use aid::{
     causal::{
         Strategy,
-        synthetic::{Condition, Model, SettingResult, StudyConfig, run_study},
+        synthetic::{Condition, Model, SettingResult, StudyConfig, Threads, run_study},
     },
+    cli::args::StrategyArg,
 };
-
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    pub bench: Bench,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum Bench {
-    /// Sensitivity study on generated applications (Fig. 8); fails if any
-    /// approach reports a wrong causal path where the paper's assumptions
-    /// hold.
-    Synthetic(SyntheticArgs),
-    /// Extraction + statistics + AC-DAG throughput over generated runs.
-    Extract(ExtractArgs),
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ExtractArgs {
-    /// Runs in the session.
-    #[arg(long, default_value_t = 1000)]
-    pub runs: u32,
-    /// Events per run (two per call: entry and exit).
-    #[arg(long, default_value_t = 10_000)]
-    pub events: u32,
-    /// Thread roles per run (main + workers).
-    #[arg(long, default_value_t = 4)]
-    pub threads: u32,
-    /// Calls between barriers where all workers meet (0: no barriers, so a
-    /// stall shifts a worker's whole later timeline — the stress case).
-    #[arg(long, default_value_t = 50)]
-    pub barrier: u32,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
+use anyhow::{Context, bail};
 
 #[derive(Debug, clap::Args)]
 pub struct SyntheticArgs {
@@ -88,17 +49,29 @@ pub struct SyntheticArgs {
     pub json: bool,
 }
 
+/// `--threads` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThreadsArg {
+    /// Uniform in 2..=MAXt: MAXt is the maximum, as the paper words it.
+    UpTo,
+    /// Exactly MAXt: a heavier variant with larger applications.
+    Exactly,
+}
+
+impl From<ThreadsArg> for Threads {
+    fn from(t: ThreadsArg) -> Threads {
+        match t {
+            ThreadsArg::UpTo => Threads::UpTo,
+            ThreadsArg::Exactly => Threads::Exactly,
+        }
+    }
+}
+
+/// `--model` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModelArg {
     Easy,
     Adversarial,
-}
-
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match args.bench {
-        Bench::Synthetic(a) => synthetic(a),
-        Bench::Extract(a) => extract(&a),
-    }
 }
 
 /// Parses "2,4,8" or "2..40:2" (step optional, default 1).
@@ -133,7 +106,9 @@ pub fn parse_maxt(s: &str) -> anyhow::Result<Vec<u32>> {
     Ok(out)
 }
 
-fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
+/// Runs the study and prints its tables; fails on a wrong path where the
+/// paper's assumptions hold.
+pub fn run(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
     let max_threads = parse_maxt(&a.maxt)?;
     if a.apps == 0 {
         bail!("--apps 0: need at least one application per setting");
@@ -152,7 +127,7 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
         a.strategies.iter().map(|&s| s.into()).collect()
     };
     // The observation phase is debug's: the same stopping rule.
-    let debug = crate::debug::DebugOptions::default();
+    let debug = aid::debug::DebugOptions::default();
     let cfg = StudyConfig {
         seed: a.seed,
         apps: a.apps,
@@ -187,57 +162,6 @@ fn synthetic(a: SyntheticArgs) -> anyhow::Result<ExitCode> {
             "aid: {wrong} wrong causal path(s) where the paper's assumptions hold, not explained by chance: every approach is claimed sound there"
         );
         return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn extract(a: &ExtractArgs) -> anyhow::Result<ExitCode> {
-    let w = Workload {
-        runs: a.runs,
-        events: a.events,
-        threads: a.threads,
-        barrier: a.barrier,
-        seed: a.seed,
-    };
-    let m = measure(&w)?;
-    let t = &m.time;
-    let total = t.total().as_secs_f64();
-    let rate = m.events as f64 / total;
-    if a.json {
-        let v = serde_json::json!({
-            "runs": a.runs, "events_per_run": a.events, "threads": a.threads, "barrier": a.barrier, "seed": a.seed,
-            "events": m.events, "generate_s": m.generate.as_secs_f64(),
-            "learn_s": t.learn.as_secs_f64(), "evaluate_s": t.evaluate.as_secs_f64(),
-            "statistics_s": t.statistics.as_secs_f64(), "dag_s": t.dag.as_secs_f64(),
-            "total_s": total, "events_per_s": rate,
-            "predicates": m.predicates, "fully_discriminative": m.fully_discriminative,
-            "candidates": m.candidates, "dag_edges": m.dag_edges,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "extract benchmark: {} runs × {} events ({:.1} M events), {} roles, {} functions, barrier {}, seed {}",
-            a.runs,
-            a.events,
-            m.events as f64 / 1e6,
-            a.threads,
-            m.functions,
-            a.barrier,
-            a.seed
-        );
-        println!(
-            "  generate    {:>8.2} s  (not part of the measurement)",
-            m.generate.as_secs_f64()
-        );
-        println!("  learn       {:>8.2} s", t.learn.as_secs_f64());
-        println!("  evaluate    {:>8.2} s", t.evaluate.as_secs_f64());
-        println!("  statistics  {:>8.2} s", t.statistics.as_secs_f64());
-        println!("  ac-dag      {:>8.2} s", t.dag.as_secs_f64());
-        println!("  total       {:>8.2} s  = {:.2} M events/s", total, rate / 1e6);
-        println!(
-            "  {} predicates, {} fully discriminative, {} AC-DAG candidates, {} reduced edges",
-            m.predicates, m.fully_discriminative, m.candidates, m.dag_edges
-        );
     }
     Ok(ExitCode::SUCCESS)
 }
