@@ -63,6 +63,8 @@ pub struct ServiceSource<'t> {
     /// The interventions installed (in their live form), and when (monotonic
     /// ns): a plan is installed once for all the units of its round.
     installed: Option<(Vec<Intervention>, u64)>,
+    /// Child processes the service started, not yet noted on a unit.
+    children: Vec<u32>,
 }
 
 impl<'t> ServiceSource<'t> {
@@ -83,6 +85,7 @@ impl<'t> ServiceSource<'t> {
             traced: BTreeSet::new(),
             intervening: false,
             installed: None,
+            children: Vec::new(),
         }
     }
 }
@@ -124,7 +127,8 @@ impl RunSource for ServiceSource<'_> {
         }
         // A look every UNIT_LOOK until a unit settles, Ctrl-C (the flag) or
         // the process ends; the unit timeout ends it when it comes.
-        let (running, waiting) = (&mut self.running, &mut self.waiting);
+        let (running, waiting, children) =
+            (&mut self.running, &mut self.waiting, &mut self.children);
         let mut look = || -> anyhow::Result<Option<Option<RecordedRun>>> {
             if cancel.load(Ordering::Relaxed) {
                 return Ok(Some(None));
@@ -134,6 +138,11 @@ impl RunSource for ServiceSource<'_> {
             }
             running.look()?;
             waiting.extend(running.follower().finished_units(poll::UNIT_SETTLE));
+            children.extend(running.follower().take_children());
+            if let (Some(&child), Some(rec)) = (children.first(), waiting.back_mut()) {
+                rec.notes.push(crate::record::attach::children_note(pid, child));
+                children.clear();
+            }
             Ok(waiting.pop_front().map(Some))
         };
         let looked =

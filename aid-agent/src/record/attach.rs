@@ -145,6 +145,8 @@ pub fn attach(
     // Ctrl-C, ARCHITECTURE.md) and the process are checked at each, the
     // `-d` deadline ends the loop when it comes.
     let deadline = req.duration.map(|d| began + d);
+    // Child processes the service started while traced (pids).
+    let mut children: Vec<u32> = Vec::new();
     let mut look = || -> anyhow::Result<Option<&'static str>> {
         running.look()?;
         let follower = running.follower();
@@ -166,6 +168,15 @@ pub fn attach(
             }
         }
         counters.lost = running.follower().lost_total();
+        for child in running.follower().take_children() {
+            if children.is_empty() {
+                ui.say(&format!(
+                    "{}; further children are counted at the end",
+                    children_note(req.pid, child)
+                ));
+            }
+            children.push(child);
+        }
         ui.step_to(counters.runs, &counters.status(noun));
         if cancel.load(Ordering::Relaxed) {
             return Ok(Some("stopped"));
@@ -183,6 +194,15 @@ pub fn attach(
     .context("starting the look timer")?
     .unwrap_or(Ok("duration reached"))?;
     ui.end();
+    if children.len() > 1 {
+        let pids: Vec<String> = children.iter().map(u32::to_string).collect();
+        ui.say(&format!(
+            "pid {} started {} child processes while traced (pid {}); their calls are not recorded",
+            req.pid,
+            pids.len(),
+            crate::util::human::summarize(&pids)
+        ));
+    }
     if running.functions().len() > 64 {
         ui.say(&format!("removing the probes of {} functions", running.functions().len()));
     }
@@ -217,6 +237,15 @@ pub fn attach(
         lost: finished.lost,
         interrupted: cancel.load(Ordering::Relaxed),
     })
+}
+
+/// What becomes of a child process of an attached service: probes are
+/// scoped to the process aid attached to (docs/probes.md), and a child
+/// is another process.
+pub fn children_note(pid: u32, child: u32) -> String {
+    format!(
+        "pid {pid} started a child process (pid {child}): aid traces pid {pid} only, so the child's calls are not recorded (to trace it while it runs: aid-agent attach -p {child})"
+    )
 }
 
 /// The windows left open when recording stopped.

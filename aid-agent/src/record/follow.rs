@@ -167,6 +167,12 @@ impl<'t> Follower<'t> {
         self.losses.during(start_ns, end_ns)
     }
 
+    /// The child processes the followed process started since the last
+    /// call (pids): aid traces the process it attached to only.
+    pub fn take_children(&mut self) -> Vec<u32> {
+        self.recorder.take_children()
+    }
+
     /// Every event lost so far.
     pub fn lost_total(&self) -> u64 {
         self.losses.total()

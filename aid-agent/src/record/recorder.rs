@@ -98,6 +98,9 @@ pub struct Recorder<'a> {
     rows: Vec<EventRow>,
     orphan_exits: u64,
     next_unknown_role: Role,
+    /// Child processes the target started (pids), not yet taken: their
+    /// calls are not traced.
+    children: Vec<u32>,
 }
 
 impl<'a> Recorder<'a> {
@@ -143,6 +146,7 @@ impl<'a> Recorder<'a> {
             rows: Vec::new(),
             orphan_exits: 0,
             next_unknown_role: 1 << 20,
+            children: Vec::new(),
         }
     }
 
@@ -173,6 +177,11 @@ impl<'a> Recorder<'a> {
             std::mem::take(&mut self.rows).into_iter().partition(|r| r.t_ns < cutoff_ns);
         self.rows = kept;
         taken
+    }
+
+    /// The child processes the target started since the last call (pids).
+    pub fn take_children(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.children)
     }
 
     /// Hands over the rows recorded so far (units are cut from them
@@ -347,6 +356,7 @@ impl<'a> Recorder<'a> {
                     });
                 }
             }
+            EventKind::CHILD => self.children.push(e.func),
             _ => {}
         }
     }
