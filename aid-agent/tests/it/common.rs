@@ -54,10 +54,25 @@ fn check_bpf() {
     }
 }
 
+/// Fixture builds of this test process: a folder per process under
+/// cargo's temporary folder for integration tests (`target/tmp`), so that
+/// two test processes never share a binary; folders of test processes
+/// that have ended are removed first, so they do not pile up.
 fn fixture_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("aid-fixtures-{}", std::process::id()));
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ended = name
+                .strip_prefix("aid-fixtures-")
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            if ended {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = root.join(format!("aid-fixtures-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     })
