@@ -12,6 +12,7 @@ use std::{
 
 use anyhow::Context;
 
+use super::args::session_dir;
 use crate::{
     analysis::{AnalysisOptions, analyze, keep_observations, render_table},
     intervene::{Reach, SafeList},
@@ -69,14 +70,6 @@ How to read this:
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     run_with(args, load_session)
-}
-
-/// The session to analyse: the one given, or the newest in aid-sessions/.
-pub fn session_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    match given {
-        Some(p) => Ok(p.to_owned()),
-        None => Ok(store::latest(Path::new(store::SESSIONS_DIR))?),
-    }
 }
 
 /// Reads and verifies a session directory (checksums, row counts), with

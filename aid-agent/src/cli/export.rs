@@ -7,7 +7,7 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode};
 
 use anyhow::bail;
 
-use super::{analyze::session_dir, out::emit_bytes};
+use super::{args::session_dir, out::emit_bytes};
 use crate::report::trace::{Format, export, trace_of};
 
 #[derive(Debug, clap::Args)]

@@ -1,4 +1,4 @@
-//! `aid-agent mine SESSION`: bug explanation patterns mined from the
+//! `aid-agent mine [SESSION]`: bug explanation patterns mined from the
 //! session's failing runs (seed 002; [`crate::explain::mine`]). Also the
 //! access options `slice` and `compare` share.
 
@@ -10,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, session_dir},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -121,8 +121,9 @@ pub fn note_excluded(session: &crate::model::Session) {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record`, `attach` or `debug`.
-    pub session: PathBuf,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
     /// First support threshold, as a fraction of the failing runs.
     #[arg(long, default_value_t = 1.0, value_name = "FRACTION")]
     pub min_supp: f64,
@@ -164,7 +165,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.max_len
     );
     let spec = args.access.spec()?;
-    let (loaded, globals) = explain::load(&args.session)?;
+    let dir = session_dir(args.session.as_deref())?;
+    let (loaded, globals) = explain::load(&dir)?;
     note_excluded(&loaded.session);
     let opts = Options {
         min_supp: args.min_supp,
@@ -173,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         prune: true,
         witnessed: args.witnessed,
     };
-    let (data, mined) = match args.rerun.watch(&args.session, args.rerun.watch_runs)? {
+    let (data, mined) = match args.rerun.watch(&dir, args.rerun.watch_runs)? {
         None => {
             let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
             if !substrate.runs.iter().any(|r| r.failed) {
@@ -185,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Some(settings) => {
             let cancel = interrupt_flag()?;
-            let req = MineRequest { dir: &args.session, spec: &spec, opts: &opts };
+            let req = MineRequest { dir: &dir, spec: &spec, opts: &opts };
             let (data, mined, note) = mine_watched(
                 &loaded,
                 globals.as_ref(),

@@ -1,4 +1,4 @@
-//! `aid-agent slice SESSION --run N`: the calls of one failing run that
+//! `aid-agent slice [SESSION] --run N`: the calls of one failing run that
 //! carry its failure, at a chosen level of dependences (seed 003;
 //! [`crate::explain::slice`]), optionally typed by hardware watchpoints
 //! and verified by re-running the program
@@ -7,7 +7,7 @@
 use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, session_dir},
     mine::{AccessArgs, RerunArgs},
     out::emit,
     terminal::{Terminal, interrupt_flag},
@@ -21,8 +21,9 @@ use crate::explain::{
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record`, `attach` or `debug`.
-    pub session: PathBuf,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
     /// The failing run to slice.
     #[arg(long, value_name = "N")]
     pub run: u32,
@@ -71,26 +72,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.theta
     );
     anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
+    let dir = session_dir(args.session.as_deref())?;
     let verify = if args.verify {
         Some(VerifySettings {
             repeat: args.repeat,
             theta: args.theta,
             hold_timeout: parse_duration(&args.hold_timeout)?,
             timeout: parse_duration(&args.rerun.timeout)?,
-            out: args.rerun.dir(&args.session, "verify"),
+            out: args.rerun.dir(&dir, "verify"),
             load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
         })
     } else {
         None
     };
-    let (loaded, globals) = explain::load(&args.session)?;
+    let (loaded, globals) = explain::load(&dir)?;
     let req = SliceRequest {
-        dir: &args.session,
+        dir: &dir,
         run: args.run,
         criterion: &criterion,
         levels,
         spec: &spec,
-        watch: args.rerun.watch(&args.session, args.rerun.watch_runs)?,
+        watch: args.rerun.watch(&dir, args.rerun.watch_runs)?,
         verify,
     };
     let cancel = interrupt_flag()?;

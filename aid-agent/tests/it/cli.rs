@@ -1,6 +1,6 @@
 //! The command line as a user meets it, without root: shell completions
-//! and man pages, `-l/--list` like `bpftrace -l`, `analyze` and `export`
-//! on the newest session, the exported traces parsed back (Chrome JSON,
+//! and man pages, `-l/--list` like `bpftrace -l`, every command that
+//! reads a session on the newest one, the exported traces parsed back (Chrome JSON,
 //! and Perfetto protobuf with Perfetto's own schema), and the session
 //! format example of docs/session-format.md run against a session.
 
@@ -383,6 +383,44 @@ fn analyze_and_export_default_to_the_newest_session() {
     let line =
         run_err(agent().args(["export", "--run", "99", "-o", "x.json"]).current_dir(tmp.path()));
     assert!(line.starts_with("aid: the session has no run 99 (runs 1-8)"), "{line}");
+}
+
+/// `mine`, `slice` and `compare` read the newest session when none is
+/// named, as `analyze` and `export` do (the older one is damaged here, so
+/// reading it would fail), and all six commands that read a session say
+/// the same line, exit 2, when there is none.
+#[test]
+fn every_session_reader_defaults_to_the_newest_session() {
+    let (tmp, newest) = sessions();
+    std::fs::remove_file(tmp.path().join("aid-sessions/20250101-000000-older/runs.jsonl")).unwrap();
+    for args in
+        [&["mine"][..], &["slice", "--run", "3"], &["compare", "--fail", "3", "--repeat", "0"]]
+    {
+        let named = run_ok(agent().args(args).arg(&newest));
+        let default = run_ok(agent().args(args).current_dir(tmp.path()));
+        assert!(!default.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&default.stdout),
+            String::from_utf8_lossy(&named.stdout),
+            "{args:?}"
+        );
+    }
+    let empty = tempfile::tempdir().unwrap();
+    for args in [
+        &["analyze"][..],
+        &["export", "-o", "-"],
+        &["mine"],
+        &["slice", "--run", "3"],
+        &["compare", "--fail", "3"],
+        &["watch", "--object", "events"],
+    ] {
+        let line = run_err(agent().args(args).current_dir(empty.path()));
+        assert_eq!(
+            line,
+            "aid: no session given and none in aid-sessions/: give a session directory (written by `aid-agent record`, `attach` or `debug`)",
+            "{args:?}"
+        );
+    }
 }
 
 /// A Perfetto trace is binary: `-o -` refuses to write it to a terminal
