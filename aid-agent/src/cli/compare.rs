@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
     args::{load_options, parse_duration, session_dir},
-    mine::{AccessArgs, AccessMode, fresh_dir},
+    mine::{AccessArgs, AccessMode, fresh_dir, refuse_idle_out},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -63,8 +63,10 @@ pub struct Args {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where re-runs are stored (default: SESSION/compare-FAIL-vs-PASS-TIME).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the tests' re-runs are written to (default:
+    /// SESSION/compare-FAIL-vs-PASS-TIME), as `record -o`; the chain goes
+    /// to standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub access: AccessArgs,
@@ -90,6 +92,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--theta {} must be in (0, 1]",
         args.theta
     );
+    if args.repeat == 0 {
+        refuse_idle_out(args.out.as_deref(), "compare", "when --repeat is above 0")?;
+    }
     let target = Target::parse(&args.target)?;
     let spec = args.access.spec()?;
     let safe = SafeList::new(&args.safe)?;

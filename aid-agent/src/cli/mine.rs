@@ -69,9 +69,22 @@ pub struct RerunArgs {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where re-runs are stored (default: a new directory in SESSION).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the re-runs are written to (default: a new
+    /// directory in SESSION), as `record -o`; what the command prints goes
+    /// to standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// `-o DIR` given to a command that will not re-run the program: refused,
+/// since nothing would be written there; `when` says what re-runs.
+pub fn refuse_idle_out(out: Option<&Path>, command: &str, when: &str) -> anyhow::Result<()> {
+    if out.is_some() {
+        anyhow::bail!(
+            "-o/--out DIR is where {command}'s re-runs are written, and {command} re-runs the program only {when}: to keep what it prints, redirect it (> FILE)"
+        );
+    }
+    Ok(())
 }
 
 impl RerunArgs {
@@ -164,6 +177,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--max-len {} must be between 1 and 8 (mining is exponential in it)",
         args.max_len
     );
+    if args.rerun.access != AccessMode::Watch {
+        refuse_idle_out(args.rerun.out.as_deref(), "mine", "with --access watch")?;
+    }
     let spec = args.access.spec()?;
     let dir = session_dir(args.session.as_deref())?;
     let (loaded, globals) = explain::load(&dir)?;

@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
     args::{load_options, parse_duration, session_dir},
-    mine::{AccessArgs, RerunArgs},
+    mine::{AccessArgs, AccessMode, RerunArgs, refuse_idle_out},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -72,6 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.theta
     );
     anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
+    if !args.verify && args.rerun.access != AccessMode::Watch {
+        refuse_idle_out(args.rerun.out.as_deref(), "slice", "with --verify or --access watch")?;
+    }
     let dir = session_dir(args.session.as_deref())?;
     let verify = if args.verify {
         Some(VerifySettings {

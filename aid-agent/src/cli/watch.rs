@@ -54,8 +54,10 @@ pub struct Args {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where the re-runs are stored (default: SESSION/watch-TIME).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the watched re-runs are written to (default:
+    /// SESSION/watch-TIME), as `record -o`; what they show goes to
+    /// standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]

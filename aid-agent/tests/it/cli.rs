@@ -423,6 +423,81 @@ fn every_session_reader_defaults_to_the_newest_session() {
     }
 }
 
+/// `analyze -o FILE` writes what it would print to FILE, `-o -` to
+/// standard output (no file named `-`); `--dot -` prints the DOT instead of
+/// the table, which then goes only to `-o FILE`.
+#[test]
+fn analyze_writes_its_table_where_o_says_and_dot_dash_prints() {
+    let (tmp, newest) = sessions();
+    let stdout = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    let table = stdout(run_ok(agent().arg("analyze").arg(&newest)));
+    assert!(table.starts_with("7 runs (2 failing, 5 passing)"), "{table}");
+    let file = tmp.path().join("table.txt");
+    assert_eq!(stdout(run_ok(agent().arg("analyze").arg(&newest).arg("-o").arg(&file))), "");
+    assert_eq!(read(&file), table);
+    let dash = run_ok(agent().args(["analyze", "-o", "-"]).arg(&newest).current_dir(tmp.path()));
+    assert_eq!(stdout(dash), table);
+    assert!(!tmp.path().join("-").exists());
+    let dot_file = tmp.path().join("g.dot");
+    assert_eq!(
+        stdout(run_ok(agent().arg("analyze").arg(&newest).arg("--dot").arg(&dot_file))),
+        table
+    );
+    let dot = read(&dot_file);
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert_eq!(stdout(run_ok(agent().args(["analyze", "--dot", "-"]).arg(&newest))), dot);
+    let file2 = tmp.path().join("table2.txt");
+    let both = run_ok(agent().args(["analyze", "--dot", "-", "-o"]).arg(&file2).arg(&newest));
+    assert_eq!(stdout(both), dot);
+    assert_eq!(read(&file2), table);
+    assert_eq!(
+        run_err(agent().args(["analyze", "--dot", "-", "-o", "-"]).arg(&newest)),
+        "aid: --dot - and -o - both write to standard output: give one of them a FILE"
+    );
+}
+
+/// In `mine`, `slice`, `compare` and `watch`, `-o DIR` is the session
+/// directory their re-runs are written to (as in `record` and `debug`);
+/// given where no re-run will be made it is refused, saying how to keep
+/// the output instead.
+#[test]
+fn o_names_the_rerun_directory_and_is_refused_without_reruns() {
+    let (tmp, newest) = sessions();
+    for (args, when) in [
+        (&["mine"][..], "mine re-runs the program only with --access watch"),
+        (
+            &["slice", "--run", "3"],
+            "slice re-runs the program only with --verify or --access watch",
+        ),
+        (
+            &["compare", "--fail", "3", "--repeat", "0"],
+            "compare re-runs the program only when --repeat is above 0",
+        ),
+    ] {
+        let line =
+            run_err(agent().args(args).args(["-o", "d"]).arg(&newest).current_dir(tmp.path()));
+        let command = args[0];
+        assert_eq!(
+            line,
+            format!(
+                "aid: -o/--out DIR is where {command}'s re-runs are written, and {when}: to keep what it prints, redirect it (> FILE)"
+            )
+        );
+        assert!(!tmp.path().join("d").exists());
+    }
+    for (command, option) in [
+        ("analyze", "-o, --out <FILE>"),
+        ("mine", "-o, --out <DIR>"),
+        ("slice", "-o, --out <DIR>"),
+        ("compare", "-o, --out <DIR>"),
+        ("watch", "-o, --out <DIR>"),
+    ] {
+        let help = String::from_utf8(run_ok(agent().args([command, "--help"])).stdout).unwrap();
+        assert!(help.contains(option), "{command}: {help}");
+    }
+}
+
 /// A Perfetto trace is binary: `-o -` refuses to write it to a terminal
 /// (a pseudo-terminal here) and says what to do instead.
 #[test]
