@@ -32,8 +32,9 @@ pub struct Args {
     /// Session directory written by `record`, `attach` or `debug`
     /// (default: the newest in aid-sessions/).
     pub session: Option<PathBuf>,
-    /// The failing run.
-    #[arg(long, value_name = "N")]
+    /// The failing run (`--fail`, as in `slice`; `--run` is the same
+    /// option).
+    #[arg(long, visible_alias = "run", value_name = "N")]
     pub fail: u32,
     /// The passing run to compare with, or `auto`: the one most like the
     /// failing run.

@@ -1,4 +1,4 @@
-//! `aid-agent slice [SESSION] --run N`: the calls of one failing run that
+//! `aid-agent slice [SESSION] --fail N`: the calls of one failing run that
 //! carry its failure, at a chosen level of dependences (seed 003;
 //! [`crate::explain::slice`]), optionally typed by hardware watchpoints
 //! and verified by re-running the program
@@ -24,9 +24,10 @@ pub struct Args {
     /// Session directory written by `record`, `attach` or `debug`
     /// (default: the newest in aid-sessions/).
     pub session: Option<PathBuf>,
-    /// The failing run to slice.
-    #[arg(long, value_name = "N")]
-    pub run: u32,
+    /// The failing run to slice (`--fail`, as in `compare`; `--run` is
+    /// the same option).
+    #[arg(long, visible_alias = "run", value_name = "N")]
+    pub fail: u32,
     /// Where the slice starts: `exit` (the call the run crashed in, else
     /// the last call that returned, preferring calls on shared objects) or
     /// `[role:]function#k`.
@@ -91,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (loaded, globals) = explain::load(&dir)?;
     let req = SliceRequest {
         dir: &dir,
-        run: args.run,
+        run: args.fail,
         criterion: &criterion,
         levels,
         spec: &spec,

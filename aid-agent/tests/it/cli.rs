@@ -394,7 +394,7 @@ fn every_session_reader_defaults_to_the_newest_session() {
     let (tmp, newest) = sessions();
     std::fs::remove_file(tmp.path().join("aid-sessions/20250101-000000-older/runs.jsonl")).unwrap();
     for args in
-        [&["mine"][..], &["slice", "--run", "3"], &["compare", "--fail", "3", "--repeat", "0"]]
+        [&["mine"][..], &["slice", "--fail", "3"], &["compare", "--fail", "3", "--repeat", "0"]]
     {
         let named = run_ok(agent().args(args).arg(&newest));
         let default = run_ok(agent().args(args).current_dir(tmp.path()));
@@ -467,7 +467,7 @@ fn o_names_the_rerun_directory_and_is_refused_without_reruns() {
     for (args, when) in [
         (&["mine"][..], "mine re-runs the program only with --access watch"),
         (
-            &["slice", "--run", "3"],
+            &["slice", "--fail", "3"],
             "slice re-runs the program only with --verify or --access watch",
         ),
         (
@@ -495,6 +495,26 @@ fn o_names_the_rerun_directory_and_is_refused_without_reruns() {
     ] {
         let help = String::from_utf8(run_ok(agent().args([command, "--help"])).stdout).unwrap();
         assert!(help.contains(option), "{command}: {help}");
+    }
+}
+
+/// The failing run has one name, `--fail N`, in `slice` and `compare`;
+/// `--run N` is a visible alias of it in both, giving the same output.
+#[test]
+fn the_failing_run_is_fail_or_its_alias_run_in_slice_and_compare() {
+    let (_tmp, newest) = sessions();
+    for command in [&["slice"][..], &["compare", "--repeat", "0"]] {
+        let with = |option: &str| {
+            let out = run_ok(agent().args(command).args([option, "3"]).arg(&newest));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let fail = with("--fail");
+        assert!(!fail.is_empty(), "{command:?}");
+        assert_eq!(with("--run"), fail, "{command:?}");
+        let help = String::from_utf8(run_ok(agent().args([command[0], "--help"])).stdout).unwrap();
+        assert!(help.contains("--fail <N>"), "{command:?}: {help}");
+        assert!(help.contains("[alias: --run]"), "{command:?}: {help}");
+        assert!(!help.contains("--run <N>"), "{command:?}: {help}");
     }
 }
 
