@@ -234,6 +234,34 @@ fn a_pattern_that_matches_nothing_points_to_the_listing() {
     );
 }
 
+/// `-t a,b` is not a list and is never split: the pattern is used whole
+/// (a C++ parameter list has commas, and `store::Cache::put(int, int)`
+/// matches),
+/// and when it matches nothing the error says to give one pattern per -t,
+/// or the brace glob, which matches both.
+#[test]
+fn a_comma_list_pattern_is_refused_with_advice() {
+    let exe = c_fixture("two_threads.c", "two_threads_list", &[]);
+    let advice = "aid: pattern `worker_a,worker_b` matches no function: a comma does not separate patterns; give one per -t (-t worker_a -t worker_b), or one brace glob ('{worker_a,worker_b}')";
+    let line = run_err(agent().args(["debug", "--list", "worker_a,worker_b"]).arg(&exe));
+    assert_eq!(line, advice);
+    let line = run_err(agent().args(["record", "-t", "worker_a,worker_b"]).arg(&exe));
+    assert_eq!(line, advice);
+    let out = run_ok(agent().args(["debug", "--list", "{worker_a,worker_b}"]).arg(&exe));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let mut names: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().rsplit(':').next().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["worker_a", "worker_b"], "{listed}");
+    let cpp = c_fixture("cache.cpp", "cache_cpp", &[]);
+    let out = run_ok(agent().args(["debug", "--list", "store::Cache::put(int, int)"]).arg(&cpp));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("  store::Cache::put(int, int)"), "{listed}");
+}
+
 /// `debug --help` (and `-h`) groups the options under headings, as perf
 /// does: each heading lists exactly its options, in this order.
 #[test]
