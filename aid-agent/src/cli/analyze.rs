@@ -10,8 +10,12 @@ use std::{
     process::ExitCode,
 };
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
+use super::{
+    args::session_dir,
+    out::{emit, is_stdout, write_to},
+};
 use crate::{
     analysis::{AnalysisOptions, analyze, keep_observations, render_table},
     intervene::{Reach, SafeList},
@@ -44,9 +48,15 @@ pub struct Args {
     /// Do not treat negative returns as errors.
     #[arg(long)]
     pub negative_is_ok: bool,
-    /// Write the AC-DAG (transitive reduction) as Graphviz DOT to this file.
+    /// Write the AC-DAG (transitive reduction) as Graphviz DOT to this
+    /// file; `-` prints it on standard output instead of the table (the
+    /// table then goes only to -o FILE).
     #[arg(long, value_name = "FILE")]
     pub dot: Option<PathBuf>,
+    /// Write the table (or the JSON) to FILE instead of standard output;
+    /// `-` for standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// Explain the table's columns after it.
     #[arg(long)]
     pub explain: bool,
@@ -71,14 +81,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     run_with(args, load_session)
 }
 
-/// The session to analyse: the one given, or the newest in aid-sessions/.
-pub fn session_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    match given {
-        Some(p) => Ok(p.to_owned()),
-        None => Ok(store::latest(Path::new(store::SESSIONS_DIR))?),
-    }
-}
-
 /// Reads and verifies a session directory (checksums, row counts), with
 /// the settings it was analysed with; a damaged run is named in a warning
 /// and left out.
@@ -96,6 +98,11 @@ pub fn run_with(
     mut args: Args,
     load: impl FnOnce(&Path) -> anyhow::Result<(Session, Option<Settings>)>,
 ) -> anyhow::Result<ExitCode> {
+    let dot_on_stdout = args.dot.as_deref().is_some_and(is_stdout);
+    let table_to = args.out.clone().filter(|p| !is_stdout(p));
+    if dot_on_stdout && args.out.is_some() && table_to.is_none() {
+        bail!("--dot - and -o - both write to standard output: give one of them a FILE");
+    }
     let dir = session_dir(args.session.as_deref())?;
     let (mut session, settings) = load(&dir)?;
     args.session = Some(dir);
@@ -112,10 +119,15 @@ pub fn run_with(
             "aid: warning: {lost} run(s) lost events or were interrupted and are excluded from the analysis; record with a larger --ring-size"
         );
     }
-    let out = render(&args, &session)?;
-    super::out::emit(&out)?;
+    let mut out = render(&args, &session)?;
     if args.explain && !args.json {
-        super::out::emit(&format!("\n{COLUMNS}"))?;
+        out.push_str(&format!("\n{COLUMNS}"));
+    }
+    match table_to {
+        Some(file) => write_to(&file, &out)?,
+        // The DOT took standard output.
+        None if dot_on_stdout => {}
+        None => emit(&out)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -151,8 +163,7 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
     let analysis =
         analyze(session, &opts).with_context(|| format!("cannot analyse {}", name.display()))?;
     if let Some(dot) = &args.dot {
-        std::fs::write(dot, report::dot::render(&analysis, &[], "run"))
-            .with_context(|| format!("cannot write {}", dot.display()))?;
+        write_to(dot, &report::dot::render(&analysis, &[], "run"))?;
     }
     if args.json {
         Ok(serde_json::to_string_pretty(&analysis.report(args.top))? + "\n")
@@ -188,6 +199,7 @@ mod tests {
             zero_is_error: false,
             negative_is_ok: false,
             dot: None,
+            out: None,
             explain: false,
         }
     }

@@ -1,7 +1,11 @@
 //! Arguments shared by several subcommands, and the library's enums as
 //! clap values (the library itself never sees clap).
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use anyhow::bail;
 
@@ -15,6 +19,7 @@ use crate::{
         fail::RunPolicy,
         list::{ListIn, Listed, list},
     },
+    store,
 };
 
 /// The headings `--help` groups options under, as perf's do.
@@ -26,6 +31,18 @@ pub mod heading {
     pub const AMPLIFICATION: &str = "Amplification";
     pub const SERVICES: &str = "Services";
     pub const OUTPUT: &str = "Output";
+}
+
+/// The session a command reads: the one given, or the newest in
+/// aid-sessions/ (by creation time, [`store::latest`]). Every command that
+/// reads a session (`analyze`, `export`, `mine`, `slice`, `compare`,
+/// `watch`) takes it this way, so they share the rule and the message when
+/// there is none.
+pub fn session_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_owned()),
+        None => Ok(store::latest(Path::new(store::SESSIONS_DIR))?),
+    }
 }
 
 /// How runs of a program are traced, judged and bounded.

@@ -30,7 +30,8 @@ pub struct Args {
     /// The process to trace (all its threads, existing and future).
     #[arg(short, long)]
     pub pid: u32,
-    /// Functions to trace (globs, optionally 'lib:glob'). Repeatable.
+    /// Functions to trace (globs, optionally 'lib:glob'). Repeatable, one
+    /// pattern each: a comma is part of the name ('{a,b}' matches both).
     #[arg(long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
     /// Stop after this long (30s, 1m30s; default: until Ctrl-C or the

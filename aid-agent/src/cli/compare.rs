@@ -1,4 +1,4 @@
-//! `aid-agent compare SESSION --fail B [--pass A]`: the causal chain from a
+//! `aid-agent compare [SESSION] --fail B [--pass A]`: the causal chain from a
 //! difference between a failing and a passing run to the failure, each
 //! link tested by re-running the program both ways (seed 001;
 //! [`crate::explain::compare`]).
@@ -6,8 +6,8 @@
 use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
-    args::{load_options, parse_duration},
-    mine::{AccessArgs, AccessMode, fresh_dir},
+    args::{load_options, parse_duration, session_dir},
+    mine::{AccessArgs, AccessMode, fresh_dir, refuse_idle_out},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -29,10 +29,12 @@ use crate::{
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record` or `debug`.
-    pub session: PathBuf,
-    /// The failing run.
-    #[arg(long, value_name = "N")]
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
+    /// The failing run (`--fail`, as in `slice`; `--run` is the same
+    /// option).
+    #[arg(long, visible_alias = "run", value_name = "N")]
     pub fail: u32,
     /// The passing run to compare with, or `auto`: the one most like the
     /// failing run.
@@ -62,8 +64,10 @@ pub struct Args {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where re-runs are stored (default: SESSION/compare-FAIL-vs-PASS-TIME).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the tests' re-runs are written to (default:
+    /// SESSION/compare-FAIL-vs-PASS-TIME), as `record -o`; the chain goes
+    /// to standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub access: AccessArgs,
@@ -89,6 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--theta {} must be in (0, 1]",
         args.theta
     );
+    if args.repeat == 0 {
+        refuse_idle_out(args.out.as_deref(), "compare", "when --repeat is above 0")?;
+    }
     let target = Target::parse(&args.target)?;
     let spec = args.access.spec()?;
     let safe = SafeList::new(&args.safe)?;
@@ -100,14 +107,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             n.parse().map_err(|_| anyhow::anyhow!("--pass {n}: give a run number or `auto`"))?,
         ),
     };
-    let (loaded, globals) = explain::load(&args.session)?;
+    let dir = session_dir(args.session.as_deref())?;
+    let (loaded, globals) = explain::load(&dir)?;
     let opts = Options { repeat: args.repeat, theta: args.theta, pin: args.pin, safe };
     let load = load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?;
     if args.mode == AccessMode::Watch {
         let live = (args.repeat > 0).then(|| LiveSettings {
             hold_timeout,
             timeout,
-            out: args.out.clone().unwrap_or_else(|| fresh_dir(&args.session, "compare")),
+            out: args.out.clone().unwrap_or_else(|| fresh_dir(&dir, "compare")),
             load,
             watch: Vec::new(),
         });
@@ -119,11 +127,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             interventions: Vec::new(),
             hold_timeout,
             timeout,
-            out: fresh_dir(&args.session, "watch"),
+            out: fresh_dir(&dir, "watch"),
             load,
         };
         let req = CompareRequest {
-            dir: &args.session,
+            dir: &dir,
             fail: args.fail,
             pass: pass_arg,
             target,
@@ -176,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return print(&c, &functions, &opts, args.json);
     }
     let out = args.out.clone().unwrap_or_else(|| {
-        args.session.join(format!("compare-{}-vs-{pass}-{}", args.fail, store::now_unix()))
+        dir.join(format!("compare-{}-vs-{pass}-{}", args.fail, store::now_unix()))
     });
     let settings =
         LiveSettings { hold_timeout, timeout, out: out.clone(), load, watch: Vec::new() };

@@ -30,7 +30,8 @@ use crate::{
 pub struct Args {
     /// Functions to trace (globs, 'lib:glob'). Default: the program's own
     /// functions that are cheap enough to trace, measured in a first run
-    /// (those left out are named).
+    /// (those left out are named). Repeatable, one pattern each: a comma
+    /// is part of the name ('{a,b}' matches both).
     #[arg(help_heading = heading::TRACE, long = "trace", short = 't', value_name = "PATTERN")]
     pub trace: Vec<String>,
     /// List the functions PATTERN matches in the program (or -p PID), with

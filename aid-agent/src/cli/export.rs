@@ -7,7 +7,10 @@ use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode};
 
 use anyhow::bail;
 
-use super::{analyze::session_dir, out::emit_bytes};
+use super::{
+    args::session_dir,
+    out::{emit_bytes, is_stdout},
+};
 use crate::report::trace::{Format, export, trace_of};
 
 #[derive(Debug, clap::Args)]
@@ -40,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         FormatArg::Chrome => Format::Chrome,
         FormatArg::Perfetto => Format::Perfetto,
     };
-    let (e, to) = if args.out.as_os_str() == "-" {
+    let (e, to) = if is_stdout(&args.out) {
         if format == Format::Perfetto && std::io::stdout().is_terminal() {
             bail!(
                 "a Perfetto trace is binary and stdout is a terminal: redirect it (`-o - > trace.pftrace`) or give -o FILE"

@@ -1,4 +1,4 @@
-//! `aid-agent mine SESSION`: bug explanation patterns mined from the
+//! `aid-agent mine [SESSION]`: bug explanation patterns mined from the
 //! session's failing runs (seed 002; [`crate::explain::mine`]). Also the
 //! access options `slice` and `compare` share.
 
@@ -10,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, session_dir},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -69,9 +69,22 @@ pub struct RerunArgs {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where re-runs are stored (default: a new directory in SESSION).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the re-runs are written to (default: a new
+    /// directory in SESSION), as `record -o`; what the command prints goes
+    /// to standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// `-o DIR` given to a command that will not re-run the program: refused,
+/// since nothing would be written there; `when` says what re-runs.
+pub fn refuse_idle_out(out: Option<&Path>, command: &str, when: &str) -> anyhow::Result<()> {
+    if out.is_some() {
+        anyhow::bail!(
+            "-o/--out DIR is where {command}'s re-runs are written, and {command} re-runs the program only {when}: to keep what it prints, redirect it (> FILE)"
+        );
+    }
+    Ok(())
 }
 
 impl RerunArgs {
@@ -121,8 +134,9 @@ pub fn note_excluded(session: &crate::model::Session) {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record`, `attach` or `debug`.
-    pub session: PathBuf,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
     /// First support threshold, as a fraction of the failing runs.
     #[arg(long, default_value_t = 1.0, value_name = "FRACTION")]
     pub min_supp: f64,
@@ -163,8 +177,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--max-len {} must be between 1 and 8 (mining is exponential in it)",
         args.max_len
     );
+    if args.rerun.access != AccessMode::Watch {
+        refuse_idle_out(args.rerun.out.as_deref(), "mine", "with --access watch")?;
+    }
     let spec = args.access.spec()?;
-    let (loaded, globals) = explain::load(&args.session)?;
+    let dir = session_dir(args.session.as_deref())?;
+    let (loaded, globals) = explain::load(&dir)?;
     note_excluded(&loaded.session);
     let opts = Options {
         min_supp: args.min_supp,
@@ -173,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         prune: true,
         witnessed: args.witnessed,
     };
-    let (data, mined) = match args.rerun.watch(&args.session, args.rerun.watch_runs)? {
+    let (data, mined) = match args.rerun.watch(&dir, args.rerun.watch_runs)? {
         None => {
             let substrate = Substrate::build(&loaded.session, globals.as_ref(), &spec, &[]);
             if !substrate.runs.iter().any(|r| r.failed) {
@@ -185,7 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Some(settings) => {
             let cancel = interrupt_flag()?;
-            let req = MineRequest { dir: &args.session, spec: &spec, opts: &opts };
+            let req = MineRequest { dir: &dir, spec: &spec, opts: &opts };
             let (data, mined, note) = mine_watched(
                 &loaded,
                 globals.as_ref(),

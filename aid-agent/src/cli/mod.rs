@@ -328,7 +328,16 @@ mod tests {
         };
         assert_eq!((a.session, a.runs, a.format), (None, vec![1, 2, 5], export::FormatArg::Chrome));
         let Command::Analyze(a) = parse(&["aid-agent", "analyze"]) else { panic!() };
-        assert_eq!(a.session, None);
+        assert_eq!((a.session, a.out), (None, None));
+        let Command::Analyze(a) = parse(&["aid-agent", "analyze", "-o", "t.txt"]) else { panic!() };
+        assert_eq!(a.out, Some("t.txt".into()));
+        // Where the re-runs go: -o DIR, as in record and debug.
+        let Command::Watch(a) = parse(&["aid-agent", "watch", "-o", "d", "--object", "x"]) else {
+            panic!()
+        };
+        assert_eq!((a.session, a.out), (None, Some("d".into())));
+        let Command::Mine(a) = parse(&["aid-agent", "mine", "-o", "d", "s"]) else { panic!() };
+        assert_eq!((a.session, a.rerun.out), (Some("s".into()), Some("d".into())));
         assert!(Cli::try_parse_from(["aid-agent", "debug", "-p", "1", "./prog"]).is_err());
     }
 

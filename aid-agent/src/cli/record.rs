@@ -20,7 +20,9 @@ use crate::{
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Functions to trace: a glob over (demangled) names, optionally in a
-    /// library: 'cache_*', 'Cache::*', 'libc:pthread_mutex_*'. Repeatable.
+    /// library: 'cache_*', 'Cache::*', 'libc:pthread_mutex_*'. Repeatable,
+    /// one pattern each: a comma is part of the name ('{a,b}' matches
+    /// both).
     /// Default: the program's own functions (not libraries), the first 32
     /// in address order (`debug` chooses them by what tracing costs).
     #[arg(help_heading = heading::TRACE, long = "trace", short = 't', value_name = "PATTERN")]

@@ -1,4 +1,4 @@
-//! `aid-agent slice SESSION --run N`: the calls of one failing run that
+//! `aid-agent slice [SESSION] --fail N`: the calls of one failing run that
 //! carry its failure, at a chosen level of dependences (seed 003;
 //! [`crate::explain::slice`]), optionally typed by hardware watchpoints
 //! and verified by re-running the program
@@ -7,8 +7,8 @@
 use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
-    args::{load_options, parse_duration},
-    mine::{AccessArgs, RerunArgs},
+    args::{load_options, parse_duration, session_dir},
+    mine::{AccessArgs, AccessMode, RerunArgs, refuse_idle_out},
     out::emit,
     terminal::{Terminal, interrupt_flag},
 };
@@ -21,11 +21,13 @@ use crate::explain::{
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record`, `attach` or `debug`.
-    pub session: PathBuf,
-    /// The failing run to slice.
-    #[arg(long, value_name = "N")]
-    pub run: u32,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
+    /// The failing run to slice (`--fail`, as in `compare`; `--run` is
+    /// the same option).
+    #[arg(long, visible_alias = "run", value_name = "N")]
+    pub fail: u32,
     /// Where the slice starts: `exit` (the call the run crashed in, else
     /// the last call that returned, preferring calls on shared objects) or
     /// `[role:]function#k`.
@@ -71,26 +73,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.theta
     );
     anyhow::ensure!(args.repeat > 0, "--repeat must be at least 1");
+    if !args.verify && args.rerun.access != AccessMode::Watch {
+        refuse_idle_out(args.rerun.out.as_deref(), "slice", "with --verify or --access watch")?;
+    }
+    let dir = session_dir(args.session.as_deref())?;
     let verify = if args.verify {
         Some(VerifySettings {
             repeat: args.repeat,
             theta: args.theta,
             hold_timeout: parse_duration(&args.hold_timeout)?,
             timeout: parse_duration(&args.rerun.timeout)?,
-            out: args.rerun.dir(&args.session, "verify"),
+            out: args.rerun.dir(&dir, "verify"),
             load: load_options(64 << 20, crate::bpf::MAX_FUNCTIONS)?,
         })
     } else {
         None
     };
-    let (loaded, globals) = explain::load(&args.session)?;
+    let (loaded, globals) = explain::load(&dir)?;
     let req = SliceRequest {
-        dir: &args.session,
-        run: args.run,
+        dir: &dir,
+        run: args.fail,
         criterion: &criterion,
         levels,
         spec: &spec,
-        watch: args.rerun.watch(&args.session, args.rerun.watch_runs)?,
+        watch: args.rerun.watch(&dir, args.rerun.watch_runs)?,
         verify,
     };
     let cancel = interrupt_flag()?;

@@ -1,11 +1,11 @@
-//! `aid-agent watch SESSION --object NAME`: re-run the session's program
+//! `aid-agent watch [SESSION] --object NAME`: re-run the session's program
 //! with hardware watchpoints on up to two objects and print which calls
 //! read and wrote them ([`crate::explain::watch`]).
 
 use std::{path::PathBuf, process::ExitCode, sync::atomic::Ordering};
 
 use super::{
-    args::{load_options, parse_duration},
+    args::{load_options, parse_duration, session_dir},
     mine::fresh_dir,
     out::emit,
     terminal::{Terminal, interrupt_flag},
@@ -27,8 +27,9 @@ pub enum DelayAfter {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session directory written by `record` or `debug`.
-    pub session: PathBuf,
+    /// Session directory written by `record`, `attach` or `debug`
+    /// (default: the newest in aid-sessions/).
+    pub session: Option<PathBuf>,
     /// An object to watch, by the name `mine` and `slice` print (a global
     /// `events`, or `role:function#k.argN|ret`); at most two.
     #[arg(long = "object", value_name = "NAME", required = true)]
@@ -53,8 +54,10 @@ pub struct Args {
     /// Kill a re-run (and count it as failed) after this long.
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub timeout: String,
-    /// Where the re-runs are stored (default: SESSION/watch-TIME).
-    #[arg(long, value_name = "DIR")]
+    /// Session directory the watched re-runs are written to (default:
+    /// SESSION/watch-TIME), as `record -o`; what they show goes to
+    /// standard output.
+    #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -72,7 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (None, Some(_)) => anyhow::bail!("--delay needs --delay-after writes|any"),
         _ => None,
     };
-    let (loaded, globals) = explain::load(&args.session)?;
+    let dir = session_dir(args.session.as_deref())?;
+    let (loaded, globals) = explain::load(&dir)?;
     let session = &loaded.session;
     let base = match args.run {
         Some(id) => session.runs.iter().find(|r| r.id == id).ok_or_else(|| {
@@ -83,10 +87,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .find(|r| r.failed())
             .or(session.runs.first())
-            .ok_or_else(|| anyhow::anyhow!("{} has no runs", args.session.display()))?,
+            .ok_or_else(|| anyhow::anyhow!("{} has no runs", dir.display()))?,
     };
     let objects = watch::resolve(&session.functions, base, globals.as_ref(), &args.objects)?;
-    let out = args.out.clone().unwrap_or_else(|| fresh_dir(&args.session, "watch"));
+    let out = args.out.clone().unwrap_or_else(|| fresh_dir(&dir, "watch"));
     let settings = WatchSettings {
         names: Vec::new(),
         runs: args.runs,

@@ -57,6 +57,54 @@ pub enum SymbolError {
         module.display(), suggest(library.as_deref(), close)
     )]
     NoMatch { pattern: String, library: Option<String>, module: PathBuf, close: Vec<String> },
+    /// A pattern that matched nothing (or named no library) as a whole and
+    /// has commas outside brackets: a list, as bpftrace and uftrace users
+    /// write it. It is not split: one part matching by chance would trace
+    /// functions nobody asked for.
+    #[error(
+        "pattern `{pattern}` matches no function: a comma does not separate patterns; give one per -t ({}){}",
+        each.join(" "), brace.as_ref().map_or_else(String::new, |b| format!(", or one brace glob ('{b}')"))
+    )]
+    List { pattern: String, each: Vec<String>, brace: Option<String> },
+}
+
+/// The advice for a pattern with commas outside brackets (`a,b,c`, not
+/// `f(int, int)` or `{a,b}`), or None. Each part without a library of its
+/// own gets the first part's (`libc:malloc,free`: `-t libc:malloc -t
+/// libc:free`); the brace glob is offered when all parts share one.
+fn list_advice(text: &str) -> Option<SymbolError> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '<' | '{' | '[' => depth += 1,
+            ')' | '>' | '}' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(text[start..].trim());
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let parsed: Vec<Pattern> =
+        parts.iter().map(|p| Pattern::parse(p)).collect::<Result<_, _>>().ok()?;
+    let first = parsed[0].library.clone();
+    let libs: Vec<Option<String>> =
+        parsed.iter().map(|p| p.library.clone().or_else(|| first.clone())).collect();
+    let with = |lib: &Option<String>, glob: &str| match lib {
+        Some(l) => format!("{l}:{glob}"),
+        None => glob.to_owned(),
+    };
+    let each = parsed.iter().zip(&libs).map(|(p, l)| format!("-t {}", with(l, &p.glob))).collect();
+    let brace = libs.iter().all(|l| *l == libs[0]).then(|| {
+        let globs: Vec<&str> = parsed.iter().map(|p| p.glob.as_str()).collect();
+        with(&libs[0], &format!("{{{}}}", globs.join(",")))
+    });
+    Some(SymbolError::List { pattern: text.to_owned(), each, brace })
 }
 
 /// Names close to a pattern that matched nothing, or aid's own listing of
@@ -227,13 +275,21 @@ impl Resolver {
             let pattern = Pattern::parse(text)?;
             let matcher = pattern.matcher(text)?;
             let root = self.search.root.clone();
-            let module = self.module(pattern.library.as_deref())?;
+            let module = match self.module(pattern.library.as_deref()) {
+                Err(e @ SymbolError::LibraryNotFound { .. }) => {
+                    return Err(list_advice(text).unwrap_or(e));
+                }
+                m => m?,
+            };
             if module.symbols.is_empty() {
                 return Err(SymbolError::NoSymbols { path: module.path.clone(), root });
             }
             let matched: Vec<&Symbol> =
                 module.symbols.iter().filter(|s| s.matched_by(|n| matcher.is_match(n))).collect();
             if matched.is_empty() {
+                if let Some(e) = list_advice(text) {
+                    return Err(e);
+                }
                 return Err(SymbolError::NoMatch {
                     pattern: text.clone(),
                     library: pattern.library.clone(),
@@ -388,6 +444,35 @@ fn close_matches(glob: &str, module: &Module) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Commas outside brackets get the advice (never a split: a part
+    /// matching by chance would trace what nobody asked for); commas of a
+    /// C++ parameter or template list, or of a brace glob, are the name's.
+    #[test]
+    fn a_comma_list_gets_advice_and_is_never_split() {
+        let advice = |t: &str| list_advice(t).map(|e| e.to_string());
+        assert_eq!(
+            advice("a,b,c").as_deref(),
+            Some(
+                "pattern `a,b,c` matches no function: a comma does not separate patterns; give one per -t (-t a -t b -t c), or one brace glob ('{a,b,c}')"
+            )
+        );
+        assert_eq!(
+            advice("libc:malloc, free").as_deref(),
+            Some(
+                "pattern `libc:malloc, free` matches no function: a comma does not separate patterns; give one per -t (-t libc:malloc -t libc:free), or one brace glob ('libc:{malloc,free}')"
+            )
+        );
+        assert_eq!(
+            advice("libc:malloc,libm:cos").as_deref(),
+            Some(
+                "pattern `libc:malloc,libm:cos` matches no function: a comma does not separate patterns; give one per -t (-t libc:malloc -t libm:cos)"
+            )
+        );
+        for name in ["f(int, int)", "Map<int, int>::get", "{a,b}", "cache_[a,b]", "a,", ",a", "a"] {
+            assert_eq!(advice(name), None, "{name}");
+        }
+    }
 
     #[test]
     fn pattern_splits_on_single_colon_only() {

@@ -1,6 +1,6 @@
 //! The command line as a user meets it, without root: shell completions
-//! and man pages, `-l/--list` like `bpftrace -l`, `analyze` and `export`
-//! on the newest session, the exported traces parsed back (Chrome JSON,
+//! and man pages, `-l/--list` like `bpftrace -l`, every command that
+//! reads a session on the newest one, the exported traces parsed back (Chrome JSON,
 //! and Perfetto protobuf with Perfetto's own schema), and the session
 //! format example of docs/session-format.md run against a session.
 
@@ -234,6 +234,34 @@ fn a_pattern_that_matches_nothing_points_to_the_listing() {
     );
 }
 
+/// `-t a,b` is not a list and is never split: the pattern is used whole
+/// (a C++ parameter list has commas, and `store::Cache::put(int, int)`
+/// matches),
+/// and when it matches nothing the error says to give one pattern per -t,
+/// or the brace glob, which matches both.
+#[test]
+fn a_comma_list_pattern_is_refused_with_advice() {
+    let exe = c_fixture("two_threads.c", "two_threads_list", &[]);
+    let advice = "aid: pattern `worker_a,worker_b` matches no function: a comma does not separate patterns; give one per -t (-t worker_a -t worker_b), or one brace glob ('{worker_a,worker_b}')";
+    let line = run_err(agent().args(["debug", "--list", "worker_a,worker_b"]).arg(&exe));
+    assert_eq!(line, advice);
+    let line = run_err(agent().args(["record", "-t", "worker_a,worker_b"]).arg(&exe));
+    assert_eq!(line, advice);
+    let out = run_ok(agent().args(["debug", "--list", "{worker_a,worker_b}"]).arg(&exe));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let mut names: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().rsplit(':').next().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["worker_a", "worker_b"], "{listed}");
+    let cpp = c_fixture("cache.cpp", "cache_cpp", &[]);
+    let out = run_ok(agent().args(["debug", "--list", "store::Cache::put(int, int)"]).arg(&cpp));
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("  store::Cache::put(int, int)"), "{listed}");
+}
+
 /// `debug --help` (and `-h`) groups the options under headings, as perf
 /// does: each heading lists exactly its options, in this order.
 #[test]
@@ -383,6 +411,139 @@ fn analyze_and_export_default_to_the_newest_session() {
     let line =
         run_err(agent().args(["export", "--run", "99", "-o", "x.json"]).current_dir(tmp.path()));
     assert!(line.starts_with("aid: the session has no run 99 (runs 1-8)"), "{line}");
+}
+
+/// `mine`, `slice` and `compare` read the newest session when none is
+/// named, as `analyze` and `export` do (the older one is damaged here, so
+/// reading it would fail), and all six commands that read a session say
+/// the same line, exit 2, when there is none.
+#[test]
+fn every_session_reader_defaults_to_the_newest_session() {
+    let (tmp, newest) = sessions();
+    std::fs::remove_file(tmp.path().join("aid-sessions/20250101-000000-older/runs.jsonl")).unwrap();
+    for args in
+        [&["mine"][..], &["slice", "--fail", "3"], &["compare", "--fail", "3", "--repeat", "0"]]
+    {
+        let named = run_ok(agent().args(args).arg(&newest));
+        let default = run_ok(agent().args(args).current_dir(tmp.path()));
+        assert!(!default.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&default.stdout),
+            String::from_utf8_lossy(&named.stdout),
+            "{args:?}"
+        );
+    }
+    let empty = tempfile::tempdir().unwrap();
+    for args in [
+        &["analyze"][..],
+        &["export", "-o", "-"],
+        &["mine"],
+        &["slice", "--run", "3"],
+        &["compare", "--fail", "3"],
+        &["watch", "--object", "events"],
+    ] {
+        let line = run_err(agent().args(args).current_dir(empty.path()));
+        assert_eq!(
+            line,
+            "aid: no session given and none in aid-sessions/: give a session directory (written by `aid-agent record`, `attach` or `debug`)",
+            "{args:?}"
+        );
+    }
+}
+
+/// `analyze -o FILE` writes what it would print to FILE, `-o -` to
+/// standard output (no file named `-`); `--dot -` prints the DOT instead of
+/// the table, which then goes only to `-o FILE`.
+#[test]
+fn analyze_writes_its_table_where_o_says_and_dot_dash_prints() {
+    let (tmp, newest) = sessions();
+    let stdout = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    let table = stdout(run_ok(agent().arg("analyze").arg(&newest)));
+    assert!(table.starts_with("7 runs (2 failing, 5 passing)"), "{table}");
+    let file = tmp.path().join("table.txt");
+    assert_eq!(stdout(run_ok(agent().arg("analyze").arg(&newest).arg("-o").arg(&file))), "");
+    assert_eq!(read(&file), table);
+    let dash = run_ok(agent().args(["analyze", "-o", "-"]).arg(&newest).current_dir(tmp.path()));
+    assert_eq!(stdout(dash), table);
+    assert!(!tmp.path().join("-").exists());
+    let dot_file = tmp.path().join("g.dot");
+    assert_eq!(
+        stdout(run_ok(agent().arg("analyze").arg(&newest).arg("--dot").arg(&dot_file))),
+        table
+    );
+    let dot = read(&dot_file);
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert_eq!(stdout(run_ok(agent().args(["analyze", "--dot", "-"]).arg(&newest))), dot);
+    let file2 = tmp.path().join("table2.txt");
+    let both = run_ok(agent().args(["analyze", "--dot", "-", "-o"]).arg(&file2).arg(&newest));
+    assert_eq!(stdout(both), dot);
+    assert_eq!(read(&file2), table);
+    assert_eq!(
+        run_err(agent().args(["analyze", "--dot", "-", "-o", "-"]).arg(&newest)),
+        "aid: --dot - and -o - both write to standard output: give one of them a FILE"
+    );
+}
+
+/// In `mine`, `slice`, `compare` and `watch`, `-o DIR` is the session
+/// directory their re-runs are written to (as in `record` and `debug`);
+/// given where no re-run will be made it is refused, saying how to keep
+/// the output instead.
+#[test]
+fn o_names_the_rerun_directory_and_is_refused_without_reruns() {
+    let (tmp, newest) = sessions();
+    for (args, when) in [
+        (&["mine"][..], "mine re-runs the program only with --access watch"),
+        (
+            &["slice", "--fail", "3"],
+            "slice re-runs the program only with --verify or --access watch",
+        ),
+        (
+            &["compare", "--fail", "3", "--repeat", "0"],
+            "compare re-runs the program only when --repeat is above 0",
+        ),
+    ] {
+        let line =
+            run_err(agent().args(args).args(["-o", "d"]).arg(&newest).current_dir(tmp.path()));
+        let command = args[0];
+        assert_eq!(
+            line,
+            format!(
+                "aid: -o/--out DIR is where {command}'s re-runs are written, and {when}: to keep what it prints, redirect it (> FILE)"
+            )
+        );
+        assert!(!tmp.path().join("d").exists());
+    }
+    for (command, option) in [
+        ("analyze", "-o, --out <FILE>"),
+        ("mine", "-o, --out <DIR>"),
+        ("slice", "-o, --out <DIR>"),
+        ("compare", "-o, --out <DIR>"),
+        ("watch", "-o, --out <DIR>"),
+    ] {
+        let help = String::from_utf8(run_ok(agent().args([command, "--help"])).stdout).unwrap();
+        assert!(help.contains(option), "{command}: {help}");
+    }
+}
+
+/// The failing run has one name, `--fail N`, in `slice` and `compare`;
+/// `--run N` is a visible alias of it in both, giving the same output.
+#[test]
+fn the_failing_run_is_fail_or_its_alias_run_in_slice_and_compare() {
+    let (_tmp, newest) = sessions();
+    for command in [&["slice"][..], &["compare", "--repeat", "0"]] {
+        let with = |option: &str| {
+            let out = run_ok(agent().args(command).args([option, "3"]).arg(&newest));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let fail = with("--fail");
+        assert!(!fail.is_empty(), "{command:?}");
+        assert_eq!(with("--run"), fail, "{command:?}");
+        let help = String::from_utf8(run_ok(agent().args([command[0], "--help"])).stdout).unwrap();
+        assert!(help.contains("--fail <N>"), "{command:?}: {help}");
+        assert!(help.contains("[alias: --run]"), "{command:?}: {help}");
+        assert!(!help.contains("--run <N>"), "{command:?}: {help}");
+    }
 }
 
 /// A Perfetto trace is binary: `-o -` refuses to write it to a terminal
