@@ -88,7 +88,6 @@ fn scores(link: &super::Link) -> Option<String> {
 /// The report in words.
 pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
     let mut o = Out { s: String::new(), layout };
-    let noun = r.noun;
     if layout.explain {
         o.heading("How to read this");
         for line in HOW_TO_READ {
@@ -96,6 +95,43 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
         }
         o.blank();
     }
+    observed(&mut o, r);
+    o.blank();
+    match (&r.root_cause_id, r.discovery) {
+        (Some(_), Some(_)) => causal_path(&mut o, r),
+        (None, _) if r.interrupted.is_some() => interrupted(&mut o, r),
+        (None, Some(_)) => {
+            o.para(
+                "",
+                "",
+                "No cause was confirmed: no intervention on the candidates stopped the failure.",
+            );
+            if !r.unresolved.is_empty() {
+                o.para("", "", "Left undecided by contradictory evidence:");
+                bullets(&mut o, &r.unresolved);
+            }
+        }
+        (_, None) => {
+            let noun = r.noun;
+            o.para(
+                "",
+                "",
+                &format!(
+                    "No predicate both held in every failing {noun} and in no passing one and could be intervened on, so no cause could be tested. `aid-agent analyze` ranks what the {noun}s showed; tracing more functions (--trace) often helps."
+                ),
+            );
+        }
+    }
+    cost(&mut o, r);
+    left_out(&mut o, r);
+    o.s
+}
+
+/// The first paragraph: how many runs were observed and how (noise,
+/// lost events), with the predicate statistics under `-v`. Its own
+/// function because it is the one part of the report every outcome shares.
+fn observed(o: &mut Out<'_>, r: &DebugReport<'_>) {
+    let noun = r.noun;
     let ob = r.observed;
     let amplified = match (&ob.noise, ob.amplified) {
         (Some(words), _) => format!(" (failures made more frequent with {words})"),
@@ -119,7 +155,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             ob.passing
         ),
     );
-    if layout.verbose {
+    if o.layout.verbose {
         let a = &r.analysis;
         o.para(
             "",
@@ -132,85 +168,72 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             ),
         );
     }
+}
+
+/// The confirmed root cause and the numbered path from it to the failure,
+/// each link with its evidence, intervention and effects. Apart from
+/// `render` because it is the body of one outcome, as long as the others
+/// together.
+fn causal_path(o: &mut Out<'_>, r: &DebugReport<'_>) {
+    let root = r.path.first().map_or("", |l| l.structured.headline.as_str());
+    o.para("", "  ", &format!("Root cause: {root}"));
     o.blank();
-    match (&r.root_cause_id, r.discovery) {
-        (Some(_), Some(_)) => {
-            let root = r.path.first().map_or("", |l| l.structured.headline.as_str());
-            o.para("", "  ", &format!("Root cause: {root}"));
-            o.blank();
-            o.heading("Causal path, from the root cause to the failure:");
-            for (i, link) in r.path.iter().enumerate() {
-                let n = format!("  {}. ", i + 1);
-                let pad = " ".repeat(n.len());
-                o.para(&n, &pad, &link.structured.headline);
-                o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
-                if !link.intervention.is_empty() {
-                    o.para(
-                        &format!("{pad}intervention: "),
-                        &format!("{pad}  "),
-                        &link.intervention,
-                    );
-                }
-                if layout.verbose
-                    && let Some(line) = scores(link)
-                {
-                    o.para(&pad, &format!("{pad}  "), &line);
-                }
-                if !link.effects.is_empty() {
-                    o.para(&pad, &pad, "with it, these no longer happened:");
-                    for e in &link.effects {
-                        o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
-                    }
-                }
-            }
-            let n = format!("  {}. ", r.path.len() + 1);
-            let pad = " ".repeat(n.len());
-            o.para(&n, &pad, &failure_line(r));
+    o.heading("Causal path, from the root cause to the failure:");
+    for (i, link) in r.path.iter().enumerate() {
+        let n = format!("  {}. ", i + 1);
+        let pad = " ".repeat(n.len());
+        o.para(&n, &pad, &link.structured.headline);
+        o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
+        if !link.intervention.is_empty() {
+            o.para(&format!("{pad}intervention: "), &format!("{pad}  "), &link.intervention);
         }
-        (None, _) if r.interrupted.is_some() => {
-            let phase = r.interrupted.unwrap_or_default();
-            if r.candidates_untested.is_empty() {
-                o.para("", "", &format!("Interrupted while {phase}: no cause confirmed yet."));
-                if !r.unresolved.is_empty() {
-                    o.para("", "", "Not decided yet:");
-                    bullets(&mut o, &r.unresolved);
-                }
-            } else {
-                o.para(
-                    "",
-                    "",
-                    &format!(
-                        "Interrupted while {phase}, before any intervention concluded; the candidates that were to be tested:"
-                    ),
-                );
-                bullets(&mut o, &r.candidates_untested);
-            }
+        if o.layout.verbose
+            && let Some(line) = scores(link)
+        {
+            o.para(&pad, &format!("{pad}  "), &line);
         }
-        (None, Some(_)) => {
-            o.para(
-                "",
-                "",
-                "No cause was confirmed: no intervention on the candidates stopped the failure.",
-            );
-            if !r.unresolved.is_empty() {
-                o.para("", "", "Left undecided by contradictory evidence:");
-                bullets(&mut o, &r.unresolved);
+        if !link.effects.is_empty() {
+            o.para(&pad, &pad, "with it, these no longer happened:");
+            for e in &link.effects {
+                o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
             }
-        }
-        (_, None) => {
-            o.para(
-                "",
-                "",
-                &format!(
-                    "No predicate both held in every failing {noun} and in no passing one and could be intervened on, so no cause could be tested. `aid-agent analyze` ranks what the {noun}s showed; tracing more functions (--trace) often helps."
-                ),
-            );
         }
     }
+    let n = format!("  {}. ", r.path.len() + 1);
+    let pad = " ".repeat(n.len());
+    o.para(&n, &pad, &failure_line(r));
+}
+
+/// The outcome of a session stopped before a cause was confirmed: what was
+/// still undecided, or the candidates that were to be tested.
+fn interrupted(o: &mut Out<'_>, r: &DebugReport<'_>) {
+    let phase = r.interrupted.unwrap_or_default();
+    if r.candidates_untested.is_empty() {
+        o.para("", "", &format!("Interrupted while {phase}: no cause confirmed yet."));
+        if !r.unresolved.is_empty() {
+            o.para("", "", "Not decided yet:");
+            bullets(o, &r.unresolved);
+        }
+    } else {
+        o.para(
+            "",
+            "",
+            &format!(
+                "Interrupted while {phase}, before any intervention concluded; the candidates that were to be tested:"
+            ),
+        );
+        bullets(o, &r.candidates_untested);
+    }
+}
+
+/// What the search cost (interventions, runs, the TAGT comparison under
+/// `-v`) and how sure the path is: the numbers after the outcome.
+fn cost(o: &mut Out<'_>, r: &DebugReport<'_>) {
+    let noun = r.noun;
     if let (Some(n), Some(runs)) = (r.interventions, r.runs) {
         o.blank();
         o.para("", "", &format!("It took {} ({}).", count(n, "intervention"), count(runs, noun)));
-        if layout.verbose
+        if o.layout.verbose
             && let Some(t) = r.tagt
         {
             o.para(
@@ -235,7 +258,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
                 percent(c.requested)
             ),
         );
-        if layout.verbose {
+        if o.layout.verbose {
             o.para(
                 "",
                 "",
@@ -246,6 +269,12 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
             );
         }
     }
+}
+
+/// The closing lists of what the path may be missing: predicates that
+/// could not be tested, rounds not used as evidence, and discriminative
+/// predicates left untested.
+fn left_out(o: &mut Out<'_>, r: &DebugReport<'_>) {
     if !r.untestable.is_empty() {
         o.blank();
         o.para(
@@ -266,12 +295,11 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
     }
     if !r.untested.is_empty() {
         o.blank();
-        o.para("", "", &format!("Also in every failing {noun}, but not tested:"));
+        o.para("", "", &format!("Also in every failing {}, but not tested:", r.noun));
         for u in &r.untested {
             o.para("  • ", "    ", &format!("{} ({})", u.predicate.headline, u.hint));
         }
     }
-    o.s
 }
 
 fn bullets(o: &mut Out<'_>, views: &[PredicateView]) {
