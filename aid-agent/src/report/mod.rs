@@ -21,7 +21,7 @@ use serde::Serialize;
 use self::facts::{Facts, PredicateView};
 pub use self::text::{Layout, render};
 use crate::{
-    analysis::{AnalysisReport, Exclusion},
+    analysis::{Analysis, AnalysisReport, Exclusion},
     causal::{Discovery, Reason, Round, SessionConfidence, TagtEstimate, Unused},
     debug::{Diagnosis, Observed, oracle::OracleRun},
     model::{Intervention, Label},
@@ -177,79 +177,12 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
     let noun = if outcome.observed.noun == "unit" { "unit" } else { "run" };
     let facts = Facts::new(&outcome.session, &a.catalog);
     let view = |p: PredId| facts.view(p);
-    let desc =
-        |p: PredId| a.catalog.get(p).map_or_else(|| p.to_string(), |x| x.description.clone());
-    let mut path = Vec::new();
-    if let Some(d) = &outcome.discovery {
-        let per_round = round_runs(&d.rounds, &outcome.oracle_runs);
-        let candidates: BTreeSet<PredId> = a.candidates.iter().copied().collect();
-        for &p in &d.path {
-            let decision = d.rounds.iter().flat_map(|r| r.confirmed.iter()).find(|c| c.pred == p);
-            let (evidence, round) = match decision.map(|c| &c.reason) {
-                Some(r) => (
-                    confirmed_because(r, &d.rounds, noun),
-                    match *r {
-                        Reason::StoppedFailure { round } => Some(round),
-                        _ => None,
-                    },
-                ),
-                None => ("confirmed".into(), None),
-            };
-            let evidence = match a.scores.get(p.0 as usize) {
-                Some(s) if a.necessary.contains(&p) => format!(
-                    "{evidence}; it also held in {} of the {} passing {noun}s observed: necessary for the failure, not sufficient on its own: what else a failing {noun} needs is not among the predicates",
-                    s.counts.passing_true, a.totals.passing
-                ),
-                _ => evidence,
-            };
-            // Candidates that held in no valid run of that round, besides
-            // the intervened ones: its effects.
-            let effects: Vec<PredId> = round
-                .and_then(|i| per_round.get(i).map(|runs| (i, *runs)))
-                .map(|(i, runs)| {
-                    let valid: Vec<&OracleRun> = runs.iter().filter(|r| r.valid).collect();
-                    candidates
-                        .iter()
-                        .copied()
-                        .filter(|c| !d.rounds[i].group.contains(c))
-                        .filter(|c| !valid.is_empty() && valid.iter().all(|r| !r.held.contains(c)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let predicate = a.catalog.get(p);
-            let Some(structured) = view(p) else { continue };
-            path.push(Link {
-                id: p,
-                predicate: desc(p),
-                structured,
-                intervention: predicate.map(|x| x.intervention_text.clone()).unwrap_or_default(),
-                intervention_detail: predicate.and_then(|x| x.intervention.clone()),
-                evidence,
-                round,
-                effects_gone: effects.iter().map(|&c| desc(c)).collect(),
-                effects: effects.iter().filter_map(|&c| view(c)).collect(),
-                scores: a.scores.get(p.0 as usize).copied(),
-            });
-        }
-    }
-    let mut untested = Vec::new();
-    for &(p, why) in &a.excluded {
-        let (why, hint) = match why {
-            Exclusion::Unsafe => (
-                "unsafe",
-                "needs a return-value intervention: declare the function --safe if forcing it is harmless",
-            ),
-            Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
-            Exclusion::OutOfReach => (
-                "not_live",
-                "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
-            ),
-            Exclusion::SameAs { .. } => continue,
-        };
-        if let Some(v) = view(p) {
-            untested.push(Untested { predicate: v, why, hint: hint.to_owned() });
-        }
-    }
+    let desc = |p: PredId| description(a, p);
+    let path = match &outcome.discovery {
+        Some(d) => causal_links(outcome, d, &facts, noun),
+        None => Vec::new(),
+    };
+    let untested = untested(a, &facts);
     let not_tested =
         untested.iter().map(|u| format!("{} ({})", u.predicate.text, u.hint)).collect();
     let root_cause_id = outcome.discovery.as_ref().and_then(|d| d.root_cause);
@@ -267,14 +200,7 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         analysis.failing_runs,
         analysis.failing_runs + analysis.passing_runs
     );
-    let mut reasons: Vec<(String, u32)> = Vec::new();
-    for r in outcome.session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
-        match reasons.iter_mut().find(|(t, _)| *t == r.outcome.reason) {
-            Some((_, n)) => *n += 1,
-            None => reasons.push((r.outcome.reason.clone(), 1)),
-        }
-    }
-    reasons.sort_by_key(|(t, n)| (std::cmp::Reverse(*n), t.clone()));
+    let reasons = failure_reasons(outcome);
     const LISTED: usize = 100;
     let predicates = a
         .ranking
@@ -320,6 +246,113 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         interrupted: outcome.interrupted,
         candidates_untested,
     }
+}
+
+/// A predicate's description in the catalog, or its id when the catalog
+/// has none: the one wording of a predicate in the report's plain lists.
+fn description(a: &Analysis, p: PredId) -> String {
+    a.catalog.get(p).map_or_else(|| p.to_string(), |x| x.description.clone())
+}
+
+/// The links of the confirmed causal path, each with the evidence that
+/// confirmed it and the candidates its intervention made disappear (its
+/// effects). Apart from `build` because it is the one part of the report
+/// that reads the rounds and the oracle's runs.
+fn causal_links(outcome: &Diagnosis, d: &Discovery, facts: &Facts<'_>, noun: &str) -> Vec<Link> {
+    let a = &outcome.analysis;
+    let view = |p: PredId| facts.view(p);
+    let desc = |p: PredId| description(a, p);
+    let mut path = Vec::new();
+    let per_round = round_runs(&d.rounds, &outcome.oracle_runs);
+    let candidates: BTreeSet<PredId> = a.candidates.iter().copied().collect();
+    for &p in &d.path {
+        let decision = d.rounds.iter().flat_map(|r| r.confirmed.iter()).find(|c| c.pred == p);
+        let (evidence, round) = match decision.map(|c| &c.reason) {
+            Some(r) => (
+                confirmed_because(r, &d.rounds, noun),
+                match *r {
+                    Reason::StoppedFailure { round } => Some(round),
+                    _ => None,
+                },
+            ),
+            None => ("confirmed".into(), None),
+        };
+        let evidence = match a.scores.get(p.0 as usize) {
+            Some(s) if a.necessary.contains(&p) => format!(
+                "{evidence}; it also held in {} of the {} passing {noun}s observed: necessary for the failure, not sufficient on its own: what else a failing {noun} needs is not among the predicates",
+                s.counts.passing_true, a.totals.passing
+            ),
+            _ => evidence,
+        };
+        // Candidates that held in no valid run of that round, besides
+        // the intervened ones: its effects.
+        let effects: Vec<PredId> = round
+            .and_then(|i| per_round.get(i).map(|runs| (i, *runs)))
+            .map(|(i, runs)| {
+                let valid: Vec<&OracleRun> = runs.iter().filter(|r| r.valid).collect();
+                candidates
+                    .iter()
+                    .copied()
+                    .filter(|c| !d.rounds[i].group.contains(c))
+                    .filter(|c| !valid.is_empty() && valid.iter().all(|r| !r.held.contains(c)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let predicate = a.catalog.get(p);
+        let Some(structured) = view(p) else { continue };
+        path.push(Link {
+            id: p,
+            predicate: desc(p),
+            structured,
+            intervention: predicate.map(|x| x.intervention_text.clone()).unwrap_or_default(),
+            intervention_detail: predicate.and_then(|x| x.intervention.clone()),
+            evidence,
+            round,
+            effects_gone: effects.iter().map(|&c| desc(c)).collect(),
+            effects: effects.iter().filter_map(|&c| view(c)).collect(),
+            scores: a.scores.get(p.0 as usize).copied(),
+        });
+    }
+    path
+}
+
+/// The fully-discriminative predicates no intervention was tried on, with
+/// why and a hint of what would make them testable; predicates excluded as
+/// the same as another are left out (their twin speaks for them).
+fn untested(a: &Analysis, facts: &Facts<'_>) -> Vec<Untested> {
+    let mut untested = Vec::new();
+    for &(p, why) in &a.excluded {
+        let (why, hint) = match why {
+            Exclusion::Unsafe => (
+                "unsafe",
+                "needs a return-value intervention: declare the function --safe if forcing it is harmless",
+            ),
+            Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
+            Exclusion::OutOfReach => (
+                "not_live",
+                "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
+            ),
+            Exclusion::SameAs { .. } => continue,
+        };
+        if let Some(v) = facts.view(p) {
+            untested.push(Untested { predicate: v, why, hint: hint.to_owned() });
+        }
+    }
+    untested
+}
+
+/// The reasons the complete failing runs gave, each with how many runs
+/// gave it, most frequent first (ties by text, so the order is stable).
+fn failure_reasons(outcome: &Diagnosis) -> Vec<(String, u32)> {
+    let mut reasons: Vec<(String, u32)> = Vec::new();
+    for r in outcome.session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
+        match reasons.iter_mut().find(|(t, _)| *t == r.outcome.reason) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((r.outcome.reason.clone(), 1)),
+        }
+    }
+    reasons.sort_by_key(|(t, n)| (std::cmp::Reverse(*n), t.clone()));
+    reasons
 }
 
 /// Noise injected into a run, in words.
