@@ -343,28 +343,9 @@ impl<'c> Names<'c> {
                     "{some} and {other} run at the same time on the same object, which no passing run shows: a data race on {object}, which {writers} (hardware watchpoints, {runs} re-run(s))"
                 )
             }
-            (_, Condition::AnyPair { relation, pairs }) => {
-                let verb = match **relation {
-                    Condition::EntersBefore => "starts before",
-                    _ => "ends before",
-                };
-                let mut alts: Vec<String> = pairs
-                    .iter()
-                    .take(3)
-                    .map(|m| format!("{} {verb} {} starts", self.call(m.a), self.call(m.b)))
-                    .collect();
-                if pairs.len() > 3 {
-                    alts.push(format!("{} more such pairs", pairs.len() - 3));
-                }
-                format!("{}, which no passing run shows", alts.join(", or "))
-            }
+            (_, Condition::AnyPair { relation, pairs }) => self.any_pair(relation, pairs),
             (_, Condition::InterleavedSections) => {
-                let split = match key.other {
-                    Some(o) if o.func == key.func && o.calls == key.calls => {
-                        self.calls(key.func, key.calls, "another")
-                    }
-                    _ => some.clone(),
-                };
+                let split = self.second(key, &some);
                 let last = if key.arg == super::locks::LAST {
                     ", the last to hold it before that call took it again"
                 } else {
@@ -381,54 +362,100 @@ impl<'c> Names<'c> {
                 "{other} takes a lock after {some} has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
             ),
             (_, Condition::LockCycle { held, takes }) => {
-                let other = match key.other {
-                    Some(o) if o.func == key.func && o.calls == key.calls => {
-                        self.calls(key.func, key.calls, "another")
-                    }
-                    _ => other.clone(),
-                };
-                let (holds, waits, again, first) = if *held > 0 && *takes > 0 {
-                    let (h, t) = (ordinal(*held), ordinal(*takes));
-                    (format!("its {h} lock"), format!("its {t}"), format!("that {t} lock"), h)
-                } else {
-                    ("a lock".into(), "a second".into(), "the second".into(), "first".into())
-                };
-                format!(
-                    "{some} holds {holds} and waits for {waits} while {other} holds {again} and waits for the {first}: a lock-order cycle (deadlock), which no passing run shows"
-                )
+                self.lock_cycle(key, &some, &other, *held, *takes)
             }
             (_, Condition::GroupOverlap { shared, object, same }) => {
-                let on = match (shared, object) {
-                    (true, Some(o)) => format!(
-                        " on the same object (first passed as argument {} of {} on {})",
-                        o.arg + 1,
-                        self.func(o.func),
-                        self.class(o.class)
-                    ),
-                    (true, None) => " on the same object".into(),
-                    (false, _) => String::new(),
-                };
-                // Learned whether or not passing runs show it (a necessary
-                // condition): the evidence says which.
-                let (asked, unseen) = match same {
-                    Some(s) => {
-                        let calls = key
-                            .callee
-                            .map(|g| format!(", and both call {}", self.func(g)))
-                            .unwrap_or_default();
-                        (format!(", both for the same {}{calls}", s.field.name), "")
-                    }
-                    None => (String::new(), ", which no passing run shows"),
-                };
-                let other = match key.other {
-                    Some(o) if o.func == key.func && o.calls == key.calls => {
-                        self.calls(key.func, key.calls, "another")
-                    }
-                    _ => other.clone(),
-                };
-                format!("{some} and {other} run at the same time{on}{asked}{unseen}")
+                self.group_overlap(key, &some, &other, *shared, object.as_ref(), same.as_ref())
             }
         }
+    }
+
+    /// The second call of a pair in words: "another call of f" when it is
+    /// a call of the same function on the same threads as the first (the
+    /// pair is two such calls), else `named`, its own words.
+    fn second(&self, key: &PredKey, named: &str) -> String {
+        match key.other {
+            Some(o) if o.func == key.func && o.calls == key.calls => {
+                self.calls(key.func, key.calls, "another")
+            }
+            _ => named.to_owned(),
+        }
+    }
+
+    /// An any-pair predicate in words: up to three of its pairs as
+    /// alternatives, then how many more. Apart from [`Names::describe`]
+    /// because it lists pairs of calls rather than naming one or two.
+    fn any_pair(&self, relation: &Condition, pairs: &[super::PairMember]) -> String {
+        let verb = match *relation {
+            Condition::EntersBefore => "starts before",
+            _ => "ends before",
+        };
+        let mut alts: Vec<String> = pairs
+            .iter()
+            .take(3)
+            .map(|m| format!("{} {verb} {} starts", self.call(m.a), self.call(m.b)))
+            .collect();
+        if pairs.len() > 3 {
+            alts.push(format!("{} more such pairs", pairs.len() - 3));
+        }
+        format!("{}, which no passing run shows", alts.join(", or "))
+    }
+
+    /// A lock-order cycle in words: which lock each call holds and which
+    /// it waits for, by the order the first call took them (`held` and
+    /// `takes` count from 1; 0 when the failing runs disagreed). Apart from
+    /// [`Names::describe`] because it is the one description that names
+    /// four things.
+    fn lock_cycle(&self, key: &PredKey, some: &str, other: &str, held: u32, takes: u32) -> String {
+        let other = self.second(key, other);
+        let (holds, waits, again, first) = if held > 0 && takes > 0 {
+            let (h, t) = (ordinal(held), ordinal(takes));
+            (format!("its {h} lock"), format!("its {t}"), format!("that {t} lock"), h)
+        } else {
+            ("a lock".into(), "a second".into(), "the second".into(), "first".into())
+        };
+        format!(
+            "{some} holds {holds} and waits for {waits} while {other} holds {again} and waits for the {first}: a lock-order cycle (deadlock), which no passing run shows"
+        )
+    }
+
+    /// Two groups' calls overlapping in time, in words: on which object,
+    /// and whether for the same key (a necessary condition, learned whether
+    /// or not passing runs show it). Apart from [`Names::describe`] because
+    /// it is the one description built of three optional parts.
+    fn group_overlap(
+        &self,
+        key: &PredKey,
+        some: &str,
+        other: &str,
+        shared: bool,
+        object: Option<&super::ObjectName>,
+        same: Option<&super::SameField>,
+    ) -> String {
+        let on = match (shared, object) {
+            (true, Some(o)) => format!(
+                " on the same object (first passed as argument {} of {} on {})",
+                o.arg + 1,
+                self.func(o.func),
+                self.class(o.class)
+            ),
+            (true, None) => " on the same object".into(),
+            (false, _) => String::new(),
+        };
+        // Learned whether or not passing runs show it (a necessary
+        // condition): the evidence says which.
+        let (asked, unseen) = match same {
+            Some(s) => {
+                let calls = key
+                    .callee
+                    .map(|g| format!(", and both call {}", self.func(g)))
+                    .unwrap_or_default();
+                (format!(", both for the same {}{calls}", s.field.name), "")
+            }
+            None => (String::new(), ", which no passing run shows"),
+        };
+        let other = self.second(key, other);
+        format!("{some} and {other} run at the same time{on}{asked}{unseen}")
     }
 
     /// The structured form of a predicate.
