@@ -269,96 +269,10 @@ pub(super) fn predicates(
     config: &ExtractConfig,
 ) -> Vec<Learned> {
     let mut out = Vec::new();
-    // A single class's group adds something only when two or more calls
-    // departed; a class of many threads has no per-call keys at all.
-    let worth =
-        |g: &GroupKey, sites: &[Site]| funcs.classes.single(g.1).is_none() || sites.len() > 1;
-    for (g, sites) in &cands.error {
-        let ret = funcs.ret(g.0);
-        let Some((negative, zero)) = error_test(config, ret) else { continue };
-        if !worth(g, sites) {
-            continue;
-        }
-        let fallback = gbase
-            .stats
-            .get(g)
-            .and_then(|s| s.values.iter().max_by_key(|&&(v, n)| (n, std::cmp::Reverse(v))))
-            .map(|&(v, _)| v)
-            .filter(|&v| !run_local(ret, v));
-        let iv = Intervention::Reexecute {
-            calls: call_set(funcs, g),
-            test: ValueTest::Error { negative, zero },
-            retries: RETRIES,
-            fallback,
-        };
-        out.push((
-            key(Kind::ErrorReturn, g),
-            Condition::ErrorValue { negative, zero },
-            Anchor::Exit,
-            Some(iv),
-        ));
-    }
-    for (g, sites) in &cands.per_call {
-        if !worth(g, sites) {
-            continue;
-        }
-        let Some(role) = funcs.classes.single(g.1) else { continue };
-        let mut expected: Vec<Expected> = base
-            .sites
-            .iter()
-            .filter(|(s, _)| s.func == g.0 && s.role == role)
-            .filter_map(|(s, st)| Some((s.role, s.instance, st.uniform()?)))
-            .collect();
-        if expected.len() > MAX_EXPECTED {
-            continue;
-        }
-        expected.sort_unstable();
-        let ret = funcs.ret(g.0);
-        // Re-execute each call that returns something else, so that what
-        // it returns is genuine; a call that keeps doing so returns the
-        // value passing runs returned for that very call.
-        let each: Vec<Intervention> = expected
-            .iter()
-            .map(|&(role, instance, value)| Intervention::Reexecute {
-                calls: CallSet { func: g.0, roles: vec![role], instance, within: g.2 },
-                test: ValueTest::NotEqual { value },
-                retries: RETRIES,
-                fallback: (!run_local(ret, value)).then_some(value),
-            })
-            .collect();
-        out.push((
-            key(Kind::RetDiffers, g),
-            Condition::RetNotPerCall { expected },
-            Anchor::Exit,
-            Some(Intervention::All { each }),
-        ));
-    }
-    for ((g, arg), sites) in &cands.args {
-        if !worth(g, sites) {
-            continue;
-        }
-        let Some(role) = funcs.classes.single(g.1) else { continue };
-        let a = *arg as usize;
-        let mut expected: Vec<Expected> = base
-            .sites
-            .iter()
-            .filter(|(s, _)| s.func == g.0 && s.role == role)
-            .filter_map(|(s, st)| Some((s.role, s.instance, st.arg(a)?)))
-            .collect();
-        if expected.len() > MAX_EXPECTED {
-            continue;
-        }
-        expected.sort_unstable();
-        out.push((
-            PredKey { arg: *arg, ..key(Kind::ArgDiffers, g) },
-            Condition::ArgNotPerCall { expected },
-            Anchor::Entry,
-            None,
-        ));
-    }
+    value_predicates(funcs, base, gbase, cands, config, &mut out);
     for (g, (failing_ns, sites)) in &cands.slow {
         let Some(st) = gbase.stats.get(g) else { continue };
-        if !worth(g, sites) {
+        if !worth(funcs, g, sites) {
             continue;
         }
         let max_ns = st.max_ns + (failing_ns - st.max_ns) / 2;
@@ -371,7 +285,7 @@ pub(super) fn predicates(
     }
     for (g, (failing_ns, sites)) in &cands.fast {
         let Some(st) = gbase.stats.get(g) else { continue };
-        if !worth(g, sites) {
+        if !worth(funcs, g, sites) {
             continue;
         }
         let min_ns = st.min_ns - (st.min_ns - failing_ns).div_ceil(2);
@@ -416,4 +330,108 @@ pub(super) fn predicates(
         ));
     }
     out
+}
+
+/// A single class's group adds something only when two or more calls
+/// departed; a class of many threads has no per-call keys at all.
+fn worth(funcs: &Funcs, g: &GroupKey, sites: &[Site]) -> bool {
+    funcs.classes.single(g.1).is_none() || sites.len() > 1
+}
+
+/// The group predicates on the values calls return and receive (an error
+/// return, a return or an argument other than the one passing runs had at
+/// that call), into `out`. Apart from [`predicates`] because these are the
+/// ones that compare with passing runs call by call; the others compare
+/// durations and counts.
+fn value_predicates(
+    funcs: &Funcs,
+    base: &Baseline,
+    gbase: &GroupBase,
+    cands: &Candidates,
+    config: &ExtractConfig,
+    out: &mut Vec<Learned>,
+) {
+    for (g, sites) in &cands.error {
+        let ret = funcs.ret(g.0);
+        let Some((negative, zero)) = error_test(config, ret) else { continue };
+        if !worth(funcs, g, sites) {
+            continue;
+        }
+        let fallback = gbase
+            .stats
+            .get(g)
+            .and_then(|s| s.values.iter().max_by_key(|&&(v, n)| (n, std::cmp::Reverse(v))))
+            .map(|&(v, _)| v)
+            .filter(|&v| !run_local(ret, v));
+        let iv = Intervention::Reexecute {
+            calls: call_set(funcs, g),
+            test: ValueTest::Error { negative, zero },
+            retries: RETRIES,
+            fallback,
+        };
+        out.push((
+            key(Kind::ErrorReturn, g),
+            Condition::ErrorValue { negative, zero },
+            Anchor::Exit,
+            Some(iv),
+        ));
+    }
+    for (g, sites) in &cands.per_call {
+        if !worth(funcs, g, sites) {
+            continue;
+        }
+        let Some(role) = funcs.classes.single(g.1) else { continue };
+        let mut expected: Vec<Expected> = base
+            .sites
+            .iter()
+            .filter(|(s, _)| s.func == g.0 && s.role == role)
+            .filter_map(|(s, st)| Some((s.role, s.instance, st.uniform()?)))
+            .collect();
+        if expected.len() > MAX_EXPECTED {
+            continue;
+        }
+        expected.sort_unstable();
+        let ret = funcs.ret(g.0);
+        // Re-execute each call that returns something else, so that what
+        // it returns is genuine; a call that keeps doing so returns the
+        // value passing runs returned for that very call.
+        let each: Vec<Intervention> = expected
+            .iter()
+            .map(|&(role, instance, value)| Intervention::Reexecute {
+                calls: CallSet { func: g.0, roles: vec![role], instance, within: g.2 },
+                test: ValueTest::NotEqual { value },
+                retries: RETRIES,
+                fallback: (!run_local(ret, value)).then_some(value),
+            })
+            .collect();
+        out.push((
+            key(Kind::RetDiffers, g),
+            Condition::RetNotPerCall { expected },
+            Anchor::Exit,
+            Some(Intervention::All { each }),
+        ));
+    }
+    for ((g, arg), sites) in &cands.args {
+        if !worth(funcs, g, sites) {
+            continue;
+        }
+        let Some(role) = funcs.classes.single(g.1) else { continue };
+        let a = *arg as usize;
+        let mut expected: Vec<Expected> = base
+            .sites
+            .iter()
+            .filter(|(s, _)| s.func == g.0 && s.role == role)
+            .filter_map(|(s, st)| Some((s.role, s.instance, st.arg(a)?)))
+            .collect();
+        if expected.len() > MAX_EXPECTED {
+            continue;
+        }
+        expected.sort_unstable();
+        out.push((
+            PredKey { arg: *arg, ..key(Kind::ArgDiffers, g) },
+            Condition::ArgNotPerCall { expected },
+            Anchor::Entry,
+            None,
+        ));
+    }
 }

@@ -58,34 +58,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     if failing.is_empty() {
         return Err(PredicateError::NoFailingRuns);
     }
-    let keep: Vec<bool> = session.functions.iter().map(|f| !f.internal).collect();
-    let classes = Classes::learn(passing.iter().chain(&failing).copied());
-    let by_caller = split_by_caller(passing.iter().chain(&failing).copied(), &keep, &classes);
-    let funcs = Funcs {
-        pointees: session.functions.iter().map(|f| f.pointee.clone()).collect(),
-        masks: session.functions.iter().map(pointer_mask).collect(),
-        ret: session.functions.iter().map(|f| f.ret).collect(),
-        params: session
-            .functions
-            .iter()
-            .map(|f| {
-                let p = |i: usize| f.params.get(i).copied().unwrap_or(ValueType::UNKNOWN);
-                [p(0), p(1), p(2)]
-            })
-            .collect(),
-        restates: session
-            .functions
-            .iter()
-            .map(|f| {
-                f.name == "main" || f.symbol == "main" || config.restates_failure.contains(&f.id)
-            })
-            .collect(),
-        keep,
-        classes,
-        by_caller,
-        lock_ops: sections::lock_ops(&session.functions),
-        lock_calls: deadlock::lock_calls(&session.functions),
-    };
+    let funcs = functions(session, config, &passing, &failing);
 
     // Pass 1.
     let mut base = Baseline { sites: FxMap::default(), counts: FxMap::default() };
@@ -196,6 +169,46 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     );
     catalog.by_caller = funcs.by_caller.iter().copied().collect();
     Ok(catalog)
+}
+
+/// What the passes need to know of each function (its pointee, pointer
+/// masks, value types, whether it restates the failure, its lock
+/// operations) and the thread classes and callers learned from all
+/// complete runs: built once, before the passes.
+fn functions(
+    session: &Session,
+    config: &ExtractConfig,
+    passing: &[&Run],
+    failing: &[&Run],
+) -> Funcs {
+    let keep: Vec<bool> = session.functions.iter().map(|f| !f.internal).collect();
+    let classes = Classes::learn(passing.iter().chain(failing).copied());
+    let by_caller = split_by_caller(passing.iter().chain(failing).copied(), &keep, &classes);
+    Funcs {
+        pointees: session.functions.iter().map(|f| f.pointee.clone()).collect(),
+        masks: session.functions.iter().map(pointer_mask).collect(),
+        ret: session.functions.iter().map(|f| f.ret).collect(),
+        params: session
+            .functions
+            .iter()
+            .map(|f| {
+                let p = |i: usize| f.params.get(i).copied().unwrap_or(ValueType::UNKNOWN);
+                [p(0), p(1), p(2)]
+            })
+            .collect(),
+        restates: session
+            .functions
+            .iter()
+            .map(|f| {
+                f.name == "main" || f.symbol == "main" || config.restates_failure.contains(&f.id)
+            })
+            .collect(),
+        keep,
+        classes,
+        by_caller,
+        lock_ops: sections::lock_ops(&session.functions),
+        lock_calls: deadlock::lock_calls(&session.functions),
+    }
 }
 
 /// Which (function, class) pairs have calls from more than one traced
