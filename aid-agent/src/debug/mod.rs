@@ -573,6 +573,46 @@ fn observe_more(
     Ok(runs.len() > before)
 }
 
+/// What observing ends with: a warning about runs that lost events, and
+/// an error when the runs to analyse cannot separate failing from passing
+/// (no failure at all, none with the last noise, or no passing run).
+/// `basis` is how many runs are to be analysed, `failing` and `passing`
+/// how many of them failed and passed.
+fn enough(
+    observed: &Observed,
+    failing: u32,
+    passing: u32,
+    basis: usize,
+    source: &dyn RunSource,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let noun = source.noun();
+    if observed.incomplete > 0 {
+        ui.say(&format!(
+            "warning: {} {noun}(s) lost events (ring buffer full) and are left out; a larger --ring-size helps",
+            observed.incomplete
+        ));
+    }
+    if observed.failing == 0 {
+        bail!("no {noun} failed in {} {noun}s{}", observed.runs, source.hint_no_failure());
+    }
+    if failing == 0 {
+        bail!(
+            "{} of {} {noun}s failed, but none of the {basis} {noun}s made with the last noise tried, so there is nothing to learn from: the failure is too rare for aid to provoke{}",
+            observed.failing,
+            observed.runs,
+            source.hint_no_failure()
+        );
+    }
+    if passing == 0 {
+        bail!(
+            "every one of {basis} {noun}s failed: aid needs passing {noun}s to compare with{}",
+            source.hint_all_failed()
+        );
+    }
+    Ok(())
+}
+
 /// Takes runs from the source until enough failing and passing ones exist.
 /// Returns the runs to analyse and, when the failure had to be amplified,
 /// the noise to keep injecting during interventions (so the failure rate
@@ -677,32 +717,8 @@ fn observe(
         ))
         .into());
     }
-    if observed.incomplete > 0 {
-        ui.say(&format!(
-            "warning: {} {noun}(s) lost events (ring buffer full) and are left out; a larger --ring-size helps",
-            observed.incomplete
-        ));
-    }
     let (failing, passing) = counts(&basis);
-    if observed.failing == 0 {
-        bail!("no {noun} failed in {} {noun}s{}", observed.runs, source.hint_no_failure());
-    }
-    if failing == 0 {
-        bail!(
-            "{} of {} {noun}s failed, but none of the {} {noun}s made with the last noise tried, so there is nothing to learn from: the failure is too rare for aid to provoke{}",
-            observed.failing,
-            observed.runs,
-            basis.len(),
-            source.hint_no_failure()
-        );
-    }
-    if passing == 0 {
-        bail!(
-            "every one of {} {noun}s failed: aid needs passing {noun}s to compare with{}",
-            basis.len(),
-            source.hint_all_failed()
-        );
-    }
+    enough(&observed, failing, passing, basis.len(), source, ui)?;
     observed.amplified = amp.amplified();
     observed.noise = amp.words();
     observed.analysed = basis.len() as u32;

@@ -86,105 +86,8 @@ pub fn decide(
     }
     let globals = Globals::load(&program);
     let mut checks: Vec<RaceCheck> = Vec::new();
-    let mut pending: Vec<Pending> = Vec::new();
-    // Object name → what to watch.
-    let mut objects: BTreeMap<String, WatchObject> = BTreeMap::new();
-    let mut whole: BTreeMap<String, bool> = BTreeMap::new();
-    for (id, a, b) in overlaps {
-        let undecided = |object: Option<String>, note: String| RaceCheck {
-            predicate: id,
-            object,
-            verdict: None,
-            evidence: None,
-            raced: 0,
-            note: Some(note),
-        };
-        let Some((base, object)) = shared_object(session, globals.as_ref(), a, b) else {
-            checks.push(undecided(None, "no failing run names the object both calls share".into()));
-            continue;
-        };
-        if !objects.contains_key(&object) {
-            if objects.len() == MAX_WATCHED {
-                checks.push(undecided(
-                    Some(object),
-                    format!("not watched: at most {MAX_WATCHED} objects are watched per session"),
-                ));
-                continue;
-            }
-            let resolved = watch::resolve(
-                &session.functions,
-                base,
-                globals.as_ref(),
-                std::slice::from_ref(&object),
-            );
-            match resolved.map(|mut v| v.remove(0)) {
-                Ok(o) if o.partial() => {
-                    checks.push(undecided(
-                        Some(object),
-                        format!(
-                            "{} bytes, of which a watchpoint covers {}: its other fields would go unseen",
-                            o.size.unwrap_or(0),
-                            o.len
-                        ),
-                    ));
-                    continue;
-                }
-                Ok(o) => {
-                    whole.insert(object.clone(), o.size.is_some_and(|s| s <= o.len));
-                    objects.insert(object.clone(), o);
-                }
-                Err(e) => {
-                    checks.push(undecided(Some(object), format!("cannot be watched: {e}")));
-                    continue;
-                }
-            }
-        }
-        let evidence = RaceEvidence {
-            object: object.clone(),
-            a_writes: false,
-            b_writes: false,
-            runs: 0,
-            whole: whole.get(&object).copied().unwrap_or(false),
-        };
-        pending.push(Pending { id, a, b, object, evidence, raced: 0 });
-    }
-    let list: Vec<WatchObject> = objects.into_values().collect();
-    let mut id = 0;
-    for batch in list.chunks(MAX_OBJECTS) {
-        let names: Vec<&str> = batch.iter().map(|o| o.object.as_str()).collect();
-        ui.say(&format!(
-            "watching {} in {RUNS} re-run(s) with hardware breakpoints: which of the overlapping calls read and which write",
-            names.join(" and ")
-        ));
-        let watcher = match Watcher::new(&program, batch.to_vec(), None) {
-            Ok(w) => w,
-            Err(e) => {
-                for p in pending.iter_mut().filter(|p| names.contains(&p.object.as_str())) {
-                    p.evidence.runs = 0;
-                    checks.push(note_for(p, format!("cannot be watched: {e}")));
-                }
-                pending.retain(|p| !names.contains(&p.object.as_str()));
-                continue;
-            }
-        };
-        for _ in 0..RUNS {
-            if cancel.load(Ordering::Relaxed) {
-                break;
-            }
-            id += 1;
-            match source.watched(id, &watcher, cancel) {
-                Ok(w) => {
-                    for p in &mut pending {
-                        learn(p, &watcher, &w);
-                    }
-                }
-                Err(e) => {
-                    ui.say(&format!("warning: a watched re-run failed: {e:#}"));
-                    break;
-                }
-            }
-        }
-    }
+    let (list, mut pending) = plan(session, globals.as_ref(), overlaps, &mut checks);
+    watch_all(&program, &list, &mut pending, &mut checks, source, cancel, ui);
     for p in pending {
         let verdict = analysis.catalog.decide_race(session, p.id, &p.evidence);
         let note = verdict.is_none().then(|| {
@@ -216,6 +119,128 @@ pub fn decide(
         Err(e) => ui.say(&format!("warning: cannot write {}: {e}", path.display())),
     }
     checks
+}
+
+/// The first phase of [`decide`]: the object each overlap candidate's
+/// calls share, resolved to what a watchpoint covers. Candidates whose
+/// object cannot be named or watched whole get an undecided check in
+/// `checks`; the others wait, with the objects to watch.
+fn plan(
+    session: &Session,
+    globals: Option<&Globals>,
+    overlaps: Vec<(PredId, Site, Site)>,
+    checks: &mut Vec<RaceCheck>,
+) -> (Vec<WatchObject>, Vec<Pending>) {
+    let mut pending: Vec<Pending> = Vec::new();
+    // Object name → what to watch.
+    let mut objects: BTreeMap<String, WatchObject> = BTreeMap::new();
+    let mut whole: BTreeMap<String, bool> = BTreeMap::new();
+    for (id, a, b) in overlaps {
+        let undecided = |object: Option<String>, note: String| RaceCheck {
+            predicate: id,
+            object,
+            verdict: None,
+            evidence: None,
+            raced: 0,
+            note: Some(note),
+        };
+        let Some((base, object)) = shared_object(session, globals, a, b) else {
+            checks.push(undecided(None, "no failing run names the object both calls share".into()));
+            continue;
+        };
+        if !objects.contains_key(&object) {
+            if objects.len() == MAX_WATCHED {
+                checks.push(undecided(
+                    Some(object),
+                    format!("not watched: at most {MAX_WATCHED} objects are watched per session"),
+                ));
+                continue;
+            }
+            let resolved =
+                watch::resolve(&session.functions, base, globals, std::slice::from_ref(&object));
+            match resolved.map(|mut v| v.remove(0)) {
+                Ok(o) if o.partial() => {
+                    checks.push(undecided(
+                        Some(object),
+                        format!(
+                            "{} bytes, of which a watchpoint covers {}: its other fields would go unseen",
+                            o.size.unwrap_or(0),
+                            o.len
+                        ),
+                    ));
+                    continue;
+                }
+                Ok(o) => {
+                    whole.insert(object.clone(), o.size.is_some_and(|s| s <= o.len));
+                    objects.insert(object.clone(), o);
+                }
+                Err(e) => {
+                    checks.push(undecided(Some(object), format!("cannot be watched: {e}")));
+                    continue;
+                }
+            }
+        }
+        let evidence = RaceEvidence {
+            object: object.clone(),
+            a_writes: false,
+            b_writes: false,
+            runs: 0,
+            whole: whole.get(&object).copied().unwrap_or(false),
+        };
+        pending.push(Pending { id, a, b, object, evidence, raced: 0 });
+    }
+    (objects.into_values().collect(), pending)
+}
+
+/// The second phase of [`decide`]: the watched re-runs, at most
+/// [`MAX_OBJECTS`] objects at a time, each teaching the waiting candidates
+/// which of their calls read and which write. Candidates whose objects
+/// cannot be watched leave `pending` with a note in `checks`.
+fn watch_all(
+    program: &Path,
+    list: &[WatchObject],
+    pending: &mut Vec<Pending>,
+    checks: &mut Vec<RaceCheck>,
+    source: &mut dyn RunSource,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) {
+    let mut id = 0;
+    for batch in list.chunks(MAX_OBJECTS) {
+        let names: Vec<&str> = batch.iter().map(|o| o.object.as_str()).collect();
+        ui.say(&format!(
+            "watching {} in {RUNS} re-run(s) with hardware breakpoints: which of the overlapping calls read and which write",
+            names.join(" and ")
+        ));
+        let watcher = match Watcher::new(program, batch.to_vec(), None) {
+            Ok(w) => w,
+            Err(e) => {
+                for p in pending.iter_mut().filter(|p| names.contains(&p.object.as_str())) {
+                    p.evidence.runs = 0;
+                    checks.push(note_for(p, format!("cannot be watched: {e}")));
+                }
+                pending.retain(|p| !names.contains(&p.object.as_str()));
+                continue;
+            }
+        };
+        for _ in 0..RUNS {
+            if cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            id += 1;
+            match source.watched(id, &watcher, cancel) {
+                Ok(w) => {
+                    for p in pending.iter_mut() {
+                        learn(p, &watcher, &w);
+                    }
+                }
+                Err(e) => {
+                    ui.say(&format!("warning: a watched re-run failed: {e:#}"));
+                    break;
+                }
+            }
+        }
+    }
 }
 
 fn note_for(p: &Pending, note: String) -> RaceCheck {
