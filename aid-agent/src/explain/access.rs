@@ -382,31 +382,46 @@ pub fn accesses_watched(
         }
     }
     if let Some(w) = watched {
-        let mut last: Option<(usize, ObjId, Access)> = None;
-        for a in &w.accesses {
-            let Some(i) = a.call else { continue };
-            let c = &run.calls[i];
-            let object = objects.intern(&a.object);
-            let access = if a.write { Access::W } else { Access::R };
-            if last == Some((i, object, access)) {
-                continue;
-            }
-            last = Some((i, object, access));
-            events.push(Event {
-                call: i,
-                role: c.role,
-                func: c.func,
-                caller: parent[i].map(|p| run.calls[p].func),
-                instance: c.instance,
-                point: if a.write { Point::Exit } else { Point::Entry },
-                access,
-                object,
-                t_ns: a.t_ns,
-            });
-        }
+        watched_events(run, w, &parent, objects, &mut events);
     }
     events.sort_by_key(|e| (e.t_ns, e.point == Point::Exit, e.call));
     RunAccesses { run: run.id, failed: run.failed(), roles, events, pointers, shared }
+}
+
+/// The accesses the hardware saw in a watched run, as R and W events of
+/// the calls they were attributed to, at their own times; repeats of the
+/// same kind by the same call on the same object are shown once. Apart
+/// from [`accesses_watched`] because these events are observed, not
+/// inferred from the calls' classes like the others.
+fn watched_events(
+    run: &Run,
+    w: &Watched,
+    parent: &[Option<usize>],
+    objects: &mut Objects,
+    events: &mut Vec<Event>,
+) {
+    let mut last: Option<(usize, ObjId, Access)> = None;
+    for a in &w.accesses {
+        let Some(i) = a.call else { continue };
+        let c = &run.calls[i];
+        let object = objects.intern(&a.object);
+        let access = if a.write { Access::W } else { Access::R };
+        if last == Some((i, object, access)) {
+            continue;
+        }
+        last = Some((i, object, access));
+        events.push(Event {
+            call: i,
+            role: c.role,
+            func: c.func,
+            caller: parent[i].map(|p| run.calls[p].func),
+            instance: c.instance,
+            point: if a.write { Point::Exit } else { Point::Entry },
+            access,
+            object,
+            t_ns: a.t_ns,
+        });
+    }
 }
 
 /// Each call's innermost enclosing traced call on the same role (its

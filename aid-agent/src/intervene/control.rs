@@ -61,6 +61,26 @@ pub struct StopRecord {
     pub error: Option<String>,
 }
 
+impl StopRecord {
+    /// The record of a stop as it begins: nothing applied, held or timed
+    /// out yet; [`Controller::act`] fills in what the action did.
+    fn new(tid: Pid, p: &Pending) -> StopRecord {
+        StopRecord {
+            site: p.site,
+            tid: tid.as_raw() as u32,
+            action: p.action.kind,
+            applied: false,
+            timed_out: false,
+            held_ns: 0,
+            released_ns: 0,
+            probe_ns: p.ts_ns,
+            held: false,
+            value: None,
+            error: None,
+        }
+    }
+}
+
 /// How an intervened run ended.
 pub struct Driven {
     pub status: WaitStatus,
@@ -362,19 +382,7 @@ impl Controller<'_> {
     /// Carries out the action a stopped thread asked for.
     fn act(&mut self, tid: Pid, p: Pending, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>) {
         let now = Instant::now();
-        let mut record = StopRecord {
-            site: p.site,
-            tid: tid.as_raw() as u32,
-            action: p.action.kind,
-            applied: false,
-            timed_out: false,
-            held_ns: 0,
-            released_ns: 0,
-            probe_ns: p.ts_ns,
-            held: false,
-            value: None,
-            error: None,
-        };
+        let mut record = StopRecord::new(tid, &p);
         let deadline = now + Duration::from_micros(p.action.timeout_us.max(1));
         // A hold or delay at an entry must come before the function does
         // anything: rewind the thread to its first instruction when that
