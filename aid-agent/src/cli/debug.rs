@@ -149,14 +149,12 @@ fn save_session(
     Ok((report, saved))
 }
 
-pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
-    if let Some(pattern) = &args.list {
-        let target = match args.pid {
-            Some(pid) => ListIn::Process(pid),
-            None => ListIn::Program(&args.command),
-        };
-        return print_list(target, std::slice::from_ref(pattern));
-    }
+/// The session's options from the command line, after the checks that
+/// need no program: a valid --safe list, a confidence strictly between 0
+/// and 1, --runs and --max-runs of at least 2, --min-runs of at least 1,
+/// valid trace patterns. Apart from [`run`] because these checks come
+/// first, before anything is started.
+fn options(args: &Args) -> anyhow::Result<DebugOptions> {
     let safe = SafeList::new(&args.safe)?;
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence {} must be between 0 and 1", args.confidence);
@@ -174,7 +172,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         bail!("--min-runs 0: aid needs at least 1 failing and 1 passing run; give at least 1");
     }
     super::args::check_patterns(&args.trace)?;
-    let options = DebugOptions {
+    Ok(DebugOptions {
         strategy: args.strategy.into(),
         confidence: args.confidence,
         min_failing: args.min_runs,
@@ -187,7 +185,64 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
         schedule: args.amplify.into(),
         amplify_below: parse_percent("--amplify-below", &args.amplify_below)?,
         ..DebugOptions::default()
+    })
+}
+
+/// Saves each session's report beside its runs and prints the last one,
+/// with where it was saved; the exit code says whether a cause was
+/// confirmed (or the session was interrupted). Apart from [`run`] because
+/// it is what happens after the sessions, whichever kind they were.
+fn print_report(
+    debugged: &crate::debug::Debugged,
+    svg: bool,
+    verbose: bool,
+    explain: bool,
+) -> anyhow::Result<ExitCode> {
+    // Each session's report next to its runs: sessions before the last
+    // (callers traced since), then the last.
+    for earlier in &debugged.earlier {
+        save_session(earlier, svg)?;
+    }
+    let (report, saved) = save_session(debugged, svg)?;
+    if saved.no_graphviz {
+        eprintln!(
+            "aid: warning: --svg needs Graphviz (`dot` not found): apt-get install graphviz; dag.dot and report.html are written"
+        );
+    }
+    let text = report::render(&report, &report_layout(verbose, explain))
+        + &report::beside::render(&debugged.beside);
+    let earlier: Vec<String> =
+        debugged.earlier.iter().map(|d| d.out.display().to_string()).collect();
+    let earlier = match earlier.as_slice() {
+        [] => String::new(),
+        dirs => format!(
+            "Earlier sessions, which confirmed no cause (each with its report): {}\n",
+            dirs.join(", ")
+        ),
     };
+    emit(&format!(
+        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n{earlier}",
+        debugged.out.display()
+    ))?;
+    if let Some(phase) = debugged.diagnosis.interrupted {
+        eprintln!(
+            "aid: interrupted while {phase}: the report above holds only what was confirmed before; every run is saved in {}",
+            debugged.out.display()
+        );
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
+    Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
+    if let Some(pattern) = &args.list {
+        let target = match args.pid {
+            Some(pid) => ListIn::Process(pid),
+            None => ListIn::Program(&args.command),
+        };
+        return print_list(target, std::slice::from_ref(pattern));
+    }
+    let options = options(&args)?;
     let load = args.run.load_options()?;
     let mut ui = Terminal::default();
     let debugged = match args.pid {
@@ -249,38 +304,5 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             debug_program(&req, &*interrupt_flag()?, &mut ui)?
         }
     };
-    // Each session's report next to its runs: sessions before the last
-    // (callers traced since), then the last.
-    for earlier in &debugged.earlier {
-        save_session(earlier, args.svg)?;
-    }
-    let (report, saved) = save_session(&debugged, args.svg)?;
-    if saved.no_graphviz {
-        eprintln!(
-            "aid: warning: --svg needs Graphviz (`dot` not found): apt-get install graphviz; dag.dot and report.html are written"
-        );
-    }
-    let text = report::render(&report, &report_layout(verbose, args.explain))
-        + &report::beside::render(&debugged.beside);
-    let earlier: Vec<String> =
-        debugged.earlier.iter().map(|d| d.out.display().to_string()).collect();
-    let earlier = match earlier.as_slice() {
-        [] => String::new(),
-        dirs => format!(
-            "Earlier sessions, which confirmed no cause (each with its report): {}\n",
-            dirs.join(", ")
-        ),
-    };
-    emit(&format!(
-        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n{earlier}",
-        debugged.out.display()
-    ))?;
-    if let Some(phase) = debugged.diagnosis.interrupted {
-        eprintln!(
-            "aid: interrupted while {phase}: the report above holds only what was confirmed before; every run is saved in {}",
-            debugged.out.display()
-        );
-        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
-    }
-    Ok(if report.root_cause.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    print_report(&debugged, args.svg, verbose, args.explain)
 }
