@@ -100,19 +100,8 @@ pub fn attach(
     if req.window.is_zero() {
         anyhow::bail!("--window must be longer than 0");
     }
-    let spec = ProcessSpec {
-        mode: Mode::Attach,
-        pid: req.pid,
-        trace: &req.trace,
-        unit: req.unit.as_deref(),
-        fail_if: &req.fail_if,
-        safe: &[],
-        out: req.out.as_deref(),
-        load: req.load,
-        debug: &req.debug,
-    };
     let start::ProcessSession { mut tracer, mut writer, program, unit, checks } =
-        start::process(&spec, &mut *ui)?;
+        start::process(&spec(req), &mut *ui)?;
     let names: Vec<String> = tracer.user_functions().map(|f| f.name.clone()).collect();
     let mut running = tracer.follow(req.pid, unit, checks.clone())?;
     let noun = if unit.is_some() { "unit" } else { "window" };
@@ -195,13 +184,7 @@ pub fn attach(
     .unwrap_or(Ok("duration reached"))?;
     ui.end();
     if children.len() > 1 {
-        let pids: Vec<String> = children.iter().map(u32::to_string).collect();
-        ui.say(&format!(
-            "pid {} started {} child processes while traced (pid {}); their calls are not recorded",
-            req.pid,
-            pids.len(),
-            crate::util::human::summarize(&pids)
-        ));
+        ui.say(&children_count(req.pid, &children));
     }
     if running.functions().len() > 64 {
         ui.say(&format!("removing the probes of {} functions", running.functions().len()));
@@ -237,6 +220,34 @@ pub fn attach(
         lost: finished.lost,
         interrupted: cancel.load(Ordering::Relaxed),
     })
+}
+
+/// What `attach` asks of the process start: the request's patterns,
+/// unit, failure conditions and output, in attach mode (nothing is safe to
+/// force: attach never intervenes).
+fn spec(req: &AttachRequest) -> ProcessSpec<'_> {
+    ProcessSpec {
+        mode: Mode::Attach,
+        pid: req.pid,
+        trace: &req.trace,
+        unit: req.unit.as_deref(),
+        fail_if: &req.fail_if,
+        safe: &[],
+        out: req.out.as_deref(),
+        load: req.load,
+        debug: &req.debug,
+    }
+}
+
+/// The line at the end that counts the child processes the service
+/// started while traced, when there was more than the one said at once.
+fn children_count(pid: u32, children: &[u32]) -> String {
+    let pids: Vec<String> = children.iter().map(u32::to_string).collect();
+    format!(
+        "pid {pid} started {} child processes while traced (pid {}); their calls are not recorded",
+        pids.len(),
+        crate::util::human::summarize(&pids)
+    )
 }
 
 /// What becomes of a child process of an attached service: probes are
