@@ -54,14 +54,17 @@ fn check_bpf() {
     }
 }
 
-/// Fixture builds of this test process: a folder per process under
-/// cargo's temporary folder for integration tests (`target/tmp`), so that
-/// two test processes never share a binary; folders of test processes
-/// that have ended are removed first, so they do not pile up.
+/// Fixture builds of this test process: a folder per process in the
+/// system's temporary folder, so that two test processes never share a
+/// binary; folders of test processes that have ended are removed first,
+/// so they do not pile up. Not under `target/`: the privilege tests run
+/// the fixtures as another user, and a clone's folder may be 0700 (a
+/// fresh-clone CI run in a `mktemp -d` folder failed that way).
 fn fixture_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let root = std::env::temp_dir();
+        let root = root.as_path();
         for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let ended = name
