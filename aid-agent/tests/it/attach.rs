@@ -22,12 +22,14 @@ fn service() -> PathBuf {
 /// The service, its served count in a file of `dir`; each request takes
 /// `micros` µs.
 fn start(dir: &Path, micros: u32) -> Background {
-    let mut child = Command::new(service())
-        .arg(dir.join("count"))
-        .arg(micros.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let count = dir.join("count");
+    serving(&service(), &[count.as_os_str(), micros.to_string().as_ref()])
+}
+
+/// `exe` started with `args`, once it has printed its first line (it
+/// serves from then on).
+fn serving(exe: &Path, args: &[&std::ffi::OsStr]) -> Background {
+    let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     Background(child)
@@ -372,11 +374,7 @@ fn debug_pid_releases_every_thread_at_the_end_on_ctrl_c_and_on_sigkill() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_says_when_the_service_forks_and_records_only_the_service() {
     let _bpf = require_bpf();
-    let exe = c_fixture("forking_service.c", "forking_service", &[]);
-    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let svc = Background(child);
+    let svc = serving(&c_fixture("forking_service.c", "forking_service", &[]), &[]);
     let pid = svc.pid();
     let (_tmp, out) = temp_session();
     let output = agent()
