@@ -199,6 +199,21 @@ pub enum Probe {
     /// `SYNC_EVENTS_PER_THREAD` (no exit), and noise may stop it at one of
     /// them.
     Sync,
+    /// A statement inside a traced function (where a source line begins,
+    /// from DWARF): aid's own entry-only probe, counted and served like a
+    /// synchronisation point, attached only to the runs that carry noise
+    /// once the amplification ladder's first pass found nothing (a window
+    /// between two statements of one function, where no call or lock is:
+    /// `debug/amplify.rs`).
+    Statement,
+}
+
+impl Probe {
+    /// Counted per thread with the synchronisation points, where noise
+    /// may stop a thread by rank (entry only).
+    pub fn is_sync_point(self) -> bool {
+        matches!(self, Probe::Sync | Probe::Statement)
+    }
 }
 
 /// How a run was judged.

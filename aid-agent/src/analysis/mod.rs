@@ -16,7 +16,8 @@ use crate::{
     intervene::{Reach, SafeList},
     model::{Intervention, Session},
     predicates::{
-        Catalog, Condition, ExtractConfig, Kind, PredId, PredicateError, RunTruth, learn, merge,
+        Catalog, Condition, ExtractConfig, Kind, PredId, Predicate, PredicateError, RunTruth,
+        learn, merge,
     },
     stats::{self, Scores, Totals, rank, score_all, tally},
 };
@@ -74,8 +75,14 @@ pub struct Analysis {
     /// The candidates that are necessary but not sufficient: they held in
     /// every failing run and in some passing ones (`stats::necessary`).
     pub necessary: Vec<PredId>,
-    /// Predicates that would be necessary-only candidates but for too few
-    /// runs (`stats::undecided`): `debug` observes more runs for them.
+    /// The candidates that are sufficient but not necessary: they held in
+    /// no passing run and in most failing runs, not all
+    /// (`stats::sufficient`); made only when no fully-discriminative
+    /// predicate could be intervened on.
+    pub sufficient: Vec<PredId>,
+    /// Predicates that would be necessary-only or sufficient-only
+    /// candidates but for too few runs (`stats::undecided`,
+    /// `stats::sufficient_undecided`): `debug` observes more runs for them.
     pub undecided: Vec<PredId>,
     pub excluded: Vec<(PredId, Exclusion)>,
     /// (merged, representative): predicates that are not fully
@@ -158,42 +165,26 @@ pub fn analyze_timed(
             candidates.push(id);
         }
     }
-    // Necessary-only candidates (stats::necessary): a wrong value held in
-    // every failing run and, less often, in passing ones, on a function
-    // the user declared --safe, or two calls of one function overlapping
-    // for the same key (serialised, which needs no --safe) — after every
-    // fully-discriminative one, so that one stands for both where they
-    // are the same event.
-    let mut necessary = Vec::new();
+    // Necessary-only candidates, after every fully-discriminative one, so
+    // that one stands for both where they are the same event; then
+    // sufficient-only ones when no fully-discriminative one.
+    let pick =
+        Pick { catalog: &catalog, scores: &scores, ranking: &ranking, totals, opts, session };
     let mut undecided = Vec::new();
-    for &id in &ranking {
-        let s = &scores[id.0 as usize];
-        let Some(p) = catalog.get(id) else { continue };
-        let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
-        if s.fully_discriminative
-            || !(matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
-        {
-            continue;
-        }
-        let Some(iv) = p.intervention.as_ref() else { continue };
-        if !opts.safe.allows(iv, &session.functions) || !opts.reach.allows(iv) {
-            continue;
-        }
-        if !stats::necessary(s, totals) {
-            if stats::undecided(s, totals) {
-                undecided.push(id);
-            }
-            continue;
-        }
-        if admit(&mut seen, &mut excluded, iv, id) {
-            candidates.push(id);
-            necessary.push(id);
-        }
+    let mut necessary =
+        pick.necessary(Admitted { seen: &mut seen, excluded: &mut excluded }, &mut undecided);
+    candidates.extend(&necessary);
+    let mut sufficient = Vec::new();
+    if !candidates.iter().any(|&id| scores[id.0 as usize].fully_discriminative) {
+        let admitted = Admitted { seen: &mut seen, excluded: &mut excluded };
+        sufficient = pick.sufficient(admitted, &mut undecided);
+        candidates.extend(&sufficient);
     }
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
     for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
         candidates.retain(|&c| c != dup);
         necessary.retain(|&c| c != dup);
+        sufficient.retain(|&c| c != dup);
         excluded.push((dup, Exclusion::SameAs { id: rep }));
     }
     time.statistics = t.elapsed();
@@ -204,6 +195,7 @@ pub fn analyze_timed(
         truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
     )?
     .with_necessary(&necessary)
+    .with_sufficient(&sufficient)
     .with_mechanisms(
         candidates
             .iter()
@@ -223,6 +215,7 @@ pub fn analyze_timed(
             failure_rate,
             candidates,
             necessary,
+            sufficient,
             undecided,
             excluded,
             merged,
@@ -230,6 +223,86 @@ pub fn analyze_timed(
         },
         time,
     ))
+}
+
+/// What the candidates beyond the fully-discriminative ones are chosen
+/// from.
+struct Pick<'a> {
+    catalog: &'a Catalog,
+    scores: &'a [Scores],
+    ranking: &'a [PredId],
+    totals: Totals,
+    opts: &'a AnalysisOptions,
+    session: &'a Session,
+}
+
+impl<'a> Pick<'a> {
+    /// The ranked predicates with an intervention the source may apply.
+    fn applicable(
+        &self,
+    ) -> impl Iterator<Item = (PredId, &'a Scores, &'a Predicate, &'a Intervention)> + '_ {
+        self.ranking.iter().filter_map(|&id| {
+            let p = self.catalog.get(id)?;
+            let iv = p.intervention.as_ref()?;
+            (self.opts.safe.allows(iv, &self.session.functions) && self.opts.reach.allows(iv))
+                .then(|| (id, &self.scores[id.0 as usize], p, iv))
+        })
+    }
+
+    /// Necessary-only candidates (`stats::necessary`): a wrong value held
+    /// in every failing run and, less often, in passing ones, on a function
+    /// the user declared --safe, or two calls of one function overlapping
+    /// for the same key (serialised, which needs no --safe). Those more
+    /// runs may decide go to `undecided`.
+    fn necessary(&self, admitted: Admitted<'_, 'a>, undecided: &mut Vec<PredId>) -> Vec<PredId> {
+        let mut out = Vec::new();
+        for (id, s, p, iv) in self.applicable() {
+            let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
+            if s.fully_discriminative
+                || !(matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
+            {
+                continue;
+            }
+            if !stats::necessary(s, self.totals) {
+                if stats::undecided(s, self.totals) {
+                    undecided.push(id);
+                }
+                continue;
+            }
+            if admit(admitted.seen, admitted.excluded, iv, id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// Sufficient-only candidates (`stats::sufficient`): held in no
+    /// passing run and in most failing runs, for when no
+    /// fully-discriminative predicate could be intervened on. Each is
+    /// still confirmed by its intervention alone; the failing runs it
+    /// missed failed another way. Those more runs may decide go to
+    /// `undecided`.
+    fn sufficient(&self, admitted: Admitted<'_, 'a>, undecided: &mut Vec<PredId>) -> Vec<PredId> {
+        let mut out = Vec::new();
+        for (id, s, _, iv) in self.applicable() {
+            if !stats::sufficient(s, self.totals) {
+                if stats::sufficient_undecided(s, self.totals) {
+                    undecided.push(id);
+                }
+                continue;
+            }
+            if admit(admitted.seen, admitted.excluded, iv, id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+}
+
+/// What [`admit`] keeps: the interventions admitted, and what was left out.
+struct Admitted<'s, 'a> {
+    seen: &'s mut Vec<(&'a Intervention, PredId)>,
+    excluded: &'s mut Vec<(PredId, Exclusion)>,
 }
 
 /// Admits `id` as a candidate unless a candidate already admitted has the

@@ -265,3 +265,28 @@ fn an_overlap_for_the_same_key_that_passing_runs_show_is_a_necessary_candidate()
     assert_eq!(a.scores[id.0 as usize].counts.passing_true, 20);
     assert_eq!(a.candidates, vec![]);
 }
+
+/// The overlap for the same seat in 19 of 20 failing runs and no passing
+/// one (the 20th failed another way): no predicate separates every run,
+/// and the overlap is a sufficient-only candidate (recall's lower end
+/// 0.76). With 9 of 10 failing runs it is undecided (0.60): nothing is
+/// tested on it until more runs decide.
+#[test]
+fn an_overlap_most_failing_runs_show_and_no_passing_one_is_a_sufficient_candidate() {
+    let same_seat = crate::predicates::tests_groups::same_seat();
+    let opts = AnalysisOptions::default();
+    let s = testing::clerks_with(60, &[], &[2]);
+    let a = analyze(&s, &opts).unwrap();
+    let id = a.catalog.find(&same_seat).unwrap();
+    let sc = &a.scores[id.0 as usize];
+    assert_eq!((sc.counts.failing_true, sc.counts.passing_true), (19, 0));
+    assert_eq!(a.candidates, vec![id]);
+    assert_eq!(a.sufficient, vec![id]);
+    assert!(a.necessary.is_empty());
+    assert!(a.dag.sufficient().contains(a.dag.index_of(id).unwrap()));
+    let s = testing::clerks_with(30, &[], &[2]);
+    let a = analyze(&s, &opts).unwrap();
+    let id = a.catalog.find(&same_seat).unwrap();
+    assert!(a.candidates.is_empty());
+    assert_eq!(a.undecided, vec![id]);
+}

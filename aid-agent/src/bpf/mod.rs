@@ -50,8 +50,29 @@ use crate::{
 /// points (their entry probe counts them, records each thread's first
 /// ones and serves noise).
 pub fn cookie(f: &Function) -> u64 {
-    let flag = if f.probe == Probe::Sync { aid_common::SYNC_COOKIE_BIT } else { 0 };
+    let flag = if f.probe.is_sync_point() { aid_common::SYNC_COOKIE_BIT } else { 0 };
     u64::from(f.id | flag)
+}
+
+/// Which of aid's synchronisation-point probes a run of a program gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncProbes {
+    None,
+    /// The C library's ([`Probe::Sync`]).
+    Library,
+    /// Those and the statement points ([`Probe::Statement`]).
+    All,
+}
+
+impl SyncProbes {
+    /// Whether a probe of this kind is attached (calls always are).
+    pub fn attaches(self, probe: Probe) -> bool {
+        match probe {
+            Probe::Sync => self != SyncProbes::None,
+            Probe::Statement => self == SyncProbes::All,
+            Probe::Call | Probe::Entry => true,
+        }
+    }
 }
 
 /// Whether `f` gets a return probe: it asks for one, and it is not among
@@ -179,7 +200,7 @@ pub struct Probes {
     per_run: Option<(Vec<Function>, Programs)>,
     /// Whether the next runs' targets get the synchronisation points among
     /// `per_run` ([`Probes::set_sync_points`]).
-    sync_points: bool,
+    sync_points: SyncProbes,
     /// Probes scoped to one process, and that process.
     scoped: Option<(u32, Attachment)>,
     reaper: Reaper,
@@ -240,7 +261,7 @@ impl Probes {
             multi,
             mechanism,
             per_run: None,
-            sync_points: false,
+            sync_points: SyncProbes::None,
             scoped: None,
             reaper: Reaper::new(),
             reg_write,
@@ -285,12 +306,15 @@ impl Probes {
             if let Some((_, old)) = self.scoped.take() {
                 self.reaper.detach(old);
             }
-            let attached = if self.sync_points {
+            let attached = if self.sync_points == SyncProbes::All {
                 self.attach_scoped(&functions, pid, programs)
             } else {
-                let calls: Vec<Function> =
-                    functions.iter().filter(|f| f.probe != Probe::Sync).cloned().collect();
-                self.attach_scoped(&calls, pid, programs)
+                let some: Vec<Function> = functions
+                    .iter()
+                    .filter(|f| self.sync_points.attaches(f.probe))
+                    .cloned()
+                    .collect();
+                self.attach_scoped(&some, pid, programs)
             };
             self.per_run = Some((functions, programs));
             self.scoped = Some((pid, attached?));
@@ -304,7 +328,7 @@ impl Probes {
         let mut roles: BpfHashMap<_, u32, u32> = map(&mut self.ebpf, MAP_ROLES)?;
         roles.insert(pid, 0, 0).map_err(|e| map_err(MAP_ROLES, e))?;
         let mut flags = if intervene { TargetFlags::INTERVENE } else { TargetFlags::NONE };
-        if self.sync_points {
+        if self.sync_points != SyncProbes::None {
             flags = flags.with(TargetFlags::SYNC_EVENTS);
         }
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })
@@ -503,8 +527,8 @@ impl Probes {
     /// synchronisation points ([`Probe::Sync`]) among the functions too,
     /// recording their events: runs that amplify a failure with noise, and
     /// every run of a session whose budget has room for them.
-    pub fn set_sync_points(&mut self, on: bool) {
-        self.sync_points = on;
+    pub fn set_sync_points(&mut self, which: SyncProbes) {
+        self.sync_points = which;
     }
 }
 

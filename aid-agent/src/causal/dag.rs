@@ -45,6 +45,11 @@ pub struct AcDag {
     /// candidates"). Holding without the failure is normal for them, so
     /// it neither prunes them nor witnesses that the failure was under way.
     necessary: BitSet,
+    /// Nodes that hold in no passing run but not in every failing run
+    /// (sufficient, not necessary: docs/causal.md, "Sufficient
+    /// candidates"). A failing run without one failed another way, so
+    /// its absence from a failing run is no evidence against it.
+    sufficient: BitSet,
     /// Nodes that name how the failure comes about (a lock-order cycle,
     /// a race on one object) rather than only when calls ran: among
     /// unordered nodes of equal depth they are tried first
@@ -267,8 +272,9 @@ impl AcDag {
         let index = ids.iter().enumerate().map(|(i, &p)| (p, i)).collect();
         let tied = vec![BitSet::new(total); total];
         let necessary = BitSet::new(total);
+        let sufficient = BitSet::new(total);
         let mechanism = BitSet::new(total);
-        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary, mechanism }
+        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary, sufficient, mechanism }
     }
 
     /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
@@ -279,6 +285,19 @@ impl AcDag {
                 && i != self.f
             {
                 self.necessary.insert(i);
+            }
+        }
+        self
+    }
+
+    /// Marks these candidates sufficient-only (see
+    /// [`AcDag::sufficient`]); ids that are not nodes are ignored.
+    pub fn with_sufficient(mut self, ids: &[PredId]) -> AcDag {
+        for p in ids {
+            if let Some(&i) = self.index.get(p)
+                && i != self.f
+            {
+                self.sufficient.insert(i);
             }
         }
         self
@@ -312,6 +331,12 @@ impl AcDag {
     /// held in passing runs too.
     pub fn necessary(&self) -> &BitSet {
         &self.necessary
+    }
+
+    /// Nodes that are sufficient but not necessary for the failure: some
+    /// failing runs failed without them.
+    pub fn sufficient(&self) -> &BitSet {
+        &self.sufficient
     }
 
     /// Nodes anchored at exactly the same time as node `i` in every failing

@@ -203,7 +203,7 @@ impl<'a> Experiment<'a> {
                     held.insert(i);
                 }
             }
-            t.count(&held, obs.failed, &scope, self.dag.necessary());
+            t.count(&held, obs.failed, &scope, self.dag);
             if let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
                 break verdict;
             }
@@ -448,12 +448,12 @@ impl Tally {
 
     /// Counts one valid run, in which `held` held and the failure showed
     /// or not.
-    fn count(&mut self, held: &BitSet, failed: bool, scope: &Scope, necessary: &BitSet) {
+    fn count(&mut self, held: &BitSet, failed: bool, scope: &Scope, dag: &AcDag) {
         self.held_any.union_with(held);
         // A necessary-only candidate holds in passing runs too: its
         // holding does not show that the failure was under way.
         let mut witness = held.clone();
-        witness.difference_with(necessary);
+        witness.difference_with(dag.necessary());
         if failed || !witness.is_empty() {
             self.evident += 1;
             let mut missing = scope.upstream.clone();
@@ -473,6 +473,9 @@ impl Tally {
             self.fails += 1;
             let mut absent = scope.below.clone();
             absent.difference_with(held);
+            // A sufficient-only candidate is missing from the failing runs
+            // that fail another way: its absence is no evidence.
+            absent.difference_with(dag.sufficient());
             if self.fails == 1 {
                 self.absent_all = absent;
             } else {

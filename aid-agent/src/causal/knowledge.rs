@@ -182,7 +182,7 @@ impl Knowledge {
                         Reason::HeldWithoutFailure { round: r },
                         &mut out,
                     );
-                } else if ev.absent_fail.contains(p) {
+                } else if ev.absent_fail.contains(p) && !dag.sufficient().contains(p) {
                     self.set(p, Status::Spurious, Reason::AbsentWithFailure { round: r }, &mut out);
                 }
             }
@@ -345,6 +345,21 @@ mod tests {
         // {2} fails and 3 vanished with it: neither causes F.
         let c = kb.absorb(&d, ev(&d, 0, &[2], false, &[1, 4], &[3]));
         assert_eq!(named(&d, &c), vec![(p(2), Status::Spurious), (p(3), Status::Spurious)]);
+    }
+
+    /// A sufficient-only candidate is missing from the failing runs that
+    /// fail another way: its absence with the failure prunes nothing.
+    #[test]
+    fn absence_with_failure_spares_a_sufficient_candidate() {
+        let d = dag().with_sufficient(&[p(3)]);
+        let mut kb = Knowledge::new(&d, Rules { def2: true, extended: false });
+        let c = kb.absorb(&d, ev(&d, 0, &[2], false, &[1, 4], &[3]));
+        assert_eq!(named(&d, &c), vec![(p(2), Status::Spurious)]);
+        assert!(kb.is_open(d.index_of(p(3)).unwrap()));
+        // Holding without the failure still prunes it: a sufficient
+        // cause does not hold in a passing run.
+        let c = kb.absorb(&d, ev(&d, 1, &[4], true, &[1, 3], &[]));
+        assert!(named(&d, &c).contains(&(p(3), Status::Spurious)), "{c:?}");
     }
 
     /// Bug: the old "exemption only for live suspects" rule pruned A once

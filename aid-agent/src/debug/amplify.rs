@@ -41,7 +41,7 @@ use std::collections::BTreeSet;
 
 use crate::{
     intervene::noise::{Level, NoiseSource, Schedule},
-    model::{Function, Noise, NoiseAction, NoiseAt, Role, Run},
+    model::{Function, Noise, NoiseAction, NoiseAt, Probe, Role, Run},
     util::human::{count, duration},
 };
 
@@ -72,6 +72,10 @@ pub struct Verdict {
     pub restart: bool,
     /// Lines for the user.
     pub say: Vec<String>,
+    /// From this run on, noise acts at the statement points too
+    /// ([`crate::model::Probe::Statement`]): the ladder's first pass
+    /// provoked nothing.
+    pub statements: bool,
 }
 
 enum Phase {
@@ -118,6 +122,8 @@ pub struct Amplifier {
     /// Names of threads and functions, for the words.
     names: Vec<(Role, String)>,
     functions: Vec<String>,
+    /// Noise acts at the statement points too ([`Verdict::statements`]).
+    statements: bool,
 }
 
 impl Amplifier {
@@ -146,6 +152,7 @@ impl Amplifier {
             tried: BTreeSet::new(),
             names: Vec::new(),
             functions: functions.iter().map(|f| f.name.clone()).collect(),
+            statements: false,
         };
         let said = seen.map(|seen| {
             a.plain = seen;
@@ -415,8 +422,19 @@ impl Amplifier {
             // start (a failure a level provokes in 1 of 100 runs shows in
             // one pass of 40 runs a level with probability 1/3 only).
             None if self.budget >= self.after => {
+                let statements = functions.iter().filter(|f| f.probe == Probe::Statement).count();
+                let at = if statements > 0 && !self.statements {
+                    self.statements = true;
+                    v.statements = true;
+                    format!(
+                        ", now also at {} inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at)",
+                        count(statements as u32, "statement")
+                    )
+                } else {
+                    String::new()
+                };
                 v.say.push(format!(
-                    "still rare with that noise ({f} of {n} {}s): the ladder again from its start, with new random draws ({})",
+                    "still rare with that noise ({f} of {n} {}s): the ladder again from its start{at}, with new random draws ({})",
                     self.noun,
                     Level::START.describe(self.noun)
                 ));
@@ -602,6 +620,37 @@ mod tests {
             )
         );
         assert_eq!(said.len(), 1 + 9, "rare, 4 stronger, again, 4 stronger: {said:#?}");
+    }
+
+    /// With statement points in the session, the ladder's second pass
+    /// also acts at them, said once, and the verdict tells the source
+    /// (it attaches them to the noisy runs from then on).
+    #[test]
+    fn the_second_pass_adds_the_statement_points() {
+        let mut point = function(1, "read at r.c:12");
+        point.internal = true;
+        point.probe = Probe::Statement;
+        let functions = vec![function(0, "read"), point];
+        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+        let mut turned: Vec<u32> = Vec::new();
+        let mut said: Vec<(u32, String)> = Vec::new();
+        let mut n = 0;
+        while !a.exhausted() && n < 1000 {
+            n += 1;
+            let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+            let v = a.learn(&r, &[], &functions);
+            if v.statements {
+                turned.push(n);
+            }
+            said.extend(v.say.into_iter().map(|l| (n, l)));
+        }
+        assert_eq!(turned, vec![240]);
+        assert_eq!(
+            said.iter().find(|(at, _)| *at == 240).map(|e| e.1.as_str()),
+            Some(
+                "still rare with that noise (0 of 40 runs): the ladder again from its start, now also at 1 statement inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at), with new random draws (2 per run, holds up to 2 ms)"
+            )
+        );
     }
 
     /// One or no failure in 40 runs: rare at once. Two (5 %) is

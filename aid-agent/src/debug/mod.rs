@@ -286,16 +286,7 @@ fn debug_observed(
     ui.end();
     let mut analysis = analysis?;
     if analysis.candidates.is_empty() && !analysis.undecided.is_empty() && opts.runs.is_none() {
-        let id = analysis.undecided[0];
-        let c = analysis.scores[id.0 as usize].counts;
-        ui.say(&format!(
-            "P{} held in every failing {noun} and in {} of {} passing ones: too few {noun}s to tell whether failing {noun}s are more common where it holds; observing until {} failing {noun}s",
-            id.0,
-            c.passing_true,
-            analysis.totals.passing,
-            UNDECIDED_FAILING * opts.min_failing,
-            noun = source.noun()
-        ));
+        ui.say(&undecided_line(&analysis, opts, source.noun()));
         if observe_more(
             source,
             writer,
@@ -525,6 +516,25 @@ fn conclude(
     Ok((discovery, tagt))
 }
 
+/// What `debug` says before it observes more runs for the first
+/// undecided predicate.
+fn undecided_line(analysis: &Analysis, opts: &DebugOptions, noun: &str) -> String {
+    let id = analysis.undecided[0];
+    let c = analysis.scores[id.0 as usize].counts;
+    let why = if c.passing_true == 0 {
+        format!(
+            "P{} held in {} of {} failing {noun}s and in no passing one: too few {noun}s to tell whether it covers most failing {noun}s",
+            id.0, c.failing_true, analysis.totals.failing,
+        )
+    } else {
+        format!(
+            "P{} held in every failing {noun} and in {} of {} passing ones: too few {noun}s to tell whether failing {noun}s are more common where it holds",
+            id.0, c.passing_true, analysis.totals.passing,
+        )
+    };
+    format!("{why}; observing until {} failing {noun}s", UNDECIDED_FAILING * opts.min_failing)
+}
+
 /// When a predicate is [`Analysis::undecided`], `debug` observes until
 /// this many times `--min-failing` failing runs (at most `--max-runs` runs
 /// more), once. More runs only decide whether it is tested: what it is
@@ -697,6 +707,9 @@ fn observe(
         let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
         for line in &verdict.say {
             ui.say(line);
+        }
+        if verdict.statements {
+            source.noise_at_statements();
         }
         if verdict.restart {
             basis.clear();

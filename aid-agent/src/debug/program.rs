@@ -109,6 +109,10 @@ impl RunSource for ProgramSource<'_> {
         true
     }
 
+    fn noise_at_statements(&mut self) -> bool {
+        self.tracer.set_noise_at_statements() > 0
+    }
+
     fn hint_no_failure(&self) -> String {
         format!(
             " (a run fails on: {}): aid needs to see the failure; try more --max-runs or check --fail-on",

@@ -26,6 +26,13 @@ pub trait RunSource {
     /// rare failure more frequent.
     fn can_amplify(&self) -> bool;
 
+    /// From now on, noise may act at statements inside the traced
+    /// functions (their probes go to the runs that carry noise); false
+    /// when the source has none.
+    fn noise_at_statements(&mut self) -> bool {
+        false
+    }
+
     /// What to check when no run failed, after "no run failed in N runs".
     fn hint_no_failure(&self) -> String;
 

@@ -36,7 +36,7 @@ use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::{
     intervene::plan::{self, Plan},
-    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Point, Probe, Role, Run, Site},
+    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Point, Role, Run, Site},
 };
 
 /// How much noise to inject per run.
@@ -159,7 +159,7 @@ impl NoiseSource {
         seed: u64,
     ) -> NoiseSource {
         let sync =
-            |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe == Probe::Sync);
+            |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe.is_sync_point());
         let mut calls: Vec<Site> = seen
             .iter()
             .flat_map(|r| {
@@ -348,7 +348,7 @@ pub fn served_by(at: NoiseAt, stopped: SiteKey, sync_function: bool) -> bool {
 mod tests {
     use super::*;
     use crate::model::{
-        Label,
+        Label, Probe,
         testing::{call, function, run},
     };
 

@@ -229,6 +229,12 @@ pub fn recorded(run: Run) -> RecordedRun {
 /// taken — and the same seat is booked again only after both ended. The
 /// customers always differ. Runs `3k + 2` fail.
 pub fn clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
+    clerks_with(runs, same_seat_passing, &[])
+}
+
+/// [`clerks`], where the failing runs of `other_seat_failing` booked two
+/// different seats (they failed another way).
+pub fn clerks_with(runs: u32, same_seat_passing: &[u32], other_seat_failing: &[u32]) -> Session {
     let functions = vec![
         function(0, "book")
             .with_ret(ValueKind::Signed)
@@ -238,7 +244,8 @@ pub fn clerks(runs: u32, same_seat_passing: &[u32]) -> Session {
     let venue = 0x5555_0000_1000;
     let req = |customer: u32, seat: u32| [customer.to_le_bytes(), seat.to_le_bytes()].concat();
     let r = |id: u32, label| {
-        let same = label == Label::Fail || same_seat_passing.contains(&id);
+        let same = (label == Label::Fail && !other_seat_failing.contains(&id))
+            || same_seat_passing.contains(&id);
         let (a, b) = (1 + id % 3, 1 + (id + 1) % 3);
         let calls = vec![
             call(0, a, 1, 100 * 1000, Some(110 * 1000), Some(1))

@@ -92,6 +92,8 @@ pub(super) struct Funcs {
     pub lock_ops: Vec<LockOp>,
     /// Lock acquisitions (1) and releases (2) among them, for cycles.
     pub lock_calls: Vec<u8>,
+    /// aid's statement points among them (`statements.rs`).
+    pub points: Points,
     /// What each function's entry reads of an argument's pointee.
     pub pointees: Vec<Option<crate::model::Pointee>>,
 }
@@ -173,4 +175,56 @@ pub enum LockOp {
     /// A condition wait: lets go of the mutex its second argument points
     /// to, and takes it again before it returns.
     Wait,
+}
+
+/// aid's statement points of a session (`statements.rs`): for each function id, the traced
+/// function it lies in (by the point's symbol, `parent+0x12`), or None.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Points {
+    parent: Vec<Option<FuncId>>,
+}
+
+impl Points {
+    pub fn new(functions: &[crate::model::Function]) -> Points {
+        let parent = functions
+            .iter()
+            .map(|f| {
+                if f.probe != crate::model::Probe::Statement {
+                    return None;
+                }
+                let (base, _) = f.symbol.rsplit_once('+')?;
+                functions
+                    .iter()
+                    .find(|g| {
+                        g.probe == crate::model::Probe::Call && !g.internal && g.symbol == base
+                    })
+                    .map(|g| g.id)
+            })
+            .collect();
+        Points { parent }
+    }
+
+    pub fn is_point(&self, f: FuncId) -> bool {
+        self.parent.get(f as usize).is_some_and(Option::is_some)
+    }
+
+    pub fn any(&self) -> bool {
+        self.parent.iter().any(Option::is_some)
+    }
+
+    /// Its rank among the points of its function (0-based).
+    pub fn rank(&self, point: FuncId) -> u8 {
+        let Some(Some(p)) = self.parent.get(point as usize) else { return 0 };
+        self.parent[..point as usize].iter().filter(|q| **q == Some(*p)).count() as u8
+    }
+
+    /// The point of `func` of that rank.
+    pub fn of_rank(&self, func: FuncId, rank: u8) -> Option<FuncId> {
+        self.parent
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| **q == Some(func))
+            .nth(rank as usize)
+            .map(|(i, _)| i as FuncId)
+    }
 }

@@ -48,6 +48,7 @@ pub(super) struct Names<'c> {
     funcs: Vec<String>,
     roles: HashMap<Role, String>,
     classes: &'c Classes,
+    points: super::base::Points,
 }
 
 impl<'c> Names<'c> {
@@ -59,7 +60,7 @@ impl<'c> Names<'c> {
                 roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
             }
         }
-        Names { funcs, roles, classes }
+        Names { funcs, roles, classes, points: super::base::Points::new(&session.functions) }
     }
 
     fn func(&self, f: FuncId) -> String {
@@ -245,6 +246,25 @@ impl<'c> Names<'c> {
         parts.join("; and ")
     }
 
+    /// "B is between L2 and its next statement while A is between L1 and
+    /// its next (the two ran at the same time)".
+    fn between_statements(&self, key: &PredKey, some: &str, other: &str) -> String {
+        let line = |p: Option<u32>| {
+            p.map_or_else(
+                || "?".into(),
+                |s| {
+                    let name = self.func(s);
+                    name.rsplit(" at ").next().unwrap_or(&name).to_owned()
+                },
+            )
+        };
+        let at_a = line(key.callee);
+        let at_b = line(key.other.and_then(|o| self.points.of_rank(o.func, key.arg)));
+        format!(
+            "{other} is between {at_b} and its next statement while {some} is between {at_a} and its next (the two ran at the same time), which no passing run shows"
+        )
+    }
+
     pub fn describe(
         &self,
         key: &PredKey,
@@ -355,6 +375,7 @@ impl<'c> Names<'c> {
                     "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
                 )
             }
+            (_, Condition::RunsBetweenStatements) => self.between_statements(key, &some, &other),
             (_, Condition::SectionsInOrder) => format!(
                 "the first critical section of {some} on a lock (one it takes or runs in) comes before the first section of {other} on it, which no passing run shows"
             ),

@@ -8,7 +8,7 @@ use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth, SameField, deadlock, groups,
     index::{GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
-    locks, objects, sections,
+    locks, objects, sections, statements,
 };
 use crate::util::fxhash::{FxMap, FxSet};
 use crate::{
@@ -19,8 +19,12 @@ use crate::{
 /// `only`: evaluate just these ids (F always).
 pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>) -> RunTruth {
     let keep = |f| !cat.internal.contains(&f);
+    // Groups, and the thread classes the section and statement tests ask
+    // (which calls are on threads that are one each).
     let groups = cat.predicates.iter().any(|p| {
-        p.key.is_group() || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
+        p.key.is_group()
+            || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
+            || matches!(p.condition, Condition::SectionsInOrder | Condition::RunsBetweenStatements)
     });
     let idx = if groups {
         let by_caller: FxSet<_> = cat.by_caller.iter().copied().collect();
@@ -36,6 +40,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         interleavings: None,
         early: None,
         cycles: None,
+        windows: None,
         inside: None,
     };
     let mut held = Vec::new();
@@ -77,6 +82,8 @@ struct Evaluator<'c, 'r> {
     interleavings: Option<FxMap<locks::Interleaving, sections::Seen>>,
     /// Sections taken before another call's first section on the lock.
     early: Option<FxMap<sections::Early, sections::Seen>>,
+    /// Windows between statements of the run, computed when first needed.
+    windows: Option<FxMap<statements::Window, u64>>,
     /// Lock-order cycles of the run, computed when first needed.
     cycles: Option<FxMap<deadlock::Cycle, deadlock::Seen>>,
     /// The traced functions each call went on to call, computed when first
@@ -133,6 +140,7 @@ impl Evaluator<'_, '_> {
             Condition::InterleavedSections => self.interleaved(key),
             Condition::TakenBeforeFirstSection => self.before_first_section(key),
             Condition::SectionsInOrder => self.sections_in_order(key),
+            Condition::RunsBetweenStatements => self.between_statements(key),
             Condition::LockCycle { .. } => self.cycle(key),
             Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {
                 Some(g) => {
@@ -338,6 +346,36 @@ impl Evaluator<'_, '_> {
             Some(false) => (true, None),
             None => (false, None),
         }
+    }
+
+    /// The second call ran while the first was between the key's
+    /// statement point and its thread's next; placed where that began.
+    /// Not observed in a run without the statement points.
+    fn between_statements(&mut self, key: &PredKey) -> (bool, Option<u64>) {
+        let (Some(a), Some(b), Some(pa)) = (key.site(), key.other_site(), key.callee) else {
+            return (false, None);
+        };
+        let Some(pb) = self.cat.points.of_rank(b.func, key.arg) else { return (false, None) };
+        let (Some(ia), Some(ib)) = (self.idx.index_of(a), self.idx.index_of(b)) else {
+            return (false, None);
+        };
+        if !self.idx.run.calls.iter().any(|c| c.func == pa) {
+            return (false, None);
+        }
+        if self.windows.is_none() {
+            let classes = &self.cat.classes;
+            let idx = &self.idx;
+            let single = |r: crate::model::Role| {
+                idx.class.get(&r).is_some_and(|&c| classes.single(c) == Some(r))
+            };
+            let mut all: FxMap<statements::Window, u64> = FxMap::default();
+            for (w, at) in statements::windows(idx, &self.cat.points, &single) {
+                let e = all.entry(w).or_insert(at);
+                *e = (*e).min(at);
+            }
+            self.windows = Some(all);
+        }
+        (true, self.windows.as_ref().and_then(|w| w.get(&(ia, pa, ib, pb)).copied()))
     }
 
     /// Some call of the other group held the lock of the first section

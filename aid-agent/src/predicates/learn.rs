@@ -33,6 +33,7 @@ use super::{
     locks::{self, LockBase},
     pairs::{self, PairBase},
     sections::{self, SectionBase},
+    statements::{self, StatementBase},
 };
 use crate::model::{
     CallSet, FuncId, Intervention, Label, REEXECUTE_RETRIES as RETRIES, Role, Run, Session, Site,
@@ -40,7 +41,9 @@ use crate::model::{
 };
 use crate::util::fxhash::{FxMap, FxSet};
 
-pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, PredicateError> {
+/// The session's complete runs, (passing, failing); an error when a run
+/// calls a function the table does not have, or either label is missing.
+fn split_runs(session: &Session) -> Result<(Vec<&Run>, Vec<&Run>), PredicateError> {
     for run in &session.runs {
         if let Some(c) = run.calls.iter().find(|c| c.func as usize >= session.functions.len()) {
             return Err(PredicateError::UnknownFunction { run: run.id, func: c.func });
@@ -58,6 +61,11 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     if failing.is_empty() {
         return Err(PredicateError::NoFailingRuns);
     }
+    Ok((passing, failing))
+}
+
+pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, PredicateError> {
+    let (passing, failing) = split_runs(session)?;
     let funcs = functions(session, config, &passing, &failing);
 
     // Pass 1.
@@ -67,6 +75,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut pbase = PairBase::default();
     let mut lbase = LockBase::default();
     let mut sbase = SectionBase::default();
+    let mut stbase = StatementBase::default();
     let mut cbase = CycleBase::default();
     for run in &passing {
         let idx = funcs.index(run);
@@ -81,6 +90,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         pairs::baseline(&idx, &funcs, &mut pbase);
         locks::baseline(&idx, &funcs, &mut lbase);
         sections::baseline(&idx, &funcs, &mut sbase);
+        statements::baseline(&idx, &funcs, &mut stbase);
         deadlock::baseline(&idx, &funcs, &mut cbase);
     }
     let n = passing.len() as u32;
@@ -97,6 +107,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut pcands = pairs::Candidates::default();
     let mut lcands = locks::Candidates::default();
     let mut scands = sections::Candidates::default();
+    let mut stcands = statements::Candidates::default();
     let mut ccands = deadlock::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
@@ -105,12 +116,14 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         pairs::candidates(&idx, &funcs, &pbase, config, &mut pcands);
         locks::candidates(&idx, &funcs, &lbase, &mut lcands);
         sections::candidates(&idx, &funcs, &sbase, &mut scands);
+        statements::candidates(&idx, &funcs, &stbase, &mut stcands);
         deadlock::candidates(&idx, &funcs, &cbase, &mut ccands);
     }
 
     // Pass 3.
     let pairs = pairs::filter(&passing, &funcs, pcands);
     sections::vet(&passing, &funcs, &mut scands);
+    statements::vet(&passing, &funcs, &mut stcands);
 
     // Pass 4.
     let names = Names::new(session, &funcs.classes);
@@ -126,6 +139,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     out.extend(pairs::predicates(&funcs, &pairs));
     out.extend(locks::predicates(&funcs, &lcands));
     out.extend(sections::predicates(&funcs, &scands));
+    out.extend(statements::predicates(&funcs, &stcands));
     out.extend(deadlock::predicates(&funcs, &ccands));
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
@@ -208,6 +222,7 @@ fn functions(
         by_caller,
         lock_ops: sections::lock_ops(&session.functions),
         lock_calls: deadlock::lock_calls(&session.functions),
+        points: super::base::Points::new(&session.functions),
     }
 }
 

@@ -43,6 +43,7 @@ mod objects;
 mod pairs;
 mod races;
 mod sections;
+mod statements;
 
 pub use base::LockOp;
 pub use classes::{ClassId, Classes, class_name};
@@ -135,6 +136,11 @@ pub enum Kind {
     /// first section on it (B on another thread), which no passing run
     /// showed (`sections.rs`).
     SectionOrder,
+    /// A call on another thread was between two of its statements (from
+    /// its statement point of rank `arg`) while a call was between two of
+    /// its own (from the statement point in `callee`), which no passing
+    /// run showed (`statements.rs`).
+    BetweenStatements,
     /// A call on one thread held a lock and asked for a second one while a
     /// call on another thread held the second and asked for the first (a
     /// lock-order cycle: a deadlock, `deadlock.rs`), which no passing run
@@ -167,6 +173,7 @@ impl Kind {
             Kind::Interleaved => "interleaved",
             Kind::BeforeFirstSection => "before_first_section",
             Kind::SectionOrder => "section_order",
+            Kind::BetweenStatements => "between_statements",
             Kind::LockCycle => "lock_cycle",
             Kind::RepeatedKey => "repeated_key",
         }
@@ -185,6 +192,7 @@ impl Kind {
                 | Kind::Interleaved
                 | Kind::BeforeFirstSection
                 | Kind::SectionOrder
+                | Kind::BetweenStatements
         )
     }
 
@@ -200,6 +208,7 @@ impl Kind {
                 | Kind::Interleaved
                 | Kind::BeforeFirstSection
                 | Kind::SectionOrder
+                | Kind::BetweenStatements
                 | Kind::LockCycle
         )
     }
@@ -562,6 +571,9 @@ pub enum Condition {
     /// The first call's first section on a lock both calls take came
     /// before the second call's first section on it.
     SectionsInOrder,
+    /// The second call's window from its statement point of rank
+    /// `PredKey::arg` overlapped the first call's from `PredKey::callee`.
+    RunsBetweenStatements,
     /// Groups: some call of the first group held a lock and asked for a
     /// second while some call of the second group, on another thread, held
     /// the second and asked for the first; `held` and `takes` name the two
@@ -619,6 +631,10 @@ pub struct Catalog {
     /// runs.
     #[serde(default)]
     pub lock_calls: Vec<u8>,
+    /// aid's statement points ([`crate::model::Probe::Statement`]), for
+    /// the window tests on new runs.
+    #[serde(default)]
+    pub points: base::Points,
     /// Thread classes by name (class id = index), with the roles each had
     /// in the learning runs.
     #[serde(default)]
@@ -704,6 +720,7 @@ impl Catalog {
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
         let lock_ops = sections::lock_ops(&session.functions);
         let lock_calls = deadlock::lock_calls(&session.functions);
+        let points = base::Points::new(&session.functions);
         let mut c = Catalog {
             predicates,
             passing_runs,
@@ -712,6 +729,7 @@ impl Catalog {
             pointer_args,
             lock_ops,
             lock_calls,
+            points,
             classes,
             by_caller: Vec::new(),
             index: HashMap::new(),

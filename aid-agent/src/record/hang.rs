@@ -41,7 +41,7 @@ fn taken(run: &Run, functions: &[Function]) -> BTreeMap<Role, Vec<u64>> {
     let mut counted: BTreeMap<Role, u32> = BTreeMap::new();
     for c in &run.calls {
         let Some(n) = name(c) else { continue };
-        if functions.get(c.func as usize).is_some_and(|f| f.probe == crate::model::Probe::Sync) {
+        if functions.get(c.func as usize).is_some_and(|f| f.probe.is_sync_point()) {
             *counted.entry(c.role).or_default() += 1;
         }
         let addr = c.args[0] as u64;

@@ -12,7 +12,7 @@ use std::{collections::HashMap, path::Path};
 use aid_common::{Event, EventKind};
 
 use crate::{
-    model::{EventRow, FuncId, Function, Point, Probe, Role, Thread},
+    model::{EventRow, FuncId, Function, Point, Role, Thread},
     symbols::{Resolver, runtime::is_trampoline},
 };
 
@@ -312,7 +312,7 @@ impl<'a> Recorder<'a> {
                     let instance = *n;
                     // A synchronisation point has no return probe: its
                     // entry is all there is.
-                    if func.probe != Probe::Sync {
+                    if !func.probe.is_sync_point() {
                         self.open.entry((e.tid, func.id)).or_default().push(instance);
                     }
                     if Some(func.id) == self.ctx.pthread_create {

@@ -17,8 +17,8 @@ use nix::{
 
 use crate::{
     bpf::{
-        EventStream, LIVE_BACKLOG, LoadOptions, ProbeError, Probes, Programs, Scope, entry_only,
-        monotonic_ns,
+        EventStream, LIVE_BACKLOG, LoadOptions, ProbeError, Probes, Programs, Scope, SyncProbes,
+        entry_only, monotonic_ns,
     },
     intervene::{
         Plan,
@@ -94,6 +94,9 @@ pub struct Tracer {
     /// Every run, observed or intervened on, gets the synchronisation
     /// points and records their events ([`Tracer::set_sync_in_every_run`]).
     sync_in_every_run: bool,
+    /// The runs that carry noise get the statement points too
+    /// ([`Tracer::set_noise_at_statements`]).
+    statements: bool,
 }
 
 impl Tracer {
@@ -188,6 +191,7 @@ impl Tracer {
             stops: StopState::new(stop_signal),
             notices,
             sync_in_every_run: false,
+            statements: false,
         })
     }
 
@@ -216,8 +220,41 @@ impl Tracer {
                 n += 1;
             }
         }
+        let statements = self.resolver.statement_points(&self.functions, 0);
+        let refused: BTreeSet<usize> =
+            self.probes.check(&statements)?.into_iter().map(|r| r.index).collect();
+        let mut kept = 0;
+        for (i, mut f) in statements.into_iter().enumerate() {
+            if !refused.contains(&i) {
+                f.id = self.functions.len() as FuncId;
+                self.functions.push(f);
+                kept += 1;
+            }
+        }
+        log::info!("{kept} statement points inside the traced functions ready for amplification");
         self.probes.attach(&self.functions, self.scope, self.programs)?;
         Ok(n)
+    }
+
+    /// From now on the runs that carry noise get the statement points
+    /// ([`Probe::Statement`]) too, and noise may act at them. Returns how
+    /// many there are (none: nothing changes).
+    pub fn set_noise_at_statements(&mut self) -> usize {
+        let n = self.functions.iter().filter(|f| f.probe == Probe::Statement).count();
+        self.statements = n > 0;
+        n
+    }
+
+    /// Which synchronisation-point probes a run gets: with noise, the C
+    /// library's and (once [`Tracer::set_noise_at_statements`]) the
+    /// statement points; without, the C library's when every run records
+    /// them.
+    fn sync_probes(&self, noise: bool) -> SyncProbes {
+        match (noise, self.statements, self.sync_in_every_run) {
+            (true, true, _) => SyncProbes::All,
+            (true, false, _) | (false, _, true) => SyncProbes::Library,
+            (false, _, false) => SyncProbes::None,
+        }
     }
 
     /// Replaces the user functions (ids from 0, in order; aid's internal
@@ -253,7 +290,7 @@ impl Tracer {
     pub fn probe_count(&self, amplified: bool) -> usize {
         self.functions
             .iter()
-            .filter(|f| amplified || f.probe != Probe::Sync)
+            .filter(|f| self.sync_probes(amplified).attaches(f.probe))
             .map(|f| if crate::bpf::wants_return(f) { 2 } else { 1 })
             .sum()
     }
@@ -287,7 +324,7 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
-        self.probes.set_sync_points(self.sync_in_every_run);
+        self.probes.set_sync_points(self.sync_probes(false));
         let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
         let started = t.elapsed();
@@ -377,7 +414,7 @@ impl Tracer {
         cancel: &AtomicBool,
         hook: &mut dyn RunHook,
     ) -> Result<RecordedRun, TraceError> {
-        let sync = plan.sync_points || self.sync_in_every_run;
+        let sync = self.sync_probes(plan.sync_points);
         self.probes.set_sync_points(sync);
         let mut child = self.start(target, true)?;
         let pid = child.pid;
@@ -428,14 +465,14 @@ impl Tracer {
         hook.ended(&mut self.probes);
         let stops = served.stops;
         let mut rec = self.finish(id, pid, exit, policy)?;
-        shift_held_rows(&mut rec.rows, &stops, rec.start_ns);
+        shift_held_rows(&mut rec.rows, &stops, rec.start_ns, &self.functions);
         record_forced_returns(&mut rec.rows, &stops, &self.functions);
         rec.run.noise = noise_outcome(plan, &stops, &self.functions);
         rec.run.pauses = pauses(&stops, &rec.run.threads, rec.start_ns, |s| self.is_noise(plan, s));
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
-        if sync {
+        if sync != SyncProbes::None {
             rec.sync_steps = self.sync_steps(&rec.run.threads);
         }
         mark_interrupted(&mut rec.run, cancel);
@@ -466,7 +503,7 @@ impl Tracer {
     /// Whether a stop served noise rather than an intervention.
     fn is_noise(&self, plan: &Plan, stop: &StopRecord) -> bool {
         let sync =
-            self.functions.get(stop.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+            self.functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
         plan.noise.iter().any(|n| noise::served_by(n.at, stop.site, sync))
     }
 
@@ -661,9 +698,19 @@ fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
 
 /// A held thread's probe fired before the hold: the call really proceeded
 /// (entered its body, or returned to its caller) only when released, at a
-/// time taken on the events' own clock.
-fn shift_held_rows(rows: &mut [EventRow], stops: &[StopRecord], start_ns: u64) {
-    for stop in stops.iter().filter(|s| s.released_ns > 0) {
+/// time taken on the events' own clock. Not a statement point's: the
+/// instruction it is at has run when the hold begins (the kernel stops
+/// the thread on its way back to user space, after stepping over it), so
+/// the thread was past it at the probe's time.
+fn shift_held_rows(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    start_ns: u64,
+    functions: &[Function],
+) {
+    let statement =
+        |f: FuncId| functions.get(f as usize).is_some_and(|f| f.probe == Probe::Statement);
+    for stop in stops.iter().filter(|s| s.released_ns > 0 && !statement(s.site.func)) {
         let point = if stop.site.point == aid_common::SitePoint::ENTRY {
             Point::Entry
         } else {
@@ -714,7 +761,7 @@ fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> V
             let mut n = n.clone();
             let served = stops.iter().find(|s| {
                 let sync =
-                    functions.get(s.site.func as usize).is_some_and(|f| f.probe == Probe::Sync);
+                    functions.get(s.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
                 noise::served_by(n.at, s.site, sync)
             });
             if let Some(s) = served {

@@ -282,6 +282,12 @@ fn causal_links(outcome: &Diagnosis, d: &Discovery, facts: &Facts<'_>, noun: &st
                 "{evidence}; it also held in {} of the {} passing {noun}s observed: necessary for the failure, not sufficient on its own: what else a failing {noun} needs is not among the predicates",
                 s.counts.passing_true, a.totals.passing
             ),
+            Some(s) if a.sufficient.contains(&p) => format!(
+                "{evidence}; it held in {} of the {} failing {noun}s observed and in no passing one: the other {} failed another way, which no predicate separates",
+                s.counts.failing_true,
+                a.totals.failing,
+                a.totals.failing - s.counts.failing_true
+            ),
             _ => evidence,
         };
         // Candidates that held in no valid run of that round, besides

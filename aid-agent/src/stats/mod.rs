@@ -150,13 +150,63 @@ fn precision_against_base(s: &Scores, totals: Totals) -> Option<(f64, f64, f64)>
     if totals.failing == 0 || c.failing_true < totals.failing || c.passing_true == 0 {
         return None;
     }
-    let n = f64::from(c.failing_true + c.passing_true);
-    let p = f64::from(c.failing_true) / n;
+    let p = f64::from(c.failing_true) / f64::from(c.failing_true + c.passing_true);
+    let lower = wilson_lower(c.failing_true, c.failing_true + c.passing_true);
+    Some((p, lower, base_rate(totals)))
+}
+
+fn base_rate(totals: Totals) -> f64 {
+    f64::from(totals.failing) / f64::from(totals.failing + totals.passing)
+}
+
+/// The lower end of the 95 % Wilson interval of `k` successes in `n`.
+fn wilson_lower(k: u32, n: u32) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let n = f64::from(n);
+    let p = f64::from(k) / n;
     let z = 1.96f64;
-    let lower = (p + z * z / (2.0 * n) - z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt())
-        / (1.0 + z * z / n);
-    let base = f64::from(totals.failing) / f64::from(totals.failing + totals.passing);
-    Some((p, lower, base))
+    (p + z * z / (2.0 * n) - z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt())
+        / (1.0 + z * z / n)
+}
+
+/// The least share of the failing runs a sufficient-only candidate must
+/// be shown to cover: the lower end of the 95 % Wilson interval of its
+/// recall must reach it ([`sufficient`]). At 0.75, 19 of 20 failing runs
+/// qualify (lower end 0.76) and 9 of 10 do not (0.60): a way of failing
+/// seen in most failing runs, not one of several equal ones.
+pub const SUFFICIENT_RECALL: f64 = 0.75;
+
+/// Held in no passing run and in most failing runs, not all: a way the
+/// failure comes about that some failing runs took another way to
+/// (queue_bad: t2 polls while t1 is between two hand-offs in 39 of 40
+/// failing runs; the 40th polled once before t1 began). Both must be
+/// shown at 95 %: the lower end of the Wilson interval of its recall is
+/// at least [`SUFFICIENT_RECALL`], and that of its precision (1) is above
+/// the failure rate of all analysed runs. docs/causal.md, "Sufficient
+/// candidates".
+pub fn sufficient(s: &Scores, totals: Totals) -> bool {
+    sufficient_shape(s, totals)
+        && wilson_lower(s.counts.failing_true, totals.failing) >= SUFFICIENT_RECALL
+        && wilson_lower(s.counts.failing_true, s.counts.failing_true) > base_rate(totals)
+}
+
+/// Would be [`sufficient`] on its point estimates (recall at least
+/// [`SUFFICIENT_RECALL`]) but for too few failing runs to show it at 95 %:
+/// more runs decide it, as for [`undecided`].
+pub fn sufficient_undecided(s: &Scores, totals: Totals) -> bool {
+    sufficient_shape(s, totals) && s.recall >= SUFFICIENT_RECALL && !sufficient(s, totals)
+}
+
+/// In no passing run, in some failing runs but not all.
+fn sufficient_shape(s: &Scores, totals: Totals) -> bool {
+    let c = s.counts;
+    totals.failing > 0
+        && totals.passing > 0
+        && c.passing_true == 0
+        && c.failing_true > 0
+        && c.failing_true < totals.failing
 }
 
 /// Ids ranked by Importance, then Failure, then recall (ties by id).
@@ -207,6 +257,43 @@ mod tests {
         assert!(!necessary(&s(10, 0, svc), svc), "fully discriminative, not necessary-only");
         // Near the overall rate: 10 of 10 failing and 80 of 96 passing.
         assert!(!necessary(&s(10, 80, svc), svc));
+    }
+
+    /// The acceptance rule of [`sufficient`]: queue_bad's interleaving (39
+    /// of 40 failing runs, no passing one of 10) qualifies; 19 of 20
+    /// does (recall's lower end 0.76), 9 of 10 does not (0.60); nor does
+    /// one a passing run shows, one in every failing run (fully
+    /// discriminative), or one whose precision cannot be told from a
+    /// failure rate near 1 (48 of 50 failing runs, 1 passing: precision's
+    /// lower end 0.93 against 0.98).
+    #[test]
+    fn sufficient_needs_no_passing_run_and_most_failing_ones() {
+        let s = |f: u32, p: u32, totals: Totals| {
+            score(
+                PredId(1),
+                Counts {
+                    failing_true: f,
+                    passing_true: p,
+                    failing_observed: totals.failing,
+                    passing_observed: totals.passing,
+                },
+                totals,
+            )
+        };
+        let queue = Totals { failing: 40, passing: 10 };
+        assert!(sufficient(&s(39, 0, queue), queue));
+        assert!(!sufficient(&s(39, 1, queue), queue), "a passing run showed it");
+        assert!(!sufficient(&s(40, 0, queue), queue), "fully discriminative");
+        assert!(!sufficient(&s(25, 0, queue), queue), "a way, not the main one");
+        let twenty = Totals { failing: 20, passing: 40 };
+        assert!(sufficient(&s(19, 0, twenty), twenty));
+        let ten = Totals { failing: 10, passing: 20 };
+        assert!(!sufficient(&s(9, 0, ten), ten));
+        assert!(sufficient_undecided(&s(9, 0, ten), ten), "more runs decide it");
+        assert!(!sufficient_undecided(&s(7, 0, ten), ten));
+        assert!(!sufficient_undecided(&s(39, 0, queue), queue), "decided");
+        let nearly_all = Totals { failing: 50, passing: 1 };
+        assert!(!sufficient(&s(48, 0, nearly_all), nearly_all));
     }
 
     #[test]

@@ -76,6 +76,26 @@ impl DebugInfo {
         Some(SourceLoc { file: loc.file?.to_owned(), line: loc.line? })
     }
 
+    /// Where a new source line begins in `[low, high)` after `low`: the
+    /// first address of each run of rows of one line, in address order.
+    pub fn statements(&self, low: u64, high: u64) -> Vec<(u64, SourceLoc)> {
+        let mut out: Vec<(u64, SourceLoc)> = Vec::new();
+        let Ok(rows) = self.lines.find_location_range(low, high) else { return out };
+        let mut last: Option<(String, u32)> = None;
+        for (addr, _, loc) in rows {
+            let (Some(file), Some(line)) = (loc.file, loc.line) else { continue };
+            let here = (file.to_owned(), line);
+            if last.as_ref() == Some(&here) {
+                continue;
+            }
+            last = Some(here.clone());
+            if addr > low && addr < high {
+                out.push((addr, SourceLoc { file: here.0, line }));
+            }
+        }
+        out
+    }
+
     pub fn signature(&self, address: u64) -> Option<(ValueType, Vec<ValueType>)> {
         self.signatures.get(&address).cloned()
     }

@@ -132,6 +132,12 @@ impl Module {
         self.debug.as_ref()?.source(address)
     }
 
+    /// Where source lines begin inside the function at `address` of
+    /// `size` bytes, after its first instruction (DWARF only).
+    pub fn statements(&self, address: u64, size: u64) -> Vec<(u64, crate::model::SourceLoc)> {
+        self.debug.as_ref().map_or_else(Vec::new, |d| d.statements(address, address + size))
+    }
+
     /// The DWARF name, with generic arguments, of the generic instance
     /// starting at `address`.
     pub fn generic_name(&self, address: u64) -> Option<&str> {

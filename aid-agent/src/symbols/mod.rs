@@ -368,6 +368,52 @@ impl Resolver {
         out
     }
 
+    /// Statement points ([`Probe::Statement`]) inside the executable's
+    /// traced functions among `traced`, numbered from `first`: where each
+    /// source line after the first begins (DWARF), at most
+    /// [`STATEMENTS_PER_FUNCTION`] a function and [`MAX_STATEMENTS`] in
+    /// all. A line whose first instruction a uprobe may not take (a lock
+    /// prefix, a VEX or EVEX encoding, a trap) is left out.
+    pub fn statement_points(&self, traced: &[Function], first: FuncId) -> Vec<Function> {
+        let mut out: Vec<Function> = Vec::new();
+        let Ok(bytes) = std::fs::read(&self.exe.path) else { return out };
+        for f in traced.iter().filter(|f| f.probe == Probe::Call && !f.internal) {
+            if f.module != self.exe.path {
+                continue;
+            }
+            let Some(sym) = self.exe.symbols.iter().find(|s| s.address == f.address) else {
+                continue;
+            };
+            let lines = self.exe.statements(sym.address, sym.size);
+            for (addr, loc) in lines.into_iter().take(STATEMENTS_PER_FUNCTION) {
+                if out.len() == MAX_STATEMENTS {
+                    return out;
+                }
+                let offset = f.offset + (addr - f.address);
+                let first_byte = bytes.get(offset as usize).copied();
+                if first_byte.is_none_or(|b| NOT_PROBED.contains(&b)) {
+                    continue;
+                }
+                let file = loc.file.rsplit('/').next().unwrap_or(&loc.file).to_owned();
+                out.push(Function {
+                    id: first + out.len() as FuncId,
+                    name: format!("{} at {file}:{}", f.name, loc.line),
+                    symbol: format!("{}+{:#x}", f.symbol, addr - f.address),
+                    module: f.module.clone(),
+                    address: addr,
+                    offset,
+                    source: Some(loc),
+                    ret: ValueType::UNKNOWN,
+                    params: vec![ValueType::UNKNOWN; 3],
+                    internal: true,
+                    probe: Probe::Statement,
+                    pointee: None,
+                });
+            }
+        }
+        out
+    }
+
     /// The thread bodies of the executable ([`runtime::thread_body`]),
     /// numbered from `first`, each with the user function it runs: aid's
     /// own entry-only probes to name threads started through a runtime's
@@ -400,6 +446,16 @@ impl Resolver {
 }
 
 /// Builds the session's record of one symbol.
+/// Statement points per traced function ([`Resolver::statement_points`]).
+pub const STATEMENTS_PER_FUNCTION: usize = 16;
+/// Statement points in all.
+pub const MAX_STATEMENTS: usize = 128;
+/// First bytes of instructions a statement point is not put at: the lock
+/// prefix, VEX (0xc4, 0xc5), EVEX (0x62) and XOP (0x8f) encodings, and
+/// traps (int3, int n, int1, hlt), which x86 uprobes refuse or which
+/// should not be single-stepped.
+const NOT_PROBED: &[u8] = &[0xf0, 0xc4, 0xc5, 0x62, 0x8f, 0xcc, 0xcd, 0xf1, 0xf4];
+
 pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Function {
     let (ret, params) = module.signature(sym.address);
     Function {

@@ -22,6 +22,7 @@ mod privileges;
 mod scope;
 mod services;
 mod shipped;
+mod statements;
 mod symbols;
 mod tracer;
 mod watch;
