@@ -255,25 +255,12 @@ impl<'a> Pick<'a> {
     /// for the same key (serialised, which needs no --safe). Those more
     /// runs may decide go to `undecided`.
     fn necessary(&self, admitted: Admitted<'_, 'a>, undecided: &mut Vec<PredId>) -> Vec<PredId> {
-        let mut out = Vec::new();
-        for (id, s, p, iv) in self.applicable() {
+        let eligible = |p: &Predicate, s: &Scores| {
             let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
-            if s.fully_discriminative
-                || !(matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
-            {
-                continue;
-            }
-            if !stats::necessary(s, self.totals) {
-                if stats::undecided(s, self.totals) {
-                    undecided.push(id);
-                }
-                continue;
-            }
-            if admit(admitted.seen, admitted.excluded, iv, id) {
-                out.push(id);
-            }
-        }
-        out
+            !s.fully_discriminative
+                && (matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
+        };
+        self.choose(admitted, undecided, eligible, stats::necessary, stats::undecided)
     }
 
     /// Sufficient-only candidates (`stats::sufficient`): held in no
@@ -283,10 +270,28 @@ impl<'a> Pick<'a> {
     /// missed failed another way. Those more runs may decide go to
     /// `undecided`.
     fn sufficient(&self, admitted: Admitted<'_, 'a>, undecided: &mut Vec<PredId>) -> Vec<PredId> {
+        let eligible = |_: &Predicate, _: &Scores| true;
+        self.choose(admitted, undecided, eligible, stats::sufficient, stats::sufficient_undecided)
+    }
+
+    /// The applicable predicates `eligible` allows that `decided` keeps,
+    /// admitted in rank order; those `pending` says more runs may decide
+    /// go to `undecided`.
+    fn choose(
+        &self,
+        admitted: Admitted<'_, 'a>,
+        undecided: &mut Vec<PredId>,
+        eligible: impl Fn(&Predicate, &Scores) -> bool,
+        decided: fn(&Scores, Totals) -> bool,
+        pending: fn(&Scores, Totals) -> bool,
+    ) -> Vec<PredId> {
         let mut out = Vec::new();
-        for (id, s, _, iv) in self.applicable() {
-            if !stats::sufficient(s, self.totals) {
-                if stats::sufficient_undecided(s, self.totals) {
+        for (id, s, p, iv) in self.applicable() {
+            if !eligible(p, s) {
+                continue;
+            }
+            if !decided(s, self.totals) {
+                if pending(s, self.totals) {
                     undecided.push(id);
                 }
                 continue;

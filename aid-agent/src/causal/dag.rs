@@ -280,12 +280,8 @@ impl AcDag {
     /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
     /// ids that are not nodes are ignored.
     pub fn with_necessary(mut self, ids: &[PredId]) -> AcDag {
-        for p in ids {
-            if let Some(&i) = self.index.get(p)
-                && i != self.f
-            {
-                self.necessary.insert(i);
-            }
+        for i in self.nodes_of(ids.iter().copied()) {
+            self.necessary.insert(i);
         }
         self
     }
@@ -293,12 +289,8 @@ impl AcDag {
     /// Marks these candidates sufficient-only (see
     /// [`AcDag::sufficient`]); ids that are not nodes are ignored.
     pub fn with_sufficient(mut self, ids: &[PredId]) -> AcDag {
-        for p in ids {
-            if let Some(&i) = self.index.get(p)
-                && i != self.f
-            {
-                self.sufficient.insert(i);
-            }
+        for i in self.nodes_of(ids.iter().copied()) {
+            self.sufficient.insert(i);
         }
         self
     }
@@ -306,14 +298,19 @@ impl AcDag {
     /// Marks these candidates as naming a mechanism (see
     /// [`AcDag::mechanism`]); ids that are not nodes are ignored.
     pub fn with_mechanisms(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
-        for p in ids {
-            if let Some(&i) = self.index.get(&p)
-                && i != self.f
-            {
-                self.mechanism.insert(i);
-            }
+        for i in self.nodes_of(ids) {
+            self.mechanism.insert(i);
         }
         self
+    }
+
+    /// The node indices of these ids, F and ids that are not nodes left
+    /// out.
+    fn nodes_of(&self, ids: impl IntoIterator<Item = PredId>) -> Vec<usize> {
+        ids.into_iter()
+            .filter_map(|p| self.index.get(&p).copied())
+            .filter(|&i| i != self.f)
+            .collect()
     }
 
     /// Whether node `i` names how the failure comes about, not only when

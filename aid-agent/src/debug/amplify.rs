@@ -594,21 +594,31 @@ mod tests {
         None
     }
 
+    /// The ladder on a program that never fails, until it is done (at
+    /// most 1000 runs): the runs made, what it said at which run, and the
+    /// runs from which noise acts at the statement points.
+    fn never_failing(functions: &[Function]) -> (u32, Vec<(u32, String)>, Vec<u32>) {
+        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, functions);
+        let (mut said, mut turned) = (Vec::new(), Vec::new());
+        let mut n = 0;
+        while !a.exhausted() && n < 1000 {
+            n += 1;
+            let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+            let v = a.learn(&r, &[], functions);
+            if v.statements {
+                turned.push(n);
+            }
+            said.extend(v.say.into_iter().map(|l| (n, l)));
+        }
+        (n, said, turned)
+    }
+
     /// A program that never fails: the ladder's five levels, then around
     /// again from its start while the search's budget holds a level (the
     /// 400 runs of [`SEARCH_RUNS`]: twice), then nothing more to try.
     #[test]
     fn the_ladder_is_climbed_again_while_the_budget_holds_a_level() {
-        let functions = vec![function(0, "read")];
-        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
-        let mut said: Vec<(u32, String)> = Vec::new();
-        let mut n = 0;
-        while !a.exhausted() && n < 1000 {
-            n += 1;
-            let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
-            let v = a.learn(&r, &[], &functions);
-            said.extend(v.say.into_iter().map(|l| (n, l)));
-        }
+        let (n, said, _) = never_failing(&[function(0, "read")]);
         assert_eq!(n, 40 + SEARCH_RUNS, "{said:#?}");
         let again: Vec<u32> =
             said.iter().filter(|(_, l)| l.contains("the ladder again")).map(|e| e.0).collect();
@@ -630,20 +640,7 @@ mod tests {
         let mut point = function(1, "read at r.c:12");
         point.internal = true;
         point.probe = Probe::Statement;
-        let functions = vec![function(0, "read"), point];
-        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
-        let mut turned: Vec<u32> = Vec::new();
-        let mut said: Vec<(u32, String)> = Vec::new();
-        let mut n = 0;
-        while !a.exhausted() && n < 1000 {
-            n += 1;
-            let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
-            let v = a.learn(&r, &[], &functions);
-            if v.statements {
-                turned.push(n);
-            }
-            said.extend(v.say.into_iter().map(|l| (n, l)));
-        }
+        let (_, said, turned) = never_failing(&[function(0, "read"), point]);
         assert_eq!(turned, vec![240]);
         assert_eq!(
             said.iter().find(|(at, _)| *at == 240).map(|e| e.1.as_str()),

@@ -29,7 +29,7 @@ use super::{
     index::{RunIndex, end_of},
 };
 use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
-use crate::util::fxhash::FxSet;
+use crate::util::fxhash::{FxMap, FxSet};
 
 /// Windows of other threads paired with one window, those that began
 /// last before its end first, among twice as many: keeps the pairs linear
@@ -58,30 +58,41 @@ pub(super) fn windows(
     single: &dyn Fn(Role) -> bool,
 ) -> Vec<(Window, u64)> {
     let run = idx.run;
-    let traced = |i: usize| idx.group.get(i).is_some_and(Option::is_some);
-    let events: Vec<usize> =
-        (0..run.calls.len()).filter(|&i| points.is_point(run.calls[i].func)).collect();
+    let traced =
+        |i: usize| idx.group.get(i).is_some_and(Option::is_some) && run.calls[i].instance > 0;
+    // One pass in entry order, as `sections::sections` does: per thread,
+    // the traced calls running; each statement event opens a window in
+    // the innermost one, and closes its thread's previous window.
+    let mut stacks: FxMap<Role, Vec<usize>> = FxMap::default();
+    let mut open: FxMap<Role, usize> = FxMap::default();
     let mut spans: Vec<Span> = Vec::new();
-    for (k, &p) in events.iter().enumerate() {
-        let s = &run.calls[p];
-        if !single(s.role) {
+    for (i, c) in run.calls.iter().enumerate() {
+        let point = points.is_point(c.func);
+        if !(point || traced(i)) || !single(c.role) {
             continue;
         }
-        // The innermost traced call of its thread running then.
-        let Some(a) = (0..p)
-            .rev()
-            .filter(|&j| traced(j) && run.calls[j].role == s.role && run.calls[j].instance > 0)
-            .find(|&j| end_of(&run.calls[j], run) >= s.entry_ns)
-        else {
+        let stack = stacks.entry(c.role).or_default();
+        while stack.last().is_some_and(|&j| end_of(&run.calls[j], run) < c.entry_ns) {
+            stack.pop();
+        }
+        if !point {
+            stack.push(i);
             continue;
-        };
-        let next = events[k + 1..]
-            .iter()
-            .map(|&q| &run.calls[q])
-            .find(|c| c.role == s.role)
-            .map_or(u64::MAX, |c| c.entry_ns);
-        let until = next.min(end_of(&run.calls[a], run));
-        spans.push(Span { call: a as u32, point: s.func, role: s.role, from: s.entry_ns, until });
+        }
+        if let Some(k) = open.remove(&c.role) {
+            spans[k].until = spans[k].until.min(c.entry_ns);
+        }
+        if let Some(&a) = stack.last() {
+            let until = end_of(&run.calls[a], run);
+            open.insert(c.role, spans.len());
+            spans.push(Span {
+                call: a as u32,
+                point: c.func,
+                role: c.role,
+                from: c.entry_ns,
+                until,
+            });
+        }
     }
     spans.sort_by_key(|s| s.from);
     let mut out = Vec::new();

@@ -220,7 +220,7 @@ impl Tracer {
                 n += 1;
             }
         }
-        let statements = self.resolver.statement_points(&self.functions, 0);
+        let statements = self.resolver.statement_points(&self.functions);
         let refused: BTreeSet<usize> =
             self.probes.check(&statements)?.into_iter().map(|r| r.index).collect();
         let mut kept = 0;

@@ -230,6 +230,21 @@ mod tests {
         (a - b).abs() < 1e-12
     }
 
+    /// The scores of a predicate true in `f` failing and `p` passing runs,
+    /// observed in every run.
+    fn s(f: u32, p: u32, totals: Totals) -> Scores {
+        score(
+            PredId(1),
+            Counts {
+                failing_true: f,
+                passing_true: p,
+                failing_observed: totals.failing,
+                passing_observed: totals.passing,
+            },
+            totals,
+        )
+    }
+
     /// The acceptance rule of [`necessary`] on the measured cases:
     /// svc-stale-cache's timeout (10 of 10 failing units, 13 of 96 passing)
     /// qualifies; a predicate true in 37 of 37 failing and 3 of 3 passing
@@ -237,18 +252,6 @@ mod tests {
     /// does one missing from a failing run or one with no passing run.
     #[test]
     fn necessary_needs_every_failing_run_and_a_clear_excess() {
-        let s = |f: u32, p: u32, totals: Totals| {
-            score(
-                PredId(1),
-                Counts {
-                    failing_true: f,
-                    passing_true: p,
-                    failing_observed: totals.failing,
-                    passing_observed: totals.passing,
-                },
-                totals,
-            )
-        };
         let svc = Totals { failing: 10, passing: 96 };
         assert!(necessary(&s(10, 13, svc), svc));
         let pool = Totals { failing: 37, passing: 3 };
@@ -268,18 +271,6 @@ mod tests {
     /// lower end 0.93 against 0.98).
     #[test]
     fn sufficient_needs_no_passing_run_and_most_failing_ones() {
-        let s = |f: u32, p: u32, totals: Totals| {
-            score(
-                PredId(1),
-                Counts {
-                    failing_true: f,
-                    passing_true: p,
-                    failing_observed: totals.failing,
-                    passing_observed: totals.passing,
-                },
-                totals,
-            )
-        };
         let queue = Totals { failing: 40, passing: 10 };
         assert!(sufficient(&s(39, 0, queue), queue));
         assert!(!sufficient(&s(39, 1, queue), queue), "a passing run showed it");

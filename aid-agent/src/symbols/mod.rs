@@ -369,12 +369,12 @@ impl Resolver {
     }
 
     /// Statement points ([`Probe::Statement`]) inside the executable's
-    /// traced functions among `traced`, numbered from `first`: where each
+    /// traced functions among `traced`, numbered from 0: where each
     /// source line after the first begins (DWARF), at most
     /// [`STATEMENTS_PER_FUNCTION`] a function and [`MAX_STATEMENTS`] in
     /// all. A line whose first instruction a uprobe may not take (a lock
     /// prefix, a VEX or EVEX encoding, a trap) is left out.
-    pub fn statement_points(&self, traced: &[Function], first: FuncId) -> Vec<Function> {
+    pub fn statement_points(&self, traced: &[Function]) -> Vec<Function> {
         let mut out: Vec<Function> = Vec::new();
         let Ok(bytes) = std::fs::read(&self.exe.path) else { return out };
         for f in traced.iter().filter(|f| f.probe == Probe::Call && !f.internal) {
@@ -396,7 +396,7 @@ impl Resolver {
                 }
                 let file = loc.file.rsplit('/').next().unwrap_or(&loc.file).to_owned();
                 out.push(Function {
-                    id: first + out.len() as FuncId,
+                    id: out.len() as FuncId,
                     name: format!("{} at {file}:{}", f.name, loc.line),
                     symbol: format!("{}+{:#x}", f.symbol, addr - f.address),
                     module: f.module.clone(),
@@ -445,7 +445,6 @@ impl Resolver {
     }
 }
 
-/// Builds the session's record of one symbol.
 /// Statement points per traced function ([`Resolver::statement_points`]).
 pub const STATEMENTS_PER_FUNCTION: usize = 16;
 /// Statement points in all.
@@ -456,6 +455,7 @@ pub const MAX_STATEMENTS: usize = 128;
 /// should not be single-stepped.
 const NOT_PROBED: &[u8] = &[0xf0, 0xc4, 0xc5, 0x62, 0x8f, 0xcc, 0xcd, 0xf1, 0xf4];
 
+/// Builds the session's record of one symbol.
 pub fn function(module: &Module, sym: &Symbol, id: FuncId, internal: bool) -> Function {
     let (ret, params) = module.signature(sym.address);
     Function {

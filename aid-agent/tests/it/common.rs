@@ -331,3 +331,35 @@ pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
 pub fn read_count(path: &Path) -> i64 {
     std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
 }
+
+/// A statistical test's sessions: runs `session` until `needed` of them
+/// are right or more than `sessions - needed` missed, saying each on
+/// stderr under `name`; fails with the last miss when fewer than `needed`
+/// were right.
+pub fn sessions_right<T: std::fmt::Debug>(
+    name: &str,
+    sessions: usize,
+    needed: usize,
+    mut session: impl FnMut() -> Result<T, String>,
+) {
+    let (mut right, mut missed) = (0, Vec::new());
+    while right < needed && missed.len() <= sessions - needed {
+        match session() {
+            Ok(what) => {
+                eprintln!("{name}: right: {what:?}");
+                right += 1;
+            }
+            Err(why) => {
+                eprintln!("{name}: MISSED: {}", why.lines().next().unwrap_or_default());
+                missed.push(why);
+            }
+        }
+    }
+    assert!(
+        right >= needed,
+        "{} of {} sessions missed; the last: {}",
+        missed.len(),
+        right + missed.len(),
+        missed.last().map_or("", String::as_str)
+    );
+}

@@ -145,24 +145,5 @@ fn deadlock_session(exe: &Path) -> Result<Duration, String> {
 fn a_lock_order_deadlock_is_diagnosed_with_no_flags() {
     let _alone = alone();
     let exe = c_fixture("lock_order.c", "lock_order", &[]);
-    let (mut right, mut missed) = (0, Vec::new());
-    while right < DEADLOCK_NEEDED && missed.len() <= DEADLOCK_SESSIONS - DEADLOCK_NEEDED {
-        match deadlock_session(&exe) {
-            Ok(took) => {
-                eprintln!("lock_order: right in {took:?}");
-                right += 1;
-            }
-            Err(why) => {
-                eprintln!("lock_order: MISSED: {}", why.lines().next().unwrap_or_default());
-                missed.push(why);
-            }
-        }
-    }
-    assert!(
-        right >= DEADLOCK_NEEDED,
-        "{} of {} sessions missed; the last: {}",
-        missed.len(),
-        right + missed.len(),
-        missed.last().map_or("", String::as_str)
-    );
+    sessions_right("lock_order", DEADLOCK_SESSIONS, DEADLOCK_NEEDED, || deadlock_session(&exe));
 }

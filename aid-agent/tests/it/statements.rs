@@ -53,24 +53,5 @@ fn torn_session(exe: &Path) -> Result<String, String> {
 fn a_window_between_two_statements_is_provoked_and_diagnosed_with_no_flags() {
     let _alone = alone();
     let exe = c_fixture("torn_pair.c", "torn_pair", &[]);
-    let (mut right, mut missed) = (0, Vec::new());
-    while right < TORN_NEEDED && missed.len() <= TORN_SESSIONS - TORN_NEEDED {
-        match torn_session(&exe) {
-            Ok(root) => {
-                eprintln!("torn_pair: right: {root}");
-                right += 1;
-            }
-            Err(why) => {
-                eprintln!("torn_pair: MISSED: {}", why.lines().next().unwrap_or_default());
-                missed.push(why);
-            }
-        }
-    }
-    assert!(
-        right >= TORN_NEEDED,
-        "{} of {} sessions missed; the last: {}",
-        missed.len(),
-        right + missed.len(),
-        missed.last().map_or("", String::as_str)
-    );
+    sessions_right("torn_pair", TORN_SESSIONS, TORN_NEEDED, || torn_session(&exe));
 }
