@@ -545,6 +545,11 @@ pub struct AppliedIntervention {
     pub applied: bool,
     /// A hold gave up waiting (the run does not count as evidence).
     pub timed_out: bool,
+    /// A thread was still held for it when the target ended: it kept what
+    /// it was there for until the run's end (a failing run is evidence
+    /// against its candidate, whatever the predicates say).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_at_end: bool,
 }
 
 /// Noise injected into a run to make a rare failure more frequent
@@ -574,15 +579,10 @@ pub enum NoiseAt {
     /// At the entry of the `step`-th synchronisation point (counting all
     /// of them: locks, unlocks, waits, sleeps) thread `role` enters.
     Sync { role: Role, step: u32 },
-}
-
-impl NoiseAt {
-    pub fn role(&self) -> Role {
-        match self {
-            NoiseAt::Call { site } => site.role,
-            NoiseAt::Sync { role, .. } => *role,
-        }
-    }
+    /// At statement point or traced function `func`, on every thread that
+    /// reaches it (each arrival held, up to a bound per run): the threads
+    /// of a pool running the same code all stand there together.
+    Every { func: FuncId },
 }
 
 /// What noise does.

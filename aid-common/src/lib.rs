@@ -29,6 +29,6 @@ pub use intervene::{
     SERIALIZED_PAIRS, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState, serialized_pair,
 };
 pub use maps::*;
-pub use noise::{SYNC_COOKIE_BIT, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC};
+pub use noise::{EVERY_ROLE, SYNC_COOKIE_BIT, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC};
 pub use target::{TargetFlags, TargetState};
 pub use watch::{DelayOn, HitKind, WATCH_DELAY_FUNC, WatchConfig, WatchHit};

@@ -5,14 +5,16 @@
 //! site is due.
 //!
 //! An action is found by its exact site first, then by the site's
-//! function and role with [`ANY_INSTANCE`] (an action for every call); an
+//! function and role with [`ANY_INSTANCE`] (an action for every call),
+//! then by the function alone with [`EVERY_ROLE`] (noise for every
+//! thread at that function's entry); an
 //! action with a calling context (`within`) applies only while a call of
 //! that function runs on the same thread.
 
 use aid_common::{
-    ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
-    HELD_MARK, OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest, RunningKey, SiteKey,
-    SitePoint, UNITS_IN_FLIGHT, UnitState, serialized_pair,
+    ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EVERY_ROLE, EntryRegs,
+    GroupMember, HELD_MARK, OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest,
+    RunningKey, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState, serialized_pair,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
@@ -131,7 +133,13 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
     let action = unsafe {
         match AID_ACTIONS.get(site) {
             Some(a) => *a,
-            None => *AID_ACTIONS.get(SiteKey { instance: ANY_INSTANCE, ..*site })?,
+            None => match AID_ACTIONS.get(SiteKey { instance: ANY_INSTANCE, ..*site }) {
+                Some(a) => *a,
+                None => {
+                    let every = SiteKey { role: EVERY_ROLE, instance: ANY_INSTANCE, ..*site };
+                    *AID_ACTIONS.get(every)?
+                }
+            },
         }
     };
     if action.within != 0 && !running(tid, action.within - 1) {

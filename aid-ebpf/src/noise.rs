@@ -6,11 +6,12 @@
 //! lock, which thread, when: what the lock predicates read). In an
 //! intervened run, when the agent installed noise at a thread's k-th one
 //! (a delay, or a PCT priority change point) the thread stops for the
-//! agent there.
+//! agent there; so does every thread at a point the agent put noise on for
+//! all of them ([`EVERY_ROLE`]).
 
 use aid_common::{
-    EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC, SiteKey, SitePoint,
-    TargetFlags,
+    ANY_INSTANCE, EVERY_ROLE, EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC,
+    SiteKey, SitePoint, TargetFlags,
 };
 use aya_ebpf::bindings::pt_regs;
 
@@ -57,8 +58,19 @@ pub fn try_sync_point(
         return Ok(());
     }
     let key = SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY };
-    // SAFETY: a read of a map value, copied out at once.
-    let Some(action) = (unsafe { AID_ACTIONS.get(key) }).copied() else { return Ok(()) };
+    // Noise at this thread's rank, else noise for every thread at this
+    // point (a statement point's own id).
+    let every = SiteKey { func, role: EVERY_ROLE, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
+    // SAFETY: reads of map values, copied out at once.
+    let action = unsafe {
+        match AID_ACTIONS.get(key) {
+            Some(a) => *a,
+            None => match AID_ACTIONS.get(every) {
+                Some(a) => *a,
+                None => return Ok(()),
+            },
+        }
+    };
     // The agent learns which sync function it was from the site.
     let site = SiteKey { func, ..key };
     stop_for_agent(tid, action, site, regs.rip, now(), Some(regs))

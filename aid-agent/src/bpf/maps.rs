@@ -172,6 +172,15 @@ impl Probes {
         actions.insert(site, action, 0).map_err(|e| map_err(MAP_ACTIONS, e))
     }
 
+    /// Takes the action at a site out (none there is not an error).
+    pub fn remove_action(&mut self, site: SiteKey) -> Result<(), ProbeError> {
+        let mut actions: BpfHashMap<_, SiteKey, Action> = map(&mut self.ebpf, MAP_ACTIONS)?;
+        match actions.remove(&site) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(map_err(MAP_ACTIONS, e)),
+        }
+    }
+
     /// Asks the kernel to record when `site` happens.
     pub fn stamp(&mut self, site: SiteKey) -> Result<(), ProbeError> {
         let mut stamps: BpfHashMap<_, SiteKey, u64> = map(&mut self.ebpf, MAP_STAMPS)?;

@@ -40,8 +40,8 @@
 use std::collections::BTreeSet;
 
 use crate::{
-    intervene::noise::{Level, NoiseSource, Schedule},
-    model::{Function, Noise, NoiseAction, NoiseAt, Probe, Role, Run},
+    intervene::noise::{EVERY_HOLDS, Level, NoiseSource, Schedule},
+    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Probe, Role, Run},
     util::human::{count, duration},
 };
 
@@ -362,8 +362,12 @@ impl Amplifier {
         match self.noise.as_mut() {
             Some(n) => n.raise(level),
             None => {
-                self.noise =
-                    Some(NoiseSource::new(level, self.schedule, &self.plain, functions, self.seed));
+                let mut n =
+                    NoiseSource::new(level, self.schedule, &self.plain, functions, self.seed);
+                if self.statements {
+                    n.hold_every_at(statement_points(functions));
+                }
+                self.noise = Some(n);
             }
         }
         self.level.clear();
@@ -422,13 +426,18 @@ impl Amplifier {
             // start (a failure a level provokes in 1 of 100 runs shows in
             // one pass of 40 runs a level with probability 1/3 only).
             None if self.budget >= self.after => {
-                let statements = functions.iter().filter(|f| f.probe == Probe::Statement).count();
-                let at = if statements > 0 && !self.statements {
+                let statements = statement_points(functions);
+                let at = if !statements.is_empty() && !self.statements {
                     self.statements = true;
                     v.statements = true;
+                    let n = statements.len() as u32;
+                    if let Some(noise) = self.noise.as_mut() {
+                        noise.hold_every_at(statements);
+                    }
                     format!(
-                        ", now also at {} inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at)",
-                        count(statements as u32, "statement")
+                        ", now also at {} inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at), and each {} holding every thread that reaches one of them",
+                        count(n, "statement"),
+                        self.noun
                     )
                 } else {
                     String::new()
@@ -537,8 +546,17 @@ impl Amplifier {
                         self.function_name(site.func),
                         role(site.role)
                     ),
+                    NoiseAt::Every { func } => {
+                        format!("every thread at {}", self.function_name(func))
+                    }
                 };
                 match n.action {
+                    NoiseAction::Delay { us } if matches!(n.at, NoiseAt::Every { .. }) => {
+                        format!(
+                            "{at} held {} each (at most {EVERY_HOLDS} a run)",
+                            duration(us * 1000)
+                        )
+                    }
                     NoiseAction::Delay { us } => format!("{at} held {}", duration(us * 1000)),
                     NoiseAction::Demote { max_us, .. } => format!(
                         "{at} let go only when no other thread can run (at most {})",
@@ -554,6 +572,11 @@ impl Amplifier {
     fn function_name(&self, f: u32) -> String {
         self.functions.get(f as usize).cloned().unwrap_or_else(|| format!("function#{f}"))
     }
+}
+
+/// The statement points of the session's table.
+fn statement_points(functions: &[Function]) -> Vec<FuncId> {
+    functions.iter().filter(|f| f.probe == Probe::Statement).map(|f| f.id).collect()
 }
 
 /// The plan without its `i`-th point.
@@ -597,12 +620,21 @@ mod tests {
     /// The ladder on a program that never fails, until it is done (at
     /// most 1000 runs): the runs made, what it said at which run, and the
     /// runs from which noise acts at the statement points.
-    fn never_failing(functions: &[Function]) -> (u32, Vec<(u32, String)>, Vec<u32>) {
+    fn never_failing(functions: &[Function]) -> Ladder {
+        never_failing_drawn(functions).0
+    }
+
+    /// Runs made, lines said (at run), runs the statements turned on at.
+    type Ladder = (u32, Vec<(u32, String)>, Vec<u32>);
+
+    /// The same, with each run's noise.
+    fn never_failing_drawn(functions: &[Function]) -> (Ladder, Vec<Vec<Noise>>) {
         let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, functions);
-        let (mut said, mut turned) = (Vec::new(), Vec::new());
+        let (mut said, mut turned, mut drawn) = (Vec::new(), Vec::new(), Vec::new());
         let mut n = 0;
         while !a.exhausted() && n < 1000 {
             n += 1;
+            drawn.push(a.draw());
             let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
             let v = a.learn(&r, &[], functions);
             if v.statements {
@@ -610,7 +642,7 @@ mod tests {
             }
             said.extend(v.say.into_iter().map(|l| (n, l)));
         }
-        (n, said, turned)
+        ((n, said, turned), drawn)
     }
 
     /// A program that never fails: the ladder's five levels, then around
@@ -640,14 +672,21 @@ mod tests {
         let mut point = function(1, "read at r.c:12");
         point.internal = true;
         point.probe = Probe::Statement;
-        let (_, said, turned) = never_failing(&[function(0, "read"), point]);
+        let ((_, said, turned), drawn) = never_failing_drawn(&[function(0, "read"), point]);
         assert_eq!(turned, vec![240]);
         assert_eq!(
             said.iter().find(|(at, _)| *at == 240).map(|e| e.1.as_str()),
             Some(
-                "still rare with that noise (0 of 40 runs): the ladder again from its start, now also at 1 statement inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at), with new random draws (2 per run, holds up to 2 ms)"
+                "still rare with that noise (0 of 40 runs): the ladder again from its start, now also at 1 statement inside the traced functions (a window between two statements of one function has no call or lock to hold a thread at), and each run holding every thread that reaches one of them, with new random draws (2 per run, holds up to 2 ms)"
             )
         );
+        // Runs 41 to 240 (the first pass, noisy): no point holds every
+        // thread; from run 241 on, each run has one, at the statement.
+        let every = |noise: &Vec<Noise>| {
+            noise.iter().filter(|n| n.at == NoiseAt::Every { func: 1 }).count()
+        };
+        assert!(drawn[40..240].iter().all(|n| every(n) == 0));
+        assert!(drawn[240..].iter().all(|n| every(n) == 1), "{:?}", &drawn[240..242]);
     }
 
     /// One or no failure in 40 runs: rare at once. Two (5 %) is

@@ -42,8 +42,9 @@ pub struct OracleRun {
 /// up, or a frame that could not be unwound, leaves the predicate true,
 /// and the run says nothing about it.
 ///
-/// One exception: a run that failed although a hold gave up waiting is
-/// evidence that the failure persisted. The hold waited for a call that
+/// One exception: a run that failed although a hold gave up waiting, or
+/// while a hold was still holding its thread (the failure ended the
+/// target first), is evidence that the failure persisted. The hold waited for a call that
 /// the passing order needs and that never came in time (the program had
 /// gone down the failing path without it: a thread that the run's main
 /// thread joins was held until a later call of that main thread); leaving
@@ -52,7 +53,7 @@ pub struct OracleRun {
 pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> bool {
     let installed = run.interventions.iter().all(|a| a.applied || a.timed_out);
     let negated = group.iter().all(|&p| !truth.holds(p));
-    let gave_up = run.interventions.iter().any(|a| a.timed_out);
+    let gave_up = run.interventions.iter().any(|a| a.timed_out || a.held_at_end);
     run.complete && installed && (negated || (run.failed() && gave_up))
 }
 
@@ -271,27 +272,35 @@ mod tests {
         let group = BTreeSet::from([PredId(1)]);
         let iv =
             Intervention::DelayExit { site: Site { func: 0, role: 0, instance: 1 }, delay_us: 1 };
-        let judged = |mut run: Run, applied, timed_out| {
-            run.interventions =
-                vec![AppliedIntervention { intervention: iv.clone(), applied, timed_out }];
+        let judged = |mut run: Run, applied, timed_out, held_at_end| {
+            run.interventions = vec![AppliedIntervention {
+                intervention: iv.clone(),
+                applied,
+                timed_out,
+                held_at_end,
+            }];
             let truth = catalog.evaluate(&run);
             is_evidence(&run, &truth, &group)
         };
         // Negated, failing anyway: evidence.
-        assert!(judged(r(4, Label::Fail, 0), true, false));
+        assert!(judged(r(4, Label::Fail, 0), true, false, false));
         // Negated and passing.
-        assert!(judged(r(5, Label::Pass, 0), true, false));
+        assert!(judged(r(5, Label::Pass, 0), true, false, false));
         // Still held (the action "applied", the value still wrong): no.
-        assert!(!judged(r(6, Label::Fail, -1), true, false));
+        assert!(!judged(r(6, Label::Fail, -1), true, false, false));
+        // The run failed while the intervention still held a thread: it
+        // failed under the intervention, whatever the predicate says.
+        assert!(judged(r(7, Label::Fail, -1), true, false, true));
+        assert!(!judged(r(8, Label::Pass, -1), true, false, true), "a pass proves nothing here");
         // Not installed (a conflict): no, even where it happens to hold.
-        assert!(!judged(r(8, Label::Pass, 0), false, false));
+        assert!(!judged(r(8, Label::Pass, 0), false, false, false));
         // Still held because a hold gave up, and the run failed: the
         // failure persisted.
-        assert!(judged(r(9, Label::Fail, -1), false, true));
-        assert!(!judged(r(10, Label::Pass, -1), false, true));
+        assert!(judged(r(9, Label::Fail, -1), false, true, false));
+        assert!(!judged(r(10, Label::Pass, -1), false, true, false));
         // Lost events: no.
         let mut cut = r(7, Label::Pass, 0);
         cut.complete = false;
-        assert!(!judged(cut, true, false));
+        assert!(!judged(cut, true, false, false));
     }
 }

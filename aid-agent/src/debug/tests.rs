@@ -68,6 +68,7 @@ impl<P: Program> RunSource for Scripted<P> {
                 intervention: iv.clone(),
                 applied: true,
                 timed_out: false,
+                held_at_end: false,
             })
             .collect();
         Ok(self.0.intervened(plan, applied))

@@ -56,6 +56,8 @@ pub struct StopRecord {
     /// The thread was held on purpose (a delay or a hold); otherwise the
     /// whole stop was the agent's overhead.
     pub held: bool,
+    /// The target ended while the thread was held here.
+    pub cut_short: bool,
     /// The value a return was forced to, if one was.
     pub value: Option<u64>,
     pub error: Option<String>,
@@ -75,6 +77,7 @@ impl StopRecord {
             released_ns: 0,
             probe_ns: p.ts_ns,
             held: false,
+            cut_short: false,
             value: None,
             error: None,
         }
@@ -171,6 +174,23 @@ fn release(
     proceed(probes, rec, h.tid);
 }
 
+/// The target ended while these threads were held: each hold kept what
+/// it was there for until the run's end, so it was applied. A run that
+/// failed while an intervention held a thread failed under that
+/// intervention, and is evidence against its candidate; counted as "not
+/// applied" it was left out, and only the runs the intervention did not
+/// touch were left to judge it (every failing run of a gated pool, whose
+/// assertion fired while the serialised calls were held, was so).
+fn held_to_the_end(holds: &[Hold], stops: &mut [StopRecord]) {
+    for h in holds {
+        if let Some(rec) = stops.get_mut(h.record) {
+            rec.applied = true;
+            rec.cut_short = true;
+            rec.held_ns = h.since.elapsed().as_nanos() as u64;
+        }
+    }
+}
+
 /// Resumes a stopped thread, and marks the site it stopped at as happened
 /// now: a call held at its entry begins, and a held return returns, when
 /// let go, not when the probe fired (so a hold until "B has started" does
@@ -262,7 +282,10 @@ impl Controller<'_> {
                 let status = match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
                     Ok(s) => s,
                     Err(Errno::EINTR) => continue,
-                    Err(Errno::ECHILD) => return Ok(Served { status: None, stops, traced }),
+                    Err(Errno::ECHILD) => {
+                        held_to_the_end(&holds, &mut stops);
+                        return Ok(Served { status: None, stops, traced });
+                    }
                     Err(e) => return Err(ControlError::Wait(e)),
                 };
                 match status {
@@ -270,6 +293,7 @@ impl Controller<'_> {
                     WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _)
                         if tid == leader =>
                     {
+                        held_to_the_end(&holds, &mut stops);
                         return Ok(Served { status: Some(status), stops, traced });
                     }
                     WaitStatus::Exited(tid, _) | WaitStatus::Signaled(tid, _, _) => {
@@ -413,6 +437,10 @@ impl Controller<'_> {
             stops.push(record);
         };
         match p.action.kind {
+            ActionKind::DELAY if p.action.retries > 0 => match self.every_hold(&p, stops) {
+                Some(until) => hold(Release::At, until, holds, stops, record),
+                None => done(self.probes, record, stops),
+            },
             ActionKind::DELAY => {
                 hold(
                     Release::At,
@@ -503,6 +531,29 @@ impl Controller<'_> {
                 done(self.probes, record, stops);
             }
         }
+    }
+
+    /// Noise for every thread at a point: each arrival is held until the
+    /// time this returns, [`aid_common::Action::retries`] of them per run;
+    /// the last one takes the action out of the map, and any arrival that
+    /// was already on its way goes on at once (None).
+    fn every_hold(&mut self, p: &Pending, stops: &[StopRecord]) -> Option<Instant> {
+        let every = SiteKey {
+            func: p.site.func,
+            role: aid_common::EVERY_ROLE,
+            instance: aid_common::ANY_INSTANCE,
+            point: SitePoint::ENTRY,
+        };
+        let before = stops
+            .iter()
+            .filter(|s| s.held && s.site.func == p.site.func && s.action == p.action.kind)
+            .count() as u32;
+        if before + 1 >= p.action.retries
+            && let Err(e) = self.probes.remove_action(every)
+        {
+            log::debug!("removing the noise at function {}: {e}", p.site.func);
+        }
+        (before < p.action.retries).then(|| Instant::now() + Duration::from_micros(p.action.value))
     }
 
     /// Puts the thread back at the function's first instruction, with the

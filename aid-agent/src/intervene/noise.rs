@@ -17,6 +17,13 @@
 //!   highest-priority one resuming first. Threads that run are not
 //!   serialised (they share the CPUs); only the change points are enforced.
 //!
+//! Once statement points are attached (the ladder's second pass), each
+//! run also holds **every thread at one statement point**, chosen
+//! uniformly among them ([`NoiseAt::Every`]): a window between two
+//! statements that any thread of a pool may close (four setters each
+//! storing `a = 1; b = -1;`) stays open only while all of them stand
+//! inside it, which holds at one thread's rank almost never give.
+//!
 //! A synchronisation point is named by its thread and rank — the k-th one
 //! thread `role` enters, whichever function it is — because that is what
 //! PCT's steps are; the kernel counts them per thread in amplified runs,
@@ -31,7 +38,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aid_common::{Action, ActionKind, SYNC_SITE_FUNC, SiteKey, SitePoint};
+use aid_common::{
+    ANY_INSTANCE, Action, ActionKind, EVERY_ROLE, SYNC_SITE_FUNC, SiteKey, SitePoint,
+};
 use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::{
@@ -129,6 +138,15 @@ impl Schedule {
 /// them.
 const GUESSED_STEPS: u32 = 8;
 
+/// Holds per run of noise for every thread at one point
+/// ([`NoiseAt::Every`]): a point inside a loop is reached thousands of
+/// times, and each hold stops a thread.
+pub const EVERY_HOLDS: u32 = 8;
+
+/// The longest hold of noise for every thread at one point, whatever the
+/// level: its holds add up over the threads that reach it.
+pub const EVERY_MAX_US: u64 = 16_000;
+
 /// The noise drawn for every run at one level: the call sites of the runs
 /// seen before amplification began, and the synchronisation points each
 /// thread reached in those runs (when they recorded them) and in
@@ -140,6 +158,9 @@ pub struct NoiseSource {
     /// ([`NoiseSource::focus`]).
     focus: Option<Focused>,
     calls: Vec<Site>,
+    /// Points where every thread is held, one per run (the statement
+    /// points, once attached).
+    every: Vec<FuncId>,
     roles: BTreeSet<Role>,
     /// Most sync points each role entered in one amplified run.
     steps: BTreeMap<Role, u32>,
@@ -178,6 +199,7 @@ impl NoiseSource {
             schedule,
             focus: None,
             calls,
+            every: Vec::new(),
             roles,
             steps: BTreeMap::new(),
             drawn: 0,
@@ -191,6 +213,12 @@ impl NoiseSource {
             source.learn(&steps.into_iter().collect::<Vec<_>>());
         }
         source
+    }
+
+    /// From now on each run also holds every thread at one of `points`
+    /// ([`NoiseAt::Every`]).
+    pub fn hold_every_at(&mut self, points: Vec<FuncId>) {
+        self.every = points;
     }
 
     /// Takes a new level, keeping what was learnt.
@@ -247,7 +275,7 @@ impl NoiseSource {
         let chosen: Vec<NoiseAt> =
             points.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
         let max = self.level.max_delay_us;
-        chosen
+        let mut noise: Vec<Noise> = chosen
             .into_iter()
             .enumerate()
             .map(|(i, at)| {
@@ -258,7 +286,17 @@ impl NoiseSource {
                 };
                 Noise { at, action, held_ns: 0, func: None }
             })
-            .collect()
+            .collect();
+        if let Some(&func) = self.every.choose(&mut self.rng) {
+            let us = self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US));
+            noise.push(Noise {
+                at: NoiseAt::Every { func },
+                action: NoiseAction::Delay { us },
+                held_ns: 0,
+                func: None,
+            });
+        }
+        noise
     }
 
     /// Every point noise may act at: the traced calls seen, and each
@@ -292,6 +330,9 @@ pub fn site_key(at: NoiseAt) -> SiteKey {
         NoiseAt::Sync { role, step } => {
             SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY }
         }
+        NoiseAt::Every { func } => {
+            SiteKey { func, role: EVERY_ROLE, instance: ANY_INSTANCE, point: SitePoint::ENTRY }
+        }
     }
 }
 
@@ -308,7 +349,10 @@ impl Plan {
                 continue;
             }
             // A point left off this run is recorded, not installed.
-            if let Some(action) = action(n.action) {
+            if let Some(mut action) = action(n.action) {
+                if matches!(n.at, NoiseAt::Every { .. }) {
+                    action.retries = EVERY_HOLDS;
+                }
                 self.actions.push((key, action, usize::MAX));
             }
             self.noise.push(n.clone());
@@ -331,9 +375,11 @@ pub fn action(action: NoiseAction) -> Option<Action> {
 
 /// Whether a stop at `stopped` (the site the probe reported; for a sync
 /// point, the sync function's id with the thread's rank) served noise `at`,
-/// given whether the stopped function is a sync point.
+/// given whether the stopped function is a sync point. Noise for every
+/// thread at a point is served by each stop there.
 pub fn served_by(at: NoiseAt, stopped: SiteKey, sync_function: bool) -> bool {
     match at {
+        NoiseAt::Every { func } => stopped.func == func && stopped.point == SitePoint::ENTRY,
         NoiseAt::Call { .. } => !sync_function && stopped == site_key(at),
         NoiseAt::Sync { role, step } => {
             sync_function
@@ -371,6 +417,7 @@ mod tests {
                 match n.at {
                     NoiseAt::Call { site } => assert!(site.instance <= 10 && site.role == 0),
                     NoiseAt::Sync { role, step } => assert!(role == 0 && (1..=5).contains(&step)),
+                    NoiseAt::Every { .. } => panic!("no statement points were given"),
                 }
                 assert!(matches!(n.action, NoiseAction::Delay { us } if (50..=300).contains(&us)));
             }
@@ -450,6 +497,43 @@ mod tests {
         assert_eq!(priorities, vec![1, 2], "change point i gets priority i");
     }
 
+    /// Once statement points are attached, each run also holds every
+    /// thread at one of them: keyed by the point alone, bounded per run,
+    /// served by each arrival there and by nothing else.
+    #[test]
+    fn every_thread_is_held_at_one_statement_point_a_run() {
+        let level = Level { sites: 2, max_delay_us: 40_000, starve: false };
+        let mut source = NoiseSource::new(level, Schedule::Both, &[seen()], &[], 11);
+        assert!(source.draw().iter().all(|n| !matches!(n.at, NoiseAt::Every { .. })));
+        source.hold_every_at(vec![5, 6, 7]);
+        let mut chosen = BTreeSet::new();
+        for _ in 0..60 {
+            let noise = source.draw();
+            assert_eq!(noise.len(), 3, "the level's two points and one for every thread");
+            let NoiseAt::Every { func } = noise[2].at else { panic!("{:?}", noise[2]) };
+            chosen.insert(func);
+            let NoiseAction::Delay { us } = noise[2].action else { panic!("{:?}", noise[2]) };
+            assert!((50..=EVERY_MAX_US).contains(&us), "{us} µs");
+        }
+        assert_eq!(chosen, BTreeSet::from([5, 6, 7]));
+        let at = NoiseAt::Every { func: 6 };
+        let key = site_key(at);
+        assert_eq!((key.func, key.role, key.instance), (6, EVERY_ROLE, ANY_INSTANCE));
+        let plan = Plan::default().with_noise(&[Noise {
+            at,
+            action: NoiseAction::Delay { us: 900 },
+            held_ns: 0,
+            func: None,
+        }]);
+        assert_eq!(plan.actions.len(), 1);
+        let (k, a, _) = plan.actions[0];
+        assert_eq!((k, a.kind, a.value, a.retries), (key, ActionKind::DELAY, 900, EVERY_HOLDS));
+        let stop = |func, role, instance| SiteKey { func, role, instance, point: SitePoint::ENTRY };
+        assert!(served_by(at, stop(6, 1, 3), true), "any thread, any rank");
+        assert!(served_by(at, stop(6, 4, 1), true));
+        assert!(!served_by(at, stop(7, 1, 3), true), "another point");
+    }
+
     #[test]
     fn sync_points_are_guessed_until_counted_then_learnt() {
         let mut source = NoiseSource::new(Level::START, Schedule::Random, &[seen()], &[], 1);
@@ -496,7 +580,7 @@ mod tests {
             .iter()
             .filter_map(|p| match *p {
                 NoiseAt::Sync { role, step } => Some((role, step)),
-                NoiseAt::Call { .. } => None,
+                NoiseAt::Call { .. } | NoiseAt::Every { .. } => None,
             })
             .collect();
         // The most each role reached in one run: 2 on role 1, 1 on role 2,

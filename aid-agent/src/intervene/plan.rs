@@ -370,6 +370,7 @@ impl Plan {
                         intervention: iv.clone(),
                         applied: false,
                         timed_out: false,
+                        held_at_end: false,
                     };
                 }
                 let mine: Vec<&StopRecord> =
@@ -378,6 +379,7 @@ impl Plan {
                     intervention: iv.clone(),
                     applied: mine.iter().all(|s| s.applied),
                     timed_out: mine.iter().any(|s| s.timed_out),
+                    held_at_end: mine.iter().any(|s| s.cut_short),
                 }
             })
             .collect()
@@ -408,6 +410,7 @@ mod tests {
             released_ns: 0,
             probe_ns: 0,
             held: true,
+            cut_short: false,
             value: None,
             error: None,
         }

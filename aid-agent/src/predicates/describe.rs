@@ -198,12 +198,22 @@ impl<'c> Names<'c> {
                     self.call_set(calls)
                 )
             }
-            Intervention::SerializeGroups { a, b, object } => format!(
-                "let no call of {} start while a call of {} runs{}, and the other way round",
-                self.call_set(a).trim_start_matches("every call of "),
-                self.call_set(b).trim_start_matches("every call of "),
-                if object.is_some() { " on the same object" } else { "" }
-            ),
+            Intervention::SerializeGroups { a, b, object } => {
+                // "a call of f on the f threads", or the one call named.
+                let calls = |c: &CallSet| match self.call_set(c).strip_prefix("every call of ") {
+                    Some(rest) => format!("a call of {rest}"),
+                    None => self.call_set(c),
+                };
+                let first = match calls(a).strip_prefix("a ") {
+                    Some(rest) => format!("no {rest}"),
+                    None => format!("{} not", calls(a)),
+                };
+                format!(
+                    "let {first} start while {} runs{}, and the other way round",
+                    calls(b),
+                    if object.is_some() { " on the same object" } else { "" }
+                )
+            }
             Intervention::All { each } => self.all(each),
         }
     }
@@ -258,8 +268,16 @@ impl<'c> Names<'c> {
                 },
             )
         };
+        let pool = key.arg & super::statements::POOL != 0;
+        let rank = key.arg & !super::statements::POOL;
         let at_a = line(key.callee);
-        let at_b = line(key.other.and_then(|o| self.points.of_rank(o.func, key.arg)));
+        let at_b = line(key.other.and_then(|o| self.points.of_rank(o.func, rank)));
+        if pool {
+            let (who, on) = self.function_on(key.func, key.calls);
+            return format!(
+                "{other} is between {at_b} and its next statement while calls of {who} on {on} have reached {at_a} and none has gone past its next statement (the two ran at the same time), which no passing run shows"
+            );
+        }
         format!(
             "{other} is between {at_b} and its next statement while {some} is between {at_a} and its next (the two ran at the same time), which no passing run shows"
         )

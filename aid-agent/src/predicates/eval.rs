@@ -352,22 +352,28 @@ impl Evaluator<'_, '_> {
     /// statement point and its thread's next; placed where that began.
     /// Not observed in a run without the statement points.
     fn between_statements(&mut self, key: &PredKey) -> (bool, Option<u64>) {
-        let (Some(a), Some(b), Some(pa)) = (key.site(), key.other_site(), key.callee) else {
-            return (false, None);
+        let (Some(other), Some(pa)) = (key.other, key.callee) else { return (false, None) };
+        let pool = key.arg & statements::POOL != 0;
+        let rank = key.arg & !statements::POOL;
+        let Some(pb) = self.cat.points.of_rank(other.func, rank) else { return (false, None) };
+        let idx = &self.idx;
+        let classes = &self.cat.classes;
+        let single = |r: crate::model::Role| {
+            idx.class.get(&r).is_some_and(|&c| classes.single(c) == Some(r))
         };
-        let Some(pb) = self.cat.points.of_rank(b.func, key.arg) else { return (false, None) };
-        let (Some(ia), Some(ib)) = (self.idx.index_of(a), self.idx.index_of(b)) else {
-            return (false, None);
+        let (a, b) = ((key.func, key.calls), (other.func, other.calls));
+        let observed = |side: statements::Side| match side.1 {
+            Calls::Site { role, instance } => {
+                idx.index_of(crate::model::Site { func: side.0, role, instance }).is_some()
+            }
+            Calls::Group { class, within } => {
+                idx.group_calls(&(side.0, class, within)).next().is_some()
+            }
         };
-        if !self.idx.run.calls.iter().any(|c| c.func == pa) {
+        if !observed(a) || !observed(b) || !idx.run.calls.iter().any(|c| c.func == pa) {
             return (false, None);
         }
         if self.windows.is_none() {
-            let classes = &self.cat.classes;
-            let idx = &self.idx;
-            let single = |r: crate::model::Role| {
-                idx.class.get(&r).is_some_and(|&c| classes.single(c) == Some(r))
-            };
             let mut all: FxMap<statements::Window, u64> = FxMap::default();
             for (w, at) in statements::windows(idx, &self.cat.points, &single) {
                 let e = all.entry(w).or_insert(at);
@@ -375,7 +381,19 @@ impl Evaluator<'_, '_> {
             }
             self.windows = Some(all);
         }
-        (true, self.windows.as_ref().and_then(|w| w.get(&(ia, pa, ib, pb)).copied()))
+        let at = self.windows.as_ref().and_then(|all| {
+            all.iter()
+                .filter(|((ia, qa, ib, qb, p), _)| {
+                    *qa == pa
+                        && *qb == pb
+                        && *p == pool
+                        && statements::side(idx, &single, *ia) == Some(a)
+                        && statements::side(idx, &single, *ib) == Some(b)
+                })
+                .map(|(_, &t)| t)
+                .min()
+        });
+        (true, at)
     }
 
     /// Some call of the other group held the lock of the first section

@@ -17,18 +17,24 @@
 //! does. Negated by holding the other call's thread at its entry until
 //! the call has returned: it then runs after every statement of the call.
 //!
-//! Threads that are one each (per-call keys), as for the order of first
-//! sections (`sections.rs`). A key names the first window's statement
-//! point in `callee` and the second's by its rank among its function's
-//! points in `arg` ([`Points`]).
+//! A side of the pair is a call where its thread is one of its class
+//! (per-call keys, as for the order of first sections in `sections.rs`),
+//! and "some call of f on the f threads" where the thread is one of a
+//! pool: four setters each storing `a = 1; b = -1;` leave the pair torn
+//! while any of them is between the two stores, whichever it is. A pair
+//! with a pool side is negated by serialising the two sides' calls (no
+//! call of one runs while a call of the other does), as the other pool
+//! relations are. A key names the first window's statement point in
+//! `callee` and the second's by its rank among its function's points in
+//! `arg` ([`Points`]).
 
 use super::{
-    Condition, Kind, PredKey,
+    Calls, Condition, Kind, Other, PredKey,
     base::{Funcs, Learned, Points},
-    calls::site_of,
+    calls::{call_set, site_of},
     index::{RunIndex, end_of},
 };
-use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
+use crate::model::{CallSet, FuncId, Intervention, Point, Role, Run, Site};
 use crate::util::fxhash::{FxMap, FxSet};
 
 /// Windows of other threads paired with one window, those that began
@@ -37,11 +43,26 @@ use crate::util::fxhash::{FxMap, FxSet};
 const PER_WINDOW: usize = 8;
 
 /// Two overlapping statement windows: (the call whose window began
-/// first, its statement point, the other call, its statement point), by
-/// index in `run.calls` for the calls.
-pub(super) type Window = (u32, FuncId, u32, FuncId);
+/// first, its statement point, the other call, its statement point,
+/// whether the first is a pool's window), by index in `run.calls` for the
+/// calls. A pool's window at a point runs from the first of its calls
+/// reaching the point to the first leaving it (to its next statement or
+/// its return): while it lasts, some thread of the pool is past the
+/// point and none is past the statement after it (four setters of
+/// `a = 1; b = -1;`: some stored `a`, none stored `b`); its call is the
+/// first to reach the point.
+pub(super) type Window = (u32, FuncId, u32, FuncId, bool);
+
+/// [`PredKey::arg`] bit of a pair whose first window is a pool's (the
+/// rest of `arg` is the second point's rank).
+pub const POOL: u8 = 0x80;
+
+/// Pairs kept per pool window (the first windows of other threads to
+/// begin inside it).
+const PER_POOL_WINDOW: usize = 4 * PER_WINDOW;
 
 /// One statement window: its call, point, thread, and times.
+#[derive(Clone, Copy)]
 struct Span {
     call: u32,
     point: FuncId,
@@ -68,7 +89,7 @@ pub(super) fn windows(
     let mut spans: Vec<Span> = Vec::new();
     for (i, c) in run.calls.iter().enumerate() {
         let point = points.is_point(c.func);
-        if !(point || traced(i)) || !single(c.role) {
+        if !(point || traced(i)) {
             continue;
         }
         let stack = stacks.entry(c.role).or_default();
@@ -107,24 +128,67 @@ pub(super) fn windows(
             .filter(|a| a.until > b.from)
             .take(PER_WINDOW)
         {
-            out.push(((a.call, a.point, b.call, b.point), b.from));
+            out.push(((a.call, a.point, b.call, b.point, false), b.from));
+        }
+    }
+    // Pools' windows: per group of calls on threads that are not one
+    // each, and point, from the first arrival to the first departure.
+    let mut pools: FxMap<(super::index::GroupKey, FuncId), Span> = FxMap::default();
+    for sp in spans.iter().filter(|sp| !single(sp.role)) {
+        let Some(g) = idx.group.get(sp.call as usize).copied().flatten() else { continue };
+        let pool = pools.entry((g, sp.point)).or_insert(Span { until: u64::MAX, ..*sp });
+        pool.until = pool.until.min(sp.until);
+    }
+    let mut pools: Vec<((super::index::GroupKey, FuncId), Span)> = pools.into_iter().collect();
+    pools.sort_unstable_by_key(|(k, sp)| (sp.from, *k));
+    for ((g, _), pool) in &pools {
+        for b in spans
+            .iter()
+            .filter(|b| b.from >= pool.from && b.from < pool.until)
+            .filter(|b| idx.group.get(b.call as usize).copied().flatten() != Some(*g))
+            .take(PER_POOL_WINDOW)
+        {
+            out.push(((pool.call, pool.point, b.call, b.point, true), b.from));
         }
     }
     out
 }
 
-/// A window pair by its sites: (call, its point, other call, its point).
-type Key = (Site, FuncId, Site, FuncId);
+/// One side of a window pair: a call, or some call of a pool.
+pub(super) type Side = (FuncId, Calls);
+
+/// A window pair by its sides: (calls, its point, other calls, its point,
+/// whether the first is a pool's window).
+type Key = (Side, FuncId, Side, FuncId, bool);
+
+/// The side call `i` stands on: itself on a thread that is one of its
+/// class, its group on a pool's.
+pub(super) fn side(idx: &RunIndex<'_>, single: &dyn Fn(Role) -> bool, i: u32) -> Option<Side> {
+    let c = idx.run.calls.get(i as usize)?;
+    if single(c.role) {
+        let s = site_of(c);
+        return Some((s.func, Calls::Site { role: s.role, instance: s.instance }));
+    }
+    let g = idx.group.get(i as usize).copied().flatten()?;
+    Some((g.0, Calls::Group { class: g.1, within: g.2 }))
+}
 
 fn keys(idx: &RunIndex<'_>, funcs: &Funcs) -> FxSet<Key> {
     let single = |r: Role| funcs.single(idx, r);
-    let calls = &idx.run.calls;
     windows(idx, &funcs.points, &single)
         .into_iter()
-        .map(|((a, pa, b, pb), _)| {
-            (site_of(&calls[a as usize]), pa, site_of(&calls[b as usize]), pb)
+        .filter_map(|((a, pa, b, pb, pool), _)| {
+            Some((side(idx, &single, a)?, pa, side(idx, &single, b)?, pb, pool))
         })
         .collect()
+}
+
+/// Whether the run has a call on `side`.
+fn has(idx: &RunIndex<'_>, (func, calls): Side) -> bool {
+    match calls {
+        Calls::Site { role, instance } => idx.index_of(Site { func, role, instance }).is_some(),
+        Calls::Group { class, within } => idx.group_calls(&(func, class, within)).next().is_some(),
+    }
 }
 
 /// The window pairs passing runs showed.
@@ -168,10 +232,7 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
         let reached: FxSet<FuncId> =
             run.calls.iter().map(|c| c.func).filter(|&f| funcs.points.is_point(f)).collect();
         for k in &cands.found {
-            if reached.contains(&k.1)
-                && reached.contains(&k.3)
-                && idx.index_of(k.0).is_some()
-                && idx.index_of(k.2).is_some()
+            if reached.contains(&k.1) && reached.contains(&k.3) && has(&idx, k.0) && has(&idx, k.2)
             {
                 made.insert(*k);
             }
@@ -185,22 +246,41 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
     found.sort_unstable();
     found
         .into_iter()
-        .map(|&(a, pa, b, pb)| {
+        .map(|&((fa, ca), pa, (fb, cb), pb, pool)| {
             let key = PredKey {
+                kind: Kind::BetweenStatements,
+                func: fa,
+                calls: ca,
+                other: Some(Other { func: fb, calls: cb }),
+                arg: funcs.points.rank(pb) | if pool { POOL } else { 0 },
                 callee: Some(pa),
-                arg: funcs.points.rank(pb),
-                ..PredKey::pair(Kind::BetweenStatements, a, b)
             };
-            // B runs after A has returned: after every statement of A.
-            let iv = Intervention::HoldUntil {
-                site: b,
-                point: Point::Entry,
-                until: a,
-                until_point: Point::Exit,
+            let iv = match (key.site(), key.other_site()) {
+                // B runs after A has returned: after every statement of A.
+                (Some(a), Some(b)) => Intervention::HoldUntil {
+                    site: b,
+                    point: Point::Entry,
+                    until: a,
+                    until_point: Point::Exit,
+                },
+                // No call of one side runs while one of the other does.
+                _ => Intervention::SerializeGroups {
+                    a: side_calls(funcs, (fa, ca)),
+                    b: side_calls(funcs, (fb, cb)),
+                    object: None,
+                },
             };
             (key, Condition::RunsBetweenStatements, super::Anchor::LaterEntry, Some(iv))
         })
         .collect()
+}
+
+/// The calls a side names, for serialisation.
+fn side_calls(funcs: &Funcs, (func, calls): Side) -> CallSet {
+    match calls {
+        Calls::Site { role, instance } => CallSet::site(Site { func, role, instance }),
+        Calls::Group { class, within } => call_set(funcs, &(func, class, within)),
+    }
 }
 
 #[cfg(test)]
@@ -314,5 +394,99 @@ mod tests {
         let mut plain = s.runs[0].clone();
         plain.calls.retain(|c| c.func < 2);
         assert!(!c.evaluate(&plain).observed(p.id));
+    }
+
+    /// A run of a pool: set_pair on threads 1 and 3 (one class, two
+    /// threads), check_pair on thread 2, reading from 60 µs. In failing
+    /// runs the setter `torn` (1 or 3, whichever) is held past line 10
+    /// (after `a = 1`) while check_pair reads, and the other setter runs
+    /// after check_pair, or (`other_first`) before it, both stores done
+    /// by 20 µs; in passing runs both setters are done first.
+    fn pool_run(id: u32, label: Label, torn: Role, other_first: bool) -> Run {
+        let other = if torn == 1 { 3 } else { 1 };
+        let setter = |role: Role, from: u64, line11: u64, to: u64| {
+            [
+                call(0, role, 1, from * US, Some(to * US), None),
+                call(2, role, 1, (from + 2) * US, None, None),
+                call(3, role, 1, line11 * US, None, None),
+            ]
+        };
+        let mut calls = vec![
+            call(1, 2, 1, 60 * US, Some(72 * US), None),
+            call(4, 2, 1, 62 * US, None, None),
+            call(5, 2, 1, 70 * US, None, None),
+        ];
+        let first = if other_first || label == Label::Pass { 10 } else { 110 };
+        calls.extend(setter(other, first, first + 4, first + 10));
+        if label == Label::Fail {
+            calls.extend(setter(torn, 40, 98, 100));
+        } else {
+            calls.extend(setter(torn, 30, 34, 40));
+        }
+        calls.sort_by_key(|c| c.entry_ns);
+        run(id, label, calls, 200 * US).with_threads(vec![
+            thread(0, "main"),
+            thread(1, "set_pair"),
+            thread(2, "check_pair"),
+            thread(3, "set_pair"),
+        ])
+    }
+
+    /// The pair torn by whichever setter of a pool check_pair read in
+    /// between is one predicate about some call of the pool: its failing
+    /// runs hold it whichever setter it was, and serialising the pool's
+    /// calls with check_pair's negates it.
+    #[test]
+    fn a_read_between_two_stores_of_any_thread_of_a_pool_is_one_predicate() {
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(pool_run(i, Label::Fail, if i % 2 == 0 { 1 } else { 3 }, false));
+            runs.push(pool_run(10 + i, Label::Pass, if i % 2 == 0 { 1 } else { 3 }, false));
+        }
+        let s = Session { functions: functions(), runs };
+        let c = learn(&s, &ExtractConfig::default()).unwrap();
+        let found: Vec<&crate::predicates::Predicate> =
+            c.predicates.iter().filter(|p| p.key.kind == Kind::BetweenStatements).collect();
+        // check_pair ran both its lines (16 and 17) inside the window: one
+        // predicate each, about some setter's window and about the pool's
+        // (no setter past line 11 yet).
+        let args: Vec<u8> = found.iter().map(|p| p.key.arg).collect();
+        assert_eq!(args, vec![0, 1, POOL, POOL | 1], "{found:#?}");
+        let p = found[0];
+        let class = c.classes.id("set_pair").expect("a class");
+        let b = Site { func: 1, role: 2, instance: 1 };
+        assert_eq!(p.key.calls, Calls::Group { class, within: None });
+        assert_eq!(p.key.other_site(), Some(b));
+        assert_eq!((p.key.callee, p.key.arg), (Some(2), 0));
+        assert_eq!(
+            p.intervention,
+            Some(Intervention::SerializeGroups {
+                a: CallSet { func: 0, roles: vec![1, 3], instance: 0, within: None },
+                b: CallSet::site(b),
+                object: None,
+            })
+        );
+        assert_eq!(
+            p.description,
+            "call 1 of check_pair on check_pair#2 is between t.c:16 and its next statement while some call of set_pair on the set_pair threads is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
+        );
+        for r in &s.runs {
+            assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
+        }
+        // Placed where check_pair's window began.
+        assert_eq!(c.evaluate(&s.runs[0]).anchor(p.id), Some(62 * US));
+        let pool = found[2];
+        assert_eq!(pool.intervention, p.intervention);
+        assert_eq!(
+            pool.description,
+            "call 1 of check_pair on check_pair#2 is between t.c:16 and its next statement while calls of set_pair on the set_pair threads have reached t.c:10 and none has gone past its next statement (the two ran at the same time), which no passing run shows"
+        );
+        // One setter past both stores while the other is between them:
+        // the pair is whole (the first's `b` is stored), some setter's
+        // window holds, the pool's does not.
+        let whole = pool_run(20, Label::Fail, 1, true);
+        let t = c.evaluate(&whole);
+        assert!(t.holds(p.id), "some setter's window");
+        assert!(t.observed(pool.id) && !t.holds(pool.id), "the pool's window closed at 14 µs");
     }
 }

@@ -26,8 +26,8 @@ use crate::{
         noise,
     },
     model::{
-        EventRow, FuncId, Function, Noise, Point, Probe, RecordedRun, Role, Run, apply_pauses,
-        calls_from_rows,
+        EventRow, FuncId, Function, Noise, NoiseAt, Point, Probe, RecordedRun, Role, Run,
+        apply_pauses, calls_from_rows,
     },
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
@@ -759,18 +759,24 @@ fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> V
         .iter()
         .map(|n| {
             let mut n = n.clone();
-            let served = stops.iter().find(|s| {
+            // Noise for every thread at a point is served by each
+            // arrival held there: its hold is theirs added up.
+            let served = stops.iter().filter(|s| {
                 let sync =
                     functions.get(s.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
-                noise::served_by(n.at, s.site, sync)
+                noise::served_by(n.at, s.site, sync) && (s.held || !is_every(n.at))
             });
-            if let Some(s) = served {
-                n.held_ns = s.released_ns.saturating_sub(s.probe_ns);
+            for s in served.take(if is_every(n.at) { usize::MAX } else { 1 }) {
+                n.held_ns += s.released_ns.saturating_sub(s.probe_ns);
                 n.func = Some(s.site.func);
             }
             n
         })
         .collect()
+}
+
+fn is_every(at: NoiseAt) -> bool {
+    matches!(at, NoiseAt::Every { .. })
 }
 
 /// The exit probe saw the value the function computed; after an override

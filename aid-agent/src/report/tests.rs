@@ -87,7 +87,12 @@ fn execute(id: u32, slow: bool, ivs: &[Intervention], rng: &mut ChaCha8Rng) -> R
         });
     r.interventions = ivs
         .iter()
-        .map(|iv| AppliedIntervention { intervention: iv.clone(), applied: true, timed_out: false })
+        .map(|iv| AppliedIntervention {
+            intervention: iv.clone(),
+            applied: true,
+            timed_out: false,
+            held_at_end: false,
+        })
         .collect();
     r
 }

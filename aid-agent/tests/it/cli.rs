@@ -73,6 +73,7 @@ fn write_session(dir: &Path, created: u64) {
                 intervention: Intervention::OverrideReturn { site: s, value: 3 },
                 applied: true,
                 timed_out: false,
+                held_at_end: false,
             }];
         }
         if id == 8 {
