@@ -76,6 +76,8 @@ pub struct Verdict {
     /// ([`crate::model::Probe::Statement`]): the ladder's first pass
     /// provoked nothing.
     pub statements: bool,
+    /// The first block of runs without noise is over: (failed, made).
+    pub natural: Option<(u32, u32)>,
 }
 
 enum Phase {
@@ -240,6 +242,10 @@ impl Amplifier {
                 v.basis = true;
                 self.plain.push(run.clone());
                 self.level.push(failed);
+                if self.level.len() as u32 == self.after {
+                    let f = self.level.iter().filter(|&&x| x).count() as u32;
+                    v.natural = Some((f, self.after));
+                }
                 if self.rare_after_block() {
                     let f = self.level.iter().filter(|&&x| x).count();
                     v.say.push(format!(

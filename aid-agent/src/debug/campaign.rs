@@ -271,6 +271,7 @@ fn debug_phase(
     let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let callers: RefCell<Callers> = RefCell::new(Callers::new());
     let left_out: RefCell<LeftOutNames> = RefCell::new(LeftOutNames::default());
+    let untraced: RefCell<Option<(u32, u32)>> = RefCell::new(None);
     // The functions to trace: the cheap ones by default, or `--trace`'s;
     // with their callers among the program's own functions.
     let choose_functions = |r: &mut Resolver| -> anyhow::Result<(Vec<Function>, Callers)> {
@@ -319,6 +320,7 @@ fn debug_phase(
                 .transpose()?
                 .map(|(census, left_ns, names)| {
                     *left_out.borrow_mut() = names;
+                    *untraced.borrow_mut() = Some((census.untraced_failed, census.untraced_runs));
                     (census, left_ns)
                 });
             let sync = tracer.add_sync_points()?;
@@ -348,7 +350,8 @@ fn debug_phase(
         ));
     }
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
-        .with_watch_amplify(req.amplify_watch.clone());
+        .with_watch_amplify(req.amplify_watch.clone())
+        .with_untraced(untraced.into_inner());
     let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     drop(tracer);
     // Beside the path, from the runs the analysis used (already in memory;

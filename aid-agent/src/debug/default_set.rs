@@ -92,23 +92,7 @@ pub fn choose_by_cost(
     let addresses: Vec<u64> = functions.iter().map(|f| f.address).collect();
     let choice = census::choose(&census, &addresses);
     let ms = |ns: f64| ns / 1e6;
-    let cut = census.cut.iter().filter(|c| **c).count();
-    ui.say(&format!(
-        "untraced run {:.1} ms (fastest of {}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
-        ms(census.untraced_ns as f64),
-        census::UNTRACED_RUNS,
-        ms(census.counted_ns as f64),
-        if cut > 0 {
-            format!(
-                " (the last of {}: the ones before were cut short, and {cut} function(s) too hot by then were left out of the next)",
-                census.counting_runs
-            )
-        } else {
-            String::new()
-        },
-        census.call_ns / 1e3,
-        ms(census.budget_ns()),
-    ));
+    ui.say(&measured(&census));
     if !choice.hot.is_empty() {
         let hot: Vec<String> = choice
             .hot
@@ -193,6 +177,33 @@ pub fn choose_by_cost(
         beyond: names(&later.beyond),
     };
     Ok((census, left, later))
+}
+
+/// The census in one line: the untraced runs (and how many failed), the
+/// counting run, a traced call's cost, the budget.
+fn measured(census: &census::Census) -> String {
+    let ms = |ns: f64| ns / 1e6;
+    let cut = census.cut.iter().filter(|c| **c).count();
+    format!(
+        "untraced run {:.1} ms (fastest of {}{}); counting run {:.1} ms{}; a traced call costs ~{:.1} µs here; budget {:.1} ms per run",
+        ms(census.untraced_ns as f64),
+        census.untraced_runs,
+        match census.untraced_failed {
+            0 => String::new(),
+            n => format!(", {n} of which failed"),
+        },
+        ms(census.counted_ns as f64),
+        if cut > 0 {
+            format!(
+                " (the last of {}: the ones before were cut short, and {cut} function(s) too hot by then were left out of the next)",
+                census.counting_runs
+            )
+        } else {
+            String::new()
+        },
+        census.call_ns / 1e3,
+        ms(census.budget_ns()),
+    )
 }
 
 /// After the default set was chosen: records the C library's

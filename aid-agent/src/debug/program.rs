@@ -24,6 +24,8 @@ pub struct ProgramSource<'t> {
     policy: &'t RunPolicy,
     next_id: u32,
     amplify: Amplify,
+    /// (failed, made) of the untraced runs before the session.
+    untraced: Option<(u32, u32)>,
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -48,7 +50,14 @@ enum Amplify {
 
 impl<'t> ProgramSource<'t> {
     pub fn new(tracer: &'t mut Tracer, target: &'t Target, policy: &'t RunPolicy) -> Self {
-        ProgramSource { tracer, target, policy, next_id: 1, amplify: Amplify::Off }
+        ProgramSource { tracer, target, policy, next_id: 1, amplify: Amplify::Off, untraced: None }
+    }
+
+    /// The untraced runs made before the session: (failed, made).
+    #[must_use]
+    pub fn with_untraced(mut self, untraced: Option<(u32, u32)>) -> Self {
+        self.untraced = untraced.filter(|&(_, n)| n > 0);
+        self
     }
 
     /// Amplifies with a delay after each access of `a.object` (up to
@@ -111,6 +120,10 @@ impl RunSource for ProgramSource<'_> {
 
     fn noise_at_statements(&mut self) -> bool {
         self.tracer.set_noise_at_statements() > 0
+    }
+
+    fn untraced(&self) -> Option<(u32, u32)> {
+        self.untraced
     }
 
     fn hint_no_failure(&self) -> String {

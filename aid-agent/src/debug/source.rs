@@ -33,6 +33,13 @@ pub trait RunSource {
         false
     }
 
+    /// (failed, made) of the runs made without aid before the session (the
+    /// default set's cost census), when there were any: the failure rate
+    /// without tracing, which the traced one is compared with.
+    fn untraced(&self) -> Option<(u32, u32)> {
+        None
+    }
+
     /// What to check when no run failed, after "no run failed in N runs".
     fn hint_no_failure(&self) -> String;
 

@@ -364,3 +364,22 @@ fn an_undecided_predicate_is_not_a_candidate() {
     assert!(a.candidates.is_empty(), "{:?}", a.candidates);
     assert_eq!(a.undecided.len(), 1);
 }
+
+/// The failure rate without aid's probes against the first traced block:
+/// said only beyond chance ([`TRACER_EFFECT_P`]), each way.
+#[test]
+fn a_failure_rate_changed_by_the_probes_is_said_only_beyond_chance() {
+    // The downloader of issue 24: 3 of 40 untraced, 0 of 40 traced.
+    assert_eq!(tracer_effect((3, 40), (0, 40), "run"), None, "p = 0.24: chance");
+    assert_eq!(tracer_effect((0, 5), (0, 40), "run"), None);
+    assert_eq!(
+        tracer_effect((0, 40), (14, 40), "run").as_deref(),
+        Some(
+            "the failure is more frequent under aid's probes: 0 of 40 runs made without them before the session failed, 14 of the first 40 traced runs without noise (Fisher's exact test, p = 3.1e-5): the probes provoke part of it, and what the traced runs show is about the failure as it is under them"
+        )
+    );
+    let rarer = tracer_effect((12, 40), (0, 40), "run").expect("beyond chance");
+    assert!(rarer.starts_with("the failure is rarer under aid's probes: 12 of 40 "), "{rarer}");
+    assert!(rarer.contains("the probes hide part of it"), "{rarer}");
+    assert_eq!(tracer_effect((41, 40), (0, 40), "run"), None, "impossible counts");
+}

@@ -52,8 +52,10 @@ impl SafeList {
         &self.patterns
     }
 
+    /// Matched as `--trace` matches (C++ with or without its parameter
+    /// list).
     pub fn is_safe(&self, f: &Function) -> bool {
-        self.set.is_match(&f.name) || self.set.is_match(&f.symbol)
+        crate::symbols::names_of(f).iter().any(|n| self.set.is_match(n))
     }
 
     /// The intervention may be applied: it changes no value, or every
@@ -98,6 +100,10 @@ mod tests {
             &funcs
         ));
         assert!(SafeList::new(&["_ZN5cache*"]).unwrap().is_safe(&funcs[0]), "symbols match too");
+        let cpp = f(2, "handle_request(int)", "_Z14handle_requesti");
+        assert!(SafeList::new(&["handle_request"]).unwrap().is_safe(&cpp), "without parameters");
+        assert!(SafeList::new(&["handle_request(int)"]).unwrap().is_safe(&cpp));
+        assert!(!SafeList::new(&["handle"]).unwrap().is_safe(&cpp));
         assert!(!SafeList::default().is_safe(&funcs[0]));
         let err = SafeList::new(&["get_[a"]).unwrap_err();
         assert!(err.to_string().starts_with("bad safe-function pattern \"get_[a\""));

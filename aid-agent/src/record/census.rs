@@ -31,6 +31,13 @@ use crate::{
 /// one least disturbed by whatever else the machine runs: a busy moment
 /// must not buy a larger budget; [`reference_ns`]).
 pub const UNTRACED_RUNS: usize = 5;
+/// Untraced runs made when they are cheap, so that the failure rate
+/// without aid is known and can be compared with the traced one (a
+/// tracer changes the schedule, both ways): up to this many, while
+/// they take at most [`UNTRACED_TIME_NS`] in all.
+pub const UNTRACED_FOR_RATE: usize = 40;
+/// What the untraced runs beyond [`UNTRACED_RUNS`] may take in all.
+pub const UNTRACED_TIME_NS: u64 = 2_000_000_000;
 /// Share of the untraced wall time the default set's calls may add.
 pub const BUDGET_SHARE: f64 = 0.15;
 /// The budget is never below this (fork and exec alone take about that).
@@ -66,6 +73,9 @@ pub const CARRY_CALLS: u64 = 16;
 pub struct Census {
     /// Wall time of the fastest untraced run.
     pub untraced_ns: u64,
+    /// Untraced runs made, and how many of them failed.
+    pub untraced_runs: u32,
+    pub untraced_failed: u32,
     /// Wall time of the last counting run.
     pub counted_ns: u64,
     /// Counting runs made.
@@ -141,19 +151,30 @@ pub fn measure(
     candidates: &[Function],
     cancel: &AtomicBool,
 ) -> anyhow::Result<Census> {
-    let mut walls: Vec<(u64, bool)> = Vec::with_capacity(UNTRACED_RUNS);
-    for _ in 0..UNTRACED_RUNS {
+    let mut walls: Vec<(u64, bool)> = Vec::with_capacity(UNTRACED_FOR_RATE);
+    let mut spent: u64 = 0;
+    while walls.len() < UNTRACED_RUNS
+        || (walls.len() < UNTRACED_FOR_RATE && spent + reference_ns(&walls) <= UNTRACED_TIME_NS)
+    {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         let mut child = spawn::spawn_held(target)?;
         child.release()?;
         let exit = child.wait(policy.timeout, policy.hang_after, cancel)?;
         let passed = fail::judge(&exit, &policy.rules).0 == Label::Pass;
         walls.push((exit.wall_ns, passed));
+        if walls.len() > UNTRACED_RUNS {
+            spent += exit.wall_ns;
+        }
     }
     let untraced_ns = reference_ns(&walls);
     let short = counting_policy(untraced_ns, policy);
     let budget = (untraced_ns as f64 * BUDGET_SHARE).max(BUDGET_FLOOR_NS as f64);
     let mut census = Census {
         untraced_ns,
+        untraced_runs: walls.len() as u32,
+        untraced_failed: walls.iter().filter(|w| !w.1).count() as u32,
         counted_ns: 0,
         counting_runs: 0,
         calls: vec![0; candidates.len()],
@@ -369,6 +390,8 @@ mod tests {
     fn census(calls: Vec<u64>, untraced_ms: u64) -> Census {
         Census {
             untraced_ns: untraced_ms * 1_000_000,
+            untraced_runs: 5,
+            untraced_failed: 0,
             counted_ns: 0,
             counting_runs: 1,
             cut: vec![false; calls.len()],

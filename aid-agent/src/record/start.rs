@@ -167,14 +167,22 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     let mut resolver = Resolver::for_process_with(pid, spec.debug)?;
     let functions = resolver.resolve(&patterns)?;
     check_safe(spec.safe, &functions)?;
+    // Named as `--trace` names them (C++ with or without its parameter
+    // list): exactly, else as a glob.
     let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
+        let names: Vec<(FuncId, Vec<String>)> =
+            functions.iter().map(|f| (f.id, symbols::names_of(f))).collect();
         let ids: Vec<FuncId> =
-            functions.iter().filter(|f| f.name == name || f.symbol == name).map(|f| f.id).collect();
+            names.iter().filter(|(_, n)| n.iter().any(|n| n == name)).map(|(id, _)| *id).collect();
         if !ids.is_empty() {
             return Ok(ids);
         }
         let matcher = globset::Glob::new(name)?.compile_matcher();
-        Ok(functions.iter().filter(|f| matcher.is_match(&f.name)).map(|f| f.id).collect())
+        Ok(names
+            .iter()
+            .filter(|(_, n)| n.iter().any(|n| matcher.is_match(n)))
+            .map(|(id, _)| *id)
+            .collect())
     };
     let unit = match spec.unit {
         Some(name) => match named(name)?.as_slice() {
@@ -185,7 +193,17 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     };
     let checks: Vec<ReturnCheck> = conditions
         .iter()
-        .map(|c| Ok(ReturnCheck { funcs: named(&c.function)?, cond: c.cond, text: c.text.clone() }))
+        .map(|c| {
+            let funcs = named(&c.function)?;
+            if funcs.is_empty() {
+                bail!(
+                    "--fail-if `{}` names no traced function: `{}` matches none",
+                    c.text,
+                    c.function
+                );
+            }
+            Ok(ReturnCheck { funcs, cond: c.cond, text: c.text.clone() })
+        })
         .collect::<anyhow::Result<_>>()?;
     within_budget(&functions, spec.load.max_functions)?;
     let program = resolver.executable().path.clone();

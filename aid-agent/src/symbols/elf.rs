@@ -372,6 +372,16 @@ pub(super) fn is_rust_symbol(raw: &str) -> bool {
         && body[body.len() - 16..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// The names a function of the session's table answers to, as `--trace`
+/// matches them: its demangled name, its symbol, and for C++ its name
+/// without the parameter list (`handle_request(int)` is also
+/// `handle_request`).
+pub fn names_of(f: &crate::model::Function) -> Vec<String> {
+    let mut names = vec![f.name.clone(), f.symbol.clone()];
+    names.extend(strip_params(&f.name));
+    names
+}
+
 /// "ns::Cache::get(int) const" -> "ns::Cache::get".
 fn strip_params(full: &str) -> Option<String> {
     let trimmed = full.trim_end_matches(" const").trim_end_matches(" volatile");

@@ -24,7 +24,7 @@ use std::{
 };
 
 pub use debuginfo::DebugSearch;
-pub use elf::{Module, Origin, Symbol, demangle};
+pub use elf::{Module, Origin, Symbol, demangle, names_of};
 use globset::{Glob, GlobMatcher};
 
 use crate::{

@@ -447,6 +447,47 @@ fn attach_records_units_of_a_running_process() {
     assert!(alive(svc.pid()));
 }
 
+/// The same service compiled as C++: `--unit handle_request` and
+/// `--fail-if 'handle_request ret < 0'` name `handle_request(int)` as `-t`
+/// does, and every unit whose request returned -1 fails (issue 24: the
+/// condition was accepted and never fired, and `--unit` was refused).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn unit_and_fail_if_name_a_cpp_function_without_its_parameters() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("service_cxx.cpp", "service_cxx", &[]);
+    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let svc = Background(child);
+    let (_tmp, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["attach", "--pid", &svc.pid().to_string(), "--unit", "handle_request"])
+            .args(["-t", "lookup", "--fail-if", "handle_request ret < 0", "--duration", "1s"])
+            .arg("--out")
+            .arg(&out),
+    );
+    let s = load(&out);
+    let names: Vec<&str> = s.functions.iter().map(|f| f.name.as_str()).collect();
+    assert!(names.contains(&"handle_request(int)"), "{names:?}");
+    assert!(s.runs.len() > 50, "only {} units in 1 s", s.runs.len());
+    let handle = s.functions.iter().position(|f| f.name == "handle_request(int)").unwrap();
+    for r in &s.runs {
+        let call = r.calls.iter().find(|c| c.func as usize == handle).expect("the unit's call");
+        let id = call.args[0];
+        assert_eq!(r.label == Label::Fail, id % 3 == 2, "unit {} (request {id})", r.id);
+        if r.label == Label::Fail {
+            assert_eq!(
+                r.outcome.reason,
+                "ret of handle_request(int) = -1 (handle_request ret < 0)"
+            );
+        }
+    }
+    assert!(s.runs.iter().any(|r| r.label == Label::Fail));
+    assert!(alive(svc.pid()));
+}
+
 /// `aid-agent attach` on the service in the background, once it has said
 /// it is attached; the address of handle_request's first instruction, and
 /// the byte that was there before any probe.
