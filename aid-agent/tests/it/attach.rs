@@ -6,7 +6,7 @@
 //! breakpoint and no tracer.
 
 use std::{
-    io::{BufRead as _, BufReader, Read as _},
+    io::Read as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
 };
@@ -23,16 +23,7 @@ fn service() -> PathBuf {
 /// `micros` µs.
 fn start(dir: &Path, micros: u32) -> Background {
     let count = dir.join("count");
-    serving(&service(), &[count.as_os_str(), micros.to_string().as_ref()])
-}
-
-/// `exe` started with `args`, once it has printed its first line (it
-/// serves from then on).
-fn serving(exe: &Path, args: &[&std::ffi::OsStr]) -> Background {
-    let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    Background(child)
+    serving(Command::new(service()).arg(count).arg(micros.to_string())).0
 }
 
 /// The byte the file has where `symbol` starts.
@@ -374,7 +365,7 @@ fn debug_pid_releases_every_thread_at_the_end_on_ctrl_c_and_on_sigkill() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn attach_says_when_the_service_forks_and_records_only_the_service() {
     let _bpf = require_bpf();
-    let svc = serving(&c_fixture("forking_service.c", "forking_service", &[]), &[]);
+    let svc = serving(&mut Command::new(c_fixture("forking_service.c", "forking_service", &[]))).0;
     let pid = svc.pid();
     let (_tmp, out) = temp_session();
     let output = agent()

@@ -270,6 +270,16 @@ impl Drop for Background {
     }
 }
 
+/// The process `cmd` starts, once it has printed its first line (a
+/// service prints its pid when it serves), and that line.
+pub fn serving(cmd: &mut Command) -> (Background, String) {
+    use std::io::BufRead as _;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    (Background(child), line)
+}
+
 pub fn alive(pid: u32) -> bool {
     // A zombie still "exists"; look at its state.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {

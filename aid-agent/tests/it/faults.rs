@@ -123,10 +123,7 @@ fn load_quietly(out: &Path) -> Option<Session> {
 fn agent_sigkill_while_probes_are_removed() {
     let _bpf = require_bpf();
     let exe = c_fixture("service.c", "service_removal", &[]);
-    let mut svc = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(svc.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let svc = Background(svc);
+    let (svc, _) = serving(&mut Command::new(&exe));
     let addr = runtime_address(svc.pid(), &exe, "handle_request");
     let original = code_byte(svc.pid(), addr);
     let (_tmp, out) = temp_session();

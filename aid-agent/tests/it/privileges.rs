@@ -4,10 +4,9 @@
 //! The target gets none of them, and runs in the user's mount namespace.
 
 use std::{
-    io::{BufRead as _, BufReader},
     os::unix::fs::{MetadataExt as _, PermissionsExt as _},
     path::Path,
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use crate::common::*;
@@ -136,10 +135,7 @@ fn another_users_process_needs_cap_sys_ptrace() {
     let _bpf = require_bpf();
     let exe = c_fixture("service.c", "service_priv", &[]);
     // Runs as root: another user, for nobody.
-    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let svc = Background(child);
+    let (svc, _) = serving(&mut Command::new(&exe));
     let dir = nobodys_dir();
     let attach = |caps: &str, out: &Path| {
         let mut cmd = as_nobody(caps);

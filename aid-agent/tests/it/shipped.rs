@@ -4,9 +4,8 @@
 //! another mount namespace (a container) resolved through `/proc/PID/root`.
 
 use std::{
-    io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use crate::common::*;
@@ -157,11 +156,7 @@ fn a_stripped_executable_keeps_the_functions_it_exports() {
 
 /// The service started from `exe`, its served count in `count`.
 fn start(exe: &Path, count: &Path, micros: &str) -> Background {
-    let mut child =
-        Command::new(exe).arg(count).arg(micros).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    Background(child)
+    serving(Command::new(exe).arg(count).arg(micros)).0
 }
 
 /// Every call of handle_request in the session returned what the fixture
@@ -251,15 +246,16 @@ fn start_in_container(dir: &Path) -> (Background, PathBuf) {
         exe = service().display(),
         count = dir.join("count").display(),
     );
-    let mut child = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim().parse::<u32>().unwrap(), child.id(), "unshare and sh exec the service");
-    (Background(child), inside)
+    let (svc, line) = serving(Command::new("unshare").args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    assert_eq!(line.trim().parse::<u32>().unwrap(), svc.pid(), "unshare and sh exec the service");
+    (svc, inside)
 }
 
 #[test]

@@ -393,12 +393,9 @@ fn lost_events_are_counted_and_runs_marked_incomplete() {
 }
 
 fn start_service() -> Background {
-    let exe = c_fixture("service.c", "service", &[]);
-    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim().parse::<u32>().unwrap(), child.id());
-    Background(child)
+    let (svc, line) = serving(&mut Command::new(c_fixture("service.c", "service", &[])));
+    assert_eq!(line.trim().parse::<u32>().unwrap(), svc.pid());
+    svc
 }
 
 #[test]
@@ -455,11 +452,7 @@ fn attach_records_units_of_a_running_process() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn unit_and_fail_if_name_a_cpp_function_without_its_parameters() {
     let _bpf = require_bpf();
-    let exe = c_fixture("service_cxx.cpp", "service_cxx", &[]);
-    let mut child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    let svc = Background(child);
+    let (svc, _) = serving(&mut Command::new(c_fixture("service_cxx.cpp", "service_cxx", &[])));
     let (_tmp, out) = temp_session();
     run_ok(
         agent()
