@@ -760,11 +760,18 @@ fn noise_outcome(plan: &Plan, stops: &[StopRecord], functions: &[Function]) -> V
         .map(|n| {
             let mut n = n.clone();
             // Noise for every thread at a point is served by each
-            // arrival held there: its hold is theirs added up.
+            // arrival held there: its hold is theirs added up, except
+            // where the thread's own noise acts at that stop (the kernel
+            // looks up the thread's key before the every-thread one).
             let served = stops.iter().filter(|s| {
                 let sync =
                     functions.get(s.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
-                noise::served_by(n.at, s.site, sync) && (s.held || !is_every(n.at))
+                let own = || {
+                    plan.noise
+                        .iter()
+                        .any(|m| !is_every(m.at) && noise::served_by(m.at, s.site, sync))
+                };
+                noise::served_by(n.at, s.site, sync) && (!is_every(n.at) || (s.held && !own()))
             });
             for s in served.take(if is_every(n.at) { usize::MAX } else { 1 }) {
                 n.held_ns += s.released_ns.saturating_sub(s.probe_ns);
@@ -829,4 +836,51 @@ struct RunEnd {
     /// Counters read once, at the end: the whole run is charged.
     lost: crate::bpf::Lost,
     probe_errors: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NoiseAction, NoiseAt, Site, testing::function};
+    use aid_common::{ActionKind, SiteKey, SitePoint};
+
+    fn stop(func: u32, role: u32, instance: u32, held_ns: u64) -> StopRecord {
+        StopRecord {
+            site: SiteKey { func, role, instance, point: SitePoint::ENTRY },
+            tid: 100 + role,
+            action: ActionKind::DELAY,
+            applied: true,
+            timed_out: false,
+            held_ns,
+            released_ns: 1_000 + held_ns,
+            probe_ns: 1_000,
+            held: true,
+            cut_short: false,
+            value: None,
+            error: None,
+        }
+    }
+
+    /// A statement point with both a thread's own noise (its 2nd arrival
+    /// there) and every-thread noise: the kernel serves that thread's stop
+    /// with its own noise, so the hold is the own noise's only, and the
+    /// every-thread noise adds up the other arrivals.
+    #[test]
+    fn a_stop_served_by_a_threads_own_noise_is_not_the_every_thread_noises() {
+        let functions = vec![function(0, "stmt")];
+        let delay = NoiseAction::Delay { us: 5 };
+        let own = Noise {
+            at: NoiseAt::Call { site: Site { func: 0, role: 1, instance: 2 } },
+            action: delay,
+            held_ns: 0,
+            func: None,
+        };
+        let every = Noise { at: NoiseAt::Every { func: 0 }, action: delay, held_ns: 0, func: None };
+        let plan = Plan { noise: vec![own, every], ..Plan::default() };
+        let stops = [stop(0, 1, 1, 10), stop(0, 1, 2, 700), stop(0, 2, 1, 30)];
+        let out = noise_outcome(&plan, &stops, &functions);
+        assert_eq!(out[0].held_ns, 700, "the thread's own noise");
+        assert_eq!(out[1].held_ns, 40, "every other arrival, added up");
+        assert_eq!(out[1].func, Some(0));
+    }
 }
