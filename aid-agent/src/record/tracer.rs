@@ -167,6 +167,9 @@ impl Tracer {
                 crate::util::human::summarize(&entry_only)
             ));
         }
+        if let Some(notice) = exceptions_notice(&resolver, &functions) {
+            notices.push(notice);
+        }
         if probes.kernel_writes_registers() {
             log::info!(
                 "this kernel lets BPF write registers: return overrides need no thread stop"
@@ -750,6 +753,31 @@ fn pauses(
             })
         })
         .collect()
+}
+
+/// When the program throws C++ exceptions and some traced function has a
+/// return probe: an exception that unwinds through such a function while
+/// its return probe is pending meets the kernel's trampoline where the
+/// unwinder expects a return address, and the program is terminated
+/// (SIGABRT). aid cannot repair the return addresses yet (docs/probes.md,
+/// "Entry probes only"), so it says so before the first run.
+fn exceptions_notice(resolver: &Resolver, functions: &[Function]) -> Option<String> {
+    let returns: Vec<&str> = functions
+        .iter()
+        .filter(|f| !f.internal && crate::bpf::wants_return(f))
+        .map(|f| f.name.as_str())
+        .collect();
+    if returns.is_empty() {
+        return None;
+    }
+    let (module, entry) = resolver.thrower(functions)?;
+    let name = module
+        .file_name()
+        .map_or_else(|| module.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Some(format!(
+        "{name} throws C++ exceptions (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid cannot prevent yet; trace only functions that no exception crosses (docs/probes.md, \"Entry probes only\"); traced with return probes: {}",
+        crate::util::human::summarize(&returns)
+    ))
 }
 
 /// The run's noise with what each did: how long its thread was held, and

@@ -59,8 +59,15 @@ pub struct Module {
     pub runpath: Vec<PathBuf>,
     /// Where its symbols and debug information came from.
     pub origin: Origin,
+    /// The C++ runtime's throw entry it calls or defines
+    /// (`__cxa_throw`, `__cxa_rethrow`), if any: its code throws
+    /// exceptions ([`THROW_ENTRIES`]).
+    pub throws: Option<&'static str>,
     debug: Option<DebugInfo>,
 }
+
+/// What a C++ `throw` expression (or a rethrow) compiles to a call of.
+pub const THROW_ENTRIES: &[&str] = &["__cxa_throw", "__cxa_rethrow"];
 
 /// Where a module's function names came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +122,7 @@ impl Module {
         };
         let separate_file = separate.as_ref().and_then(|d| object::File::parse(&*d.data).ok());
         let symbols = function_symbols(&file, &data, separate_file.as_ref());
+        let throws = throw_entry(&file);
         let debug = match &separate_file {
             Some(f) => DebugInfo::load(f),
             None => DebugInfo::load(&file),
@@ -124,7 +132,7 @@ impl Module {
             _ if file.section_by_name(".symtab").is_some() => Origin::Symtab,
             _ => Origin::Dynsym,
         };
-        Ok(Module { path, symbols, needed, runpath, origin, debug })
+        Ok(Module { path, symbols, needed, runpath, origin, throws, debug })
     }
 
     /// Source position of a function's first instruction, from DWARF.
@@ -176,6 +184,13 @@ impl Module {
             .and_then(|d| d.signature(address))
             .unwrap_or((ValueType::UNKNOWN, vec![ValueType::UNKNOWN; 3]))
     }
+}
+
+/// The first of [`THROW_ENTRIES`] `file` imports or defines.
+fn throw_entry(file: &object::File<'_>) -> Option<&'static str> {
+    let names: Vec<&str> =
+        file.dynamic_symbols().chain(file.symbols()).filter_map(|s| s.name().ok()).collect();
+    THROW_ENTRIES.iter().copied().find(|t| names.iter().any(|n| n == t))
 }
 
 /// `path` with symbolic links resolved — except under `/proc`, whose

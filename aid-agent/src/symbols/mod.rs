@@ -245,6 +245,14 @@ impl Resolver {
         &self.exe
     }
 
+    /// The executable, or a library some of `functions` are in, whose
+    /// code throws C++ exceptions, with the throw entry it calls
+    /// ([`elf::THROW_ENTRIES`]).
+    pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &'static str)> {
+        let libs = functions.iter().filter_map(|f| self.libs.get(&f.module));
+        std::iter::once(&self.exe).chain(libs).find_map(|m| Some((m.path.as_path(), m.throws?)))
+    }
+
     /// Finds (and loads) the module a pattern refers to.
     pub fn module(&mut self, library: Option<&str>) -> Result<&Module, SymbolError> {
         let Some(name) = library else { return Ok(&self.exe) };
