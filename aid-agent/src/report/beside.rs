@@ -18,7 +18,7 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
         out.push((
             0,
             format!(
-                "Mined pattern (in {} of {} failing and {} of {} passing runs): {}",
+                "Mined pattern (in {} of {} failing and {} of {} passing runs), {UNTESTED_PATTERN}: {}",
                 p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
             ),
         ));
@@ -34,8 +34,8 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
         out.push((
             0,
             format!(
-                "Run {} (failed) against run {} (passed), from the dual slice, untested:",
-                c.fail, c.pass
+                "Run {} (failed) against run {} (passed), from the dual slice, untested (`aid-agent compare --fail {} --pass {}` tests the links it can force, with re-runs):",
+                c.fail, c.pass, c.fail, c.pass
             ),
         ));
         out.push((1, shown_chain(&c.steps)));
@@ -65,6 +65,10 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
     }
     out
 }
+
+/// Why a mined pattern beside the path was not tested (issue 23: what is
+/// shown beside the causal path is tested or says why it was not).
+pub const UNTESTED_PATTERN: &str = "untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test)";
 
 /// The section's heading, in words and in report.html.
 pub const HEADING: &str = "Beside the causal path";
@@ -173,9 +177,9 @@ mod tests {
         assert_eq!(
             render(&b),
             "\nBeside the causal path:\n\
-             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs): ⟨w2:load(c) | w1:store(c)⟩\n\
+             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test): ⟨w2:load(c) | w1:store(c)⟩\n\
              \x20   dependence: R w2:load(c) → W w1:store(c) (anti)\n\
-             \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested:\n\
+             \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested (`aid-agent compare --fail 4 --pass 1` tests the links it can force, with re-runs):\n\
              \x20   order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS) ⇒ the run fails\n\
              \x20 Pattern predicates from p.json:\n\
              \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\

@@ -454,8 +454,8 @@ fn html_has_the_beside_section_of_report_txt() {
     assert_eq!(
         section,
         "<h2>Beside the causal path</h2>\n<ul class=\"beside\" id=\"beside\">\n\
-         <li>Mined pattern (in 9 of 10 failing and 0 of 12 passing runs): ⟨w2:use_cache(c) | w1:fetch(c)⟩<ul><li>dependence: R w2:use_cache(c) → W w1:fetch(c) (anti) (and 1 more)</li></ul></li>\n\
-         <li>Run 4 (failed) against run 1 (passed), from the dual slice, untested:<ul><li>order &lt;a&gt; &amp; b ⇒ the run fails</li></ul></li>\n\
+         <li>Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test): ⟨w2:use_cache(c) | w1:fetch(c)⟩<ul><li>dependence: R w2:use_cache(c) → W w1:fetch(c) (anti) (and 1 more)</li></ul></li>\n\
+         <li>Run 4 (failed) against run 1 (passed), from the dual slice, untested (`aid-agent compare --fail 4 --pass 1` tests the links it can force, with re-runs):<ul><li>order &lt;a&gt; &amp; b ⇒ the run fails</li></ul></li>\n\
          <li>(no watched runs: why)</li>\n</ul>\n"
     );
     // The same words as report.txt's section, line for line.

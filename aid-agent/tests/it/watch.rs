@@ -395,6 +395,10 @@ fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
         text.split("\nBeside the causal path:\n").nth(1).unwrap_or_else(|| panic!("{text}"));
     let lines: Vec<&str> = section.lines().collect();
     assert!(lines[0].starts_with("  Mined pattern (in "), "{section}");
+    assert!(
+        lines[0].contains(&format!(" passing runs), {}: ⟨", aid::report::beside::UNTESTED_PATTERN)),
+        "{section}"
+    );
     assert!(lines[0].contains(" of 10 failing and "), "{section}");
     assert!(
         lines[0].contains("load_counter(events)") && lines[0].contains("store_counter(events)"),
@@ -403,7 +407,9 @@ fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
     assert!(lines[1].starts_with("    dependence: "), "{section}");
     assert!(
         lines[2].contains("(failed) against run")
-            && lines[2].ends_with("from the dual slice, untested:"),
+            && lines[2]
+                .contains("(passed), from the dual slice, untested (`aid-agent compare --fail ")
+            && lines[2].ends_with(" tests the links it can force, with re-runs):"),
         "{section}"
     );
     assert!(
