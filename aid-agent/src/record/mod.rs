@@ -16,6 +16,7 @@ pub mod program;
 pub mod progress;
 pub mod recorder;
 pub mod start;
+pub mod stops;
 pub mod tracer;
 pub mod units;
 pub mod watchpoints;

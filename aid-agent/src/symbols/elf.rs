@@ -61,7 +61,7 @@ pub struct Module {
     pub origin: Origin,
     /// The C++ runtime's throw entry it calls or defines
     /// (`__cxa_throw`, `__cxa_rethrow`), if any: its code throws
-    /// exceptions ([`THROW_ENTRIES`]).
+    /// exceptions.
     pub throws: Option<&'static str>,
     debug: Option<DebugInfo>,
 }

@@ -247,7 +247,7 @@ impl Resolver {
 
     /// The executable, or a library some of `functions` are in, whose
     /// code throws C++ exceptions, with the throw entry it calls
-    /// ([`elf::THROW_ENTRIES`]).
+    /// (`__cxa_throw`, `__cxa_rethrow`).
     pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &'static str)> {
         let libs = functions.iter().filter_map(|f| self.libs.get(&f.module));
         std::iter::once(&self.exe).chain(libs).find_map(|m| Some((m.path.as_path(), m.throws?)))

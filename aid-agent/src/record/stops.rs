@@ -1,0 +1,190 @@
+//! What the agent's stops did to a run of a program, read back into its
+//! record: rows of held threads moved to when they went on, the stops
+//! that were overhead or noise as pauses, each noise's hold, and the
+//! values forced at returns.
+
+use crate::{
+    intervene::{Plan, control::StopRecord, noise},
+    model::{EventRow, FuncId, Function, Noise, NoiseAt, Point, Probe},
+};
+
+/// A held thread's probe fired before the hold: the call really proceeded
+/// (entered its body, or returned to its caller) only when released, at a
+/// time taken on the events' own clock. Not a statement point's: the
+/// instruction it is at has run when the hold begins (the kernel stops
+/// the thread on its way back to user space, after stepping over it), so
+/// the thread was past it at the probe's time.
+pub(super) fn shift_held_rows(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    start_ns: u64,
+    functions: &[Function],
+) {
+    let statement =
+        |f: FuncId| functions.get(f as usize).is_some_and(|f| f.probe == Probe::Statement);
+    for stop in stops.iter().filter(|s| s.released_ns > 0 && !statement(s.site.func)) {
+        let point = if stop.site.point == aid_common::SitePoint::ENTRY {
+            Point::Entry
+        } else {
+            Point::Exit
+        };
+        if let Some(row) = rows.iter_mut().find(|r| {
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == point
+        }) {
+            row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
+        }
+    }
+}
+
+/// Stops that were the agent's overhead (register edits, holds that
+/// turned out not to be needed) or noise (`is_noise`: an injected delay is
+/// not the program's time), as pauses of the thread's role.
+pub(super) fn pauses(
+    stops: &[StopRecord],
+    threads: &[crate::model::Thread],
+    start_ns: u64,
+    is_noise: impl Fn(&StopRecord) -> bool,
+) -> Vec<crate::model::Pause> {
+    stops
+        .iter()
+        .filter(|s| {
+            (!s.held || is_noise(s)) && s.released_ns > s.probe_ns && s.probe_ns >= start_ns
+        })
+        .filter_map(|s| {
+            let role = threads.iter().find(|t| t.tid == s.tid)?.role;
+            Some(crate::model::Pause {
+                role,
+                at_ns: s.probe_ns - start_ns,
+                dur_ns: s.released_ns - s.probe_ns,
+            })
+        })
+        .collect()
+}
+
+/// The run's noise with what each did: how long its thread was held, and
+/// in which function.
+pub(super) fn noise_outcome(
+    plan: &Plan,
+    stops: &[StopRecord],
+    functions: &[Function],
+) -> Vec<Noise> {
+    plan.noise
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            // Noise for every thread at a point is served by each
+            // arrival held there: its hold is theirs added up, except
+            // where the thread's own noise acts at that stop (the kernel
+            // looks up the thread's key before the every-thread one).
+            let served = stops.iter().filter(|s| {
+                let sync =
+                    functions.get(s.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
+                let own = || {
+                    plan.noise
+                        .iter()
+                        .any(|m| !is_every(m.at) && noise::served_by(m.at, s.site, sync))
+                };
+                noise::served_by(n.at, s.site, sync) && (!is_every(n.at) || (s.held && !own()))
+            });
+            for s in served.take(if is_every(n.at) { usize::MAX } else { 1 }) {
+                n.held_ns += s.released_ns.saturating_sub(s.probe_ns);
+                n.func = Some(s.site.func);
+            }
+            n
+        })
+        .collect()
+}
+
+fn is_every(at: NoiseAt) -> bool {
+    matches!(at, NoiseAt::Every { .. })
+}
+
+/// The exit probe saw the value the function computed; after an override
+/// the caller saw the forced one, and that is what the run records. In a
+/// run of a program, the stop's call is the exit row of its thread,
+/// function and instance.
+pub(super) fn record_forced_returns(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    functions: &[Function],
+) {
+    write_forced_returns(rows, stops, functions, |rows, stop| {
+        rows.iter().position(|r| {
+            r.tid == stop.tid
+                && r.func == stop.site.func
+                && r.instance == stop.site.instance
+                && r.point == Point::Exit
+        })
+    });
+}
+
+/// Writes the value each applied stop forced into the exit row
+/// `exit_of` finds for it (normalised to the function's return width).
+/// True when a row changed.
+pub fn write_forced_returns(
+    rows: &mut [EventRow],
+    stops: &[StopRecord],
+    functions: &[Function],
+    exit_of: impl Fn(&[EventRow], &StopRecord) -> Option<usize>,
+) -> bool {
+    let mut changed = false;
+    for stop in stops.iter().filter(|s| s.applied) {
+        let Some(value) = stop.value else { continue };
+        let Some(f) = functions.get(stop.site.func as usize) else { continue };
+        if let Some(i) = exit_of(rows, stop) {
+            rows[i].ret = f.ret.normalize(value);
+            changed = true;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NoiseAction, NoiseAt, Site, testing::function};
+    use aid_common::{ActionKind, SiteKey, SitePoint};
+
+    fn stop(func: u32, role: u32, instance: u32, held_ns: u64) -> StopRecord {
+        StopRecord {
+            site: SiteKey { func, role, instance, point: SitePoint::ENTRY },
+            tid: 100 + role,
+            action: ActionKind::DELAY,
+            applied: true,
+            timed_out: false,
+            held_ns,
+            released_ns: 1_000 + held_ns,
+            probe_ns: 1_000,
+            held: true,
+            cut_short: false,
+            value: None,
+            error: None,
+        }
+    }
+
+    /// A statement point with both a thread's own noise (its 2nd arrival
+    /// there) and every-thread noise: the kernel serves that thread's stop
+    /// with its own noise, so the hold is the own noise's only, and the
+    /// every-thread noise adds up the other arrivals.
+    #[test]
+    fn a_stop_served_by_a_threads_own_noise_is_not_the_every_thread_noises() {
+        let functions = vec![function(0, "stmt")];
+        let delay = NoiseAction::Delay { us: 5 };
+        let own = Noise {
+            at: NoiseAt::Call { site: Site { func: 0, role: 1, instance: 2 } },
+            action: delay,
+            held_ns: 0,
+            func: None,
+        };
+        let every = Noise { at: NoiseAt::Every { func: 0 }, action: delay, held_ns: 0, func: None };
+        let plan = Plan { noise: vec![own, every], ..Plan::default() };
+        let stops = [stop(0, 1, 1, 10), stop(0, 1, 2, 700), stop(0, 2, 1, 30)];
+        let out = noise_outcome(&plan, &stops, &functions);
+        assert_eq!(out[0].held_ns, 700, "the thread's own noise");
+        assert_eq!(out[1].held_ns, 40, "every other arrival, added up");
+        assert_eq!(out[1].func, Some(0));
+    }
+}
