@@ -756,3 +756,5 @@ mod tests;
 mod tests_deadlock;
 #[cfg(test)]
 pub(crate) mod tests_groups;
+#[cfg(test)]
+mod tests_sections;
