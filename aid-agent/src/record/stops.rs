@@ -80,14 +80,9 @@ pub(super) fn noise_outcome(
             // where the thread's own noise acts at that stop (the kernel
             // looks up the thread's key before the every-thread one).
             let served = stops.iter().filter(|s| {
-                let sync =
-                    functions.get(s.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
-                let own = || {
-                    plan.noise
-                        .iter()
-                        .any(|m| !is_every(m.at) && noise::served_by(m.at, s.site, sync))
-                };
-                noise::served_by(n.at, s.site, sync) && (!is_every(n.at) || (s.held && !own()))
+                let own =
+                    || plan.noise.iter().any(|m| !is_every(m.at) && serves(m.at, s, functions));
+                serves(n.at, s, functions) && (!is_every(n.at) || (s.held && !own()))
             });
             for s in served.take(if is_every(n.at) { usize::MAX } else { 1 }) {
                 n.held_ns += s.released_ns.saturating_sub(s.probe_ns);
@@ -96,6 +91,18 @@ pub(super) fn noise_outcome(
             n
         })
         .collect()
+}
+
+/// Whether a stop served noise rather than an intervention.
+pub(super) fn is_noise(plan: &Plan, stop: &StopRecord, functions: &[Function]) -> bool {
+    plan.noise.iter().any(|n| serves(n.at, stop, functions))
+}
+
+/// Whether noise at `at` is what stopped the thread at `stop` (a stop at
+/// a synchronisation point is keyed by the thread's rank there).
+fn serves(at: NoiseAt, stop: &StopRecord, functions: &[Function]) -> bool {
+    let sync = functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
+    noise::served_by(at, stop.site, sync)
 }
 
 fn is_every(at: NoiseAt) -> bool {

@@ -22,8 +22,7 @@ use crate::{
     },
     intervene::{
         Plan,
-        control::{Controller, Flow, Served, StopRecord, StopState},
-        noise,
+        control::{Controller, Flow, Served, StopState},
     },
     model::{FuncId, Function, Probe, RecordedRun, Role, Run, apply_pauses, calls_from_rows},
     record::{
@@ -469,8 +468,9 @@ impl Tracer {
         stops::shift_held_rows(&mut rec.rows, &stops, rec.start_ns, &self.functions);
         stops::record_forced_returns(&mut rec.rows, &stops, &self.functions);
         rec.run.noise = stops::noise_outcome(plan, &stops, &self.functions);
-        rec.run.pauses =
-            stops::pauses(&stops, &rec.run.threads, rec.start_ns, |s| self.is_noise(plan, s));
+        rec.run.pauses = stops::pauses(&stops, &rec.run.threads, rec.start_ns, |s| {
+            stops::is_noise(plan, s, &self.functions)
+        });
         rec.run.calls = calls_from_rows(&rec.rows);
         apply_pauses(&mut rec.run.calls, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
@@ -500,13 +500,6 @@ impl Tracer {
             .collect();
         steps.sort_unstable();
         steps
-    }
-
-    /// Whether a stop served noise rather than an intervention.
-    fn is_noise(&self, plan: &Plan, stop: &StopRecord) -> bool {
-        let sync =
-            self.functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
-        plan.noise.iter().any(|n| noise::served_by(n.at, stop.site, sync))
     }
 
     /// Builds the run from its events and how it ended.

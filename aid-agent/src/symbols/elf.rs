@@ -186,11 +186,16 @@ impl Module {
     }
 }
 
-/// The first of [`THROW_ENTRIES`] `file` imports or defines.
+/// The first of [`THROW_ENTRIES`] `file` imports or defines, in one pass
+/// over its symbols.
 fn throw_entry(file: &object::File<'_>) -> Option<&'static str> {
-    let names: Vec<&str> =
-        file.dynamic_symbols().chain(file.symbols()).filter_map(|s| s.name().ok()).collect();
-    THROW_ENTRIES.iter().copied().find(|t| names.iter().any(|n| n == t))
+    let mut seen = [false; THROW_ENTRIES.len()];
+    for name in file.dynamic_symbols().chain(file.symbols()).filter_map(|s| s.name().ok()) {
+        if let Some(i) = THROW_ENTRIES.iter().position(|t| *t == name) {
+            seen[i] = true;
+        }
+    }
+    THROW_ENTRIES.iter().zip(seen).find_map(|(t, s)| s.then_some(*t))
 }
 
 /// `path` with symbolic links resolved — except under `/proc`, whose

@@ -249,7 +249,8 @@ impl Resolver {
     /// code throws C++ exceptions, with the throw entry it calls
     /// (`__cxa_throw`, `__cxa_rethrow`).
     pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &'static str)> {
-        let libs = functions.iter().filter_map(|f| self.libs.get(&f.module));
+        let modules: BTreeSet<&PathBuf> = functions.iter().map(|f| &f.module).collect();
+        let libs = modules.into_iter().filter_map(|m| self.libs.get(m));
         std::iter::once(&self.exe).chain(libs).find_map(|m| Some((m.path.as_path(), m.throws?)))
     }
 
