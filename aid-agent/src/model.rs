@@ -206,6 +206,15 @@ pub enum Probe {
     /// between two statements of one function, where no call or lock is:
     /// `debug/amplify.rs`).
     Statement,
+    /// Where an unwind begins (`_Unwind_RaiseException` and its
+    /// siblings): aid's own entry-only probe in a program that throws,
+    /// which hands the thread's pending return slots to the agent for
+    /// repair (`aid_common::ShadowStack`). Records nothing.
+    Throw,
+    /// Where an exception is caught (`__cxa_begin_catch`): the agent
+    /// re-arms the repaired return slots of the frames still live.
+    /// Records nothing.
+    Catch,
 }
 
 impl Probe {

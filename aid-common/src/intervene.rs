@@ -92,6 +92,13 @@ impl ActionKind {
     /// among several, the highest `value` resumes first (a PCT priority
     /// change point, failure amplification).
     pub const YIELD: ActionKind = ActionKind(9);
+    /// Not an intervention: the thread entered an unwinder with frames on
+    /// its shadow stack; write their original return addresses back over
+    /// the kernel's trampoline (`crate::ShadowStack`).
+    pub const REPAIR_RETURNS: ActionKind = ActionKind(10);
+    /// Not an intervention: the thread reached a catch point after a
+    /// repair; write the trampoline back into the frames still live.
+    pub const REARM_RETURNS: ActionKind = ActionKind(11);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
@@ -116,6 +123,8 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::HOLD_WHILE_GROUP_RUNNING => f.write_str("HoldWhileGroupRunning"),
             ActionKind::REEXECUTE_EXHAUSTED => f.write_str("ReexecuteExhausted"),
             ActionKind::YIELD => f.write_str("Yield"),
+            ActionKind::REPAIR_RETURNS => f.write_str("RepairReturns"),
+            ActionKind::REARM_RETURNS => f.write_str("RearmReturns"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }

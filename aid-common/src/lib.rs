@@ -17,6 +17,7 @@ mod intervene;
 mod maps;
 mod noise;
 mod target;
+mod unwind;
 #[cfg(feature = "user")]
 mod user;
 mod watch;
@@ -31,4 +32,7 @@ pub use intervene::{
 pub use maps::*;
 pub use noise::{EVERY_ROLE, SYNC_COOKIE_BIT, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC};
 pub use target::{TargetFlags, TargetState};
+pub use unwind::{
+    CATCH_COOKIE_BIT, RETURN_COOKIE_BIT, SHADOW_DEPTH, ShadowFrame, ShadowStack, THROW_COOKIE_BIT,
+};
 pub use watch::{DelayOn, HitKind, WATCH_DELAY_FUNC, WatchConfig, WatchHit};

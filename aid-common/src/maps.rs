@@ -75,6 +75,12 @@ pub const MAP_POINTEE: &str = "AID_POINTEE";
 /// probe's own read, in the kernel; the watch programs skip such hits, or
 /// aid would see (and delay) an access the program never made.
 pub const MAP_READING: &str = "AID_READING";
+/// `tid -> ShadowStack`: the frames with pending return probes of each
+/// thread of a target that throws (`TargetFlags::REPAIR_UNWIND`).
+pub const MAP_SHADOW: &str = "AID_SHADOW";
+/// Per-CPU array of one [`crate::ShadowStack`], the empty stack a thread's
+/// first push inserts (too large for the BPF stack).
+pub const MAP_SHADOW_SCRATCH: &str = "AID_SHADOW_NEW";
 
 /// Every map of the eBPF object.
 pub const ALL_MAPS: &[&str] = &[
@@ -103,6 +109,8 @@ pub const ALL_MAPS: &[&str] = &[
     MAP_SYNC_STEPS,
     MAP_POINTEE,
     MAP_READING,
+    MAP_SHADOW,
+    MAP_SHADOW_SCRATCH,
 ];
 
 /// Global (`u32`): the signal used to stop a thread for the agent

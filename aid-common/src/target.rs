@@ -19,6 +19,11 @@ impl TargetFlags {
     /// (and count each thread's) in this run even without interventions:
     /// an observation run whose lock events the analysis reads.
     pub const SYNC_EVENTS: TargetFlags = TargetFlags(4);
+    /// The target throws: keep each thread's shadow stack of return
+    /// slots, and stop a thread that starts to unwind through them so the
+    /// agent repairs them (`crate::ShadowStack`). The agent is then the
+    /// ptrace tracer of every thread, in every run.
+    pub const REPAIR_UNWIND: TargetFlags = TargetFlags(8);
 
     pub const fn contains(self, other: TargetFlags) -> bool {
         self.0 & other.0 == other.0
@@ -38,7 +43,8 @@ impl core::fmt::Debug for TargetFlags {
         let live = if self.contains(TargetFlags::LIVE) { "LIVE" } else { "-" };
         let intervene = if self.contains(TargetFlags::INTERVENE) { "INTERVENE" } else { "-" };
         let sync = if self.contains(TargetFlags::SYNC_EVENTS) { "SYNC_EVENTS" } else { "-" };
-        write!(f, "TargetFlags({live}|{intervene}|{sync})")
+        let repair = if self.contains(TargetFlags::REPAIR_UNWIND) { "REPAIR_UNWIND" } else { "-" };
+        write!(f, "TargetFlags({live}|{intervene}|{sync}|{repair})")
     }
 }
 

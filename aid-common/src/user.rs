@@ -37,3 +37,5 @@ unsafe impl aya::Pod for crate::RunningKey {}
 unsafe impl aya::Pod for crate::OpenMember {}
 // SAFETY: as above.
 unsafe impl aya::Pod for crate::PointeeSpec {}
+// SAFETY: as above.
+unsafe impl aya::Pod for crate::ShadowStack {}

@@ -24,10 +24,14 @@ mod intervene;
 mod maps;
 mod noise;
 mod record;
+mod shadow;
 mod threads;
 mod watch;
 
-use aid_common::{EventKind, ProbeErrorKind, SYNC_COOKIE_BIT, TargetFlags};
+use aid_common::{
+    CATCH_COOKIE_BIT, EventKind, ProbeErrorKind, RETURN_COOKIE_BIT, SYNC_COOKIE_BIT,
+    THROW_COOKIE_BIT, TargetFlags,
+};
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
@@ -36,7 +40,9 @@ use aya_ebpf::{
     programs::{ProbeContext, RawTracePointContext, RetProbeContext},
 };
 
-use crate::record::{cookie, count_error, emit, emit_reading, live_target, now, pointee_spec};
+use crate::record::{
+    cookie, count_error, emit, emit_reading, full_cookie, live_target, now, pointee_spec,
+};
 
 /// Counts the failure of a probe body, and says what failed through
 /// aya-log (the agent shows the first few at `-v`, all at `-vv`); probes
@@ -69,10 +75,25 @@ pub fn enter_fn(ctx: ProbeContext) -> u32 {
 fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(flags) = live_target(pid_tgid) else { return Ok(()) };
-    let func = cookie(ctx);
+    let bits = full_cookie(ctx);
+    let func = bits as u32;
     let regs = regs(ctx);
     if func & SYNC_COOKIE_BIT != 0 {
         return noise::try_sync_point(pid_tgid, func & !SYNC_COOKIE_BIT, flags, regs);
+    }
+    if flags.contains(TargetFlags::REPAIR_UNWIND) {
+        let tid = pid_tgid as u32;
+        if bits & THROW_COOKIE_BIT != 0 {
+            return shadow::at_throw(tid, func, now(), regs);
+        }
+        if bits & CATCH_COOKIE_BIT != 0 {
+            return shadow::at_catch(tid, func, now(), regs);
+        }
+        if bits & RETURN_COOKIE_BIT != 0 {
+            shadow::push(tid, regs.rsp)?;
+        }
+    } else if bits & (THROW_COOKIE_BIT | CATCH_COOKIE_BIT) != 0 {
+        return Ok(());
     }
     let intervene = flags.contains(TargetFlags::INTERVENE);
     if intervene && intervene::replayed_entry(pid_tgid as u32, regs.rip) {
@@ -101,6 +122,9 @@ fn try_exit_fn(ctx: &RetProbeContext) -> Result<(), ProbeErrorKind> {
     let intervene = flags.contains(TargetFlags::INTERVENE);
     if intervene && intervene::replayed_exit(pid_tgid as u32, func, regs.rsp) {
         return Ok(());
+    }
+    if flags.contains(TargetFlags::REPAIR_UNWIND) {
+        shadow::pop(pid_tgid as u32, regs.rsp)?;
     }
     let ts = now();
     let report = || emit(ts, pid_tgid, func, EventKind::EXIT, [0; 3], regs.rax);

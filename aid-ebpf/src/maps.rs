@@ -3,7 +3,7 @@
 
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, LostSlot, OpenMember, Pending,
-    PointeeSpec, ProbeErrorKind, Replay, RunningKey, SiteKey, TargetState, UnitState,
+    PointeeSpec, ProbeErrorKind, Replay, RunningKey, ShadowStack, SiteKey, TargetState, UnitState,
 };
 use aya_ebpf::{
     macros::map,
@@ -71,3 +71,7 @@ pub static AID_OPEN_MEMBER: HashMap<OpenMember, RunningKey> = HashMap::with_max_
 pub static AID_READING: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 pub static AID_POINTEE: HashMap<u32, PointeeSpec> = HashMap::with_max_entries(4096, 0);
+#[map]
+pub static AID_SHADOW: HashMap<u32, ShadowStack> = HashMap::with_max_entries(4096, 0);
+#[map]
+pub static AID_SHADOW_NEW: PerCpuArray<ShadowStack> = PerCpuArray::with_max_entries(1, 0);

@@ -144,9 +144,16 @@ fn read_pointee(spec: &PointeeSpec, args: &[u64; 3], out: &mut [u8; POINTEE_BYTE
 /// The attach cookie: the function's id.
 #[inline(always)]
 pub fn cookie(ctx: &impl EbpfContext) -> u32 {
+    full_cookie(ctx) as u32
+}
+
+/// The whole attach cookie: the function's id in the low 32 bits, the
+/// unwinding flags above (`aid_common::RETURN_COOKIE_BIT`, ...).
+#[inline(always)]
+pub fn full_cookie(ctx: &impl EbpfContext) -> u64 {
     // SAFETY: the helper only reads the cookie of the running program's
     // attachment, from its own context.
-    unsafe { bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
+    unsafe { bpf_get_attach_cookie(ctx.as_ptr()) }
 }
 
 /// The flags of the current process if it is a live target.

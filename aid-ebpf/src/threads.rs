@@ -79,6 +79,7 @@ pub fn try_thread_exit() -> Result<(), ProbeErrorKind> {
     if live_target(pid_tgid).is_none() {
         return Ok(());
     }
+    crate::shadow::forget(pid_tgid as u32);
     let Ok(comm) = bpf_get_current_comm() else { return Ok(()) };
     let mut words = [0u64; 3];
     words[0] = u64::from_le_bytes([

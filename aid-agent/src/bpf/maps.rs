@@ -5,9 +5,9 @@
 use aid_common::{
     Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, HELD_MARK, LostSlot,
     MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST,
-    MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_STAMPS,
-    MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, OpenMember, Pending, ProbeErrorKind, Replay,
-    RunningKey, SiteKey, TargetFlags, TargetState, UNITS_IN_FLIGHT, UnitState,
+    MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_SHADOW,
+    MAP_STAMPS, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, OpenMember, Pending, ProbeErrorKind,
+    Replay, RunningKey, ShadowStack, SiteKey, TargetFlags, TargetState, UNITS_IN_FLIGHT, UnitState,
 };
 use aya::{
     Ebpf,
@@ -95,6 +95,7 @@ impl Probes {
         clear::<RunningKey, u64>(&mut self.ebpf, MAP_RUNNING)?;
         clear::<OpenMember, RunningKey>(&mut self.ebpf, MAP_OPEN_MEMBERS)?;
         clear::<u32, u32>(&mut self.ebpf, MAP_SYNC_STEPS)?;
+        clear::<u32, ShadowStack>(&mut self.ebpf, MAP_SHADOW)?;
         self.set_live_unit(None)
     }
 
@@ -252,6 +253,13 @@ impl Probes {
     }
 
     /// The action a stopped thread asked for, removed from the map.
+    /// The shadow stack of thread `tid` of a target that throws.
+    pub fn shadow(&self, tid: u32) -> Option<ShadowStack> {
+        let m = self.ebpf.map(MAP_SHADOW)?;
+        let stacks = BpfHashMap::<_, u32, ShadowStack>::try_from(m).ok()?;
+        stacks.get(&tid, 0).ok()
+    }
+
     pub fn take_pending(&mut self, tid: u32) -> Option<Pending> {
         let mut pending: BpfHashMap<_, u32, Pending> = map(&mut self.ebpf, MAP_PENDING).ok()?;
         let value = pending.get(&tid, 0).ok()?;

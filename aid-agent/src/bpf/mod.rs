@@ -48,10 +48,18 @@ use crate::{
 
 /// The attach cookie of a function: its id, flagged for synchronisation
 /// points (their entry probe counts them, records each thread's first
-/// ones and serves noise).
+/// ones and serves noise), for functions with a return probe (their entry
+/// keeps the shadow stack of a program that throws) and for the unwinder's
+/// throw and catch points (`aid_common::ShadowStack`).
 pub fn cookie(f: &Function) -> u64 {
-    let flag = if f.probe.is_sync_point() { aid_common::SYNC_COOKIE_BIT } else { 0 };
-    u64::from(f.id | flag)
+    let sync = if f.probe.is_sync_point() { aid_common::SYNC_COOKIE_BIT } else { 0 };
+    let unwind = match f.probe {
+        Probe::Throw => aid_common::THROW_COOKIE_BIT,
+        Probe::Catch => aid_common::CATCH_COOKIE_BIT,
+        _ if wants_return(f) => aid_common::RETURN_COOKIE_BIT,
+        _ => 0,
+    };
+    u64::from(f.id | sync) | unwind
 }
 
 /// Which of aid's synchronisation-point probes a run of a program gets.
@@ -70,7 +78,7 @@ impl SyncProbes {
         match probe {
             Probe::Sync => self != SyncProbes::None,
             Probe::Statement => self == SyncProbes::All,
-            Probe::Call | Probe::Entry => true,
+            Probe::Call | Probe::Entry | Probe::Throw | Probe::Catch => true,
         }
     }
 }
@@ -205,6 +213,9 @@ pub struct Probes {
     scoped: Option<(u32, Attachment)>,
     reaper: Reaper,
     reg_write: bool,
+    /// The next runs' targets throw: their threads keep shadow stacks and
+    /// stop for the agent when they unwind ([`Probes::set_repair_unwind`]).
+    repair_unwind: bool,
     ring: Option<(RingBuf<MapData>, Logger)>,
 }
 
@@ -265,6 +276,7 @@ impl Probes {
             scoped: None,
             reaper: Reaper::new(),
             reg_write,
+            repair_unwind: false,
             ring: Some((ring, logger)),
         })
     }
@@ -331,7 +343,17 @@ impl Probes {
         if self.sync_points != SyncProbes::None {
             flags = flags.with(TargetFlags::SYNC_EVENTS);
         }
+        if self.repair_unwind {
+            flags = flags.with(TargetFlags::REPAIR_UNWIND);
+        }
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })
+    }
+
+    /// Whether the next runs' targets get their return addresses repaired
+    /// when an exception unwinds through them (`aid_common::ShadowStack`).
+    /// The agent must then be the ptrace tracer of every thread.
+    pub fn set_repair_unwind(&mut self, on: bool) {
+        self.repair_unwind = on;
     }
 
     /// Stops recording `pid` (its number may be reused by another process)

@@ -29,6 +29,7 @@ use nix::{
 
 use crate::{
     bpf::Probes,
+    intervene::returns::{self, Repairs, Traced},
     model::{FuncId, Function},
     sys::{
         poll,
@@ -129,11 +130,22 @@ pub struct StopState {
     stop_signal: Signal,
     unwinder: Unwinder,
     first_bytes: HashMap<FuncId, Vec<u8>>,
+    repairs: Repairs,
 }
 
 impl StopState {
     pub fn new(stop_signal: Signal) -> StopState {
-        StopState { stop_signal, unwinder: Unwinder::default(), first_bytes: HashMap::new() }
+        StopState {
+            stop_signal,
+            unwinder: Unwinder::default(),
+            first_bytes: HashMap::new(),
+            repairs: Repairs::default(),
+        }
+    }
+
+    /// Forgets what the last run's threads left (a new run begins).
+    pub fn new_run(&mut self) {
+        self.repairs.clear();
     }
 
     pub fn stop_signal(&self) -> Signal {
@@ -521,6 +533,11 @@ impl Controller<'_> {
                     done(self.probes, record, stops);
                 }
             },
+            ActionKind::REPAIR_RETURNS | ActionKind::REARM_RETURNS => {
+                record.error = self.unwinding(tid, &p).err();
+                record.applied = record.error.is_none();
+                done(self.probes, record, stops);
+            }
             ActionKind::REEXECUTE_EXHAUSTED => {
                 // The call still returned a value the intervention exists
                 // to avoid, every time: the predicate stays as it was.
@@ -650,6 +667,24 @@ impl Controller<'_> {
         };
         self.probes.set_replay(tid.as_raw() as u32, replay).map_err(|e| e.to_string())?;
         ptrace::setregs(tid, regs).map_err(|e| format!("writing registers: {e}"))
+    }
+
+    /// A thread of a target that throws entered an unwinder (repair the
+    /// return slots it will cross) or a catch point (re-arm the live ones):
+    /// `returns.rs`.
+    fn unwinding(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
+        let raw = tid.as_raw() as u32;
+        let mut stack = Traced(tid);
+        if p.action.kind == ActionKind::REARM_RETURNS {
+            let n = self.state.repairs.rearm(raw, p, &mut stack)?;
+            log::debug!("thread {tid} caught: {n} return probe(s) re-armed");
+            return Ok(());
+        }
+        let shadow = self.probes.shadow(raw).ok_or("its shadow stack is gone")?;
+        let trampoline = returns::trampoline(raw).ok_or("no [uprobes] area in its maps")?;
+        let n = self.state.repairs.repair(raw, p, &shadow, trampoline, &mut stack)?;
+        log::debug!("thread {tid} unwinds: {n} return address(es) put back");
+        Ok(())
     }
 
     fn edit_registers(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {

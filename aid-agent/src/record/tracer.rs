@@ -164,7 +164,18 @@ impl Tracer {
                 crate::util::human::summarize(&entry_only)
             ));
         }
-        if let Some(notice) = exceptions_notice(&resolver, &functions) {
+        if resolver.thrower(&functions).is_some() {
+            let points = resolver.unwind_points(functions.len() as FuncId);
+            let refused: BTreeSet<usize> =
+                probes.check(&points)?.into_iter().map(|r| r.index).collect();
+            for (i, mut f) in points.into_iter().enumerate() {
+                if !refused.contains(&i) {
+                    f.id = functions.len() as FuncId;
+                    functions.push(f);
+                }
+            }
+        }
+        if let Some(notice) = exceptions_notice(&resolver, &functions, scope) {
             notices.push(notice);
         }
         if probes.kernel_writes_registers() {
@@ -178,6 +189,7 @@ impl Tracer {
         }
         let stream = probes.event_stream();
         probes.attach(&functions, scope, programs)?;
+        probes.set_repair_unwind(repairs_unwind(&functions, scope));
         let stop_signal = Signal::try_from(load.stop_signal).unwrap_or(Signal::SIGURG);
         Ok(Tracer {
             functions,
@@ -276,6 +288,7 @@ impl Tracer {
             std::mem::take(&mut self.bodies).into_iter().map(|(id, n)| (shift(id), n)).collect();
         self.functions = functions;
         self.probes.attach(&self.functions, self.scope, self.programs)?;
+        self.probes.set_repair_unwind(repairs_unwind(&self.functions, self.scope));
         Ok(())
     }
 
@@ -324,6 +337,10 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
+        if repairs_unwind(&self.functions, self.scope) {
+            // Its threads stop for the agent when they unwind.
+            return self.served(target, id, policy, &Plan::default(), cancel, &mut NoHook, false);
+        }
         self.probes.set_sync_points(self.sync_probes(false));
         let t = std::time::Instant::now();
         let mut child = self.start(target, false)?;
@@ -414,9 +431,28 @@ impl Tracer {
         cancel: &AtomicBool,
         hook: &mut dyn RunHook,
     ) -> Result<RecordedRun, TraceError> {
+        self.served(target, id, policy, plan, cancel, hook, true)
+    }
+
+    /// A run as the ptrace tracer of all its threads, serving their stops:
+    /// with the plan's actions (`intervene`), or an observation run of a
+    /// target that throws (an empty plan), whose threads stop only to have
+    /// their return addresses repaired.
+    #[allow(clippy::too_many_arguments, reason = "intervene_hooked's, and whether to intervene")]
+    fn served(
+        &mut self,
+        target: &Target,
+        id: u32,
+        policy: &RunPolicy,
+        plan: &Plan,
+        cancel: &AtomicBool,
+        hook: &mut dyn RunHook,
+        intervene: bool,
+    ) -> Result<RecordedRun, TraceError> {
         let sync = self.sync_probes(plan.sync_points);
         self.probes.set_sync_points(sync);
-        let mut child = self.start(target, true)?;
+        self.stops.new_run();
+        let mut child = self.start(target, intervene)?;
         let pid = child.pid;
         for (site, action, _) in &plan.actions {
             self.probes.set_action(*site, *action)?;
@@ -691,13 +727,26 @@ fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
     }
 }
 
+/// Whether the runs of a program get their return addresses repaired when
+/// an exception unwinds through a pending return probe
+/// (`intervene/returns.rs`): it throws (aid found where its unwinds begin)
+/// and some function has a return probe. Runs of a program only: a
+/// process aid attaches to is not its tracer between interventions.
+fn repairs_unwind(functions: &[Function], scope: Scope) -> bool {
+    scope == Scope::Target
+        && functions.iter().any(|f| f.probe == Probe::Throw)
+        && functions.iter().any(crate::bpf::wants_return)
+}
+
 /// When the program throws C++ exceptions and some traced function has a
 /// return probe: an exception that unwinds through such a function while
 /// its return probe is pending meets the kernel's trampoline where the
-/// unwinder expects a return address, and the program is terminated
-/// (SIGABRT). aid cannot repair the return addresses yet (docs/probes.md,
-/// "Entry probes only"), so it says so before the first run.
-fn exceptions_notice(resolver: &Resolver, functions: &[Function]) -> Option<String> {
+/// unwinder expects a return address. In runs of a program aid puts the
+/// addresses back (`intervene/returns.rs`) and says what that costs the
+/// recording; where it cannot (a running process, or no unwinder entry
+/// found), the program is terminated (SIGABRT) and aid says so before the
+/// first run.
+fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) -> Option<String> {
     let returns: Vec<&str> = functions
         .iter()
         .filter(|f| !f.internal && crate::bpf::wants_return(f))
@@ -710,8 +759,13 @@ fn exceptions_notice(resolver: &Resolver, functions: &[Function]) -> Option<Stri
     let name = module
         .file_name()
         .map_or_else(|| module.display().to_string(), |n| n.to_string_lossy().into_owned());
+    if repairs_unwind(functions, scope) {
+        return Some(format!(
+            "{name} throws C++ exceptions (it calls {entry}): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")"
+        ));
+    }
     Some(format!(
-        "{name} throws C++ exceptions (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid cannot prevent yet; trace only functions that no exception crosses (docs/probes.md, \"Entry probes only\"); traced with return probes: {}",
+        "{name} throws C++ exceptions (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid prevents only in runs it starts itself and where it finds the unwinder; trace only functions that no exception crosses (docs/probes.md, \"Entry probes only\"); traced with return probes: {}",
         crate::util::human::summarize(&returns)
     ))
 }

@@ -69,6 +69,19 @@ pub struct Module {
 /// What a C++ `throw` expression (or a rethrow) compiles to a call of.
 pub const THROW_ENTRIES: &[&str] = &["__cxa_throw", "__cxa_rethrow"];
 
+/// Where the unwinder begins to walk the stack: a throw or a rethrow
+/// (`_Unwind_Resume_or_Rethrow` calls `_Unwind_RaiseException` for it, so
+/// it is not one of them: one unwind, one repair), a thread's forced
+/// unwind (`pthread_exit`, cancellation).
+pub const UNWIND_ENTRIES: &[&str] = &["_Unwind_RaiseException", "_Unwind_ForcedUnwind"];
+
+/// Where an unwind has ended in a handler: C++'s catch. One point per
+/// caught exception: the release of the exception
+/// (`_Unwind_DeleteException`, at the end of the handler) is not one, as
+/// another exception may still be unwinding when a handler inside one of
+/// its destructors ends.
+pub const CATCH_ENTRIES: &[&str] = &["__cxa_begin_catch"];
+
 /// Where a module's function names came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {

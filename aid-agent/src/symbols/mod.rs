@@ -377,6 +377,31 @@ impl Resolver {
         out
     }
 
+    /// Where the program's exceptions begin to unwind ([`Probe::Throw`]:
+    /// `UNWIND_ENTRIES`) and where they are caught ([`Probe::Catch`]:
+    /// `CATCH_ENTRIES`), in the executable (linked statically) or
+    /// the unwinder's and C++ runtime's libraries, numbered from `first`.
+    pub fn unwind_points(&mut self, first: FuncId) -> Vec<Function> {
+        let mut out: Vec<Function> = Vec::new();
+        let mut seen: BTreeSet<(PathBuf, u64)> = BTreeSet::new();
+        for lib in [None, Some("libgcc_s"), Some("libstdc++"), Some("libc++abi"), Some("libunwind")]
+        {
+            let Ok(module) = self.module(lib) else { continue };
+            for (names, probe) in
+                [(elf::UNWIND_ENTRIES, Probe::Throw), (elf::CATCH_ENTRIES, Probe::Catch)]
+            {
+                for sym in module.symbols.iter().filter(|s| s.matched_by(|n| names.contains(&n))) {
+                    if seen.insert((module.path.clone(), sym.address)) {
+                        let mut f = function(module, sym, first + out.len() as FuncId, true);
+                        f.probe = probe;
+                        out.push(f);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Statement points ([`Probe::Statement`]) inside the executable's
     /// traced functions among `traced`, numbered from 0: where each
     /// source line after the first begins (DWARF), at most
