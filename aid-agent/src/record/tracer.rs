@@ -759,13 +759,18 @@ fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) 
     let name = module
         .file_name()
         .map_or_else(|| module.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let what = if entry.starts_with("__cxa") {
+        "throws C++ exceptions"
+    } else {
+        "unwinds its stack on a panic or an exception"
+    };
     if repairs_unwind(functions, scope) {
         return Some(format!(
-            "{name} throws C++ exceptions (it calls {entry}): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")"
+            "{name} {what} (it calls {entry}): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")"
         ));
     }
     Some(format!(
-        "{name} throws C++ exceptions (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid prevents only in runs it starts itself and where it finds the unwinder; trace only functions that no exception crosses (docs/probes.md, \"Entry probes only\"); traced with return probes: {}",
+        "{name} {what} (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid prevents only in runs it starts itself and where it finds the unwinder; trace only functions that no exception crosses (docs/probes.md, \"Exceptions\"); traced with return probes: {}",
         crate::util::human::summarize(&returns)
     ))
 }

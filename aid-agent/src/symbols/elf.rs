@@ -59,15 +59,17 @@ pub struct Module {
     pub runpath: Vec<PathBuf>,
     /// Where its symbols and debug information came from.
     pub origin: Origin,
-    /// The C++ runtime's throw entry it calls or defines
-    /// (`__cxa_throw`, `__cxa_rethrow`), if any: its code throws
-    /// exceptions.
+    /// The throw entry it calls or defines ([`THROW_ENTRIES`]), if any:
+    /// its code throws exceptions or unwinds on a panic.
     pub throws: Option<&'static str>,
     debug: Option<DebugInfo>,
 }
 
-/// What a C++ `throw` expression (or a rethrow) compiles to a call of.
-pub const THROW_ENTRIES: &[&str] = &["__cxa_throw", "__cxa_rethrow"];
+/// What a C++ `throw` expression (or a rethrow) compiles to a call of,
+/// and the unwinder's entry a Rust panic calls (Rust's standard library
+/// is linked into the executable): a module that calls or defines one
+/// unwinds its stack through its own functions.
+pub const THROW_ENTRIES: &[&str] = &["__cxa_throw", "__cxa_rethrow", "_Unwind_RaiseException"];
 
 /// Where the unwinder begins to walk the stack: a throw or a rethrow
 /// (`_Unwind_Resume_or_Rethrow` calls `_Unwind_RaiseException` for it, so
@@ -75,12 +77,18 @@ pub const THROW_ENTRIES: &[&str] = &["__cxa_throw", "__cxa_rethrow"];
 /// unwind (`pthread_exit`, cancellation).
 pub const UNWIND_ENTRIES: &[&str] = &["_Unwind_RaiseException", "_Unwind_ForcedUnwind"];
 
-/// Where an unwind has ended in a handler: C++'s catch. One point per
-/// caught exception: the release of the exception
-/// (`_Unwind_DeleteException`, at the end of the handler) is not one, as
-/// another exception may still be unwinding when a handler inside one of
-/// its destructors ends.
-pub const CATCH_ENTRIES: &[&str] = &["__cxa_begin_catch"];
+/// Where an unwind has ended in a handler: C++'s catch, and Rust's
+/// `catch_unwind` taking the panic's payload (`__rust_panic_cleanup`, by
+/// its plain name in older releases and `__rustc::__rust_panic_cleanup`
+/// in newer ones). One point per caught exception: the release of the
+/// exception (`_Unwind_DeleteException`, at the end of a C++ handler) is
+/// not one, as another exception may still be unwinding when a handler
+/// inside one of its destructors ends.
+pub fn is_catch_entry(name: &str) -> bool {
+    name == "__cxa_begin_catch"
+        || name == "__rust_panic_cleanup"
+        || name.ends_with("::__rust_panic_cleanup")
+}
 
 /// Where a module's function names came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

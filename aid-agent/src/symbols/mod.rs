@@ -246,8 +246,9 @@ impl Resolver {
     }
 
     /// The executable, or a library some of `functions` are in, whose
-    /// code throws C++ exceptions, with the throw entry it calls
-    /// (`__cxa_throw`, `__cxa_rethrow`).
+    /// code throws C++ exceptions or unwinds on a Rust panic, with the
+    /// throw entry it calls (`__cxa_throw`, `__cxa_rethrow`,
+    /// `_Unwind_RaiseException`).
     pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &'static str)> {
         let modules: BTreeSet<&PathBuf> = functions.iter().map(|f| &f.module).collect();
         let libs = modules.into_iter().filter_map(|m| self.libs.get(m));
@@ -379,7 +380,7 @@ impl Resolver {
 
     /// Where the program's exceptions begin to unwind ([`Probe::Throw`]:
     /// `UNWIND_ENTRIES`) and where they are caught ([`Probe::Catch`]:
-    /// `CATCH_ENTRIES`), in the executable (linked statically) or
+    /// `is_catch_entry`), in the executable (linked statically) or
     /// the unwinder's and C++ runtime's libraries, numbered from `first`.
     pub fn unwind_points(&mut self, first: FuncId) -> Vec<Function> {
         let mut out: Vec<Function> = Vec::new();
@@ -387,10 +388,12 @@ impl Resolver {
         for lib in [None, Some("libgcc_s"), Some("libstdc++"), Some("libc++abi"), Some("libunwind")]
         {
             let Ok(module) = self.module(lib) else { continue };
-            for (names, probe) in
-                [(elf::UNWIND_ENTRIES, Probe::Throw), (elf::CATCH_ENTRIES, Probe::Catch)]
-            {
-                for sym in module.symbols.iter().filter(|s| s.matched_by(|n| names.contains(&n))) {
+            let throw = |n: &str| elf::UNWIND_ENTRIES.contains(&n);
+            for (is, probe) in [
+                (&throw as &dyn Fn(&str) -> bool, Probe::Throw),
+                (&elf::is_catch_entry, Probe::Catch),
+            ] {
+                for sym in module.symbols.iter().filter(|s| s.matched_by(is)) {
                     if seen.insert((module.path.clone(), sym.address)) {
                         let mut f = function(module, sym, first + out.len() as FuncId, true);
                         f.probe = probe;

@@ -666,6 +666,48 @@ fn a_program_that_throws_through_traced_functions_runs_as_untraced() {
     assert!(!stderr.contains("C++ exceptions"), "{stderr}");
 }
 
+/// A Rust panic that unwinds through two traced functions (panics.rs:
+/// `leaf` panics, `middle` has no handler, `outer` catches with
+/// `catch_unwind`) is repaired like a C++ exception, the catch point being
+/// the standard library's `__rust_panic_cleanup`: the program prints what
+/// it prints untraced, and `outer`'s ten returns are recorded, three of
+/// them -1 after the catch.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_rust_panic_through_traced_functions_leaves_the_program_as_untraced() {
+    let _bpf = require_bpf();
+    let exe = rust_fixture("panics.rs", "panics");
+    let untraced = Command::new(&exe).output().unwrap();
+    assert_eq!(untraced.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&untraced.stdout), "sum 41\n");
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["record", "-t", "panics::leaf", "-t", "panics::middle", "-t", "panics::outer"])
+        .args(["--runs", "2", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = "aid: panics unwinds its stack on a panic or an exception (it calls _Unwind_RaiseException): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")";
+    assert!(stderr.lines().any(|l| l == said), "{stderr}");
+    let s = load(&out);
+    for run in 0..2 {
+        assert_eq!(s.runs[run].label, Label::Pass);
+        let stdout = std::fs::read_to_string(out.join(format!("runs/{:06}/stdout.txt", run + 1)));
+        assert_eq!(stdout.unwrap(), "sum 41\n");
+        let calls = calls_on(&s, run, 0);
+        let returns = |name: &str| -> Vec<i64> {
+            calls.iter().filter(|c| c.0 == name).filter_map(|c| c.3).collect()
+        };
+        assert_eq!(returns("panics::outer"), vec![2, 3, -1, 5, 6, -1, 8, 9, -1, 11]);
+        assert_eq!(returns("panics::middle"), vec![2, 3, 5, 6, 8, 9, 11]);
+        assert_eq!(returns("panics::leaf"), vec![1, 2, 4, 5, 7, 8, 10]);
+    }
+}
+
 /// Exceptions in every shape, on two threads at once
 /// (exceptions_nested.cpp): a throw through three traced frames, a
 /// rethrow from a handler, a destructor that throws and catches while
