@@ -57,13 +57,32 @@ impl Probes {
     ) -> Result<(), ProbeError> {
         self.clear_run_state()?;
         self.adopt_threads(tids)?;
-        let flags = if intervene {
+        let mut flags = if intervene {
             TargetFlags::LIVE.with(TargetFlags::INTERVENE)
         } else {
             TargetFlags::LIVE
         };
+        if self.repair_unwind {
+            flags = flags.with(TargetFlags::REPAIR_UNWIND);
+        }
         self.set_target(TargetState { tgid: pid, _pad: 0, flags })?;
+        if let Some((owner, functions, programs)) = self.deferred.take() {
+            if owner == pid {
+                let attachment = self.attach_scoped(&functions, pid, programs)?;
+                self.scoped = Some((pid, attachment));
+            } else {
+                self.deferred = Some((owner, functions, programs));
+            }
+        }
         Ok(())
+    }
+
+    /// Stops the running target's threads from stopping for return
+    /// address repairs (before aid stops being their tracer).
+    pub fn end_repairs(&mut self) -> Result<(), ProbeError> {
+        let mut state = self.target()?;
+        state.flags = state.flags.without(TargetFlags::REPAIR_UNWIND);
+        self.set_target(state)
     }
 
     fn adopt_threads(&mut self, tids: &[u32]) -> Result<(), ProbeError> {

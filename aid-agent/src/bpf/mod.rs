@@ -216,6 +216,11 @@ pub struct Probes {
     /// The next runs' targets throw: their threads keep shadow stacks and
     /// stop for the agent when they unwind ([`Probes::set_repair_unwind`]).
     repair_unwind: bool,
+    /// [`Scope::Process`] with [`Probes::set_repair_unwind`]: the probes
+    /// wait for [`Probes::begin_running_target`], so that no return
+    /// address is hijacked before the process is registered (its threads
+    /// then keep shadow stacks) and traced by the agent.
+    deferred: Option<(u32, Vec<Function>, Programs)>,
     ring: Option<(RingBuf<MapData>, Logger)>,
 }
 
@@ -277,6 +282,7 @@ impl Probes {
             reaper: Reaper::new(),
             reg_write,
             repair_unwind: false,
+            deferred: None,
             ring: Some((ring, logger)),
         })
     }
@@ -356,6 +362,12 @@ impl Probes {
         self.repair_unwind = on;
     }
 
+    /// Whether the targets' return addresses are repaired
+    /// ([`Probes::set_repair_unwind`]).
+    pub fn repairs_unwind(&self) -> bool {
+        self.repair_unwind
+    }
+
     /// Stops recording `pid` (its number may be reused by another process)
     /// and, with [`Scope::Target`], detaches its probes in the background.
     pub fn end_target(&mut self, pid: u32) -> Result<(), ProbeError> {
@@ -410,6 +422,10 @@ impl Probes {
         self.set_pointees(functions)?;
         match scope {
             Scope::AllProcesses => {}
+            Scope::Process(pid) if self.repair_unwind => {
+                self.deferred = Some((pid, functions.to_vec(), programs));
+                return Ok(());
+            }
             Scope::Process(pid) => {
                 let attachment = self.attach_scoped(functions, pid, programs)?;
                 self.scoped = Some((pid, attachment));
@@ -530,6 +546,7 @@ impl Probes {
     pub fn detach_all(&mut self) {
         let started = std::time::Instant::now();
         self.per_run = None;
+        self.deferred = None;
         if let Some((_, attachment)) = self.scoped.take() {
             attachment.detach();
         }

@@ -128,6 +128,7 @@ impl RunSource for ServiceSource<'_> {
         }
         // A look every UNIT_LOOK until a unit settles, Ctrl-C (the flag) or
         // the process ends; the unit timeout ends it when it comes.
+        let every = self.running.look_every();
         let (running, waiting, children) =
             (&mut self.running, &mut self.waiting, &mut self.children);
         let mut look = || -> anyhow::Result<Option<Option<RecordedRun>>> {
@@ -147,12 +148,10 @@ impl RunSource for ServiceSource<'_> {
             Ok(waiting.pop_front().map(Some))
         };
         let looked =
-            poll::look_every(poll::UNIT_LOOK, Some(self.last_unit + self.unit_timeout), || {
-                match look() {
-                    Ok(None) => ControlFlow::Continue(()),
-                    Ok(Some(unit)) => ControlFlow::Break(Ok(unit)),
-                    Err(e) => ControlFlow::Break(Err(e)),
-                }
+            poll::look_every(every, Some(self.last_unit + self.unit_timeout), || match look() {
+                Ok(None) => ControlFlow::Continue(()),
+                Ok(Some(unit)) => ControlFlow::Break(Ok(unit)),
+                Err(e) => ControlFlow::Break(Err(e)),
             })?;
         let Some(unit) = looked.transpose()? else {
             bail!(
@@ -167,7 +166,10 @@ impl RunSource for ServiceSource<'_> {
     }
 
     fn begin_interventions(&mut self) -> anyhow::Result<()> {
-        self.traced = ptrace::seize_running(self.running.pid())?;
+        self.traced = match self.running.take_traced() {
+            Some(traced) => traced,
+            None => ptrace::seize_running(self.running.pid())?,
+        };
         self.intervening = true;
         let probes = self.running.probes();
         probes.set_live_unit(Some(self.unit))?;
@@ -291,7 +293,9 @@ impl RunSource for ServiceSource<'_> {
         let _ = probes.set_intervene(false);
         let _ = probes.set_live_unit(None);
         let traced = std::mem::take(&mut self.traced);
-        self.running.release(&traced);
+        if let Some(traced) = self.running.keeps_traced(traced) {
+            self.running.release(&traced);
+        }
     }
 }
 
@@ -300,6 +304,7 @@ impl Drop for ServiceSource<'_> {
         // An error or a panic in the engine must not leave the service
         // stopped or intervened on.
         self.end_interventions();
+        self.running.stop_repairs();
     }
 }
 

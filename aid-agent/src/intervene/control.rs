@@ -148,6 +148,18 @@ impl StopState {
         self.repairs.clear();
     }
 
+    /// See [`Repairs::unhijack`].
+    pub fn unhijack(
+        &mut self,
+        tid: u32,
+        sp: u64,
+        shadow: &aid_common::ShadowStack,
+        trampoline: u64,
+        stack: &mut Traced,
+    ) -> Result<usize, String> {
+        self.repairs.unhijack(tid, sp, shadow, trampoline, stack)
+    }
+
     pub fn stop_signal(&self) -> Signal {
         self.stop_signal
     }

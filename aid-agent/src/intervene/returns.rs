@@ -128,6 +128,26 @@ impl Repairs {
         Ok(n)
     }
 
+    /// The probes are gone and aid lets the process go: every live frame
+    /// of `shadow` whose slot holds `trampoline` gets its return address
+    /// back for good (its return is no longer reported; the kernel drops
+    /// its record of the frame). Returns how many slots were written.
+    pub fn unhijack(
+        &mut self,
+        tid: u32,
+        sp: u64,
+        shadow: &ShadowStack,
+        trampoline: u64,
+        stack: &mut impl Stack,
+    ) -> Result<usize, String> {
+        self.restored.remove(&tid);
+        let mut p = Pending::default();
+        p.regs[RSP] = sp;
+        let n = self.repair(tid, &p, shadow, trampoline, stack);
+        self.restored.remove(&tid);
+        n
+    }
+
     /// Forgets every thread (a new run).
     pub fn clear(&mut self) {
         self.restored.clear();

@@ -136,6 +136,7 @@ pub fn attach(
     let deadline = req.duration.map(|d| began + d);
     // Child processes the service started while traced (pids).
     let mut children: Vec<u32> = Vec::new();
+    let every = running.look_every();
     let mut look = || -> anyhow::Result<Option<&'static str>> {
         running.look()?;
         let follower = running.follower();
@@ -175,7 +176,7 @@ pub fn attach(
         }
         Ok(None)
     };
-    let ended = poll::look_every(poll::UNIT_LOOK, deadline, || match look() {
+    let ended = poll::look_every(every, deadline, || match look() {
         Ok(None) => ControlFlow::Continue(()),
         Ok(Some(ended)) => ControlFlow::Break(Ok(ended)),
         Err(e) => ControlFlow::Break(Err(e)),

@@ -53,6 +53,10 @@ pub enum TraceError {
         "the kernel can probe none of the {count} function(s) matched ({why}): choose other functions with --trace"
     )]
     NothingProbeable { count: usize, why: String },
+    #[error(
+        "the process unwinds its stack (C++ exceptions or Rust panics) and aid must be its ptrace tracer to keep that working under return probes: {0}"
+    )]
+    Repair(ControlError),
 }
 
 /// What an intervened run does besides intervening (hardware watchpoints,
@@ -188,8 +192,8 @@ impl Tracer {
             );
         }
         let stream = probes.event_stream();
-        probes.attach(&functions, scope, programs)?;
         probes.set_repair_unwind(repairs_unwind(&functions, scope));
+        probes.attach(&functions, scope, programs)?;
         let stop_signal = Signal::try_from(load.stop_signal).unwrap_or(Signal::SIGURG);
         Ok(Tracer {
             functions,
@@ -287,8 +291,8 @@ impl Tracer {
         self.bodies =
             std::mem::take(&mut self.bodies).into_iter().map(|(id, n)| (shift(id), n)).collect();
         self.functions = functions;
-        self.probes.attach(&self.functions, self.scope, self.programs)?;
         self.probes.set_repair_unwind(repairs_unwind(&self.functions, self.scope));
+        self.probes.attach(&self.functions, self.scope, self.programs)?;
         Ok(())
     }
 
@@ -610,8 +614,22 @@ impl Tracer {
         // Looked at every few milliseconds: a consumer that falls behind
         // leaves events in the kernel's ring, counted lost if it fills.
         self.stream.set_backlog_cap(Some(LIVE_BACKLOG));
+        // A process that throws is aid's tracee from now on, before any
+        // return address is hijacked (its probes are attached by
+        // `begin_running_target`): its threads stop to have their return
+        // addresses repaired.
+        let repairing = if self.probes.repairs_unwind() {
+            Some(ptrace::seize_running(pid).map_err(TraceError::Repair)?)
+        } else {
+            None
+        };
         let start_ns = monotonic_ns();
-        self.probes.begin_running_target(pid, &tids, false)?;
+        if let Err(e) = self.probes.begin_running_target(pid, &tids, false) {
+            if let Some(traced) = &repairing {
+                ptrace::release_running(traced, self.stops.stop_signal(), &mut |_| false);
+            }
+            return Err(e.into());
+        }
         // Units are only whole between the moment every probe is attached
         // and the moment the first one is removed.
         let attached_ns = monotonic_ns() - start_ns;
@@ -640,6 +658,7 @@ impl Tracer {
             stops: &mut self.stops,
             functions: &self.functions,
             follower,
+            repairing,
         })
     }
 }
@@ -653,6 +672,11 @@ pub struct Running<'t> {
     stops: &'t mut StopState,
     functions: &'t [Function],
     follower: Follower<'t>,
+    /// The process throws: its threads, traced with ptrace since
+    /// following began, whose stops for return address repairs each look
+    /// serves (`intervene/returns.rs`). Taken while interventions serve
+    /// them instead.
+    repairing: Option<BTreeSet<Pid>>,
 }
 
 impl<'t> Running<'t> {
@@ -677,9 +701,91 @@ impl<'t> Running<'t> {
         &mut self.follower
     }
 
-    /// Drains events and lost-event counters.
+    /// Serves the threads waiting for a return address repair, then
+    /// drains events and lost-event counters.
     pub fn look(&mut self) -> Result<(), ProbeError> {
+        self.serve_repairs();
         self.follower.look(self.probes)
+    }
+
+    /// How often to look: often enough, when the process throws, that a
+    /// thread stopped for a repair waits no longer than an intervened
+    /// unit's look.
+    pub fn look_every(&self) -> std::time::Duration {
+        if self.repairing.is_some() {
+            crate::sys::poll::INTERVENED_UNIT_LOOK
+        } else {
+            crate::sys::poll::UNIT_LOOK
+        }
+    }
+
+    /// Serves every stop waiting now, without waiting for more.
+    fn serve_repairs(&mut self) {
+        let Some(traced) = self.repairing.take() else { return };
+        let mut controller =
+            Controller { probes: self.probes, functions: self.functions, state: self.stops };
+        match controller.serve(self.pid, traced.clone(), &mut |_| Flow::Stop) {
+            Ok(served) => self.repairing = Some(served.traced),
+            Err(e) => {
+                log::warn!("serving the repairs of pid {}: {e}", self.pid);
+                self.repairing = Some(traced);
+            }
+        }
+    }
+
+    /// Ends the repairs of a process that throws. Every thread is
+    /// stopped, the probes are removed while none runs, and each slot that
+    /// still holds the trampoline gets its return address back for good,
+    /// so no exception meets the trampoline once aid lets the threads go
+    /// (the returns of those frames are not reported). Nothing to do for a
+    /// process that does not throw.
+    pub fn stop_repairs(&mut self) {
+        self.serve_repairs();
+        let Some(traced) = self.repairing.take() else { return };
+        let signal = self.stops.stop_signal();
+        let probes = &mut *self.probes;
+        let mut stopped = Vec::new();
+        for &tid in &traced {
+            let ours = &mut |t| probes.take_pending(t).is_some();
+            if let Some(pass) = ptrace::stop_thread(tid, signal, ours) {
+                stopped.push((tid, pass));
+            }
+        }
+        let trampoline = crate::intervene::returns::trampoline(self.pid);
+        // The shadow stacks are read before the maps go with the probes.
+        let shadows: Vec<_> =
+            stopped.iter().map(|(tid, _)| probes.shadow(tid.as_raw() as u32)).collect();
+        probes.detach_all();
+        for ((tid, pass), shadow) in stopped.into_iter().zip(shadows) {
+            if let (Some(shadow), Some(trampoline), Ok(regs)) =
+                (shadow, trampoline, nix::sys::ptrace::getregs(tid))
+            {
+                let mut stack = crate::intervene::returns::Traced(tid);
+                let raw = tid.as_raw() as u32;
+                if let Err(e) = self.stops.unhijack(raw, regs.rsp, &shadow, trampoline, &mut stack)
+                {
+                    log::warn!("thread {tid}: putting its return addresses back: {e}");
+                }
+            }
+            let _ = nix::sys::ptrace::detach(tid, pass);
+        }
+    }
+
+    /// The threads traced for repairs, for interventions to serve (None:
+    /// the process does not throw, interventions seize it themselves).
+    pub fn take_traced(&mut self) -> Option<BTreeSet<Pid>> {
+        self.repairing.take()
+    }
+
+    /// After interventions: whether the threads they served go back to
+    /// serving repairs (the process throws) rather than being released.
+    pub fn keeps_traced(&mut self, traced: BTreeSet<Pid>) -> Option<BTreeSet<Pid>> {
+        if self.probes.repairs_unwind() {
+            self.repairing = Some(traced);
+            None
+        } else {
+            Some(traced)
+        }
     }
 
     /// Serves the stops of the `traced` threads until the process ends or
@@ -706,8 +812,9 @@ impl<'t> Running<'t> {
 
     /// Removes every probe, then collects what is left (see
     /// [`Follower::finish`]); `ended` says why, for a whole-recording run.
-    pub fn finish(self, ended: &str) -> Result<Finished, ProbeError> {
+    pub fn finish(mut self, ended: &str) -> Result<Finished, ProbeError> {
         let detach_ns = self.follower.now_ns();
+        self.stop_repairs();
         self.probes.detach_all();
         self.follower.finish(self.probes, detach_ns, ended)
     }
@@ -730,10 +837,10 @@ fn mark_interrupted(run: &mut Run, cancel: &AtomicBool) {
 /// Whether the runs of a program get their return addresses repaired when
 /// an exception unwinds through a pending return probe
 /// (`intervene/returns.rs`): it throws (aid found where its unwinds begin)
-/// and some function has a return probe. Runs of a program only: a
-/// process aid attaches to is not its tracer between interventions.
+/// and some function has a return probe. Runs of a program, and a process
+/// aid attaches to (it is then its ptrace tracer for the whole session).
 fn repairs_unwind(functions: &[Function], scope: Scope) -> bool {
-    scope == Scope::Target
+    scope != Scope::AllProcesses
         && functions.iter().any(|f| f.probe == Probe::Throw)
         && functions.iter().any(crate::bpf::wants_return)
 }
@@ -770,7 +877,7 @@ fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) 
         ));
     }
     Some(format!(
-        "{name} {what} (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid prevents only in runs it starts itself and where it finds the unwinder; trace only functions that no exception crosses (docs/probes.md, \"Exceptions\"); traced with return probes: {}",
+        "{name} {what} (it calls {entry}): one that unwinds through a traced function while its return probe is pending ends the program with SIGABRT, which aid cannot prevent where it does not find the unwinder; trace only functions that no exception crosses (docs/probes.md, \"Exceptions\"); traced with return probes: {}",
         crate::util::human::summarize(&returns)
     ))
 }

@@ -59,7 +59,7 @@ pub struct Module {
     pub runpath: Vec<PathBuf>,
     /// Where its symbols and debug information came from.
     pub origin: Origin,
-    /// The throw entry it calls or defines ([`THROW_ENTRIES`]), if any:
+    /// The throw entry it calls or defines (`THROW_ENTRIES`), if any:
     /// its code throws exceptions or unwinds on a panic.
     pub throws: Option<&'static str>,
     debug: Option<DebugInfo>,

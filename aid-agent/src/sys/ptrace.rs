@@ -87,30 +87,36 @@ pub fn release_running(
     ours: &mut dyn FnMut(u32) -> bool,
 ) {
     for &tid in traced {
-        if ptrace::interrupt(tid).is_err() {
-            continue; // gone
+        if let Some(pass) = stop_thread(tid, stop_signal, ours) {
+            let _ = ptrace::detach(tid, pass);
         }
-        let deadline = Instant::now() + poll::RELEASE_DEADLINE;
-        loop {
-            match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
-                    std::thread::sleep(poll::RELEASE_STOP);
-                }
-                Ok(WaitStatus::Stopped(_, sig)) => {
-                    let pass = if sig == stop_signal && ours(tid.as_raw() as u32) {
-                        None
-                    } else {
-                        Some(sig)
-                    };
-                    let _ = ptrace::detach(tid, pass);
-                    break;
-                }
-                Ok(WaitStatus::PtraceEvent(..)) => {
-                    let _ = ptrace::detach(tid, None);
-                    break;
-                }
-                _ => break,
+    }
+}
+
+/// Stops traced thread `tid` (it may already be stopped) and returns the
+/// signal to pass on when it is let go (None for ours, or an event stop);
+/// None when the thread is gone or did not stop in time.
+pub fn stop_thread(
+    tid: Pid,
+    stop_signal: Signal,
+    ours: &mut dyn FnMut(u32) -> bool,
+) -> Option<Option<Signal>> {
+    if ptrace::interrupt(tid).is_err() {
+        return None; // gone
+    }
+    let deadline = Instant::now() + poll::RELEASE_DEADLINE;
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                std::thread::sleep(poll::RELEASE_STOP);
             }
+            Ok(WaitStatus::Stopped(_, sig)) => {
+                let pass =
+                    if sig == stop_signal && ours(tid.as_raw() as u32) { None } else { Some(sig) };
+                return Some(pass);
+            }
+            Ok(WaitStatus::PtraceEvent(..)) => return Some(None),
+            _ => return None,
         }
     }
 }
