@@ -77,14 +77,6 @@ impl Probes {
         Ok(())
     }
 
-    /// Stops the running target's threads from stopping for return
-    /// address repairs (before aid stops being their tracer).
-    pub fn end_repairs(&mut self) -> Result<(), ProbeError> {
-        let mut state = self.target()?;
-        state.flags = state.flags.without(TargetFlags::REPAIR_UNWIND);
-        self.set_target(state)
-    }
-
     fn adopt_threads(&mut self, tids: &[u32]) -> Result<(), ProbeError> {
         let mut pool: Queue<_, u32> = map(&mut self.ebpf, MAP_ROLE_POOL)?;
         while pool.pop(0).is_ok() {}

@@ -685,16 +685,16 @@ impl Controller<'_> {
     /// return slots it will cross) or a catch point (re-arm the live ones):
     /// `returns.rs`.
     fn unwinding(&mut self, tid: Pid, p: &Pending) -> Result<(), String> {
-        let raw = tid.as_raw() as u32;
+        let (raw, sp) = (tid.as_raw() as u32, returns::stack_pointer(p));
         let mut stack = Traced(tid);
         if p.action.kind == ActionKind::REARM_RETURNS {
-            let n = self.state.repairs.rearm(raw, p, &mut stack)?;
+            let n = self.state.repairs.rearm(raw, sp, &mut stack)?;
             log::debug!("thread {tid} caught: {n} return probe(s) re-armed");
             return Ok(());
         }
         let shadow = self.probes.shadow(raw).ok_or("its shadow stack is gone")?;
         let trampoline = returns::trampoline(raw).ok_or("no [uprobes] area in its maps")?;
-        let n = self.state.repairs.repair(raw, p, &shadow, trampoline, &mut stack)?;
+        let n = self.state.repairs.repair(raw, sp, &shadow, trampoline, &mut stack)?;
         log::debug!("thread {tid} unwinds: {n} return address(es) put back");
         Ok(())
     }

@@ -20,8 +20,11 @@ use std::collections::{BTreeSet, HashMap};
 use aid_common::{Pending, ShadowStack};
 use nix::{sys::ptrace, unistd::Pid};
 
-/// Index of `rsp` in [`Pending::regs`] (`struct pt_regs` order).
-const RSP: usize = 19;
+/// The stack pointer of a thread stopped for the agent (`rsp` in
+/// [`Pending::regs`], `struct pt_regs` order).
+pub fn stack_pointer(p: &Pending) -> u64 {
+    p.regs[19]
+}
 
 /// One slot written back: where, its original address, and the
 /// trampoline it held.
@@ -77,12 +80,11 @@ impl Repairs {
     pub fn repair(
         &mut self,
         tid: u32,
-        p: &Pending,
+        sp: u64,
         shadow: &ShadowStack,
         trampoline: u64,
         stack: &mut impl Stack,
     ) -> Result<usize, String> {
-        let sp = p.regs[RSP];
         let depth = (shadow.depth as usize).min(shadow.frames.len());
         let mut seen = BTreeSet::new();
         let unwinds = self.restored.entry(tid).or_default();
@@ -110,13 +112,7 @@ impl Repairs {
     /// restored that are still live (above the stack pointer, still
     /// holding the address written there) get the trampoline back.
     /// Returns how many.
-    pub fn rearm(
-        &mut self,
-        tid: u32,
-        p: &Pending,
-        stack: &mut impl Stack,
-    ) -> Result<usize, String> {
-        let sp = p.regs[RSP];
+    pub fn rearm(&mut self, tid: u32, sp: u64, stack: &mut impl Stack) -> Result<usize, String> {
         let mut n = 0;
         let latest = self.restored.get_mut(&tid).and_then(Vec::pop).unwrap_or_default();
         for r in latest {
@@ -140,10 +136,7 @@ impl Repairs {
         trampoline: u64,
         stack: &mut impl Stack,
     ) -> Result<usize, String> {
-        self.restored.remove(&tid);
-        let mut p = Pending::default();
-        p.regs[RSP] = sp;
-        let n = self.repair(tid, &p, shadow, trampoline, stack);
+        let n = self.repair(tid, sp, shadow, trampoline, stack);
         self.restored.remove(&tid);
         n
     }
@@ -175,12 +168,6 @@ mod tests {
         }
     }
 
-    fn stopped(sp: u64) -> Pending {
-        let mut p = Pending::default();
-        p.regs[RSP] = sp;
-        p
-    }
-
     fn shadow(frames: &[(u64, u64)]) -> ShadowStack {
         let mut s = ShadowStack::default();
         for (i, (slot, ret)) in frames.iter().enumerate() {
@@ -200,19 +187,19 @@ mod tests {
         }
         let frames = shadow(&[(0x1000, 0x401010), (0x0f00, 0x402020), (0x0e00, 0x403030)]);
         let mut repairs = Repairs::default();
-        let n = repairs.repair(7, &stopped(0x0d00), &frames, TRAMPOLINE, &mut mem).unwrap();
+        let n = repairs.repair(7, 0x0d00, &frames, TRAMPOLINE, &mut mem).unwrap();
         assert_eq!(n, 3);
         assert_eq!(mem.0[&0x1000], 0x401010);
         assert_eq!(mem.0[&0x0f00], 0x402020);
         assert_eq!(mem.0[&0x0e00], 0x403030);
         // The crossed frames' stack is reused by the handler.
         mem.0.insert(0x0f00, 0x1234);
-        assert_eq!(repairs.rearm(7, &stopped(0x0f80), &mut mem).unwrap(), 1);
+        assert_eq!(repairs.rearm(7, 0x0f80, &mut mem).unwrap(), 1);
         assert_eq!(mem.0[&0x1000], TRAMPOLINE);
         assert_eq!(mem.0[&0x0f00], 0x1234);
         assert_eq!(mem.0[&0x0e00], 0x403030);
         // Nothing is left to re-arm.
-        assert_eq!(repairs.rearm(7, &stopped(0x0f80), &mut mem).unwrap(), 0);
+        assert_eq!(repairs.rearm(7, 0x0f80, &mut mem).unwrap(), 0);
     }
 
     /// outer (0x1000) calls inner (0x0f00), which throws; a destructor
@@ -228,14 +215,14 @@ mod tests {
         mem.0.insert(0x0f00, TRAMPOLINE);
         let mut repairs = Repairs::default();
         let first = shadow(&[(0x1000, 0x401010), (0x0f00, 0x402020)]);
-        assert_eq!(repairs.repair(7, &stopped(0x0e80), &first, TRAMPOLINE, &mut mem).unwrap(), 2);
+        assert_eq!(repairs.repair(7, 0x0e80, &first, TRAMPOLINE, &mut mem).unwrap(), 2);
         mem.0.insert(0x0d00, TRAMPOLINE);
         let second = shadow(&[(0x1000, 0x401010), (0x0f00, 0x402020), (0x0d00, 0x403030)]);
-        assert_eq!(repairs.repair(7, &stopped(0x0c00), &second, TRAMPOLINE, &mut mem).unwrap(), 1);
-        assert_eq!(repairs.rearm(7, &stopped(0x0e00), &mut mem).unwrap(), 0);
+        assert_eq!(repairs.repair(7, 0x0c00, &second, TRAMPOLINE, &mut mem).unwrap(), 1);
+        assert_eq!(repairs.rearm(7, 0x0e00, &mut mem).unwrap(), 0);
         assert_eq!(mem.0[&0x1000], 0x401010);
         assert_eq!(mem.0[&0x0f00], 0x402020);
-        assert_eq!(repairs.rearm(7, &stopped(0x0f80), &mut mem).unwrap(), 1);
+        assert_eq!(repairs.rearm(7, 0x0f80, &mut mem).unwrap(), 1);
         assert_eq!(mem.0[&0x1000], TRAMPOLINE);
         assert_eq!(mem.0[&0x0f00], 0x402020);
     }
@@ -262,7 +249,7 @@ mod tests {
             (0x0800, 0x404040),
         ]);
         let mut repairs = Repairs::default();
-        let n = repairs.repair(7, &stopped(0x1000), &frames, TRAMPOLINE, &mut mem).unwrap();
+        let n = repairs.repair(7, 0x1000, &frames, TRAMPOLINE, &mut mem).unwrap();
         assert_eq!(n, 3);
         assert_eq!(mem.0[&0x1d00], 0x405050);
         assert_eq!(mem.0[&0x2000], 0x401010);

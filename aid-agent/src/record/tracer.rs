@@ -170,14 +170,7 @@ impl Tracer {
         }
         if resolver.thrower(&functions).is_some() {
             let points = resolver.unwind_points(functions.len() as FuncId);
-            let refused: BTreeSet<usize> =
-                probes.check(&points)?.into_iter().map(|r| r.index).collect();
-            for (i, mut f) in points.into_iter().enumerate() {
-                if !refused.contains(&i) {
-                    f.id = functions.len() as FuncId;
-                    functions.push(f);
-                }
-            }
+            append_probeable(&mut probes, &mut functions, points)?;
         }
         if let Some(notice) = exceptions_notice(&resolver, &functions, scope) {
             notices.push(notice);
@@ -237,16 +230,7 @@ impl Tracer {
             }
         }
         let statements = self.resolver.statement_points(&self.functions);
-        let refused: BTreeSet<usize> =
-            self.probes.check(&statements)?.into_iter().map(|r| r.index).collect();
-        let mut kept = 0;
-        for (i, mut f) in statements.into_iter().enumerate() {
-            if !refused.contains(&i) {
-                f.id = self.functions.len() as FuncId;
-                self.functions.push(f);
-                kept += 1;
-            }
-        }
+        let kept = append_probeable(&mut self.probes, &mut self.functions, statements)?;
         log::info!("{kept} statement points inside the traced functions ready for amplification");
         self.probes.attach(&self.functions, self.scope, self.programs)?;
         Ok(n)
@@ -341,7 +325,7 @@ impl Tracer {
         policy: &RunPolicy,
         cancel: &AtomicBool,
     ) -> Result<RecordedRun, TraceError> {
-        if repairs_unwind(&self.functions, self.scope) {
+        if self.probes.repairs_unwind() {
             // Its threads stop for the agent when they unwind.
             return self.served(target, id, policy, &Plan::default(), cancel, &mut NoHook, false);
         }
@@ -820,6 +804,25 @@ impl<'t> Running<'t> {
     }
 }
 
+/// Appends to `functions` those of aid's own `points` the kernel can
+/// probe, numbered after them; returns how many.
+fn append_probeable(
+    probes: &mut Probes,
+    functions: &mut Vec<Function>,
+    points: Vec<Function>,
+) -> Result<usize, ProbeError> {
+    let refused: BTreeSet<usize> = probes.check(&points)?.into_iter().map(|r| r.index).collect();
+    let mut kept = 0;
+    for (i, mut f) in points.into_iter().enumerate() {
+        if !refused.contains(&i) {
+            f.id = functions.len() as FuncId;
+            functions.push(f);
+            kept += 1;
+        }
+    }
+    Ok(kept)
+}
+
 /// Whether `functions` already has a probe at `f`'s address.
 fn traced(functions: &[Function], f: &Function) -> bool {
     functions.iter().any(|g| g.module == f.module && g.address == f.address)
@@ -848,11 +851,10 @@ fn repairs_unwind(functions: &[Function], scope: Scope) -> bool {
 /// When the program throws C++ exceptions and some traced function has a
 /// return probe: an exception that unwinds through such a function while
 /// its return probe is pending meets the kernel's trampoline where the
-/// unwinder expects a return address. In runs of a program aid puts the
-/// addresses back (`intervene/returns.rs`) and says what that costs the
-/// recording; where it cannot (a running process, or no unwinder entry
-/// found), the program is terminated (SIGABRT) and aid says so before the
-/// first run.
+/// unwinder expects a return address. Where aid found the unwinder it
+/// puts the addresses back (`intervene/returns.rs`) and says what that
+/// costs the recording; where it did not, the program is terminated
+/// (SIGABRT) and aid says so before the first run.
 fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) -> Option<String> {
     let returns: Vec<&str> = functions
         .iter()

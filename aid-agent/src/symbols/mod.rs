@@ -388,17 +388,18 @@ impl Resolver {
         for lib in [None, Some("libgcc_s"), Some("libstdc++"), Some("libc++abi"), Some("libunwind")]
         {
             let Ok(module) = self.module(lib) else { continue };
-            let throw = |n: &str| elf::UNWIND_ENTRIES.contains(&n);
-            for (is, probe) in [
-                (&throw as &dyn Fn(&str) -> bool, Probe::Throw),
-                (&elf::is_catch_entry, Probe::Catch),
-            ] {
-                for sym in module.symbols.iter().filter(|s| s.matched_by(is)) {
-                    if seen.insert((module.path.clone(), sym.address)) {
-                        let mut f = function(module, sym, first + out.len() as FuncId, true);
-                        f.probe = probe;
-                        out.push(f);
-                    }
+            for sym in &module.symbols {
+                let probe = if sym.matched_by(|n| elf::UNWIND_ENTRIES.contains(&n)) {
+                    Probe::Throw
+                } else if sym.matched_by(elf::is_catch_entry) {
+                    Probe::Catch
+                } else {
+                    continue;
+                };
+                if seen.insert((module.path.clone(), sym.address)) {
+                    let mut f = function(module, sym, first + out.len() as FuncId, true);
+                    f.probe = probe;
+                    out.push(f);
                 }
             }
         }
