@@ -76,8 +76,8 @@ pub struct Args {
     #[arg(help_heading = heading::AMPLIFICATION, long, value_enum, default_value_t = AmplifyArg::Both)]
     pub amplify: AmplifyArg,
     /// A failure is rare, and amplified with noise, when fewer than this
-    /// share of the first 40 runs (and of each 40 amplified runs after
-    /// them, for stronger noise) fail. 0 never injects noise.
+    /// share of the runs so far fail, judged every 40 runs (and of each 40
+    /// amplified runs, for stronger noise). 0 never injects noise.
     #[arg(help_heading = heading::AMPLIFICATION, long, default_value = "5%", value_name = "PERCENT")]
     pub amplify_below: String,
     /// Amplify with a hardware watchpoint on OBJECT (a global, a word of

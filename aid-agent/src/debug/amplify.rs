@@ -1,10 +1,10 @@
 //! The amplification ladder: how `debug` makes a rare failure frequent
 //! enough to learn from and to judge interventions by.
 //!
-//! 1. **Natural runs.** When at least `--amplify-below` (5 %) of the first
-//!    `amplify_after` (40) runs fail, nothing is injected; when fewer than
-//!    twice that failed ([`BORDERLINE`]), the first 80 runs are judged
-//!    again the same way.
+//! 1. **Natural runs.** Judged after every `amplify_after` (40) of them:
+//!    while at least `--amplify-below` (5 %) of all of them so far fail,
+//!    nothing is injected; below that, the failure is rare (a first block
+//!    of failures that the later runs do not keep up is judged again).
 //! 2. **Explore.** Random noise (`intervene/noise.rs`) level by level,
 //!    [`crate::intervene::noise::LADDER`]: more points and longer holds, then starvation, 40 runs
 //!    a level; from the start again, with new draws, while the search's
@@ -67,8 +67,9 @@ pub struct Verdict {
     /// The run belongs to the analysis' basis (the runs of the current
     /// noise distribution).
     pub basis: bool,
-    /// The distribution changed before this run: earlier runs are no
-    /// longer the basis.
+    /// The distribution changes after this run: it and every earlier
+    /// run are no longer the basis (the analysis and the rounds that
+    /// follow it see runs made one way).
     pub restart: bool,
     /// Lines for the user.
     pub say: Vec<String>,
@@ -94,15 +95,6 @@ enum Phase {
     /// The ladder is done: nothing more to try.
     Exhausted,
 }
-
-/// A first block of natural runs that failed at the threshold or above it,
-/// but less than this many times the threshold (2 or 3 of 40 for 5 %), is
-/// judged again with a second block: one block at the threshold is a coin
-/// flip (the rare-failure fixture, about 3 % traced, showed 2 or more
-/// failures in 40 runs in 4 of 12 sessions here, and was then observed
-/// without noise for 240-335 runs). Both blocks together below the
-/// threshold: the failure is rare. Never judged after that.
-pub const BORDERLINE: f64 = 2.0;
 
 /// The ladder's state; owned by the observation loop.
 pub struct Amplifier {
@@ -257,6 +249,7 @@ impl Amplifier {
                         self.noun
                     ));
                     self.start_level(Level::START, functions);
+                    v.restart = true;
                 }
             }
             Phase::Explore { failing, .. } => {
@@ -348,20 +341,19 @@ impl Amplifier {
         v
     }
 
-    /// The first block of natural runs is over, and failed too rarely; or
-    /// the first block was borderline and the second is over, with too
-    /// few failures in both ([`BORDERLINE`]).
+    /// A block of natural runs is over, and all of them so far failed too
+    /// rarely. Judged at every block, not only the first: one block at
+    /// the threshold is a coin flip (the rare-failure fixture, about 3 %
+    /// traced, showed 2 or more failures in 40 runs in 4 of 12 sessions
+    /// here; CI on 09facbf saw 6 of its first 272 runs fail, 4 or more of
+    /// them in the first 40, and observed 335 runs without noise, when a
+    /// first and a second block were all that was judged). Judging again
+    /// costs nothing when the failure is frequent: the observation has
+    /// its failing runs before the second block ends.
     fn rare_after_block(&self) -> bool {
         let n = self.level.len() as u32;
-        let failed = |runs: &[bool]| runs.iter().filter(|&&x| x).count() as f64;
-        let rare = |f: f64, n: u32| f < self.below * f64::from(n);
-        if n == self.after {
-            return rare(failed(&self.level), n);
-        }
-        let first = self.level.get(..self.after as usize).map_or(0.0, failed);
-        n == 2 * self.after
-            && first < BORDERLINE * self.below * f64::from(self.after)
-            && rare(failed(&self.level), n)
+        let failed = self.level.iter().filter(|&&x| x).count() as f64;
+        n.is_multiple_of(self.after) && failed < self.below * f64::from(n)
     }
 
     fn start_level(&mut self, level: Level, functions: &[Function]) {
@@ -695,16 +687,22 @@ mod tests {
         assert!(drawn[240..].iter().all(|n| every(n) == 1), "{:?}", &drawn[240..242]);
     }
 
-    /// One or no failure in 40 runs: rare at once. Two (5 %) is
-    /// borderline: rare when the first 80 runs had fewer than 4, not when
-    /// they had 4. Four in 40 (10 %) is not borderline: never judged
-    /// again.
+    /// One or no failure in 40 runs: rare at once. Two (5 %) is not
+    /// rare yet: rare when the first 80 runs had fewer than 4, not when
+    /// they had 4. Four in the first 40 (10 %) and none after them: rare
+    /// once all runs so far fail less than 5 % of the time (4 of 120),
+    /// judged only at the end of a block (not at run 81). A failure that
+    /// keeps its rate is never rare.
     #[test]
-    fn a_borderline_first_block_is_judged_again_once() {
+    fn natural_runs_are_judged_rare_at_every_block() {
         assert_eq!(judged_rare_at(&[5], 200), Some(40));
         assert_eq!(judged_rare_at(&[5, 30], 200), Some(80));
         assert_eq!(judged_rare_at(&[5, 30, 50], 200), Some(80));
-        assert_eq!(judged_rare_at(&[5, 30, 50, 70], 200), None);
-        assert_eq!(judged_rare_at(&[1, 2, 3, 4], 200), None);
+        assert_eq!(judged_rare_at(&[5, 30, 50, 70], 200), Some(120));
+        assert_eq!(judged_rare_at(&[1, 2, 3, 4], 200), Some(120));
+        let every_tenth: Vec<u32> = (0..400).step_by(10).collect();
+        assert_eq!(judged_rare_at(&every_tenth, 400), None);
+        let every_twentieth: Vec<u32> = (0..400).step_by(20).collect();
+        assert_eq!(judged_rare_at(&every_twentieth, 400), None, "5 % is not below 5 %");
     }
 }

@@ -61,8 +61,9 @@ pub struct DebugOptions {
     /// `--runs N`: observe exactly N runs, as `record --runs N` records N
     /// (no early stop; `max_runs` is then ignored).
     pub runs: Option<u32>,
-    /// Below this failure rate (after `amplify_after` runs), noise is
-    /// injected to make the failure more frequent.
+    /// Below this failure rate (of the runs so far, judged every
+    /// `amplify_after` runs), noise is injected to make the failure more
+    /// frequent.
     pub amplify_below: f64,
     pub amplify_after: u32,
     /// Which noise amplified runs get (`intervene/noise.rs`).
@@ -761,8 +762,7 @@ fn observe(
         }
         if verdict.restart {
             basis.clear();
-        }
-        if verdict.basis {
+        } else if verdict.basis {
             basis.push(rec.run);
         }
         let (f, p) = counts(&basis);

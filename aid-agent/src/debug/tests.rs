@@ -174,6 +174,91 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }
 
+/// A program whose first four runs without noise fail and no later one
+/// does (4 of 120: rare, but not in the first 40), while every third run
+/// with noise fails, control runs included. A run that forces `read`'s
+/// return passes.
+struct FailsFirst {
+    functions: Vec<Function>,
+    runs: u32,
+    plain: u32,
+    noisy: u32,
+}
+
+impl Program for FailsFirst {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun {
+        let fails = if noise.is_empty() {
+            self.plain += 1;
+            self.plain <= 4
+        } else {
+            self.noisy += 1;
+            self.noisy.is_multiple_of(3)
+        };
+        self.runs += 1;
+        let ret = if fails { -1 } else { 0 };
+        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
+            .with_outcome(Outcome {
+                exit_code: Some(code),
+                reason: format!("exit code {code}"),
+                ..Outcome::default()
+            });
+        r.noise = noise.to_vec();
+        recorded(r)
+    }
+
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        if applied.is_empty() {
+            return self.observed(&plan.noise);
+        }
+        self.runs += 1;
+        let mut r = run(self.runs, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100)
+            .with_outcome(Outcome {
+                exit_code: Some(0),
+                reason: "exit code 0".into(),
+                ..Outcome::default()
+            });
+        r.noise = plan.noise.clone();
+        r.interventions = applied;
+        recorded(r)
+    }
+}
+
+/// Failures that cluster in the first block of runs are judged rare once
+/// all runs without noise fail less than 5 % of the time (at run 120, not
+/// never, as when only the first 80 were judged: CI on 09facbf observed a
+/// 3 % failure for 335 runs without noise), and the runs made before the
+/// noise are then left out of the analysis: it and the rounds after it
+/// go by runs made one way.
+#[test]
+fn failures_of_the_first_block_only_are_judged_rare_later_and_left_out() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source =
+        Scripted(FailsFirst { functions: functions.clone(), runs: 0, plain: 0, noisy: 0 });
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    assert_eq!(source.0.plain, 120);
+    assert!(d.observed.amplified.is_some());
+    assert_eq!(d.session.runs.len(), 30, "the first 30 runs with noise");
+    assert!(d.session.runs.iter().all(|r| !r.noise.is_empty()), "only runs with noise analysed");
+    assert_eq!((d.observed.failing, d.observed.passing, d.observed.analysed), (14, 136, 30));
+    let root = d.discovery.and_then(|x| x.root_cause).expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
+
 /// A program that fails only when its worker (role 1) is held at its 2nd
 /// synchronisation point for at least 200 µs: as a lock taken a moment
 /// too late. Then `read` returns -1 (exit code 1); forcing `read` passes.

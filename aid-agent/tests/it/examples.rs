@@ -342,7 +342,10 @@ fn commit_returned_before_poll(s: &aid::model::Session) -> bool {
 /// about 3 % of untraced runs here (11 of 400 on 2026-11-28, 66 of 400
 /// with two CPU hogs beside it), close to the 5 % threshold, and CI on
 /// 0436f06 saw 9 of 141 traced runs fail, so the first block was not
-/// rare and the test failed (the next two CIs passed it). A fixture with
+/// rare and the test failed (the next two CIs passed it); CI on 09facbf
+/// saw 4 or more of the first 40 fail and 6 of 272, never judged rare
+/// then because only the first 80 runs were judged. Every block of 40 is
+/// judged now (`debug::amplify`), on all natural runs so far. A fixture with
 /// a 2 ms margin and a rare branch of 1 in 100 fails in 3 of 400 runs, but
 /// its focused noise let "consume starts while prepare runs" become the
 /// root cause in 2 of 5 sessions (2026-11-28), which this test does not
