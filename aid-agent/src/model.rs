@@ -268,12 +268,23 @@ pub struct Call {
     pub instance: u32,
     pub entry_ns: u64,
     /// None when the run ended (crash, kill, timeout) inside the call.
+    /// When it ended without returning (`unwound`), the moment a
+    /// handler caught the exception that unwound through it, or, when the
+    /// handler lies below the frame (a Rust panic caught by
+    /// `catch_unwind`) or a `longjmp` went past it, the next traced call
+    /// or return of its thread: a bound, not a measurement.
     pub exit_ns: Option<u64>,
     /// First three integer arguments, normalised by the parameter types; 0
     /// for registers the function does not use as parameters.
     pub args: [i64; 3],
-    /// Return value, normalised by the return type.
+    /// Return value, normalised by the return type; None when the call
+    /// did not return (see `exit_ns`).
     pub ret: Option<i64>,
+    /// The call ended without returning: an exception, a panic or a
+    /// `longjmp` went past its frame. `exit_ns` bounds when; its duration
+    /// is not a measurement of it.
+    #[serde(default)]
+    pub unwound: bool,
     /// What the function's [`Pointee`] argument pointed to at entry.
     #[serde(default)]
     pub content: Option<Content>,

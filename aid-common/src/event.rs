@@ -29,11 +29,17 @@ impl EventKind {
     /// clone without `CLONE_THREAD`). `func` is the child's pid, `args[1]`
     /// the clone flags. The child is not traced.
     pub const CHILD: EventKind = EventKind(5);
+    /// A traced call ended without returning: a C++ exception (or a Rust
+    /// panic) unwound through it. `func` is its function; `ts_ns` is when
+    /// a handler caught the exception (the entry of `__cxa_begin_catch`).
+    /// Only in a target that throws, whose frames with return probes the
+    /// probes keep on a shadow stack ([`crate::ShadowStack`]).
+    pub const UNWOUND: EventKind = EventKind(6);
 
-    /// Entries and exits (the calls themselves), as opposed to thread and
-    /// exec records.
+    /// Entries and exits, returns or unwinds (the calls themselves), as
+    /// opposed to thread and exec records.
     pub const fn is_call(self) -> bool {
-        self.0 == Self::ENTRY.0 || self.0 == Self::EXIT.0
+        self.0 == Self::ENTRY.0 || self.0 == Self::EXIT.0 || self.0 == Self::UNWOUND.0
     }
 
     /// The slot a dropped event of this kind is counted in.
@@ -51,6 +57,7 @@ impl core::fmt::Debug for EventKind {
             EventKind::EXEC => f.write_str("Exec"),
             EventKind::THREAD_EXIT => f.write_str("ThreadExit"),
             EventKind::CHILD => f.write_str("Child"),
+            EventKind::UNWOUND => f.write_str("Unwound"),
             EventKind(other) => write!(f, "EventKind({other})"),
         }
     }

@@ -9,7 +9,8 @@
 //! which writes the original addresses back over the trampoline, and at
 //! the catch it writes the trampoline back into the slots of the frames
 //! still live, so their returns are still seen. Frames the exception
-//! crossed are dropped from the stack; the kernel drops its own record of
+//! crossed are dropped from the stack, each reported as its call's end
+//! ([`crate::EventKind::UNWOUND`]); the kernel drops its own record of
 //! them as it does after a `longjmp`.
 
 /// Set in the attach cookie of a traced function that has a return probe:
@@ -36,8 +37,13 @@ pub struct ShadowFrame {
     pub slot: u64,
     /// The return address it held before the kernel hijacked it.
     pub ret: u64,
+    /// The traced function the frame is a call of: a frame a catch finds
+    /// crossed is reported as that function's call ended by the unwind
+    /// ([`crate::EventKind::UNWOUND`]).
+    pub func: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<ShadowFrame>() == 16);
+const _: () = assert!(size_of::<ShadowFrame>() == 24);
 
 /// The frames of one thread with pending return probes, oldest first.
 #[repr(C)]
@@ -52,7 +58,7 @@ pub struct ShadowStack {
     pub repaired: u32,
     pub frames: [ShadowFrame; SHADOW_DEPTH],
 }
-const _: () = assert!(size_of::<ShadowStack>() == 8 + 16 * SHADOW_DEPTH);
+const _: () = assert!(size_of::<ShadowStack>() == 8 + 24 * SHADOW_DEPTH);
 
 impl Default for ShadowStack {
     fn default() -> Self {

@@ -6,13 +6,14 @@
 //! trampoline back into the frames still live).
 
 use aid_common::{
-    Action, ActionKind, ProbeErrorKind, SHADOW_DEPTH, ShadowStack, SiteKey, SitePoint,
+    Action, ActionKind, EventKind, ProbeErrorKind, SHADOW_DEPTH, ShadowStack, SiteKey, SitePoint,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_probe_read_user};
 
 use crate::{
     intervene::stop_for_agent,
     maps::{AID_SHADOW, AID_SHADOW_NEW},
+    record::{emit, now},
 };
 
 /// `i` (already checked to be below [`SHADOW_DEPTH`]) masked into range
@@ -46,10 +47,21 @@ fn stack(tid: u32, create: bool) -> Result<Option<*mut ShadowStack>, ProbeErrorK
     AID_SHADOW.get_ptr_mut(tid).map(Some).ok_or(ProbeErrorKind::MapLookup)
 }
 
+/// Frames dropped that never returned, reported as their calls' ends
+/// ([`EventKind::UNWOUND`]): of the thread `pid_tgid`, at `ts`, each
+/// whose slot lies below `below`.
+#[derive(Clone, Copy)]
+struct Crossed {
+    pid_tgid: u64,
+    ts: u64,
+    below: u64,
+}
+
 /// Drops the frames whose slot lies below `sp` (`inclusive`: at `sp` too):
-/// they returned, or an unwind or a `longjmp` went past them.
+/// they returned, or an unwind or a `longjmp` went past them; those below
+/// `crossed.below` did not return.
 #[inline(always)]
-fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool) {
+fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, crossed: Crossed) {
     for _ in 0..SHADOW_DEPTH {
         // SAFETY: a map value pointer; only this thread's probes (and the
         // agent, while the thread is stopped) touch its entry.
@@ -62,6 +74,9 @@ fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool) {
             if top.slot > sp || (top.slot == sp && !inclusive) {
                 return;
             }
+            if top.slot < crossed.below {
+                emit(crossed.ts, crossed.pid_tgid, top.func, EventKind::UNWOUND, [0; 3], 0);
+            }
             (*s).depth -= 1;
         }
     }
@@ -72,13 +87,15 @@ fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool) {
 /// on top with the same slot stays: a tail call from a traced function
 /// finds the trampoline there (the agent then reads the older record),
 /// and a call after an unwind or a `longjmp` may reuse a dead frame's
-/// slot (the newer record wins).
+/// slot (the newer record wins). Frames below the slot are dead: an
+/// unwind whose catch did not see them (a Rust panic caught below them)
+/// or a `longjmp` went past them; they end now.
 #[inline(always)]
-pub fn push(tid: u32, sp: u64) -> Result<(), ProbeErrorKind> {
+pub fn push(pid_tgid: u64, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
     // SAFETY: reads user memory with fault handling.
     let Ok(ret) = (unsafe { bpf_probe_read_user(sp as *const u64) }) else { return Ok(()) };
-    let Some(s) = stack(tid, true)? else { return Ok(()) };
-    drop_below(s, sp, false);
+    let Some(s) = stack(pid_tgid as u32, true)? else { return Ok(()) };
+    drop_below(s, sp, false, Crossed { pid_tgid, ts: now(), below: sp });
     // SAFETY: as in `drop_below`.
     unsafe {
         let d = (*s).depth as usize;
@@ -88,17 +105,21 @@ pub fn push(tid: u32, sp: u64) -> Result<(), ProbeErrorKind> {
         if let Some(frame) = (*s).frames.get_mut(slot_index(d)) {
             frame.slot = sp;
             frame.ret = ret;
+            frame.func = func;
             (*s).depth += 1;
         }
     }
     Ok(())
 }
 
-/// Return of a traced function (the stack pointer is past its slot).
+/// Return of a traced function (the stack pointer is past its slot, 8
+/// bytes above it): its frame, and those of calls it tail-called, go;
+/// frames below its slot are dead, as at [`push`].
 #[inline(always)]
-pub fn pop(tid: u32, sp: u64) -> Result<(), ProbeErrorKind> {
-    if let Some(s) = stack(tid, false)? {
-        drop_below(s, sp, false);
+pub fn pop(pid_tgid: u64, sp: u64) -> Result<(), ProbeErrorKind> {
+    if let Some(s) = stack(pid_tgid as u32, false)? {
+        let below = sp.saturating_sub(8);
+        drop_below(s, sp, false, Crossed { pid_tgid, ts: now(), below });
     }
     Ok(())
 }
@@ -106,9 +127,10 @@ pub fn pop(tid: u32, sp: u64) -> Result<(), ProbeErrorKind> {
 /// An unwinder's entry: when frames with pending return probes are
 /// below, the thread stops for the agent to repair their slots.
 #[inline(always)]
-pub fn at_throw(tid: u32, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
+pub fn at_throw(pid_tgid: u64, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
+    let tid = pid_tgid as u32;
     let Some(s) = stack(tid, false)? else { return Ok(()) };
-    drop_below(s, regs.rsp, true);
+    drop_below(s, regs.rsp, true, Crossed { pid_tgid, ts, below: u64::MAX });
     // SAFETY: as in `drop_below`.
     unsafe {
         if (*s).depth == 0 {
@@ -119,14 +141,16 @@ pub fn at_throw(tid: u32, func: u32, ts: u64, regs: &pt_regs) -> Result<(), Prob
     stop(tid, func, ActionKind::REPAIR_RETURNS, ts, regs)
 }
 
-/// A catch point: the frames the exception crossed are gone; after a
-/// repair, the thread stops for the agent to re-arm the live ones. An
-/// exception thrown and caught while another unwinds (in a destructor)
-/// nests: each catch answers the latest repair not yet caught.
+/// A catch point: the frames the exception crossed are gone, each
+/// reported as its call's end; after a repair, the thread stops for the
+/// agent to re-arm the live ones. An exception thrown and caught while
+/// another unwinds (in a destructor) nests: each catch answers the latest
+/// repair not yet caught.
 #[inline(always)]
-pub fn at_catch(tid: u32, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
+pub fn at_catch(pid_tgid: u64, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
+    let tid = pid_tgid as u32;
     let Some(s) = stack(tid, false)? else { return Ok(()) };
-    drop_below(s, regs.rsp, true);
+    drop_below(s, regs.rsp, true, Crossed { pid_tgid, ts, below: u64::MAX });
     // SAFETY: as in `drop_below`.
     unsafe {
         if (*s).repaired == 0 {

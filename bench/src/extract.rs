@@ -275,6 +275,7 @@ fn one_run(
                 exit_ns: Some(exit),
                 args: [ptr_arg, i64::from(k), 0],
                 ret,
+                unwound: false,
                 content: None,
                 paused_ns: 0,
             });
@@ -288,6 +289,7 @@ fn one_run(
                     exit_ns: Some(h + 3_000),
                     args: [0; 3],
                     ret: None,
+                    unwound: false,
                     content: None,
                     paused_ns: 0,
                 });

@@ -41,6 +41,7 @@ pub fn call(
         exit_ns: Some(exit_ns),
         args,
         ret: Some(ret),
+        unwound: false,
         content: None,
         paused_ns: 0,
     }

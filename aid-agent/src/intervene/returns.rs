@@ -171,7 +171,7 @@ mod tests {
     fn shadow(frames: &[(u64, u64)]) -> ShadowStack {
         let mut s = ShadowStack::default();
         for (i, (slot, ret)) in frames.iter().enumerate() {
-            s.frames[i] = ShadowFrame { slot: *slot, ret: *ret };
+            s.frames[i] = ShadowFrame { slot: *slot, ret: *ret, ..ShadowFrame::default() };
         }
         s.depth = frames.len() as u32;
         s

@@ -19,8 +19,9 @@ pub struct EventRow {
     pub instance: u32,
     /// Entry only: first three integer arguments, normalised.
     pub args: [i64; 3],
-    /// Exit only: return value, normalised.
-    pub ret: i64,
+    /// Exit only: return value, normalised; None when the call ended
+    /// without returning (an exception or a panic unwound through it).
+    pub ret: Option<i64>,
     /// Entry only: what the function's pointee argument pointed to.
     pub content: Option<super::Content>,
 }
@@ -73,6 +74,7 @@ pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
                     exit_ns: None,
                     args: r.args,
                     ret: None,
+                    unwound: false,
                     content: r.content,
                     paused_ns: 0,
                 });
@@ -80,7 +82,8 @@ pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
             Point::Exit => {
                 if let Some(&i) = index.get(&(r.role, r.func, r.instance)) {
                     calls[i].exit_ns = Some(r.t_ns);
-                    calls[i].ret = Some(r.ret);
+                    calls[i].ret = r.ret;
+                    calls[i].unwound = r.ret.is_none();
                 }
             }
         }

@@ -109,6 +109,7 @@ pub fn call(
         exit_ns: exit,
         args: [0; 3],
         ret,
+        unwound: false,
         content: None,
         paused_ns: 0,
     }
@@ -118,6 +119,14 @@ impl Call {
     #[must_use]
     pub fn with_args(mut self, args: [i64; 3]) -> Call {
         self.args = args;
+        self
+    }
+
+    /// It ended without returning, at its `exit` (an exception crossed it).
+    #[must_use]
+    pub fn unwound(mut self) -> Call {
+        self.ret = None;
+        self.unwound = true;
         self
     }
 
@@ -185,7 +194,7 @@ impl Run {
 }
 
 /// `run` as the recorder hands it to the session writer: an entry row and
-/// (for calls that returned) an exit row per call, in time order.
+/// (for calls that ended) an exit row per call, in time order.
 pub fn recorded(run: Run) -> RecordedRun {
     let mut rows = Vec::new();
     for c in &run.calls {
@@ -201,9 +210,11 @@ pub fn recorded(run: Run) -> RecordedRun {
             ret,
             content: if point == Point::Entry { c.content } else { None },
         };
-        rows.push(row(c.entry_ns, Point::Entry, 0));
+        rows.push(row(c.entry_ns, Point::Entry, None));
         if let Some(x) = c.exit_ns {
-            rows.push(row(x, Point::Exit, c.ret.unwrap_or(0)));
+            // A void function's return value is whatever was in the
+            // register: 0 here.
+            rows.push(row(x, Point::Exit, (!c.unwound).then(|| c.ret.unwrap_or(0))));
         }
     }
     rows.sort_by_key(|r| (r.t_ns, r.point == Point::Entry));

@@ -446,10 +446,12 @@ fn one_call(cond: &Condition, key: &PredKey, c: &Call, run: &Run) -> Option<u64>
             c.ret.is_some_and(|v| (negative && v < 0) || (zero && v == 0)).then_some(at_exit)
         }
         // Anchored when it became slower than every passing run.
-        Condition::LongerThan { max_ns, passing_ns, .. } => (c.active_ns(end_of(c, run)) > max_ns)
+        // An unwound call's end is a bound, not a duration.
+        Condition::LongerThan { max_ns, passing_ns, .. } => (!c.unwound
+            && c.active_ns(end_of(c, run)) > max_ns)
             .then(|| c.entry_ns.saturating_add(passing_ns).saturating_add(1)),
         Condition::ShorterThan { min_ns, .. } => {
-            c.duration_ns().is_some_and(|d| d < min_ns).then_some(at_exit)
+            c.duration_ns().is_some_and(|d| !c.unwound && d < min_ns).then_some(at_exit)
         }
         Condition::ArgNot { value } => {
             (c.args[key.arg as usize % 3] != value).then_some(c.entry_ns)

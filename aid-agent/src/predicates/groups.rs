@@ -122,6 +122,8 @@ pub(super) fn baseline(
         for &i in list {
             let c = &idx.run.calls[i as usize];
             match c.duration_ns() {
+                // No duration nor value: an exception ended it.
+                _ if c.unwound => continue,
                 Some(d) => {
                     st.min_ns = st.min_ns.min(d);
                     st.max_ns = st.max_ns.max(d);
@@ -210,7 +212,7 @@ pub(super) fn candidates(
                 }
             }
             let Some(st) = gbase.stats.get(g) else { continue };
-            if st.returned == 0 {
+            if st.returned == 0 || c.unwound {
                 continue;
             }
             let active = c.active_ns(end_of(c, run));

@@ -273,6 +273,8 @@ fn site_baseline(idx: &RunIndex<'_>, funcs: &Funcs, sites: &mut FxMap<Site, Site
             }
         }
         match (c.ret, c.duration_ns()) {
+            // No duration nor value: an exception ended it.
+            _ if c.unwound => {}
             (ret, Some(d)) => {
                 st.min_ns = st.min_ns.min(d);
                 st.max_ns = st.max_ns.max(d);
@@ -335,6 +337,9 @@ fn site_candidates(
             && funcs.value_ret(c.func)
         {
             keys.insert(PredKey::at(Kind::RetDiffers, site));
+        }
+        if c.unwound {
+            continue;
         }
         let active = c.active_ns(end_of(c, run));
         if !st.unfinished && active > st.max_ns + config.margin.gap(st.max_ns) {

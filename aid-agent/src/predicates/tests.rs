@@ -166,6 +166,30 @@ fn too_slow_and_too_fast() {
     assert_eq!(slow.anchor, Anchor::Overrun);
 }
 
+/// A call an exception ended has no duration: its end is when the
+/// exception was caught, or a bound. Slow in the failing run only because
+/// of that, it is no "runs too slow"; ended early in a passing run, it
+/// neither sets the passing minimum nor makes the site unfinished; and
+/// the failing run's call that returned fast is still "too fast".
+#[test]
+fn a_call_an_exception_ended_has_no_duration() {
+    let functions = vec![func(0, "parse", ValueKind::Signed, &[])];
+    let r = |id, label, calls| run(id, label, calls, 5000 * US);
+    let parse = |k: u32, d: u64| {
+        call(0, 0, k, 1000 * u64::from(k) * US, Some((1000 * u64::from(k) + d) * US), Some(1))
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, vec![parse(1, 100), parse(2, 5).unwound()]),
+            r(1, Label::Pass, vec![parse(1, 120), parse(2, 100)]),
+            r(2, Label::Fail, vec![parse(1, 900).unwound(), parse(2, 10)]),
+        ],
+    };
+    let c = learn_default(&s);
+    assert_eq!(keys(&c), vec![PredKey::failure(), key(Kind::TooFast, 0, 0, 2)]);
+}
+
 /// A duration a hair outside the passing range is noise, not a
 /// behaviour: the margin is the larger of 20 µs and 25 % of the passing
 /// extreme.

@@ -278,7 +278,7 @@ impl<'a> Recorder<'a> {
                 let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
                 self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
             }
-            EventKind::ENTRY | EventKind::EXIT => {
+            EventKind::ENTRY | EventKind::EXIT | EventKind::UNWOUND => {
                 let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
                 let role = match self.role_of.get(&e.tid) {
                     Some(r) => *r,
@@ -330,7 +330,7 @@ impl<'a> Recorder<'a> {
                         point: Point::Entry,
                         instance,
                         args,
-                        ret: 0,
+                        ret: None,
                         content: pointee_content(func, e),
                     });
                 } else {
@@ -342,7 +342,7 @@ impl<'a> Recorder<'a> {
                     if Some(func.id) == self.ctx.pthread_create {
                         self.creating.remove(&e.tid);
                     }
-                    let ret = func.ret.normalize(e.ret);
+                    let ret = (e.kind == EventKind::EXIT).then(|| func.ret.normalize(e.ret));
                     self.rows.push(EventRow {
                         t_ns,
                         tid: e.tid,
@@ -433,5 +433,45 @@ mod tests {
                 (1, 1, 1, -2, Some(3), 30, Some(31)),
             ]
         );
+    }
+
+    /// An exception thrown in g, through f, caught in f's caller: the
+    /// probes report each crossed frame's function at the catch
+    /// (`UNWOUND`). The newest open call of that function on that thread
+    /// ends there, without a return value; the next call returns.
+    #[test]
+    fn a_call_an_exception_crossed_ends_at_the_catch_without_a_value() {
+        let functions = vec![func(0, "f"), func(1, "g")];
+        let events = vec![
+            ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
+            ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
+            ev(21, 100, 1, EventKind::ENTRY, [2, 0, 0], 0),
+            ev(25, 100, 1, EventKind::UNWOUND, [0; 3], 0),
+            ev(25, 100, 0, EventKind::UNWOUND, [0; 3], 0),
+            ev(30, 100, 0, EventKind::ENTRY, [3, 0, 0], 0),
+            ev(31, 100, 0, EventKind::EXIT, [0; 3], 4),
+        ];
+        let ctx = Context {
+            pid: 100,
+            functions: &functions,
+            pthread_create: None,
+            bodies: &HashMap::new(),
+            symbolize: &|_: &Path, _: u64| None::<String>,
+            start_ns: None,
+            existing_threads: Vec::new(),
+        };
+        let rec = record(&events, ctx);
+        let calls = calls_from_rows(&rec.rows);
+        let summary: Vec<_> =
+            calls.iter().map(|c| (c.func, c.instance, c.ret, c.exit_ns, c.unwound)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (0, 1, None, Some(15), true),
+                (1, 1, None, Some(15), true),
+                (0, 2, Some(4), Some(21), false),
+            ]
+        );
+        assert_eq!(rec.orphan_exits, 0);
     }
 }

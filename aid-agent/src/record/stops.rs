@@ -142,7 +142,7 @@ pub fn write_forced_returns(
         let Some(value) = stop.value else { continue };
         let Some(f) = functions.get(stop.site.func as usize) else { continue };
         if let Some(i) = exit_of(rows, stop) {
-            rows[i].ret = f.ret.normalize(value);
+            rows[i].ret = Some(f.ret.normalize(value));
             changed = true;
         }
     }

@@ -875,7 +875,7 @@ fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) 
     };
     if repairs_unwind(functions, scope) {
         return Some(format!(
-            "{name} {what} (it calls {entry}): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")"
+            "{name} {what} (it calls {entry}): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves ends where the exception is caught, without a return value (docs/probes.md, \"Exceptions\")"
         ));
     }
     Some(format!(

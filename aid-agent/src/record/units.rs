@@ -402,6 +402,7 @@ mod tests {
         instance: u32,
         ret: i64,
     ) -> EventRow {
+        let ret = (point == Exit).then_some(ret);
         EventRow { t_ns: t, tid, role, func, point, instance, args: [0; 3], ret, content: None }
     }
 

@@ -144,6 +144,7 @@ mod tests {
     };
 
     fn row(t_ns: u64, tid: u32, func: FuncId, point: Point, instance: u32, ret: i64) -> EventRow {
+        let ret = (point == Point::Exit).then_some(ret);
         EventRow { t_ns, tid, role: 0, func, point, instance, args: [0; 3], ret, content: None }
     }
 

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::model::{EventRow, FuncId, Function, Point, Role, Thread, ValueKind, ValueType};
 
 /// One line of `events.csv`: arguments on entries, the return value on
-/// exits, the other cells empty. Values of pointer type are written in hex
+/// exits (empty when an exception unwound the call), the other cells
+/// empty. Values of pointer type are written in hex
 /// (`0x7ffd1234`), the others in decimal; both are read back.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub(super) struct EventLine {
@@ -100,7 +101,7 @@ impl EventLine {
             arg0: arg(0),
             arg1: arg(1),
             arg2: arg(2),
-            ret: (!entry).then(|| cell(r.ret, f.map(|f| &f.ret))),
+            ret: r.ret.filter(|_| !entry).map(|v| cell(v, f.map(|f| &f.ret))),
             content: r.content.as_ref().filter(|_| entry).map(content_cell),
         }
     }
@@ -109,9 +110,9 @@ impl EventLine {
         let num = |c: &str| parse_cell(c);
         let (args, ret) = match (self.point, &self.arg0, &self.arg1, &self.arg2, &self.ret) {
             (Point::Entry, Some(a0), Some(a1), Some(a2), None) => {
-                ([num(a0)?, num(a1)?, num(a2)?], 0)
+                ([num(a0)?, num(a1)?, num(a2)?], None)
             }
-            (Point::Exit, None, None, None, Some(ret)) => ([0; 3], num(ret)?),
+            (Point::Exit, None, None, None, ret) => ([0; 3], ret.as_deref().map(num).transpose()?),
             _ => {
                 return Err(format!(
                     "the {} at {} ns has the wrong cells filled",

@@ -41,7 +41,7 @@ fn run(id: u32) -> (Run, Vec<EventRow>) {
             point: Point::Entry,
             instance: 1,
             args: [1, -2, 3],
-            ret: 0,
+            ret: None,
             content: Some(*b"SKU-7\0\0\0\0\0\0\0\0\0\0\0"),
         },
         EventRow {
@@ -52,7 +52,7 @@ fn run(id: u32) -> (Run, Vec<EventRow>) {
             point: Point::Exit,
             instance: 1,
             args: [0; 3],
-            ret: -1,
+            ret: Some(-1),
             content: None,
         },
     ];
@@ -76,6 +76,26 @@ fn round_trip_is_exact() {
     let s = load(dir.path()).unwrap();
     assert_eq!(s.runs, vec![r]);
     assert_eq!(s.functions, h.functions);
+}
+
+/// A call an exception ended is an exit row with no return value: an
+/// empty `ret` cell in events.csv, read back as the same unwound call.
+#[test]
+fn an_unwound_call_round_trips_as_an_exit_without_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = header();
+    let mut w = Writer::create(dir.path(), &h).unwrap();
+    let (_, mut rows) = run(1);
+    rows[1].ret = None;
+    let mut main = thread(0, "main");
+    main.tid = 7;
+    let r = testing::run(1, Label::Fail, calls_from_rows(&rows), 12).with_threads(vec![main]);
+    assert!(r.calls[0].unwound && r.calls[0].exit_ns == Some(9), "{:?}", r.calls[0]);
+    w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
+    let csv = fs::read_to_string(dir.path().join("runs/000001/events.csv")).unwrap();
+    assert!(csv.lines().nth(2).unwrap().ends_with(",exit,1,,,,,"), "{csv}");
+    let s = load(dir.path()).unwrap();
+    assert_eq!(s.runs, vec![r]);
 }
 
 /// A session of three identical runs, 1 to 3.
@@ -251,7 +271,7 @@ fn run_column_hex_pointers_phase_and_settings() {
     w.set_settings(settings.clone()).unwrap();
     let (mut r, mut rows) = run(3);
     rows[0].args = [0x7ffd_1234, -2, 0];
-    rows[1].ret = 0x5555_0000;
+    rows[1].ret = Some(0x5555_0000);
     r.calls = calls_from_rows(&rows);
     w.append(&stored(&r, &rows, "", ""), &h.functions).unwrap();
     let events = fs::read_to_string(dir.path().join("runs/000003/events.csv")).unwrap();

@@ -520,7 +520,7 @@ fn written_session(dir: &Path) {
             ret,
             content: None,
         };
-        let rows = vec![row(5, Point::Entry, 0), row(9, Point::Exit, ret)];
+        let rows = vec![row(5, Point::Entry, None), row(9, Point::Exit, Some(ret))];
         let label = if ret == 0 { Label::Pass } else { Label::Fail };
         let mut run = testing::run(id, label, aid::model::calls_from_rows(&rows), 20);
         run.outcome = Outcome { exit_code: Some(i32::from(ret != 0)), ..Outcome::default() };

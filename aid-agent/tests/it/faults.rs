@@ -644,7 +644,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
                 point: aid::model::Point::Entry,
                 instance: 1,
                 args: [0; 3],
-                ret: 0,
+                ret: None,
                 content: None,
             },
             aid::model::EventRow {
@@ -655,7 +655,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
                 point: aid::model::Point::Exit,
                 instance: 1,
                 args: [0; 3],
-                ret,
+                ret: Some(ret),
                 content: None,
             },
         ];

@@ -140,10 +140,8 @@ fn bystander_throwing_through_the_same_libraries_never_hits_the_unwind_probes() 
     assert_eq!(s.runs.len(), 5);
     for run in 0..5 {
         assert_eq!(s.runs[run].label, Label::Pass);
-        let caught = calls_on(&s, run, 0)
-            .iter()
-            .filter(|c| c.0 == "outer(int)" && c.3 == Some(-1))
-            .count();
+        let caught =
+            calls_on(&s, run, 0).iter().filter(|c| c.0 == "outer(int)" && c.3 == Some(-1)).count();
         assert_eq!(caught, 3, "run {run}");
     }
 }

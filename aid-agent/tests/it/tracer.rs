@@ -641,7 +641,7 @@ fn a_program_that_throws_through_traced_functions_runs_as_untraced() {
         String::from_utf8_lossy(&output.stderr).into_owned()
     };
     let stderr = record(&exe, &["parse", "middle", "outer"], &out);
-    let said = "aid: exceptions throws C++ exceptions (it calls __cxa_throw): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")";
+    let said = "aid: exceptions throws C++ exceptions (it calls __cxa_throw): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves ends where the exception is caught, without a return value (docs/probes.md, \"Exceptions\")";
     assert!(stderr.lines().any(|l| l == said), "{stderr}");
     let s = load(&out);
     for run in 0..2 {
@@ -659,11 +659,37 @@ fn a_program_that_throws_through_traced_functions_runs_as_untraced() {
         for name in ["outer(int)", "middle(int)", "parse(int)"] {
             assert_eq!(entries(name), 10, "{name}");
         }
+        assert_unwound_inside(&s, run, "outer(int)", &["middle(int)", "parse(int)"]);
     }
     let quiet = c_fixture("std_threads.cpp", "std_threads", &[]);
     let (_tmp2, out2) = temp_session();
     let stderr = record(&quiet, &["pool::step"], &out2);
     assert!(!stderr.contains("C++ exceptions"), "{stderr}");
+}
+
+/// Calls 3, 6 and 9 of each of `crossed` did not return: the exception
+/// (or panic) thrown in them was caught in call k of `catcher`, so each
+/// ended inside that call, by the catch, and after its own entry.
+fn assert_unwound_inside(s: &aid::model::Session, run: usize, catcher: &str, crossed: &[&str]) {
+    let calls = &s.runs[run].calls;
+    let call = |name: &str, k: u32| {
+        calls
+            .iter()
+            .find(|c| s.functions[c.func as usize].name == name && c.instance == k)
+            .unwrap_or_else(|| panic!("no call {k} of {name}"))
+    };
+    for k in [3, 6, 9] {
+        let outer = call(catcher, k);
+        for name in crossed {
+            let c = call(name, k);
+            assert_eq!(c.ret, None, "call {k} of {name}");
+            let end = c.exit_ns.unwrap_or_else(|| panic!("call {k} of {name} never ended"));
+            assert!(
+                outer.entry_ns < c.entry_ns && c.entry_ns <= end && end <= outer.exit_ns.unwrap(),
+                "call {k} of {name}: {c:?} not inside {outer:?}"
+            );
+        }
+    }
 }
 
 /// A Rust panic that unwinds through two traced functions (panics.rs:
@@ -691,7 +717,7 @@ fn a_rust_panic_through_traced_functions_leaves_the_program_as_untraced() {
         .unwrap();
     assert!(output.status.success(), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let said = "aid: panics unwinds its stack on a panic or an exception (it calls _Unwind_RaiseException): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves is recorded without a return (docs/probes.md, \"Exceptions\")";
+    let said = "aid: panics unwinds its stack on a panic or an exception (it calls _Unwind_RaiseException): aid puts back the return addresses an exception unwinds through, so the program runs as untraced; a traced call an exception leaves ends where the exception is caught, without a return value (docs/probes.md, \"Exceptions\")";
     assert!(stderr.lines().any(|l| l == said), "{stderr}");
     let s = load(&out);
     for run in 0..2 {
@@ -705,6 +731,7 @@ fn a_rust_panic_through_traced_functions_leaves_the_program_as_untraced() {
         assert_eq!(returns("panics::outer"), vec![2, 3, -1, 5, 6, -1, 8, 9, -1, 11]);
         assert_eq!(returns("panics::middle"), vec![2, 3, 5, 6, 8, 9, 11]);
         assert_eq!(returns("panics::leaf"), vec![1, 2, 4, 5, 7, 8, 10]);
+        assert_unwound_inside(&s, run, "panics::outer", &["panics::middle", "panics::leaf"]);
     }
 }
 
@@ -717,7 +744,7 @@ fn a_rust_panic_through_traced_functions_leaves_the_program_as_untraced() {
 /// call of `leaf` reuses the return slot of the `leaf` call the first
 /// exception crossed). Traced, the program prints what it prints
 /// untraced, and aid records exactly the calls and normal returns the
-/// program counted itself.
+/// program counted itself, and the end of every other call.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exceptions_in_every_shape_leave_the_program_as_untraced_and_its_returns_recorded() {
@@ -753,8 +780,11 @@ fn exceptions_in_every_shape_leave_the_program_as_untraced_and_its_returns_recor
                     .iter()
                     .filter(|c| s.functions[c.func as usize].name.starts_with(&function))
                     .collect();
-                let returned = mine.iter().filter(|c| c.exit_ns.is_some()).count();
+                let returned = mine.iter().filter(|c| c.ret.is_some()).count();
                 assert_eq!(vec![mine.len(), returned], counted, "{name}: {line}");
+                // Every exception is caught: each call that did not
+                // return ended when a handler caught what unwound it.
+                assert!(mine.iter().all(|c| c.exit_ns.is_some()), "{name}: {line}");
             }
         }
     }
