@@ -868,7 +868,7 @@ fn exceptions_notice(resolver: &Resolver, functions: &[Function], scope: Scope) 
     let name = module
         .file_name()
         .map_or_else(|| module.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let what = if entry.starts_with("__cxa") {
+    let what = if entry.starts_with("__cxa") || entry.starts_with("std::") {
         "throws C++ exceptions"
     } else {
         "unwinds its stack on a panic or an exception"

@@ -59,9 +59,10 @@ pub struct Module {
     pub runpath: Vec<PathBuf>,
     /// Where its symbols and debug information came from.
     pub origin: Origin,
-    /// The throw entry it calls or defines (`THROW_ENTRIES`), if any:
-    /// its code throws exceptions or unwinds on a panic.
-    pub throws: Option<&'static str>,
+    /// The throw entry it calls or defines (`THROW_ENTRIES`, or one of
+    /// libstdc++'s `std::__throw_*` helpers), if any: its code throws
+    /// exceptions or unwinds on a panic.
+    pub throws: Option<String>,
     debug: Option<DebugInfo>,
 }
 
@@ -207,16 +208,33 @@ impl Module {
     }
 }
 
-/// The first of [`THROW_ENTRIES`] `file` imports or defines, in one pass
-/// over its symbols.
-fn throw_entry(file: &object::File<'_>) -> Option<&'static str> {
+/// The first of [`THROW_ENTRIES`] `file` imports or defines, else the
+/// first by name of libstdc++'s throw helpers it imports (a program with no throw
+/// expression of its own whose inlined library code throws: `std::stoi`
+/// calls `std::__throw_invalid_argument`, `vector::at` calls
+/// `std::__throw_out_of_range_fmt`), in one pass over its symbols.
+fn throw_entry(file: &object::File<'_>) -> Option<String> {
     let mut seen = [false; THROW_ENTRIES.len()];
+    let mut helper = None;
     for name in file.dynamic_symbols().chain(file.symbols()).filter_map(|s| s.name().ok()) {
         if let Some(i) = THROW_ENTRIES.iter().position(|t| *t == name) {
             seen[i] = true;
+        } else if let Some(h) = std_throw_helper(name) {
+            // The first by name: the same one whatever the symbol order.
+            helper = helper.into_iter().chain([h]).min();
         }
     }
-    THROW_ENTRIES.iter().zip(seen).find_map(|(t, s)| s.then_some(*t))
+    THROW_ENTRIES.iter().zip(seen).find_map(|(t, s)| s.then(|| (*t).to_owned())).or(helper)
+}
+
+/// `std::__throw_NAME` for the mangled name of one of libstdc++'s throw
+/// helpers (`_ZSt24__throw_invalid_argumentPKc`).
+fn std_throw_helper(mangled: &str) -> Option<String> {
+    let rest = mangled.strip_prefix("_ZSt")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let len: usize = rest[..digits].parse().ok()?;
+    let ident = rest.get(digits..digits + len)?;
+    ident.starts_with("__throw_").then(|| format!("std::{ident}"))
 }
 
 /// `path` with symbolic links resolved — except under `/proc`, whose
@@ -495,6 +513,22 @@ mod tests {
         let (name, short) = demangle("_ZN4core3fmt5write17h0123456789abcdefE");
         assert_eq!(name, "core::fmt::write");
         assert_eq!(short, None);
+    }
+
+    #[test]
+    fn libstdcxx_throw_helpers_are_named_and_nothing_else_is() {
+        assert_eq!(
+            std_throw_helper("_ZSt24__throw_invalid_argumentPKc").as_deref(),
+            Some("std::__throw_invalid_argument")
+        );
+        assert_eq!(
+            std_throw_helper("_ZSt24__throw_out_of_range_fmtPKcz").as_deref(),
+            Some("std::__throw_out_of_range_fmt")
+        );
+        assert_eq!(std_throw_helper("_ZSt4endlIcSt11char_traitsIcEE"), None);
+        assert_eq!(std_throw_helper("_ZSt99__throw_short"), None);
+        assert_eq!(std_throw_helper("_ZN3app8__throw_Ev"), None);
+        assert_eq!(std_throw_helper("__throw_invalid_argument"), None);
     }
 
     #[test]

@@ -248,11 +248,13 @@ impl Resolver {
     /// The executable, or a library some of `functions` are in, whose
     /// code throws C++ exceptions or unwinds on a Rust panic, with the
     /// throw entry it calls (`__cxa_throw`, `__cxa_rethrow`,
-    /// `_Unwind_RaiseException`).
-    pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &'static str)> {
+    /// `_Unwind_RaiseException`, a `std::__throw_*` helper).
+    pub fn thrower(&self, functions: &[Function]) -> Option<(&Path, &str)> {
         let modules: BTreeSet<&PathBuf> = functions.iter().map(|f| &f.module).collect();
         let libs = modules.into_iter().filter_map(|m| self.libs.get(m));
-        std::iter::once(&self.exe).chain(libs).find_map(|m| Some((m.path.as_path(), m.throws?)))
+        std::iter::once(&self.exe)
+            .chain(libs)
+            .find_map(|m| Some((m.path.as_path(), m.throws.as_deref()?)))
     }
 
     /// Finds (and loads) the module a pattern refers to.

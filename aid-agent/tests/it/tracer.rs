@@ -667,15 +667,57 @@ fn a_program_that_throws_through_traced_functions_runs_as_untraced() {
     assert!(!stderr.contains("C++ exceptions"), "{stderr}");
 }
 
-/// Calls 3, 6 and 9 of each of `crossed` did not return: the exception
-/// (or panic) thrown in them was caught in call k of `catcher`, so each
-/// ended inside that call, by the catch, and after its own entry.
+/// A program with no throw expression of its own whose library throws
+/// (exceptions_std.cpp: `std::stoi` throws `std::invalid_argument` from
+/// inside libstdc++, through `parse` and `middle`, caught in `outer`) is
+/// known to throw by the library's throw helper it calls, and runs traced
+/// as untraced.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_program_whose_library_throws_runs_as_untraced() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("exceptions_std.cpp", "exceptions_std", &[]);
+    let untraced = Command::new(&exe).output().unwrap();
+    assert_eq!(untraced.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&untraced.stdout), "sum 41\n");
+    let (_tmp, out) = temp_session();
+    let output = agent()
+        .args(["record", "-t", "parse", "-t", "middle", "-t", "outer", "--runs", "2", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = "aid: exceptions_std throws C++ exceptions (it calls std::__throw_invalid_argument): aid puts back the return addresses";
+    assert!(stderr.lines().any(|l| l.starts_with(said)), "{stderr}");
+    let s = load(&out);
+    for run in 0..2 {
+        assert_eq!(s.runs[run].label, Label::Pass);
+        let stdout = std::fs::read_to_string(out.join(format!("runs/{:06}/stdout.txt", run + 1)));
+        assert_eq!(stdout.unwrap(), "sum 41\n");
+        let outer: Vec<i64> = calls_on(&s, run, 0)
+            .iter()
+            .filter(|c| c.0.starts_with("outer("))
+            .filter_map(|c| c.3)
+            .collect();
+        assert_eq!(outer, vec![2, 3, -1, 5, 6, -1, 8, 9, -1, 11]);
+        assert_unwound_inside(&s, run, "outer", &["middle", "parse"]);
+    }
+}
+
+/// Calls 3, 6 and 9 of each of `crossed` (a name, or a C++ name without
+/// its parameters) did not return: the exception (or panic) thrown in
+/// them was caught in call k of `catcher`, so each ended inside that
+/// call, by the catch, and after its own entry.
 fn assert_unwound_inside(s: &aid::model::Session, run: usize, catcher: &str, crossed: &[&str]) {
     let calls = &s.runs[run].calls;
+    let named = |f: &str, name: &str| f == name || f.starts_with(&format!("{name}("));
     let call = |name: &str, k: u32| {
         calls
             .iter()
-            .find(|c| s.functions[c.func as usize].name == name && c.instance == k)
+            .find(|c| named(&s.functions[c.func as usize].name, name) && c.instance == k)
             .unwrap_or_else(|| panic!("no call {k} of {name}"))
     };
     for k in [3, 6, 9] {
