@@ -48,8 +48,9 @@ fn stack(tid: u32, create: bool) -> Result<Option<*mut ShadowStack>, ProbeErrorK
 }
 
 /// Frames dropped that never returned, reported as their calls' ends
-/// ([`EventKind::UNWOUND`]): of the thread `pid_tgid`, at `ts`, each
-/// whose slot lies below `below`.
+/// ([`EventKind::UNWOUND`]): of the thread `pid_tgid`, at `ts` (0: when
+/// the first is found, so that a call's own return pays for no clock
+/// read), each whose slot lies below `below`.
 #[derive(Clone, Copy)]
 struct Crossed {
     pid_tgid: u64,
@@ -61,7 +62,7 @@ struct Crossed {
 /// they returned, or an unwind or a `longjmp` went past them; those below
 /// `crossed.below` did not return.
 #[inline(always)]
-fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, crossed: Crossed) {
+fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, mut crossed: Crossed) {
     for _ in 0..SHADOW_DEPTH {
         // SAFETY: a map value pointer; only this thread's probes (and the
         // agent, while the thread is stopped) touch its entry.
@@ -75,6 +76,9 @@ fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, crossed: Crossed) {
                 return;
             }
             if top.slot < crossed.below {
+                if crossed.ts == 0 {
+                    crossed.ts = now();
+                }
                 emit(crossed.ts, crossed.pid_tgid, top.func, EventKind::UNWOUND, [0; 3], 0);
             }
             (*s).depth -= 1;
@@ -95,7 +99,7 @@ pub fn push(pid_tgid: u64, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
     // SAFETY: reads user memory with fault handling.
     let Ok(ret) = (unsafe { bpf_probe_read_user(sp as *const u64) }) else { return Ok(()) };
     let Some(s) = stack(pid_tgid as u32, true)? else { return Ok(()) };
-    drop_below(s, sp, false, Crossed { pid_tgid, ts: now(), below: sp });
+    drop_below(s, sp, false, Crossed { pid_tgid, ts: 0, below: sp });
     // SAFETY: as in `drop_below`.
     unsafe {
         let d = (*s).depth as usize;
@@ -119,7 +123,7 @@ pub fn push(pid_tgid: u64, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
 pub fn pop(pid_tgid: u64, sp: u64) -> Result<(), ProbeErrorKind> {
     if let Some(s) = stack(pid_tgid as u32, false)? {
         let below = sp.saturating_sub(8);
-        drop_below(s, sp, false, Crossed { pid_tgid, ts: now(), below });
+        drop_below(s, sp, false, Crossed { pid_tgid, ts: 0, below });
     }
     Ok(())
 }
