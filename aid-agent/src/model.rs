@@ -271,8 +271,9 @@ pub struct Call {
     /// When it ended without returning (`unwound`), the moment a
     /// handler caught the exception that unwound through it, or, when the
     /// handler lies below the frame (a Rust panic caught by
-    /// `catch_unwind`) or a `longjmp` went past it, the next traced call
-    /// or return of its thread: a bound, not a measurement.
+    /// `catch_unwind`) or a `longjmp` went past it, the return of a
+    /// traced call its thread entered before it: a bound, not a
+    /// measurement.
     pub exit_ns: Option<u64>,
     /// First three integer arguments, normalised by the parameter types; 0
     /// for registers the function does not use as parameters.

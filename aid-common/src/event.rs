@@ -31,7 +31,8 @@ impl EventKind {
     pub const CHILD: EventKind = EventKind(5);
     /// A traced call ended without returning: a C++ exception (or a Rust
     /// panic) unwound through it. `func` is its function; `ts_ns` is when
-    /// a handler caught the exception (the entry of `__cxa_begin_catch`).
+    /// a handler caught the exception (the entry of `__cxa_begin_catch`),
+    /// one event per frame below the handler, deepest first.
     /// Only in a target that throws, whose frames with return probes the
     /// probes keep on a shadow stack ([`crate::ShadowStack`]).
     pub const UNWOUND: EventKind = EventKind(6);

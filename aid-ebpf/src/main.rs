@@ -83,13 +83,13 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     }
     if flags.contains(TargetFlags::REPAIR_UNWIND) {
         if bits & THROW_COOKIE_BIT != 0 {
-            return shadow::at_throw(pid_tgid, func, now(), regs);
+            return shadow::at_throw(pid_tgid as u32, func, now(), regs);
         }
         if bits & CATCH_COOKIE_BIT != 0 {
             return shadow::at_catch(pid_tgid, func, now(), regs);
         }
         if bits & RETURN_COOKIE_BIT != 0 {
-            shadow::push(pid_tgid, regs.rsp, func)?;
+            shadow::push(pid_tgid as u32, regs.rsp, func)?;
         }
     } else if bits & (THROW_COOKIE_BIT | CATCH_COOKIE_BIT) != 0 {
         return Ok(());
@@ -123,7 +123,7 @@ fn try_exit_fn(ctx: &RetProbeContext) -> Result<(), ProbeErrorKind> {
         return Ok(());
     }
     if flags.contains(TargetFlags::REPAIR_UNWIND) {
-        shadow::pop(pid_tgid, regs.rsp)?;
+        shadow::pop(pid_tgid as u32, regs.rsp)?;
     }
     let ts = now();
     let report = || emit(ts, pid_tgid, func, EventKind::EXIT, [0; 3], regs.rax);

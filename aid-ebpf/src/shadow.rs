@@ -13,7 +13,7 @@ use aya_ebpf::{bindings::pt_regs, helpers::bpf_probe_read_user};
 use crate::{
     intervene::stop_for_agent,
     maps::{AID_SHADOW, AID_SHADOW_NEW},
-    record::{emit, now},
+    record::emit,
 };
 
 /// `i` (already checked to be below [`SHADOW_DEPTH`]) masked into range
@@ -47,22 +47,20 @@ fn stack(tid: u32, create: bool) -> Result<Option<*mut ShadowStack>, ProbeErrorK
     AID_SHADOW.get_ptr_mut(tid).map(Some).ok_or(ProbeErrorKind::MapLookup)
 }
 
-/// Frames dropped that never returned, reported as their calls' ends
-/// ([`EventKind::UNWOUND`]): of the thread `pid_tgid`, at `ts` (0: when
-/// the first is found, so that a call's own return pays for no clock
-/// read), each whose slot lies below `below`.
-#[derive(Clone, Copy)]
-struct Crossed {
+/// Drops the frames whose slot lies below `sp` (`inclusive`: at `sp` too):
+/// they returned, or an unwind or a `longjmp` went past them. `CROSSED`
+/// (at a catch only: a loop that reports costs the verifier far more
+/// than one that does not, and every probe is verified at each load):
+/// each frame dropped is reported as its call's end by the unwind
+/// ([`EventKind::UNWOUND`], of the thread `pid_tgid`, at `ts`).
+#[inline(always)]
+fn drop_below<const CROSSED: bool>(
+    s: *mut ShadowStack,
+    sp: u64,
+    inclusive: bool,
     pid_tgid: u64,
     ts: u64,
-    below: u64,
-}
-
-/// Drops the frames whose slot lies below `sp` (`inclusive`: at `sp` too):
-/// they returned, or an unwind or a `longjmp` went past them; those below
-/// `crossed.below` did not return.
-#[inline(always)]
-fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, mut crossed: Crossed) {
+) {
     for _ in 0..SHADOW_DEPTH {
         // SAFETY: a map value pointer; only this thread's probes (and the
         // agent, while the thread is stopped) touch its entry.
@@ -75,11 +73,8 @@ fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, mut crossed: Crosse
             if top.slot > sp || (top.slot == sp && !inclusive) {
                 return;
             }
-            if top.slot < crossed.below {
-                if crossed.ts == 0 {
-                    crossed.ts = now();
-                }
-                emit(crossed.ts, crossed.pid_tgid, top.func, EventKind::UNWOUND, [0; 3], 0);
+            if CROSSED {
+                emit(ts, pid_tgid, top.func, EventKind::UNWOUND, [0; 3], 0);
             }
             (*s).depth -= 1;
         }
@@ -91,15 +86,13 @@ fn drop_below(s: *mut ShadowStack, sp: u64, inclusive: bool, mut crossed: Crosse
 /// on top with the same slot stays: a tail call from a traced function
 /// finds the trampoline there (the agent then reads the older record),
 /// and a call after an unwind or a `longjmp` may reuse a dead frame's
-/// slot (the newer record wins). Frames below the slot are dead: an
-/// unwind whose catch did not see them (a Rust panic caught below them)
-/// or a `longjmp` went past them; they end now.
+/// slot (the newer record wins).
 #[inline(always)]
-pub fn push(pid_tgid: u64, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
+pub fn push(tid: u32, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
     // SAFETY: reads user memory with fault handling.
     let Ok(ret) = (unsafe { bpf_probe_read_user(sp as *const u64) }) else { return Ok(()) };
-    let Some(s) = stack(pid_tgid as u32, true)? else { return Ok(()) };
-    drop_below(s, sp, false, Crossed { pid_tgid, ts: 0, below: sp });
+    let Some(s) = stack(tid, true)? else { return Ok(()) };
+    drop_below::<false>(s, sp, false, 0, 0);
     // SAFETY: as in `drop_below`.
     unsafe {
         let d = (*s).depth as usize;
@@ -116,14 +109,11 @@ pub fn push(pid_tgid: u64, sp: u64, func: u32) -> Result<(), ProbeErrorKind> {
     Ok(())
 }
 
-/// Return of a traced function (the stack pointer is past its slot, 8
-/// bytes above it): its frame, and those of calls it tail-called, go;
-/// frames below its slot are dead, as at [`push`].
+/// Return of a traced function (the stack pointer is past its slot).
 #[inline(always)]
-pub fn pop(pid_tgid: u64, sp: u64) -> Result<(), ProbeErrorKind> {
-    if let Some(s) = stack(pid_tgid as u32, false)? {
-        let below = sp.saturating_sub(8);
-        drop_below(s, sp, false, Crossed { pid_tgid, ts: 0, below });
+pub fn pop(tid: u32, sp: u64) -> Result<(), ProbeErrorKind> {
+    if let Some(s) = stack(tid, false)? {
+        drop_below::<false>(s, sp, false, 0, 0);
     }
     Ok(())
 }
@@ -131,10 +121,9 @@ pub fn pop(pid_tgid: u64, sp: u64) -> Result<(), ProbeErrorKind> {
 /// An unwinder's entry: when frames with pending return probes are
 /// below, the thread stops for the agent to repair their slots.
 #[inline(always)]
-pub fn at_throw(pid_tgid: u64, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
-    let tid = pid_tgid as u32;
+pub fn at_throw(tid: u32, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
     let Some(s) = stack(tid, false)? else { return Ok(()) };
-    drop_below(s, regs.rsp, true, Crossed { pid_tgid, ts, below: u64::MAX });
+    drop_below::<false>(s, regs.rsp, true, 0, 0);
     // SAFETY: as in `drop_below`.
     unsafe {
         if (*s).depth == 0 {
@@ -154,7 +143,7 @@ pub fn at_throw(pid_tgid: u64, func: u32, ts: u64, regs: &pt_regs) -> Result<(),
 pub fn at_catch(pid_tgid: u64, func: u32, ts: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
     let tid = pid_tgid as u32;
     let Some(s) = stack(tid, false)? else { return Ok(()) };
-    drop_below(s, regs.rsp, true, Crossed { pid_tgid, ts, below: u64::MAX });
+    drop_below::<true>(s, regs.rsp, true, pid_tgid, ts);
     // SAFETY: as in `drop_below`.
     unsafe {
         if (*s).repaired == 0 {

@@ -89,7 +89,9 @@ pub struct Recorder<'a> {
     comms: HashMap<u32, String>,
     role_of: HashMap<u32, Role>,
     counts: HashMap<(Role, FuncId), u32>,
-    open: HashMap<(u32, FuncId), Vec<u32>>,
+    /// Per thread, its calls of functions with a return probe that have
+    /// not ended, oldest first: (function, instance).
+    open: HashMap<u32, Vec<(FuncId, u32)>>,
     /// Start routine of the pthread_create each thread is inside, if any.
     creating: HashMap<u32, u64>,
     /// Where each module is loaded, learnt from entry events (they carry
@@ -310,10 +312,11 @@ impl<'a> Recorder<'a> {
                     let n = self.counts.entry((role, func.id)).or_insert(0);
                     *n += 1;
                     let instance = *n;
-                    // A synchronisation point has no return probe: its
-                    // entry is all there is.
-                    if !func.probe.is_sync_point() {
-                        self.open.entry((e.tid, func.id)).or_default().push(instance);
+                    // A synchronisation point, or a function probed at its
+                    // entry only, has no return probe: its entry is all
+                    // there is.
+                    if !func.probe.is_sync_point() && crate::bpf::wants_return(func) {
+                        self.open.entry(e.tid).or_default().push((func.id, instance));
                     }
                     if Some(func.id) == self.ctx.pthread_create {
                         self.creating.insert(e.tid, e.args[2]);
@@ -334,11 +337,31 @@ impl<'a> Recorder<'a> {
                         content: pointee_content(func, e),
                     });
                 } else {
-                    let Some(instance) = self.open.get_mut(&(e.tid, func.id)).and_then(Vec::pop)
-                    else {
+                    let open = self.open.entry(e.tid).or_default();
+                    let Some(at) = open.iter().rposition(|(f, _)| *f == func.id) else {
                         self.orphan_exits += 1;
                         return;
                     };
+                    // Calls entered after this one that have not ended
+                    // cannot outlive it: an unwind the catch did not see
+                    // as crossing them (a Rust panic caught below their
+                    // frames) or a `longjmp` went past them. They end
+                    // here, without returning: a bound on when.
+                    let mut ended: Vec<(FuncId, u32)> = open.drain(at..).collect();
+                    let (_, instance) = ended.remove(0);
+                    for (f, k) in ended.into_iter().rev() {
+                        self.rows.push(EventRow {
+                            t_ns,
+                            tid: e.tid,
+                            role,
+                            func: f,
+                            point: Point::Exit,
+                            instance: k,
+                            args: [0; 3],
+                            ret: None,
+                            content: None,
+                        });
+                    }
                     if Some(func.id) == self.ctx.pthread_create {
                         self.creating.remove(&e.tid);
                     }
@@ -470,6 +493,44 @@ mod tests {
                 (0, 1, None, Some(15), true),
                 (1, 1, None, Some(15), true),
                 (0, 2, Some(4), Some(21), false),
+            ]
+        );
+        assert_eq!(rec.orphan_exits, 0);
+    }
+
+    /// A Rust panic caught below the frames it crossed (its catch point
+    /// lies deeper than they did), or a `longjmp`: no `UNWOUND` reports
+    /// them, but when f returns, the g it called that never returned
+    /// cannot still be running. It ends there, without a value.
+    #[test]
+    fn a_call_still_open_when_its_caller_returns_ends_there_without_a_value() {
+        let functions = vec![func(0, "f"), func(1, "g")];
+        let events = vec![
+            ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
+            ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
+            ev(21, 100, 1, EventKind::ENTRY, [2, 0, 0], 0),
+            ev(22, 100, 1, EventKind::ENTRY, [3, 0, 0], 0),
+            ev(30, 100, 0, EventKind::EXIT, [0; 3], 5),
+        ];
+        let ctx = Context {
+            pid: 100,
+            functions: &functions,
+            pthread_create: None,
+            bodies: &HashMap::new(),
+            symbolize: &|_: &Path, _: u64| None::<String>,
+            start_ns: None,
+            existing_threads: Vec::new(),
+        };
+        let rec = record(&events, ctx);
+        let calls = calls_from_rows(&rec.rows);
+        let summary: Vec<_> =
+            calls.iter().map(|c| (c.func, c.instance, c.ret, c.exit_ns, c.unwound)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                (0, 1, Some(5), Some(20), false),
+                (1, 1, None, Some(20), true),
+                (1, 2, None, Some(20), true),
             ]
         );
         assert_eq!(rec.orphan_exits, 0);
