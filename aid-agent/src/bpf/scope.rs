@@ -51,22 +51,22 @@ impl Attachment {
     ) -> Result<Attachment, (String, aya::programs::ProgramError)> {
         let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid).expect("pid 0"));
         let mut links = Vec::with_capacity(2 * functions.len());
-        for f in functions {
-            let names: &[&str] = if super::wants_return(f) { &[enter, exit] } else { &[enter] };
-            for &name in names {
-                let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
-                let prog: &mut UProbe = ebpf
-                    .program_mut(name)
-                    .and_then(|p| p.try_into().ok())
-                    .ok_or_else(|| (what(), aya::programs::ProgramError::NotLoaded))?;
-                let point = UProbeAttachPoint {
-                    location: UProbeAttachLocation::AbsoluteOffset(f.offset),
-                    cookie: Some(super::cookie(f)),
-                };
-                let id =
-                    prog.attach(point, Path::new(&f.module), scope).map_err(|e| (what(), e))?;
-                links.push(prog.take_link(id).map_err(|e| (what(), e))?);
-            }
+        // Every entry probe before any return probe, as for uprobe_multi
+        // links (`uprobe_multi::link_plan` says why).
+        let entries = functions.iter().map(|f| (f, enter));
+        let returns = functions.iter().filter(|f| super::wants_return(f)).map(|f| (f, exit));
+        for (f, name) in entries.chain(returns) {
+            let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
+            let prog: &mut UProbe = ebpf
+                .program_mut(name)
+                .and_then(|p| p.try_into().ok())
+                .ok_or_else(|| (what(), aya::programs::ProgramError::NotLoaded))?;
+            let point = UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(f.offset),
+                cookie: Some(super::cookie(f)),
+            };
+            let id = prog.attach(point, Path::new(&f.module), scope).map_err(|e| (what(), e))?;
+            links.push(prog.take_link(id).map_err(|e| (what(), e))?);
         }
         Ok(Attachment::Perf(links))
     }

@@ -254,6 +254,48 @@ pub fn link_create(
     sys_bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
 }
 
+/// One uprobe_multi link to make: the entries or the returns of the
+/// functions of one module.
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedLink<'a> {
+    module: &'a PathBuf,
+    ret: bool,
+    offsets: Vec<u64>,
+    cookies: Vec<u64>,
+}
+
+/// The links [`Links::attach`] makes, in order: every module's entry link
+/// before any return link. A process already running (attach mode) runs
+/// while they are made: a return probe hijacks return addresses from the
+/// moment its link exists, and a throw through a hijacked frame needs the
+/// unwinder's entry probe (in another module: libgcc_s, libstdc++) to
+/// stop the thread for the repair, or the unwinder finds no handler and
+/// the program ends in `std::terminate`.
+fn link_plan(functions: &[Function]) -> Vec<PlannedLink<'_>> {
+    type Points = (Vec<u64>, Vec<u64>);
+    let mut by_module: BTreeMap<&PathBuf, (Points, Points)> = BTreeMap::new();
+    for f in functions {
+        let (entries, returns) = by_module.entry(&f.module).or_default();
+        entries.0.push(f.offset);
+        entries.1.push(super::cookie(f));
+        if super::wants_return(f) {
+            returns.0.push(f.offset);
+            returns.1.push(super::cookie(f));
+        }
+    }
+    let mut entries = Vec::new();
+    let mut returns = Vec::new();
+    for (module, (e, r)) in by_module {
+        for (ret, (offsets, cookies), out) in [(false, e, &mut entries), (true, r, &mut returns)] {
+            if !offsets.is_empty() {
+                out.push(PlannedLink { module, ret, offsets, cookies });
+            }
+        }
+    }
+    entries.extend(returns);
+    entries
+}
+
 /// The links of one attachment (one process); dropping it detaches them.
 #[derive(Debug, Default)]
 pub struct Links {
@@ -264,42 +306,32 @@ impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
     /// function (at the entry only, for those without a return probe or
     /// in [`super::entry_only`]), in process `pid` only: one link per module and
-    /// direction.
+    /// direction, in the order of [`link_plan`].
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,
         functions: &[Function],
         pid: u32,
     ) -> Result<Links, MultiError> {
-        type Points = (Vec<u64>, Vec<u64>);
-        let mut by_module: BTreeMap<&PathBuf, (Points, Points)> = BTreeMap::new();
-        for f in functions {
-            let (entries, returns) = by_module.entry(&f.module).or_default();
-            entries.0.push(f.offset);
-            entries.1.push(super::cookie(f));
-            if super::wants_return(f) {
-                returns.0.push(f.offset);
-                returns.1.push(super::cookie(f));
-            }
-        }
         let mut links = Links::default();
-        for (module, (entries, returns)) in by_module {
-            for (program, ret, kind, (offsets, cookies)) in
-                [(enter, false, "entry", entries), (exit, true, "return", returns)]
-            {
-                if offsets.is_empty() {
-                    continue;
-                }
-                let fd = link_create(program.fd.as_fd(), module, &offsets, &cookies, ret, pid)
-                    .map_err(|source| MultiError::Link {
-                        count: offsets.len(),
-                        kind,
-                        module: module.display().to_string(),
-                        pid,
-                        source,
-                    })?;
-                links.fds.push(fd);
-            }
+        for link in link_plan(functions) {
+            let (program, kind) = if link.ret { (exit, "return") } else { (enter, "entry") };
+            let fd = link_create(
+                program.fd.as_fd(),
+                link.module,
+                &link.offsets,
+                &link.cookies,
+                link.ret,
+                pid,
+            )
+            .map_err(|source| MultiError::Link {
+                count: link.offsets.len(),
+                kind,
+                module: link.module.display().to_string(),
+                pid,
+                source,
+            })?;
+            links.fds.push(fd);
         }
         Ok(links)
     }
@@ -351,4 +383,44 @@ pub fn supported() -> bool {
     let Ok(insns) = aya_obj::copy_instructions(&RETURN_ZERO) else { return false };
     let license = CString::new("GPL").expect("no NUL");
     prog_load("aid_probe_multi", &insns, &license).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::link_plan;
+    use crate::model::{Probe, testing::function};
+
+    /// A running process throws while its links are made: no return link
+    /// may exist before the unwinder's entry probe (here in a module that
+    /// sorts after the program's).
+    #[test]
+    fn every_entry_link_is_made_before_any_return_link() {
+        let mut work = function(0, "work");
+        work.module = PathBuf::from("/opt/app/service");
+        let mut more = function(1, "more");
+        more.module = PathBuf::from("/opt/app/service");
+        let mut raise = function(2, "_Unwind_RaiseException");
+        raise.module = PathBuf::from("/usr/lib/libgcc_s.so.1");
+        raise.probe = Probe::Throw;
+        let mut lib = function(3, "helper");
+        lib.module = PathBuf::from("/usr/lib/libhelper.so");
+        let functions = [work, raise, more, lib];
+        let plan: Vec<(&str, bool, Vec<u64>)> = link_plan(&functions)
+            .into_iter()
+            .map(|l| (l.module.to_str().unwrap_or_default(), l.ret, l.offsets))
+            .collect();
+        let [w, r, m, h] = [0, 1, 2, 3].map(|i| functions[i].offset);
+        assert_eq!(
+            plan,
+            vec![
+                ("/opt/app/service", false, vec![w, m]),
+                ("/usr/lib/libgcc_s.so.1", false, vec![r]),
+                ("/usr/lib/libhelper.so", false, vec![h]),
+                ("/opt/app/service", true, vec![w, m]),
+                ("/usr/lib/libhelper.so", true, vec![h]),
+            ]
+        );
+    }
 }
