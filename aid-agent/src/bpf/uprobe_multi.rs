@@ -306,7 +306,7 @@ impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
     /// function (at the entry only, for those without a return probe or
     /// in [`super::entry_only`]), in process `pid` only: one link per module and
-    /// direction, in the order of [`link_plan`].
+    /// direction, every entry link first (`link_plan` says why).
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,
