@@ -83,6 +83,18 @@ impl SyncProbes {
     }
 }
 
+/// The probes of `functions`, in the order they are attached: every entry
+/// probe (true: a return probe) before any return probe. A process
+/// already running (attach mode) runs while they are attached: a return
+/// probe hijacks return addresses from the moment it exists, and a throw
+/// through a hijacked frame needs the unwinder's entry probe (in another
+/// module: libgcc_s, libstdc++) to stop the thread for the repair, or the
+/// unwinder finds no handler and the program ends in `std::terminate`.
+pub fn attach_order(functions: &[Function]) -> impl Iterator<Item = (&Function, bool)> {
+    let entries = functions.iter().map(|f| (f, false));
+    entries.chain(functions.iter().filter(|f| wants_return(f)).map(|f| (f, true)))
+}
+
 /// Whether `f` gets a return probe: it asks for one, and it is not among
 /// the functions whose return probe would harm the target
 /// ([`entry_only`]).

@@ -41,7 +41,7 @@ pub enum Attachment {
 
 impl Attachment {
     /// Attaches `enter`/`exit` (names of uprobe programs of `ebpf`) to every
-    /// function, in `pid` only, with perf events.
+    /// function, in `pid` only, with perf events, in [`super::attach_order`].
     pub fn perf_events(
         ebpf: &mut Ebpf,
         functions: &[Function],
@@ -51,11 +51,8 @@ impl Attachment {
     ) -> Result<Attachment, (String, aya::programs::ProgramError)> {
         let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid).expect("pid 0"));
         let mut links = Vec::with_capacity(2 * functions.len());
-        // Every entry probe before any return probe, as for uprobe_multi
-        // links (`uprobe_multi::link_plan` says why).
-        let entries = functions.iter().map(|f| (f, enter));
-        let returns = functions.iter().filter(|f| super::wants_return(f)).map(|f| (f, exit));
-        for (f, name) in entries.chain(returns) {
+        for (f, ret) in super::attach_order(functions) {
+            let name = if ret { exit } else { enter };
             let what = || format!("{name} probe to {} in {}", f.name, f.module.display());
             let prog: &mut UProbe = ebpf
                 .program_mut(name)

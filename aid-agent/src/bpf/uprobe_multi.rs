@@ -264,36 +264,22 @@ struct PlannedLink<'a> {
     cookies: Vec<u64>,
 }
 
-/// The links [`Links::attach`] makes, in order: every module's entry link
-/// before any return link. A process already running (attach mode) runs
-/// while they are made: a return probe hijacks return addresses from the
-/// moment its link exists, and a throw through a hijacked frame needs the
-/// unwinder's entry probe (in another module: libgcc_s, libstdc++) to
-/// stop the thread for the repair, or the unwinder finds no handler and
-/// the program ends in `std::terminate`.
+/// The links [`Links::attach`] makes, in order: one per direction and
+/// module, every module's entry link before any return link
+/// ([`super::attach_order`] says why).
 fn link_plan(functions: &[Function]) -> Vec<PlannedLink<'_>> {
+    // Per (return, module): offsets and cookies.
     type Points = (Vec<u64>, Vec<u64>);
-    let mut by_module: BTreeMap<&PathBuf, (Points, Points)> = BTreeMap::new();
-    for f in functions {
-        let (entries, returns) = by_module.entry(&f.module).or_default();
-        entries.0.push(f.offset);
-        entries.1.push(super::cookie(f));
-        if super::wants_return(f) {
-            returns.0.push(f.offset);
-            returns.1.push(super::cookie(f));
-        }
+    let mut links: BTreeMap<(bool, &PathBuf), Points> = BTreeMap::new();
+    for (f, ret) in super::attach_order(functions) {
+        let (offsets, cookies) = links.entry((ret, &f.module)).or_default();
+        offsets.push(f.offset);
+        cookies.push(super::cookie(f));
     }
-    let mut entries = Vec::new();
-    let mut returns = Vec::new();
-    for (module, (e, r)) in by_module {
-        for (ret, (offsets, cookies), out) in [(false, e, &mut entries), (true, r, &mut returns)] {
-            if !offsets.is_empty() {
-                out.push(PlannedLink { module, ret, offsets, cookies });
-            }
-        }
-    }
-    entries.extend(returns);
-    entries
+    links
+        .into_iter()
+        .map(|((ret, module), (offsets, cookies))| PlannedLink { module, ret, offsets, cookies })
+        .collect()
 }
 
 /// The links of one attachment (one process); dropping it detaches them.
@@ -306,7 +292,7 @@ impl Links {
     /// Attaches `enter` at the entry and `exit` at the return of every
     /// function (at the entry only, for those without a return probe or
     /// in [`super::entry_only`]), in process `pid` only: one link per module and
-    /// direction, every entry link first (`link_plan` says why).
+    /// direction, every entry link first ([`super::attach_order`]).
     pub fn attach(
         enter: &MultiProgram,
         exit: &MultiProgram,

@@ -337,8 +337,11 @@ impl<'a> Recorder<'a> {
                         content: pointee_content(func, e),
                     });
                 } else {
-                    let open = self.open.entry(e.tid).or_default();
-                    let Some(at) = open.iter().rposition(|(f, _)| *f == func.id) else {
+                    let newest = self.open.get_mut(&e.tid).and_then(|open| {
+                        let at = open.iter().rposition(|(f, _)| *f == func.id)?;
+                        Some((open, at))
+                    });
+                    let Some((open, at)) = newest else {
                         self.orphan_exits += 1;
                         return;
                     };
@@ -413,9 +416,32 @@ mod tests {
         Event { ts_ns: ts, pid: 100, tid, func, kind, args, ret, ..Event::default() }
     }
 
+    /// The recording of process 100's `events`, which trace f (0) and g (1).
+    fn record_f_g(events: &[Event]) -> Recorded {
+        let functions = vec![func(0, "f"), func(1, "g")];
+        let ctx = Context {
+            pid: 100,
+            functions: &functions,
+            pthread_create: None,
+            bodies: &HashMap::new(),
+            symbolize: &|_: &Path, _: u64| None::<String>,
+            start_ns: None,
+            existing_threads: Vec::new(),
+        };
+        record(events, ctx)
+    }
+
+    /// How one recorded call ended: (function, instance, value, exit,
+    /// unwound).
+    type End = (FuncId, u32, Option<i64>, Option<u64>, bool);
+
+    fn ends(rec: &Recorded) -> Vec<End> {
+        let calls = calls_from_rows(&rec.rows);
+        calls.iter().map(|c| (c.func, c.instance, c.ret, c.exit_ns, c.unwound)).collect()
+    }
+
     #[test]
     fn roles_instances_and_recursion_are_exact() {
-        let functions = vec![func(0, "f"), func(1, "g")];
         let events = vec![
             ev(5, 100, 0, EventKind::ENTRY, [9, 0, 0], 0), // before exec: dropped
             ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
@@ -427,16 +453,7 @@ mod tests {
             ev(40, 101, 1, EventKind::ENTRY, [0xffff_fffe, 0, 0], 0),
             ev(41, 101, 1, EventKind::EXIT, [0; 3], 3),
         ];
-        let ctx = Context {
-            pid: 100,
-            functions: &functions,
-            pthread_create: None,
-            bodies: &HashMap::new(),
-            symbolize: &|_: &Path, _: u64| None::<String>,
-            start_ns: None,
-            existing_threads: Vec::new(),
-        };
-        let rec = record(&events, ctx);
+        let rec = record_f_g(&events);
         assert_eq!(rec.start_ns, 10);
         assert_eq!(rec.threads.len(), 2);
         assert_eq!(
@@ -464,7 +481,6 @@ mod tests {
     /// ends there, without a return value; the next call returns.
     #[test]
     fn a_call_an_exception_crossed_ends_at_the_catch_without_a_value() {
-        let functions = vec![func(0, "f"), func(1, "g")];
         let events = vec![
             ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
             ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
@@ -474,21 +490,9 @@ mod tests {
             ev(30, 100, 0, EventKind::ENTRY, [3, 0, 0], 0),
             ev(31, 100, 0, EventKind::EXIT, [0; 3], 4),
         ];
-        let ctx = Context {
-            pid: 100,
-            functions: &functions,
-            pthread_create: None,
-            bodies: &HashMap::new(),
-            symbolize: &|_: &Path, _: u64| None::<String>,
-            start_ns: None,
-            existing_threads: Vec::new(),
-        };
-        let rec = record(&events, ctx);
-        let calls = calls_from_rows(&rec.rows);
-        let summary: Vec<_> =
-            calls.iter().map(|c| (c.func, c.instance, c.ret, c.exit_ns, c.unwound)).collect();
+        let rec = record_f_g(&events);
         assert_eq!(
-            summary,
+            ends(&rec),
             vec![
                 (0, 1, None, Some(15), true),
                 (1, 1, None, Some(15), true),
@@ -504,7 +508,6 @@ mod tests {
     /// cannot still be running. It ends there, without a value.
     #[test]
     fn a_call_still_open_when_its_caller_returns_ends_there_without_a_value() {
-        let functions = vec![func(0, "f"), func(1, "g")];
         let events = vec![
             ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
             ev(20, 100, 0, EventKind::ENTRY, [1, 0, 0], 0),
@@ -512,21 +515,9 @@ mod tests {
             ev(22, 100, 1, EventKind::ENTRY, [3, 0, 0], 0),
             ev(30, 100, 0, EventKind::EXIT, [0; 3], 5),
         ];
-        let ctx = Context {
-            pid: 100,
-            functions: &functions,
-            pthread_create: None,
-            bodies: &HashMap::new(),
-            symbolize: &|_: &Path, _: u64| None::<String>,
-            start_ns: None,
-            existing_threads: Vec::new(),
-        };
-        let rec = record(&events, ctx);
-        let calls = calls_from_rows(&rec.rows);
-        let summary: Vec<_> =
-            calls.iter().map(|c| (c.func, c.instance, c.ret, c.exit_ns, c.unwound)).collect();
+        let rec = record_f_g(&events);
         assert_eq!(
-            summary,
+            ends(&rec),
             vec![
                 (0, 1, Some(5), Some(20), false),
                 (1, 1, None, Some(20), true),
