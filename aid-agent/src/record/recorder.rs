@@ -60,6 +60,11 @@ pub struct Recorded {
     pub start_ns: u64,
     /// Exits whose entry was not seen (attach mode: calls already running).
     pub orphan_exits: u64,
+    /// When the last thread seen exiting exited, ns since time zero (the
+    /// kernel's clock): for a run that ended, its end, which the agent
+    /// learns only later (a process killed by a signal is reaped after the
+    /// signal's work, and the agent's wait wakes after that).
+    pub last_exit_ns: Option<u64>,
 }
 
 /// Turns the events of `ctx.pid` into rows and threads (a whole run).
@@ -99,6 +104,7 @@ pub struct Recorder<'a> {
     bias: HashMap<&'a Path, u64>,
     rows: Vec<EventRow>,
     orphan_exits: u64,
+    last_exit_ns: Option<u64>,
     next_unknown_role: Role,
     /// Child processes the target started (pids), not yet taken: their
     /// calls are not traced.
@@ -147,6 +153,7 @@ impl<'a> Recorder<'a> {
             bias: HashMap::new(),
             rows: Vec::new(),
             orphan_exits: 0,
+            last_exit_ns: None,
             next_unknown_role: 1 << 20,
             children: Vec::new(),
         }
@@ -209,6 +216,7 @@ impl<'a> Recorder<'a> {
             threads: self.threads,
             start_ns: self.start_ns.unwrap_or(0),
             orphan_exits: self.orphan_exits,
+            last_exit_ns: self.last_exit_ns,
         }
     }
 
@@ -279,6 +287,7 @@ impl<'a> Recorder<'a> {
                 bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
                 let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
                 self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
+                self.last_exit_ns = self.last_exit_ns.max(Some(t_ns));
             }
             EventKind::ENTRY | EventKind::EXIT | EventKind::UNWOUND => {
                 let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
@@ -525,5 +534,24 @@ mod tests {
             ]
         );
         assert_eq!(rec.orphan_exits, 0);
+    }
+
+    /// A run ends when its last thread exits, as the kernel dated it: a
+    /// thread blocked in f when another one aborted cannot be in f after
+    /// that, however late the agent's wait woke.
+    #[test]
+    fn the_last_thread_exit_dates_the_end_of_the_run() {
+        let exit = |ts, tid| ev(ts, tid, 0, EventKind::THREAD_EXIT, [0x31_74, 0, 0], 0);
+        let events = vec![
+            ev(10, 100, 0, EventKind::EXEC, [0; 3], 0),
+            ev(20, 100, 101, EventKind::THREAD, [1, 0x3d0f00, 0], 0),
+            ev(30, 101, 0, EventKind::ENTRY, [1, 0, 0], 0),
+            exit(50, 101),
+            exit(45, 100),
+        ];
+        let rec = record_f_g(&events);
+        assert_eq!(rec.last_exit_ns, Some(40));
+        assert_eq!(ends(&rec), vec![(0, 1, None, None, false)]);
+        assert_eq!(record_f_g(&events[..3]).last_exit_ns, None);
     }
 }

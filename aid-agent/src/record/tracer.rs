@@ -539,7 +539,13 @@ impl Tracer {
             existing_threads: Vec::new(),
         };
         let rec = recorder::record(&events, ctx);
-        let end_ns = rec.rows.last().map_or(0, |r| r.t_ns).max(exit.wall_ns);
+        // The run ends when its last thread exited, as the kernel dated it;
+        // the agent's own clock stops only when its wait woke, milliseconds
+        // later after a fatal signal, and a call still open when the
+        // process died (a thread blocked on a lock the aborting thread
+        // held) would look that much slower in failing runs.
+        let end_ns =
+            rec.rows.last().map_or(0, |r| r.t_ns).max(rec.last_exit_ns.unwrap_or(exit.wall_ns));
         let mut run = Run {
             id,
             label,

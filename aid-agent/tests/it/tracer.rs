@@ -316,6 +316,39 @@ fn crash_and_exit_codes_label_runs() {
     assert_eq!(calls_on(&s, 0, 0), vec![("poke".to_owned(), 1, [0, 0, 0], None)]);
 }
 
+/// A call still running when another thread aborts the process
+/// (abort_blocked.c: the worker waits in `wait_for_lock` for the lock main
+/// holds when it aborts) ends with the process, when its last thread
+/// exited as the kernel dated it: before the agent's wait woke, whose
+/// clock (`wall_ns`) started before the program was even executed. Before,
+/// the run ended at the later of the two, and such a call looked slower in
+/// every failing run by the agent's wake-up latency.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_run_killed_by_a_signal_ends_when_its_threads_exited() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("abort_blocked.c", "abort_blocked", &[]);
+    let (_tmp, out) = temp_session();
+    run_ok(
+        agent()
+            .args(["record", "-t", "wait_for_lock", "-t", "fail_now", "--runs", "3", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe),
+    );
+    let s = load(&out);
+    for (i, r) in s.runs.iter().enumerate() {
+        assert_eq!(r.outcome.signal, Some(libc::SIGABRT));
+        let calls = calls_on(&s, i, 0);
+        assert_eq!(calls, vec![("fail_now".to_owned(), 1, [0, 0, 0], None)]);
+        let waits = calls_on(&s, i, 1);
+        assert_eq!(waits, vec![("wait_for_lock".to_owned(), 1, [0, 0, 0], None)]);
+        let aborted = s.runs[i].calls.iter().map(|c| c.entry_ns).max().unwrap();
+        assert!(r.end_ns > aborted, "run {i}: {} <= {aborted}", r.end_ns);
+        assert!(r.end_ns < r.outcome.wall_ns, "run {i}: {} >= {}", r.end_ns, r.outcome.wall_ns);
+    }
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn fail_rules_exit_code_output_and_timeout() {
