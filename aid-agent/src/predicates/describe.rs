@@ -382,6 +382,7 @@ impl<'c> Names<'c> {
                 )
             }
             (_, Condition::AnyPair { relation, pairs }) => self.any_pair(relation, pairs),
+            (_, Condition::AfterAll { pairs }) => self.after_all(&some, pairs),
             (_, Condition::InterleavedSections) => {
                 let split = self.second(key, &some);
                 let last = if key.arg == super::locks::LAST {
@@ -438,6 +439,18 @@ impl<'c> Names<'c> {
             alts.push(format!("{} more such pairs", pairs.len() - 3));
         }
         format!("{}, which no passing run shows", alts.join(", or "))
+    }
+
+    /// "B starts only after A1, A2 and A3 have all ended", with the
+    /// earlier calls in the order of the pairs. Apart from
+    /// [`Names::describe`] because it names a list of calls.
+    fn after_all(&self, some: &str, pairs: &[super::PairMember]) -> String {
+        let mut calls: Vec<String> = pairs.iter().map(|m| self.call(m.a)).collect();
+        let last = calls.pop().unwrap_or_default();
+        let all = if calls.is_empty() { last } else { format!("{} and {last}", calls.join(", ")) };
+        format!(
+            "{some} starts only after {all} have all ended, which no passing run shows (each of them alone ending first, some do)"
+        )
     }
 
     /// A lock-order cycle in words: which lock each call holds and which
@@ -535,7 +548,9 @@ impl<'c> Names<'c> {
             Condition::RetNotPerCall { expected } | Condition::ArgNotPerCall { expected } => {
                 vec![("calls_with_a_passing_value".into(), expected.len().to_string())]
             }
-            Condition::AnyPair { pairs, .. } => vec![("pairs".into(), pairs.len().to_string())],
+            Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs } => {
+                vec![("pairs".into(), pairs.len().to_string())]
+            }
             Condition::GroupOverlap { shared, same, .. } => {
                 let mut v = vec![("same_object".into(), shared.to_string())];
                 if let Some(s) = same {

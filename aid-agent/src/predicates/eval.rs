@@ -134,6 +134,7 @@ impl Evaluator<'_, '_> {
                 (true, self.pair(&p.condition, a, b, at_entry))
             }
             Condition::AnyPair { relation, pairs } => self.any_pair(relation, pairs),
+            Condition::AfterAll { pairs } => self.after_all(pairs),
             Condition::GroupOverlap { shared, object, same } => {
                 self.group_overlap(key, *shared, *object, same.as_ref())
             }
@@ -232,6 +233,22 @@ impl Evaluator<'_, '_> {
             }
         }
         (seen, first)
+    }
+
+    /// Every pair ended its first call before its second started; the
+    /// moment the last of them ended. Observed when every call is there.
+    fn after_all(&self, pairs: &[PairMember]) -> (bool, Option<u64>) {
+        let mut last: Option<u64> = None;
+        for m in pairs {
+            let (Some(a), Some(b)) = (self.idx.call(m.a), self.idx.call(m.b)) else {
+                return (false, None);
+            };
+            match self.pair(&Condition::EndsBefore, a, b, m.at_entry) {
+                Some(t) => last = last.max(Some(t)),
+                None => return (true, None),
+            }
+        }
+        (true, last)
     }
 
     /// The first moment a call of one group starts while a call of the

@@ -22,7 +22,7 @@
 
 use super::{
     Anchor, Calls, Catalog, Condition, ExtractConfig, Kind, PredId, PredKey, Predicate,
-    PredicateError,
+    PredicateError, after_all,
     base::{Baseline, Funcs, Learned, SiteStats, error_test, run_local},
     calls::site_of,
     classes::{ClassId, Classes},
@@ -109,6 +109,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut scands = sections::Candidates::default();
     let mut stcands = statements::Candidates::default();
     let mut ccands = deadlock::Candidates::default();
+    let mut acands = after_all::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
         site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
@@ -118,12 +119,14 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         sections::candidates(&idx, &funcs, &sbase, &mut scands);
         statements::candidates(&idx, &funcs, &stbase, &mut stcands);
         deadlock::candidates(&idx, &funcs, &cbase, &mut ccands);
+        after_all::candidates(&idx, &funcs, &mut acands);
     }
 
     // Pass 3.
     let pairs = pairs::filter(&passing, &funcs, pcands);
     sections::vet(&passing, &funcs, &mut scands);
     statements::vet(&passing, &funcs, &mut stcands);
+    let after = after_all::vet(&passing, &funcs, acands);
 
     // Pass 4.
     let names = Names::new(session, &funcs.classes);
@@ -141,6 +144,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     out.extend(sections::predicates(&funcs, &scands));
     out.extend(statements::predicates(&funcs, &stcands));
     out.extend(deadlock::predicates(&funcs, &ccands));
+    out.extend(after);
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
 

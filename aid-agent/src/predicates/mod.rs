@@ -28,6 +28,7 @@ use crate::{
     model::{FuncId, Intervention, Role, Run, Session, Site},
 };
 
+mod after_all;
 mod base;
 mod calls;
 mod classes;
@@ -146,6 +147,11 @@ pub enum Kind {
     /// lock-order cycle: a deadlock, `deadlock.rs`), which no passing run
     /// showed.
     LockCycle,
+    /// A call started only after calls on other threads had all ended
+    /// (a conjunction of [`Kind::Order`]s), which no passing run showed
+    /// whole although each part alone some passing run showed
+    /// (`after_all.rs`).
+    AfterAll,
     /// Two calls of a function on the threads of a class were for the
     /// same key (equal contents in one field of what an argument pointed
     /// to: the same SKU added twice); learned when a failing run shows it
@@ -176,6 +182,7 @@ impl Kind {
             Kind::BetweenStatements => "between_statements",
             Kind::LockCycle => "lock_cycle",
             Kind::RepeatedKey => "repeated_key",
+            Kind::AfterAll => "after_all",
         }
     }
 
@@ -210,6 +217,7 @@ impl Kind {
                 | Kind::SectionOrder
                 | Kind::BetweenStatements
                 | Kind::LockCycle
+                | Kind::AfterAll
         )
     }
 }
@@ -546,6 +554,12 @@ pub enum Condition {
     /// of the pairwise conditions above).
     AnyPair {
         relation: Box<Condition>,
+        pairs: Vec<PairMember>,
+    },
+    /// The key's call started after every pair's first call (`a`) had
+    /// ended: every pair holds [`Condition::EndsBefore`]; anchored when
+    /// the last of them ended.
+    AfterAll {
         pairs: Vec<PairMember>,
     },
     /// Groups: some call of the first group and some call of the second,

@@ -418,7 +418,7 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
 /// B merely starts would let what follows A on its thread run beside B's
 /// body, which no passing run showed), else for B's start. For "A starts
 /// before B starts", A's start waits for B's.
-fn hold(kind: Kind, a: Site, b: Site, seen: Passing) -> (Anchor, Intervention) {
+pub(super) fn hold(kind: Kind, a: Site, b: Site, seen: Passing) -> (Anchor, Intervention) {
     let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
     match (kind, seen.reversed) {
         (Kind::Order, true) => (Anchor::FirstExit, at(Point::Entry, Point::Exit)),

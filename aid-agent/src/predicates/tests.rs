@@ -394,6 +394,81 @@ fn order_flipped_between_two_threads() {
     assert!(c.evaluate(&s.runs[0]).observed(PredId(1)));
 }
 
+/// A checker that fails only once both updaters have run: each order
+/// alone ("deposit ends before check starts") some passing run shows, the
+/// two together none.
+#[test]
+fn after_all_joins_orders_that_only_together_separate_the_runs() {
+    let functions = vec![
+        func(0, "deposit", ValueKind::Void, &[]),
+        func(1, "withdraw", ValueKind::Void, &[]),
+        func(2, "check", ValueKind::Void, &[]),
+    ];
+    let at = |id, label, d: u64, w: u64, c: u64| {
+        let mut r = run(
+            id,
+            label,
+            vec![
+                call(0, 1, 1, d, Some(d + 10), None),
+                call(1, 2, 1, w, Some(w + 10), None),
+                call(2, 3, 1, c, Some(c + 10), None),
+            ],
+            100,
+        );
+        r.threads = vec![
+            thread(0, "main"),
+            thread(1, "depositor"),
+            thread(2, "withdrawer"),
+            thread(3, "checker"),
+        ];
+        r
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            at(0, Label::Pass, 20, 40, 0),
+            at(1, Label::Pass, 0, 40, 20),
+            at(2, Label::Pass, 40, 0, 20),
+            at(3, Label::Fail, 0, 20, 40),
+            at(4, Label::Fail, 20, 0, 40),
+        ],
+    };
+    let c = learn_default(&s);
+    let after = PredKey { arg: 2, ..PredKey::pair(Kind::AfterAll, site(2, 3, 1), site(0, 1, 1)) };
+    assert_eq!(keys(&c), vec![PredKey::failure(), after]);
+    let p = &c.predicates[1];
+    let part = |a| PairMember { a, b: site(2, 3, 1), at_entry: false, reversed: true };
+    assert_eq!(
+        p.condition,
+        Condition::AfterAll { pairs: vec![part(site(0, 1, 1)), part(site(1, 2, 1))] }
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of check on checker#3 starts only after call 1 of deposit on depositor#1 and call 1 of withdraw on withdrawer#2 have all ended, which no passing run shows (each of them alone ending first, some do)"
+    );
+    // A passing run ran check before deposit: deposit waits for it.
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: site(0, 1, 1),
+            point: Point::Entry,
+            until: site(2, 3, 1),
+            until_point: Point::Exit
+        })
+    );
+    assert_eq!(p.anchor, Anchor::FirstExit);
+    // Settled when the last of the two ended: withdraw at 30, deposit at 30.
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(PredId(1)), Some(30));
+    for r in 0..3 {
+        assert!(!c.evaluate(&s.runs[r]).holds(PredId(1)), "run {r}");
+        assert!(c.evaluate(&s.runs[r]).observed(PredId(1)), "run {r}");
+    }
+    // With a passing run that shows both orders, nothing is learned.
+    let mut both = s.clone();
+    both.runs.push(at(5, Label::Pass, 0, 20, 40));
+    assert_eq!(keys(&learn_default(&both)), vec![PredKey::failure()]);
+}
+
 #[test]
 fn order_against_overlapping_passing_runs_holds_the_exit() {
     let functions = vec![func(0, "a", ValueKind::Void, &[]), func(1, "b", ValueKind::Void, &[])];
