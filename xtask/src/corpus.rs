@@ -238,6 +238,15 @@ fn session(
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     let verdict = judge(&named, &p.cause_functions);
+    if verdict == Verdict::Wrong {
+        // The next session empties aid-sessions/: a wrong answer's session
+        // is kept for whoever looks into it.
+        let kept = dir.join(format!("wrong-session-{i}"));
+        if kept.exists() {
+            std::fs::remove_dir_all(&kept)?;
+        }
+        std::fs::rename(&sessions, &kept)?;
+    }
     Ok(Outcome { verdict, runs, wall, what: text })
 }
 

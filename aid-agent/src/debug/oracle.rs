@@ -50,11 +50,22 @@ pub struct OracleRun {
 /// thread joins was held until a later call of that main thread); leaving
 /// such runs out would keep only the runs that passed, and confirm an
 /// effect of the failure as its cause.
+///
+/// The other way round, a run that passed while a hold gave up, or while
+/// a thread was still held when the target ended, is not evidence that
+/// the candidate causes the failure: the program waited for the held
+/// thread (a sort that hands work to a pool thread held until the sort
+/// has ended) and went on only when the hold let go, a second later, or
+/// the held thread's work never ran at all. The pass is the stall's doing
+/// or the missing work's, not the order the hold was for (qsort_mt: every
+/// run of a round that serialised the sort with its pool threads passed
+/// after a hold of 1 s gave up, and "confirmed" a cause that was not).
 pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> bool {
     let installed = run.interventions.iter().all(|a| a.applied || a.timed_out);
     let negated = group.iter().all(|&p| !truth.holds(p));
     let gave_up = run.interventions.iter().any(|a| a.timed_out || a.held_at_end);
-    run.complete && installed && (negated || (run.failed() && gave_up))
+    let evidence = if run.failed() { negated || gave_up } else { negated && !gave_up };
+    run.complete && installed && evidence
 }
 
 /// The interventions that negate the predicates of `group`.
@@ -298,6 +309,13 @@ mod tests {
         // failure persisted.
         assert!(judged(r(9, Label::Fail, -1), false, true, false));
         assert!(!judged(r(10, Label::Pass, -1), false, true, false));
+        // Negated and passing, but only after a hold gave up, or with a
+        // thread still held at the end: the stall or the missing work
+        // passed it, not the order; a pass proves nothing.
+        assert!(!judged(r(11, Label::Pass, 0), false, true, false));
+        assert!(!judged(r(12, Label::Pass, 0), true, false, true));
+        // Negated and failing after a hold gave up: the failure persisted.
+        assert!(judged(r(13, Label::Fail, 0), false, true, false));
         // Lost events: no.
         let mut cut = r(7, Label::Pass, 0);
         cut.complete = false;
