@@ -20,6 +20,8 @@
 //! without its parameter list. Each session is bounded by
 //! `--session-timeout` (SIGINT first, so aid writes what it knows; then
 //! SIGKILL); its output goes to `target/corpus/<name>/session-<i>.log`.
+//! The next session empties `aid-sessions/`; a wrong session's directory is
+//! kept as `target/corpus/<name>/wrong-session-<i>`.
 
 use std::{
     path::{Path, PathBuf},
@@ -264,14 +266,20 @@ fn same_function(a: &str, b: &str) -> bool {
     a == b || bare(a) == bare(b)
 }
 
-/// The report of the session, or of the last session `debug` climbed to
-/// (`callers-N` below it).
+/// The report of the session, or of the last session `debug` went on to
+/// (`left-out-N` or `callers-N` below it): the answer it printed last.
+/// Before 2026-11-29 the `left-out-N` sessions were not followed, and a
+/// cause confirmed there counted as none.
 fn last_report(session: &Path) -> Option<serde_json::Value> {
+    // In the order `debug` makes them (debug/campaign.rs): the default
+    // set, the shares of functions left out for cost, the climb to callers.
     let mut dirs = vec![session.to_owned()];
-    let mut level = 1;
-    while session.join(format!("callers-{level}")).is_dir() {
-        dirs.push(session.join(format!("callers-{level}")));
-        level += 1;
+    for kind in ["left-out", "callers"] {
+        let mut k = 1;
+        while session.join(format!("{kind}-{k}")).is_dir() {
+            dirs.push(session.join(format!("{kind}-{k}")));
+            k += 1;
+        }
     }
     dirs.iter().rev().find_map(|d| {
         let text = std::fs::read_to_string(d.join("report.json")).ok()?;

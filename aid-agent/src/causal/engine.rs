@@ -319,6 +319,7 @@ impl<'a> Experiment<'a> {
         let mut round = Round::empty(index, phase, ids);
         round.runs = t.valid;
         round.invalid_runs = t.invalid;
+        round.invalid_streak = t.streak;
         round.witnessed = t.witnessed_pass + t.witnessed_fail;
         round.failing_runs = t.fails;
         round.failure_stopped = t.fails == 0;

@@ -294,6 +294,10 @@ pub struct Round {
     pub runs: u32,
     /// Runs where the intervention could not be applied (not evidence).
     pub invalid_runs: u32,
+    /// How many of them came last, in a row (a round given up for them
+    /// ends on `max_invalid_runs` in a row).
+    #[serde(default)]
+    pub invalid_streak: u32,
     /// Valid runs in which some candidate held: the failure was under way.
     pub witnessed: u32,
     /// Valid runs that failed.
@@ -323,6 +327,7 @@ impl Round {
             group,
             runs: 0,
             invalid_runs: 0,
+            invalid_streak: 0,
             witnessed: 0,
             failing_runs: 0,
             failure_stopped: false,

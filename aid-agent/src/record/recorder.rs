@@ -262,6 +262,17 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// A thread exited: its final name (`comm`), and the latest exit so
+    /// far.
+    fn thread_exited(&mut self, e: &Event, t_ns: u64) {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&e.args[0].to_le_bytes());
+        bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
+        let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
+        self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
+        self.last_exit_ns = self.last_exit_ns.max(Some(t_ns));
+    }
+
     fn one(&mut self, e: &Event) {
         let t_ns = e.ts_ns.saturating_sub(self.start_ns.unwrap_or(0));
         match e.kind {
@@ -281,14 +292,7 @@ impl<'a> Recorder<'a> {
                     created_ns: t_ns,
                 });
             }
-            EventKind::THREAD_EXIT => {
-                let mut bytes = [0u8; 16];
-                bytes[..8].copy_from_slice(&e.args[0].to_le_bytes());
-                bytes[8..].copy_from_slice(&e.args[1].to_le_bytes());
-                let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
-                self.comms.insert(e.tid, String::from_utf8_lossy(&bytes[..end]).into_owned());
-                self.last_exit_ns = self.last_exit_ns.max(Some(t_ns));
-            }
+            EventKind::THREAD_EXIT => self.thread_exited(e, t_ns),
             EventKind::ENTRY | EventKind::EXIT | EventKind::UNWOUND => {
                 let Some(func) = self.ctx.functions.get(e.func as usize) else { return };
                 let role = match self.role_of.get(&e.tid) {

@@ -408,10 +408,23 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
             "{what} was not used: its interventions could not all be applied in the same {noun} ({} tries), so its predicates were tested in smaller groups",
             r.invalid_runs
         ),
-        Some(Unused::NotApplied) => format!(
-            "{what} was not used: the intervention did not take effect in {} in a row (its call site was not reached, the predicate held in spite of it, or the {noun} was cut short), so the predicate was left untested",
-            count(r.invalid_runs, noun)
-        ),
+        Some(Unused::NotApplied) => {
+            // Runs where it took effect may have come between: the last
+            // ones in a row ended the round.
+            let runs = if r.invalid_streak >= r.invalid_runs {
+                format!("{} in a row", count(r.invalid_runs, noun))
+            } else {
+                format!(
+                    "{} of the round's {}, the last {} in a row",
+                    r.invalid_runs,
+                    count(r.runs + r.invalid_runs, noun),
+                    r.invalid_streak
+                )
+            };
+            format!(
+                "{what} was not used: the intervention did not take effect in {runs} (its call site was not reached, the predicate held in spite of it, or the {noun} was cut short), so the predicate was left untested"
+            )
+        }
         None => what,
     }
 }

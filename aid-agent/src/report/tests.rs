@@ -578,6 +578,7 @@ mod unused {
             group: BTreeSet::from([PredId(3)]),
             runs: 9,
             invalid_runs: 20,
+            invalid_streak: 20,
             witnessed: 3,
             failing_runs: 0,
             failure_stopped: true,
@@ -604,6 +605,13 @@ mod unused {
         assert_eq!(
             unused_words(&round(Some(Unused::NotApplied)), &desc, "run"),
             "round 3 (intervening on P3) was not used: the intervention did not take effect in 20 runs in a row (its call site was not reached, the predicate held in spite of it, or the run was cut short), so the predicate was left untested"
+        );
+        // Runs where it took effect came between: the words say so.
+        let gaps =
+            Round { invalid_runs: 181, invalid_streak: 20, ..round(Some(Unused::NotApplied)) };
+        assert_eq!(
+            unused_words(&gaps, &desc, "run"),
+            "round 3 (intervening on P3) was not used: the intervention did not take effect in 181 of the round's 190 runs, the last 20 in a row (its call site was not reached, the predicate held in spite of it, or the run was cut short), so the predicate was left untested"
         );
         let pair = Round {
             group: BTreeSet::from([PredId(3), PredId(4)]),
