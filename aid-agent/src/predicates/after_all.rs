@@ -122,8 +122,7 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
         .into_iter()
         .filter(|(_, parts)| parts.len() <= MAX_PARTS)
         .map(|(b, parts)| {
-            let none = Passing { reversed: false, b_returns_first: true };
-            let seen = vec![none; parts.len()];
+            let seen = vec![Passing::NONE; parts.len()];
             (b, Vetting { parts, masks: Vec::new(), seen })
         })
         .collect();
@@ -141,12 +140,7 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
                 if ca.exit_ns.is_some_and(|x| x < cb.entry_ns) {
                     mask |= 1 << i;
                 }
-                if cb.exit_ns.is_some_and(|x| x < ca.entry_ns) {
-                    v.seen[i].reversed = true;
-                }
-                if cb.exit_ns.is_none_or(|x| ca.exit_ns.is_some_and(|y| x >= y)) {
-                    v.seen[i].b_returns_first = false;
-                }
+                v.seen[i].see(ca, cb);
             }
             v.masks.push(mask);
         }

@@ -51,6 +51,21 @@ pub(super) struct Passing {
     pub b_returns_first: bool,
 }
 
+impl Passing {
+    /// Before any passing run was looked at.
+    pub const NONE: Passing = Passing { reversed: false, b_returns_first: true };
+
+    /// What one passing run's calls `a` and `b` add.
+    pub fn see(&mut self, a: &crate::model::Call, b: &crate::model::Call) {
+        if b.exit_ns.is_some_and(|x| x < a.entry_ns) {
+            self.reversed = true;
+        }
+        if b.exit_ns.is_none_or(|x| a.exit_ns.is_some_and(|y| x >= y)) {
+            self.b_returns_first = false;
+        }
+    }
+}
+
 /// What the passing runs showed.
 #[derive(Default)]
 pub(super) struct PairBase {
@@ -331,8 +346,7 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
     // (pair, co-occurrences, what the passing runs with both showed)
     type Live = Vec<((Site, Site), u32, Passing)>;
     let live = |set: FxSet<(Site, Site)>| -> Live {
-        let none = Passing { reversed: false, b_returns_first: true };
-        let mut v: Live = set.into_iter().map(|p| (p, 0, none)).collect();
+        let mut v: Live = set.into_iter().map(|p| (p, 0, Passing::NONE)).collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     };
@@ -358,12 +372,7 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
                     if shows(a, b) {
                         return false;
                     }
-                    if b.exit_ns.is_some_and(|x| x < a.entry_ns) {
-                        seen.reversed = true;
-                    }
-                    if b.exit_ns.is_none_or(|x| a.exit_ns.is_some_and(|y| x >= y)) {
-                        seen.b_returns_first = false;
-                    }
+                    seen.see(a, b);
                     true
                 });
             };

@@ -457,7 +457,7 @@ fn after_all_joins_orders_that_only_together_separate_the_runs() {
         })
     );
     assert_eq!(p.anchor, Anchor::FirstExit);
-    // Settled when the last of the two ended: withdraw at 30, deposit at 30.
+    // Settled when the last of the two ended: withdraw at 30 (deposit at 10).
     assert_eq!(c.evaluate(&s.runs[3]).anchor(PredId(1)), Some(30));
     for r in 0..3 {
         assert!(!c.evaluate(&s.runs[r]).holds(PredId(1)), "run {r}");
