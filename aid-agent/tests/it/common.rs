@@ -170,6 +170,32 @@ pub fn temp_session() -> (tempfile::TempDir, PathBuf) {
     (dir, out)
 }
 
+/// `aid-agent debug ARGS --out SESSION -- EXE`, whatever its exit: the
+/// temporary directory (the session goes with it), the session directory
+/// and the output.
+pub fn debug_session<S: AsRef<std::ffi::OsStr>>(
+    exe: &Path,
+    args: &[S],
+) -> (tempfile::TempDir, PathBuf, Output) {
+    let (tmp, out) = temp_session();
+    let output = agent()
+        .arg("debug")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .arg(exe)
+        .output()
+        .expect("running aid-agent");
+    (tmp, out, output)
+}
+
+/// The "Root cause: …" line of `debug`'s output, or "" when it printed
+/// none.
+pub fn root_cause_line(stdout: &str) -> &str {
+    stdout.lines().find(|l| l.starts_with("Root cause: ")).unwrap_or_default()
+}
+
 /// Runs the agent, asserting success, and returns its output.
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("running aid-agent");

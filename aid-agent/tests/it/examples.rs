@@ -71,26 +71,6 @@ fn build(name: &str) -> PathBuf {
     example(name)
 }
 
-/// `aid-agent debug ARGS --out SESSION -- EXE`, whatever its exit: the
-/// temporary directory (the session goes with it), the session directory
-/// and the output.
-fn debug_session<S: AsRef<std::ffi::OsStr>>(
-    exe: &Path,
-    args: &[S],
-) -> (tempfile::TempDir, PathBuf, std::process::Output) {
-    let (tmp, out) = temp_session();
-    let output = agent()
-        .arg("debug")
-        .args(args)
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .arg(exe)
-        .output()
-        .expect("running aid-agent");
-    (tmp, out, output)
-}
-
 /// One `debug` session of `case`. A session that confirmed no cause (exit
 /// 1, its report written: "No cause was confirmed", or no candidate to
 /// test) is an outcome with an empty path — a miss under [`SESSIONS`]'

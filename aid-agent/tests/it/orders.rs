@@ -24,19 +24,11 @@ const AFTER_BOTH_NEEDED: usize = 2;
 
 /// One session; Ok when the root cause is the conjunction.
 fn after_both_session(exe: &Path) -> Result<Duration, String> {
-    let (_tmp, out) = temp_session();
     let started = Instant::now();
-    let output = agent()
-        .arg("debug")
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .arg(exe)
-        .output()
-        .expect("running aid-agent");
+    let (_tmp, _out, output) = debug_session(exe, &[] as &[&str]);
     let took = started.elapsed();
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let root = text.lines().find(|l| l.starts_with("Root cause: ")).unwrap_or_default();
+    let root = root_cause_line(&text);
     let right = output.status.success()
         && root.starts_with("Root cause: call 1 of check on checker#3 starts only after ")
         && root.contains(" of deposit on depositor#1")

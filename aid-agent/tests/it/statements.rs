@@ -21,18 +21,10 @@ const TORN_NEEDED: usize = 2;
 
 /// One session; Ok with the root cause line when it names both calls.
 fn torn_session(exe: &Path) -> Result<String, String> {
-    let (_tmp, out) = temp_session();
-    let output = agent()
-        .arg("debug")
-        .arg("--out")
-        .arg(&out)
-        .arg("--")
-        .arg(exe)
-        .output()
-        .expect("running aid-agent");
+    let (_tmp, _out, output) = debug_session(exe, &[] as &[&str]);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let root = text.lines().find(|l| l.starts_with("Root cause: ")).unwrap_or_default();
+    let root = root_cause_line(&text);
     let second_pass = stderr.lines().any(|l| {
         l.contains("the ladder again from its start, now also at ")
             && l.contains(" statements inside the traced functions")
