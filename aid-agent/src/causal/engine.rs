@@ -226,34 +226,9 @@ impl<'a> Experiment<'a> {
         Ok(outcome)
     }
 
-    /// What may change when `group` is intervened on: its descendants
-    /// (they may vanish with it), and what is upstream of it (nothing there
-    /// may change, or the round is confounded).
+    /// What may change when `group` is intervened on ([`scope_of`]).
     fn scope(&self, group: &BitSet) -> Scope {
-        let n = self.dag.nodes();
-        let f = self.dag.f_index();
-        // Descendants of the group may vanish with it; nothing else may.
-        let mut below = BitSet::new(n);
-        for g in group.iter() {
-            below.union_with(self.dag.reach(g));
-        }
-        below.remove(f);
-        below.difference_with(group);
-        let mut upstream = BitSet::full(n);
-        upstream.remove(f);
-        upstream.difference_with(group);
-        upstream.difference_with(&below);
-        // Predicates tied with the group (anchored at the very instant its
-        // intervention acts, in every failing run) change with it whatever
-        // the cause: their change is no sign of confounding.
-        for g in group.iter() {
-            upstream.difference_with(self.dag.tied(g));
-        }
-        // Only a sufficient predicate upstream can witness that the failure
-        // was under way; with none, the round is judged by its length.
-        let mut witnessing = upstream.clone();
-        witnessing.difference_with(self.dag.necessary());
-        Scope { below, upstream, blind: witnessing.is_empty() }
+        scope_of(self.dag, group)
     }
 
     /// The stopping rules, after each valid run of a round: confounded,
@@ -398,7 +373,50 @@ impl<'a> Experiment<'a> {
     }
 }
 
-/// What an intervention on a group may change ([`Experiment::scope`]).
+/// What may change when `group` is intervened on: its descendants
+/// (they may vanish with it), and what is upstream of it (nothing there
+/// may change, or the round is confounded).
+fn scope_of(dag: &AcDag, group: &BitSet) -> Scope {
+    let n = dag.nodes();
+    let f = dag.f_index();
+    // Descendants of the group may vanish with it; nothing else may.
+    let mut below = BitSet::new(n);
+    for g in group.iter() {
+        below.union_with(dag.reach(g));
+    }
+    below.remove(f);
+    below.difference_with(group);
+    let mut upstream = BitSet::full(n);
+    upstream.remove(f);
+    upstream.difference_with(group);
+    upstream.difference_with(&below);
+    // Predicates tied with the group (anchored at the very instant its
+    // intervention acts, in every failing run) change with it whatever
+    // the cause: their change is no sign of confounding.
+    for g in group.iter() {
+        upstream.difference_with(dag.tied(g));
+    }
+    // Only a sufficient predicate upstream can witness that the failure
+    // was under way; with none, the round is judged by its length.
+    let mut witnessing = upstream.clone();
+    witnessing.difference_with(dag.necessary());
+    Scope { below, upstream, blind: witnessing.is_empty() }
+}
+
+/// Whether some round on one of `candidates` alone could be witnessed: a
+/// sufficient predicate outside it, its descendants and what is tied to
+/// it would show, run by run, that the failure was under way. When none
+/// can, every round is judged by its length alone.
+pub fn some_round_witnessed(dag: &AcDag, candidates: &[PredId]) -> bool {
+    let f = dag.f_index();
+    candidates.iter().filter_map(|&p| dag.index_of(p)).filter(|&i| i != f).any(|i| {
+        let mut one = BitSet::new(dag.nodes());
+        one.insert(i);
+        !scope_of(dag, &one).blind
+    })
+}
+
+/// What an intervention on a group may change ([`scope_of`]).
 struct Scope {
     /// Descendants of the group: they may vanish with it.
     below: BitSet,
@@ -518,6 +536,20 @@ mod tests {
 
     fn chain() -> AcDag {
         AcDag::from_edges(&[PredId(1), PredId(2)], PredId(0), &[(PredId(1), PredId(2))]).unwrap()
+    }
+
+    /// In the chain 1 → 2 a round on 2 has 1 upstream to witness that
+    /// the failure was under way, a round on 1 nothing (2 may vanish with
+    /// it); a necessary-only predicate witnesses nothing, nor does a lone
+    /// candidate.
+    #[test]
+    fn a_round_is_witnessed_only_by_a_sufficient_predicate_outside_it() {
+        assert!(some_round_witnessed(&chain(), &[PredId(1), PredId(2)]));
+        assert!(!some_round_witnessed(&chain(), &[PredId(1)]));
+        let necessary = chain().with_necessary(&[PredId(1)]);
+        assert!(!some_round_witnessed(&necessary, &[PredId(1), PredId(2)]));
+        let one = AcDag::from_edges(&[PredId(1)], PredId(0), &[]).unwrap();
+        assert!(!some_round_witnessed(&one, &[PredId(1)]));
     }
 
     /// 1 → 2, and 3 unordered with both.

@@ -33,6 +33,7 @@ mod tagt;
 
 pub use confidence::SessionConfidence;
 pub use dag::{AcDag, RunAnchors};
+pub use engine::some_round_witnessed;
 pub use oracle::{Observation, Oracle};
 pub use replay::{Installable, TagtEstimate, estimate_tagt};
 pub use sim::{example, simulate, synthetic};

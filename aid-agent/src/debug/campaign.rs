@@ -166,12 +166,14 @@ pub fn debug_program(
     Ok(done)
 }
 
-/// Whether the search ends here: a cause confirmed, or the session cut
-/// short.
+/// Whether the search ends here: a cause confirmed, the session cut
+/// short, or the failure too rare under the agent's control for any round
+/// (another traced set is judged the same way).
 fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
     let d = &done.diagnosis;
     d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
         || d.interrupted.is_some()
+        || d.not_started.is_some()
         || cancel.load(Ordering::Relaxed)
 }
 

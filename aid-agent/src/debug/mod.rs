@@ -28,7 +28,7 @@ use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
 use self::{
-    oracle::{Control, OracleRun, SourceOracle},
+    oracle::{Control, NotStarted, OracleRun, SourceOracle},
     source::RunSource,
 };
 pub use crate::record::progress::{Progress, Quiet};
@@ -187,6 +187,9 @@ pub struct Diagnosis {
     pub interrupted: Option<&'static str>,
     /// The control runs the rounds were judged against.
     pub control: Option<Control>,
+    /// Why no round was started although there were candidates: the
+    /// failure too rare under the agent's control.
+    pub not_started: Option<NotStarted>,
 }
 
 impl Diagnosis {
@@ -208,6 +211,7 @@ impl Diagnosis {
             oracle_runs,
             interrupted,
             control: None,
+            not_started: None,
         }
     }
 }
@@ -326,26 +330,35 @@ fn debug_observed(
         cancel,
         &mut *ui,
     );
-    let control =
-        match calibrate(&mut oracle, &mut config, may_amplify.then_some(opts.amplify_below)) {
-            Ok(Calibration::Judged(c)) => c,
-            Ok(Calibration::Rare(control)) => {
-                let _ = oracle.finish();
-                source.end_interventions();
-                return Ok(Debugging::RareUnderControl { observed, plain: session.runs, control });
+    let witnessed = causal::some_round_witnessed(&analysis.dag, &analysis.candidates);
+    let amplify_below = may_amplify.then_some(opts.amplify_below);
+    let control = match calibrate(&mut oracle, &mut config, amplify_below, witnessed) {
+        Ok(Calibration::Judged(c)) => c,
+        Ok(Calibration::Rare(control)) => {
+            let _ = oracle.finish();
+            source.end_interventions();
+            return Ok(Debugging::RareUnderControl { observed, plain: session.runs, control });
+        }
+        Ok(Calibration::TooRare(not_started)) => {
+            let oracle_runs = oracle.finish();
+            source.end_interventions();
+            let mut d = Diagnosis::untested(observed, session, analysis, oracle_runs, None);
+            d.control = Some(not_started.control);
+            d.not_started = Some(not_started);
+            return Ok(Debugging::Done(Box::new(d)));
+        }
+        Err(e) => {
+            let oracle_runs = oracle.finish();
+            source.end_interventions();
+            if !cancel.load(Ordering::Relaxed) {
+                return Err(e);
             }
-            Err(e) => {
-                let oracle_runs = oracle.finish();
-                source.end_interventions();
-                if !cancel.load(Ordering::Relaxed) {
-                    return Err(e);
-                }
-                // Interrupted: what the analysis found, untested.
-                let interrupted = Some("measuring the control");
-                let d = Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted);
-                return Ok(Debugging::Done(Box::new(d)));
-            }
-        };
+            // Interrupted: what the analysis found, untested.
+            let interrupted = Some("measuring the control");
+            let d = Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted);
+            return Ok(Debugging::Done(Box::new(d)));
+        }
+    };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
     let oracle_runs = oracle.finish();
     source.end_interventions();
@@ -362,6 +375,7 @@ fn debug_observed(
                 oracle_runs,
                 interrupted: Some("intervening"),
                 control: Some(control),
+                not_started: None,
             })));
         }
         Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
@@ -381,6 +395,7 @@ fn debug_observed(
         oracle_runs,
         interrupted: None,
         control: Some(control),
+        not_started: None,
     })))
 }
 
@@ -391,7 +406,20 @@ enum Calibration {
     /// The failure is rarer than the amplification threshold under the
     /// agent's control: amplify first.
     Rare(Control),
+    /// So rare under the agent's control, with the runs already carrying
+    /// noise, that no round could conclude within [`MAX_FIRST_ROUND_RUNS`]
+    /// (none could be witnessed), or no control run failed: none is
+    /// started.
+    TooRare(NotStarted),
 }
+
+/// The most runs the first round may need, when no round can be
+/// witnessed, before any round is started. A round nothing upstream can
+/// witness is judged by how many runs in a row go without the failure,
+/// against a lower bound on the control's failure rate: with 1 failing
+/// control run in 200 that is 380,783 runs. The first rounds of the other
+/// corpus sessions on this machine needed at most 295.
+pub const MAX_FIRST_ROUND_RUNS: u32 = 2_000;
 
 /// Judges intervention rounds against the failure rate of control runs
 /// (made as intervened runs are, nothing intervened on) when that is lower
@@ -402,11 +430,14 @@ enum Calibration {
 /// source that can amplify), a control failure rate below it is
 /// [`Calibration::Rare`]: as rare as a failure the observation would have
 /// amplified (a thread pool whose workers start staggered under ptrace
-/// overlaps less).
+/// overlaps less). Otherwise, with no control run failing, or the first
+/// round needing more than [`MAX_FIRST_ROUND_RUNS`] when no round can be
+/// witnessed (`witnessed`), [`Calibration::TooRare`].
 fn calibrate(
     oracle: &mut SourceOracle<'_>,
     config: &mut Config,
     amplify_below: Option<f64>,
+    witnessed: bool,
 ) -> anyhow::Result<Calibration> {
     let observed = config.baseline.rate();
     let max = ((15.0 / observed.max(1e-3)).ceil() as u32).clamp(20, 200);
@@ -415,18 +446,21 @@ fn calibrate(
     if amplify_below.is_some_and(|below| control.rate() < below) {
         return Ok(Calibration::Rare(control));
     }
-    if control.failing == 0 {
-        bail!(
-            "no {noun} failed in {} control {noun}s made as intervened {noun}s are (the agent as tracer of every thread, nothing intervened on), against {:.0}% of observed {noun}s: under the agent's control the failure is too rare to judge interventions; more --runs, or a failure that is less sensitive to timing",
-            control.runs,
-            observed * 100.0,
-        );
-    }
     // The control runs are the evidence for the failure rate when they
     // show it lower: the rate under the conditions rounds are made in.
     if control.rate() < observed {
         config.baseline =
             causal::Baseline { failing: control.failing, passing: control.runs - control.failing };
+    }
+    let needed = if control.failing == 0 { None } else { Some(config.first_round_runs()?) };
+    if needed.is_none_or(|n| n > MAX_FIRST_ROUND_RUNS && !witnessed) {
+        let not_started = NotStarted { control, needed, limit: MAX_FIRST_ROUND_RUNS };
+        oracle.ui.say(&format!(
+            "{}: no intervention round is started, the failure being too rare under the agent's control (against {:.0}% of observed {noun}s)",
+            not_started.describe(noun),
+            observed * 100.0
+        ));
+        return Ok(Calibration::TooRare(not_started));
     }
     oracle.ui.say(&format!(
         "control: {} of {} {noun}s failed with nothing intervened on ({:.0}%); rounds are judged against {:.0}%: {} {noun}s without failure for the first conclusion",

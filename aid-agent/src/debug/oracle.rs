@@ -110,6 +110,42 @@ impl Control {
     }
 }
 
+/// No intervention round was started: under the agent's control the
+/// failure was too rare for one to conclude within
+/// [`super::MAX_FIRST_ROUND_RUNS`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotStarted {
+    pub control: Control,
+    /// Runs in a row without the failure the first round nothing can
+    /// witness would have needed; None when no control run failed.
+    pub needed: Option<u32>,
+    /// The most aid starts a round for.
+    pub limit: u32,
+}
+
+impl NotStarted {
+    /// "1 of 200 control runs failed (0.5%): a round would need about
+    /// 380783 runs in a row without the failure to conclude, and aid
+    /// starts none that needs more than 2000".
+    pub fn describe(&self, noun: &str) -> String {
+        let c = self.control;
+        let rate = c.rate() * 100.0;
+        let share =
+            if c.failing > 0 && rate < 1.0 { format!("{rate:.1}%") } else { format!("{rate:.0}%") };
+        let failed = format!(
+            "{} of {} control {noun}s (made as intervened {noun}s are, nothing intervened on) failed ({share})",
+            c.failing, c.runs
+        );
+        match self.needed {
+            Some(n) => format!(
+                "{failed}: a round would need about {n} {noun}s in a row without the failure to conclude, and aid starts none that needs more than {}",
+                self.limit
+            ),
+            None => format!("{failed}: no round could conclude that the failure stopped"),
+        }
+    }
+}
+
 /// Control runs stop at this many failures...
 pub const CONTROL_FAILURES: u32 = 5;
 

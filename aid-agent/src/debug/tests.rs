@@ -174,6 +174,90 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }
 
+/// A program whose observed runs fail one in three, with noise or
+/// without, while runs made as intervened runs are fail once in all (the
+/// 50th of them, nothing intervened on): the failure is too rare under
+/// the agent's control for any round to conclude.
+struct RareUnderControl {
+    functions: Vec<Function>,
+    runs: u32,
+    control: u32,
+    intervened: u32,
+}
+
+impl Program for RareUnderControl {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
+        let fails = (self.runs + 1).is_multiple_of(3);
+        make_read_run(&mut self.runs, fails, Vec::new())
+    }
+
+    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        if applied.is_empty() {
+            self.control += 1;
+        } else {
+            self.intervened += 1;
+        }
+        let fails = applied.is_empty() && self.control == 50;
+        make_read_run(&mut self.runs, fails, applied)
+    }
+}
+
+/// Run `runs + 1` of a program whose failure is `read` returning -1 and
+/// exit code 1.
+fn make_read_run(runs: &mut u32, fails: bool, applied: Vec<AppliedIntervention>) -> RecordedRun {
+    *runs += 1;
+    let ret = if fails { -1 } else { 0 };
+    let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+    let mut r = run(*runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100).with_outcome(
+        Outcome {
+            exit_code: Some(code),
+            reason: format!("exit code {code}"),
+            ..Outcome::default()
+        },
+    );
+    r.interventions = applied;
+    recorded(r)
+}
+
+/// Under the agent's control the failure shows in 1 of 45 runs, with the
+/// noise of amplification already in them: a round nothing can witness
+/// would need more than [`MAX_FIRST_ROUND_RUNS`] runs without the failure,
+/// so none is started and no run is intervened on (the report's words:
+/// `report::tests::a_session_that_started_no_round_says_why`).
+#[test]
+fn no_round_is_started_that_could_not_conclude() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = Scripted(RareUnderControl {
+        functions: functions.clone(),
+        runs: 0,
+        control: 0,
+        intervened: 0,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    // Observed without noise: 1 in 3 fail. Control: 15 / 33 % = 45 runs,
+    // none failed (below --amplify-below): observed again with noise, and
+    // a second control of 45 runs, whose 5th (the 50th in all) failed.
+    assert_eq!((source.0.control, source.0.intervened), (90, 0));
+    assert!(d.observed.amplified.is_some());
+    assert!(d.discovery.is_none());
+    let n = d.not_started.expect("no round started");
+    assert_eq!(n.control, Control { runs: 45, failing: 1 });
+    assert_eq!(n.limit, MAX_FIRST_ROUND_RUNS);
+    let needed = n.needed.expect("a control run failed");
+    assert!(needed > MAX_FIRST_ROUND_RUNS, "{needed}");
+    assert!(!d.analysis.candidates.is_empty());
+    assert!(d.oracle_runs.iter().all(|r| r.group.is_empty()));
+}
+
 /// A program whose first four runs without noise fail and no later one
 /// does (4 of 120: rare, but not in the first 40), while every third run
 /// with noise fails, control runs included. A run that forces `read`'s

@@ -190,6 +190,11 @@ fn cause(s: &mut String, r: &DebugReport<'_>) {
                 "<div class=\"root\" id=\"root-cause\"><b>No cause was confirmed.</b> {}</div>",
                 if let Some(phase) = r.interrupted {
                     format!("Interrupted while {phase}, before a cause was confirmed.")
+                } else if let Some(n) = r.not_started {
+                    format!(
+                        "No intervention round was started, the failure being too rare under the agent's control to judge one: {}.",
+                        esc(&n.describe(r.noun))
+                    )
                 } else if r.discovery.is_some() {
                     "No intervention on the candidates stopped the failure.".to_string()
                 } else {

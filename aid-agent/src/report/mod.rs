@@ -23,7 +23,10 @@ pub use self::text::{Layout, render};
 use crate::{
     analysis::{Analysis, AnalysisReport, Exclusion},
     causal::{Discovery, Reason, Round, SessionConfidence, TagtEstimate, Unused},
-    debug::{Diagnosis, Observed, oracle::OracleRun},
+    debug::{
+        Diagnosis, Observed,
+        oracle::{NotStarted, OracleRun},
+    },
     model::{Intervention, Label},
     predicates::PredId,
     stats::Scores,
@@ -105,8 +108,13 @@ pub struct DebugReport<'a> {
     /// ran to its end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<&'static str>,
+    /// Why no round was started: the control runs, and the runs a round
+    /// would have needed; absent when rounds were started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<NotStarted>,
     /// Candidates not tested, in words: every candidate when the session
-    /// was interrupted before its first intervention concluded.
+    /// was interrupted before its first intervention concluded, or started
+    /// none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub candidates_untested: Vec<PredicateView>,
 }
@@ -215,7 +223,8 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         .map(|d| d.unresolved.iter().filter_map(|&p| view(p)).collect())
         .unwrap_or_default();
     let concluded = outcome.discovery.as_ref().is_some_and(|d| !d.rounds.is_empty());
-    let candidates_untested = if outcome.interrupted.is_some() && !concluded {
+    let stopped = outcome.interrupted.is_some() || outcome.not_started.is_some();
+    let candidates_untested = if stopped && !concluded {
         a.candidates.iter().filter_map(|&p| view(p)).collect()
     } else {
         Vec::new()
@@ -244,6 +253,7 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         discovery: outcome.discovery.as_ref(),
         oracle_runs: &outcome.oracle_runs,
         interrupted: outcome.interrupted,
+        not_started: outcome.not_started,
         candidates_untested,
     }
 }

@@ -22,9 +22,9 @@ use crate::{
     analysis::{AnalysisOptions, analyze},
     causal::{Config, Observation, Oracle, Strategy, discover, estimate_tagt},
     debug::{
-        Diagnosis, Observed,
+        Diagnosis, MAX_FIRST_ROUND_RUNS, Observed,
         beside::{Beside, Chain, TopPattern},
-        oracle::OracleRun,
+        oracle::{Control, NotStarted, OracleRun},
     },
     intervene::SafeList,
     model::{
@@ -182,6 +182,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         oracle_runs,
         interrupted: None,
         control: None,
+        not_started: None,
     };
     (d, intervened)
 }
@@ -674,4 +675,40 @@ fn an_interrupted_session_lists_what_was_to_be_tested() {
     let (done, _) = diagnosis();
     let json = serde_json::to_value(build(&done)).unwrap();
     assert!(json.get("interrupted").is_none() && json.get("candidates_untested").is_none());
+}
+
+/// No round started, the failure too rare under the agent's control: the
+/// report says why with the numbers and lists the candidates that were to
+/// be tested — not "no predicate could be intervened on", not "no
+/// intervention stopped the failure", not a confidence.
+#[test]
+fn a_session_that_started_no_round_says_why() {
+    let (mut d, _) = diagnosis();
+    d.discovery = None;
+    d.tagt = None;
+    d.oracle_runs.clear();
+    let control = Control { runs: 200, failing: 1 };
+    d.not_started =
+        Some(NotStarted { control, needed: Some(380_783), limit: MAX_FIRST_ROUND_RUNS });
+    d.control = Some(control);
+    let r = build(&d);
+    assert_eq!(r.candidates_untested.len(), d.analysis.candidates.len());
+    let text = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
+    assert!(
+        text.contains("No cause was tested: no intervention round was started, the failure being too rare under the agent's control to judge one. 1 of 200 control runs (made as intervened runs are, nothing intervened on) failed (0.5%): a round would need about 380783 runs in a row without the failure to conclude, and aid starts none that needs more than 2000; the candidates that were to be tested:\n  • call 1 of fetch on fetcher#1 runs too slow"),
+        "{text}"
+    );
+    for wrong in
+        ["No predicate both held", "No cause was confirmed", "Confidence that", "Interrupted"]
+    {
+        assert!(!text.contains(wrong), "`{wrong}`:\n{text}");
+    }
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["not_started"]["needed"], 380_783);
+    assert_eq!(json["not_started"]["control"]["failing"], 1);
+    let html = html::render(&r, &d, None, &Beside::default());
+    assert!(html.contains("No intervention round was started"), "{html}");
+    // A session that ran its rounds has no such field.
+    let (done, _) = diagnosis();
+    assert!(serde_json::to_value(build(&done)).unwrap().get("not_started").is_none());
 }

@@ -100,6 +100,7 @@ pub fn render(r: &DebugReport<'_>, layout: &Layout) -> String {
     match (&r.root_cause_id, r.discovery) {
         (Some(_), Some(_)) => causal_path(&mut o, r),
         (None, _) if r.interrupted.is_some() => interrupted(&mut o, r),
+        (None, _) if r.not_started.is_some() => not_started(&mut o, r),
         (None, Some(_)) => {
             o.para(
                 "",
@@ -224,6 +225,21 @@ fn interrupted(o: &mut Out<'_>, r: &DebugReport<'_>) {
         );
         bullets(o, &r.candidates_untested);
     }
+}
+
+/// The outcome of a session that started no round: why, with the
+/// numbers, and the candidates that were to be tested.
+fn not_started(o: &mut Out<'_>, r: &DebugReport<'_>) {
+    let Some(n) = r.not_started else { return };
+    o.para(
+        "",
+        "",
+        &format!(
+            "No cause was tested: no intervention round was started, the failure being too rare under the agent's control to judge one. {}; the candidates that were to be tested:",
+            n.describe(r.noun)
+        ),
+    );
+    bullets(o, &r.candidates_untested);
 }
 
 /// What the search cost (interventions, runs, the TAGT comparison under
