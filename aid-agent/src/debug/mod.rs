@@ -456,9 +456,9 @@ fn calibrate(
     if needed.is_none_or(|n| n > MAX_FIRST_ROUND_RUNS && !witnessed) {
         let not_started = NotStarted { control, needed, limit: MAX_FIRST_ROUND_RUNS };
         oracle.ui.say(&format!(
-            "{}: no intervention round is started, the failure being too rare under the agent's control (against {:.0}% of observed {noun}s)",
-            not_started.describe(noun),
-            observed * 100.0
+            "no intervention round is started, the failure being too rare under the agent's control (it showed in {:.0}% of observed {noun}s): {}",
+            observed * 100.0,
+            not_started.describe(noun)
         ));
         return Ok(Calibration::TooRare(not_started));
     }

@@ -32,7 +32,7 @@ use crate::{
     intervene::returns::{self, Repairs, Traced},
     model::{FuncId, Function},
     sys::{
-        poll,
+        hang, poll,
         ptrace::{ControlError, resume, wait_for_child},
         spawn,
         unwind::Unwinder,
@@ -245,6 +245,51 @@ fn next_alone(pid: u32, holds: &[Hold]) -> Option<Pid> {
     runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
 }
 
+/// Holds nothing can satisfy: when every hold waits for an event (none
+/// ends by itself, as a delay or a PCT change point does) and every other
+/// thread of the target waits in a futex with no timeout
+/// ([`hang::waiting_but`]), alike at two looks [`poll::FUTILE_LOOK`]
+/// apart, nothing runs that could bring the events before the deadlines:
+/// a thread held inside a critical section until a call ends that waits
+/// for that very lock, a pool held until a group goes idle whose threads
+/// all wait for work. Waiting out the hold timeout would end the same way,
+/// later; the oldest hold is given up now, as at its deadline (not
+/// applied, timed out), and the others wait on for what it does.
+#[derive(Default)]
+struct Futility {
+    /// The last look: when, the holds then (their stop records), and the
+    /// other threads' progress.
+    last: Option<(Instant, Vec<usize>, hang::Progress)>,
+}
+
+impl Futility {
+    /// The thread of the hold to give up now, if any.
+    fn hold(&mut self, pid: u32, holds: &[Hold], now: Instant) -> Option<Pid> {
+        let waiting =
+            |h: &Hold| matches!(h.release, Release::WhenHappened(_) | Release::WhenIdle { .. });
+        if holds.is_empty() || !holds.iter().all(waiting) {
+            self.last = None;
+            return None;
+        }
+        if self.last.as_ref().is_some_and(|(at, ..)| now.duration_since(*at) < poll::FUTILE_LOOK) {
+            return None;
+        }
+        let held: Vec<u32> = holds.iter().map(|h| h.tid.as_raw() as u32).collect();
+        let Some(seen) = hang::waiting_but(pid, &held) else {
+            self.last = None;
+            return None;
+        };
+        let records: Vec<usize> = holds.iter().map(|h| h.record).collect();
+        match self.last.replace((now, records.clone(), seen.clone())) {
+            Some((_, before, progress)) if before == records && progress == seen => {
+                self.last = None;
+                holds.iter().min_by_key(|h| h.since).map(|h| h.tid)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What the loop should do next, decided by the caller at every turn.
 pub enum Flow {
     Continue,
@@ -300,6 +345,7 @@ impl Controller<'_> {
         let leader = Pid::from_raw(pid as i32);
         let mut holds: Vec<Hold> = Vec::new();
         let mut stops: Vec<StopRecord> = Vec::new();
+        let mut futility = Futility::default();
         loop {
             // Serve every stop that is waiting.
             loop {
@@ -343,6 +389,8 @@ impl Controller<'_> {
             let now = Instant::now();
             let stuck = self.stuck_group_hold(&holds);
             let alone = next_alone(pid, &holds);
+            // Group holds waiting on each other are settled first.
+            let futile = if stuck.is_none() { futility.hold(pid, &holds, now) } else { None };
             holds.retain(|h| {
                 let unblocked = stuck.is_some_and(|s| s.tid == h.tid);
                 let done = match h.release {
@@ -354,7 +402,7 @@ impl Controller<'_> {
                     }
                     Release::WhenAlone(_) => alone == Some(h.tid),
                 };
-                let expired = !done && now >= h.deadline;
+                let expired = !done && (now >= h.deadline || futile == Some(h.tid));
                 if done || expired || unblocked {
                     release(self.probes, &mut stops[h.record], h, now, done, expired);
                     false

@@ -206,12 +206,12 @@ fn progress(threads: &[ThreadLook]) -> Progress {
     threads.iter().filter(|t| !t.gone()).map(|t| (t.tid, t.cpu_ticks, t.switches)).collect()
 }
 
+/// Each thread's (tid, CPU ticks, context switches) at one look.
+pub type Progress = Vec<(u32, u64, u64)>;
+
 /// Watches one process for a hang: looked at every [`poll::HANG_LOOK`]
 /// (or a tenth of the bound, when that is shorter), cheaply while some
 /// thread runs.
-/// Each thread's (tid, CPU ticks, context switches) at one look.
-type Progress = Vec<(u32, u64, u64)>;
-
 #[derive(Debug)]
 pub struct HangCheck {
     bound: Duration,
@@ -268,6 +268,23 @@ impl HangCheck {
             }
         }
     }
+}
+
+/// When every live thread of `pid` but those in `except` (threads the
+/// agent holds) waits in a futex with no timeout, each one's progress
+/// (tid, CPU ticks, context switches): none of them goes on before one
+/// of `except` does, short of a signal. Two such looks alike some time
+/// apart say that none ran in between. None when one of them runs, is
+/// runnable, sleeps with a deadline or waits for anything else, or when
+/// there is none.
+pub fn waiting_but(pid: u32, except: &[u32]) -> Option<Progress> {
+    let others = |t: &ThreadLook| !t.gone() && !except.contains(&t.tid);
+    let cheap = look(pid, false)?;
+    if !cheap.iter().filter(|t| others(t)).all(|t| matches!(t.state, 'S' | 'D')) {
+        return None;
+    }
+    let live: Vec<ThreadLook> = look(pid, true)?.into_iter().filter(|t| others(t)).collect();
+    (!live.is_empty() && live.iter().all(|t| t.waits.is_some())).then(|| progress(&live))
 }
 
 /// The cheap first look: every live thread blocked (`S` or `D`); only then

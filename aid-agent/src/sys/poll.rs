@@ -32,6 +32,12 @@ pub const SERVE_NAP: Duration = Duration::from_millis(2);
 /// and the held call should start within tens of microseconds of it.
 pub const HOLD_EVENT: Duration = Duration::from_micros(50);
 
+/// A hold waiting for an event is given up as soon as nothing can bring
+/// it: every other thread of the target waits in a futex with no timeout,
+/// alike at two looks this far apart (`intervene/control.rs`,
+/// `futile_hold`). Looked at no more often than this either.
+pub const FUTILE_LOOK: Duration = Duration::from_millis(5);
+
 /// With SIGCHLD not blocked (a library user who did not call
 /// [`crate::sys::ptrace::block_sigchld`]) the controller cannot wait for
 /// the signal and sleeps this long instead.

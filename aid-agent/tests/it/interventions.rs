@@ -266,30 +266,53 @@ fn a_hold_waits_for_the_other_call_to_be_let_go() {
     assert_eq!((r.label, read.ret), (Label::Pass, Some(1)));
 }
 
+/// b_step is what lets a_poll finish, and a_poll polls for it every
+/// millisecond: holding b_step until a_poll ends cannot be satisfied, but
+/// a thread still runs (it might yet bring the event), so the hold lasts
+/// until its timeout.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
-    // b_step is what lets a_step finish: holding b_step until a_step ends
-    // can only end by the timeout.
     let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
                     "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
     let started = Instant::now();
-    let s =
-        intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &["--hold-timeout", "300ms"]);
+    let s = intervene(&exe, &["stall"], &["a_poll", "b_step"], plan, &["--hold-timeout", "300ms"]);
     assert!(started.elapsed() < Duration::from_secs(20));
     let r = &s.runs[0];
     assert_eq!(r.label, Label::Pass, "the program finished once released");
     assert!(!r.interventions[0].applied && r.interventions[0].timed_out);
     let b = call(&s, "b_step", 2);
-    let a = call(&s, "a_step", 1);
+    let a = call(&s, "a_poll", 1);
     assert!(
         b.entry_ns >= a.entry_ns + 300_000_000 - 50_000_000,
         "held ~300 ms: {} vs {}",
         b.entry_ns,
         a.entry_ns
     );
+}
+
+/// b_step is what lets a_step finish, and a_step waits for it in
+/// `sem_wait` (main in `pthread_join`): with b_step held until a_step
+/// ends, no thread can run at all. The hold is given up as soon as two
+/// looks agree, not at its 30 s timeout, which would have outlasted the
+/// run's 20 s: the run ends by itself, the hold not applied.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_hold_nothing_can_satisfy_is_given_up_at_once() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
+    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
+                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let extra = ["--hold-timeout", "30s", "--timeout", "20s"];
+    let s = intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &extra);
+    let r = &s.runs[0];
+    assert!(!r.outcome.timed_out && r.label == Label::Pass, "{:?}", r.outcome);
+    let iv = &r.interventions[0];
+    assert_eq!((iv.applied, iv.timed_out), (false, true), "applied, timed out");
+    let (a, b) = (call(&s, "a_step", 1), call(&s, "b_step", 2));
+    assert!(b.entry_ns > a.entry_ns && a.exit_ns.is_some_and(|x| x > b.entry_ns));
 }
 
 /// A target the agent holds in a ptrace stop (as a run deadlocked under
