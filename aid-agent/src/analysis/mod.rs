@@ -3,6 +3,8 @@
 //! filters (Sec. 3.2) and the AC-DAG (Sec. 4). `aid-agent analyze` prints
 //! it; `debug` continues from it with interventions.
 
+mod implied;
+
 use std::{
     collections::BTreeSet,
     fmt::Write as _,
@@ -201,7 +203,16 @@ pub fn analyze_timed(
             .iter()
             .copied()
             .filter(|&id| catalog.get(id).is_some_and(|p| p.key.kind.is_mechanism())),
-    );
+    )
+    .with_implied(&implied::implied(
+        &candidates
+            .iter()
+            .filter_map(|&id| catalog.get(id).map(|p| (id, p.key.kind, p.intervention.as_ref())))
+            .collect::<Vec<_>>(),
+        &implied::bodies(&session.runs, &|f| {
+            session.functions.get(f as usize).is_some_and(|x| x.internal)
+        }),
+    ));
     time.dag = t.elapsed();
     let failure_rate =
         if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };

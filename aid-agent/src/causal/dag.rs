@@ -55,6 +55,11 @@ pub struct AcDag {
     /// unordered nodes of equal depth they are tried first
     /// ([`AcDag::with_mechanisms`]).
     mechanism: BitSet,
+    /// `implied[i]`: nodes the intervention of `i` makes impossible (two
+    /// calls it keeps apart said to run at the same time,
+    /// [`AcDag::with_implied`]): like tied nodes, they change with it
+    /// whatever the cause.
+    implied: Vec<BitSet>,
 }
 
 impl AcDag {
@@ -274,7 +279,20 @@ impl AcDag {
         let necessary = BitSet::new(total);
         let sufficient = BitSet::new(total);
         let mechanism = BitSet::new(total);
-        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary, sufficient, mechanism }
+        let implied = vec![BitSet::new(total); total];
+        AcDag {
+            ids,
+            index,
+            f: fi,
+            reach,
+            back,
+            depth,
+            tied,
+            necessary,
+            sufficient,
+            mechanism,
+            implied,
+        }
     }
 
     /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
@@ -302,6 +320,26 @@ impl AcDag {
             self.mechanism.insert(i);
         }
         self
+    }
+
+    /// Records that the intervention of the first of each pair makes the
+    /// second impossible (`analysis/implied.rs`); ids that are not nodes
+    /// are ignored.
+    pub fn with_implied(mut self, pairs: &[(PredId, PredId)]) -> AcDag {
+        for &(p, q) in pairs {
+            if let (Some(i), Some(j)) = (self.index_of(p), self.index_of(q))
+                && i != self.f
+                && j != self.f
+            {
+                self.implied[i].insert(j);
+            }
+        }
+        self
+    }
+
+    /// Nodes the intervention of node `i` makes impossible.
+    pub fn implied(&self, i: usize) -> &BitSet {
+        &self.implied[i]
     }
 
     /// The node indices of these ids, F and ids that are not nodes left

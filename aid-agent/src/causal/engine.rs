@@ -393,8 +393,11 @@ fn scope_of(dag: &AcDag, group: &BitSet) -> Scope {
     // Predicates tied with the group (anchored at the very instant its
     // intervention acts, in every failing run) change with it whatever
     // the cause: their change is no sign of confounding.
+    // So are those its intervention makes impossible: they cannot witness
+    // anything, and their absence is the intervention itself.
     for g in group.iter() {
         upstream.difference_with(dag.tied(g));
+        upstream.difference_with(dag.implied(g));
     }
     // Only a sufficient predicate upstream can witness that the failure
     // was under way; with none, the round is judged by its length.
@@ -663,6 +666,34 @@ mod tests {
         let d = ex.finish(Strategy::Aid);
         assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (n, 0));
         assert_eq!(d.path, vec![PredId(2)]);
+    }
+
+    /// Upstream 1 is what 2's intervention makes impossible (two calls it
+    /// keeps apart, said to run at the same time): it never holds in the
+    /// round, witnesses nothing, and its absence is the intervention
+    /// itself. The round is blind and stops after the runs a blind round
+    /// needs; without the implication, the same runs leave it with no
+    /// witness, capped and unused.
+    #[test]
+    fn a_candidate_the_intervention_makes_impossible_is_not_upstream() {
+        let dag = chain().with_implied(&[(PredId(2), PredId(1))]);
+        let mut probe = Ledger::new(0.99, 20, 20);
+        let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+        let mut o = script((0..n).map(|_| obs(false, &[], true)).collect());
+        let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (n, 0));
+        assert_eq!(d.path, vec![PredId(2)]);
+
+        let dag = chain();
+        let cfg = Config { max_round_runs: n, ..config() };
+        let mut o = script((0..n).map(|_| obs(false, &[], true)).collect());
+        let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+        assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Unused);
+        let d = ex.finish(Strategy::Aid);
+        assert_eq!(d.rounds[0].unused, Some(Unused::NoWitness));
+        assert!(d.path.is_empty());
     }
 
     #[test]
