@@ -45,17 +45,20 @@ fn co_occurrence(kind: Kind) -> bool {
 }
 
 /// The two sides an intervention keeps from running at the same time, when
-/// it keeps every call of one apart from every call of the other.
+/// it keeps every call of one apart from every call of the other: each
+/// part's [`sides`], but of holds only one that keeps a call from starting
+/// until the other has returned.
 fn kept_apart(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
-    match iv {
-        Intervention::Serialize { a, b } => vec![(CallSet::site(*a), CallSet::site(*b))],
-        Intervention::SerializeGroups { a, b, .. } => vec![(a.clone(), b.clone())],
-        Intervention::HoldUntil { site, point: Point::Entry, until, until_point: Point::Exit } => {
-            vec![(CallSet::site(*site), CallSet::site(*until))]
-        }
-        Intervention::All { each } => each.iter().flat_map(kept_apart).collect(),
-        _ => Vec::new(),
-    }
+    iv.parts()
+        .into_iter()
+        .filter(|part| match part {
+            Intervention::HoldUntil { point, until_point, .. } => {
+                (*point, *until_point) == (Point::Entry, Point::Exit)
+            }
+            _ => true,
+        })
+        .filter_map(sides)
+        .collect()
 }
 
 /// The two sides a co-occurrence candidate says ran at the same time, read

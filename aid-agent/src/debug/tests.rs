@@ -77,6 +77,26 @@ impl<P: Program> RunSource for Scripted<P> {
     fn end_interventions(&mut self) {}
 }
 
+/// Run `id` of a program whose failure is `read` returning -1 and exit
+/// code 1 (0 and exit code 0 when it passes).
+fn read_run(id: u32, fails: bool) -> Run {
+    let ret = if fails { -1 } else { 0 };
+    let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
+    run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100).with_outcome(Outcome {
+        exit_code: Some(code),
+        reason: format!("exit code {code}"),
+        ..Outcome::default()
+    })
+}
+
+/// [`read_run`] number `runs + 1`, with these interventions.
+fn make_read_run(runs: &mut u32, fails: bool, applied: Vec<AppliedIntervention>) -> RecordedRun {
+    *runs += 1;
+    let mut r = read_run(*runs, fails);
+    r.interventions = applied;
+    recorded(r)
+}
+
 /// A program whose failure (`read` returning -1, exit code 1) shows in
 /// every fifth observed run, but never in a run made as intervened runs
 /// are unless it carries noise: as a race whose threads overlap less when
@@ -88,22 +108,6 @@ struct StaggeredUnderControl {
     observed_plain: u32,
     observed_noisy: u32,
     control_plain: u32,
-}
-
-impl StaggeredUnderControl {
-    fn make(&mut self, fails: bool, interventions: Vec<AppliedIntervention>) -> RecordedRun {
-        self.runs += 1;
-        let ret = if fails { -1 } else { 0 };
-        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
-        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
-            .with_outcome(Outcome {
-                exit_code: Some(code),
-                reason: format!("exit code {code}"),
-                ..Outcome::default()
-            });
-        r.interventions = interventions;
-        recorded(r)
-    }
 }
 
 impl Program for StaggeredUnderControl {
@@ -118,7 +122,7 @@ impl Program for StaggeredUnderControl {
             self.observed_noisy += 1;
         }
         let fails = (self.runs + 1).is_multiple_of(5);
-        self.make(fails, Vec::new())
+        make_read_run(&mut self.runs, fails, Vec::new())
     }
 
     fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
@@ -130,7 +134,7 @@ impl Program for StaggeredUnderControl {
         } else {
             (self.runs + 1).is_multiple_of(5)
         };
-        self.make(fails, applied)
+        make_read_run(&mut self.runs, fails, applied)
     }
 }
 
@@ -206,23 +210,6 @@ impl Program for RareUnderControl {
     }
 }
 
-/// Run `runs + 1` of a program whose failure is `read` returning -1 and
-/// exit code 1.
-fn make_read_run(runs: &mut u32, fails: bool, applied: Vec<AppliedIntervention>) -> RecordedRun {
-    *runs += 1;
-    let ret = if fails { -1 } else { 0 };
-    let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
-    let mut r = run(*runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100).with_outcome(
-        Outcome {
-            exit_code: Some(code),
-            reason: format!("exit code {code}"),
-            ..Outcome::default()
-        },
-    );
-    r.interventions = applied;
-    recorded(r)
-}
-
 /// Under the agent's control the failure shows in 1 of 45 runs, with the
 /// noise of amplification already in them: a round nothing can witness
 /// would need more than [`MAX_FIRST_ROUND_RUNS`] runs without the failure,
@@ -283,14 +270,7 @@ impl Program for FailsFirst {
             self.noisy.is_multiple_of(3)
         };
         self.runs += 1;
-        let ret = if fails { -1 } else { 0 };
-        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
-        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
-            .with_outcome(Outcome {
-                exit_code: Some(code),
-                reason: format!("exit code {code}"),
-                ..Outcome::default()
-            });
+        let mut r = read_run(self.runs, fails);
         r.noise = noise.to_vec();
         recorded(r)
     }
@@ -300,12 +280,7 @@ impl Program for FailsFirst {
             return self.observed(&plan.noise);
         }
         self.runs += 1;
-        let mut r = run(self.runs, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100)
-            .with_outcome(Outcome {
-                exit_code: Some(0),
-                reason: "exit code 0".into(),
-                ..Outcome::default()
-            });
+        let mut r = read_run(self.runs, false);
         r.noise = plan.noise.clone();
         r.interventions = applied;
         recorded(r)
@@ -365,14 +340,7 @@ impl NeedsOnePoint {
             n.at == Self::KEY && matches!(n.action, NoiseAction::Delay { us } if us >= 200)
         });
         let fails = provoked && interventions.is_empty();
-        let ret = if fails { -1 } else { 0 };
-        let (label, code) = if fails { (Label::Fail, 1) } else { (Label::Pass, 0) };
-        let mut r = run(self.runs, label, vec![call(0, 0, 1, 10, Some(20), Some(ret))], 100)
-            .with_outcome(Outcome {
-                exit_code: Some(code),
-                reason: format!("exit code {code}"),
-                ..Outcome::default()
-            });
+        let mut r = read_run(self.runs, fails);
         r.threads.push(crate::model::Thread {
             role: 1,
             name: "worker".into(),

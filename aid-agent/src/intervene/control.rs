@@ -280,13 +280,12 @@ impl Futility {
             return None;
         };
         let records: Vec<usize> = holds.iter().map(|h| h.record).collect();
-        match self.last.replace((now, records.clone(), seen.clone())) {
-            Some((_, before, progress)) if before == records && progress == seen => {
-                self.last = None;
-                holds.iter().min_by_key(|h| h.since).map(|h| h.tid)
-            }
-            _ => None,
+        if self.last.as_ref().is_some_and(|(_, r, p)| *r == records && *p == seen) {
+            self.last = None;
+            return holds.iter().min_by_key(|h| h.since).map(|h| h.tid);
         }
+        self.last = Some((now, records, seen));
+        None
     }
 }
 

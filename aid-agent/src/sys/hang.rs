@@ -278,13 +278,14 @@ impl HangCheck {
 /// runnable, sleeps with a deadline or waits for anything else, or when
 /// there is none.
 pub fn waiting_but(pid: u32, except: &[u32]) -> Option<Progress> {
-    let others = |t: &ThreadLook| !t.gone() && !except.contains(&t.tid);
-    let cheap = look(pid, false)?;
-    if !cheap.iter().filter(|t| others(t)).all(|t| matches!(t.state, 'S' | 'D')) {
+    let others = |threads: Vec<ThreadLook>| -> Vec<ThreadLook> {
+        threads.into_iter().filter(|t| !except.contains(&t.tid)).collect()
+    };
+    if !all_blocked(&others(look(pid, false)?)) {
         return None;
     }
-    let live: Vec<ThreadLook> = look(pid, true)?.into_iter().filter(|t| others(t)).collect();
-    (!live.is_empty() && live.iter().all(|t| t.waits.is_some())).then(|| progress(&live))
+    let threads = others(look(pid, true)?);
+    all_waiting(&threads).then(|| progress(&threads))
 }
 
 /// The cheap first look: every live thread blocked (`S` or `D`); only then

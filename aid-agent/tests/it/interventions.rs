@@ -34,6 +34,13 @@ fn intervene(exe: &Path, args: &[&str], trace: &[&str], plan: &str, extra: &[&st
     s
 }
 
+/// The plan that holds the entry of the second traced function's first
+/// call on thread 2 until the first function's first call on thread 1 has
+/// returned.
+const HOLD_SECOND_UNTIL_FIRST_RETURNED: &str = r#"[{"kind":"hold_until",
+    "site":{"func":1,"role":2,"instance":1},"point":"entry",
+    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+
 fn call<'a>(s: &'a Session, name: &str, role: u32) -> &'a Call {
     s.runs[0]
         .calls
@@ -185,8 +192,7 @@ fn hold_until_forces_the_order() {
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
     let s = intervene(&exe, &["order"], &["first", "second"], "[]", &[]);
     assert!(call(&s, "second", 2).entry_ns < call(&s, "first", 1).exit_ns.unwrap());
-    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
-                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let plan = HOLD_SECOND_UNTIL_FIRST_RETURNED;
     let s = intervene(&exe, &["order"], &["first", "second"], plan, &[]);
     assert!(call(&s, "second", 2).entry_ns >= call(&s, "first", 1).exit_ns.unwrap());
     assert!(s.runs[0].interventions[0].applied);
@@ -224,8 +230,7 @@ fn hold_at_entry_comes_before_the_first_instruction() {
     let exe = c_fixture("threads_iv.c", "threads_iv_o1", &["-O1"]);
     let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], "[]", &[]);
     assert_eq!((s.runs[0].label, call(&s, "read_flag", 2).ret), (Label::Fail, Some(0)));
-    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
-                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let plan = HOLD_SECOND_UNTIL_FIRST_RETURNED;
     let s = intervene(&exe, &["readflag"], &["set_flag", "read_flag"], plan, &[]);
     let r = &s.runs[0];
     assert!(r.interventions[0].applied);
@@ -275,8 +280,7 @@ fn a_hold_waits_for_the_other_call_to_be_let_go() {
 fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
     let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
-    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
-                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let plan = HOLD_SECOND_UNTIL_FIRST_RETURNED;
     let started = Instant::now();
     let s = intervene(&exe, &["stall"], &["a_poll", "b_step"], plan, &["--hold-timeout", "300ms"]);
     assert!(started.elapsed() < Duration::from_secs(20));
@@ -303,8 +307,7 @@ fn a_hold_that_cannot_be_satisfied_is_released_at_its_timeout() {
 fn a_hold_nothing_can_satisfy_is_given_up_at_once() {
     let _bpf = require_bpf();
     let exe = c_fixture("threads_iv.c", "threads_iv", &[]);
-    let plan = r#"[{"kind":"hold_until","site":{"func":1,"role":2,"instance":1},"point":"entry",
-                    "until":{"func":0,"role":1,"instance":1},"until_point":"exit"}]"#;
+    let plan = HOLD_SECOND_UNTIL_FIRST_RETURNED;
     let extra = ["--hold-timeout", "30s", "--timeout", "20s"];
     let s = intervene(&exe, &["deadlock"], &["a_step", "b_step"], plan, &extra);
     let r = &s.runs[0];
