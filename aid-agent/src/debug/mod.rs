@@ -28,7 +28,7 @@ use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
 use self::{
-    oracle::{Control, NotStarted, OracleRun, SourceOracle},
+    oracle::{CONTROL_FAILURES, CONTROL_MAX_RUNS, Control, NotStarted, OracleRun, SourceOracle},
     source::RunSource,
 };
 pub use crate::record::progress::{Progress, Quiet};
@@ -432,27 +432,42 @@ pub const MAX_FIRST_ROUND_RUNS: u32 = 2_000;
 /// amplified (a thread pool whose workers start staggered under ptrace
 /// overlaps less). Otherwise, with no control run failing, or the first
 /// round needing more than [`MAX_FIRST_ROUND_RUNS`] when no round can be
-/// witnessed (`witnessed`), [`Calibration::TooRare`].
+/// witnessed (`witnessed`), [`Calibration::TooRare`] — once the control
+/// has [`oracle::CONTROL_FAILURES`] failures or [`oracle::CONTROL_MAX_RUNS`]
+/// runs; with fewer, it goes on first.
 fn calibrate(
     oracle: &mut SourceOracle<'_>,
     config: &mut Config,
     amplify_below: Option<f64>,
     witnessed: bool,
 ) -> anyhow::Result<Calibration> {
-    let observed = config.baseline.rate();
+    let observed_baseline = config.baseline;
+    let observed = observed_baseline.rate();
     let max = ((15.0 / observed.max(1e-3)).ceil() as u32).clamp(20, 200);
-    let control = oracle.control(max)?;
+    let mut control = oracle.control(Control::default(), max)?;
     let noun = oracle.source.noun();
     if amplify_below.is_some_and(|below| control.rate() < below) {
         return Ok(Calibration::Rare(control));
     }
-    // The control runs are the evidence for the failure rate when they
-    // show it lower: the rate under the conditions rounds are made in.
-    if control.rate() < observed {
-        config.baseline =
-            causal::Baseline { failing: control.failing, passing: control.runs - control.failing };
-    }
-    let needed = if control.failing == 0 { None } else { Some(config.first_round_runs()?) };
+    let needed = loop {
+        // The control runs are the evidence for the failure rate when they
+        // show it lower: the rate under the conditions rounds are made in.
+        config.baseline = if control.rate() < observed {
+            causal::Baseline { failing: control.failing, passing: control.runs - control.failing }
+        } else {
+            observed_baseline
+        };
+        let needed = if control.failing == 0 { None } else { Some(config.first_round_runs()?) };
+        let too_rare = needed.is_none_or(|n| n > MAX_FIRST_ROUND_RUNS && !witnessed);
+        // Sized by the observed rate, the control may have stopped after
+        // a few dozen runs and 2 failures: judged on those, a failure 5%
+        // of control runs show would need 2,787 runs where 100 control
+        // runs make it 594.
+        if !too_rare || control.runs >= CONTROL_MAX_RUNS || control.failing >= CONTROL_FAILURES {
+            break needed;
+        }
+        control = oracle.control(control, CONTROL_MAX_RUNS)?;
+    };
     if needed.is_none_or(|n| n > MAX_FIRST_ROUND_RUNS && !witnessed) {
         let not_started = NotStarted { control, needed, limit: MAX_FIRST_ROUND_RUNS };
         oracle.ui.say(&format!(

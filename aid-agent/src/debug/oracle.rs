@@ -149,6 +149,12 @@ impl NotStarted {
 /// Control runs stop at this many failures...
 pub const CONTROL_FAILURES: u32 = 5;
 
+/// ...or at this many runs, when the failure proved rarer under control
+/// than observed and a round would otherwise need more than
+/// [`super::MAX_FIRST_ROUND_RUNS`]: no session is judged too rare for a
+/// round on fewer control runs.
+pub const CONTROL_MAX_RUNS: u32 = 200;
+
 impl<'a> SourceOracle<'a> {
     #[allow(
         clippy::too_many_arguments,
@@ -211,8 +217,9 @@ impl<'a> SourceOracle<'a> {
     /// conditions, which can be well below the observed one (heartbeat-auth:
     /// 16 % observed, 7.5 % under ptrace). Not stored in the session: they
     /// are neither observations of the program nor interventions.
-    pub fn control(&mut self, max_runs: u32) -> anyhow::Result<Control> {
-        let mut c = Control::default();
+    /// Control runs added to `c` until [`CONTROL_FAILURES`] failed or
+    /// `c` has `max_runs` runs.
+    pub fn control(&mut self, mut c: Control, max_runs: u32) -> anyhow::Result<Control> {
         while c.runs < max_runs && c.failing < CONTROL_FAILURES {
             if self.cancel.load(Ordering::Relaxed) {
                 bail!("interrupted by the user");

@@ -72,8 +72,9 @@ fn build(name: &str) -> PathBuf {
 }
 
 /// One `debug` session of `case`. A session that confirmed no cause (exit
-/// 1, its report written: "No cause was confirmed", or no candidate to
-/// test) is an outcome with an empty path — a miss under [`SESSIONS`]'
+/// 1, its report written: "No cause was confirmed", no candidate to test,
+/// or no round started, the failure too rare under the agent's control) is
+/// an outcome with an empty path — a miss under [`SESSIONS`]'
 /// rule, printed with the others — not an error; any other failure is.
 fn debug(case: &cases::Case) -> cases::Outcome {
     let exe = build(case.example);
@@ -83,6 +84,7 @@ fn debug(case: &cases::Case) -> cases::Outcome {
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let no_cause = output.status.code() == Some(1)
         && (text.contains("No cause was confirmed")
+            || text.contains("No cause was tested: no intervention round was started")
             || text.contains("No predicate both held in every failing run"));
     assert!(
         output.status.success() || no_cause,
