@@ -55,7 +55,11 @@ const SUITE: &[&str] = &[
 /// 0 of 42 (2026-11-23) and 0 of 26 on each of ec3530c's and a12e57a's
 /// builds (2026-11-28; yet a fresh-clone CI of ec3530c missed 2 of 2 with
 /// the overlap on the same object, step 1 of its README's chain, and the
-/// next CI 0 of 2: not reproduced here), rust_spawn_closures_with_no_flags 0 of 3
+/// next CI 0 of 2: not reproduced here; the CI of 797d700 stopped on a
+/// session that started no round, 2 of 39 control runs failing, which the
+/// harness took for an error: the control now goes on before judging, and
+/// such a session is a miss; 0 of 10 on d21a9b2's build, 2026-11-29),
+/// rust_spawn_closures_with_no_flags 0 of 3
 /// (2026-11-24). Under a load of 15 on 2 CPUs (five engineers building,
 /// 2026-11-27) commit_after_close missed 2 of 2 (`prepare_batch` was no
 /// slower in failing runs than in passing ones, so only the order was on
