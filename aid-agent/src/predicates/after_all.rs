@@ -24,6 +24,19 @@
 //! of that part's order, [`super::pairs`]), a part some passing run had
 //! reversed first: if the conjunction is what makes the run fail, undoing
 //! any one part keeps the failure away.
+//!
+//! A passing run that ended inside B (main returned while B still ran,
+//! before B's check could fail) says nothing of what B would have done:
+//! it is left out of the vetting, and the predicate is not observed in
+//! it ([`super::eval`]); a failing run that ended inside B is B's failure.
+//!
+//! The same conjunction is learned over critical sections: "B's first
+//! critical section on a lock came only after those of A1, A2, …"
+//! ([`super::sections::Firsts`]), for a checker that starts first and
+//! waits for the lock (SCTBench's account: the check, created before the
+//! deposit and the withdrawal, fails only when its section comes after
+//! both of theirs). Each part is negated as a section order is, by holding
+//! A's thread at A's entry until B has returned.
 
 use super::{
     Anchor, Calls, Condition, Kind, Other, PairMember, PredKey,
@@ -31,8 +44,9 @@ use super::{
     calls::site_of,
     index::RunIndex,
     pairs::{Passing, hold},
+    sections::{Firsts, sections},
 };
-use crate::model::{Run, Site};
+use crate::model::{Intervention, Point, Run, Site};
 use crate::util::fxhash::FxMap;
 
 /// Calls of a function on one thread looked at, from its first.
@@ -41,15 +55,22 @@ pub const MAX_INSTANCE: u32 = 4;
 pub const MAX_CALLS: usize = 128;
 /// Parts a conjunction may start from (bits of a mask).
 const MAX_PARTS: usize = 64;
+/// The bit of an [`Kind::AfterAll`] key's `arg` (beside its count of
+/// parts) that says its parts are critical sections.
+pub const SECTIONS: u8 = 0x80;
+
+/// A later call B and whether its parts are orders of calls (false) or of
+/// their first critical sections (true).
+type Later = (Site, bool);
 
 /// Per later call B, the calls every failing run so far ended before B
-/// started.
+/// started, or whose first critical sections came before B's.
 #[derive(Default)]
 pub(super) struct Candidates {
     started: bool,
     /// A failing run had too many calls: nothing is learned.
     skip: bool,
-    after: FxMap<Site, Vec<Site>>,
+    after: FxMap<Later, Vec<Site>>,
     /// Every bounded call of the first failing run: (entry, exit).
     first: FxMap<Site, (u64, u64)>,
 }
@@ -80,17 +101,34 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
         out.after.clear();
         return;
     };
-    let mut here: FxMap<Site, Vec<Site>> = FxMap::default();
+    let mut here: FxMap<Later, Vec<Site>> = FxMap::default();
+    let mut keep = |b: Later, mut before: Vec<Site>| {
+        if before.len() >= 2 {
+            before.sort_unstable();
+            here.insert(b, before);
+        }
+    };
     for b in &calls {
-        let mut before: Vec<Site> = calls
+        let before = calls
             .iter()
             .filter(|a| a.role != b.role && a.exit_ns.is_some_and(|x| x < b.entry_ns))
             .map(|a| site_of(a))
             .collect();
-        if before.len() >= 2 {
-            before.sort_unstable();
-            here.insert(site_of(b), before);
-        }
+        keep((site_of(b), false), before);
+    }
+    let firsts = Firsts::of(&sections(idx, &funcs.lock_ops));
+    let index = |c: &crate::model::Call| idx.index_of(site_of(c));
+    for b in &calls {
+        let Some(ib) = index(b) else { continue };
+        let before = calls
+            .iter()
+            .filter(|a| a.role != b.role)
+            .filter(|a| {
+                index(a).and_then(|ia| firsts.before(ia, ib)).is_some_and(|(before, _)| before)
+            })
+            .map(|a| site_of(a))
+            .collect();
+        keep((site_of(b), true), before);
     }
     if !out.started {
         out.started = true;
@@ -112,32 +150,49 @@ struct Vetting {
     /// Per passing run with B: the parts that held (bit i: `parts[i]`).
     masks: Vec<u64>,
     seen: Vec<Passing>,
+    /// Sections: some passing run had B's first section before the
+    /// part's.
+    flipped: Vec<bool>,
 }
 
 /// The conjunctions no passing run shows whole, reduced to the fewest
 /// parts, with the hold that negates each.
 pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Learned> {
-    let mut vetting: Vec<(Site, Vetting)> = cands
+    let mut vetting: Vec<(Later, Vetting)> = cands
         .after
         .into_iter()
         .filter(|(_, parts)| parts.len() <= MAX_PARTS)
         .map(|(b, parts)| {
-            let seen = vec![Passing::NONE; parts.len()];
-            (b, Vetting { parts, masks: Vec::new(), seen })
+            let (seen, flipped) = (vec![Passing::NONE; parts.len()], vec![false; parts.len()]);
+            (b, Vetting { parts, masks: Vec::new(), seen, flipped })
         })
         .collect();
     vetting.sort_unstable_by_key(|v| v.0);
     if vetting.is_empty() {
         return Vec::new();
     }
+    let in_sections = vetting.iter().any(|((_, sections), _)| *sections);
     for run in passing {
         let idx = funcs.index(run);
-        for (b, v) in &mut vetting {
-            let Some(cb) = idx.call(*b) else { continue };
+        let firsts = in_sections.then(|| Firsts::of(&sections(&idx, &funcs.lock_ops)));
+        for ((b, in_sections), v) in &mut vetting {
+            // A passing run that ended inside B (the process exited while
+            // B ran) does not say what B would have done: left out.
+            let Some(cb) = idx.call(*b).filter(|c| c.exit_ns.is_some()) else { continue };
+            let ib = idx.index_of(*b);
             let mut mask = 0u64;
             for (i, a) in v.parts.iter().enumerate() {
                 let Some(ca) = idx.call(*a) else { continue };
-                if ca.exit_ns.is_some_and(|x| x < cb.entry_ns) {
+                let held = match (&firsts, *in_sections) {
+                    (Some(firsts), true) => {
+                        let order =
+                            idx.index_of(*a).zip(ib).and_then(|(ia, ib)| firsts.before(ia, ib));
+                        v.flipped[i] |= order.is_some_and(|(before, _)| !before);
+                        order.is_some_and(|(before, _)| before)
+                    }
+                    _ => ca.exit_ns.is_some_and(|x| x < cb.entry_ns),
+                };
+                if held {
                     mask |= 1 << i;
                 }
                 v.seen[i].see(ca, cb);
@@ -175,7 +230,7 @@ fn removal_order(parts: &[Site], first: &FxMap<Site, (u64, u64)>) -> Vec<usize> 
 /// The fewest parts of `v` that no passing run showed together (two or
 /// more, none of which alone no passing run showed), removing them in
 /// `order`, as a predicate.
-fn conjunction(b: Site, v: &Vetting, order: &[usize]) -> Option<Learned> {
+fn conjunction((b, sections): Later, v: &Vetting, order: &[usize]) -> Option<Learned> {
     if v.masks.is_empty() {
         return None;
     }
@@ -203,20 +258,37 @@ fn conjunction(b: Site, v: &Vetting, order: &[usize]) -> Option<Learned> {
     }
     let pairs: Vec<PairMember> = chosen
         .iter()
-        .map(|&i| PairMember { a: v.parts[i], b, at_entry: false, reversed: v.seen[i].reversed })
+        .map(|&i| PairMember {
+            a: v.parts[i],
+            b,
+            at_entry: false,
+            reversed: v.seen[i].reversed,
+            sections,
+        })
         .collect();
     // Undo a part some passing run had the other way round (B ran to its
-    // end before that call started): holding that call's entry restores
-    // a passing order.
-    let undo = chosen.iter().copied().find(|&i| v.seen[i].reversed).unwrap_or(chosen[0]);
-    let (_, iv) = hold(Kind::Order, v.parts[undo], b, v.seen[undo]);
+    // end before that call started; for sections, B's section came
+    // first): holding that call's entry restores a passing order.
+    let flipped = |i: usize| if sections { v.flipped[i] } else { v.seen[i].reversed };
+    let undo = chosen.iter().copied().find(|&i| flipped(i)).unwrap_or(chosen[0]);
+    let iv = if sections {
+        let until = b;
+        Intervention::HoldUntil {
+            site: v.parts[undo],
+            point: Point::Entry,
+            until,
+            until_point: Point::Exit,
+        }
+    } else {
+        hold(Kind::Order, v.parts[undo], b, v.seen[undo]).1
+    };
     let first = v.parts[chosen[0]];
     let key = PredKey {
         other: Some(Other {
             func: first.func,
             calls: Calls::Site { role: first.role, instance: first.instance },
         }),
-        arg: chosen.len().min(usize::from(u8::MAX)) as u8,
+        arg: chosen.len().min(usize::from(!SECTIONS)) as u8 | if sections { SECTIONS } else { 0 },
         ..PredKey::at(Kind::AfterAll, b)
     };
     Some((key, Condition::AfterAll { pairs }, Anchor::FirstExit, Some(iv)))

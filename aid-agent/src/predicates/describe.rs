@@ -448,6 +448,11 @@ impl<'c> Names<'c> {
         let mut calls: Vec<String> = pairs.iter().map(|m| self.call(m.a)).collect();
         let last = calls.pop().unwrap_or_default();
         let all = if calls.is_empty() { last } else { format!("{} and {last}", calls.join(", ")) };
+        if pairs.first().is_some_and(|m| m.sections) {
+            return format!(
+                "{some} takes a lock only after {all} have each held it and let it go (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
+            );
+        }
         format!(
             "{some} starts only after {all} have all ended, which no passing run shows (each of them alone ending first, some do)"
         )

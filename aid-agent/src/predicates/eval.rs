@@ -25,6 +25,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         p.key.is_group()
             || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
             || matches!(p.condition, Condition::SectionsInOrder | Condition::RunsBetweenStatements)
+            || matches!(&p.condition, Condition::AfterAll { pairs } if pairs.iter().any(|m| m.sections))
     });
     let idx = if groups {
         let by_caller: FxSet<_> = cat.by_caller.iter().copied().collect();
@@ -235,15 +236,39 @@ impl Evaluator<'_, '_> {
         (seen, first)
     }
 
-    /// Every pair ended its first call before its second started; the
-    /// moment the last of them ended. Observed when every call is there.
-    fn after_all(&self, pairs: &[PairMember]) -> (bool, Option<u64>) {
+    /// Every pair ended its first call before its second started (or, for
+    /// sections, had its first critical section on a shared lock first);
+    /// the moment the last of them ended. Observed when every call is
+    /// there (and, for sections, shares a lock with the later one), and
+    /// the later one returned unless the run failed (a passing run that
+    /// ended inside it does not say what it would have done).
+    fn after_all(&mut self, pairs: &[PairMember]) -> (bool, Option<u64>) {
+        let firsts =
+            pairs.iter().any(|m| m.sections).then(|| sections::Firsts::of(self.run_sections()));
         let mut last: Option<u64> = None;
+        let failed = self.idx.run.failed();
         for m in pairs {
             let (Some(a), Some(b)) = (self.idx.call(m.a), self.idx.call(m.b)) else {
                 return (false, None);
             };
-            match self.pair(&Condition::EndsBefore, a, b, m.at_entry) {
+            // A passing run that ended inside the later call: unknown.
+            if b.exit_ns.is_none() && !failed {
+                return (false, None);
+            }
+            let held = match &firsts {
+                Some(firsts) if m.sections => {
+                    let (Some(ia), Some(ib)) = (self.idx.index_of(m.a), self.idx.index_of(m.b))
+                    else {
+                        return (false, None);
+                    };
+                    match firsts.before(ia, ib) {
+                        Some((before, at)) => before.then_some(at),
+                        None => return (false, None),
+                    }
+                }
+                _ => self.pair(&Condition::EndsBefore, a, b, m.at_entry),
+            };
+            match held {
                 Some(t) => last = last.max(Some(t)),
                 None => return (true, None),
             }
@@ -351,13 +376,19 @@ impl Evaluator<'_, '_> {
 
     /// The first call's first section on a lock both take came before the
     /// second call's; placed at the first call's entry (where the hold
-    /// that negates it acts).
+    /// that negates it acts). Not observed in a passing run that ended
+    /// inside the second call.
     fn sections_in_order(&mut self, key: &PredKey) -> (bool, Option<u64>) {
         let (Some(a), Some(b)) = (key.site(), key.other_site()) else { return (false, None) };
         let (Some(ia), Some(ib)) = (self.idx.index_of(a), self.idx.index_of(b)) else {
             return (false, None);
         };
-        let entry = self.idx.run.calls[ia as usize].entry_ns;
+        let run = self.idx.run;
+        let entry = run.calls[ia as usize].entry_ns;
+        // A passing run that ended inside B: unknown.
+        if run.calls[ib as usize].exit_ns.is_none() && !run.failed() {
+            return (false, None);
+        }
         match sections::first_before(self.run_sections(), ia, ib) {
             Some(true) => (true, Some(entry)),
             Some(false) => (true, None),

@@ -39,6 +39,11 @@ pub struct PairMember {
     pub at_entry: bool,
     #[serde(default)]
     pub reversed: bool,
+    /// The relation is between the two calls' first critical sections on
+    /// a lock both took or ran in (`sections::Firsts`), not
+    /// between the calls.
+    #[serde(default)]
+    pub sections: bool,
 }
 
 /// What the passing runs that made both calls A and B showed of them.
@@ -460,8 +465,13 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
             let (anchor, iv) = hold(kind, a, b, seen);
             out.push((PredKey::pair(kind, a, b), relation.clone(), anchor, Some(iv.clone())));
             if let (Some(ca), Some(cb)) = (class_of(funcs, a.role), class_of(funcs, b.role)) {
-                let member =
-                    PairMember { a, b, at_entry: anchor == Anchor::Entry, reversed: seen.reversed };
+                let member = PairMember {
+                    a,
+                    b,
+                    at_entry: anchor == Anchor::Entry,
+                    reversed: seen.reversed,
+                    sections: false,
+                };
                 by_groups.entry((a.func, ca, b.func, cb)).or_default().push((member, iv));
             }
         }

@@ -304,27 +304,44 @@ pub(super) fn ordered_firsts(
 /// against.
 pub(super) const ORDER_WINDOW: usize = 3;
 
+/// Each call's first critical section on each lock it took or ran in
+/// ([`Section::ran_in`]): (lock, release), in the order the call's
+/// sections were taken.
+pub(super) struct Firsts(FxMap<u32, Vec<(i64, u64)>>);
+
+impl Firsts {
+    pub(super) fn of(sections: &[Section]) -> Firsts {
+        let mut out: FxMap<u32, Vec<(i64, u64)>> = FxMap::default();
+        for s in sections {
+            for call in s.ran_in() {
+                let list = out.entry(call).or_default();
+                match list.iter_mut().find(|(lock, _)| *lock == s.lock) {
+                    Some((_, release)) => *release = (*release).min(s.release_ns),
+                    None => list.push((s.lock, s.release_ns)),
+                }
+            }
+        }
+        Firsts(out)
+    }
+
+    /// Whether call `a`'s first section on a lock both calls took or ran
+    /// in came before `b`'s first section on it (the first such lock in
+    /// `b`'s order), with the release of `a`'s; None when they share no
+    /// lock.
+    pub(super) fn before(&self, a: u32, b: u32) -> Option<(bool, u64)> {
+        let (fa, fb) = (self.0.get(&a)?, self.0.get(&b)?);
+        fb.iter().find_map(|&(lock, tb)| {
+            let &(_, ta) = fa.iter().find(|(l, _)| *l == lock)?;
+            Some((ta < tb, ta))
+        })
+    }
+}
+
 /// Whether, in this run, call `a`'s first section on a lock both calls
 /// took or ran in came before `b`'s first section on it (the first such
 /// lock in `b`'s order); None when they share no lock.
 pub(super) fn first_before(sections: &[Section], a: u32, b: u32) -> Option<bool> {
-    let first = |call: u32, lock: i64| {
-        sections
-            .iter()
-            .filter(|s| s.lock == lock && s.ran_in().any(|c| c == call))
-            .map(|s| s.release_ns)
-            .min()
-    };
-    let mut seen: FxSet<i64> = FxSet::default();
-    for s in sections.iter().filter(|s| s.ran_in().any(|c| c == b)) {
-        if !seen.insert(s.lock) {
-            continue;
-        }
-        if let (Some(ta), Some(tb)) = (first(a, s.lock), first(b, s.lock)) {
-            return Some(ta < tb);
-        }
-    }
-    None
+    Firsts::of(sections).before(a, b).map(|(before, _)| before)
 }
 
 /// The pairs passing runs showed.
@@ -375,7 +392,9 @@ pub(super) fn candidates(
 }
 
 /// Drops the order candidates some passing run also showed, and those no
-/// passing run made both calls of (nothing to restore).
+/// passing run made both calls of (nothing to restore). A passing run
+/// that ended inside the later call is left out (it is not observed
+/// there either: [`super::eval`]).
 pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
     let mut left: FxMap<(Site, Site), u32> = cands.orders.drain().map(|p| (p, 0)).collect();
     for run in passing {
@@ -383,12 +402,16 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
             break;
         }
         let idx = funcs.index(run);
-        let sections = sections(&idx, &funcs.lock_ops);
+        let firsts = Firsts::of(&sections(&idx, &funcs.lock_ops));
         left.retain(|&(a, b), co| {
             let (Some(ia), Some(ib)) = (idx.index_of(a), idx.index_of(b)) else { return true };
-            match first_before(&sections, ia, ib) {
-                Some(true) => false,
-                Some(false) => {
+            // A passing run that ended inside B (main returned while B
+            // ran) does not say what B would have done: it cannot drop
+            // the candidate, but it can show the passing order.
+            let censored = run.calls[ib as usize].exit_ns.is_none();
+            match firsts.before(ia, ib) {
+                Some((true, _)) => censored,
+                Some((false, _)) => {
                     *co += 1;
                     true
                 }

@@ -437,7 +437,8 @@ fn after_all_joins_orders_that_only_together_separate_the_runs() {
     let after = PredKey { arg: 2, ..PredKey::pair(Kind::AfterAll, site(2, 3, 1), site(0, 1, 1)) };
     assert_eq!(keys(&c), vec![PredKey::failure(), after]);
     let p = &c.predicates[1];
-    let part = |a| PairMember { a, b: site(2, 3, 1), at_entry: false, reversed: true };
+    let part =
+        |a| PairMember { a, b: site(2, 3, 1), at_entry: false, reversed: true, sections: false };
     assert_eq!(
         p.condition,
         Condition::AfterAll { pairs: vec![part(site(0, 1, 1)), part(site(1, 2, 1))] }

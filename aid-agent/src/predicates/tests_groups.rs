@@ -270,8 +270,13 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
     };
     assert!(fd(&c, &s).contains(&group), "{:?}", fd(&c, &s));
     let p = &c.predicates[c.find(&group).unwrap().0 as usize];
-    let member =
-        |k| PairMember { a: site(0, 1, 1), b: site(0, 0, k), at_entry: false, reversed: true };
+    let member = |k| PairMember {
+        a: site(0, 1, 1),
+        b: site(0, 0, k),
+        at_entry: false,
+        reversed: true,
+        sections: false,
+    };
     assert_eq!(
         p.condition,
         Condition::AnyPair {

@@ -266,6 +266,20 @@ fn which_thread_took_the_lock_first_is_a_predicate() {
     // Not observed where the two calls share no lock (run 0: incr took
     // none).
     assert!(!c.evaluate(&s.runs[0]).observed(p.id));
+    // A passing run in decr's order that ended inside incr (main returned
+    // before incr could fail) neither drops the predicate nor is observed.
+    let mut censored = s.runs[3].clone();
+    censored.id = 99;
+    censored.label = Label::Pass;
+    for call in censored.calls.iter_mut().filter(|c| c.func == 0 && c.role == 0) {
+        call.exit_ns = None;
+    }
+    let mut with = check_then_act_session();
+    with.runs.push(censored.clone());
+    let c = learn(&with, &ExtractConfig::default()).unwrap();
+    let p = c.find(&key).expect("still learned");
+    assert!(!c.evaluate(&censored).observed(p));
+    assert!(c.evaluate(&with.runs[3]).holds(p));
 }
 
 /// A call's second section never released — the run aborted inside it —
@@ -391,4 +405,110 @@ fn the_last_section_between_two_is_a_predicate_when_any_section_between_is_not()
     );
     // Anchored at the later entry: the erase's.
     assert_eq!(c.evaluate(&s.runs[5]).anchor(p.id), Some(16 * US));
+}
+
+/// SCTBench's account: the checker is created first and waits for the
+/// lock; it fails (aborting inside its section, which stays open) only
+/// when its section comes after both the deposit's and the withdrawal's.
+/// Each order alone some passing run shows; no call-level order
+/// separates the runs (the check starts first in every run): the
+/// conjunction of section orders does, negated by holding the deposit at
+/// its entry until the check has returned. A passing run that ended
+/// inside the check (main returned first) is left out. Times in µs.
+#[test]
+fn a_section_after_every_other_sections_is_a_conjunction() {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "deposit", ValueKind::Void, &[]),
+        func(1, "withdraw", ValueKind::Void, &[]),
+        func(2, "check", ValueKind::Void, &[]),
+        sync(3, "pthread_mutex_unlock"),
+        sync(4, "pthread_mutex_lock"),
+    ];
+    const LOCK: i64 = 0x7000;
+    // One call on `role` whose section ends at `unlock` (None: the run
+    // ended inside it).
+    let section = |f: u32, role: u32, enter: u64, unlock: Option<u64>| -> Vec<Call> {
+        let lock_at = unlock.map_or(enter + 30, |u| u - 2);
+        let exit = unlock.map(|u| (u + 1) * US);
+        let mut v = vec![
+            call(f, role, 1, enter * US, exit, None),
+            call(4, role, 1, lock_at * US, None, None).with_args([LOCK, 0, 0]),
+        ];
+        if let Some(u) = unlock {
+            v.push(call(3, role, 1, u * US, None, None).with_args([LOCK, 0, 0]));
+        }
+        v
+    };
+    let threads =
+        vec![thread(0, "main"), thread(1, "check"), thread(2, "deposit"), thread(3, "withdraw")];
+    // The check enters at 1 µs in every run; (deposit, withdraw, check)
+    // sections end at these times; a failing run ends inside the check's.
+    let mk = |id: u32, d: u64, w: u64, c: u64| {
+        let fail = c > d && c > w;
+        let calls = [
+            section(2, 1, 1, (!fail).then_some(c)),
+            section(0, 2, d - 4, Some(d)),
+            section(1, 3, w - 4, Some(w)),
+        ]
+        .concat();
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 100 * US).with_threads(threads.clone())
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            mk(0, 20, 40, 10),
+            mk(1, 10, 40, 20),
+            mk(2, 40, 10, 20),
+            mk(3, 10, 20, 40),
+            mk(4, 20, 10, 40),
+            // Main returned while the check held the lock, after both
+            // sections, before it could fail: says nothing.
+            Run { label: Label::Pass, ..mk(5, 10, 20, 40) },
+        ],
+    };
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let check = site(2, 1, 1);
+    let after = PredKey {
+        arg: 2 | after_all::SECTIONS,
+        ..PredKey::pair(Kind::AfterAll, check, site(0, 2, 1))
+    };
+    let p = c.predicates.iter().find(|p| p.key == after).expect("the conjunction of sections");
+    let part = |a| PairMember { a, b: check, at_entry: false, reversed: true, sections: true };
+    assert_eq!(
+        p.condition,
+        Condition::AfterAll { pairs: vec![part(site(0, 2, 1)), part(site(1, 3, 1))] }
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of check on check#1 takes a lock only after call 1 of deposit on deposit#2 and call 1 of withdraw on withdraw#3 have each held it and let it go (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
+    );
+    // Run 0 had the check's section before the deposit's.
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: site(0, 2, 1),
+            point: Point::Entry,
+            until: check,
+            until_point: Point::Exit
+        })
+    );
+    // No order of the calls themselves separates the runs.
+    assert!(!c.predicates.iter().any(|p| p.key.kind == Kind::AfterAll && p.key.arg == 2));
+    // Holds in the failing runs, settled when the later of the two
+    // sections ended (20 µs); observed and false in the passing ones.
+    for (run, holds) in [(0, false), (1, false), (2, false), (3, true), (4, true)] {
+        let truth = c.evaluate(&s.runs[run]);
+        assert!(truth.observed(p.id), "run {run}");
+        assert_eq!(truth.holds(p.id), holds, "run {run}");
+    }
+    let censored = c.evaluate(&s.runs[5]);
+    assert!(!censored.observed(p.id) && !censored.holds(p.id));
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(20 * US));
 }
