@@ -38,7 +38,17 @@ fn torn_session(exe: &Path) -> Result<String, String> {
     {
         Ok(root.to_owned())
     } else {
-        Err(format!("exit {:?}, root cause line {root:?}\n{text}\n{stderr}", output.status))
+        // The first line is all a miss prints when the case passes, and
+        // all CI's log keeps when it fails: what the session concluded
+        // and the last thing it said before.
+        let verdict = text.lines().find(|l| l.starts_with("Root cause: ") || l.starts_with("No "));
+        let said = stderr.lines().rev().find(|l| l.starts_with("aid: "));
+        Err(format!(
+            "exit {:?}, second pass {second_pass}, verdict {:?}, last said {:?}\n{text}\n{stderr}",
+            output.status,
+            verdict.unwrap_or_default(),
+            said.unwrap_or_default()
+        ))
     }
 }
 
