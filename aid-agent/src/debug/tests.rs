@@ -179,17 +179,24 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
 }
 
 /// A program whose observed runs fail one in three, with noise or
-/// without, while runs made as intervened runs are fail once in all (the
-/// 50th of them, nothing intervened on): the failure is too rare under
-/// the agent's control for any round to conclude.
-struct RareUnderControl {
+/// without, while a run made as intervened runs are, nothing intervened
+/// on, fails when `control_fails` says so of its number among them. A run
+/// that forces `read`'s return passes.
+struct UnderControl {
     functions: Vec<Function>,
     runs: u32,
     control: u32,
     intervened: u32,
+    control_fails: fn(u32) -> bool,
 }
 
-impl Program for RareUnderControl {
+impl UnderControl {
+    fn new(functions: Vec<Function>, control_fails: fn(u32) -> bool) -> Self {
+        UnderControl { functions, runs: 0, control: 0, intervened: 0, control_fails }
+    }
+}
+
+impl Program for UnderControl {
     fn functions(&self) -> &[Function] {
         &self.functions
     }
@@ -205,7 +212,7 @@ impl Program for RareUnderControl {
         } else {
             self.intervened += 1;
         }
-        let fails = applied.is_empty() && self.control == 50;
+        let fails = applied.is_empty() && (self.control_fails)(self.control);
         make_read_run(&mut self.runs, fails, applied)
     }
 }
@@ -218,12 +225,8 @@ impl Program for RareUnderControl {
 #[test]
 fn no_round_is_started_that_could_not_conclude() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
-    let mut source = Scripted(RareUnderControl {
-        functions: functions.clone(),
-        runs: 0,
-        control: 0,
-        intervened: 0,
-    });
+    // Fails once in all: the 50th control run.
+    let mut source = Scripted(UnderControl::new(functions.clone(), |n| n == 50));
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
@@ -246,37 +249,6 @@ fn no_round_is_started_that_could_not_conclude() {
     assert!(d.oracle_runs.iter().all(|r| r.group.is_empty()));
 }
 
-/// A program whose observed runs fail one in three, with noise or
-/// without, while every 20th run made as intervened runs are, nothing
-/// intervened on, fails (5 %). A run that forces `read`'s return passes.
-struct FivePercentUnderControl {
-    functions: Vec<Function>,
-    runs: u32,
-    control: u32,
-    intervened: u32,
-}
-
-impl Program for FivePercentUnderControl {
-    fn functions(&self) -> &[Function] {
-        &self.functions
-    }
-
-    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
-        let fails = (self.runs + 1).is_multiple_of(3);
-        make_read_run(&mut self.runs, fails, Vec::new())
-    }
-
-    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
-        if applied.is_empty() {
-            self.control += 1;
-        } else {
-            self.intervened += 1;
-        }
-        let fails = applied.is_empty() && self.control.is_multiple_of(20);
-        make_read_run(&mut self.runs, fails, applied)
-    }
-}
-
 /// Sized by the observed rate (1 in 3), the control stops at 45 runs; with
 /// 2 of them failing a round nothing can witness would need 3,221 runs,
 /// so the control goes on until its 5th failure (95 runs: 564 needed) and
@@ -285,12 +257,8 @@ impl Program for FivePercentUnderControl {
 #[test]
 fn a_control_too_short_to_judge_the_failure_rare_goes_on() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
-    let mut source = Scripted(FivePercentUnderControl {
-        functions: functions.clone(),
-        runs: 0,
-        control: 0,
-        intervened: 0,
-    });
+    // Every 20th control run fails (5 %).
+    let mut source = Scripted(UnderControl::new(functions.clone(), |n| n.is_multiple_of(20)));
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))

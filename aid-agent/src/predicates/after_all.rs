@@ -171,10 +171,10 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
     if vetting.is_empty() {
         return Vec::new();
     }
-    let in_sections = vetting.iter().any(|((_, sections), _)| *sections);
+    let any_sections = vetting.iter().any(|((_, sections), _)| *sections);
     for run in passing {
         let idx = funcs.index(run);
-        let firsts = in_sections.then(|| Firsts::of(&sections(&idx, &funcs.lock_ops)));
+        let firsts = any_sections.then(|| Firsts::of(&sections(&idx, &funcs.lock_ops)));
         for ((b, in_sections), v) in &mut vetting {
             // A passing run that ended inside B (the process exited while
             // B ran) does not say what B would have done: left out.

@@ -38,6 +38,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         idx,
         names: None,
         sections: None,
+        firsts: None,
         interleavings: None,
         early: None,
         cycles: None,
@@ -79,6 +80,8 @@ struct Evaluator<'c, 'r> {
     names: Option<FxMap<i64, ObjectName>>,
     /// The run's critical sections, computed when first needed.
     sections: Option<Vec<sections::Section>>,
+    /// Each call's first section per lock, built from `sections` once.
+    firsts: Option<sections::Firsts>,
     /// Lock-section interleavings of the run, computed when first needed.
     interleavings: Option<FxMap<locks::Interleaving, sections::Seen>>,
     /// Sections taken before another call's first section on the lock.
@@ -243,8 +246,10 @@ impl Evaluator<'_, '_> {
     /// the later one returned unless the run failed (a passing run that
     /// ended inside it does not say what it would have done).
     fn after_all(&mut self, pairs: &[PairMember]) -> (bool, Option<u64>) {
-        let firsts =
-            pairs.iter().any(|m| m.sections).then(|| sections::Firsts::of(self.run_sections()));
+        if pairs.iter().any(|m| m.sections) {
+            self.run_firsts();
+        }
+        let firsts = self.firsts.as_ref();
         let mut last: Option<u64> = None;
         let failed = self.idx.run.failed();
         for m in pairs {
@@ -255,7 +260,7 @@ impl Evaluator<'_, '_> {
             if b.exit_ns.is_none() && !failed {
                 return (false, None);
             }
-            let held = match &firsts {
+            let held = match firsts {
                 Some(firsts) if m.sections => {
                     let (Some(ia), Some(ib)) = (self.idx.index_of(m.a), self.idx.index_of(m.b))
                     else {
@@ -358,6 +363,12 @@ impl Evaluator<'_, '_> {
         self.sections.get_or_insert_with(|| sections::sections(idx, ops))
     }
 
+    fn run_firsts(&mut self) -> &sections::Firsts {
+        let (idx, ops) = (&self.idx, &self.cat.lock_ops);
+        let all = &*self.sections.get_or_insert_with(|| sections::sections(idx, ops));
+        self.firsts.get_or_insert_with(|| sections::Firsts::of(all))
+    }
+
     /// Some call of the other group held a lock between two critical
     /// sections of some call of the key's group.
     fn interleaved(&mut self, key: &PredKey) -> (bool, Option<u64>) {
@@ -389,9 +400,9 @@ impl Evaluator<'_, '_> {
         if run.calls[ib as usize].exit_ns.is_none() && !run.failed() {
             return (false, None);
         }
-        match sections::first_before(self.run_sections(), ia, ib) {
-            Some(true) => (true, Some(entry)),
-            Some(false) => (true, None),
+        match self.run_firsts().before(ia, ib) {
+            Some((true, _)) => (true, Some(entry)),
+            Some((false, _)) => (true, None),
             None => (false, None),
         }
     }

@@ -337,13 +337,6 @@ impl Firsts {
     }
 }
 
-/// Whether, in this run, call `a`'s first section on a lock both calls
-/// took or ran in came before `b`'s first section on it (the first such
-/// lock in `b`'s order); None when they share no lock.
-pub(super) fn first_before(sections: &[Section], a: u32, b: u32) -> Option<bool> {
-    Firsts::of(sections).before(a, b).map(|(before, _)| before)
-}
-
 /// The pairs passing runs showed.
 #[derive(Default)]
 pub(super) struct SectionBase {
@@ -556,8 +549,10 @@ mod tests {
         let pairs = ordered_firsts(&idx, &s, &|_| true);
         assert!(pairs.contains(&(3, 7)) && pairs.contains(&(0, 3)), "{pairs:?}");
         assert!(!pairs.contains(&(7, 3)) && !pairs.contains(&(0, 7)), "{pairs:?}");
-        assert_eq!(first_before(&s, 3, 7), Some(true));
-        assert_eq!(first_before(&s, 7, 3), Some(false));
-        assert_eq!(first_before(&s, 0, 3), Some(true));
+        let firsts = Firsts::of(&s);
+        let first_before = |a, b| firsts.before(a, b).map(|(before, _)| before);
+        assert_eq!(first_before(3, 7), Some(true));
+        assert_eq!(first_before(7, 3), Some(false));
+        assert_eq!(first_before(0, 3), Some(true));
     }
 }
