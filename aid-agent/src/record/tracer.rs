@@ -454,7 +454,7 @@ impl Tracer {
         hook.started(&mut self.probes, pid)?;
         ptrace::seize(pid)?;
         child.release()?;
-        let started = std::time::Instant::now();
+        let started = child.started();
         let mut controller = Controller {
             probes: &mut self.probes,
             functions: &self.functions,

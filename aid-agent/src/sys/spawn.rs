@@ -403,10 +403,13 @@ impl Spawned {
             path: PathBuf::from(format!("pid {}", self.pid)),
             reason,
         };
+        // The clock starts before the child may exec: the run's wall time
+        // then covers everything the kernel dates from the exec on, even
+        // when the agent is preempted between the write and its next step.
+        self.started = Some(Instant::now());
         let mut file = File::from(go);
         std::io::Write::write_all(&mut file, &[1]).map_err(|e| spawn_err(e.to_string()))?;
         drop(file);
-        self.started = Some(Instant::now());
         let mut errno = [0u8; 4];
         let mut reader =
             File::from(self.exec_error.try_clone().map_err(|e| spawn_err(e.to_string()))?);
@@ -416,6 +419,12 @@ impl Spawned {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// When the clock of the run started: just before the child was let
+    /// exec (now, for a child not yet released).
+    pub fn started(&self) -> Instant {
+        self.started.unwrap_or_else(Instant::now)
     }
 
     /// Waits for the target to exit, killing its process group when
