@@ -589,6 +589,10 @@ pub struct Noise {
     /// point: which one, e.g. `pthread_mutex_lock`).
     #[serde(default)]
     pub func: Option<FuncId>,
+    /// Chosen as a near miss of earlier runs (the run's noise is
+    /// near-miss delays), not drawn among all points.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub near_miss: bool,
 }
 
 /// Where noise acts.

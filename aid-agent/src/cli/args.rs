@@ -208,21 +208,30 @@ impl From<StrategyArg> for Strategy {
 /// `debug --amplify` values: the noise amplified runs get.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum AmplifyArg {
-    /// Random delays and PCT-style priority change points, run by run.
-    Both,
+    /// Random delays, PCT-style priority change points and near-miss
+    /// delays, run by run (`both`, its name before near misses, is
+    /// accepted).
+    #[value(alias = "both")]
+    All,
     /// Random delays at synchronisation points and traced calls (rr's chaos
     /// mode).
     Random,
     /// PCT-style priority change points (Burckhardt et al., ASPLOS 2010).
     Pct,
+    /// Delays where two threads entered calls on the same object (a lock,
+    /// a pointer argument) a hold apart in a passing run, at the earlier
+    /// one, so that the later may go first (TSVD, Li et al., SOSP 2019).
+    /// Random delays until a run shows a near miss.
+    NearMiss,
 }
 
 impl From<AmplifyArg> for Schedule {
     fn from(a: AmplifyArg) -> Schedule {
         match a {
-            AmplifyArg::Both => Schedule::Both,
+            AmplifyArg::All => Schedule::All,
             AmplifyArg::Random => Schedule::Random,
             AmplifyArg::Pct => Schedule::Pct,
+            AmplifyArg::NearMiss => Schedule::NearMiss,
         }
     }
 }

@@ -73,7 +73,7 @@ pub struct Args {
     /// The noise that amplifies a rare failure (injected at synchronisation
     /// points and traced calls when fewer than --amplify-below of the first
     /// runs fail).
-    #[arg(help_heading = heading::AMPLIFICATION, long, value_enum, default_value_t = AmplifyArg::Both)]
+    #[arg(help_heading = heading::AMPLIFICATION, long, value_enum, default_value_t = AmplifyArg::All)]
     pub amplify: AmplifyArg,
     /// A failure is rare, and amplified with noise, when fewer than this
     /// share of the runs so far fail, judged every 40 runs (and of each 40

@@ -220,7 +220,7 @@ impl Amplifier {
         functions: &[Function],
     ) -> Verdict {
         if let Some(n) = self.noise.as_mut() {
-            n.learn(sync_steps);
+            n.learn_from(run, sync_steps, functions);
         }
         for t in &run.threads {
             if !self.names.iter().any(|(r, _)| *r == t.role) {

@@ -3,7 +3,7 @@
 //! entries of the C library's synchronisation points (locks, unlocks,
 //! condition variables, semaphores, yields, sleeps; aid's own entry-only
 //! probes, attached to amplified runs only) and of traced calls. Each run
-//! draws its own noise, of one of two kinds, side by side:
+//! draws its own noise, of one of three kinds, side by side:
 //!
 //! - **random delays**, as rr's chaos mode perturbs scheduling: a few
 //!   points of the run, each chosen uniformly among those seen, hold their
@@ -15,7 +15,15 @@
 //!   other thread, which aid emulates by holding it until no other thread
 //!   of the target can run (each blocked, sleeping, stopped or gone), the
 //!   highest-priority one resuming first. Threads that run are not
-//!   serialised (they share the CPUs); only the change points are enforced.
+//!   serialised (they share the CPUs); only the change points are enforced;
+//! - **near-miss delays** (TSVD: Li et al., "Efficient scalable
+//!   thread-safety-violation detection", SOSP 2019): the points are chosen
+//!   among the near misses of passing runs (seen before amplification, or
+//!   amplified but not held at near misses) — two threads entering a call
+//!   on the same object (a lock taken, a traced call's pointer argument)
+//!   so close together that one of the level's holds at the earlier would
+//!   let the later go first — and each hold is longer than the gap it
+//!   closes.
 //!
 //! Once statement points are attached (the ladder's second pass), each
 //! run also holds **every thread at one statement point**, chosen
@@ -63,6 +71,12 @@ pub struct Level {
 
 /// The shortest hold of a starvation level.
 pub const STARVE_FROM_US: u64 = 1_000;
+
+/// The widest gap a near miss is kept at: the longest hold of the
+/// ladder's millisecond levels (a starvation hold turns round any order,
+/// near or not). A level draws among the near misses narrower than its
+/// own longest hold.
+pub const LONGEST_NEAR_MISS_NS: u64 = 16_000_000;
 
 /// The levels amplification goes through while failures stay rare, each
 /// for its own runs: more points and longer holds, then a thread or two
@@ -119,9 +133,13 @@ pub enum Schedule {
     Random,
     /// PCT-style change points only.
     Pct,
-    /// Alternating run by run: random delays, then PCT, then random...
+    /// Delays at near misses only (random delays while the runs seen
+    /// showed none).
+    NearMiss,
+    /// In turn, run by run: random delays, PCT, near-miss delays (when
+    /// the runs seen showed near misses), random delays...
     #[default]
-    Both,
+    All,
 }
 
 impl Schedule {
@@ -129,9 +147,90 @@ impl Schedule {
         match self {
             Schedule::Random => "random delays",
             Schedule::Pct => "PCT-style priority change points",
-            Schedule::Both => "random delays and PCT-style priority change points, run by run",
+            Schedule::NearMiss => "delays at near misses (random delays until runs show one)",
+            Schedule::All => {
+                "random delays, PCT-style priority change points and, once runs show near misses, delays at them, run by run"
+            }
         }
     }
+}
+
+/// The kind of noise one run gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Random,
+    Pct,
+    NearMiss,
+}
+
+/// A near miss of a passing run: two threads entered calls on the same
+/// object (the lock a lock call takes, a traced call's first
+/// argument when it is an address) `gap_ns` apart, the earlier at `at`.
+/// Holding `at` longer than the gap lets the later go first: the order
+/// the runs nearly showed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct NearMiss {
+    gap_ns: u64,
+    at: NoiseAt,
+}
+
+/// A first argument below this is a number, not an object's address
+/// (the first page of the address space is never mapped).
+const LOWEST_ADDRESS: i64 = 0x1_0000;
+
+/// The near misses of the passing runs of `runs`, one per point (its
+/// smallest gap), nearest first: for each object, each entry against the
+/// latest entry of every other thread on it, when they are at most
+/// `within_ns` apart. A passing run's order is one that passes; the one
+/// it nearly took instead may fail. A failing run's is the failing order
+/// already, and turning it round would hold the thread whose lateness
+/// the failure may need.
+fn near_misses(runs: &[Run], functions: &[Function], within_ns: u64) -> Vec<NearMiss> {
+    let ops = crate::predicates::lock_ops(functions);
+    let sync = |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe.is_sync_point());
+    let mut best: BTreeMap<NoiseAt, u64> = BTreeMap::new();
+    for run in runs.iter().filter(|r| !r.failed()) {
+        // (entry, object, thread, point), in the order of the entries.
+        let mut entries: Vec<(u64, i64, Role, NoiseAt)> = Vec::new();
+        let mut steps: BTreeMap<Role, u32> = BTreeMap::new();
+        let mut calls: Vec<&crate::model::Call> = run.calls.iter().collect();
+        calls.sort_by_key(|c| c.entry_ns);
+        for c in calls {
+            let object = c.args[0];
+            if sync(c.func) {
+                let step = steps.entry(c.role).or_insert(0);
+                *step += 1;
+                let takes = ops.get(c.func as usize) == Some(&crate::predicates::LockOp::Acquire);
+                if takes && object != 0 {
+                    entries.push((
+                        c.entry_ns,
+                        object,
+                        c.role,
+                        NoiseAt::Sync { role: c.role, step: *step },
+                    ));
+                }
+            } else if object >= LOWEST_ADDRESS {
+                let site = Site { func: c.func, role: c.role, instance: c.instance };
+                entries.push((c.entry_ns, object, c.role, NoiseAt::Call { site }));
+            }
+        }
+        let mut latest: BTreeMap<i64, BTreeMap<Role, (u64, NoiseAt)>> = BTreeMap::new();
+        for (t, object, role, at) in entries {
+            let on = latest.entry(object).or_default();
+            for (_, &(before, earlier)) in on.iter().filter(|(r, _)| **r != role) {
+                let gap = t - before;
+                if gap <= within_ns {
+                    let g = best.entry(earlier).or_insert(gap);
+                    *g = (*g).min(gap);
+                }
+            }
+            on.insert(role, (t, at));
+        }
+    }
+    let mut out: Vec<NearMiss> =
+        best.into_iter().map(|(at, gap_ns)| NearMiss { gap_ns, at }).collect();
+    out.sort();
+    out
 }
 
 /// Sync points per thread assumed before any amplified run has counted
@@ -162,6 +261,8 @@ pub struct NoiseSource {
     /// points, once attached).
     every: Vec<FuncId>,
     roles: BTreeSet<Role>,
+    /// The near misses of the runs seen, nearest first.
+    near: Vec<NearMiss>,
     /// Most sync points each role entered in one amplified run.
     steps: BTreeMap<Role, u32>,
     drawn: u64,
@@ -201,6 +302,7 @@ impl NoiseSource {
             calls,
             every: Vec::new(),
             roles,
+            near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
             steps: BTreeMap::new(),
             drawn: 0,
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
@@ -236,14 +338,41 @@ impl NoiseSource {
         }
     }
 
+    /// Learns from a finished run: how many sync points each thread
+    /// entered (`steps`, counted by the kernel) and its near misses.
+    pub fn learn_from(&mut self, run: &Run, steps: &[(Role, u32)], functions: &[Function]) {
+        self.learn(steps);
+        self.learn_near_misses(run, functions);
+    }
+
+    /// Learns the near misses of a finished run (the runs seen before
+    /// amplification record sync points only when the tracing budget has
+    /// room for them; amplified runs always do), each kept at its
+    /// smallest gap. Not from a run held at near misses: its holds are
+    /// aimed at those very pairs, and the thread that overtook one would
+    /// be taken for the earlier half of a near miss of the hold's making.
+    pub fn learn_near_misses(&mut self, run: &Run, functions: &[Function]) {
+        if run.noise.iter().any(|n| n.near_miss) {
+            return;
+        }
+        let found = near_misses(std::slice::from_ref(run), functions, LONGEST_NEAR_MISS_NS);
+        if found.is_empty() {
+            return;
+        }
+        let mut all: BTreeMap<NoiseAt, u64> = self.near.iter().map(|n| (n.at, n.gap_ns)).collect();
+        for n in found {
+            let gap = all.entry(n.at).or_insert(n.gap_ns);
+            *gap = (*gap).min(n.gap_ns);
+        }
+        self.near = all.into_iter().map(|(at, gap_ns)| NearMiss { gap_ns, at }).collect();
+        self.near.sort();
+    }
+
     /// From now on every run gets `plan` — the same points, the same
     /// holds — in a share `on` of the runs, and the same points left off
     /// ([`NoiseAction::Skip`]) in the others, instead of random noise.
     pub fn focus(&mut self, plan: &[Noise], on: f64) {
-        let plan = plan
-            .iter()
-            .map(|n| Noise { at: n.at, action: n.action, held_ns: 0, func: n.func })
-            .collect();
+        let plan = plan.iter().map(|n| Noise { held_ns: 0, ..n.clone() }).collect();
         self.focus = Some(Focused { plan, on: on.clamp(0.0, 1.0) });
     }
 
@@ -265,28 +394,56 @@ impl NoiseSource {
                 })
                 .collect();
         }
-        let pct = match self.schedule {
-            Schedule::Random => false,
-            Schedule::Pct => true,
-            Schedule::Both => self.drawn % 2 == 1,
+        let max = self.level.max_delay_us;
+        // Near misses a hold of this level can turn round.
+        let near: Vec<NearMiss> =
+            self.near.iter().filter(|n| n.gap_ns < max * 1000).copied().collect();
+        let kind = match self.schedule {
+            Schedule::Random => Kind::Random,
+            Schedule::Pct => Kind::Pct,
+            Schedule::NearMiss if near.is_empty() => Kind::Random,
+            Schedule::NearMiss => Kind::NearMiss,
+            Schedule::All if near.is_empty() => {
+                [Kind::Random, Kind::Pct][(self.drawn % 2) as usize]
+            }
+            Schedule::All => [Kind::Random, Kind::Pct, Kind::NearMiss][(self.drawn % 3) as usize],
         };
         self.drawn += 1;
-        let points = self.points();
-        let chosen: Vec<NoiseAt> =
-            points.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
-        let max = self.level.max_delay_us;
-        let mut noise: Vec<Noise> = chosen
-            .into_iter()
-            .enumerate()
-            .map(|(i, at)| {
-                let action = if pct {
-                    NoiseAction::Demote { priority: i as u32 + 1, max_us: max }
-                } else {
-                    NoiseAction::Delay { us: self.level.delay_us(&mut self.rng) }
-                };
-                Noise { at, action, held_ns: 0, func: None }
-            })
-            .collect();
+        let mut noise: Vec<Noise> = if kind == Kind::NearMiss {
+            let chosen: Vec<NearMiss> =
+                near.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
+            chosen
+                .into_iter()
+                .map(|n| {
+                    // Longer than the gap, or the later thread still comes second.
+                    let least = (n.gap_ns / 1000 + 50).min(max);
+                    let us = self.level.delay_us(&mut self.rng).max(least);
+                    Noise {
+                        at: n.at,
+                        action: NoiseAction::Delay { us },
+                        held_ns: 0,
+                        func: None,
+                        near_miss: true,
+                    }
+                })
+                .collect()
+        } else {
+            let points = self.points();
+            let chosen: Vec<NoiseAt> =
+                points.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
+            chosen
+                .into_iter()
+                .enumerate()
+                .map(|(i, at)| {
+                    let action = if kind == Kind::Pct {
+                        NoiseAction::Demote { priority: i as u32 + 1, max_us: max }
+                    } else {
+                        NoiseAction::Delay { us: self.level.delay_us(&mut self.rng) }
+                    };
+                    Noise { at, action, held_ns: 0, func: None, near_miss: false }
+                })
+                .collect()
+        };
         if let Some(&func) = self.every.choose(&mut self.rng) {
             let us = self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US));
             noise.push(Noise {
@@ -294,6 +451,7 @@ impl NoiseSource {
                 action: NoiseAction::Delay { us },
                 held_ns: 0,
                 func: None,
+                near_miss: false,
             });
         }
         noise
@@ -450,12 +608,13 @@ mod tests {
 
     #[test]
     fn a_focused_plan_is_replayed_in_its_share_of_runs_and_left_off_in_the_others() {
-        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], &[], 9);
+        let mut source = NoiseSource::new(Level::START, Schedule::All, &[seen()], &[], 9);
         let plan = vec![Noise {
             at: NoiseAt::Sync { role: 1, step: 3 },
             action: NoiseAction::Delay { us: 1_300 },
             held_ns: 1_300_000,
             func: Some(4),
+            near_miss: false,
         }];
         source.focus(&plan, 0.5);
         let runs: Vec<Vec<Noise>> = (0..200).map(|_| source.draw()).collect();
@@ -469,9 +628,116 @@ mod tests {
         }
     }
 
+    /// Two runs of a worker (role 1) and a checker (role 2): a lock call
+    /// each on one mutex (0x5000) 500 ns and then 3 ms apart, a traced call
+    /// each on one object (0x9000) 40 ms apart, and on a small number (7)
+    /// 100 ns apart.
+    fn near_miss_runs() -> (Vec<Run>, Vec<Function>) {
+        let lock =
+            Function { internal: true, probe: Probe::Sync, ..function(1, "pthread_mutex_lock") };
+        let functions = vec![function(0, "use"), lock];
+        let run_with = |id, second_lock: u64| {
+            let calls = vec![
+                call(1, 1, 1, 1_000, Some(1_200), Some(0)).with_args([0x5000, 0, 0]),
+                call(1, 2, 1, second_lock, Some(second_lock + 200), Some(0))
+                    .with_args([0x5000, 0, 0]),
+                call(0, 1, 1, 10_000_000, Some(10_000_100), Some(0)).with_args([0x9000, 0, 0]),
+                call(0, 2, 1, 50_000_000, Some(50_000_100), Some(0)).with_args([0x9000, 0, 0]),
+                call(0, 1, 2, 60_000_000, Some(60_000_100), Some(0)).with_args([7, 0, 0]),
+                call(0, 2, 2, 60_000_100, Some(60_000_200), Some(0)).with_args([7, 0, 0]),
+            ];
+            run(id, Label::Pass, calls, 70_000_000)
+        };
+        (vec![run_with(1, 1_500), run_with(2, 3_001_000)], functions)
+    }
+
+    /// A near miss is the earlier of two threads' entries on one object,
+    /// kept at its smallest gap: the lock taken 500 ns before the other
+    /// thread's, not the object 40 ms apart nor the number 7.
     #[test]
-    fn both_alternates_random_delays_and_pct_change_points() {
-        let mut source = NoiseSource::new(Level::START, Schedule::Both, &[seen()], &[], 3);
+    fn near_misses_are_the_earlier_of_two_threads_close_entries_on_one_object() {
+        let (runs, functions) = near_miss_runs();
+        let near = near_misses(&runs, &functions, LONGEST_NEAR_MISS_NS);
+        let at = NoiseAt::Sync { role: 1, step: 1 };
+        assert_eq!(near, vec![NearMiss { gap_ns: 500, at }]);
+        // Each run alone: its own gap.
+        assert_eq!(near_misses(&runs[1..], &functions, LONGEST_NEAR_MISS_NS)[0].gap_ns, 3_000_000);
+        assert_eq!(near_misses(&runs[1..], &functions, 1_000_000), vec![]);
+        // A failing run's order is not one to turn round.
+        let failed = Run { label: Label::Fail, ..runs[0].clone() };
+        assert_eq!(near_misses(&[failed], &functions, LONGEST_NEAR_MISS_NS), vec![]);
+    }
+
+    /// Near-miss runs hold only near misses a hold of the level can turn
+    /// round, each longer than its gap; with none, they are random delays.
+    #[test]
+    fn near_miss_noise_holds_the_earlier_entry_longer_than_its_gap() {
+        let (runs, functions) = near_miss_runs();
+        let at = NoiseAt::Sync { role: 1, step: 1 };
+        let mut source = NoiseSource::new(LADDER[1], Schedule::NearMiss, &runs[1..], &functions, 4);
+        for _ in 0..50 {
+            let noise = source.draw();
+            assert_eq!(noise.len(), 1, "one near miss to choose");
+            assert_eq!(noise[0].at, at);
+            let NoiseAction::Delay { us } = noise[0].action else { panic!("{:?}", noise[0]) };
+            assert!((3_050..=4_000).contains(&us), "{us} µs for a 3 ms gap");
+        }
+        // At 2 ms holds the 3 ms gap cannot be turned round.
+        let mut source = NoiseSource::new(LADDER[0], Schedule::NearMiss, &runs[1..], &functions, 4);
+        let noise = source.draw();
+        assert_eq!(noise.len(), 2, "random delays at the level's two points");
+        assert!(noise.iter().all(|n| matches!(n.action, NoiseAction::Delay { us } if us <= 2_000)));
+    }
+
+    /// Runs seen without sync points give no near miss on a lock; an
+    /// amplified run that records them does.
+    #[test]
+    fn near_misses_are_learnt_from_amplified_runs() {
+        let (runs, functions) = near_miss_runs();
+        let mut source = NoiseSource::new(LADDER[1], Schedule::NearMiss, &[seen()], &functions, 4);
+        assert!(source.draw().iter().all(|n| !n.near_miss), "none yet: random delays");
+        source.learn_near_misses(&runs[1], &functions);
+        source.learn_near_misses(&runs[0], &functions);
+        assert_eq!(
+            source.near,
+            vec![NearMiss { gap_ns: 500, at: NoiseAt::Sync { role: 1, step: 1 } }]
+        );
+        let noise = source.draw();
+        assert_eq!((noise.len(), noise[0].near_miss), (1, true));
+        // A run held there in which the other thread came first is not
+        // one more near miss.
+        let mut held = runs[0].clone();
+        held.calls.iter_mut().filter(|c| c.role == 2).for_each(|c| c.entry_ns -= 1_000);
+        held.calls.sort_by_key(|c| c.entry_ns);
+        held.noise = noise;
+        source.learn_near_misses(&held, &functions);
+        assert_eq!(source.near.len(), 1);
+        held.noise[0].near_miss = false;
+        source.learn_near_misses(&held, &functions);
+        assert_eq!(source.near.len(), 2, "a random delay's run is learnt from");
+    }
+
+    #[test]
+    fn all_takes_random_delays_pct_and_near_misses_in_turn() {
+        let (runs, functions) = near_miss_runs();
+        let mut source = NoiseSource::new(Level::START, Schedule::All, &runs, &functions, 6);
+        let kinds: Vec<&str> = (0..6)
+            .map(|_| {
+                let noise = source.draw();
+                match noise[0].action {
+                    NoiseAction::Demote { .. } => "pct",
+                    _ if noise[0].near_miss => "near miss",
+                    _ => "random",
+                }
+            })
+            .collect();
+        assert_eq!(kinds, ["random", "pct", "near miss", "random", "pct", "near miss"]);
+    }
+
+    /// With no near miss in the runs seen, `All` alternates the other two.
+    #[test]
+    fn all_alternates_random_delays_and_pct_change_points_without_near_misses() {
+        let mut source = NoiseSource::new(Level::START, Schedule::All, &[seen()], &[], 3);
         let kinds: Vec<bool> = (0..4)
             .map(|_| {
                 let noise = source.draw();
@@ -503,7 +769,7 @@ mod tests {
     #[test]
     fn every_thread_is_held_at_one_statement_point_a_run() {
         let level = Level { sites: 2, max_delay_us: 40_000, starve: false };
-        let mut source = NoiseSource::new(level, Schedule::Both, &[seen()], &[], 11);
+        let mut source = NoiseSource::new(level, Schedule::All, &[seen()], &[], 11);
         assert!(source.draw().iter().all(|n| !matches!(n.at, NoiseAt::Every { .. })));
         source.hold_every_at(vec![5, 6, 7]);
         let mut chosen = BTreeSet::new();
@@ -524,6 +790,7 @@ mod tests {
             action: NoiseAction::Delay { us: 900 },
             held_ns: 0,
             func: None,
+            near_miss: false,
         }]);
         assert_eq!(plan.actions.len(), 1);
         let (k, a, _) = plan.actions[0];

@@ -573,6 +573,7 @@ mod tests {
             action: NoiseAction::Delay { us: 9 },
             held_ns: 0,
             func: None,
+            near_miss: false,
         };
         // The intervention holds s at its entry, where the first noise
         // would act.

@@ -53,6 +53,7 @@ pub use learn::learn;
 pub use objects::ObjectName;
 pub use pairs::PairMember;
 pub use races::{RaceEvidence, RaceVerdict};
+pub use sections::lock_ops;
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.
@@ -732,7 +733,7 @@ impl Catalog {
     ) -> Catalog {
         let internal = session.functions.iter().filter(|f| f.internal).map(|f| f.id).collect();
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
-        let lock_ops = sections::lock_ops(&session.functions);
+        let lock_ops = lock_ops(&session.functions);
         let lock_calls = deadlock::lock_calls(&session.functions);
         let points = base::Points::new(&session.functions);
         let mut c = Catalog {

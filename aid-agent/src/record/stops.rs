@@ -185,8 +185,15 @@ mod tests {
             action: delay,
             held_ns: 0,
             func: None,
+            near_miss: false,
         };
-        let every = Noise { at: NoiseAt::Every { func: 0 }, action: delay, held_ns: 0, func: None };
+        let every = Noise {
+            at: NoiseAt::Every { func: 0 },
+            action: delay,
+            held_ns: 0,
+            func: None,
+            near_miss: false,
+        };
         let plan = Plan { noise: vec![own, every], ..Plan::default() };
         let stops = [stop(0, 1, 1, 10), stop(0, 1, 2, 700), stop(0, 2, 1, 30)];
         let out = noise_outcome(&plan, &stops, &functions);

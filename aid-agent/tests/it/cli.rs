@@ -82,6 +82,7 @@ fn write_session(dir: &Path, created: u64) {
                 action: aid::model::NoiseAction::Delay { us: 250 },
                 held_ns: 250_000,
                 func: Some(s.func),
+                near_miss: false,
             }];
         }
         let mut rec = recorded(r);

@@ -443,6 +443,98 @@ fn default_functions_and_no_failure() {
     );
 }
 
+/// Of near_miss.c's amplified runs whose near miss was held, at least
+/// this many tenths fail (measured: see the test's comment).
+const NEAR_MISS_HELD_FAIL_TENTHS: usize = 5;
+
+/// Near-miss noise (issue 24, as TSVD targets its delays). near_miss.c's
+/// main takes `m` right after starting a worker that takes `m` as soon as
+/// it starts: main comes first by the worker's start-up time in nearly
+/// every run, and fails when the worker comes first. Each thread also
+/// takes a lock of its own, main 200 times and the worker 100, so a run
+/// has some 600 synchronisation points and random noise at two of them
+/// rarely holds the one that matters. With `--amplify near-miss`, once a
+/// passing run has shown the near miss, every amplified run holds it:
+/// main's synchronisation point (by rank) where, in that run too, it
+/// takes the lock the worker takes (a run with the worker first fails,
+/// and failing runs show no near miss); and a run held there fails as
+/// soon as the worker overtakes it.
+///
+/// Acceptance rule: at least [`NEAR_MISS_HELD_FAIL_TENTHS`] tenths of the
+/// runs held there and intervened on in no other way fail (each hold is
+/// longer than the gap seen, up to 2 ms; a held run passes only when the
+/// worker took longer than the hold to start). Measured 2026-11-29, six
+/// sessions: 228 of 232 such runs failed, at least 37 of 39 in each; the
+/// test passed 10 times in 10.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
+    let _alone = alone();
+    let exe = c_fixture("near_miss.c", "near_miss", &[]);
+    let (_tmp, out, output) =
+        debug_session(&exe, &["--amplify", "near-miss", "--amplify-below", "50%", "--runs", "80"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("delays at near misses"), "{stderr}");
+    let loaded = aid::store::load_full(&out).unwrap();
+    let s = &loaded.session;
+    let locks: Vec<u32> = s
+        .functions
+        .iter()
+        .filter(|f| f.internal && f.probe == Probe::Sync && f.name == "pthread_mutex_lock")
+        .map(|f| f.id)
+        .collect();
+    let sync = |func: u32| s.functions[func as usize].probe.is_sync_point();
+    let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
+    assert!(amplified.len() >= 20, "{} amplified runs\n{stderr}", amplified.len());
+    let (mut held, mut held_failed) = (0, 0);
+    for r in &amplified {
+        // The lock both threads take in this run (its address moves run
+        // to run): `m`, not either thread's own.
+        let taken = |role: u32| -> std::collections::BTreeSet<i64> {
+            r.calls
+                .iter()
+                .filter(|c| c.role == role && locks.contains(&c.func))
+                .map(|c| c.args[0])
+                .collect()
+        };
+        let roles: std::collections::BTreeSet<u32> = r.calls.iter().map(|c| c.role).collect();
+        let worker = *roles.iter().find(|&&role| role != 0).unwrap();
+        let both: Vec<i64> = taken(0).intersection(&taken(worker)).copied().collect();
+        assert_eq!(both.len(), 1, "run {}: {both:?}", r.id);
+        if !r.noise.iter().any(|n| n.near_miss) {
+            // Random delays: no near miss was known yet (the runs before
+            // amplification record sync points only when the tracing
+            // budget has room for them).
+            continue;
+        }
+        // Each point is main's rank at which, in this run too, it takes
+        // that lock.
+        for n in &r.noise {
+            assert!(n.near_miss, "run {}: {:?} among near misses", r.id, r.noise);
+            let aid::model::NoiseAt::Sync { role, step } = n.at else {
+                panic!("run {}: {n:?} is not a near miss", r.id)
+            };
+            assert_eq!(role, 0, "run {}: {n:?}", r.id);
+            let mut syncs: Vec<&aid::model::Call> =
+                r.calls.iter().filter(|c| c.role == role && sync(c.func)).collect();
+            syncs.sort_by_key(|c| c.entry_ns);
+            let at = syncs[step as usize - 1];
+            assert!(locks.contains(&at.func), "run {}: role {role} step {step} is {at:?}", r.id);
+            assert_eq!(at.args[0], both[0], "run {}: role {role} step {step}", r.id);
+        }
+        // An intervention round's run may pass because of its intervention.
+        if r.noise.iter().any(|n| n.held_ns > 0) && r.interventions.is_empty() {
+            held += 1;
+            held_failed += usize::from(r.failed());
+        }
+    }
+    assert!(held >= 10, "{held} runs held at the near miss\n{stderr}");
+    assert!(
+        held_failed * 10 >= held * NEAR_MISS_HELD_FAIL_TENTHS,
+        "{held_failed} of {held} held runs failed\n{stderr}"
+    );
+}
+
 /// Noise is never a cause (issue 10). `noise_only.c` fails only when the
 /// critical section inside `work` takes longer than 300 µs, which on its
 /// own it practically never does; amplification injects noise, and the
