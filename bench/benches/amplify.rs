@@ -13,6 +13,17 @@
 //!    timed the same way (from the release of the held child to its
 //!    reaping), so agent start-up is not counted.
 //!
+//! 3. `--only modes`: the failure rate per noise mode on each program of
+//!    `../shared/corpus` (built in `target/corpus/` by `cargo xtask
+//!    corpus`), run from its folder with the manifest's arguments: no
+//!    probes, observed with the default set, random delays, PCT-style
+//!    change points, near-miss delays (at the first level, 2 points of up
+//!    to 2 ms each) and starvation (2 points of 1 ms to 1 s), interleaved
+//!    run by run after the 40 observed runs `debug` amplifies from. The
+//!    near-miss cell learns its near misses as `debug` does: from the
+//!    passing runs seen, and from the passing runs of the two random
+//!    cells (which record sync points whatever the budget).
+//!
 //! Needs root. Prints markdown rows for BENCHMARKS.md.
 
 use std::{
@@ -28,7 +39,7 @@ use aid::{
     debug::default_set::{choose_by_cost, default_candidates},
     intervene::{
         Plan,
-        noise::{Level, NoiseSource, Schedule},
+        noise::{LADDER, Level, NoiseSource, Schedule},
     },
     model::{Label, Run},
     record::{fail::RunPolicy, progress::Progress, tracer::Tracer},
@@ -53,7 +64,9 @@ fn parse_args() -> Args {
             "--rounds" => args.rounds = value().parse().expect("--rounds N"),
             "--only" => args.only = Some(value()),
             other => {
-                panic!("unknown argument {other}: --runs N, --rounds N, --only amplify|default")
+                panic!(
+                    "unknown argument {other}: --runs N, --rounds N, --only amplify|default|modes"
+                )
             }
         }
     }
@@ -83,7 +96,19 @@ fn examples() -> PathBuf {
 
 /// A tracer with the program's default set (and the sync points).
 fn default_tracer(exe: &Path, policy: &RunPolicy, cancel: &AtomicBool) -> (Tracer, Target) {
-    let target = Target::from_argv(&[OsString::from(exe)]).unwrap();
+    default_tracer_with(exe, &[], policy, cancel)
+}
+
+/// The same, the program run with `args`.
+fn default_tracer_with(
+    exe: &Path,
+    args: &[&str],
+    policy: &RunPolicy,
+    cancel: &AtomicBool,
+) -> (Tracer, Target) {
+    let mut argv = vec![OsString::from(exe)];
+    argv.extend(args.iter().map(OsString::from));
+    let target = Target::from_argv(&argv).unwrap();
     let resolver = Resolver::for_executable(exe).unwrap();
     let found = default_candidates(&resolver).unwrap();
     let first = found.functions.clone();
@@ -188,6 +213,81 @@ fn amplify(dir: &Path, runs: usize) {
     }
 }
 
+/// The corpus' programs: folder, program and arguments, from its manifest.
+fn corpus_programs(root: &Path) -> Vec<(String, String, Vec<String>)> {
+    let manifest = root.join("../shared/corpus/manifest.json");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let json: serde_json::Value = serde_json::from_str(&text).expect("manifest.json");
+    json.as_array()
+        .expect("manifest.json: a list")
+        .iter()
+        .map(|p| {
+            let dir = p["dir"].as_str().expect("dir").to_owned();
+            let mut run = p["run"].as_str().expect("run").split_whitespace().map(str::to_owned);
+            let exe = run.next().expect("a program").trim_start_matches("./").to_owned();
+            (dir, exe, run.collect())
+        })
+        .collect()
+}
+
+fn modes(runs: usize) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let policy = RunPolicy::new(&[], Duration::from_secs(30)).unwrap();
+    let cancel = AtomicBool::new(false);
+    println!("## corpus: failure rate per noise mode ({runs} runs per cell, interleaved)");
+    println!(
+        "| program | no probes | observed (default set) | random delays | PCT-style change points | near-miss delays | starvation |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (dir, exe, args) in corpus_programs(&root) {
+        let folder = root.join("target/corpus").join(&dir);
+        let path = folder.join(&exe);
+        if !path.exists() {
+            println!("| {dir} | not built: run `cargo xtask corpus` first | | | | | |");
+            continue;
+        }
+        std::env::set_current_dir(&folder).unwrap();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (mut tracer, target) = default_tracer_with(&path, &args, &policy, &cancel);
+        let mut id = 0;
+        let mut next = || {
+            id += 1;
+            id
+        };
+        let seen: Vec<Run> = (0..40)
+            .map(|_| tracer.observe(&target, next(), &policy, &cancel).unwrap().run)
+            .collect();
+        let functions = tracer.functions().to_vec();
+        let source =
+            |level, schedule, seed| NoiseSource::new(level, schedule, &seen, &functions, seed);
+        let mut sources = [
+            source(Level::START, Schedule::Random, 1),
+            source(Level::START, Schedule::Pct, 2),
+            source(Level::START, Schedule::NearMiss, 3),
+            source(LADDER[4], Schedule::Random, 4),
+        ];
+        let mut tallies: [Tally; 6] = Default::default();
+        for _ in 0..runs {
+            let (f, w) = untraced(&target, &policy, &cancel);
+            tallies[0].add(f, w);
+            let rec = tracer.observe(&target, next(), &policy, &cancel).unwrap();
+            tallies[1].add(failed(&rec.run), rec.run.outcome.wall_ns);
+            for k in 0..sources.len() {
+                let plan = Plan::default().with_noise(&sources[k].draw());
+                let rec = tracer.intervene(&target, next(), &policy, &plan, &cancel).unwrap();
+                sources[k].learn(&rec.sync_steps);
+                if k != 2 {
+                    sources[2].learn_near_misses(&rec.run, &functions);
+                }
+                tallies[k + 2].add(failed(&rec.run), rec.run.outcome.wall_ns);
+            }
+        }
+        let cells: Vec<String> = tallies.iter_mut().map(Tally::cell).collect();
+        println!("| {dir} | {} |", cells.join(" | "));
+    }
+}
+
 fn default_mode(dir: &Path, rounds: usize) {
     let exe = dir.join("inventory-sixty");
     let policy = RunPolicy::new(&[], Duration::from_secs(60)).unwrap();
@@ -289,6 +389,10 @@ fn main() {
         std::process::exit(2);
     }
     aid::bpf::preflight(aid::bpf::Needs::Trace).expect("eBPF preflight");
+    if args.only.as_deref() == Some("modes") {
+        modes(args.runs);
+        return;
+    }
     let dir = examples();
     if args.only.as_deref().is_none_or(|o| o == "default") {
         default_mode(&dir, args.rounds);

@@ -79,7 +79,7 @@ pub enum Which {
     /// inventory-sixty (needs root; bench/benches/amplify.rs).
     Amplify {
         /// Arguments for the benchmark (`--runs N`, `--rounds N`,
-        /// `--only amplify|default`).
+        /// `--only amplify|default|modes`).
         #[arg(last = true)]
         args: Vec<String>,
     },
