@@ -168,7 +168,7 @@ enum Kind {
 /// argument when it is an address) `gap_ns` apart, the earlier at `at`.
 /// Holding `at` longer than the gap lets the later go first: the order
 /// the runs nearly showed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct NearMiss {
     gap_ns: u64,
     at: NoiseAt,
@@ -178,21 +178,17 @@ struct NearMiss {
 /// (the first page of the address space is never mapped).
 const LOWEST_ADDRESS: i64 = 0x1_0000;
 
-/// Adds the near misses of the passing runs of `runs` to `near` (each
-/// point with its smallest gap): for each object, each entry against the
+/// The near misses of the passing runs of `runs`, one per point (its
+/// smallest gap), nearest first: for each object, each entry against the
 /// latest entry of every other thread on it, when they are at most
 /// `within_ns` apart. A passing run's order is one that passes; the one
 /// it nearly took instead may fail. A failing run's is the failing order
 /// already, and turning it round would hold the thread whose lateness
 /// the failure may need.
-fn add_near_misses(
-    near: &mut BTreeMap<NoiseAt, u64>,
-    runs: &[Run],
-    functions: &[Function],
-    within_ns: u64,
-) {
+fn near_misses(runs: &[Run], functions: &[Function], within_ns: u64) -> Vec<NearMiss> {
     let ops = crate::predicates::lock_ops(functions);
     let sync = |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe.is_sync_point());
+    let mut best: BTreeMap<NoiseAt, u64> = BTreeMap::new();
     for run in runs.iter().filter(|r| !r.failed()) {
         // (entry, object, thread, point), in the order of the entries.
         let mut entries: Vec<(u64, i64, Role, NoiseAt)> = Vec::new();
@@ -224,13 +220,17 @@ fn add_near_misses(
             for (_, &(before, earlier)) in on.iter().filter(|(r, _)| **r != role) {
                 let gap = t - before;
                 if gap <= within_ns {
-                    let g = near.entry(earlier).or_insert(gap);
+                    let g = best.entry(earlier).or_insert(gap);
                     *g = (*g).min(gap);
                 }
             }
             on.insert(role, (t, at));
         }
     }
+    let mut out: Vec<NearMiss> =
+        best.into_iter().map(|(at, gap_ns)| NearMiss { gap_ns, at }).collect();
+    out.sort();
+    out
 }
 
 /// Sync points per thread assumed before any amplified run has counted
@@ -261,9 +261,8 @@ pub struct NoiseSource {
     /// points, once attached).
     every: Vec<FuncId>,
     roles: BTreeSet<Role>,
-    /// The near misses of the passing runs seen: each point with its
-    /// smallest gap.
-    near: BTreeMap<NoiseAt, u64>,
+    /// The near misses of the runs seen, nearest first.
+    near: Vec<NearMiss>,
     /// Most sync points each role entered in one amplified run.
     steps: BTreeMap<Role, u32>,
     drawn: u64,
@@ -303,12 +302,11 @@ impl NoiseSource {
             calls,
             every: Vec::new(),
             roles,
-            near: BTreeMap::new(),
+            near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
             steps: BTreeMap::new(),
             drawn: 0,
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
         };
-        add_near_misses(&mut source.near, seen, functions, LONGEST_NEAR_MISS_NS);
         for r in seen {
             let mut steps: BTreeMap<Role, u32> = BTreeMap::new();
             for c in r.calls.iter().filter(|c| sync(c.func)) {
@@ -357,7 +355,17 @@ impl NoiseSource {
         if run.noise.iter().any(|n| n.near_miss) {
             return;
         }
-        add_near_misses(&mut self.near, std::slice::from_ref(run), functions, LONGEST_NEAR_MISS_NS);
+        let found = near_misses(std::slice::from_ref(run), functions, LONGEST_NEAR_MISS_NS);
+        if found.is_empty() {
+            return;
+        }
+        let mut all: BTreeMap<NoiseAt, u64> = self.near.iter().map(|n| (n.at, n.gap_ns)).collect();
+        for n in found {
+            let gap = all.entry(n.at).or_insert(n.gap_ns);
+            *gap = (*gap).min(n.gap_ns);
+        }
+        self.near = all.into_iter().map(|(at, gap_ns)| NearMiss { gap_ns, at }).collect();
+        self.near.sort();
     }
 
     /// From now on every run gets `plan` — the same points, the same
@@ -388,10 +396,8 @@ impl NoiseSource {
         }
         let max = self.level.max_delay_us;
         // Near misses a hold of this level can turn round.
-        let near: Vec<NearMiss> = (self.near.iter())
-            .filter(|(_, gap)| **gap < max * 1000)
-            .map(|(&at, &gap_ns)| NearMiss { gap_ns, at })
-            .collect();
+        let near: Vec<NearMiss> =
+            self.near.iter().filter(|n| n.gap_ns < max * 1000).copied().collect();
         let kind = match self.schedule {
             Schedule::Random => Kind::Random,
             Schedule::Pct => Kind::Pct,
@@ -651,19 +657,15 @@ mod tests {
     #[test]
     fn near_misses_are_the_earlier_of_two_threads_close_entries_on_one_object() {
         let (runs, functions) = near_miss_runs();
-        let near_misses = |runs: &[Run], within_ns| {
-            let mut near = BTreeMap::new();
-            add_near_misses(&mut near, runs, &functions, within_ns);
-            near
-        };
+        let near = near_misses(&runs, &functions, LONGEST_NEAR_MISS_NS);
         let at = NoiseAt::Sync { role: 1, step: 1 };
-        assert_eq!(near_misses(&runs, LONGEST_NEAR_MISS_NS), BTreeMap::from([(at, 500)]));
+        assert_eq!(near, vec![NearMiss { gap_ns: 500, at }]);
         // Each run alone: its own gap.
-        assert_eq!(near_misses(&runs[1..], LONGEST_NEAR_MISS_NS)[&at], 3_000_000);
-        assert_eq!(near_misses(&runs[1..], 1_000_000), BTreeMap::new());
+        assert_eq!(near_misses(&runs[1..], &functions, LONGEST_NEAR_MISS_NS)[0].gap_ns, 3_000_000);
+        assert_eq!(near_misses(&runs[1..], &functions, 1_000_000), vec![]);
         // A failing run's order is not one to turn round.
         let failed = Run { label: Label::Fail, ..runs[0].clone() };
-        assert_eq!(near_misses(&[failed], LONGEST_NEAR_MISS_NS), BTreeMap::new());
+        assert_eq!(near_misses(&[failed], &functions, LONGEST_NEAR_MISS_NS), vec![]);
     }
 
     /// Near-miss runs hold only near misses a hold of the level can turn
@@ -696,7 +698,10 @@ mod tests {
         assert!(source.draw().iter().all(|n| !n.near_miss), "none yet: random delays");
         source.learn_near_misses(&runs[1], &functions);
         source.learn_near_misses(&runs[0], &functions);
-        assert_eq!(source.near, BTreeMap::from([(NoiseAt::Sync { role: 1, step: 1 }, 500)]));
+        assert_eq!(
+            source.near,
+            vec![NearMiss { gap_ns: 500, at: NoiseAt::Sync { role: 1, step: 1 } }]
+        );
         let noise = source.draw();
         assert_eq!((noise.len(), noise[0].near_miss), (1, true));
         // A run held there in which the other thread came first is not

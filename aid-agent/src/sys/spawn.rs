@@ -437,7 +437,7 @@ impl Spawned {
         hang_after: Option<Duration>,
         cancel: &AtomicBool,
     ) -> Result<Exit, RunError> {
-        let started = self.started();
+        let started = self.started.unwrap_or_else(Instant::now);
         let pid = Pid::from_raw(self.pid as i32);
         let mut timed_out = false;
         let mut hangs = hang_after.map(HangCheck::new);
