@@ -610,6 +610,13 @@ pub enum NoiseAt {
     Every { func: FuncId },
 }
 
+/// The priority of a thread held at `exit` ([`NoiseAction::Demote`]):
+/// below every PCT change point, and let go only when no other thread is
+/// held by the agent and every other thread of the target has ended or
+/// waits in a futex with no timeout — the threads `main` never joined
+/// finish first.
+pub const OUTLIVE: u32 = 0;
+
 /// What noise does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -621,6 +628,9 @@ pub enum NoiseAction {
     /// (each is blocked, sleeping, stopped or gone), then resumes in
     /// `priority` order (higher first) among those demoted; at most
     /// `max_us`.
+    /// Priority [`OUTLIVE`] (the thread calling `exit`) is let go only
+    /// when every other thread has ended or waits for one the agent
+    /// holds, and none is held.
     Demote { priority: u32, max_us: u64 },
     /// Nothing this run: a point of a focused plan left off in this run
     /// (`debug/amplify.rs`), so that runs with and without it are made

@@ -40,8 +40,8 @@
 use std::collections::BTreeSet;
 
 use crate::{
-    intervene::noise::{EVERY_HOLDS, Level, NoiseSource, Schedule},
-    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Probe, Role, Run},
+    intervene::noise::{EVERY_HOLDS, Level, NoiseSource, Schedule, hold_us},
+    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Probe, Role, Run},
     util::human::{count, duration},
 };
 
@@ -556,6 +556,10 @@ impl Amplifier {
                         )
                     }
                     NoiseAction::Delay { us } => format!("{at} held {}", duration(us * 1000)),
+                    NoiseAction::Demote { priority: OUTLIVE, max_us } => format!(
+                        "{at} let go only when every other thread is done (at most {})",
+                        duration(max_us * 1000)
+                    ),
                     NoiseAction::Demote { max_us, .. } => format!(
                         "{at} let go only when no other thread can run (at most {})",
                         duration(max_us * 1000)
@@ -580,15 +584,6 @@ fn statement_points(functions: &[Function]) -> Vec<FuncId> {
 /// The plan without its `i`-th point.
 fn without(plan: &[Noise], i: usize) -> Vec<Noise> {
     plan.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, n)| n.clone()).collect()
-}
-
-/// The longest a point may hold its thread.
-fn hold_us(a: NoiseAction) -> u64 {
-    match a {
-        NoiseAction::Delay { us } => us,
-        NoiseAction::Demote { max_us, .. } => max_us,
-        NoiseAction::Skip => 0,
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use nix::{
 use crate::{
     bpf::Probes,
     intervene::returns::{self, Repairs, Traced},
-    model::{FuncId, Function},
+    model::{FuncId, Function, OUTLIVE},
     sys::{
         hang, poll,
         ptrace::{ControlError, resume, wait_for_child},
@@ -234,15 +234,40 @@ fn counted(members: &[(u32, RunningKey)], tid: Pid, key: RunningKey) -> u64 {
 
 /// The thread held at a PCT change point that may resume now: the one of
 /// highest priority, once no other thread of `pid` can run (each is
-/// blocked, sleeping, stopped — held ones included — or gone).
-fn next_alone(pid: u32, holds: &[Hold]) -> Option<Pid> {
+/// blocked, sleeping, stopped — held ones included — or gone). A thread
+/// held at `exit` ([`OUTLIVE`]) goes once no other thread is held and
+/// every other one is gone or waits in a futex with no timeout, alike at
+/// two looks (`last`: the previous one): a thread that only paused (in a
+/// write, a page fault, a timed sleep) would have been cut short by the
+/// exit.
+fn next_alone(pid: u32, holds: &[Hold], last: &mut Option<hang::Progress>) -> Option<Pid> {
+    let Some((priority, tid)) = first_alone(holds) else {
+        *last = None;
+        return None;
+    };
+    if priority == u64::from(OUTLIVE) {
+        let held: Vec<u32> = holds.iter().map(|h| h.tid.as_raw() as u32).collect();
+        let now = hang::done_but(pid, &held);
+        let done = now.as_ref().is_some_and(|p| p.is_empty() || last.as_ref() == Some(p));
+        *last = now;
+        return done.then_some(tid);
+    }
+    *last = None;
+    let runnable = crate::sys::proc::runnable_threads(pid);
+    runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
+}
+
+/// Of the threads held at PCT change points, the one to resume first once
+/// no other thread can run, with its priority: the highest priority; one
+/// held at `exit` ([`OUTLIVE`]) only when no thread is held otherwise.
+fn first_alone(holds: &[Hold]) -> Option<(u64, Pid)> {
     let waiting = holds.iter().filter_map(|h| match h.release {
         Release::WhenAlone(priority) => Some((priority, h.tid)),
         _ => None,
     });
-    let (_, tid) = waiting.max_by_key(|(priority, _)| *priority)?;
-    let runnable = crate::sys::proc::runnable_threads(pid);
-    runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
+    let (priority, tid) = waiting.max_by_key(|(priority, _)| *priority)?;
+    let outlives = |h: &Hold| matches!(h.release, Release::WhenAlone(p) if p == u64::from(OUTLIVE));
+    (priority != u64::from(OUTLIVE) || holds.iter().all(outlives)).then_some((priority, tid))
 }
 
 /// Holds nothing can satisfy: when every hold waits for an event (none
@@ -345,6 +370,7 @@ impl Controller<'_> {
         let mut holds: Vec<Hold> = Vec::new();
         let mut stops: Vec<StopRecord> = Vec::new();
         let mut futility = Futility::default();
+        let mut exit_look = None;
         loop {
             // Serve every stop that is waiting.
             loop {
@@ -387,7 +413,7 @@ impl Controller<'_> {
             // Release holds whose time has come or whose event happened.
             let now = Instant::now();
             let stuck = self.stuck_group_hold(&holds);
-            let alone = next_alone(pid, &holds);
+            let alone = next_alone(pid, &holds, &mut exit_look);
             // Group holds waiting on each other are settled first.
             let futile = if stuck.is_none() { futility.hold(pid, &holds, now) } else { None };
             holds.retain(|h| {
@@ -764,5 +790,32 @@ impl Controller<'_> {
                 .map_err(|e| format!("returning early from {}: {e}", f.name))?;
         }
         ptrace::setregs(tid, regs).map_err(|e| format!("writing registers: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(tid: i32, release: Release) -> Hold {
+        let now = Instant::now();
+        Hold { tid: Pid::from_raw(tid), release, deadline: now, since: now, record: 0, own: None }
+    }
+
+    /// PCT change points resume highest priority first; the thread held
+    /// at `exit` goes last, once no other thread is held at all (a delay
+    /// still running keeps it).
+    #[test]
+    fn the_exit_held_thread_goes_after_every_other_hold() {
+        let outlive = u64::from(OUTLIVE);
+        let first = |holds: &[Hold]| first_alone(holds).map(|(_, tid)| tid.as_raw());
+        let pct = [held(1, Release::WhenAlone(1)), held(2, Release::WhenAlone(2))];
+        assert_eq!(first(&pct), Some(2));
+        let with_exit = [held(3, Release::WhenAlone(outlive)), held(1, Release::WhenAlone(1))];
+        assert_eq!(first(&with_exit), Some(1));
+        let delayed = [held(3, Release::WhenAlone(outlive)), held(4, Release::At)];
+        assert_eq!(first(&delayed), None);
+        assert_eq!(first(&[held(3, Release::WhenAlone(outlive))]), Some(3));
+        assert_eq!(first(&[held(4, Release::At)]), None);
     }
 }

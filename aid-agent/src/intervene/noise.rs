@@ -25,6 +25,12 @@
 //!   let the later go first — and each hold is longer than the gap it
 //!   closes.
 //!
+//! Half the runs, whatever their kind, also hold the thread calling the C
+//! library's `exit` (main returning from `main`) until every other thread
+//! has ended or waits for it ([`EXIT_HELD_SHARE`], [`OUTLIVE`]): threads
+//! `main` never joined then get to finish what the exit would have cut
+//! short.
+//!
 //! Once statement points are attached (the ladder's second pass), each
 //! run also holds **every thread at one statement point**, chosen
 //! uniformly among them ([`NoiseAt::Every`]): a window between two
@@ -53,7 +59,9 @@ use rand::{Rng as _, SeedableRng as _, seq::IndexedRandom as _};
 
 use crate::{
     intervene::plan::{self, Plan},
-    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, Point, Role, Run, Site},
+    model::{
+        FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Point, Probe, Role, Run, Site,
+    },
 };
 
 /// How much noise to inject per run.
@@ -246,6 +254,34 @@ pub const EVERY_HOLDS: u32 = 8;
 /// level: its holds add up over the threads that reach it.
 pub const EVERY_MAX_US: u64 = 16_000;
 
+/// The share of runs whose thread calling `exit` (the main thread
+/// returning from `main`) is held there until every other thread of the
+/// target has ended or waits for it ([`OUTLIVE`]). Threads that `main` never
+/// joined are killed at the exit, so a check that fails only when it runs
+/// after the threads it checks and before the process ends is never
+/// reached while `main` is quick; holding `exit` in only some runs keeps
+/// the runs in which the exit comes while threads still work, which a
+/// failure (a worker touching what `exit` tears down) may need instead.
+pub const EXIT_HELD_SHARE: f64 = 0.5;
+
+/// The longest one stop at a point holds its thread, in microseconds.
+pub fn hold_us(a: NoiseAction) -> u64 {
+    match a {
+        NoiseAction::Delay { us } => us,
+        NoiseAction::Demote { max_us, .. } => max_us,
+        NoiseAction::Skip => 0,
+    }
+}
+
+/// The longest `n` holds its thread(s) in a run, in microseconds.
+fn longest_hold_us(n: &Noise) -> u64 {
+    let each = hold_us(n.action);
+    match n.at {
+        NoiseAt::Every { .. } => each * u64::from(EVERY_HOLDS),
+        _ => each,
+    }
+}
+
 /// The noise drawn for every run at one level: the call sites of the runs
 /// seen before amplification began, and the synchronisation points each
 /// thread reached in those runs (when they recorded them) and in
@@ -260,6 +296,10 @@ pub struct NoiseSource {
     /// Points where every thread is held, one per run (the statement
     /// points, once attached).
     every: Vec<FuncId>,
+    /// The C library's `exit`, when the runs have its sync point: held in
+    /// a share of the runs until every other thread is done
+    /// ([`EXIT_HELD_SHARE`]).
+    exit: Option<FuncId>,
     roles: BTreeSet<Role>,
     /// The near misses of the runs seen, nearest first.
     near: Vec<NearMiss>,
@@ -301,6 +341,10 @@ impl NoiseSource {
             focus: None,
             calls,
             every: Vec::new(),
+            exit: functions
+                .iter()
+                .find(|f| f.probe == Probe::Sync && f.name == "exit")
+                .map(|f| f.id),
             roles,
             near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
             steps: BTreeMap::new(),
@@ -449,6 +493,19 @@ impl NoiseSource {
             noise.push(Noise {
                 at: NoiseAt::Every { func },
                 action: NoiseAction::Delay { us },
+                held_ns: 0,
+                func: None,
+                near_miss: false,
+            });
+        }
+        if let Some(func) = self.exit
+            && self.rng.random_bool(EXIT_HELD_SHARE)
+        {
+            // Long enough to outlast every other hold of the run.
+            let others: u64 = noise.iter().map(longest_hold_us).sum();
+            noise.push(Noise {
+                at: NoiseAt::Every { func },
+                action: NoiseAction::Demote { priority: OUTLIVE, max_us: others + max },
                 held_ns: 0,
                 func: None,
                 near_miss: false,
@@ -799,6 +856,35 @@ mod tests {
         assert!(served_by(at, stop(6, 1, 3), true), "any thread, any rank");
         assert!(served_by(at, stop(6, 4, 1), true));
         assert!(!served_by(at, stop(7, 1, 3), true), "another point");
+    }
+
+    /// With the C library's `exit` among the sync points, about half the
+    /// runs (a fixed seed: 100 of 200) also hold every thread that calls
+    /// it at the lowest priority, for at most the run's other holds and
+    /// one more; without it, none do.
+    #[test]
+    fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
+        let mut exit = function(3, "exit");
+        exit.probe = Probe::Sync;
+        let functions = vec![function(0, "w"), function(1, "x"), function(2, "y"), exit];
+        let level = Level { sites: 2, max_delay_us: 2_000, starve: false };
+        let mut source = NoiseSource::new(level, Schedule::All, &[seen()], &functions, 13);
+        let mut with_exit = 0;
+        for _ in 0..200 {
+            let noise = source.draw();
+            let (held, others): (Vec<&Noise>, Vec<&Noise>) =
+                noise.iter().partition(|n| n.at == NoiseAt::Every { func: 3 });
+            assert_eq!(others.len(), 2, "{noise:?}");
+            let Some(h) = held.first() else { continue };
+            with_exit += 1;
+            let bound: u64 = others.iter().map(|n| hold_us(n.action)).sum::<u64>() + 2_000;
+            assert_eq!(h.action, NoiseAction::Demote { priority: OUTLIVE, max_us: bound });
+            let (k, a, _) = Plan::default().with_noise(&noise).actions[2];
+            assert_eq!((k, a.kind, a.value), (site_key(h.at), ActionKind::YIELD, 0));
+        }
+        assert_eq!(with_exit, 100);
+        let mut none = NoiseSource::new(level, Schedule::All, &[seen()], &functions[..3], 13);
+        assert!((0..50).all(|_| none.draw().len() == 2));
     }
 
     #[test]

@@ -377,6 +377,10 @@ pub(crate) fn noise_words(n: &crate::model::Noise) -> String {
         crate::model::NoiseAction::Delay { us } => {
             format!("random delay of {}", crate::util::human::duration(us * 1000))
         }
+        crate::model::NoiseAction::Demote { priority: crate::model::OUTLIVE, max_us } => format!(
+            "held until every other thread was done (up to {})",
+            crate::util::human::duration(max_us * 1000)
+        ),
         crate::model::NoiseAction::Demote { priority, max_us } => format!(
             "priority change point (priority {priority}, held up to {})",
             crate::util::human::duration(max_us * 1000)

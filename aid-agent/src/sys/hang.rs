@@ -288,6 +288,17 @@ pub fn waiting_but(pid: u32, except: &[u32]) -> Option<Progress> {
     all_waiting(&threads).then(|| progress(&threads))
 }
 
+/// When no live thread of `pid` but those in `except` is left (an empty
+/// progress), or each waits in a futex with no timeout
+/// ([`waiting_but`]): nothing but one of `except` can make them go on.
+pub fn done_but(pid: u32, except: &[u32]) -> Option<Progress> {
+    let threads = look(pid, false)?;
+    if threads.iter().all(|t| t.gone() || except.contains(&t.tid)) {
+        return Some(Vec::new());
+    }
+    waiting_but(pid, except)
+}
+
 /// The cheap first look: every live thread blocked (`S` or `D`); only then
 /// is each one's wait read.
 fn all_blocked(threads: &[ThreadLook]) -> bool {

@@ -535,6 +535,71 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
     );
 }
 
+/// Of unjoined.c's amplified runs held at `exit`, at least this many
+/// tenths fail (measured: see the test's comment).
+const EXIT_HELD_FAIL_TENTHS: usize = 7;
+
+/// The main thread held at `exit` (issue 24: noise where the process
+/// ends). unjoined.c's main returns right after starting a worker it never
+/// joins; the worker fails (exit 3) at the end of a count that takes far
+/// longer than main's return, so untraced and under random delays at two
+/// of its 100 or so synchronisation points it practically never gets
+/// there. About half the amplified runs hold the thread calling `exit`
+/// until every other thread is done: the worker then finishes its
+/// count, and the run fails.
+///
+/// Acceptance rule: at least [`EXIT_HELD_FAIL_TENTHS`] tenths of the runs
+/// held at `exit` and intervened on in no other way fail (the hold ends
+/// before the worker is done only at its bound, the run's other holds and
+/// 2 ms more); at least 5 runs are held there and at least 5 amplified
+/// runs are not. Measured 2026-11-29, six sessions: 65 of 67 held runs
+/// failed (at least 9 of 10 in each, 10 to 13 held a session), against 6
+/// of 144 amplified runs not held at `exit`; a session below the rule
+/// needs 4 or more of its 10 or so held runs to pass.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn exit_noise_keeps_a_thread_main_never_joined_alive() {
+    let _alone = alone();
+    let exe = c_fixture("unjoined.c", "unjoined", &[]);
+    let (_tmp, out, output) =
+        debug_session(&exe, &["--amplify", "random", "--amplify-below", "50%", "--runs", "80"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let loaded = aid::store::load_full(&out).unwrap();
+    let s = &loaded.session;
+    let exit: Vec<u32> = s
+        .functions
+        .iter()
+        .filter(|f| f.internal && f.probe == Probe::Sync && f.name == "exit")
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(exit.len(), 1, "{:?}", s.functions);
+    let at_exit = aid::model::NoiseAt::Every { func: exit[0] };
+    let (mut held, mut held_failed, mut unheld) = (0, 0, 0);
+    for r in s.runs.iter().filter(|r| !r.noise.is_empty() && r.interventions.is_empty()) {
+        let Some(n) = r.noise.iter().find(|n| n.at == at_exit) else {
+            unheld += 1;
+            continue;
+        };
+        let aid::model::NoiseAction::Demote { priority, .. } = n.action else {
+            // A point of a focused plan left off in this run.
+            assert_eq!(n.action, aid::model::NoiseAction::Skip, "run {}", r.id);
+            unheld += 1;
+            continue;
+        };
+        assert_eq!(priority, aid::model::OUTLIVE, "run {}: {n:?}", r.id);
+        if n.held_ns > 0 {
+            held += 1;
+            held_failed += usize::from(r.failed());
+        }
+    }
+    assert!(held >= 5, "{held} runs held at exit\n{stderr}");
+    assert!(unheld >= 5, "{unheld} amplified runs not held at exit\n{stderr}");
+    assert!(
+        held_failed * 10 >= held * EXIT_HELD_FAIL_TENTHS,
+        "{held_failed} of {held} runs held at exit failed\n{stderr}"
+    );
+}
+
 /// Noise is never a cause (issue 10). `noise_only.c` fails only when the
 /// critical section inside `work` takes longer than 300 µs, which on its
 /// own it practically never does; amplification injects noise, and the
