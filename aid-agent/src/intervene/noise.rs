@@ -25,8 +25,8 @@
 //!   let the later go first — and each hold is longer than the gap it
 //!   closes.
 //!
-//! Half the runs, whatever their kind, also hold the thread calling the C
-//! library's `exit` (main returning from `main`) until every other thread
+//! In a program that leaves a thread unjoined, half the runs, whatever
+//! their kind, also hold the thread calling the C library's `exit` (main returning from `main`) until every other thread
 //! has ended or waits for it ([`EXIT_HELD_SHARE`], [`OUTLIVE`]): threads
 //! `main` never joined then get to finish what the exit would have cut
 //! short.
@@ -256,13 +256,33 @@ pub const EVERY_MAX_US: u64 = 16_000;
 
 /// The share of runs whose thread calling `exit` (the main thread
 /// returning from `main`) is held there until every other thread of the
-/// target has ended or waits for it ([`OUTLIVE`]). Threads that `main` never
-/// joined are killed at the exit, so a check that fails only when it runs
+/// target has ended or waits for it ([`OUTLIVE`]), in a program whose
+/// runs showed a thread never joined (`leaves_threads`). Threads that
+/// `main` never joined are killed at the exit, so a check that fails only when it runs
 /// after the threads it checks and before the process ends is never
 /// reached while `main` is quick; holding `exit` in only some runs keeps
 /// the runs in which the exit comes while threads still work, which a
 /// failure (a worker touching what `exit` tears down) may need instead.
 pub const EXIT_HELD_SHARE: f64 = 0.5;
+
+/// Whether `run` created more threads than were joined: one may still
+/// run when `main` returns, and holding `exit` can keep it alive. Threads
+/// are counted at aid's own `pthread_create` probe (every run has it),
+/// joins at the `pthread_join` sync point, in a run whose sync points
+/// reach its `exit` (recorded in every amplified run, and in the runs
+/// seen when the budget had room; the first 4,096 of a thread, so the
+/// joins before the exit are all there). In a program that joins every
+/// thread it starts, a held exit is let go at once and only costs the run
+/// a stop, so it is not drawn there.
+fn leaves_threads(run: &Run, functions: &[Function]) -> bool {
+    let count = |name: &str, sync: bool| {
+        let named = |f: &Function| {
+            f.internal && (f.probe == Probe::Sync) == sync && f.name.split('@').next() == Some(name)
+        };
+        run.calls.iter().filter(|c| functions.get(c.func as usize).is_some_and(named)).count()
+    };
+    count("exit", true) > 0 && count("pthread_create", false) > count("pthread_join", true)
+}
 
 /// The longest one stop at a point holds its thread, in microseconds.
 pub fn hold_us(a: NoiseAction) -> u64 {
@@ -298,8 +318,11 @@ pub struct NoiseSource {
     every: Vec<FuncId>,
     /// The C library's `exit`, when the runs have its sync point: held in
     /// a share of the runs until every other thread is done
-    /// ([`EXIT_HELD_SHARE`]).
+    /// ([`EXIT_HELD_SHARE`]), once a run showed a thread never joined.
     exit: Option<FuncId>,
+    /// Some run seen created more threads than were joined
+    /// ([`leaves_threads`]).
+    unjoined: bool,
     roles: BTreeSet<Role>,
     /// The near misses of the runs seen, nearest first.
     near: Vec<NearMiss>,
@@ -345,6 +368,7 @@ impl NoiseSource {
                 .iter()
                 .find(|f| f.probe == Probe::Sync && f.name == "exit")
                 .map(|f| f.id),
+            unjoined: seen.iter().any(|r| leaves_threads(r, functions)),
             roles,
             near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
             steps: BTreeMap::new(),
@@ -387,6 +411,7 @@ impl NoiseSource {
     pub fn learn_from(&mut self, run: &Run, steps: &[(Role, u32)], functions: &[Function]) {
         self.learn(steps);
         self.learn_near_misses(run, functions);
+        self.unjoined |= leaves_threads(run, functions);
     }
 
     /// Learns the near misses of a finished run (the runs seen before
@@ -498,7 +523,7 @@ impl NoiseSource {
                 near_miss: false,
             });
         }
-        if let Some(func) = self.exit
+        if let Some(func) = self.exit.filter(|_| self.unjoined)
             && self.rng.random_bool(EXIT_HELD_SHARE)
         {
             // Long enough to outlast every other hold of the run.
@@ -858,17 +883,27 @@ mod tests {
         assert!(!served_by(at, stop(7, 1, 3), true), "another point");
     }
 
-    /// With the C library's `exit` among the sync points, about half the
-    /// runs (a fixed seed: 100 of 200) also hold every thread that calls
-    /// it at the lowest priority, for at most the run's other holds and
-    /// one more; without it, none do.
+    /// With the C library's `exit` among the sync points and a run seen
+    /// that created a thread it never joined, about half the runs (a fixed
+    /// seed: 100 of 200) also hold every thread that calls it at the
+    /// lowest priority, for at most the run's other holds and one more;
+    /// without such a run (seen, or learnt from), or without `exit`, none
+    /// do.
     #[test]
     fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
         let mut exit = function(3, "exit");
-        exit.probe = Probe::Sync;
-        let functions = vec![function(0, "w"), function(1, "x"), function(2, "y"), exit];
+        (exit.probe, exit.internal) = (Probe::Sync, true);
+        // aid's own probe at thread creation, with its return.
+        let mut create = function(4, "pthread_create");
+        create.internal = true;
+        let functions = vec![function(0, "w"), function(1, "x"), function(2, "y"), exit, create];
         let level = Level { sites: 2, max_delay_us: 2_000, starve: false };
-        let mut source = NoiseSource::new(level, Schedule::All, &[seen()], &functions, 13);
+        let joined = NoiseSource::new(level, Schedule::All, &[seen()], &functions, 13);
+        let mut unjoined = seen();
+        unjoined.calls.push(call(4, 0, 1, 5, Some(6), Some(0)));
+        unjoined.calls.push(call(3, 0, 1, 20, None, None));
+        let mut source =
+            NoiseSource::new(level, Schedule::All, &[unjoined.clone()], &functions, 13);
         let mut with_exit = 0;
         for _ in 0..200 {
             let noise = source.draw();
@@ -883,7 +918,13 @@ mod tests {
             assert_eq!((k, a.kind, a.value), (site_key(h.at), ActionKind::YIELD, 0));
         }
         assert_eq!(with_exit, 100);
-        let mut none = NoiseSource::new(level, Schedule::All, &[seen()], &functions[..3], 13);
+        // Every thread joined in the runs seen: none, until a run shows one
+        // left unjoined.
+        let mut learnt = joined;
+        assert!((0..50).all(|_| learnt.draw().len() == 2));
+        learnt.learn_from(&unjoined, &[], &functions);
+        assert!((0..50).any(|_| learnt.draw().len() == 3));
+        let mut none = NoiseSource::new(level, Schedule::All, &[unjoined], &functions[..3], 13);
         assert!((0..50).all(|_| none.draw().len() == 2));
     }
 

@@ -508,8 +508,9 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
             continue;
         }
         // Each point is main's rank at which, in this run too, it takes
-        // that lock.
-        for n in &r.noise {
+        // that lock (beside them, half the runs hold the thread calling
+        // `exit`, which main reaches after joining the worker).
+        for n in r.noise.iter().filter(|n| !is_exit_hold(s, n)) {
             assert!(n.near_miss, "run {}: {:?} among near misses", r.id, r.noise);
             let aid::model::NoiseAt::Sync { role, step } = n.at else {
                 panic!("run {}: {n:?} is not a near miss", r.id)
@@ -523,7 +524,7 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
             assert_eq!(at.args[0], both[0], "run {}: role {role} step {step}", r.id);
         }
         // An intervention round's run may pass because of its intervention.
-        if r.noise.iter().any(|n| n.held_ns > 0) && r.interventions.is_empty() {
+        if r.noise.iter().any(|n| n.near_miss && n.held_ns > 0) && r.interventions.is_empty() {
             held += 1;
             held_failed += usize::from(r.failed());
         }
@@ -535,6 +536,12 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
     );
 }
 
+/// Whether `n` is the noise that holds the thread calling `exit`
+/// (`intervene/noise.rs`, `EXIT_HELD_SHARE`).
+fn is_exit_hold(s: &aid::model::Session, n: &aid::model::Noise) -> bool {
+    matches!(n.at, aid::model::NoiseAt::Every { func } if s.functions[func as usize].name == "exit")
+}
+
 /// Of unjoined.c's amplified runs held at `exit`, at least this many
 /// tenths fail (measured: see the test's comment).
 const EXIT_HELD_FAIL_TENTHS: usize = 7;
@@ -544,18 +551,19 @@ const EXIT_HELD_FAIL_TENTHS: usize = 7;
 /// joins; the worker fails (exit 3) at the end of a count that takes far
 /// longer than main's return, so untraced and under random delays at two
 /// of its 100 or so synchronisation points it practically never gets
-/// there. About half the amplified runs hold the thread calling `exit`
-/// until every other thread is done: the worker then finishes its
-/// count, and the run fails.
+/// there. Once a run has shown the thread started and never joined,
+/// about half the amplified runs hold the thread calling `exit` until
+/// every other thread is done: the worker then finishes its count, and
+/// the run fails.
 ///
 /// Acceptance rule: at least [`EXIT_HELD_FAIL_TENTHS`] tenths of the runs
 /// held at `exit` and intervened on in no other way fail (the hold ends
 /// before the worker is done only at its bound, the run's other holds and
 /// 2 ms more); at least 5 runs are held there and at least 5 amplified
-/// runs are not. Measured 2026-11-29, six sessions: 65 of 67 held runs
-/// failed (at least 9 of 10 in each, 10 to 13 held a session), against 6
+/// runs are not. Measured 2026-11-29, six sessions: 59 of 60 held runs
+/// failed (at least 9 of 10 in each, 9 to 11 held a session), against 6
 /// of 144 amplified runs not held at `exit`; a session below the rule
-/// needs 4 or more of its 10 or so held runs to pass.
+/// needs at least 3 of its 9 to 11 held runs to pass.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn exit_noise_keeps_a_thread_main_never_joined_alive() {
