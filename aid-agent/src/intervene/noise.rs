@@ -26,10 +26,10 @@
 //!   closes.
 //!
 //! In a program that leaves a thread unjoined, half the runs, whatever
-//! their kind, also hold the thread calling the C library's `exit` (main returning from `main`) until every other thread
-//! has ended or waits for it ([`EXIT_HELD_SHARE`], [`OUTLIVE`]): threads
-//! `main` never joined then get to finish what the exit would have cut
-//! short.
+//! their kind, also hold the thread calling the C library's `exit` (main
+//! returning from `main`) until every other thread has ended or waits for
+//! it ([`EXIT_HELD_SHARE`], [`OUTLIVE`]): threads `main` never joined
+//! then get to finish what the exit would have cut short.
 //!
 //! Once statement points are attached (the ladder's second pass), each
 //! run also holds **every thread at one statement point**, chosen
@@ -258,9 +258,9 @@ pub const EVERY_MAX_US: u64 = 16_000;
 /// returning from `main`) is held there until every other thread of the
 /// target has ended or waits for it ([`OUTLIVE`]), in a program whose
 /// runs showed a thread never joined (`leaves_threads`). Threads that
-/// `main` never joined are killed at the exit, so a check that fails only when it runs
-/// after the threads it checks and before the process ends is never
-/// reached while `main` is quick; holding `exit` in only some runs keeps
+/// `main` never joined are killed at the exit, so a check that fails only
+/// when it runs after the threads it checks and before the process ends
+/// is never reached while `main` is quick; holding `exit` in only some runs keeps
 /// the runs in which the exit comes while threads still work, which a
 /// failure (a worker touching what `exit` tears down) may need instead.
 pub const EXIT_HELD_SHARE: f64 = 0.5;
@@ -276,12 +276,16 @@ pub const EXIT_HELD_SHARE: f64 = 0.5;
 /// a stop, so it is not drawn there.
 fn leaves_threads(run: &Run, functions: &[Function]) -> bool {
     let count = |name: &str, sync: bool| {
-        let named = |f: &Function| {
-            f.internal && (f.probe == Probe::Sync) == sync && f.name.split('@').next() == Some(name)
-        };
+        let named = |f: &Function| libc(f, name, sync);
         run.calls.iter().filter(|c| functions.get(c.func as usize).is_some_and(named)).count()
     };
     count("exit", true) > 0 && count("pthread_create", false) > count("pthread_join", true)
+}
+
+/// Whether `f` is aid's own probe on the C library's `name` (its version
+/// suffix left aside), a sync point (`sync`) or a probed call.
+fn libc(f: &Function, name: &str, sync: bool) -> bool {
+    f.internal && (f.probe == Probe::Sync) == sync && f.name.split('@').next() == Some(name)
 }
 
 /// The longest one stop at a point holds its thread, in microseconds.
@@ -364,10 +368,7 @@ impl NoiseSource {
             focus: None,
             calls,
             every: Vec::new(),
-            exit: functions
-                .iter()
-                .find(|f| f.probe == Probe::Sync && f.name == "exit")
-                .map(|f| f.id),
+            exit: functions.iter().find(|f| libc(f, "exit", true)).map(|f| f.id),
             unjoined: seen.iter().any(|r| leaves_threads(r, functions)),
             roles,
             near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),

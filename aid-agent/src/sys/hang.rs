@@ -278,10 +278,15 @@ impl HangCheck {
 /// runnable, sleeps with a deadline or waits for anything else, or when
 /// there is none.
 pub fn waiting_but(pid: u32, except: &[u32]) -> Option<Progress> {
+    waiting_after(pid, look(pid, false)?, except)
+}
+
+/// [`waiting_but`] from a cheap look already taken (`first`).
+fn waiting_after(pid: u32, first: Vec<ThreadLook>, except: &[u32]) -> Option<Progress> {
     let others = |threads: Vec<ThreadLook>| -> Vec<ThreadLook> {
         threads.into_iter().filter(|t| !except.contains(&t.tid)).collect()
     };
-    if !all_blocked(&others(look(pid, false)?)) {
+    if !all_blocked(&others(first)) {
         return None;
     }
     let threads = others(look(pid, true)?);
@@ -296,7 +301,7 @@ pub fn done_but(pid: u32, except: &[u32]) -> Option<Progress> {
     if threads.iter().all(|t| t.gone() || except.contains(&t.tid)) {
         return Some(Vec::new());
     }
-    waiting_but(pid, except)
+    waiting_after(pid, threads, except)
 }
 
 /// The cheap first look: every live thread blocked (`S` or `D`); only then
