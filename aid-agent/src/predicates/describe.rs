@@ -390,8 +390,14 @@ impl<'c> Names<'c> {
                 } else {
                     ""
                 };
+                let takes = match super::locks::nth_of(key.arg) {
+                    Some(n) => {
+                        format!("takes a lock for the {} time in its call", ordinal(n.into()))
+                    }
+                    None => "takes a lock".to_owned(),
+                };
                 format!(
-                    "{other} takes a lock while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
+                    "{other} {takes} while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
                 )
             }
             (_, Condition::RunsBetweenStatements) => self.between_statements(key, &some, &other),

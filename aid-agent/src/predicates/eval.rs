@@ -381,7 +381,7 @@ impl Evaluator<'_, '_> {
                 locks::interleavings(&self.idx, self.sections.as_deref().unwrap_or(&[]), &mask);
             self.interleavings = Some(all);
         }
-        let key = (pair.0, pair.1, key.arg == locks::LAST);
+        let key = (pair.0, pair.1, key.arg);
         (true, self.interleavings.as_ref().and_then(|all| all.get(&key)).map(|s| s.at_ns))
     }
 

@@ -27,7 +27,12 @@
 //! the one whose state A's second section found (a remote section that
 //! a later one undid — an `erase` followed by an `append` — leaves A's
 //! check true). It is learned only where the wide form is not ([`LAST`]
-//! in the key's `arg`). The negating intervention serialises the two groups
+//! in the key's `arg`). Where neither form is, the narrowest one may:
+//! B's call's n-th section on the lock (n up to [`NTH_SECTIONS`]) was
+//! between A's two — a producer whose first hand-off falls between two
+//! polls of the consumer, while its later, empty sections come between
+//! the consumer's polls in passing runs too ([`nth`] in `arg`). The
+//! negating intervention serialises the two groups
 //! (on the same object, when the failing runs agree on the argument both
 //! calls pass), which leaves no room between A's sections. Runs without
 //! sync-point events (observation runs, before any amplification) show no
@@ -43,14 +48,31 @@ use super::{
 use crate::model::{Intervention, Role};
 use crate::util::fxhash::{FxMap, FxSet};
 
-/// (A's group, B's group, last): a call of B held a lock between two
-/// critical sections of a call of A on it (with `last`: it was the last
-/// to hold it before A took it again).
-pub(super) type Interleaving = (GroupKey, GroupKey, bool);
+/// (A's group, B's group, form): a call of B held a lock between two
+/// critical sections of a call of A on it; the form, a key's `arg`, says
+/// which of B's sections did: any (0), the last to hold it before A took
+/// it again ([`LAST`]), or B's call's n-th on that lock ([`nth`]).
+pub(super) type Interleaving = (GroupKey, GroupKey, u8);
 
 /// The `arg` of an [`Kind::Interleaved`] key in its narrow form (B's was
 /// the last section between A's two); 0 is the wide form.
 pub(super) const LAST: u8 = 1;
+
+/// How many of a call's first sections on a lock are told apart by their
+/// place (the first, the second, ...): a hand-off is among a loop's first
+/// few turns, and each place is a predicate more to rank.
+pub(super) const NTH_SECTIONS: u8 = 4;
+
+/// The `arg` of an [`Kind::Interleaved`] key whose B section was its
+/// call's `n`-th on the lock (1-based, at most [`NTH_SECTIONS`]).
+pub(super) const fn nth(n: u8) -> u8 {
+    LAST + n
+}
+
+/// The place of an `arg` made by [`nth`], if it is one.
+pub(super) fn nth_of(arg: u8) -> Option<u8> {
+    (arg > LAST && arg - LAST <= NTH_SECTIONS).then(|| arg - LAST)
+}
 
 /// Every interleaving of the run, with what it showed first.
 pub(super) fn interleavings(
@@ -66,10 +88,16 @@ pub(super) fn interleavings(
     }
     for list in by_lock.values_mut() {
         list.sort_by_key(|s| s.release_ns);
-        // Each thread's sections of this lock, in order.
+        // Each thread's sections of this lock, in order, and each
+        // section's place among its call's sections of it.
         let mut mine: FxMap<Role, Vec<usize>> = FxMap::default();
+        let mut taken: FxMap<u32, u8> = FxMap::default();
+        let mut place = Vec::with_capacity(list.len());
         for (i, s) in list.iter().enumerate() {
             mine.entry(s.role).or_default().push(i);
+            let n = taken.entry(s.call).or_default();
+            *n = n.saturating_add(1);
+            place.push(*n);
         }
         for own in mine.values() {
             for w in own.windows(2) {
@@ -97,9 +125,13 @@ pub(super) fn interleavings(
                             *e = Seen { at_ns, shared };
                         }
                     };
-                    note((ga, gb, false));
+                    note((ga, gb, 0));
                     if last {
-                        note((ga, gb, true));
+                        note((ga, gb, LAST));
+                    }
+                    let n = place[w[0] + 1 + k];
+                    if n <= NTH_SECTIONS {
+                        note((ga, gb, nth(n)));
                     }
                 }
             }
@@ -150,14 +182,23 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
     let mut found: Vec<_> = cands
         .found
         .iter()
-        // The last-section form only where the wide one is no candidate
-        // (where it is, it holds in every failing run the narrow one does).
-        .filter(|(k, _)| !k.2 || !cands.found.contains_key(&(k.0, k.1, false)))
+        // A narrow form only where the wider ones are no candidates
+        // (where one is, it holds in every failing run the narrow one
+        // does): the last section where the wide form is not, a place
+        // where neither is.
+        .filter(|(k, _)| {
+            let has = |form| cands.found.contains_key(&(k.0, k.1, form));
+            match k.2 {
+                0 => true,
+                LAST => !has(0),
+                _ => !has(0) && !has(LAST),
+            }
+        })
         .collect();
     found.sort_unstable_by_key(|e| e.0);
     found
         .into_iter()
-        .map(|(&(ga, gb, last), &shared)| {
+        .map(|(&(ga, gb, form), &shared)| {
             let key = PredKey {
                 kind: Kind::Interleaved,
                 func: ga.0,
@@ -166,7 +207,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                     func: gb.0,
                     calls: Calls::Group { class: gb.1, within: gb.2 },
                 }),
-                arg: if last { LAST } else { 0 },
+                arg: form,
                 callee: None,
             };
             let iv = Intervention::SerializeGroups {

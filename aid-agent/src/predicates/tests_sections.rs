@@ -512,3 +512,104 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     assert!(!censored.observed(p.id) && !censored.holds(p.id));
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(20 * US));
 }
+
+/// A producer hands its first element over in its call's second section
+/// on the queue's lock (the first fills the queue, the later ones find
+/// nothing to do); a consumer polls under the same lock and compares what
+/// it takes out with its own loop counter. A run fails when the consumer
+/// polled once before the hand-off and again after it (its counter ran
+/// ahead). In passing runs the producer's later, empty sections fall
+/// between the consumer's polls too, and the consumer's polls between
+/// the producer's sections: only "the producer's second section came
+/// between two polls" separates the runs. Times in µs.
+fn hand_off_session() -> Session {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "produce", ValueKind::Pointer, &[ValueKind::Pointer]),
+        func(1, "consume", ValueKind::Pointer, &[ValueKind::Pointer]),
+        sync(2, "pthread_mutex_lock"),
+        sync(3, "pthread_mutex_unlock"),
+    ];
+    const LOCK: i64 = 0x9000;
+    // Sections of `role` taken at `at`, let go 2 µs later, but the last
+    // one of a failing consumer (it aborted holding the lock).
+    let sections = |role: u32, at: &[u64], open_last: bool| -> Vec<Call> {
+        let mut v = Vec::new();
+        for (k, &t) in at.iter().enumerate() {
+            let k = k as u32 + 1;
+            v.push(call(2, role, k, t * US, None, None).with_args([LOCK, 0, 0]));
+            if !(open_last && k as usize == at.len()) {
+                v.push(call(3, role, k, (t + 2) * US, None, None).with_args([LOCK, 0, 0]));
+            }
+        }
+        v
+    };
+    let mk = |id: u32, fail: bool, produce: &[u64], consume: &[u64]| {
+        let end = |at: &[u64], open: bool| (!open).then(|| (at[at.len() - 1] + 3) * US);
+        let mut calls = vec![
+            call(0, 0, 1, (produce[0] - 1) * US, end(produce, false), Some(0)),
+            call(1, 1, 1, (consume[0] - 1) * US, end(consume, fail), Some(0)),
+        ];
+        calls.extend(sections(0, produce, false));
+        calls.extend(sections(1, consume, fail));
+        calls.sort_by_key(|c| c.entry_ns);
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 200 * US)
+            .with_threads(vec![thread(0, "producer"), thread(1, "consumer")])
+    };
+    let runs = vec![
+        // The producer wholly first; the consumer wholly before its
+        // hand-off; the hand-off before the first poll, its empty
+        // sections between the polls.
+        mk(0, false, &[10, 20, 30, 40], &[50, 60, 70, 80]),
+        mk(1, false, &[10, 60, 70, 80], &[20, 30, 40, 50]),
+        mk(2, false, &[10, 20, 40, 60], &[30, 50, 70, 80]),
+        // A poll before the hand-off and one after it.
+        mk(3, true, &[10, 30, 50, 70], &[20, 40]),
+        mk(4, true, &[10, 40, 60, 80], &[20, 30, 50]),
+    ];
+    Session { functions, runs }
+}
+
+#[test]
+fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
+    let s = hand_off_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let interleaved = |form: u8| PredKey {
+        kind: Kind::Interleaved,
+        func: 1,
+        calls: Calls::Group { class: 1, within: None },
+        other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
+        arg: form,
+        callee: None,
+    };
+    let fd = fd(&c, &s);
+    let hand_off = interleaved(locks::nth(2));
+    assert!(fd.contains(&hand_off), "{fd:?}");
+    // Any section, the last one, the 3rd one: passing run 2 shows them.
+    for form in [0, locks::LAST, locks::nth(1), locks::nth(3)] {
+        assert!(c.find(&interleaved(form)).is_none(), "{:?}", interleaved(form));
+    }
+    let p = &c.predicates[c.find(&hand_off).unwrap().0 as usize];
+    assert_eq!(p.condition, Condition::InterleavedSections);
+    assert_eq!(
+        p.description,
+        "some call of produce on producer takes a lock for the 2nd time in its call while some call of consume on consumer#1 is between two critical sections on it (released it, to take it again), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            b: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            object: None,
+        })
+    );
+    // Anchored at the later entry: the consumer's (19 µs) in run 3.
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(19 * US));
+    assert!(!c.evaluate(&s.runs[2]).holds(p.id));
+}
