@@ -394,6 +394,7 @@ impl<'c> Names<'c> {
                     Some(n) => {
                         format!("takes a lock for the {} time in its call", ordinal(n.into()))
                     }
+                    None if key.arg == super::locks::TWICE => "takes a lock twice".to_owned(),
                     None => "takes a lock".to_owned(),
                 };
                 format!(

@@ -69,6 +69,11 @@ pub(super) const fn nth(n: u8) -> u8 {
     LAST + n
 }
 
+/// The `arg` of an [`Kind::Interleaved`] key whose B calls took the lock
+/// at least twice between A's two sections: B a turn ahead of A, in a
+/// protocol that wants them to take turns (a pop for every push).
+pub(super) const TWICE: u8 = 0x40;
+
 /// The place of an `arg` made by [`nth`], if it is one.
 pub(super) fn nth_of(arg: u8) -> Option<u8> {
     (arg > LAST && arg - LAST <= NTH_SECTIONS).then(|| arg - LAST)
@@ -134,6 +139,31 @@ pub(super) fn interleavings(
                         note((ga, gb, nth(n)));
                     }
                 }
+                // Turns: B's sections per group in the window, the ones
+                // the run ended inside (taken after A let go) included
+                // when A's second section is one too.
+                let open_after = list.iter().filter(|o| {
+                    second.open && o.open && o.role != first.role && o.acquire_ns > first.release_ns
+                });
+                let mut turns: FxMap<GroupKey, (u32, u32)> = FxMap::default();
+                for other in between.iter().filter(|o| !o.open).chain(open_after) {
+                    if let Some(gb) = idx.group[other.call as usize] {
+                        turns.entry(gb).or_insert((0, other.call)).0 += 1;
+                    }
+                }
+                for (gb, (n, b)) in turns {
+                    if n < 2 {
+                        continue;
+                    }
+                    let (ca, cb) = (&run.calls[a as usize], &run.calls[b as usize]);
+                    let at_ns = ca.entry_ns.max(cb.entry_ns);
+                    let shared =
+                        shared_arg(ca, mask(ca.func), cb, mask(cb.func)).map(|(x, y, _)| (x, y));
+                    let e = out.entry((ga, gb, TWICE)).or_insert(Seen { at_ns, shared });
+                    if at_ns < e.at_ns {
+                        *e = Seen { at_ns, shared };
+                    }
+                }
             }
         }
     }
@@ -190,7 +220,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
             let has = |form| cands.found.contains_key(&(k.0, k.1, form));
             match k.2 {
                 0 => true,
-                LAST => !has(0),
+                LAST | TWICE => !has(0),
                 _ => !has(0) && !has(LAST),
             }
         })

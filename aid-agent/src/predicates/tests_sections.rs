@@ -513,16 +513,16 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(20 * US));
 }
 
-/// A producer hands its first element over in its call's second section
-/// on the queue's lock (the first fills the queue, the later ones find
-/// nothing to do); a consumer polls under the same lock and compares what
-/// it takes out with its own loop counter. A run fails when the consumer
-/// polled once before the hand-off and again after it (its counter ran
-/// ahead). In passing runs the producer's later, empty sections fall
-/// between the consumer's polls too, and the consumer's polls between
-/// the producer's sections: only "the producer's second section came
-/// between two polls" separates the runs. Times in µs.
-fn hand_off_session() -> Session {
+/// Two threads that each run one call taking turns on one lock: the
+/// first thread's call (function `names[0]` on `threads[0]`) takes it at
+/// the times in a run's first list, the second's at those in its second
+/// list, each section 2 µs long but a failing run's second
+/// thread's last (it aborted holding the lock). Times in µs.
+fn two_loops_session(
+    names: [&str; 2],
+    threads: [&str; 2],
+    runs: &[(bool, &[u64], &[u64])],
+) -> Session {
     let sync = |id: u32, name: &str| {
         let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
         f.internal = true;
@@ -530,14 +530,12 @@ fn hand_off_session() -> Session {
         f
     };
     let functions = vec![
-        func(0, "produce", ValueKind::Pointer, &[ValueKind::Pointer]),
-        func(1, "consume", ValueKind::Pointer, &[ValueKind::Pointer]),
+        func(0, names[0], ValueKind::Pointer, &[ValueKind::Pointer]),
+        func(1, names[1], ValueKind::Pointer, &[ValueKind::Pointer]),
         sync(2, "pthread_mutex_lock"),
         sync(3, "pthread_mutex_unlock"),
     ];
     const LOCK: i64 = 0x9000;
-    // Sections of `role` taken at `at`, let go 2 µs later, but the last
-    // one of a failing consumer (it aborted holding the lock).
     let sections = |role: u32, at: &[u64], open_last: bool| -> Vec<Call> {
         let mut v = Vec::new();
         for (k, &t) in at.iter().enumerate() {
@@ -549,31 +547,51 @@ fn hand_off_session() -> Session {
         }
         v
     };
-    let mk = |id: u32, fail: bool, produce: &[u64], consume: &[u64]| {
-        let end = |at: &[u64], open: bool| (!open).then(|| (at[at.len() - 1] + 3) * US);
-        let mut calls = vec![
-            call(0, 0, 1, (produce[0] - 1) * US, end(produce, false), Some(0)),
-            call(1, 1, 1, (consume[0] - 1) * US, end(consume, fail), Some(0)),
-        ];
-        calls.extend(sections(0, produce, false));
-        calls.extend(sections(1, consume, fail));
-        calls.sort_by_key(|c| c.entry_ns);
-        let label = if fail { Label::Fail } else { Label::Pass };
-        run(id, label, calls, 200 * US)
-            .with_threads(vec![thread(0, "producer"), thread(1, "consumer")])
-    };
-    let runs = vec![
-        // The producer wholly first; the consumer wholly before its
-        // hand-off; the hand-off before the first poll, its empty
-        // sections between the polls.
-        mk(0, false, &[10, 20, 30, 40], &[50, 60, 70, 80]),
-        mk(1, false, &[10, 60, 70, 80], &[20, 30, 40, 50]),
-        mk(2, false, &[10, 20, 40, 60], &[30, 50, 70, 80]),
-        // A poll before the hand-off and one after it.
-        mk(3, true, &[10, 30, 50, 70], &[20, 40]),
-        mk(4, true, &[10, 40, 60, 80], &[20, 30, 50]),
-    ];
+    let threads = vec![thread(0, threads[0]), thread(1, threads[1])];
+    let runs = runs
+        .iter()
+        .enumerate()
+        .map(|(id, &(fail, first, second))| {
+            let end = |at: &[u64], open: bool| (!open).then(|| (at[at.len() - 1] + 3) * US);
+            let mut calls = vec![
+                call(0, 0, 1, (first[0] - 1) * US, end(first, false), Some(0)),
+                call(1, 1, 1, (second[0] - 1) * US, end(second, fail), Some(0)),
+            ];
+            calls.extend(sections(0, first, false));
+            calls.extend(sections(1, second, fail));
+            calls.sort_by_key(|c| c.entry_ns);
+            let label = if fail { Label::Fail } else { Label::Pass };
+            run(id as u32, label, calls, 200 * US).with_threads(threads.clone())
+        })
+        .collect();
     Session { functions, runs }
+}
+
+/// A producer hands its first element over in its call's second section
+/// on the queue's lock (the first fills the queue, the later ones find
+/// nothing to do); a consumer polls under the same lock and compares what
+/// it takes out with its own loop counter. A run fails when the consumer
+/// polled once before the hand-off and again after it (its counter ran
+/// ahead). In passing runs the producer's later, empty sections fall
+/// between the consumer's polls too, and the consumer's polls between
+/// the producer's sections: only "the producer's second section came
+/// between two polls" separates the runs.
+fn hand_off_session() -> Session {
+    two_loops_session(
+        ["produce", "consume"],
+        ["producer", "consumer"],
+        &[
+            // The producer wholly first; the consumer wholly before its
+            // hand-off; the hand-off before the first poll, its empty
+            // sections between the polls.
+            (false, &[10, 20, 30, 40], &[50, 60, 70, 80]),
+            (false, &[10, 60, 70, 80], &[20, 30, 40, 50]),
+            (false, &[10, 20, 40, 60], &[30, 50, 70, 80]),
+            // A poll before the hand-off and one after it.
+            (true, &[10, 30, 50, 70], &[20, 40]),
+            (true, &[10, 40, 60, 80], &[20, 30, 50]),
+        ],
+    )
 }
 
 #[test]
@@ -612,4 +630,59 @@ fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
     // Anchored at the later entry: the consumer's (19 µs) in run 3.
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(19 * US));
     assert!(!c.evaluate(&s.runs[2]).holds(p.id));
+}
+
+/// A sender and a receiver that must take turns on one lock (the
+/// receiver compares what it takes with its own loop counter): a run
+/// fails when one of them takes the lock twice while the other is
+/// between two of its sections, a turn ahead. Passing runs have one
+/// wholly before the other, or strict turns, so the sender's sections do
+/// come between the receiver's, but one at a time.
+#[test]
+fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
+    let s = two_loops_session(
+        ["send", "recv"],
+        ["sender", "receiver"],
+        &[
+            (false, &[10, 20, 30], &[40, 50, 60]),
+            (false, &[10, 30, 50], &[20, 40, 60]),
+            (false, &[20, 30, 40], &[10, 12, 14]),
+            // The sender twice between the receiver's two sections, the
+            // second of which the run ended inside.
+            (true, &[20, 30], &[10, 40]),
+            (true, &[10, 30, 40], &[5, 25, 60]),
+        ],
+    );
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let interleaved = |form: u8| PredKey {
+        kind: Kind::Interleaved,
+        func: 1,
+        calls: Calls::Group { class: 1, within: None },
+        other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
+        arg: form,
+        callee: None,
+    };
+    let fd = fd(&c, &s);
+    let twice = interleaved(locks::TWICE);
+    assert!(fd.contains(&twice), "{fd:?}");
+    // One turn between two of the receiver's: passing run 1 shows it.
+    assert!(c.find(&interleaved(0)).is_none());
+    let p = &c.predicates[c.find(&twice).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "some call of send on sender takes a lock twice while some call of recv on receiver#1 is between two critical sections on it (released it, to take it again), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            b: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            object: None,
+        })
+    );
+    // Anchored at the later entry: the sender's (19 µs) in run 3.
+    assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(19 * US));
+    for pass in &s.runs[..3] {
+        assert!(!c.evaluate(pass).holds(p.id), "run {}", pass.id);
+    }
 }
