@@ -383,24 +383,7 @@ impl<'c> Names<'c> {
             }
             (_, Condition::AnyPair { relation, pairs }) => self.any_pair(relation, pairs),
             (_, Condition::AfterAll { pairs }) => self.after_all(&some, pairs),
-            (_, Condition::InterleavedSections) => {
-                let split = self.second(key, &some);
-                let last = if key.arg == super::locks::LAST {
-                    ", the last to hold it before that call took it again"
-                } else {
-                    ""
-                };
-                let takes = match super::locks::nth_of(key.arg) {
-                    Some(n) => {
-                        format!("takes a lock for the {} time in its call", ordinal(n.into()))
-                    }
-                    None if key.arg == super::locks::TWICE => "takes a lock twice".to_owned(),
-                    None => "takes a lock".to_owned(),
-                };
-                format!(
-                    "{other} {takes} while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
-                )
-            }
+            (_, Condition::InterleavedSections) => self.interleaved(key, &some, &other),
             (_, Condition::RunsBetweenStatements) => self.between_statements(key, &some, &other),
             (_, Condition::SectionsInOrder) => format!(
                 "the first critical section of {some} on a lock (one it takes or runs in) comes before the first section of {other} on it, which no passing run shows"
@@ -415,6 +398,25 @@ impl<'c> Names<'c> {
                 self.group_overlap(key, &some, &other, *shared, object.as_ref(), same.as_ref())
             }
         }
+    }
+
+    /// An [`Condition::InterleavedSections`] in words; its form (`arg`,
+    /// `locks.rs`) says which of the other call's sections came between.
+    fn interleaved(&self, key: &PredKey, some: &str, other: &str) -> String {
+        let split = self.second(key, some);
+        let last = if key.arg == super::locks::LAST {
+            ", the last to hold it before that call took it again"
+        } else {
+            ""
+        };
+        let takes = match super::locks::nth_of(key.arg) {
+            Some(n) => format!("takes a lock for the {} time in its call", ordinal(n.into())),
+            None if key.arg == super::locks::TWICE => "takes a lock twice".to_owned(),
+            None => "takes a lock".to_owned(),
+        };
+        format!(
+            "{other} {takes} while {split} is between two critical sections on it (released it, to take it again){last}, which no passing run shows"
+        )
     }
 
     /// The second call of a pair in words: "another call of f" when it is
