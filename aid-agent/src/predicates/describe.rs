@@ -388,9 +388,15 @@ impl<'c> Names<'c> {
             (_, Condition::SectionsInOrder) => format!(
                 "the first critical section of {some} on a lock (one it takes or runs in) comes before the first section of {other} on it, which no passing run shows"
             ),
-            (_, Condition::TakenBeforeFirstSection) => format!(
-                "{other} takes a lock after {some} has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
-            ),
+            (_, Condition::TakenBeforeFirstSection) => {
+                let which = match key.arg {
+                    0 => String::new(),
+                    n => format!("the {} lock that call takes; ", ordinal(n.into())),
+                };
+                format!(
+                    "{other} takes a lock after {some} has started and before that call first takes it ({which}what it did before taking the lock may no longer hold when it does), which no passing run shows"
+                )
+            }
             (_, Condition::LockCycle { held, takes }) => {
                 self.lock_cycle(key, &some, &other, *held, *takes)
             }

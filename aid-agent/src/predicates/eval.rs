@@ -468,7 +468,8 @@ impl Evaluator<'_, '_> {
                 sections::early_sections(&self.idx, self.sections.as_deref().unwrap_or(&[]), &mask);
             self.early = Some(all);
         }
-        (true, self.early.as_ref().and_then(|all| all.get(&pair)).map(|s| s.at_ns))
+        let key = (pair.0, pair.1, key.arg);
+        (true, self.early.as_ref().and_then(|all| all.get(&key)).map(|s| s.at_ns))
     }
 }
 

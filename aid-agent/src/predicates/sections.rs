@@ -200,10 +200,18 @@ pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
     out
 }
 
-/// (the first call's group, the other call's group): a call of the other
+/// (the first call's group, the other call's group, place): a call of the other
 /// group held the lock of the first call's first section on it after the
 /// first call had begun and before that section.
-pub(super) type Early = (GroupKey, GroupKey);
+/// `place`: which of the first call's locks it was, by the order the call
+/// first took them (1-based, at most [`NTH_LOCK`]); 0: any of them.
+pub(super) type Early = (GroupKey, GroupKey, u8);
+
+/// Locks of a call told apart by their place: a call that writes under
+/// one lock and then another (a two-stage update) is read between the
+/// two by a call that takes both, and passing runs where that call took
+/// only the first lock early say nothing of the second.
+pub(super) const NTH_LOCK: u8 = 4;
 
 /// Every [`Early`] pair of the run, with what it showed first (as for
 /// interleavings: the later entry, the shared argument).
@@ -222,12 +230,17 @@ pub(super) fn early_sections(
     for list in by_lock.values_mut() {
         list.sort_by_key(|s| s.release_ns);
     }
-    // Each call's first section on each lock.
+    // Each call's first section on each lock, and the lock's place among
+    // the call's.
     let mut firsts: FxSet<(u32, i64)> = FxSet::default();
+    let mut locks: FxMap<u32, u8> = FxMap::default();
     for first in sections {
         if !firsts.insert((first.call, first.lock)) {
             continue;
         }
+        let place = locks.entry(first.call).or_default();
+        *place = place.saturating_add(1);
+        let place = *place;
         let x = &run.calls[first.call as usize];
         let Some(gx) = idx.group[first.call as usize] else { continue };
         let list = &by_lock[&first.lock];
@@ -244,9 +257,12 @@ pub(super) fn early_sections(
             let y = &run.calls[s.call as usize];
             let at_ns = x.entry_ns.max(y.entry_ns);
             let shared = shared_arg(x, mask(x.func), y, mask(y.func)).map(|(a, b, _)| (a, b));
-            let e = out.entry((gx, gy)).or_insert(Seen { at_ns, shared });
-            if at_ns < e.at_ns {
-                *e = Seen { at_ns, shared };
+            let places = if place <= NTH_LOCK { [0, place] } else { [0, 0] };
+            for p in places {
+                let e = out.entry((gx, gy, p)).or_insert(Seen { at_ns, shared });
+                if at_ns < e.at_ns {
+                    *e = Seen { at_ns, shared };
+                }
             }
         }
     }
@@ -437,15 +453,21 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
             )
         })
         .collect();
-    let mut found: Vec<_> = cands.found.iter().collect();
+    // A lock's place only where "any lock" is no candidate (where it is,
+    // it holds in every failing run the narrow one does).
+    let mut found: Vec<_> = cands
+        .found
+        .iter()
+        .filter(|(k, _)| k.2 == 0 || !cands.found.contains_key(&(k.0, k.1, 0)))
+        .collect();
     found.sort_unstable_by_key(|e| e.0);
-    out.extend(found.into_iter().map(|(&(gx, gy), &shared)| {
+    out.extend(found.into_iter().map(|(&(gx, gy, place), &shared)| {
         let key = PredKey {
             kind: Kind::BeforeFirstSection,
             func: gx.0,
             calls: Calls::Group { class: gx.1, within: gx.2 },
             other: Some(Other { func: gy.0, calls: Calls::Group { class: gy.1, within: gy.2 } }),
-            arg: 0,
+            arg: place,
             callee: None,
         };
         let iv = Intervention::SerializeGroups {

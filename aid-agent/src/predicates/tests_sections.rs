@@ -686,3 +686,112 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
         assert!(!c.evaluate(pass).holds(p.id), "run {}", pass.id);
     }
 }
+
+/// A two-stage update (SCTBench's twostage): `write` sets a field under
+/// lock 1, then another under lock 2; `read` takes lock 1, returns at
+/// once when the first field is unset, else reads the second under lock 2
+/// and fails when the two disagree. A run fails when the read's section
+/// on lock 2 comes after the write began and before its section on lock
+/// 2. Passing runs show the read taking lock 1 before the write's section
+/// on it (returning early), so "takes a lock" regardless of which is no
+/// predicate: only the write's 2nd lock is. Times in µs.
+#[test]
+fn a_lock_taken_before_a_calls_second_lock_is_told_from_its_first() {
+    let sync = |id: u32, name: &str| {
+        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+        f.internal = true;
+        f.probe = crate::model::Probe::Sync;
+        f
+    };
+    let functions = vec![
+        func(0, "write", ValueKind::Pointer, &[ValueKind::Pointer]),
+        func(1, "read", ValueKind::Pointer, &[ValueKind::Pointer]),
+        sync(2, "pthread_mutex_lock"),
+        sync(3, "pthread_mutex_unlock"),
+    ];
+    const L1: i64 = 0x9000;
+    const L2: i64 = 0xa000;
+    // One call on `role` from `enter` to `exit` (None: the run ended in
+    // it), with its sections (lock, taken at, let go 2 µs later).
+    let body = |f: u32, role: u32, enter: u64, exit: Option<u64>, sections: &[(i64, u64)]| {
+        let mut v = vec![call(f, role, 1, enter * US, exit.map(|e| e * US), exit.map(|_| 0))];
+        for (k, &(lock, at)) in sections.iter().enumerate() {
+            let k = k as u32 + 1;
+            v.push(call(2, role, k, at * US, None, None).with_args([lock, 0, 0]));
+            v.push(call(3, role, k, (at + 2) * US, None, None).with_args([lock, 0, 0]));
+        }
+        v
+    };
+    let mk = |id: u32, fail: bool, calls: Vec<Vec<Call>>| {
+        let mut calls = calls.concat();
+        calls.sort_by_key(|c| c.entry_ns);
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, calls, 100 * US).with_threads(vec![thread(0, "writer"), thread(1, "reader")])
+    };
+    let runs = vec![
+        // The read after the whole write; the read first, returning early.
+        mk(
+            0,
+            false,
+            vec![
+                body(0, 0, 10, Some(25), &[(L1, 11), (L2, 20)]),
+                body(1, 1, 30, Some(40), &[(L1, 31), (L2, 35)]),
+            ],
+        ),
+        mk(
+            1,
+            false,
+            vec![
+                body(0, 0, 3, Some(25), &[(L1, 10), (L2, 20)]),
+                body(1, 1, 5, Some(9), &[(L1, 6)]),
+            ],
+        ),
+        // The read between the write's two sections.
+        mk(
+            2,
+            true,
+            vec![
+                body(0, 0, 10, Some(26), &[(L1, 11), (L2, 21)]),
+                body(1, 1, 14, None, &[(L1, 15), (L2, 18)]),
+            ],
+        ),
+        mk(
+            3,
+            true,
+            vec![
+                body(0, 0, 20, Some(45), &[(L1, 22), (L2, 40)]),
+                body(1, 1, 25, None, &[(L1, 27), (L2, 32)]),
+            ],
+        ),
+    ];
+    let s = Session { functions, runs };
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let early = |place: u8| PredKey {
+        kind: Kind::BeforeFirstSection,
+        func: 0,
+        calls: Calls::Group { class: 0, within: None },
+        other: Some(Other { func: 1, calls: Calls::Group { class: 1, within: None } }),
+        arg: place,
+        callee: None,
+    };
+    let fd = fd(&c, &s);
+    assert!(fd.contains(&early(2)), "{fd:?}");
+    // Any lock, and the first: passing run 1 shows them.
+    assert!(c.find(&early(0)).is_none() && c.find(&early(1)).is_none(), "{:?}", c.predicates);
+    let p = &c.predicates[c.find(&early(2)).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "some call of read on reader#1 takes a lock after some call of write on writer has started and before that call first takes it (the 2nd lock that call takes; what it did before taking the lock may no longer hold when it does), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::SerializeGroups {
+            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            object: None,
+        })
+    );
+    // Anchored at the later entry: the read's (14 µs) in run 2.
+    assert_eq!(c.evaluate(&s.runs[2]).anchor(p.id), Some(14 * US));
+    assert!(!c.evaluate(&s.runs[1]).holds(p.id));
+}
