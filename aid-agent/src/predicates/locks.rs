@@ -31,8 +31,11 @@
 //! B's call's n-th section on the lock (n up to [`NTH_SECTIONS`]) was
 //! between A's two — a producer whose first hand-off falls between two
 //! polls of the consumer, while its later, empty sections come between
-//! the consumer's polls in passing runs too ([`nth`] in `arg`). The
-//! negating intervention serialises the two groups
+//! the consumer's polls in passing runs too ([`nth`] in `arg`). And,
+//! where the wide form is not, B a turn ahead: calls of B took the lock at
+//! least twice between A's two sections ([`TWICE`]), which threads meant
+//! to take turns (a hand-off for every poll) never do in passing runs.
+//! The negating intervention serialises the two groups
 //! (on the same object, when the failing runs agree on the argument both
 //! calls pass), which leaves no room between A's sections. Runs without
 //! sync-point events (observation runs, before any amplification) show no

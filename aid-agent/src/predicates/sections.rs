@@ -15,7 +15,10 @@
 //! per pair of groups, when failing runs show it and no passing run
 //! does; negated by serialising the two groups (on the object both calls
 //! pass, when the failing runs agree on it): the other call then cannot
-//! run inside the first.
+//! run inside the first. Where that is no candidate, the same for the
+//! first call's n-th lock alone (by the order it first took them): a
+//! two-stage update read between its sections on two locks, when passing
+//! runs show the reader taking the first lock early.
 //!
 //! A second kind orders sections of two calls on the same lock, for
 //! threads that are one each (per-call keys): "the first critical
@@ -200,10 +203,9 @@ pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
     out
 }
 
-/// (the first call's group, the other call's group, place): a call of the other
-/// group held the lock of the first call's first section on it after the
-/// first call had begun and before that section.
-/// `place`: which of the first call's locks it was, by the order the call
+/// (the first call's group, the other call's group, place): a call of
+/// the other group held the lock of the first call's first section on it
+/// after the first call had begun and before that section. `place`: which of the first call's locks it was, by the order the call
 /// first took them (1-based, at most [`NTH_LOCK`]); 0: any of them.
 pub(super) type Early = (GroupKey, GroupKey, u8);
 
