@@ -44,7 +44,7 @@
 use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
     base::{Funcs, Learned},
-    calls::{call_set, shared_arg},
+    calls::call_set,
     index::{GroupKey, RunIndex},
     sections::{Section, Seen, sections},
 };
@@ -123,23 +123,14 @@ pub(super) fn interleavings(
                     let last = k + 1 == between.len();
                     let b = other.call;
                     let Some(gb) = idx.group[b as usize] else { continue };
-                    let (ca, cb) = (&run.calls[a as usize], &run.calls[b as usize]);
-                    let at_ns = ca.entry_ns.max(cb.entry_ns);
-                    let shared =
-                        shared_arg(ca, mask(ca.func), cb, mask(cb.func)).map(|(x, y, _)| (x, y));
-                    let mut note = |key: Interleaving| {
-                        let e = out.entry(key).or_insert(Seen { at_ns, shared });
-                        if at_ns < e.at_ns {
-                            *e = Seen { at_ns, shared };
-                        }
-                    };
-                    note((ga, gb, 0));
+                    let seen = Seen::of(&run.calls[a as usize], &run.calls[b as usize], mask);
+                    seen.keep(&mut out, (ga, gb, 0));
                     if last {
-                        note((ga, gb, LAST));
+                        seen.keep(&mut out, (ga, gb, LAST));
                     }
                     let n = place[w[0] + 1 + k];
                     if n <= NTH_SECTIONS {
-                        note((ga, gb, nth(n)));
+                        seen.keep(&mut out, (ga, gb, nth(n)));
                     }
                 }
                 // Turns: B's sections per group in the window, the ones
@@ -155,16 +146,9 @@ pub(super) fn interleavings(
                     }
                 }
                 for (gb, (n, b)) in turns {
-                    if n < 2 {
-                        continue;
-                    }
-                    let (ca, cb) = (&run.calls[a as usize], &run.calls[b as usize]);
-                    let at_ns = ca.entry_ns.max(cb.entry_ns);
-                    let shared =
-                        shared_arg(ca, mask(ca.func), cb, mask(cb.func)).map(|(x, y, _)| (x, y));
-                    let e = out.entry((ga, gb, TWICE)).or_insert(Seen { at_ns, shared });
-                    if at_ns < e.at_ns {
-                        *e = Seen { at_ns, shared };
+                    if n >= 2 {
+                        let seen = Seen::of(&run.calls[a as usize], &run.calls[b as usize], mask);
+                        seen.keep(&mut out, (ga, gb, TWICE));
                     }
                 }
             }

@@ -47,7 +47,7 @@ use super::{
     calls::{call_set, shared_arg, site_of},
     index::{GroupKey, RunIndex, end_of},
 };
-use crate::model::{Function, Intervention, Point, Probe, Role, Run, Site};
+use crate::model::{Call, Function, Intervention, Point, Probe, Role, Run, Site};
 use crate::util::fxhash::{FxMap, FxSet};
 
 /// What one run shows of an interleaving or an early section: the earliest moment (the later
@@ -57,6 +57,25 @@ use crate::util::fxhash::{FxMap, FxSet};
 pub(super) struct Seen {
     pub at_ns: u64,
     pub shared: Option<(u8, u8)>,
+}
+
+impl Seen {
+    /// What calls `a` and `b` show together (`mask`: each function's
+    /// pointer-like arguments).
+    pub(super) fn of(a: &Call, b: &Call, mask: &dyn Fn(u32) -> u8) -> Seen {
+        Seen {
+            at_ns: a.entry_ns.max(b.entry_ns),
+            shared: shared_arg(a, mask(a.func), b, mask(b.func)).map(|(x, y, _)| (x, y)),
+        }
+    }
+
+    /// Records it under `key`, unless the run showed `key` earlier.
+    pub(super) fn keep<K: Eq + std::hash::Hash>(self, out: &mut FxMap<K, Seen>, key: K) {
+        let e = out.entry(key).or_insert(self);
+        if self.at_ns < e.at_ns {
+            *e = self;
+        }
+    }
 }
 
 const ACQUIRES: &[&str] = &[
@@ -205,8 +224,9 @@ pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
 
 /// (the first call's group, the other call's group, place): a call of
 /// the other group held the lock of the first call's first section on it
-/// after the first call had begun and before that section. `place`: which of the first call's locks it was, by the order the call
-/// first took them (1-based, at most [`NTH_LOCK`]); 0: any of them.
+/// after the first call had begun and before that section. `place`:
+/// which of the first call's locks it was, by the order the call first
+/// took them (1-based, at most [`NTH_LOCK`]); 0: any of them.
 pub(super) type Early = (GroupKey, GroupKey, u8);
 
 /// Locks of a call told apart by their place: a call that writes under
@@ -256,15 +276,9 @@ pub(super) fn early_sections(
                 continue;
             }
             let Some(gy) = idx.group[s.call as usize] else { continue };
-            let y = &run.calls[s.call as usize];
-            let at_ns = x.entry_ns.max(y.entry_ns);
-            let shared = shared_arg(x, mask(x.func), y, mask(y.func)).map(|(a, b, _)| (a, b));
-            let places = if place <= NTH_LOCK { [0, place] } else { [0, 0] };
-            for p in places {
-                let e = out.entry((gx, gy, p)).or_insert(Seen { at_ns, shared });
-                if at_ns < e.at_ns {
-                    *e = Seen { at_ns, shared };
-                }
+            let seen = Seen::of(x, &run.calls[s.call as usize], mask);
+            for p in std::iter::once(0).chain((place <= NTH_LOCK).then_some(place)) {
+                seen.keep(&mut out, (gx, gy, p));
             }
         }
     }

@@ -10,9 +10,17 @@ use super::{
     *,
 };
 use crate::model::{
-    Call, CallSet, Label, Point, ValueKind,
+    Call, CallSet, Function, Label, Point, ValueKind,
     testing::{call, run, thread},
 };
+
+/// aid's synchronisation-point probe on the C library's `name`.
+fn sync(id: u32, name: &str) -> Function {
+    let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
+    f.internal = true;
+    f.probe = crate::model::Probe::Sync;
+    f
+}
 
 /// Two clients withdraw from one account; a withdrawal checks the balance
 /// in one critical section and debits it in a second one. Runs fail when
@@ -23,12 +31,6 @@ use crate::model::{
 /// runs: the interleaving of the lock sections does. Times in µs; the
 /// releases are aid's sync-point probes on `pthread_mutex_unlock`.
 fn withdraw_session() -> Session {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, "withdraw", ValueKind::Signed, &[ValueKind::Pointer, ValueKind::Signed]),
         func(1, "balance", ValueKind::Signed, &[ValueKind::Pointer]),
@@ -122,12 +124,6 @@ fn a_lock_taken_between_two_critical_sections_of_one_call_is_a_predicate() {
 /// first (then `incr` takes no lock at all) or wholly after. Times in
 /// µs; both calls pass the device (0x7000).
 fn check_then_act_session() -> Session {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, "incr", ValueKind::Signed, &[ValueKind::Pointer]),
         func(1, "decr", ValueKind::Void, &[ValueKind::Pointer]),
@@ -310,12 +306,6 @@ fn a_second_section_the_run_ended_inside_still_closes_an_interleaving() {
 /// is right again and the run passes. So passing runs show the erase
 /// between the two sections too: only "the last one between" separates.
 fn erase_session() -> Session {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, "append_sb", ValueKind::Pointer, &[ValueKind::Pointer, ValueKind::Pointer]),
         func(1, "erase", ValueKind::Pointer, &[ValueKind::Pointer]),
@@ -417,12 +407,6 @@ fn the_last_section_between_two_is_a_predicate_when_any_section_between_is_not()
 /// inside the check (main returned first) is left out. Times in µs.
 #[test]
 fn a_section_after_every_other_sections_is_a_conjunction() {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, "deposit", ValueKind::Void, &[]),
         func(1, "withdraw", ValueKind::Void, &[]),
@@ -523,12 +507,6 @@ fn two_loops_session(
     threads: [&str; 2],
     runs: &[(bool, &[u64], &[u64])],
 ) -> Session {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, names[0], ValueKind::Pointer, &[ValueKind::Pointer]),
         func(1, names[1], ValueKind::Pointer, &[ValueKind::Pointer]),
@@ -697,12 +675,6 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
 /// predicate: only the write's 2nd lock is. Times in µs.
 #[test]
 fn a_lock_taken_before_a_calls_second_lock_is_told_from_its_first() {
-    let sync = |id: u32, name: &str| {
-        let mut f = func(id, name, ValueKind::Signed, &[ValueKind::Pointer]);
-        f.internal = true;
-        f.probe = crate::model::Probe::Sync;
-        f
-    };
     let functions = vec![
         func(0, "write", ValueKind::Pointer, &[ValueKind::Pointer]),
         func(1, "read", ValueKind::Pointer, &[ValueKind::Pointer]),
