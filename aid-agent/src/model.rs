@@ -512,6 +512,13 @@ pub enum Intervention {
     /// the two groups). With `object`, only calls on the same object wait:
     /// the 1-based argument of `a`'s calls and of `b`'s that carries it.
     SerializeGroups { a: CallSet, b: CallSet, object: Option<(u8, u8)> },
+    /// Every lock a call of `calls` takes (a mutex or write lock acquired
+    /// while it runs) waits while a call of `while_running` runs on
+    /// another thread ("B takes a lock inside A's window" → B's critical
+    /// sections come before or after A's calls, not within them). It acts
+    /// at the lock calls only, not at the calls' entries: a call that
+    /// runs for its thread's whole life may still be held where it locks.
+    HoldLocks { calls: CallSet, while_running: CallSet },
     /// Several interventions at once (an aggregate predicate negated call
     /// by call).
     All { each: Vec<Intervention> },
@@ -539,7 +546,9 @@ impl Intervention {
             | Intervention::DelayExit { site, .. }
             | Intervention::HoldUntil { site, .. } => vec![*site],
             Intervention::Serialize { a, b } => vec![*a, *b],
-            Intervention::Reexecute { calls, .. } => calls.sites(),
+            Intervention::Reexecute { calls, .. } | Intervention::HoldLocks { calls, .. } => {
+                calls.sites()
+            }
             Intervention::SerializeGroups { a, b, .. } => {
                 a.sites().into_iter().chain(b.sites()).collect()
             }

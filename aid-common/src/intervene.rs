@@ -99,6 +99,12 @@ impl ActionKind {
     /// Not an intervention: the thread reached a catch point after a
     /// repair; write the trampoline back into the frames still live.
     pub const REARM_RETURNS: ActionKind = ActionKind(11);
+    /// At a lock acquisition (a synchronisation point, every one the
+    /// thread makes while a call of function `within` - 1 runs on it):
+    /// hold the thread while a call of the group in `other` ([`SiteKey::func`]
+    /// = group id) runs on another thread; `value` is the group's function,
+    /// whose call on this thread, if it is inside one, does not count.
+    pub const HOLD_LOCK_WHILE_GROUP_RUNNING: ActionKind = ActionKind(12);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
@@ -106,6 +112,7 @@ impl ActionKind {
             || self.0 == Self::HOLD_UNTIL.0
             || self.0 == Self::HOLD_WHILE_RUNNING.0
             || self.0 == Self::HOLD_WHILE_GROUP_RUNNING.0
+            || self.0 == Self::HOLD_LOCK_WHILE_GROUP_RUNNING.0
             || self.0 == Self::YIELD.0
     }
 }
@@ -125,6 +132,7 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::YIELD => f.write_str("Yield"),
             ActionKind::REPAIR_RETURNS => f.write_str("RepairReturns"),
             ActionKind::REARM_RETURNS => f.write_str("RearmReturns"),
+            ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => f.write_str("HoldLockWhileGroupRunning"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }
@@ -242,8 +250,13 @@ pub struct Pending {
     /// thread), in `struct pt_regs` order. Lets the agent rewind the thread
     /// to the function's first instruction.
     pub regs: [u64; PT_REGS_WORDS],
+    /// Noise at a lock call that an intervention also holds there
+    /// ([`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`], inside the held
+    /// calls): that action, for the agent to hold the thread on when the
+    /// noise lets it go, if due then. [`ActionKind::NONE`] otherwise.
+    pub then: Action,
 }
-const _: () = assert!(size_of::<Pending>() == 56 + 16 + 16 + 8 * PT_REGS_WORDS);
+const _: () = assert!(size_of::<Pending>() == 56 + 16 + 16 + 8 * PT_REGS_WORDS + 56);
 
 impl Default for Pending {
     fn default() -> Self {
@@ -253,6 +266,7 @@ impl Default for Pending {
             func_ip: 0,
             ts_ns: 0,
             regs: [0; PT_REGS_WORDS],
+            then: Action::default(),
         }
     }
 }

@@ -477,6 +477,30 @@ pub fn stop_for_agent(
         Some(r) => fill_regs(&mut pending.regs, r),
         None => pending.regs = [0; PT_REGS_WORDS],
     }
+    pending.then = Action::default();
+    signal(tid, pending)
+}
+
+/// [`stop_for_agent`] for noise at a lock call, with the action an
+/// intervention holds that lock call with, for after the noise.
+#[inline(always)]
+pub fn stop_for_noise_then(
+    tid: u32,
+    action: Action,
+    site: SiteKey,
+    regs: &pt_regs,
+    ts: u64,
+    then: Action,
+) -> Result<(), ProbeErrorKind> {
+    let scratch = AID_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
+    // SAFETY: as in `stop_for_agent`.
+    let pending = unsafe { &mut *scratch };
+    pending.action = action;
+    pending.site = site;
+    pending.func_ip = regs.rip;
+    pending.ts_ns = ts;
+    fill_regs(&mut pending.regs, regs);
+    pending.then = then;
     signal(tid, pending)
 }
 
@@ -553,4 +577,30 @@ fn leave_unit(tid: u32) {
 fn awaited(site: &SiteKey) -> bool {
     // SAFETY: a read of a map value, copied out at once.
     unsafe { AID_STAMPS.get(site) }.copied().is_some_and(|t| t == 0 || t & HELD_MARK != 0)
+}
+
+/// Whether a lock the thread is about to take must wait
+/// ([`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]): it is inside a call of
+/// the action's function, and a call of the awaited group runs on another
+/// thread (this thread's own call of the group, if it is inside one, does
+/// not count).
+#[inline(always)]
+pub fn lock_hold_due(tid: u32, action: &Action) -> bool {
+    if !lock_hold_applies(tid, action) {
+        return false;
+    }
+    let key = RunningKey { group: action.other.func, _pad: 0, object: 0 };
+    let member = OpenMember { tid, func: action.value as u32 };
+    // SAFETY: reads of map values, copied out at once.
+    let mine = unsafe { AID_OPEN_MEMBER.get(member) }.copied().is_some_and(|k| k == key);
+    // SAFETY: as above.
+    unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > u64::from(mine))
+}
+
+/// Whether a lock hold acts at this thread's lock call at all: the thread
+/// is inside a call of the held function.
+#[inline(always)]
+pub fn lock_hold_applies(tid: u32, action: &Action) -> bool {
+    action.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
+        && (action.within == 0 || running(tid, action.within - 1))
 }

@@ -7,7 +7,10 @@
 //! intervened run, when the agent installed noise at a thread's k-th one
 //! (a delay, or a PCT priority change point) the thread stops for the
 //! agent there; so does every thread at a point the agent put noise on for
-//! all of them ([`EVERY_ROLE`]).
+//! all of them ([`EVERY_ROLE`]). Where no noise is, a lock acquisition
+//! may wait while another thread's calls of a group run (an intervention
+//! on critical sections,
+//! [`aid_common::ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]).
 
 use aid_common::{
     ANY_INSTANCE, EVERY_ROLE, EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC,
@@ -16,7 +19,9 @@ use aid_common::{
 use aya_ebpf::bindings::pt_regs;
 
 use crate::{
-    intervene::{replayed_entry, stop_for_agent},
+    intervene::{
+        lock_hold_applies, lock_hold_due, replayed_entry, stop_for_agent, stop_for_noise_then,
+    },
     maps::{AID_ACTIONS, AID_ROLES, AID_SYNC_STEPS},
     record::{emit, now},
 };
@@ -62,16 +67,27 @@ pub fn try_sync_point(
     // point (a statement point's own id).
     let every = SiteKey { func, role: EVERY_ROLE, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
     // SAFETY: reads of map values, copied out at once.
-    let action = unsafe {
+    let noise = unsafe {
         match AID_ACTIONS.get(key) {
-            Some(a) => *a,
-            None => match AID_ACTIONS.get(every) {
-                Some(a) => *a,
-                None => return Ok(()),
-            },
+            Some(a) => Some(*a),
+            None => AID_ACTIONS.get(every).copied(),
         }
     };
     // The agent learns which sync function it was from the site.
     let site = SiteKey { func, ..key };
-    stop_for_agent(tid, action, site, regs.rip, now(), Some(regs))
+    // A lock the thread's calls take only while another thread's calls
+    // are not running (an intervention on critical sections).
+    let lock = SiteKey { func, role, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
+    // SAFETY: as above.
+    let hold = unsafe { AID_ACTIONS.get(lock) }.copied().filter(|a| lock_hold_applies(tid, a));
+    match (noise, hold) {
+        // Noise first; the agent holds the thread on after it if the
+        // other calls run then (they may have begun during the noise).
+        (Some(action), Some(then)) => stop_for_noise_then(tid, action, site, regs, now(), then),
+        (Some(action), None) => stop_for_agent(tid, action, site, regs.rip, now(), Some(regs)),
+        (None, Some(action)) if lock_hold_due(tid, &action) => {
+            stop_for_agent(tid, action, site, regs.rip, now(), Some(regs))
+        }
+        _ => Ok(()),
+    }
 }

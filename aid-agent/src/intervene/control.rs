@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aid_common::{ActionKind, Pending, RunningKey, SiteKey, SitePoint};
+use aid_common::{Action, ActionKind, Pending, RunningKey, SiteKey, SitePoint};
 use nix::{
     errno::Errno,
     sys::{
@@ -121,6 +121,9 @@ struct Hold {
     record: usize,
     /// Where the held call is itself counted in a serialised group.
     own: Option<RunningKey>,
+    /// Noise at a lock call an intervention holds: its hold, to go on
+    /// with when the noise ends, if due then ([`Pending::then`]).
+    then: Option<Action>,
 }
 
 /// What the agent keeps between stops: the signal its probes stop threads
@@ -196,6 +199,62 @@ fn release(
     rec.applied = done;
     rec.timed_out = expired;
     proceed(probes, rec, h.tid);
+}
+
+/// A thread whose call runs again from its entry backs off first, as
+/// code that retries a transient failure does: 50 µs before the first
+/// retry, doubling (12.75 ms over eight). The wait is the agent's, not the
+/// program's: a pause (the stop record is not `held`).
+fn backing_off(
+    tid: Pid,
+    p: &Pending,
+    now: Instant,
+    record: usize,
+    own: Option<RunningKey>,
+) -> Hold {
+    let backoff = Duration::from_micros(50 << p.action.retries.clamp(1, 8).saturating_sub(1));
+    Hold { tid, release: Release::At, deadline: now + backoff, since: now, record, own, then: None }
+}
+
+/// Noise at a lock call has let its thread go, and an intervention holds
+/// that lock call while the calls of a group run ([`Hold::then`]): when
+/// one runs on another thread now (it may have begun during the noise),
+/// the thread stays held, now for the intervention, under a stop record
+/// of its own (the noise's ends here). True when it stays.
+fn hold_lock_after_noise(
+    probes: &Probes,
+    members: &[(u32, RunningKey)],
+    h: &mut Hold,
+    then: Action,
+    stops: &mut Vec<StopRecord>,
+    now: Instant,
+) -> bool {
+    let key = RunningKey { group: then.other.func, _pad: 0, object: 0 };
+    let mine = counted(members, h.tid, key);
+    if probes.running(&key) <= mine {
+        return false;
+    }
+    let released_ns = crate::bpf::monotonic_ns();
+    let noise = &mut stops[h.record];
+    noise.held_ns = now.duration_since(h.since).as_nanos() as u64;
+    noise.released_ns = released_ns;
+    noise.applied = true;
+    let record = StopRecord {
+        action: then.kind,
+        applied: false,
+        timed_out: false,
+        held_ns: 0,
+        released_ns: 0,
+        probe_ns: released_ns,
+        held: true,
+        ..noise.clone()
+    };
+    stops.push(record);
+    h.record = stops.len() - 1;
+    h.release = Release::WhenIdle { key, mine };
+    h.deadline = now + Duration::from_micros(then.timeout_us.max(1));
+    h.since = now;
+    true
 }
 
 /// The target ended while these threads were held: each hold kept what
@@ -416,7 +475,12 @@ impl Controller<'_> {
             let alone = next_alone(pid, &holds, &mut exit_look);
             // Group holds waiting on each other are settled first.
             let futile = if stuck.is_none() { futility.hold(pid, &holds, now) } else { None };
-            holds.retain(|h| {
+            let members = if holds.iter().any(|h| h.then.is_some()) {
+                self.probes.open_members()
+            } else {
+                Vec::new()
+            };
+            holds.retain_mut(|h| {
                 let unblocked = stuck.is_some_and(|s| s.tid == h.tid);
                 let done = match h.release {
                     Release::At => now >= h.deadline,
@@ -428,7 +492,12 @@ impl Controller<'_> {
                     Release::WhenAlone(_) => alone == Some(h.tid),
                 };
                 let expired = !done && (now >= h.deadline || futile == Some(h.tid));
-                if done || expired || unblocked {
+                if (done || expired || unblocked)
+                    && let Some(then) = h.then.take()
+                    && hold_lock_after_noise(self.probes, &members, h, then, &mut stops, now)
+                {
+                    true
+                } else if done || expired || unblocked {
                     release(self.probes, &mut stops[h.record], h, now, done, expired);
                     false
                 } else {
@@ -518,13 +587,14 @@ impl Controller<'_> {
             );
         }
         let own = self.probes.open_member(tid.as_raw() as u32, p.site.func);
+        let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING).then_some(p.then);
         let hold = |release: Release,
                     deadline: Instant,
                     holds: &mut Vec<Hold>,
                     stops: &mut Vec<StopRecord>,
                     mut record: StopRecord| {
             record.held = true;
-            holds.push(Hold { tid, release, deadline, since: now, record: stops.len(), own });
+            holds.push(Hold { tid, release, deadline, since: now, record: stops.len(), own, then });
             stops.push(record);
         };
         // A stop that ends at once: all of it was the agent's overhead.
@@ -564,7 +634,7 @@ impl Controller<'_> {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
             }
-            ActionKind::HOLD_WHILE_GROUP_RUNNING => {
+            ActionKind::HOLD_WHILE_GROUP_RUNNING | ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => {
                 let object = if p.action.other.role != 0 {
                     argument(&p, p.action.other.instance)
                 } else {
@@ -597,20 +667,7 @@ impl Controller<'_> {
             ActionKind::REEXECUTE => match self.reexecute(tid, &p) {
                 Ok(()) => {
                     record.applied = true;
-                    // Back off before running it again, as code that
-                    // retries a transient failure does: 50 µs before the
-                    // first retry, doubling (12.75 ms over eight). The
-                    // wait is the agent's, not the program's: a pause.
-                    let backoff =
-                        Duration::from_micros(50 << p.action.retries.clamp(1, 8).saturating_sub(1));
-                    holds.push(Hold {
-                        tid,
-                        release: Release::At,
-                        deadline: now + backoff,
-                        since: now,
-                        record: stops.len(),
-                        own,
-                    });
+                    holds.push(backing_off(tid, &p, now, stops.len(), own));
                     stops.push(record);
                 }
                 Err(e) => {
@@ -799,7 +856,15 @@ mod tests {
 
     fn held(tid: i32, release: Release) -> Hold {
         let now = Instant::now();
-        Hold { tid: Pid::from_raw(tid), release, deadline: now, since: now, record: 0, own: None }
+        Hold {
+            tid: Pid::from_raw(tid),
+            release,
+            deadline: now,
+            since: now,
+            record: 0,
+            own: None,
+            then: None,
+        }
     }
 
     /// PCT change points resume highest priority first; the thread held

@@ -21,6 +21,13 @@ pub fn for_units(iv: &Intervention) -> Intervention {
         Intervention::Serialize { a, b } if a.role != 0 || b.role != 0 => {
             Intervention::SerializeGroups { a: calls(*a), b: calls(*b), object: None }
         }
+        // The probes of a live service hold no lock calls: the calls
+        // whose locks would wait are kept apart from the others whole.
+        Intervention::HoldLocks { calls, while_running } => Intervention::SerializeGroups {
+            a: while_running.clone(),
+            b: calls.clone(),
+            object: None,
+        },
         Intervention::All { each } => {
             Intervention::All { each: each.iter().map(for_units).collect() }
         }

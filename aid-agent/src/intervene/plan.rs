@@ -215,10 +215,45 @@ impl Builder<'_> {
                     }
                 }
             }
+            Intervention::HoldLocks { calls, while_running } => {
+                self.hold_locks(calls, while_running);
+            }
             Intervention::All { each } => {
                 for part in each {
                     self.add(part);
                 }
+            }
+        }
+    }
+
+    /// [`Intervention::HoldLocks`]: an action at every lock acquisition
+    /// (each C library function that takes a mutex or write lock) of
+    /// `calls`' roles, applying inside calls of its function, waiting on
+    /// the group of `while_running`. Without any such function the
+    /// intervention could do nothing: a clash, never installed as if it
+    /// had.
+    fn hold_locks(&mut self, calls: &CallSet, while_running: &CallSet) {
+        let group = self.group(while_running, 0);
+        let other = SiteKey { func: group, role: 0, instance: 0, point: SitePoint::ENTRY };
+        let action = Action {
+            within: calls.func + 1,
+            ..self.action(
+                ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING,
+                u64::from(while_running.func),
+                other,
+            )
+        };
+        let ops = crate::predicates::lock_ops(self.functions);
+        let locks: Vec<u32> = (0..ops.len() as u32)
+            .filter(|&f| ops[f as usize] == crate::predicates::LockOp::Acquire)
+            .collect();
+        if locks.is_empty() {
+            self.clash = true;
+        }
+        for func in locks {
+            for &role in &calls.roles {
+                let key = SiteKey { func, role, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
+                self.want(key, action);
             }
         }
     }
@@ -325,6 +360,11 @@ impl Plan {
         }
         plan.stamp.sort();
         plan.stamp.dedup();
+        // Held locks are held at the synchronisation points.
+        plan.sync_points = plan
+            .actions
+            .iter()
+            .any(|(_, a, _)| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING);
         plan
     }
 
@@ -389,7 +429,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ValueType, testing::function};
+    use crate::model::{Probe, ValueType, testing::function};
 
     fn site(func: u32, role: u32, instance: u32) -> Site {
         Site { func, role, instance }
@@ -562,6 +602,54 @@ mod tests {
         assert_eq!(on_a.kind, ActionKind::HOLD_WHILE_GROUP_RUNNING);
         // a waits for group 2 (b), on the same object, its argument 1.
         assert_eq!((on_a.other.func, on_a.other.role, on_a.other.instance), (2, 1, 1));
+    }
+
+    /// Every lock a call of send takes waits while a call of recv runs:
+    /// one action per role of send at each C library function that takes
+    /// a mutex or write lock (not at unlocks or condition waits), applying
+    /// inside send only, waiting on recv's group; a stop at one of those
+    /// functions, at any rank, is the intervention's.
+    #[test]
+    fn held_locks_wait_at_every_acquisition_inside_the_calls() {
+        let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
+        let functions = vec![
+            function(0, "send"),
+            function(1, "recv"),
+            sync(2, "pthread_mutex_lock"),
+            sync(3, "pthread_mutex_unlock"),
+            sync(4, "pthread_cond_wait"),
+            sync(5, "pthread_rwlock_wrlock"),
+        ];
+        let calls = CallSet { func: 0, roles: vec![1, 2], instance: 0, within: None };
+        let while_running = CallSet { func: 1, roles: vec![3], instance: 0, within: None };
+        let iv = Intervention::HoldLocks { calls, while_running };
+        let plan = Plan::new(std::slice::from_ref(&iv), Duration::from_millis(500), &functions);
+        assert!(plan.conflicts.is_empty());
+        assert_eq!(plan.groups.len(), 1);
+        let (member, slot) = plan.groups[0];
+        assert_eq!((member.func, member.role, slot.group, slot.arg), (1, 3, 1, 0));
+        let mut keys: Vec<(u32, u32, u32)> =
+            plan.actions.iter().map(|(k, _, _)| (k.func, k.role, k.instance)).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, [(2, 1, 0), (2, 2, 0), (5, 1, 0), (5, 2, 0)]);
+        for (_, a, owner) in &plan.actions {
+            assert_eq!(a.kind, ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING);
+            // Inside send (id 0 + 1); recv's group 1, any object; recv's
+            // id, whose own call does not count.
+            assert_eq!((a.within, a.other.func, a.other.role, a.value), (1, 1, 0, 1));
+            assert_eq!(*owner, 0);
+        }
+        let stop = StopRecord {
+            site: SiteKey { func: 5, role: 2, instance: 7, point: SitePoint::ENTRY },
+            ..stop(SiteKey::default(), false, true)
+        };
+        let out = plan.outcome(&[stop]);
+        assert!(!out[0].applied && out[0].timed_out);
+        // With no lock function traced there is nothing to hold at: the
+        // intervention is never installed as if it had been.
+        let none = Plan::new(&[iv], Duration::from_millis(500), &functions[..2]);
+        assert_eq!(none.conflicts, [0]);
+        assert!(!none.outcome(&[])[0].applied);
     }
 
     #[test]

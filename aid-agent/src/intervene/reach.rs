@@ -47,6 +47,10 @@ impl Reach {
             Intervention::SerializeGroups { a, b, .. } => {
                 self.live || (self.holds && own(&a.roles) && own(&b.roles))
             }
+            // A live unit serialises the two groups instead (`live.rs`).
+            Intervention::HoldLocks { calls, while_running } => {
+                self.live || (self.holds && own(&calls.roles) && own(&while_running.roles))
+            }
             Intervention::All { each } => each.iter().all(|i| self.allows(i)),
         }
     }

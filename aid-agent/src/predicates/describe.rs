@@ -199,22 +199,30 @@ impl<'c> Names<'c> {
                 )
             }
             Intervention::SerializeGroups { a, b, object } => {
-                // "a call of f on the f threads", or the one call named.
-                let calls = |c: &CallSet| match self.call_set(c).strip_prefix("every call of ") {
-                    Some(rest) => format!("a call of {rest}"),
-                    None => self.call_set(c),
-                };
-                let first = match calls(a).strip_prefix("a ") {
+                let first = match self.some_call(a).strip_prefix("a ") {
                     Some(rest) => format!("no {rest}"),
-                    None => format!("{} not", calls(a)),
+                    None => format!("{} not", self.some_call(a)),
                 };
                 format!(
                     "let {first} start while {} runs{}, and the other way round",
-                    calls(b),
+                    self.some_call(b),
                     if object.is_some() { " on the same object" } else { "" }
                 )
             }
+            Intervention::HoldLocks { calls, while_running } => format!(
+                "let every lock {} takes wait while {} runs on another thread",
+                self.some_call(calls),
+                self.some_call(while_running)
+            ),
             Intervention::All { each } => self.all(each),
+        }
+    }
+
+    /// "a call of f on the f threads", or the one call named.
+    fn some_call(&self, c: &CallSet) -> String {
+        match self.call_set(c).strip_prefix("every call of ") {
+            Some(rest) => format!("a call of {rest}"),
+            None => self.call_set(c),
         }
     }
 

@@ -35,20 +35,21 @@
 //! where the wide form is not, B a turn ahead: calls of B took the lock at
 //! least twice between A's two sections ([`TWICE`]), which threads meant
 //! to take turns (a hand-off for every poll) never do in passing runs.
-//! The negating intervention serialises the two groups
-//! (on the same object, when the failing runs agree on the argument both
-//! calls pass), which leaves no room between A's sections. Runs without
+//! The negating intervention makes every lock B's calls take wait while
+//! a call of A runs on another thread ([`hold_sections`]), which leaves
+//! no room between A's sections; for two calls of one function, it
+//! serialises the two groups (on the same object, when the failing runs
+//! agree on the argument both calls pass). Runs without
 //! sync-point events (observation runs, before any amplification) show no
 //! interleaving: the predicate is false there, never guessed.
 
 use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
     base::{Funcs, Learned},
-    calls::call_set,
     index::{GroupKey, RunIndex},
-    sections::{Section, Seen, sections},
+    sections::{Section, Seen, hold_sections, sections},
 };
-use crate::model::{Intervention, Role};
+use crate::model::Role;
 use crate::util::fxhash::{FxMap, FxSet};
 
 /// (A's group, B's group, form): a call of B held a lock between two
@@ -227,11 +228,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                 arg: form,
                 callee: None,
             };
-            let iv = Intervention::SerializeGroups {
-                a: call_set(funcs, &ga),
-                b: call_set(funcs, &gb),
-                object: shared.map(|(a, b)| (a + 1, b + 1)),
-            };
+            let iv = hold_sections(funcs, &ga, &gb, shared);
             (key, Condition::InterleavedSections, Anchor::LaterEntry, Some(iv))
         })
         .collect()

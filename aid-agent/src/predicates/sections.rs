@@ -13,9 +13,9 @@
 //! and before IoIncrement takes it"). What the first call saw before its
 //! lock (a flag, a state field) may no longer hold when it acts. Learned
 //! per pair of groups, when failing runs show it and no passing run
-//! does; negated by serialising the two groups (on the object both calls
-//! pass, when the failing runs agree on it): the other call then cannot
-//! run inside the first. Where that is no candidate, the same for the
+//! does; negated by making every lock the other call takes wait while
+//! the first call runs ([`hold_sections`]): the other call's sections
+//! then cannot come inside the first. Where that is no candidate, the same for the
 //! first call's n-th lock alone (by the order it first took them): a
 //! two-stage update read between its sections on two locks, when passing
 //! runs show the reader taking the first lock early.
@@ -486,14 +486,37 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
             arg: place,
             callee: None,
         };
-        let iv = Intervention::SerializeGroups {
-            a: call_set(funcs, &gx),
-            b: call_set(funcs, &gy),
-            object: shared.map(|(a, b)| (a + 1, b + 1)),
-        };
+        let iv = hold_sections(funcs, &gx, &gy, shared);
         (key, Condition::TakenBeforeFirstSection, Anchor::LaterEntry, Some(iv))
     }));
     out
+}
+
+/// The intervention on "calls of `taker` take a lock inside a window of
+/// calls of `window`": every lock the taker's calls take waits while a
+/// call of the window's function runs on another thread, which keeps
+/// their critical sections out of the window wherever the two calls run
+/// (a call that runs for its thread's whole life has no entry to hold).
+/// Two calls of one function (the window and the taker alike) are kept
+/// apart whole instead: both inside, each taking a lock would wait for
+/// the other (`shared`: the 0-based arguments carrying their object).
+pub(super) fn hold_sections(
+    funcs: &Funcs,
+    window: &GroupKey,
+    taker: &GroupKey,
+    shared: Option<(u8, u8)>,
+) -> Intervention {
+    if window.0 == taker.0 {
+        return Intervention::SerializeGroups {
+            a: call_set(funcs, window),
+            b: call_set(funcs, taker),
+            object: shared.map(|(a, b)| (a + 1, b + 1)),
+        };
+    }
+    Intervention::HoldLocks {
+        calls: call_set(funcs, taker),
+        while_running: call_set(funcs, window),
+    }
 }
 
 #[cfg(test)]

@@ -216,10 +216,9 @@ fn a_lock_taken_after_a_call_began_and_before_its_first_section_is_a_predicate()
     );
     assert_eq!(
         p.intervention,
-        Some(Intervention::SerializeGroups {
-            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-            object: Some((1, 1)),
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            while_running: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
         })
     );
     // Anchored at the later entry: decr's (12 µs) in run 4.
@@ -387,10 +386,9 @@ fn the_last_section_between_two_is_a_predicate_when_any_section_between_is_not()
     );
     assert_eq!(
         p.intervention,
-        Some(Intervention::SerializeGroups {
-            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-            object: Some((2, 1)),
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            while_running: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
         })
     );
     // Anchored at the later entry: the erase's.
@@ -599,10 +597,9 @@ fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
     );
     assert_eq!(
         p.intervention,
-        Some(Intervention::SerializeGroups {
-            a: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-            b: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            object: None,
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
         })
     );
     // Anchored at the later entry: the consumer's (19 µs) in run 3.
@@ -652,10 +649,9 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
     );
     assert_eq!(
         p.intervention,
-        Some(Intervention::SerializeGroups {
-            a: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-            b: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            object: None,
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
         })
     );
     // Anchored at the later entry: the sender's (19 µs) in run 3.
@@ -757,10 +753,9 @@ fn a_lock_taken_before_a_calls_second_lock_is_told_from_its_first() {
     );
     assert_eq!(
         p.intervention,
-        Some(Intervention::SerializeGroups {
-            a: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            b: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-            object: None,
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+            while_running: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
         })
     );
     // Anchored at the later entry: the read's (14 µs) in run 2.

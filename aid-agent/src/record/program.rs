@@ -97,7 +97,17 @@ pub fn record(
             }
             Ok(functions)
         },
-        |_, _, _| Ok(()),
+        |tracer, _, _| {
+            // Locks held by a plan are held at the C library's lock calls.
+            let holds_locks =
+                req.plan.iter().flat_map(|(ivs, _)| ivs).any(|iv| {
+                    iv.parts().iter().any(|p| matches!(p, Intervention::HoldLocks { .. }))
+                });
+            if holds_locks {
+                tracer.add_sync_points()?;
+            }
+            Ok(())
+        },
     )?;
     let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold, tracer.functions()));
     if plan.is_none() {

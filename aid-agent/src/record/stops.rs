@@ -14,26 +14,44 @@ use crate::{
 /// instruction it is at has run when the hold begins (the kernel stops
 /// the thread on its way back to user space, after stepping over it), so
 /// the thread was past it at the probe's time.
+///
+/// A stop at a synchronisation point names the thread's rank there (its
+/// k-th sync point of any kind), not the call's instance: its row is the
+/// thread's k-th sync-point row, of the stop's function.
 pub(super) fn shift_held_rows(
     rows: &mut [EventRow],
     stops: &[StopRecord],
     start_ns: u64,
     functions: &[Function],
 ) {
-    let statement =
-        |f: FuncId| functions.get(f as usize).is_some_and(|f| f.probe == Probe::Statement);
-    for stop in stops.iter().filter(|s| s.released_ns > 0 && !statement(s.site.func)) {
-        let point = if stop.site.point == aid_common::SitePoint::ENTRY {
-            Point::Entry
-        } else {
-            Point::Exit
+    let probe = |f: FuncId| functions.get(f as usize).map(|f| f.probe);
+    for stop in stops.iter().filter(|s| s.released_ns > 0) {
+        let row = match probe(stop.site.func) {
+            Some(Probe::Statement) => continue,
+            Some(Probe::Sync) => rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.tid == stop.tid && probe(r.func).is_some_and(Probe::is_sync_point)
+                })
+                .nth((stop.site.instance as usize).wrapping_sub(1))
+                .filter(|(_, r)| r.func == stop.site.func)
+                .map(|(i, _)| i),
+            _ => {
+                let point = if stop.site.point == aid_common::SitePoint::ENTRY {
+                    Point::Entry
+                } else {
+                    Point::Exit
+                };
+                rows.iter().position(|r| {
+                    r.tid == stop.tid
+                        && r.func == stop.site.func
+                        && r.instance == stop.site.instance
+                        && r.point == point
+                })
+            }
         };
-        if let Some(row) = rows.iter_mut().find(|r| {
-            r.tid == stop.tid
-                && r.func == stop.site.func
-                && r.instance == stop.site.instance
-                && r.point == point
-        }) {
+        if let Some(row) = row.map(|i| &mut rows[i]) {
             row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
         }
     }
@@ -101,6 +119,10 @@ pub(super) fn is_noise(plan: &Plan, stop: &StopRecord, functions: &[Function]) -
 /// Whether noise at `at` is what stopped the thread at `stop` (a stop at
 /// a synchronisation point is keyed by the thread's rank there).
 fn serves(at: NoiseAt, stop: &StopRecord, functions: &[Function]) -> bool {
+    // An intervention's hold after noise at a lock call is not the noise.
+    if stop.action == aid_common::ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING {
+        return false;
+    }
     let sync = functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
     noise::served_by(at, stop.site, sync)
 }
@@ -170,6 +192,45 @@ mod tests {
             value: None,
             error: None,
         }
+    }
+
+    /// A hold at a thread's 3rd synchronisation point (its 2nd lock, after
+    /// a lock and an unlock) moves that lock's row, not its 3rd lock's
+    /// (it has none) nor another thread's: a stop at a sync point names
+    /// the thread's rank there. A call's own stop names its instance.
+    #[test]
+    fn a_hold_at_a_sync_point_moves_the_threads_row_of_that_rank() {
+        let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
+        let functions = vec![function(0, "work"), sync(1, "lock"), sync(2, "unlock")];
+        let row = |t_ns, tid, func, instance| EventRow {
+            t_ns,
+            tid,
+            role: tid - 100,
+            func,
+            point: Point::Entry,
+            instance,
+            args: [0; 3],
+            ret: None,
+            content: None,
+        };
+        let mut rows = vec![
+            row(10, 101, 0, 1),
+            row(20, 101, 1, 1),
+            row(30, 101, 2, 1),
+            row(35, 102, 1, 1),
+            row(40, 101, 1, 2),
+            row(50, 101, 0, 2),
+        ];
+        // Released at 1,900 ns, 900 ns after the run's start.
+        let held = StopRecord { released_ns: 1_900, ..stop(1, 1, 3, 0) };
+        let call = StopRecord { released_ns: 1_950, ..stop(0, 1, 2, 0) };
+        shift_held_rows(&mut rows, &[held, call], 1_000, &functions);
+        let times: Vec<u64> = rows.iter().map(|r| r.t_ns).collect();
+        assert_eq!(times, [10, 20, 30, 35, 900, 950]);
+        // A rank whose row is of another function moves nothing.
+        let wrong = StopRecord { released_ns: 5_000, ..stop(1, 1, 2, 0) };
+        shift_held_rows(&mut rows, &[wrong], 1_000, &functions);
+        assert_eq!(rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(), times);
     }
 
     /// A statement point with both a thread's own noise (its 2nd arrival

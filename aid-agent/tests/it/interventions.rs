@@ -517,6 +517,47 @@ fn group_serialisation_keeps_the_two_groups_apart() {
     assert!(call(&s, "get", 2).entry_ns >= call(&s, "put", 1).exit_ns.unwrap());
 }
 
+/// A thread's locks held while another thread's call runs: the taker's
+/// start routine runs for its whole life (no entry to hold it at), and
+/// takes its lock about 20 times inside `window` without intervention;
+/// with every lock it takes waiting while `window` runs, none of its lock
+/// calls starts inside the window (each held call is dated when it went
+/// on), and all 60 are made.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn held_locks_keep_a_threads_sections_out_of_another_call() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("held_locks.c", "held_locks", &[]);
+    let inside = |s: &Session| {
+        let window = call(s, "window", 2);
+        let lock = s.functions.iter().find(|f| f.name.starts_with("pthread_mutex_lock"));
+        let locks: Vec<&Call> = s.runs[0]
+            .calls
+            .iter()
+            .filter(|c| Some(c.func) == lock.map(|f| f.id) && c.role == 1)
+            .collect();
+        let n = locks
+            .iter()
+            .filter(|c| c.entry_ns > window.entry_ns && c.entry_ns < window.exit_ns.unwrap())
+            .count();
+        (locks.len(), n)
+    };
+    let plan = r#"[{"kind":"hold_locks",
+        "calls":{"func":0,"roles":[1],"instance":0},
+        "while_running":{"func":1,"roles":[2],"instance":0}}]"#;
+    let s = intervene(&exe, &[], &["taker", "window"], plan, &[]);
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Pass, "{:?}", r.outcome);
+    assert!(r.interventions[0].applied && !r.interventions[0].timed_out, "{:?}", r.interventions);
+    assert_eq!(inside(&s), (60, 0), "no lock taken inside the window");
+    // The same plan holding nothing: the window is on another role.
+    let idle = plan.replace(r#""roles":[2]"#, r#""roles":[3]"#);
+    let s = intervene(&exe, &[], &["taker", "window"], &idle, &[]);
+    let (locks, inside) = inside(&s);
+    assert_eq!(locks, 60);
+    assert!(inside >= 5, "the fixture takes the lock inside the window: {inside}");
+}
+
 /// A call serialised against the call it runs inside, on two threads
 /// both inside the outer call (`journal` waits for the other thread
 /// before it calls `entry`): "no `entry` while another thread's `journal`
