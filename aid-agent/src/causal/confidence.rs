@@ -109,6 +109,24 @@ impl Ledger {
         clopper_pearson_lower(failing, runs, level)
     }
 
+    /// A round's runs left out because the intervened predicate still held
+    /// and the run failed (`failed_held`), beside its `valid` runs: the
+    /// probability of so few (at most that many of the `failed_held +
+    /// valid` runs) if the intervention changed nothing, so that the
+    /// predicate held — and the run failed — as often as the failure
+    /// comes at all; and that rate, a low estimate of it
+    /// (Clopper–Pearson at [`NULL_RATE_LEVEL`], spending nothing: the test
+    /// only ever keeps a round from stopping). A round whose left-out
+    /// failing runs are that likely says nothing: its counted runs may be
+    /// the ones that would have passed anyway.
+    pub fn left_out_failures(&self, failed_held: u32, valid: u32) -> (f64, f64) {
+        let failing = (self.p_fail - 1.0).round() as u64;
+        let runs = failing + (self.p_pass - 1.0).round() as u64;
+        let rate = clopper_pearson_lower(failing, runs, NULL_RATE_LEVEL);
+        let n = u64::from(failed_held) + u64::from(valid);
+        (1.0 - upper_tail(u64::from(failed_held) + 1, n, rate), rate)
+    }
+
     /// Runs a round nothing can witness needs at the next α, with the
     /// current evidence (for messages and caps; spends nothing).
     pub fn blind_runs_needed(&self) -> u32 {
@@ -160,6 +178,10 @@ pub(crate) fn runs_for(p: f64, alpha: f64) -> u32 {
     let n = (alpha.ln() / (1.0 - p).ln()).ceil().max(1.0);
     if n > f64::from(u32::MAX) { u32::MAX } else { n as u32 }
 }
+
+/// The level of the low estimate of the failure rate a round's left-out
+/// failing runs are judged against ([`Ledger::left_out_failures`]).
+pub const NULL_RATE_LEVEL: f64 = 0.05;
 
 /// One-sided Clopper–Pearson lower bound on a binomial proportion: the p
 /// at which `k` or more successes in `n` trials have probability `level`.

@@ -271,6 +271,12 @@ pub enum Unused {
     /// single one was never installed, never negated its predicate, or the
     /// runs were cut short.
     NotApplied,
+    /// The round would have stopped, but `failing_held` of its runs were
+    /// left out because the intervened predicate still held in them and
+    /// they failed, about as many as an intervention that changed nothing
+    /// would leave out: the runs it counted may be those that would have
+    /// passed anyway (`Ledger::left_out_failures`).
+    Ineffective { failing_held: u32 },
     /// The group's interventions act at one call site in ways a single
     /// stop cannot combine (a delay and a hold, holds until different
     /// calls): known before any run, so none was made and the round is no

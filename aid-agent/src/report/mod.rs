@@ -439,6 +439,11 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
                 "{what} was not used: the intervention did not take effect in {runs} (its call site was not reached, the predicate held in spite of it, or the {noun} was cut short), so the predicate was left untested"
             )
         }
+        Some(Unused::Ineffective { failing_held }) => format!(
+            "{what} was not used: the predicate still held in {} that failed, beside {} where it did not, about as often as it would with nothing intervened on, so the {noun}s without it may be those that would have passed anyway and the predicate was left untested",
+            count(*failing_held, noun),
+            count(r.runs, noun)
+        ),
         None => what,
     }
 }
