@@ -139,7 +139,7 @@ fn assert_still_serving(svc: Service, traced: &[&str], name: &str) {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
-    let _bpf = require_bpf();
+    let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
     let exe = example("svc-stale-cache");
     let svc = start(&exe, tmp.path());
@@ -191,7 +191,7 @@ fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_compaction_confirms_the_compaction_holding_the_segment() {
-    let _bpf = require_bpf();
+    let _alone = alone();
     let trace = ["-t", "segment_*", "-t", "compact_segment", "-t", "libc:pthread_mutex_trylock"];
     let want = "call 1 of compact_segment on svc-compaction#2 and call 1 of pthread_mutex_trylock on main run at the same time on the same object, which no passing run shows";
     let mut outcomes = Vec::new();
@@ -230,10 +230,17 @@ fn svc_compaction_confirms_the_compaction_holding_the_segment() {
 /// persists, and no cause is confirmed (exit 1) — correctly, since that
 /// overlap is not behind every failure. The test then asserts that
 /// instead.
+///
+/// Whole sessions on a timing bug, like the other two service sessions
+/// here, run alone (`alone`): CI on 5f80310 ran this one beside
+/// `a_busy_attach_keeps_agent_memory_bounded`, which keeps another
+/// service busy, and saw 3 failing units in 200 and 5 of 57 control
+/// units, too rare to start a round ("No cause was tested", a finding
+/// this test does not foresee); 8 sessions alone here, all as above.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
-    let _bpf = require_bpf();
+    let _alone = alone();
     let tmp = tempfile::tempdir().unwrap();
     let exe = example("svc-compaction");
     let svc = start(&exe, tmp.path());
