@@ -234,9 +234,41 @@ fn ctrl_c_while_debug_observes_names_what_is_saved() {
 /// `debug` on the faults fixture's flaky mode, once it intervenes (after
 /// a round or two): the agent, its stderr after "intervening with", and
 /// how many runs it observed.
+///
+/// The interrupt must land while the session intervenes. A session can
+/// end before that: the confidence asked for makes a first round long, and
+/// when the control runs fail less often than the observed ones (5 of 14,
+/// 36 %, against 38 %: 2026-11-30, `faults::` with `--test-threads 2`), it
+/// needs more runs than aid starts a round for, so none is started and
+/// `debug` ends ("no intervention round is started, the failure being too
+/// rare under the agent's control"). The test then waited 60 s for runs
+/// that could not come: in CI on 130affd, and in 2 of 5 passes of
+/// `faults::` here (1 of 5 with a build of 2026-11-29). Such a session is
+/// no case of the behaviour under test: it is started again, at most
+/// [`INTERVENING_TRIES`] times, its output printed.
 fn debug_until_intervening(
     out: &Path,
 ) -> (Child, BufReader<std::process::ChildStderr>, usize, String) {
+    for _ in 1..INTERVENING_TRIES {
+        match try_debug_until_intervening(out) {
+            Ok(found) => return found,
+            Err(ended) => {
+                eprintln!("debug ended before it could be interrupted, started again:\n{ended}");
+                let _ = std::fs::remove_dir_all(out);
+            }
+        }
+    }
+    try_debug_until_intervening(out).unwrap_or_else(|ended| panic!("debug ended early: {ended}"))
+}
+
+/// Sessions [`debug_until_intervening`] starts before it gives up.
+const INTERVENING_TRIES: usize = 3;
+
+/// One try of [`debug_until_intervening`]; what the agent wrote, when it
+/// ended before the interrupt could land in a round.
+fn try_debug_until_intervening(
+    out: &Path,
+) -> Result<(Child, BufReader<std::process::ChildStderr>, usize, String), String> {
     let exe = faults();
     let mut agent_proc = spawn_agent(
         &[
@@ -260,7 +292,10 @@ fn debug_until_intervening(
     let mut seen = String::new();
     loop {
         let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "debug ended early: {seen}");
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = agent_proc.wait();
+            return Err(seen);
+        }
         seen.push_str(&line);
         if line.starts_with("aid: intervening with") {
             break;
@@ -268,8 +303,17 @@ fn debug_until_intervening(
     }
     let observed = load(out).runs.len();
     // Let a round or two run.
-    assert!(wait_for(60, || load_quietly(out).is_some_and(|s| s.runs.len() >= observed + 3)));
-    (agent_proc, stderr, observed, seen)
+    let mut ended = false;
+    assert!(wait_for(60, || {
+        ended = matches!(agent_proc.try_wait(), Ok(Some(_)));
+        ended || load_quietly(out).is_some_and(|s| s.runs.len() >= observed + 3)
+    }));
+    if ended {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        return Err(seen + &rest);
+    }
+    Ok((agent_proc, stderr, observed, seen))
 }
 
 #[test]
