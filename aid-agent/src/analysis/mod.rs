@@ -4,6 +4,7 @@
 //! it; `debug` continues from it with interventions.
 
 mod implied;
+pub mod triggers;
 
 use std::{
     collections::BTreeSet,

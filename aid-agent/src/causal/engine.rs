@@ -383,6 +383,7 @@ impl<'a> Experiment<'a> {
             strategy,
             root_cause: path.first().copied(),
             path,
+            triggers: Vec::new(),
             interventions: rounds
                 .iter()
                 .filter(|r| r.unused != Some(Unused::NotInstallable))

@@ -355,6 +355,11 @@ pub struct Discovery {
     pub root_cause: Option<PredId>,
     /// Confirmed causes in topological order: root cause .. last before F.
     pub path: Vec<PredId>,
+    /// Confirmed causes in front of the root cause that only say when its
+    /// threads ran, in topological order (`analysis::triggers`): the
+    /// engine's chain is these, then `path`. Empty as the engine ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<PredId>,
     /// Rounds of intervention (group tests) that ran the target: a group
     /// that could not be installed (`Unused::NotInstallable`) is listed in
     /// `rounds` but is none.
@@ -373,6 +378,19 @@ pub struct Discovery {
 }
 
 impl Discovery {
+    /// The engine's whole confirmed chain: the timing, then the path.
+    pub fn chain(&self) -> Vec<PredId> {
+        self.triggers.iter().chain(&self.path).copied().collect()
+    }
+
+    /// Reports the first `n` links of the path as the timing the next one
+    /// needs, and that one as the root cause (`analysis::triggers`).
+    pub fn lead_with(&mut self, n: usize) {
+        let n = n.min(self.path.len().saturating_sub(1));
+        self.triggers.extend(self.path.drain(..n));
+        self.root_cause = self.path.first().copied();
+    }
+
     /// Rounds that were not used as evidence.
     pub fn unused_rounds(&self) -> impl Iterator<Item = &Round> {
         self.rounds.iter().filter(|r| r.unused.is_some())

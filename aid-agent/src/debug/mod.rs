@@ -33,7 +33,7 @@ use self::{
 };
 pub use crate::record::progress::{Progress, Quiet};
 use crate::{
-    analysis::{self, Analysis},
+    analysis::{self, Analysis, triggers},
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
     intervene::{
         Reach, SafeList,
@@ -366,11 +366,12 @@ fn debug_observed(
         Ok(d) => d,
         // Interrupted: what the finished rounds established.
         Err((_, Some(partial))) if cancel.load(Ordering::Relaxed) => {
+            let partial = timing_apart(&analysis, *partial);
             return Ok(Debugging::Done(Box::new(Diagnosis {
                 observed,
                 session,
                 analysis,
-                discovery: Some(*partial),
+                discovery: Some(partial),
                 tagt: None,
                 oracle_runs,
                 interrupted: Some("intervening"),
@@ -386,6 +387,7 @@ fn debug_observed(
     let concluded = conclude(&analysis, discovery, &config, opts, &installable);
     ui.end();
     let (discovery, tagt) = concluded?;
+    let discovery = timing_apart(&analysis, discovery);
     Ok(Debugging::Done(Box::new(Diagnosis {
         observed,
         session,
@@ -564,6 +566,13 @@ fn conclude(
         )?)
     };
     Ok((discovery, tagt))
+}
+
+/// The discovery with the timing in front of its first mechanism told
+/// apart from the root cause (`analysis::triggers`).
+fn timing_apart(analysis: &Analysis, mut discovery: Discovery) -> Discovery {
+    discovery.lead_with(triggers::leading(&analysis.catalog, &discovery.path));
+    discovery
 }
 
 /// What `debug` says before it observes more runs for the first

@@ -121,12 +121,38 @@ pub fn render(
     cause(&mut s, r);
     s.push_str(&beside_section(beside));
     s.push_str("<h2>Approximate causal DAG</h2>\n<p class=\"guide\">An arrow P → Q: P happened before Q in every failing run. In red, the causal path aid confirmed by intervening, from the root cause to the failure.</p>\n");
-    let path = d.discovery.as_ref().map(|x| x.path.clone()).unwrap_or_default();
+    let path = d.discovery.as_ref().map(crate::causal::Discovery::chain).unwrap_or_default();
     dag(&mut s, d, &path, noun);
     timelines(&mut s, r, d, intervened);
     ranking(&mut s, r, &path);
     s.push_str("</main>\n</body>\n</html>\n");
     s
+}
+
+/// One confirmed link: its headline, evidence, intervention and effects.
+fn link_item(s: &mut String, link: &super::Link) {
+    let _ = writeln!(
+        s,
+        "<li data-pred=\"{}\">{}<div class=\"evidence\"><span class=\"label\">evidence</span>{}</div>",
+        link.id,
+        esc(&link.structured.headline),
+        esc(&link.evidence)
+    );
+    if !link.intervention.is_empty() {
+        let _ = writeln!(
+            s,
+            "<div class=\"intervention\"><span class=\"label\">intervention</span>{}</div>",
+            esc(&link.intervention)
+        );
+    }
+    if !link.effects.is_empty() {
+        s.push_str("<div class=\"effects\"><span class=\"label\">then gone</span><ul>");
+        for e in &link.effects {
+            let _ = write!(s, "<li>{}</li>", esc(&e.headline));
+        }
+        s.push_str("</ul></div>");
+    }
+    s.push_str("</li>\n");
 }
 
 fn cause(s: &mut String, r: &DebugReport<'_>) {
@@ -139,30 +165,16 @@ fn cause(s: &mut String, r: &DebugReport<'_>) {
                 root.id,
                 esc(&root.structured.headline)
             );
+            if !r.triggers.is_empty() {
+                s.push_str("<h2>The timing it happens with</h2>\n<p class=\"guide\">Confirmed as well: forcing it back also stopped the failure, by moving one thread's calls away from the other's.</p>\n<ul class=\"path\" id=\"timing\">\n");
+                for link in &r.triggers {
+                    link_item(s, link);
+                }
+                s.push_str("</ul>\n");
+            }
             s.push_str("<h2>Causal path</h2>\n<ol class=\"path\" id=\"causal-path\">\n");
             for link in &r.path {
-                let _ = writeln!(
-                    s,
-                    "<li data-pred=\"{}\">{}<div class=\"evidence\"><span class=\"label\">evidence</span>{}</div>",
-                    link.id,
-                    esc(&link.structured.headline),
-                    esc(&link.evidence)
-                );
-                if !link.intervention.is_empty() {
-                    let _ = writeln!(
-                        s,
-                        "<div class=\"intervention\"><span class=\"label\">intervention</span>{}</div>",
-                        esc(&link.intervention)
-                    );
-                }
-                if !link.effects.is_empty() {
-                    s.push_str("<div class=\"effects\"><span class=\"label\">then gone</span><ul>");
-                    for e in &link.effects {
-                        let _ = write!(s, "<li>{}</li>", esc(&e.headline));
-                    }
-                    s.push_str("</ul></div>");
-                }
-                s.push_str("</li>\n");
+                link_item(s, link);
             }
             let a = &r.analysis;
             let _ = writeln!(

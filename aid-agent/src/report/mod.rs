@@ -80,6 +80,10 @@ pub struct DebugReport<'a> {
     /// The root cause's description, and its id.
     pub root_cause: Option<&'a str>,
     pub root_cause_id: Option<PredId>,
+    /// Confirmed links in front of the root cause that only say when its
+    /// threads ran: the timing it needs (`analysis::triggers`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<Link>,
     pub path: Vec<Link>,
     /// The failure in words, and why the failing runs were labelled so
     /// (reason, runs).
@@ -186,9 +190,12 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
     let facts = Facts::new(&outcome.session, &a.catalog);
     let view = |p: PredId| facts.view(p);
     let desc = |p: PredId| description(a, p);
-    let path = match &outcome.discovery {
-        Some(d) => causal_links(outcome, d, &facts, noun),
-        None => Vec::new(),
+    let (path, triggers) = match &outcome.discovery {
+        Some(d) => (
+            causal_links(outcome, d, &d.path, &facts, noun),
+            causal_links(outcome, d, &d.triggers, &facts, noun),
+        ),
+        None => (Vec::new(), Vec::new()),
     };
     let untested = untested(a, &facts);
     let not_tested =
@@ -236,6 +243,7 @@ pub fn build(outcome: &Diagnosis) -> DebugReport<'_> {
         observed: &outcome.observed,
         root_cause,
         root_cause_id,
+        triggers,
         path,
         failure,
         failure_reasons: reasons,
@@ -268,14 +276,20 @@ fn description(a: &Analysis, p: PredId) -> String {
 /// confirmed it and the candidates its intervention made disappear (its
 /// effects). Apart from `build` because it is the one part of the report
 /// that reads the rounds and the oracle's runs.
-fn causal_links(outcome: &Diagnosis, d: &Discovery, facts: &Facts<'_>, noun: &str) -> Vec<Link> {
+fn causal_links(
+    outcome: &Diagnosis,
+    d: &Discovery,
+    links: &[PredId],
+    facts: &Facts<'_>,
+    noun: &str,
+) -> Vec<Link> {
     let a = &outcome.analysis;
     let view = |p: PredId| facts.view(p);
     let desc = |p: PredId| description(a, p);
     let mut path = Vec::new();
     let per_round = round_runs(&d.rounds, &outcome.oracle_runs);
     let candidates: BTreeSet<PredId> = a.candidates.iter().copied().collect();
-    for &p in &d.path {
+    for &p in links {
         let decision = d.rounds.iter().flat_map(|r| r.confirmed.iter()).find(|c| c.pred == p);
         let (evidence, round) = match decision.map(|c| &c.reason) {
             Some(r) => (
@@ -476,7 +490,7 @@ pub fn save(
     let plain = Layout { width: None, color: false, verbose: true, explain: false };
     write("report.txt", render(report, &plain).as_bytes())?;
     write("report.json", serde_json::to_string_pretty(report)?.as_bytes())?;
-    let path = diagnosis.discovery.as_ref().map(|d| d.path.clone()).unwrap_or_default();
+    let path = diagnosis.discovery.as_ref().map(Discovery::chain).unwrap_or_default();
     let graph = dot::render(&diagnosis.analysis, &path, report.noun);
     write("dag.dot", graph.as_bytes())?;
     let mut saved = Saved { svg: None, no_graphviz: false };

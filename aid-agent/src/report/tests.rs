@@ -712,3 +712,51 @@ fn a_session_that_started_no_round_says_why() {
     let (done, _) = diagnosis();
     assert!(serde_json::to_value(build(&done)).unwrap().get("not_started").is_none());
 }
+
+/// A chain whose first link is reported as the timing the second needs
+/// (`analysis::triggers`): the second is the root cause and the path's
+/// first link, the first is shown above the path with its own evidence,
+/// and the graph still marks the whole chain.
+#[test]
+fn timing_in_front_of_the_root_cause_is_shown_apart_with_its_evidence() {
+    let (mut d, intervened) = diagnosis();
+    let chain = d.discovery.as_ref().unwrap().path.clone();
+    assert_eq!(chain.len(), 2, "the session's path: {chain:?}");
+    d.discovery.as_mut().unwrap().lead_with(1);
+    let r = build(&d);
+    let plain = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
+    let timing = plain
+        .split("It happens with this timing, confirmed as well")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no timing section:\n{plain}"));
+    assert!(
+        plain.contains("Root cause: call 1 of fetch on fetcher#1 and call 1 of use_cache on reader#2 run at the same time on the same object"),
+        "{plain}"
+    );
+    assert!(
+        timing.contains(
+            "  • call 1 of fetch on fetcher#1 runs too slow: 8.92 ms to 9.66 ms in failing runs"
+        ),
+        "{plain}"
+    );
+    assert!(
+        timing.contains(
+            "evidence: intervening on it alone stopped the failure: all 29 runs of round 1 passed"
+        ),
+        "{plain}"
+    );
+    let path = plain.split("Causal path, from the root cause to the failure:").nth(1).unwrap();
+    assert!(path.contains("  2. the run fails"), "{plain}");
+    assert!(!path.contains("runs too slow"), "{plain}");
+    let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["root_cause_id"], chain[1].0);
+    assert_eq!(json["path"][0]["id"], chain[1].0);
+    assert_eq!(json["triggers"][0]["id"], chain[0].0);
+    assert_eq!(json["triggers"][0]["round"], 0);
+    let shown = intervened.iter().find(|x| x.label == Label::Pass);
+    let page = html::render(&r, &d, shown, &Beside::default());
+    assert!(page.contains("id=\"timing\""), "no timing section in the page");
+    let graph = dot::render(&d.analysis, &d.discovery.as_ref().unwrap().chain(), "run");
+    let last = chain.last().unwrap();
+    assert!(graph.contains(&format!("n{} -> n0 [color=red, penwidth=2.5];", last.0)), "{graph}");
+}

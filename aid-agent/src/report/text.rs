@@ -179,30 +179,46 @@ fn causal_path(o: &mut Out<'_>, r: &DebugReport<'_>) {
     let root = r.path.first().map_or("", |l| l.structured.headline.as_str());
     o.para("", "  ", &format!("Root cause: {root}"));
     o.blank();
+    if !r.triggers.is_empty() {
+        o.heading(
+            "It happens with this timing, confirmed as well (forcing it back also stopped the failure, by moving one thread's calls away from the other's):",
+        );
+        for link in &r.triggers {
+            o.para("  • ", "    ", &link.structured.headline);
+            link_details(o, link, "    ");
+        }
+        o.blank();
+    }
     o.heading("Causal path, from the root cause to the failure:");
     for (i, link) in r.path.iter().enumerate() {
         let n = format!("  {}. ", i + 1);
         let pad = " ".repeat(n.len());
         o.para(&n, &pad, &link.structured.headline);
-        o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
-        if !link.intervention.is_empty() {
-            o.para(&format!("{pad}intervention: "), &format!("{pad}  "), &link.intervention);
-        }
-        if o.layout.verbose
-            && let Some(line) = scores(link)
-        {
-            o.para(&pad, &format!("{pad}  "), &line);
-        }
-        if !link.effects.is_empty() {
-            o.para(&pad, &pad, "with it, these no longer happened:");
-            for e in &link.effects {
-                o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
-            }
-        }
+        link_details(o, link, &pad);
     }
     let n = format!("  {}. ", r.path.len() + 1);
     let pad = " ".repeat(n.len());
     o.para(&n, &pad, &failure_line(r));
+}
+
+/// A confirmed link's evidence, intervention, scores (`-v`) and effects,
+/// indented by `pad`.
+fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
+    o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
+    if !link.intervention.is_empty() {
+        o.para(&format!("{pad}intervention: "), &format!("{pad}  "), &link.intervention);
+    }
+    if o.layout.verbose
+        && let Some(line) = scores(link)
+    {
+        o.para(pad, &format!("{pad}  "), &line);
+    }
+    if !link.effects.is_empty() {
+        o.para(pad, pad, "with it, these no longer happened:");
+        for e in &link.effects {
+            o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
+        }
+    }
 }
 
 /// The outcome of a session stopped before a cause was confirmed: what was

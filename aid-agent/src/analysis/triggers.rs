@@ -1,0 +1,164 @@
+//! Which confirmed link the report calls the root cause, when the chain
+//! begins with the timing that a mechanism needs.
+//!
+//! The engine confirms a chain of counterfactual causes and its first link
+//! is AID's root cause. A chain can begin with links that say only *when*
+//! two threads ran ("call 1 of StringBuffer() on main ends before call 1 of
+//! thread_main starts", "check_pair starts while set_pair runs") in front
+//! of a confirmed link that says *what* those same threads did to each
+//! other (an interleaving of critical sections, a race on one object, a
+//! lock-order cycle, two statement windows at once: `Kind::is_mechanism`).
+//! Each such timing link is a cause: forcing it to its passing value
+//! stopped the failure in a round of its own. But its intervention stops
+//! the failure by moving one thread's work away from the other's, which
+//! the mechanism's own intervention does with less change, and the call
+//! it names on one side is often only a landmark: the last traced call
+//! before the window (stringbuffer-jdk1.4 of the corpus, whose bug is the
+//! non-atomic `append`, was reported as "the constructor ends before
+//! thread_main starts" in 1 of 6 sessions on 5f80310, and 1 of 15 on
+//! dd7f2ff, when focused noise made that order separate the runs).
+//!
+//! So the leading timing links of such a chain are reported as the
+//! *timing the root cause needs* (`Discovery::triggers`), confirmed as
+//! they were, and the mechanism is named the root cause. Only when every
+//! link before the first mechanism is a timing link between threads the
+//! mechanism itself relates: a duration, a value or an error in front of
+//! it stays the root cause, as does timing that involves another thread.
+//! Nothing is confirmed or pruned here: every link keeps the round that
+//! confirmed it, so the rule cannot make a non-cause look confirmed.
+
+use std::collections::BTreeSet;
+
+use crate::{
+    model::Role,
+    predicates::{Calls, Catalog, ClassId, Kind, PredId, PredKey},
+};
+
+/// Kinds that say only when calls of two threads ran, relative to each
+/// other.
+fn timing(kind: Kind) -> bool {
+    matches!(kind, Kind::Order | Kind::StartsBefore | Kind::Concurrent | Kind::Overlap)
+}
+
+/// How many links at the front of `path` (a confirmed chain, root first)
+/// are timing the first mechanism on it needs; 0 when the chain's first
+/// link stays its root cause.
+pub fn leading(catalog: &Catalog, path: &[PredId]) -> usize {
+    let keys: Option<Vec<PredKey>> = path.iter().map(|&p| catalog.get(p).map(|x| x.key)).collect();
+    keys.map_or(0, |keys| leading_keys(&keys, &|c| catalog.classes.roles(c).to_vec()))
+}
+
+/// [`leading`] on the chain's keys; `class_roles` gives the roles a class
+/// had in the learning runs.
+fn leading_keys(keys: &[PredKey], class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> usize {
+    let Some(m) = keys.iter().position(|k| k.kind.is_mechanism()) else { return 0 };
+    let threads = roles(&keys[m], class_roles);
+    let all_timing = keys[..m].iter().all(|k| {
+        let own = roles(k, class_roles);
+        timing(k.kind) && !own.is_empty() && own.is_subset(&threads)
+    });
+    if all_timing { m } else { 0 }
+}
+
+/// The thread roles a predicate's calls run on (both sides of a pairwise
+/// one); a class stands for the roles it had in the learning runs.
+fn roles(key: &PredKey, class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> BTreeSet<Role> {
+    let mut out = BTreeSet::new();
+    let mut add = |calls: &Calls| match *calls {
+        Calls::Site { role, .. } => {
+            out.insert(role);
+        }
+        Calls::Group { class, .. } => out.extend(class_roles(class)),
+    };
+    add(&key.calls);
+    if let Some(o) = &key.other {
+        add(&o.calls);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predicates::Other;
+
+    fn site(role: Role) -> Calls {
+        Calls::Site { role, instance: 1 }
+    }
+
+    fn key(kind: Kind, a: Calls, b: Calls) -> PredKey {
+        PredKey {
+            kind,
+            func: 1,
+            calls: a,
+            other: Some(Other { func: 2, calls: b }),
+            arg: 0,
+            callee: None,
+        }
+    }
+
+    /// Class 7 is the pool of roles 1 and 2.
+    fn leading_of(keys: &[PredKey]) -> usize {
+        leading_keys(keys, &|c| if c == 7 { vec![1, 2] } else { Vec::new() })
+    }
+
+    #[test]
+    fn an_order_of_the_threads_a_mechanism_relates_is_its_timing() {
+        let c = [key(Kind::Order, site(0), site(1)), key(Kind::Interleaved, site(1), site(0))];
+        assert_eq!(leading_of(&c), 1);
+    }
+
+    #[test]
+    fn a_pool_on_one_side_of_the_mechanism_stands_for_its_threads() {
+        let pool = Calls::Group { class: 7, within: None };
+        let c = [key(Kind::Order, site(0), site(2)), key(Kind::Interleaved, pool, site(0))];
+        assert_eq!(leading_of(&c), 1);
+        let c = [key(Kind::Order, site(0), site(3)), key(Kind::Interleaved, pool, site(0))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn a_chain_that_begins_with_the_mechanism_keeps_it() {
+        let c = [key(Kind::Interleaved, site(1), site(0)), key(Kind::Order, site(0), site(1))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn timing_that_involves_another_thread_stays_the_root_cause() {
+        let c =
+            [key(Kind::StartsBefore, site(0), site(2)), key(Kind::Interleaved, site(1), site(0))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn a_duration_in_front_of_the_mechanism_stays_the_root_cause() {
+        let slow = PredKey {
+            kind: Kind::TooSlow,
+            func: 3,
+            calls: site(0),
+            other: None,
+            arg: 0,
+            callee: None,
+        };
+        let c =
+            [slow, key(Kind::Concurrent, site(0), site(1)), key(Kind::DataRace, site(0), site(1))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn a_chain_without_a_mechanism_keeps_its_first_link() {
+        let c = [key(Kind::Order, site(0), site(1)), key(Kind::Concurrent, site(0), site(1))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn every_timing_link_in_front_of_the_mechanism_is_its_timing() {
+        let c = [
+            key(Kind::StartsBefore, site(1), site(0)),
+            key(Kind::Concurrent, site(0), site(1)),
+            key(Kind::BetweenStatements, site(0), site(1)),
+            key(Kind::Order, site(0), site(1)),
+        ];
+        assert_eq!(leading_of(&c), 2);
+    }
+}
