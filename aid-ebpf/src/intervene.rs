@@ -465,20 +465,7 @@ pub fn stop_for_agent(
     ts: u64,
     regs: Option<&pt_regs>,
 ) -> Result<(), ProbeErrorKind> {
-    let scratch = AID_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
-    // SAFETY: the per-CPU scratch slot; no other program runs on this CPU
-    // while this one does, and it is fully written before it is read.
-    let pending = unsafe { &mut *scratch };
-    pending.action = action;
-    pending.site = site;
-    pending.func_ip = ip;
-    pending.ts_ns = ts;
-    match regs {
-        Some(r) => fill_regs(&mut pending.regs, r),
-        None => pending.regs = [0; PT_REGS_WORDS],
-    }
-    pending.then = Action::default();
-    signal(tid, pending)
+    stop_with(tid, action, site, ip, ts, regs, Action::default())
 }
 
 /// [`stop_for_agent`] for noise at a lock call, with the action an
@@ -492,14 +479,33 @@ pub fn stop_for_noise_then(
     ts: u64,
     then: Action,
 ) -> Result<(), ProbeErrorKind> {
+    stop_with(tid, action, site, regs.rip, ts, Some(regs), then)
+}
+
+/// The one body of [`stop_for_agent`] and [`stop_for_noise_then`]: the
+/// record, with `then` for after the stop (none: `Action::default()`).
+#[inline(always)]
+fn stop_with(
+    tid: u32,
+    action: Action,
+    site: SiteKey,
+    ip: u64,
+    ts: u64,
+    regs: Option<&pt_regs>,
+    then: Action,
+) -> Result<(), ProbeErrorKind> {
     let scratch = AID_SCRATCH.get_ptr_mut(0).ok_or(ProbeErrorKind::MapLookup)?;
-    // SAFETY: as in `stop_for_agent`.
+    // SAFETY: the per-CPU scratch slot; no other program runs on this CPU
+    // while this one does, and it is fully written before it is read.
     let pending = unsafe { &mut *scratch };
     pending.action = action;
     pending.site = site;
-    pending.func_ip = regs.rip;
+    pending.func_ip = ip;
     pending.ts_ns = ts;
-    fill_regs(&mut pending.regs, regs);
+    match regs {
+        Some(r) => fill_regs(&mut pending.regs, r),
+        None => pending.regs = [0; PT_REGS_WORDS],
+    }
     pending.then = then;
     signal(tid, pending)
 }
