@@ -269,11 +269,8 @@ impl<'a> Pick<'a> {
     fn necessary(&self, admitted: Admitted<'_, 'a>, undecided: &mut Vec<PredId>) -> Vec<PredId> {
         let eligible = |p: &Predicate, s: &Scores| {
             let same_key = matches!(p.condition, Condition::GroupOverlap { same: Some(_), .. });
-            let order_too = matches!(p.condition, Condition::SectionsInOrderToo);
             !s.fully_discriminative
-                && (matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers)
-                    || same_key
-                    || order_too)
+                && (matches!(p.key.kind, Kind::ErrorReturn | Kind::RetDiffers) || same_key)
         };
         self.choose(admitted, undecided, eligible, stats::necessary, stats::undecided)
     }

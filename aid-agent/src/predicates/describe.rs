@@ -396,9 +396,6 @@ impl<'c> Names<'c> {
             (_, Condition::SectionsInOrder) => format!(
                 "the first critical section of {some} on a lock (one it takes or runs in) comes before the first section of {other} on it, which no passing run shows"
             ),
-            (_, Condition::SectionsInOrderToo) => format!(
-                "the first critical section of {some} on a lock (one it takes or runs in) comes before the first section of {other} on it, as in some passing runs too (others show the reverse)"
-            ),
             (_, Condition::TakenBeforeFirstSection) => {
                 let which = match key.arg {
                     0 => String::new(),

@@ -24,12 +24,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     let groups = cat.predicates.iter().any(|p| {
         p.key.is_group()
             || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
-            || matches!(
-                p.condition,
-                Condition::SectionsInOrder
-                    | Condition::SectionsInOrderToo
-                    | Condition::RunsBetweenStatements
-            )
+            || matches!(p.condition, Condition::SectionsInOrder | Condition::RunsBetweenStatements)
             || matches!(&p.condition, Condition::AfterAll { pairs } if pairs.iter().any(|m| m.sections))
     });
     let idx = if groups {
@@ -149,9 +144,7 @@ impl Evaluator<'_, '_> {
             }
             Condition::InterleavedSections => self.interleaved(key),
             Condition::TakenBeforeFirstSection => self.before_first_section(key),
-            Condition::SectionsInOrder | Condition::SectionsInOrderToo => {
-                self.sections_in_order(key)
-            }
+            Condition::SectionsInOrder => self.sections_in_order(key),
             Condition::RunsBetweenStatements => self.between_statements(key),
             Condition::LockCycle { .. } => self.cycle(key),
             Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {

@@ -586,10 +586,6 @@ pub enum Condition {
     /// The first call's first section on a lock both calls take came
     /// before the second call's first section on it.
     SectionsInOrder,
-    /// [`Condition::SectionsInOrder`] where some passing runs showed the
-    /// same order too (and others the reverse): a candidate only as a
-    /// necessary one (`stats::necessary`, docs/causal.md).
-    SectionsInOrderToo,
     /// The second call's window from its statement point of rank
     /// `PredKey::arg` overlapped the first call's from `PredKey::callee`.
     RunsBetweenStatements,

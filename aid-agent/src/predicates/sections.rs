@@ -377,13 +377,11 @@ pub(super) struct SectionBase {
 
 /// Pairs of failing runs no passing run shows, with the shared argument
 /// positions where the failing runs agree; site pairs whose first
-/// sections came in an order the passing runs are still to vet, and once
-/// vetted, those some passing runs showed in that order too.
+/// sections came in an order the passing runs are still to vet.
 #[derive(Default)]
 pub(super) struct Candidates {
     found: FxMap<Early, Option<(u8, u8)>>,
     orders: FxSet<(Site, Site)>,
-    too: FxSet<(Site, Site)>,
 }
 
 fn run_pairs(idx: &RunIndex<'_>, funcs: &Funcs) -> FxMap<Early, Seen> {
@@ -418,34 +416,35 @@ pub(super) fn candidates(
     }
 }
 
-/// Keeps the order candidates some passing run showed reversed (the
-/// order there is to restore), and notes those some passing run also
-/// showed in the failing order (`too`: necessary candidates at most, for
-/// the statistics to judge). A passing run that ended inside the later
-/// call is left out of both (it is not observed there either:
-/// [`super::eval`]).
+/// Drops the order candidates some passing run also showed, and those no
+/// passing run made both calls of (nothing to restore). A passing run
+/// that ended inside the later call is left out (it is not observed
+/// there either: [`super::eval`]).
 pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
-    // (passing runs with the failing order, with the reverse)
-    let mut left: FxMap<(Site, Site), (u32, u32)> =
-        cands.orders.drain().map(|p| (p, (0, 0))).collect();
+    let mut left: FxMap<(Site, Site), u32> = cands.orders.drain().map(|p| (p, 0)).collect();
     for run in passing {
+        if left.is_empty() {
+            break;
+        }
         let idx = funcs.index(run);
         let firsts = Firsts::of(&sections(&idx, &funcs.lock_ops));
-        for (&(a, b), (same, co)) in &mut left {
-            let (Some(ia), Some(ib)) = (idx.index_of(a), idx.index_of(b)) else { continue };
+        left.retain(|&(a, b), co| {
+            let (Some(ia), Some(ib)) = (idx.index_of(a), idx.index_of(b)) else { return true };
             // A passing run that ended inside B (main returned while B
-            // ran) does not say what B would have done: it cannot show
-            // the failing order, but it can show the passing one.
+            // ran) does not say what B would have done: it cannot drop
+            // the candidate, but it can show the passing order.
             let censored = run.calls[ib as usize].exit_ns.is_none();
             match firsts.before(ia, ib) {
-                Some((true, _)) if !censored => *same += 1,
-                Some((false, _)) => *co += 1,
-                _ => {}
+                Some((true, _)) => censored,
+                Some((false, _)) => {
+                    *co += 1;
+                    true
+                }
+                None => true,
             }
-        }
+        });
     }
-    cands.too = left.iter().filter(|(_, c)| c.0 > 0 && c.1 > 0).map(|(&p, _)| p).collect();
-    cands.orders = left.into_iter().filter(|(_, (_, co))| *co > 0).map(|(p, _)| p).collect();
+    cands.orders = left.into_iter().filter(|(_, co)| *co > 0).map(|(p, _)| p).collect();
 }
 
 pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
@@ -462,12 +461,12 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
                 until: b,
                 until_point: Point::Exit,
             };
-            let condition = if cands.too.contains(&(a, b)) {
-                Condition::SectionsInOrderToo
-            } else {
-                Condition::SectionsInOrder
-            };
-            (PredKey::pair(Kind::SectionOrder, a, b), condition, Anchor::Entry, Some(iv))
+            (
+                PredKey::pair(Kind::SectionOrder, a, b),
+                Condition::SectionsInOrder,
+                Anchor::Entry,
+                Some(iv),
+            )
         })
         .collect();
     // A lock's place only where "any lock" is no candidate (where it is,

@@ -10,7 +10,7 @@ use super::{
     *,
 };
 use crate::model::{
-    Call, CallSet, Function, Label, Point, Run, ValueKind,
+    Call, CallSet, Function, Label, Point, ValueKind,
     testing::{call, run, thread},
 };
 
@@ -275,72 +275,6 @@ fn which_thread_took_the_lock_first_is_a_predicate() {
     let p = c.find(&key).expect("still learned");
     assert!(!c.evaluate(&censored).observed(p));
     assert!(c.evaluate(&with.runs[3]).holds(p));
-}
-
-/// A passing run that took the locks in the failing order too (and not
-/// ended inside the later call) keeps the order as a predicate, worded
-/// so, for the statistics to judge as a necessary candidate; it is no
-/// longer one that no passing run shows.
-#[test]
-fn an_order_some_passing_runs_show_too_is_learned_as_such() {
-    let key = PredKey::pair(Kind::SectionOrder, site(1, 1, 1), site(0, 0, 1));
-    let mut s = check_then_act_session();
-    let mut same = s.runs[3].clone();
-    same.id = 99;
-    same.label = Label::Pass;
-    s.runs.push(same.clone());
-    let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let p = &c.predicates[c.find(&key).expect("still learned").0 as usize];
-    assert_eq!(p.condition, Condition::SectionsInOrderToo);
-    assert_eq!(
-        p.description,
-        "the first critical section of call 1 of decr on stop#1 on a lock (one it takes or runs in) comes before the first section of call 1 of incr on main on it, as in some passing runs too (others show the reverse)"
-    );
-    assert!(c.evaluate(&same).holds(p.id));
-    assert!(c.evaluate(&s.runs[3]).holds(p.id));
-    assert!(!fd(&c, &s).contains(&key));
-    // With no passing run in the reverse order there is nothing to
-    // restore: no predicate.
-    let mut all = check_then_act_session();
-    for r in all.runs.iter_mut().filter(|r| r.label == Label::Pass) {
-        *r = Run { id: r.id, label: Label::Pass, ..s.runs[3].clone() };
-    }
-    let c = learn(&all, &ExtractConfig::default()).unwrap();
-    assert!(c.find(&key).is_none());
-}
-
-/// The analysis makes such an order a necessary candidate when failing
-/// runs are clearly more common where it holds: 10 failing runs and 2 of
-/// 20 passing ones in decr's order (precision 10 of 12, the lower end of
-/// its Wilson interval above the failure rate of 10 of 30); with 15 of 20
-/// passing runs in that order it says nothing and is left out.
-#[test]
-fn an_order_some_passing_runs_show_too_is_a_necessary_candidate() {
-    let key = PredKey::pair(Kind::SectionOrder, site(1, 1, 1), site(0, 0, 1));
-    let base = check_then_act_session();
-    let session = |same: u32| {
-        let mut runs = Vec::new();
-        for id in 0..30 {
-            let (from, label) = match id {
-                0..10 => (3, Label::Fail),
-                i if i < 10 + same => (3, Label::Pass),
-                _ => (1, Label::Pass),
-            };
-            runs.push(Run { id, label, ..base.runs[from].clone() });
-        }
-        Session { functions: base.functions.clone(), runs }
-    };
-    let opts = crate::analysis::AnalysisOptions::default();
-    let a = crate::analysis::analyze(&session(2), &opts).unwrap();
-    let id = a.catalog.find(&key).expect("learned");
-    let sc = &a.scores[id.0 as usize];
-    assert_eq!((sc.counts.failing_true, sc.counts.passing_true), (10, 2));
-    assert_eq!(a.necessary, vec![id]);
-    assert!(a.candidates.contains(&id));
-    let a = crate::analysis::analyze(&session(15), &opts).unwrap();
-    let id = a.catalog.find(&key).expect("learned");
-    assert_eq!(a.scores[id.0 as usize].counts.passing_true, 15);
-    assert!(!a.candidates.contains(&id));
 }
 
 /// A call's second section never released — the run aborted inside it —
