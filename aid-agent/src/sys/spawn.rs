@@ -200,9 +200,20 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
     let devnull = File::open("/dev/null").map_err(io)?;
     let parent = unistd::getpid();
 
+    // The child is born with every signal blocked (they wait for
+    // `exec_when_released`, which drops them): one meant for the agent
+    // that lands before the child could block it would stop it, traced,
+    // or end it. The forking thread's own mask is restored at once.
+    let mut mask = SigSet::empty();
+    signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut mask))
+        .map_err(|e| io(e.into()))?;
     // SAFETY: the child runs `exec_when_released` alone, which only makes
     // async-signal-safe calls (see there) and never returns.
-    match unsafe { unistd::fork() }.map_err(|e| io(e.into()))? {
+    let forked = unsafe { unistd::fork() };
+    if !matches!(forked, Ok(ForkResult::Child)) {
+        let _ = signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&mask), None);
+    }
+    match forked.map_err(|e| io(e.into()))? {
         ForkResult::Child => {
             drop(go_w);
             let child =
@@ -266,8 +277,13 @@ fn exec_when_released(
         .and_then(|()| unistd::dup2_stdout(&child.stdout))
         .and_then(|()| unistd::dup2_stderr(&child.stderr))
         .and_then(|()| unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)))
-        // Undo what the Rust runtime and the agent changed.
-        .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None));
+        // Until the exec this copy still bears the agent's name, and
+        // signals meant for the agent reach it too (`pkill -f`,
+        // `killall aid-agent`): they wait, blocked, and are dropped below.
+        // Traced, the copy would otherwise stop for its tracer at such a
+        // signal while the agent waits for the exec: both would wait for
+        // ever.
+        .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None));
     if setup.is_err() {
         quit();
     }
@@ -304,12 +320,46 @@ fn exec_when_released(
             _ => quit(),
         }
     }
+    if drop_pending_signals().is_err() {
+        quit();
+    }
     let errno = match unistd::execve(program, argv, envp) {
         Err(e) => e as i32,
         Ok(never) => match never {},
     };
     let _ = unistd::write(&child.exec_error, &errno.to_ne_bytes());
     quit()
+}
+
+/// In the forked child, before the exec: drops the signals that arrived
+/// while it waited (they were meant for the agent, whose name it bore),
+/// and undoes the agent's and the Rust runtime's signal mask. Setting a
+/// pending signal's action to "ignore" discards it; its action is then
+/// the default, as the exec makes it for every signal the agent caught
+/// (the runtime's ignored SIGPIPE is reset before the wait).
+/// `sigpending`, `sigaction` and `sigprocmask` are async-signal-safe.
+fn drop_pending_signals() -> nix::Result<()> {
+    let mut pending = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending fills the set it is given.
+    if unsafe { libc::sigpending(pending.as_mut_ptr()) } != 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: filled above.
+    let pending = unsafe { pending.assume_init() };
+    // Every signal number Linux has (SIGRTMAX is 64).
+    for sig in 1..=64 {
+        // SAFETY: reads the set filled above.
+        let is_pending = unsafe { libc::sigismember(&pending, sig) } == 1;
+        if !is_pending || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: "ignore", then the default action: no handler runs.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
 /// Reads one output file of the target while it runs: the bytes added
@@ -521,4 +571,40 @@ pub fn kill_group(pid: u32) {
     // Either may already be gone; nothing to do then.
     let _ = signal::killpg(pid, Signal::SIGKILL);
     let _ = signal::kill(pid, Signal::SIGKILL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `pid`'s signal mask blocks every signal a program may
+    /// (all but SIGKILL, SIGSTOP and the two the C library keeps, 32, 33).
+    fn blocks_all(pid: u32) -> bool {
+        const ALL: u64 = 0xffff_fffe_7ffb_feff;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigBlk:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & ALL == ALL)
+    }
+
+    /// Signals sent to a held target before its exec (`pkill -f` and
+    /// `killall aid-agent` match it: it still bears the agent's name)
+    /// neither end it nor reach the program it becomes; the program runs
+    /// and exits as it would have.
+    #[test]
+    fn signals_for_the_agent_sent_before_the_exec_are_dropped() {
+        let argv: Vec<OsString> = ["sh", "-c", "sleep 0.1; exit 3"].map(OsString::from).to_vec();
+        let target = Target { program: PathBuf::from("/bin/sh"), argv, output_dir: None };
+        let mut child = spawn_held(&target).unwrap();
+        let pid = Pid::from_raw(child.pid as i32);
+        assert!(blocks_all(child.pid), "born with every signal blocked");
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGUSR1] {
+            signal::kill(pid, sig).unwrap();
+        }
+        child.release().unwrap();
+        let exit = child.wait(Duration::from_secs(10), None, &AtomicBool::new(false)).unwrap();
+        assert_eq!((exit.code, exit.signal), (Some(3), None));
+    }
 }
