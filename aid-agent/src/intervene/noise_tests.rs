@@ -1,0 +1,349 @@
+//! The noise sources (`noise.rs`) on hand-built runs: random delays and
+//! starvation holds within their bounds, a focused plan replayed, near
+//! misses found and held longer than their gap, the kinds taken in turn,
+//! every thread held at a statement point, `exit` held in half the runs,
+//! and sync points guessed, then counted.
+
+use super::*;
+use crate::model::{
+    Label, Probe,
+    testing::{call, function, run},
+};
+
+fn seen() -> Run {
+    let calls = (1..=10).map(|i| call(0, 0, i, 0, Some(1), Some(0))).collect();
+    run(1, Label::Pass, calls, 1)
+}
+
+#[test]
+fn random_delays_are_distinct_points_within_bounds() {
+    let level = Level { sites: 4, max_delay_us: 300, starve: false };
+    let mut source = NoiseSource::new(level, Schedule::Random, &[seen()], &[], 7);
+    source.learn(&[(0, 5)]);
+    for _ in 0..20 {
+        let noise = source.draw();
+        assert_eq!(noise.len(), 4);
+        let points: BTreeSet<NoiseAt> = noise.iter().map(|n| n.at).collect();
+        assert_eq!(points.len(), 4, "distinct points");
+        for n in &noise {
+            match n.at {
+                NoiseAt::Call { site } => assert!(site.instance <= 10 && site.role == 0),
+                NoiseAt::Sync { role, step } => assert!(role == 0 && (1..=5).contains(&step)),
+                NoiseAt::Every { .. } => panic!("no statement points were given"),
+            }
+            assert!(matches!(n.action, NoiseAction::Delay { us } if (50..=300).contains(&us)));
+        }
+    }
+    assert_eq!(Level::START.stronger(), Some(LADDER[1]));
+    assert_eq!(LADDER[3].stronger(), Some(LADDER[4]), "then starvation");
+    assert_eq!(LADDER[4].stronger(), None);
+}
+
+#[test]
+fn starvation_holds_are_log_uniform_from_a_millisecond_to_a_second() {
+    let mut source = NoiseSource::new(LADDER[4], Schedule::Random, &[seen()], &[], 5);
+    let holds: Vec<u64> = (0..400)
+        .flat_map(|_| source.draw())
+        .map(|n| match n.action {
+            NoiseAction::Delay { us } => us,
+            other => panic!("{other:?} in a random-delay run"),
+        })
+        .collect();
+    assert_eq!(holds.len(), 800, "two points per run");
+    assert!(holds.iter().all(|&us| (STARVE_FROM_US..=1_000_000).contains(&us)));
+    // Log-uniform: each decade (1-10 ms, 10-100 ms, 100 ms-1 s) gets
+    // about a third of the holds; uniform would give the first two
+    // about 1 % and 9 %.
+    for (lo, hi) in [(1_000, 10_000), (10_000, 100_000), (100_000, 1_000_001)] {
+        let n = holds.iter().filter(|&&us| (lo..hi).contains(&us)).count();
+        assert!((200..=340).contains(&n), "{n} of 800 holds in {lo}..{hi} µs");
+    }
+}
+
+#[test]
+fn a_focused_plan_is_replayed_in_its_share_of_runs_and_left_off_in_the_others() {
+    let mut source = NoiseSource::new(Level::START, Schedule::All, &[seen()], &[], 9);
+    let plan = vec![Noise {
+        at: NoiseAt::Sync { role: 1, step: 3 },
+        action: NoiseAction::Delay { us: 1_300 },
+        held_ns: 1_300_000,
+        func: Some(4),
+        near_miss: false,
+    }];
+    source.focus(&plan, 0.5);
+    let runs: Vec<Vec<Noise>> = (0..200).map(|_| source.draw()).collect();
+    let on = runs.iter().filter(|r| r[0].action == NoiseAction::Delay { us: 1_300 }).count();
+    assert!((70..=130).contains(&on), "{on} of 200 runs with the plan on");
+    for r in &runs {
+        assert_eq!(r.len(), 1, "the same points every run");
+        assert_eq!(r[0].at, NoiseAt::Sync { role: 1, step: 3 });
+        assert!(matches!(r[0].action, NoiseAction::Delay { us: 1_300 } | NoiseAction::Skip));
+        assert_eq!(r[0].held_ns, 0, "what a run did is its own");
+    }
+}
+
+/// Two runs of a worker (role 1) and a checker (role 2): a lock call
+/// each on one mutex (0x5000) 500 ns and then 3 ms apart, a traced call
+/// each on one object (0x9000) 40 ms apart, and on a small number (7)
+/// 100 ns apart.
+fn near_miss_runs() -> (Vec<Run>, Vec<Function>) {
+    let lock = Function { internal: true, probe: Probe::Sync, ..function(1, "pthread_mutex_lock") };
+    let functions = vec![function(0, "use"), lock];
+    let run_with = |id, second_lock: u64| {
+        let calls = vec![
+            call(1, 1, 1, 1_000, Some(1_200), Some(0)).with_args([0x5000, 0, 0]),
+            call(1, 2, 1, second_lock, Some(second_lock + 200), Some(0)).with_args([0x5000, 0, 0]),
+            call(0, 1, 1, 10_000_000, Some(10_000_100), Some(0)).with_args([0x9000, 0, 0]),
+            call(0, 2, 1, 50_000_000, Some(50_000_100), Some(0)).with_args([0x9000, 0, 0]),
+            call(0, 1, 2, 60_000_000, Some(60_000_100), Some(0)).with_args([7, 0, 0]),
+            call(0, 2, 2, 60_000_100, Some(60_000_200), Some(0)).with_args([7, 0, 0]),
+        ];
+        run(id, Label::Pass, calls, 70_000_000)
+    };
+    (vec![run_with(1, 1_500), run_with(2, 3_001_000)], functions)
+}
+
+/// A near miss is the earlier of two threads' entries on one object,
+/// kept at its smallest gap: the lock taken 500 ns before the other
+/// thread's, not the object 40 ms apart nor the number 7.
+#[test]
+fn near_misses_are_the_earlier_of_two_threads_close_entries_on_one_object() {
+    let (runs, functions) = near_miss_runs();
+    let near = near_misses(&runs, &functions, LONGEST_NEAR_MISS_NS);
+    let at = NoiseAt::Sync { role: 1, step: 1 };
+    assert_eq!(near, vec![NearMiss { gap_ns: 500, at }]);
+    // Each run alone: its own gap.
+    assert_eq!(near_misses(&runs[1..], &functions, LONGEST_NEAR_MISS_NS)[0].gap_ns, 3_000_000);
+    assert_eq!(near_misses(&runs[1..], &functions, 1_000_000), vec![]);
+    // A failing run's order is not one to turn round.
+    let failed = Run { label: Label::Fail, ..runs[0].clone() };
+    assert_eq!(near_misses(&[failed], &functions, LONGEST_NEAR_MISS_NS), vec![]);
+}
+
+/// Near-miss runs hold only near misses a hold of the level can turn
+/// round, each longer than its gap; with none, they are random delays.
+#[test]
+fn near_miss_noise_holds_the_earlier_entry_longer_than_its_gap() {
+    let (runs, functions) = near_miss_runs();
+    let at = NoiseAt::Sync { role: 1, step: 1 };
+    let mut source = NoiseSource::new(LADDER[1], Schedule::NearMiss, &runs[1..], &functions, 4);
+    for _ in 0..50 {
+        let noise = source.draw();
+        assert_eq!(noise.len(), 1, "one near miss to choose");
+        assert_eq!(noise[0].at, at);
+        let NoiseAction::Delay { us } = noise[0].action else { panic!("{:?}", noise[0]) };
+        assert!((3_050..=4_000).contains(&us), "{us} µs for a 3 ms gap");
+    }
+    // At 2 ms holds the 3 ms gap cannot be turned round.
+    let mut source = NoiseSource::new(LADDER[0], Schedule::NearMiss, &runs[1..], &functions, 4);
+    let noise = source.draw();
+    assert_eq!(noise.len(), 2, "random delays at the level's two points");
+    assert!(noise.iter().all(|n| matches!(n.action, NoiseAction::Delay { us } if us <= 2_000)));
+}
+
+/// Runs seen without sync points give no near miss on a lock; an
+/// amplified run that records them does.
+#[test]
+fn near_misses_are_learnt_from_amplified_runs() {
+    let (runs, functions) = near_miss_runs();
+    let mut source = NoiseSource::new(LADDER[1], Schedule::NearMiss, &[seen()], &functions, 4);
+    assert!(source.draw().iter().all(|n| !n.near_miss), "none yet: random delays");
+    source.learn_near_misses(&runs[1], &functions);
+    source.learn_near_misses(&runs[0], &functions);
+    assert_eq!(source.near, vec![NearMiss { gap_ns: 500, at: NoiseAt::Sync { role: 1, step: 1 } }]);
+    let noise = source.draw();
+    assert_eq!((noise.len(), noise[0].near_miss), (1, true));
+    // A run held there in which the other thread came first is not
+    // one more near miss.
+    let mut held = runs[0].clone();
+    held.calls.iter_mut().filter(|c| c.role == 2).for_each(|c| c.entry_ns -= 1_000);
+    held.calls.sort_by_key(|c| c.entry_ns);
+    held.noise = noise;
+    source.learn_near_misses(&held, &functions);
+    assert_eq!(source.near.len(), 1);
+    held.noise[0].near_miss = false;
+    source.learn_near_misses(&held, &functions);
+    assert_eq!(source.near.len(), 2, "a random delay's run is learnt from");
+}
+
+#[test]
+fn all_takes_random_delays_pct_and_near_misses_in_turn() {
+    let (runs, functions) = near_miss_runs();
+    let mut source = NoiseSource::new(Level::START, Schedule::All, &runs, &functions, 6);
+    let kinds: Vec<&str> = (0..6)
+        .map(|_| {
+            let noise = source.draw();
+            match noise[0].action {
+                NoiseAction::Demote { .. } => "pct",
+                _ if noise[0].near_miss => "near miss",
+                _ => "random",
+            }
+        })
+        .collect();
+    assert_eq!(kinds, ["random", "pct", "near miss", "random", "pct", "near miss"]);
+}
+
+/// With no near miss in the runs seen, `All` alternates the other two.
+#[test]
+fn all_alternates_random_delays_and_pct_change_points_without_near_misses() {
+    let mut source = NoiseSource::new(Level::START, Schedule::All, &[seen()], &[], 3);
+    let kinds: Vec<bool> = (0..4)
+        .map(|_| {
+            let noise = source.draw();
+            assert_eq!(noise.len(), 2);
+            matches!(noise[0].action, NoiseAction::Demote { .. })
+        })
+        .collect();
+    assert_eq!(kinds, vec![false, true, false, true]);
+    let pct = {
+        source.draw();
+        source.draw()
+    };
+    let priorities: Vec<u32> = pct
+        .iter()
+        .map(|n| match n.action {
+            NoiseAction::Demote { priority, max_us } => {
+                assert_eq!(max_us, Level::START.max_delay_us);
+                priority
+            }
+            other => panic!("{other:?} in a PCT run"),
+        })
+        .collect();
+    assert_eq!(priorities, vec![1, 2], "change point i gets priority i");
+}
+
+/// Once statement points are attached, each run also holds every
+/// thread at one of them: keyed by the point alone, bounded per run,
+/// served by each arrival there and by nothing else.
+#[test]
+fn every_thread_is_held_at_one_statement_point_a_run() {
+    let level = Level { sites: 2, max_delay_us: 40_000, starve: false };
+    let mut source = NoiseSource::new(level, Schedule::All, &[seen()], &[], 11);
+    assert!(source.draw().iter().all(|n| !matches!(n.at, NoiseAt::Every { .. })));
+    source.hold_every_at(vec![5, 6, 7]);
+    let mut chosen = BTreeSet::new();
+    for _ in 0..60 {
+        let noise = source.draw();
+        assert_eq!(noise.len(), 3, "the level's two points and one for every thread");
+        let NoiseAt::Every { func } = noise[2].at else { panic!("{:?}", noise[2]) };
+        chosen.insert(func);
+        let NoiseAction::Delay { us } = noise[2].action else { panic!("{:?}", noise[2]) };
+        assert!((50..=EVERY_MAX_US).contains(&us), "{us} µs");
+    }
+    assert_eq!(chosen, BTreeSet::from([5, 6, 7]));
+    let at = NoiseAt::Every { func: 6 };
+    let key = site_key(at);
+    assert_eq!((key.func, key.role, key.instance), (6, EVERY_ROLE, ANY_INSTANCE));
+    let plan = Plan::default().with_noise(&[Noise {
+        at,
+        action: NoiseAction::Delay { us: 900 },
+        held_ns: 0,
+        func: None,
+        near_miss: false,
+    }]);
+    assert_eq!(plan.actions.len(), 1);
+    let (k, a, _) = plan.actions[0];
+    assert_eq!((k, a.kind, a.value, a.retries), (key, ActionKind::DELAY, 900, EVERY_HOLDS));
+    let stop = |func, role, instance| SiteKey { func, role, instance, point: SitePoint::ENTRY };
+    assert!(served_by(at, stop(6, 1, 3), true), "any thread, any rank");
+    assert!(served_by(at, stop(6, 4, 1), true));
+    assert!(!served_by(at, stop(7, 1, 3), true), "another point");
+}
+
+/// With the C library's `exit` among the sync points and a run seen
+/// that created a thread it never joined, about half the runs (a fixed
+/// seed: 100 of 200) also hold every thread that calls it at the
+/// lowest priority, for at most the run's other holds and one more;
+/// without such a run (seen, or learnt from), or without `exit`, none
+/// do.
+#[test]
+fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
+    let mut exit = function(3, "exit");
+    (exit.probe, exit.internal) = (Probe::Sync, true);
+    // aid's own probe at thread creation, with its return.
+    let mut create = function(4, "pthread_create");
+    create.internal = true;
+    let functions = vec![function(0, "w"), function(1, "x"), function(2, "y"), exit, create];
+    let level = Level { sites: 2, max_delay_us: 2_000, starve: false };
+    let joined = NoiseSource::new(level, Schedule::All, &[seen()], &functions, 13);
+    let mut unjoined = seen();
+    unjoined.calls.push(call(4, 0, 1, 5, Some(6), Some(0)));
+    unjoined.calls.push(call(3, 0, 1, 20, None, None));
+    let mut source = NoiseSource::new(level, Schedule::All, &[unjoined.clone()], &functions, 13);
+    let mut with_exit = 0;
+    for _ in 0..200 {
+        let noise = source.draw();
+        let (held, others): (Vec<&Noise>, Vec<&Noise>) =
+            noise.iter().partition(|n| n.at == NoiseAt::Every { func: 3 });
+        assert_eq!(others.len(), 2, "{noise:?}");
+        let Some(h) = held.first() else { continue };
+        with_exit += 1;
+        let bound: u64 = others.iter().map(|n| hold_us(n.action)).sum::<u64>() + 2_000;
+        assert_eq!(h.action, NoiseAction::Demote { priority: OUTLIVE, max_us: bound });
+        let (k, a, _) = Plan::default().with_noise(&noise).actions[2];
+        assert_eq!((k, a.kind, a.value), (site_key(h.at), ActionKind::YIELD, 0));
+    }
+    assert_eq!(with_exit, 100);
+    // Every thread joined in the runs seen: none, until a run shows one
+    // left unjoined.
+    let mut learnt = joined;
+    assert!((0..50).all(|_| learnt.draw().len() == 2));
+    learnt.learn_from(&unjoined, &[], &functions);
+    assert!((0..50).any(|_| learnt.draw().len() == 3));
+    let mut none = NoiseSource::new(level, Schedule::All, &[unjoined], &functions[..3], 13);
+    assert!((0..50).all(|_| none.draw().len() == 2));
+}
+
+#[test]
+fn sync_points_are_guessed_until_counted_then_learnt() {
+    let mut source = NoiseSource::new(Level::START, Schedule::Random, &[seen()], &[], 1);
+    let syncs = |s: &NoiseSource| {
+        s.points().into_iter().filter(|p| matches!(p, NoiseAt::Sync { .. })).count()
+    };
+    assert_eq!(syncs(&source), GUESSED_STEPS as usize);
+    source.learn(&[(0, 3), (2, 4)]);
+    source.learn(&[(0, 2)]);
+    assert_eq!(syncs(&source), 3 + 4, "the most each role reached");
+    let key = site_key(NoiseAt::Sync { role: 2, step: 4 });
+    assert_eq!((key.func, key.role, key.instance), (SYNC_SITE_FUNC, 2, 4));
+    let stopped = SiteKey { func: 17, ..key };
+    assert!(served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, true));
+    assert!(!served_by(NoiseAt::Sync { role: 2, step: 4 }, stopped, false));
+    let act = action(NoiseAction::Demote { priority: 2, max_us: 900 });
+    assert_eq!(act.map(|a| (a.kind, a.value, a.timeout_us)), Some((ActionKind::YIELD, 2, 900)));
+    assert_eq!(action(NoiseAction::Skip), None, "a point left off installs nothing");
+}
+
+/// Runs that recorded the synchronisation points (every run, when the
+/// budget had room): their calls of sync functions are not call sites
+/// for noise (the kernel looks noise at a sync point up by rank, never
+/// as a call), and they say how many each thread reached.
+#[test]
+fn recorded_sync_points_are_counted_not_taken_for_call_sites() {
+    let mut lock = function(1, "pthread_mutex_lock");
+    lock.probe = Probe::Sync;
+    let functions = vec![function(0, "withdraw"), lock];
+    let calls = vec![
+        call(0, 1, 1, 0, Some(10), Some(0)),
+        call(1, 1, 1, 1, None, None),
+        call(1, 1, 2, 5, None, None),
+        call(1, 2, 1, 6, None, None),
+    ];
+    let a = run(1, Label::Pass, calls, 20);
+    let b = run(2, Label::Pass, vec![call(1, 1, 1, 1, None, None)], 20);
+    let source = NoiseSource::new(Level::START, Schedule::Random, &[a, b], &functions, 1);
+    let points = source.points();
+    let sites: Vec<NoiseAt> =
+        points.iter().copied().filter(|p| matches!(p, NoiseAt::Call { .. })).collect();
+    assert_eq!(sites, vec![NoiseAt::Call { site: Site { func: 0, role: 1, instance: 1 } }]);
+    let syncs: Vec<(Role, u32)> = points
+        .iter()
+        .filter_map(|p| match *p {
+            NoiseAt::Sync { role, step } => Some((role, step)),
+            NoiseAt::Call { .. } | NoiseAt::Every { .. } => None,
+        })
+        .collect();
+    // The most each role reached in one run: 2 on role 1, 1 on role 2,
+    // none on main.
+    assert_eq!(syncs, vec![(1, 1), (1, 2), (2, 1)]);
+}
