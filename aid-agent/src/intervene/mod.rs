@@ -6,6 +6,7 @@
 //! through, repaired.
 
 pub mod control;
+mod holds;
 pub mod live;
 pub mod noise;
 pub mod plan;

@@ -34,7 +34,7 @@ pub const HOLD_EVENT: Duration = Duration::from_micros(50);
 
 /// A hold waiting for an event is given up as soon as nothing can bring
 /// it: every other thread of the target waits in a futex with no timeout,
-/// alike at two looks this far apart (`intervene/control.rs`,
+/// alike at two looks this far apart (`intervene/holds.rs`,
 /// `Futility`). Looked at no more often than this either.
 pub const FUTILE_LOOK: Duration = Duration::from_millis(5);
 
