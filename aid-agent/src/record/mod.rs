@@ -15,6 +15,7 @@ pub mod lost;
 pub mod program;
 pub mod progress;
 pub mod recorder;
+mod running;
 pub mod start;
 pub mod stops;
 pub mod tracer;
