@@ -772,4 +772,6 @@ mod tests_deadlock;
 #[cfg(test)]
 pub(crate) mod tests_groups;
 #[cfg(test)]
+mod tests_pairs;
+#[cfg(test)]
 mod tests_sections;

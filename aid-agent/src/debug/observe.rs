@@ -1,0 +1,290 @@
+//! Observing: taking runs from the source until enough failing and
+//! passing ones exist (amplifying a rare failure on the way, `amplify.rs`),
+//! more of them when a predicate is undecided, what observing ends with,
+//! and the line that says when aid's probes change the failure's rate.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::bail;
+
+use super::{DebugOptions, Observed, Progress, amplify, source::RunSource};
+use crate::{
+    analysis::Analysis,
+    intervene::noise::NoiseSource,
+    model::{Label, Run},
+    record::Interrupted,
+    store::Writer,
+};
+
+/// What `debug` says before it observes more runs for the first
+/// undecided predicate.
+pub(super) fn undecided_line(analysis: &Analysis, opts: &DebugOptions, noun: &str) -> String {
+    let id = analysis.undecided[0];
+    let c = analysis.scores[id.0 as usize].counts;
+    let why = if c.passing_true == 0 {
+        format!(
+            "P{} held in {} of {} failing {noun}s and in no passing one: too few {noun}s to tell whether it covers most failing {noun}s",
+            id.0, c.failing_true, analysis.totals.failing,
+        )
+    } else {
+        format!(
+            "P{} held in every failing {noun} and in {} of {} passing ones: too few {noun}s to tell whether failing {noun}s are more common where it holds",
+            id.0, c.passing_true, analysis.totals.passing,
+        )
+    };
+    format!("{why}; observing until {} failing {noun}s", UNDECIDED_FAILING * opts.min_failing)
+}
+
+/// When a predicate is [`Analysis::undecided`], `debug` observes until
+/// this many times `--min-failing` failing runs (at most `--max-runs` runs
+/// more), once. More runs only decide whether it is tested: what it is
+/// tested by, the interventions, is the same.
+pub const UNDECIDED_FAILING: u32 = 3;
+
+/// Observes more runs the way the analysed ones were made (the same
+/// noise), for [`UNDECIDED_FAILING`]. Returns whether any was added.
+#[allow(clippy::too_many_arguments, reason = "the observation's state, passed through")]
+pub(super) fn observe_more(
+    source: &mut dyn RunSource,
+    writer: &mut Writer,
+    opts: &DebugOptions,
+    observed: &mut Observed,
+    runs: &mut Vec<Run>,
+    mut noise: Option<&mut NoiseSource>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<bool> {
+    let noun = source.noun();
+    let want = UNDECIDED_FAILING * opts.min_failing;
+    let failing = |runs: &[Run]| runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
+    let before = runs.len();
+    ui.begin(&format!("observing more {noun}s"), Some(u64::from(opts.max_runs)));
+    for _ in 0..opts.max_runs {
+        if failing(runs) >= want || cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let plan = noise.as_deref_mut().map(NoiseSource::draw).unwrap_or_default();
+        let Some(rec) = source.observe(&plan, cancel)? else { break };
+        writer.append(&rec, source.functions())?;
+        if observed.count(&rec.run) {
+            runs.push(rec.run);
+        }
+        let f = failing(runs);
+        ui.step(&format!("{f} failing, {} passing (until {want} failing)", runs.len() as u32 - f));
+    }
+    ui.end();
+    observed.analysed = runs.len() as u32;
+    let f = failing(runs);
+    ui.say(&format!(
+        "observed {} {noun}s: {f} failing and {} passing {noun}s analysed",
+        observed.runs,
+        runs.len() as u32 - f
+    ));
+    Ok(runs.len() > before)
+}
+
+/// What observing ends with: a warning about runs that lost events, and
+/// an error when the runs to analyse cannot separate failing from passing
+/// (no failure at all, none with the last noise, or no passing run).
+/// `basis` is how many runs are to be analysed, `failing` and `passing`
+/// how many of them failed and passed.
+fn enough(
+    observed: &Observed,
+    failing: u32,
+    passing: u32,
+    basis: usize,
+    source: &dyn RunSource,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let noun = source.noun();
+    if observed.incomplete > 0 {
+        ui.say(&format!(
+            "warning: {} {noun}(s) lost events (ring buffer full) and are left out; a larger --ring-size helps",
+            observed.incomplete
+        ));
+    }
+    // Every count aid prints is true: runs made without it count too.
+    let untraced = match source.untraced() {
+        Some((f, n)) if f > 0 => {
+            format!(
+                " with aid's probes ({f} of the {n} runs made without them before the session did)"
+            )
+        }
+        _ => String::new(),
+    };
+    if observed.failing == 0 {
+        bail!(
+            "no {noun} failed in {} {noun}s{untraced}{}",
+            observed.runs,
+            source.hint_no_failure()
+        );
+    }
+    if failing == 0 {
+        bail!(
+            "{} of {} {noun}s failed{untraced}, but none of the {basis} {noun}s made with the last noise tried, so there is nothing to learn from: the failure is too rare for aid to provoke{}",
+            observed.failing,
+            observed.runs,
+            source.hint_no_failure()
+        );
+    }
+    if passing == 0 {
+        bail!(
+            "every one of {basis} {noun}s failed: aid needs passing {noun}s to compare with{}",
+            source.hint_all_failed()
+        );
+    }
+    Ok(())
+}
+
+/// A difference between the failure rates with and without aid's probes
+/// is said when Fisher's exact test puts it beyond chance at this level
+/// (3 failures in 40 untraced runs against none in 40 traced ones is
+/// chance, p = 0.24; none in 40 untraced against 14 in 24 traced is not,
+/// p = 4e-8).
+pub const TRACER_EFFECT_P: f64 = 0.01;
+
+/// "the failure is rarer under aid's probes: ..." when the untraced runs
+/// before the session (failed, made) and the first block of traced runs
+/// without noise differ beyond chance ([`TRACER_EFFECT_P`]).
+pub fn tracer_effect(untraced: (u32, u32), traced: (u32, u32), noun: &str) -> Option<String> {
+    let ((uf, un), (tf, tn)) = (untraced, traced);
+    if uf > un || tf > tn {
+        return None;
+    }
+    let p = crate::stats::fisher_two_sided(uf, un - uf, tf, tn - tf);
+    if p >= TRACER_EFFECT_P {
+        return None;
+    }
+    let rate = |f: u32, n: u32| f64::from(f) / f64::from(n.max(1));
+    let (how, what) = if rate(tf, tn) < rate(uf, un) {
+        ("rarer", "the probes hide part of it")
+    } else {
+        ("more frequent", "the probes provoke part of it")
+    };
+    Some(format!(
+        "the failure is {how} under aid's probes: {uf} of {un} {noun}s made without them before the session failed, {tf} of the first {tn} traced {noun}s without noise (Fisher's exact test, p = {p:.1e}): {what}, and what the traced {noun}s show is about the failure as it is under them"
+    ))
+}
+
+/// Takes runs from the source until enough failing and passing ones exist.
+/// Returns the runs to analyse and, when the failure had to be amplified,
+/// the noise to keep injecting during interventions (so the failure rate
+/// they are judged against stays the same). How the noise is chosen:
+/// `amplify.rs`.
+#[allow(clippy::type_complexity, reason = "a private helper returning three results at once")]
+pub(super) fn observe(
+    source: &mut dyn RunSource,
+    writer: &mut Writer,
+    opts: &DebugOptions,
+    amplified_from: Option<Vec<Run>>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<(Observed, Vec<Run>, Option<NoiseSource>)> {
+    let noun = source.noun();
+    let mut observed = Observed::default();
+    let mut basis: Vec<Run> = Vec::new();
+    let (mut amp, said) = amplify::Amplifier::new(
+        if source.can_amplify() { opts.amplify_below } else { 0.0 },
+        opts.amplify_after,
+        opts.schedule,
+        opts.seed,
+        noun,
+        amplified_from,
+        source.functions(),
+    );
+    if let Some(line) = said {
+        ui.say(&line);
+    }
+    let mut noted = false;
+    let mut hung_said = false;
+    let counts = |runs: &[Run]| {
+        let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
+        (failing, runs.len() as u32 - failing)
+    };
+    // The search for a noise that provokes the failure has runs of its
+    // own beyond `max_runs`; `--runs N` is exactly N, whatever they are.
+    let limit = opts.runs.unwrap_or_else(|| {
+        opts.max_runs + if source.can_amplify() { amplify::SEARCH_RUNS } else { 0 }
+    });
+    observed.noun = noun.to_owned();
+    // The bar's length is the most runs it may take.
+    ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
+    let wanted = match opts.runs {
+        Some(_) => String::new(),
+        None => format!(" (until {} and {})", opts.min_failing, opts.min_passing),
+    };
+    while observed.runs < limit && !cancel.load(Ordering::Relaxed) {
+        let (failing, passing) = counts(&basis);
+        if opts.runs.is_none() && failing >= opts.min_failing && passing >= opts.min_passing {
+            break;
+        }
+        if amp.exhausted() && opts.runs.is_none() && basis.len() as u32 >= opts.amplify_after {
+            break;
+        }
+        let noise = amp.draw();
+        let Some(rec) = source.observe(&noise, cancel)? else { break };
+        writer.append(&rec, source.functions())?;
+        if let Some(graph) = rec.hang.as_ref().filter(|_| !hung_said) {
+            hung_said = true;
+            ui.say(&format!(
+                "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {} (said once; each hung {noun}'s record keeps its wait-for graph)",
+                rec.run.id,
+                crate::util::human::duration(graph.waited_ns),
+                graph.describe()
+            ));
+        }
+        if !rec.notes.is_empty() && !noted {
+            noted = true;
+            for note in &rec.notes {
+                ui.say(&format!(
+                    "{noun} {}: {note} (said once; each run's record keeps it)",
+                    rec.run.id
+                ));
+            }
+        }
+        if !observed.count(&rec.run) {
+            let (f, p) = counts(&basis);
+            ui.step(&format!("{f} failing, {p} passing{wanted}"));
+            continue;
+        }
+        let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
+        if let (Some(traced), Some(untraced)) = (verdict.natural, source.untraced())
+            && let Some(line) = tracer_effect(untraced, traced, noun)
+        {
+            ui.say(&line);
+        }
+        for line in &verdict.say {
+            ui.say(line);
+        }
+        if verdict.statements {
+            source.noise_at_statements();
+        }
+        if verdict.restart {
+            basis.clear();
+        } else if verdict.basis {
+            basis.push(rec.run);
+        }
+        let (f, p) = counts(&basis);
+        ui.step(&format!("{f} failing, {p} passing{wanted}"));
+    }
+    ui.end();
+    if cancel.load(Ordering::Relaxed) {
+        let (failing, passing) = counts(&basis);
+        return Err(Interrupted(format!(
+            "interrupted while observing: the {} {noun}(s) so far ({failing} failing, {passing} passing, nothing confirmed yet) are saved in {}; `aid-agent analyze` reads them",
+            observed.runs,
+            writer.dir().display()
+        ))
+        .into());
+    }
+    let (failing, passing) = counts(&basis);
+    enough(&observed, failing, passing, basis.len(), source, ui)?;
+    observed.amplified = amp.amplified();
+    observed.noise = amp.words();
+    observed.analysed = basis.len() as u32;
+    ui.say(&format!(
+        "observed {} {noun}s: {failing} failing and {passing} passing {noun}s analysed",
+        observed.runs
+    ));
+    Ok((observed, basis, amp.into_noise()))
+}
