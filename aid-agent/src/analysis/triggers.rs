@@ -22,15 +22,20 @@
 //! *timing the root cause needs* (`Discovery::triggers`), confirmed as
 //! they were, and the mechanism is named the root cause. Only when every
 //! link before the first mechanism is a timing link between threads the
-//! mechanism itself relates: a duration, a value or an error in front of
-//! it stays the root cause, as does timing that involves another thread.
+//! mechanism itself relates, and between calls of functions the mechanism
+//! does not name (landmarks): a duration, a value or an error in front of
+//! it stays the root cause, as does timing that involves another thread,
+//! and timing of the mechanism's own calls — another statement of the
+//! same interaction (counter-atomicity: "increment on second_worker starts
+//! before store_counter on first_worker starts", in front of the race of
+//! first_worker's increment with second_worker's load_counter).
 //! Nothing is confirmed or pruned here: every link keeps the round that
 //! confirmed it, so the rule cannot make a non-cause look confirmed.
 
 use std::collections::BTreeSet;
 
 use crate::{
-    model::Role,
+    model::{FuncId, Role},
     predicates::{Calls, Catalog, ClassId, Kind, PredId, PredKey},
 };
 
@@ -53,11 +58,20 @@ pub fn leading(catalog: &Catalog, path: &[PredId]) -> usize {
 fn leading_keys(keys: &[PredKey], class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> usize {
     let Some(m) = keys.iter().position(|k| k.kind.is_mechanism()) else { return 0 };
     let threads = roles(&keys[m], class_roles);
+    let acting = functions(&keys[m]);
     let all_timing = keys[..m].iter().all(|k| {
         let own = roles(k, class_roles);
-        timing(k.kind) && !own.is_empty() && own.is_subset(&threads)
+        timing(k.kind)
+            && !own.is_empty()
+            && own.is_subset(&threads)
+            && functions(k).is_disjoint(&acting)
     });
     if all_timing { m } else { 0 }
+}
+
+/// The functions a predicate's calls are calls of (both sides).
+fn functions(key: &PredKey) -> BTreeSet<FuncId> {
+    std::iter::once(key.func).chain(key.other.map(|o| o.func)).collect()
 }
 
 /// The thread roles a predicate's calls run on (both sides of a pairwise
@@ -86,12 +100,15 @@ mod tests {
         Calls::Site { role, instance: 1 }
     }
 
+    /// Timing kinds between calls of functions 1 and 2 (landmarks), the
+    /// mechanism kinds between calls of functions 3 and 4.
     fn key(kind: Kind, a: Calls, b: Calls) -> PredKey {
+        let (f, g) = if kind.is_mechanism() { (3, 4) } else { (1, 2) };
         PredKey {
             kind,
-            func: 1,
+            func: f,
             calls: a,
-            other: Some(Other { func: 2, calls: b }),
+            other: Some(Other { func: g, calls: b }),
             arg: 0,
             callee: None,
         }
@@ -114,6 +131,17 @@ mod tests {
         let c = [key(Kind::Order, site(0), site(2)), key(Kind::Interleaved, pool, site(0))];
         assert_eq!(leading_of(&c), 1);
         let c = [key(Kind::Order, site(0), site(3)), key(Kind::Interleaved, pool, site(0))];
+        assert_eq!(leading_of(&c), 0);
+    }
+
+    #[test]
+    fn timing_of_the_mechanisms_own_calls_stays_the_root_cause() {
+        let own = PredKey { func: 3, ..key(Kind::StartsBefore, site(1), site(0)) };
+        let c = [own, key(Kind::DataRace, site(0), site(1))];
+        assert_eq!(leading_of(&c), 0);
+        let other = Other { func: 4, calls: site(0) };
+        let own = PredKey { other: Some(other), ..key(Kind::Order, site(1), site(0)) };
+        let c = [own, key(Kind::DataRace, site(0), site(1))];
         assert_eq!(leading_of(&c), 0);
     }
 
