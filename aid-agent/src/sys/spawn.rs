@@ -276,14 +276,13 @@ fn exec_when_released(
     let setup = unistd::dup2_stdin(devnull)
         .and_then(|()| unistd::dup2_stdout(&child.stdout))
         .and_then(|()| unistd::dup2_stderr(&child.stderr))
-        .and_then(|()| unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)))
-        // Until the exec this copy still bears the agent's name, and
-        // signals meant for the agent reach it too (`pkill -f`,
-        // `killall aid-agent`): they wait, blocked, and are dropped below.
-        // Traced, the copy would otherwise stop for its tracer at such a
-        // signal while the agent waits for the exec: both would wait for
-        // ever.
-        .and_then(|()| signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None));
+        .and_then(|()| unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)));
+    // Every signal is blocked since the fork (`spawn_held`): until the
+    // exec this copy still bears the agent's name, and signals meant for
+    // the agent reach it too (`pkill -f`, `killall aid-agent`); they wait
+    // and are dropped below. Traced, the copy would otherwise stop for its
+    // tracer at such a signal while the agent waits for the exec: both
+    // would wait for ever.
     if setup.is_err() {
         quit();
     }
@@ -581,12 +580,8 @@ mod tests {
     /// (all but SIGKILL, SIGSTOP and the two the C library keeps, 32, 33).
     fn blocks_all(pid: u32) -> bool {
         const ALL: u64 = 0xffff_fffe_7ffb_feff;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("SigBlk:"))
-            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            .is_some_and(|m| m & ALL == ALL)
+        let status = procfs::process::Process::new(pid as i32).and_then(|p| p.status());
+        status.is_ok_and(|s| s.sigblk & ALL == ALL)
     }
 
     /// Signals sent to a held target before its exec (`pkill -f` and
