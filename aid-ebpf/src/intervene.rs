@@ -148,20 +148,28 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
     Some(action)
 }
 
-/// An entry, after its event was emitted: numbers the instance, counts it
-/// in its serialised group, marks it as happened (as held, when it stops),
-/// stops the thread when its action is due, and keeps its registers when
-/// its exit may re-execute it.
+/// An entry of a call of an intervened run, before its time is taken and
+/// its event emitted.
+pub struct Entered {
+    tid: u32,
+    site: SiteKey,
+    /// Where the call is counted in a serialised group, if it is.
+    own: Option<RunningKey>,
+}
+
+/// An entry, before its time is taken: numbers the instance and counts it
+/// in its serialised group. Counted first, the call is running for every
+/// other thread before its entry's time: a lock call on another CPU that
+/// saw the group idle (so was not held) has a time before this entry's,
+/// never one inside the call, as it would if the count came after.
 #[inline(always)]
-pub fn try_enter(
-    ts: u64,
+pub fn count_entry(
     pid_tgid: u64,
     func: u32,
-    ip: u64,
     regs: &pt_regs,
-) -> Result<(), ProbeErrorKind> {
+) -> Result<Option<Entered>, ProbeErrorKind> {
     let tid = pid_tgid as u32;
-    let Some((role, epoch)) = identify(tid, func, SitePoint::ENTRY)? else { return Ok(()) };
+    let Some((role, epoch)) = identify(tid, func, SitePoint::ENTRY)? else { return Ok(None) };
     let stack = stack(tid, func, epoch, true)?;
     // SAFETY: a map value pointer of this thread's own entry.
     let instance = unsafe {
@@ -174,7 +182,18 @@ pub fn try_enter(
     };
     let site = SiteKey { func, role, instance, point: SitePoint::ENTRY };
     let own = count_group_entry(tid, func, role, regs)?;
-    if !acts_now(role) {
+    Ok(Some(Entered { tid, site, own }))
+}
+
+/// An entry counted by [`count_entry`], after its event was emitted at
+/// `ts`: marks it as happened (as held, when it stops), stops the thread
+/// when its action is due, and keeps its registers when its exit may
+/// re-execute it.
+#[inline(always)]
+pub fn try_enter(ts: u64, entered: Entered, ip: u64, regs: &pt_regs) -> Result<(), ProbeErrorKind> {
+    let Entered { tid, site, own } = entered;
+    let (func, instance) = (site.func, site.instance);
+    if !acts_now(site.role) {
         mark(&site, ts);
         return Ok(());
     }
@@ -321,12 +340,25 @@ fn awaited_group(action: &Action, regs: &pt_regs) -> RunningKey {
     RunningKey { group: action.other.func, _pad: 0, object }
 }
 
+/// Argument `position` (1-based, the first three) of a probed call. Each
+/// register is read at its fixed offset in the context: left to itself,
+/// the compiler may turn the match into one load at a computed offset,
+/// which the verifier refuses for a probe's context.
 #[inline(always)]
 fn argument(regs: &pt_regs, position: u32) -> u64 {
+    // SAFETY: reads of fields of the probed thread's saved registers,
+    // valid for the whole program run (see `regs` in main.rs).
+    let (rdi, rsi, rdx) = unsafe {
+        (
+            core::ptr::read_volatile(&regs.rdi),
+            core::ptr::read_volatile(&regs.rsi),
+            core::ptr::read_volatile(&regs.rdx),
+        )
+    };
     match position {
-        1 => regs.rdi,
-        2 => regs.rsi,
-        3 => regs.rdx,
+        1 => rdi,
+        2 => rsi,
+        3 => rdx,
         _ => 0,
     }
 }

@@ -98,11 +98,14 @@ fn try_enter_fn(ctx: &ProbeContext) -> Result<(), ProbeErrorKind> {
     if intervene && intervene::replayed_entry(pid_tgid as u32, regs.rip) {
         return Ok(());
     }
+    // Counted in its serialised group before its time is taken (see
+    // `count_entry`); the event is emitted even when counting failed.
+    let entered = if intervene { intervene::count_entry(pid_tgid, func, regs) } else { Ok(None) };
     let ts = now();
     let args = [regs.rdi, regs.rsi, regs.rdx];
     emit_reading(ts, pid_tgid, func, EventKind::ENTRY, args, regs.rip, pointee_spec(func));
-    if intervene {
-        intervene::try_enter(ts, pid_tgid, func, regs.rip, regs)?;
+    if let Some(entered) = entered? {
+        intervene::try_enter(ts, entered, regs.rip, regs)?;
     }
     Ok(())
 }

@@ -581,12 +581,16 @@ impl Plan {
     /// Adds the noise of a run (failure amplification, `noise.rs`): a
     /// delay or a PCT change point at a traced call's entry or at a
     /// thread's k-th synchronisation point, whose probes the run then
-    /// needs. Noise is dropped where an intervention already acts.
+    /// needs. Noise is dropped where an intervention already acts, on
+    /// that call or on every call it is one of: the kernel looks the
+    /// exact call up first, and a delay installed there would stand in
+    /// for the intervention (a serialisation of every call of a function
+    /// on a role, not applied to the one call the noise had focused on).
     pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
         self.sync_points = true;
         for n in noise {
             let key = site_key(n.at);
-            if self.actions.iter().any(|(k, _, _)| *k == key) {
+            if self.actions.iter().any(|(k, _, _)| covers(k, &key)) {
                 continue;
             }
             // A point left off this run is recorded, not installed.
@@ -600,6 +604,16 @@ impl Plan {
         }
         self
     }
+}
+
+/// Whether an action installed at `by` applies to the calls at `key`:
+/// the same function and point, on the same role or every role, at the
+/// same instance or any instance.
+fn covers(by: &SiteKey, key: &SiteKey) -> bool {
+    by.func == key.func
+        && by.point == key.point
+        && (by.role == key.role || by.role == EVERY_ROLE)
+        && (by.instance == key.instance || by.instance == ANY_INSTANCE)
 }
 
 /// The kernel action that carries it out (none for a point left off).
