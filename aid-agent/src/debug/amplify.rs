@@ -122,10 +122,9 @@ pub struct Amplifier {
     level: Vec<bool>,
     /// Runs left for the search.
     budget: u32,
-    /// [`LAST_REPLAY_RUNS`] while not drawn on.
+    /// [`LAST_REPLAY_RUNS`] until drawn on (then 0: the ladder ends
+    /// after its replays, [`Amplifier::on_reserve`]).
     reserve: u32,
-    /// The reserve was drawn on: the ladder ends after its replays.
-    on_reserve: bool,
     /// Plans replayed already (by their points), so none is tried twice.
     tried: BTreeSet<Vec<NoiseAt>>,
     /// Names of threads and functions, for the words.
@@ -159,7 +158,6 @@ impl Amplifier {
             level: Vec::new(),
             budget: SEARCH_RUNS,
             reserve: LAST_REPLAY_RUNS,
-            on_reserve: false,
             tried: BTreeSet::new(),
             names: Vec::new(),
             functions: functions.iter().map(|f| f.name.clone()).collect(),
@@ -413,7 +411,6 @@ impl Amplifier {
         // and its failures are replayed on the reserve.
         if !plans.is_empty() && self.budget < REPLAYS && self.reserve > 0 {
             self.budget += std::mem::take(&mut self.reserve);
-            self.on_reserve = true;
         }
         if !plans.is_empty() && self.budget >= REPLAYS {
             v.say.push(format!(
@@ -430,10 +427,15 @@ impl Amplifier {
         self.next_level(f, n, functions, v);
     }
 
+    /// The reserve was drawn on: the ladder ends after its replays.
+    fn on_reserve(&self) -> bool {
+        self.reserve == 0
+    }
+
     fn next_level(&mut self, f: u32, n: u32, functions: &[Function], v: &mut Verdict) {
         let stronger = self.noise.as_ref().and_then(|s| s.level.stronger());
         match stronger {
-            Some(level) if self.budget > 0 && !self.on_reserve => {
+            Some(level) if self.budget > 0 && !self.on_reserve() => {
                 v.say.push(format!(
                     "still rare with that noise ({f} of {n} {}s): stronger noise ({})",
                     self.noun,
@@ -446,7 +448,7 @@ impl Amplifier {
             // search left: around it again, new random draws from the
             // start (a failure a level provokes in 1 of 100 runs shows in
             // one pass of 40 runs a level with probability 1/3 only).
-            None if self.budget >= self.after && !self.on_reserve => {
+            None if self.budget >= self.after && !self.on_reserve() => {
                 let statements = statement_points(functions);
                 let at = if !statements.is_empty() && !self.statements {
                     self.statements = true;

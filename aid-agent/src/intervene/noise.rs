@@ -590,7 +590,7 @@ impl Plan {
         self.sync_points = true;
         for n in noise {
             let key = site_key(n.at);
-            if self.actions.iter().any(|(k, _, _)| covers(k, &key)) {
+            if self.key_of(&key).is_some() {
                 continue;
             }
             // A point left off this run is recorded, not installed.
@@ -604,16 +604,6 @@ impl Plan {
         }
         self
     }
-}
-
-/// Whether an action installed at `by` applies to the calls at `key`:
-/// the same function and point, on the same role or every role, at the
-/// same instance or any instance.
-fn covers(by: &SiteKey, key: &SiteKey) -> bool {
-    by.func == key.func
-        && by.point == key.point
-        && (by.role == key.role || by.role == EVERY_ROLE)
-        && (by.instance == key.instance || by.instance == ANY_INSTANCE)
 }
 
 /// The kernel action that carries it out (none for a point left off).

@@ -368,9 +368,10 @@ impl Plan {
         plan
     }
 
-    /// The key of the action a stop at `site` served: the stop's own,
-    /// else its function's for every instance.
-    fn key_of(&self, site: &SiteKey) -> Option<SiteKey> {
+    /// The key of the action a stop at `site` served (the one the kernel
+    /// finds for a call there): the stop's own, else its function's for
+    /// every instance.
+    pub(super) fn key_of(&self, site: &SiteKey) -> Option<SiteKey> {
         let own = self.actions.iter().find(|(k, _, _)| k == site);
         let any = || {
             let wild = SiteKey { instance: ANY_INSTANCE, ..*site };
@@ -652,17 +653,22 @@ mod tests {
         assert!(!none.outcome(&[])[0].applied);
     }
 
-    #[test]
-    fn noise_is_told_apart_from_interventions() {
+    /// Noise delaying the call at `site` by `us`.
+    fn delay_at(site: Site, us: u64) -> Noise {
         use crate::model::{NoiseAction, NoiseAt};
-        let s = site(2, 1, 1);
-        let noise = |site| Noise {
+        Noise {
             at: NoiseAt::Call { site },
-            action: NoiseAction::Delay { us: 9 },
+            action: NoiseAction::Delay { us },
             held_ns: 0,
             func: None,
             near_miss: false,
-        };
+        }
+    }
+
+    #[test]
+    fn noise_is_told_apart_from_interventions() {
+        let s = site(2, 1, 1);
+        let noise = |site| delay_at(site, 9);
         // The intervention holds s at its entry, where the first noise
         // would act.
         let hold = Intervention::ReturnEarly { site: s, value: 0 };
@@ -680,14 +686,7 @@ mod tests {
     /// role's calls of the function stays.
     #[test]
     fn noise_on_one_call_of_an_intervened_group_is_dropped() {
-        use crate::model::{NoiseAction, NoiseAt};
-        let noise = |site| Noise {
-            at: NoiseAt::Call { site },
-            action: NoiseAction::Delay { us: 1860 },
-            held_ns: 0,
-            func: None,
-            near_miss: false,
-        };
+        let noise = |site| delay_at(site, 1860);
         let a = CallSet { func: 1, roles: vec![1], instance: 0, within: None };
         let b = CallSet { func: 1, roles: vec![2], instance: 0, within: None };
         let serialise = Intervention::SerializeGroups { a, b, object: None };
