@@ -242,12 +242,43 @@ pub fn debug(
 ) -> anyhow::Result<Diagnosis> {
     writer.set_settings(opts.settings())?;
     let mut observed = observe(source, writer, opts, None, cancel, ui)?;
-    // At most twice: observed again, the runs carry noise, and the control
-    // runs are never taken for rare again.
+    // The runs observed without noise, kept while the ones observed again
+    // with noise are analysed (see below).
+    let mut natural: Option<(Observed, Vec<Run>)> = None;
+    // At most three times: observed again, the runs carry noise, and the
+    // control runs are never taken for rare again; back to the runs
+    // observed without noise, amplification is not tried again either.
+    let mut may_amplify = true;
     loop {
-        match debug_observed(source, writer, opts, observed, cancel, ui)? {
-            Debugging::Done(d) => return Ok(*d),
+        match debug_observed(source, writer, opts, observed, may_amplify, cancel, ui)? {
+            Debugging::Done(d) => {
+                // With noise, no predicate could be intervened on, where
+                // the runs observed without it had one: that one is
+                // tested after all, its rounds judged against control
+                // runs as on any source that cannot amplify (rounds take
+                // longer where the failure is rare; none is confirmed on
+                // fewer runs than the control's rate demands).
+                let untestable = d.discovery.is_none()
+                    && d.not_started.is_none()
+                    && d.analysis.candidates.is_empty()
+                    && d.interrupted.is_none();
+                match natural.take() {
+                    Some((earlier, plain)) if untestable && !cancel.load(Ordering::Relaxed) => {
+                        let noun = source.noun();
+                        ui.say(&format!(
+                            "with noise no predicate could be intervened on ({} {noun}s, {} failing): back to the {} {noun}s observed without it, whose predicates are tested against control {noun}s made as the rounds are",
+                            d.observed.runs.saturating_sub(earlier.runs),
+                            d.observed.failing.saturating_sub(earlier.failing),
+                            plain.len(),
+                        ));
+                        observed = (earlier, plain, None);
+                        may_amplify = false;
+                    }
+                    _ => return Ok(*d),
+                }
+            }
             Debugging::RareUnderControl { observed: earlier, plain, control } => {
+                natural = Some((earlier.clone(), plain.clone()));
                 let noun = source.noun();
                 ui.say(&format!(
                     "under the agent's control the failure is rare ({} of {} control {noun}s failed, against {:.0}% of observed {noun}s): observing again with noise, so that interventions are judged where the failure is frequent",
@@ -284,6 +315,7 @@ fn debug_observed(
     writer: &mut Writer,
     opts: &DebugOptions,
     (mut observed, basis, mut noise): (Observed, Vec<Run>, Option<NoiseSource>),
+    may_amplify: bool,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugging> {
@@ -321,7 +353,7 @@ fn debug_observed(
         return Ok(Debugging::Done(Box::new(d)));
     }
     let mut config = engine_config(&analysis, opts, source.noun(), ui)?;
-    let may_amplify = noise.is_none() && source.can_amplify();
+    let may_amplify = may_amplify && noise.is_none() && source.can_amplify();
     source.begin_interventions()?;
     let mut oracle = SourceOracle::new(
         &mut *source,

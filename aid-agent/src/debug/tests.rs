@@ -553,3 +553,84 @@ fn a_failure_rate_changed_by_the_probes_is_said_only_beyond_chance() {
     assert!(rarer.contains("the probes hide part of it"), "{rarer}");
     assert_eq!(tracer_effect((41, 40), (0, 40), "run"), None, "impossible counts");
 }
+
+/// A program whose failure (`read` returning -1, exit code 1) shows in
+/// every fifth observed run and in one control run in 30 (rare: below the
+/// amplification threshold), while runs with noise fail another way, in
+/// every second run, `read` returning 0 in them as in passing runs. A run
+/// that forces `read`'s return passes.
+struct NoiseFailsAnotherWay {
+    functions: Vec<Function>,
+    runs: u32,
+    observed_noisy: u32,
+    control_plain: u32,
+}
+
+impl Program for NoiseFailsAnotherWay {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun {
+        if noise.is_empty() {
+            let fails = (self.runs + 1).is_multiple_of(5);
+            return make_read_run(&mut self.runs, fails, Vec::new());
+        }
+        self.observed_noisy += 1;
+        self.runs += 1;
+        let fails = self.observed_noisy.is_multiple_of(2);
+        let mut r = read_run(self.runs, false);
+        if fails {
+            r.label = Label::Fail;
+            r.outcome =
+                Outcome { exit_code: Some(1), reason: "exit code 1".into(), ..Outcome::default() };
+        }
+        recorded(r)
+    }
+
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        assert!(plan.noise.is_empty(), "no control or round carries noise here");
+        let fails = applied.is_empty() && {
+            self.control_plain += 1;
+            self.control_plain.is_multiple_of(30)
+        };
+        make_read_run(&mut self.runs, fails, applied)
+    }
+}
+
+/// Rare under the agent's control, observed again with noise, and with
+/// noise no predicate separates the runs: the predicate the runs observed
+/// without noise showed is tested after all, its rounds judged against
+/// control runs without noise, and confirmed.
+#[test]
+fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = Scripted(NoiseFailsAnotherWay {
+        functions: functions.clone(),
+        runs: 0,
+        observed_noisy: 0,
+        control_plain: 0,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    assert!(source.0.observed_noisy > 0, "observed again with noise first");
+    // The diagnosis is made from the 50 runs observed without noise.
+    assert!(d.observed.amplified.is_none());
+    assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (50, 10, 40));
+    assert_eq!(d.session.runs.len(), 50);
+    assert!(d.session.runs.iter().all(|r| r.noise.is_empty()));
+    let control = d.control.expect("rounds were judged against control runs");
+    assert!(control.failing > 0 && control.rate() < 0.05, "{control:?}");
+    let discovery = d.discovery.expect("a path");
+    let root = discovery.root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
