@@ -173,6 +173,14 @@ impl Splitter {
 
     fn track_unit(&mut self, r: &EventRow) {
         match r.point {
+            // Entered before every probe was attached, the call may have
+            // no return probe (entry probes are attached first,
+            // `bpf::attach_order`), so its exit may never come: opened, it
+            // would hold every later call of the thread inside it, and no
+            // unit would end again. Only partly traced either way.
+            Point::Entry if r.t_ns < self.attached_ns && !self.open.contains_key(&r.tid) => {
+                self.partial += 1;
+            }
             Point::Entry => {
                 let since = self.last_end.get(&r.tid).copied().unwrap_or(0);
                 let open =
@@ -188,9 +196,7 @@ impl Splitter {
                 let Open { start, since, .. } = *open;
                 self.open.remove(&r.tid);
                 self.last_end.insert(r.tid, r.t_ns);
-                if start < self.attached_ns {
-                    self.partial += 1;
-                } else if start >= self.not_before {
+                if start >= self.not_before {
                     self.ended.push(Span { start, end: r.t_ns, tid: r.tid, since });
                 }
             }
@@ -461,6 +467,32 @@ mod tests {
         let mut calls = units[1].run.calls.clone();
         calls[0].ret = Some(6);
         assert_eq!(s.judge(&calls, &functions), (Label::Pass, "no failure condition held".into()));
+    }
+
+    /// A unit call entered while the probes were being attached, whose
+    /// exit never came (its return probe was attached after it began), is
+    /// left out as partly traced and does not hold the thread's later
+    /// calls inside it: `debug -p` on a service whose calls come every
+    /// 2 ms waited 30 s for a unit in about 1 session in 20 before.
+    #[test]
+    fn a_unit_entered_before_the_return_probes_existed_does_not_hold_the_later_ones() {
+        let functions = functions();
+        let cond =
+            ReturnCheck { funcs: vec![0], cond: Comparison::Lt(0), text: "handle ret < 0".into() };
+        let mut s = Splitter::new(0, vec![cond], 100);
+        s.push(vec![
+            row(50, 11, 0, 0, Entry, 1, 0), // no exit: its return probe came later
+            row(200, 11, 0, 0, Entry, 2, 0),
+            row(210, 11, 0, 0, Exit, 2, 4),
+            row(300, 11, 0, 0, Entry, 3, 0),
+            row(310, 11, 0, 0, Exit, 3, -2),
+        ]);
+        let mut next = 1;
+        let units = s.complete(&[], &functions, 1000, &mut next);
+        let labels: Vec<Label> = units.iter().map(|u| u.run.label).collect();
+        assert_eq!(labels, [Label::Pass, Label::Fail]);
+        assert_eq!(units[0].start_ns, 200);
+        assert_eq!(s.partial, 1);
     }
 
     /// The cross-thread cause of issue 12: a compaction that began before
