@@ -22,11 +22,24 @@
 //! so it keeps them apart in every run like those; a run in which they
 //! were on two objects and overlapped shows the candidate, which then
 //! still witnesses (any candidate that holds in a round does).
+//!
+//! A hold of one side's locks (`HoldLocks`: every lock a call of B takes
+//! waits while a call of A runs) does not keep the calls apart, only B's
+//! critical sections out of A's calls. It makes impossible the candidates
+//! that say a call of B (or of a function only ever called inside B)
+//! took a lock inside a call of A, or of a function only ever called
+//! inside A: an interleaving of critical sections, a section taken before
+//! another call's first. stringbuffer-jdk1.4 of the corpus beside a CPU
+//! hog: the round holding `erase`'s locks while main's
+//! `append(StringBuffer*)` runs was set aside because "erase takes a lock
+//! after getChars started and before it first takes it" was gone, though
+//! `getChars` is only ever called inside `append(StringBuffer*)`; the
+//! session then named the constructor's order as the root cause.
 
 use crate::{
-    model::{CallSet, FuncId, Intervention, Point, Role, Run},
+    model::{Call, CallSet, FuncId, Intervention, Point, Role, Run},
     predicates::{Kind, PredId},
-    util::fxhash::FxMap,
+    util::fxhash::{FxMap, FxSet},
 };
 
 /// Kinds that hold only while a call of one side runs at the same time as
@@ -61,9 +74,40 @@ fn kept_apart(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
         .collect()
 }
 
+/// Each part of an intervention that holds one side's locks while the
+/// other side runs: (the calls whose locks wait, the calls they wait for).
+fn locks_kept_out(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
+    iv.parts()
+        .into_iter()
+        .filter_map(|part| match part {
+            Intervention::HoldLocks { calls, while_running } => {
+                Some((calls.clone(), while_running.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Kinds that hold only when a call of one side takes a lock while a call
+/// of the other runs (the taker is `HoldLocks::calls` of the intervention
+/// that negates them).
+fn lock_taken_inside(kind: Kind) -> bool {
+    matches!(kind, Kind::Interleaved | Kind::BeforeFirstSection)
+}
+
 /// The two sides a co-occurrence candidate says ran at the same time, read
 /// from the intervention that negates it (object restrictions do not
 /// matter here: the candidate's calls are among them either way).
+fn candidate_sides(iv: &Intervention) -> Option<(CallSet, CallSet)> {
+    match iv {
+        Intervention::HoldLocks { calls, while_running } => {
+            Some((calls.clone(), while_running.clone()))
+        }
+        other => sides(other),
+    }
+}
+
+/// The two sides an intervention keeps apart whole ([`kept_apart`]).
 fn sides(iv: &Intervention) -> Option<(CallSet, CallSet)> {
     match iv {
         Intervention::Serialize { a, b } => Some((CallSet::site(*a), CallSet::site(*b))),
@@ -75,16 +119,36 @@ fn sides(iv: &Intervention) -> Option<(CallSet, CallSet)> {
     }
 }
 
-/// Per thread, the function whose first call encloses every other traced
-/// call of that thread, in every run that has the thread (its start
-/// routine, when traced). aid's own probes (`internal`: the C library's
-/// lock calls, statement points), which record entries only, are not
-/// calls here.
-pub(super) fn bodies(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxMap<Role, FuncId> {
-    let end = |c: &crate::model::Call| c.exit_ns.unwrap_or(u64::MAX);
+/// How the traced calls of the learning runs nest, thread by thread.
+pub(super) struct Nesting {
+    /// Per thread, the function whose first call encloses every other
+    /// traced call of that thread, in every run that has the thread (its
+    /// start routine, when traced).
+    bodies: FxMap<Role, FuncId>,
+    /// (thread, inner, outer): every call of `inner` on that thread ran
+    /// inside a call of `outer` on it, in every run (a function only ever
+    /// called from another, directly or not).
+    inside: FxSet<(Role, FuncId, FuncId)>,
+}
+
+impl Nesting {
+    /// Reads it from `runs`. aid's own probes (`internal`: the C library's
+    /// lock calls, statement points), which record entries only, are not
+    /// calls here.
+    pub(super) fn of(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> Nesting {
+        Nesting { bodies: bodies(runs, internal), inside: inside(runs, internal) }
+    }
+}
+
+fn end(c: &Call) -> u64 {
+    c.exit_ns.unwrap_or(u64::MAX)
+}
+
+/// [`Nesting::bodies`].
+fn bodies(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxMap<Role, FuncId> {
     let mut out: FxMap<Role, Option<FuncId>> = FxMap::default();
     for run in runs {
-        let mut first: FxMap<Role, &crate::model::Call> = FxMap::default();
+        let mut first: FxMap<Role, &Call> = FxMap::default();
         for c in run.calls.iter().filter(|c| !internal(c.func)) {
             let f = first.entry(c.role).or_insert(c);
             if (c.entry_ns, std::cmp::Reverse(end(c))) < (f.entry_ns, std::cmp::Reverse(end(f))) {
@@ -107,44 +171,87 @@ pub(super) fn bodies(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxMap<R
     out.into_iter().filter_map(|(r, f)| Some((r, f?))).collect()
 }
 
+/// [`Nesting::inside`]: per thread, the calls in entry order against a
+/// stack of the calls still open; each (thread, function) keeps the
+/// functions that enclosed every one of its calls so far.
+fn inside(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxSet<(Role, FuncId, FuncId)> {
+    let mut outers: FxMap<(Role, FuncId), Vec<FuncId>> = FxMap::default();
+    for run in runs {
+        let mut calls: Vec<&Call> = run.calls.iter().filter(|c| !internal(c.func)).collect();
+        calls.sort_by_key(|c| (c.role, c.entry_ns, std::cmp::Reverse(end(c))));
+        let mut open: Vec<&Call> = Vec::new();
+        for c in calls {
+            open.retain(|o| o.role == c.role && o.entry_ns <= c.entry_ns && end(c) <= end(o));
+            let mut around: Vec<FuncId> = open.iter().map(|o| o.func).collect();
+            around.sort_unstable();
+            around.dedup();
+            outers
+                .entry((c.role, c.func))
+                .and_modify(|seen| seen.retain(|f| around.binary_search(f).is_ok()))
+                .or_insert(around);
+            open.push(c);
+        }
+    }
+    outers
+        .into_iter()
+        .flat_map(|((role, inner), fs)| fs.into_iter().map(move |outer| (role, inner, outer)))
+        .collect()
+}
+
 /// Whether every call of `inner` is a call of `outer` or made inside one
 /// of them: the same function on the same threads (the same call, or
-/// `outer` names every call), or on threads whose body `outer` names.
-fn covered(inner: &CallSet, outer: &CallSet, bodies: &FxMap<Role, FuncId>) -> bool {
+/// `outer` names every call), on threads whose body `outer` names, or a
+/// function only ever called inside `outer`'s function when `outer`
+/// names every call of it.
+fn covered(inner: &CallSet, outer: &CallSet, nesting: &Nesting) -> bool {
     let threads = inner.roles.iter().all(|r| outer.roles.contains(r));
     let same = inner.func == outer.func
         && (outer.instance == 0 || outer.instance == inner.instance)
         && (outer.within.is_none() || outer.within == inner.within);
-    let inside = outer.instance <= 1
+    let body = outer.instance <= 1
         && outer.within.is_none()
-        && inner.roles.iter().all(|r| bodies.get(r) == Some(&outer.func));
-    threads && (same || inside)
+        && inner.roles.iter().all(|r| nesting.bodies.get(r) == Some(&outer.func));
+    let called_inside = outer.instance == 0
+        && outer.within.is_none()
+        && inner.roles.iter().all(|&r| nesting.inside.contains(&(r, inner.func, outer.func)));
+    threads && (same || body || called_inside)
 }
 
 /// A candidate as this reads it: its id, kind and intervention.
 pub(super) type Candidate<'a> = (PredId, Kind, Option<&'a Intervention>);
 
 /// Pairs (p, q) of candidates where p's intervention makes q impossible.
-pub(super) fn implied(
-    candidates: &[Candidate<'_>],
-    bodies: &FxMap<Role, FuncId>,
-) -> Vec<(PredId, PredId)> {
-    let apart: Vec<(PredId, Vec<(CallSet, CallSet)>)> = candidates
+pub(super) fn implied(candidates: &[Candidate<'_>], nesting: &Nesting) -> Vec<(PredId, PredId)> {
+    // Per candidate with an intervention: the sides it keeps apart whole,
+    // and those whose locks it keeps out of the other's calls.
+    type Sides = Vec<(CallSet, CallSet)>;
+    let apart: Vec<(PredId, Sides, Sides)> = candidates
         .iter()
-        .filter_map(|&(p, _, iv)| Some((p, kept_apart(iv?))))
-        .filter(|(_, a)| !a.is_empty())
+        .filter_map(|&(p, _, iv)| Some((p, kept_apart(iv?), locks_kept_out(iv?))))
+        .filter(|(_, a, l)| !a.is_empty() || !l.is_empty())
         .collect();
+    let cover = |inner: &CallSet, outer: &CallSet| covered(inner, outer, nesting);
     let mut out = Vec::new();
     for &(q, kind, iv) in candidates {
         if !co_occurrence(kind) {
             continue;
         }
-        let Some((qa, qb)) = iv.and_then(sides) else { continue };
-        for (p, pairs) in &apart {
-            let negates = pairs.iter().any(|(a, b)| {
-                (covered(&qa, a, bodies) && covered(&qb, b, bodies))
-                    || (covered(&qa, b, bodies) && covered(&qb, a, bodies))
-            });
+        let Some((qa, qb)) = iv.and_then(candidate_sides) else { continue };
+        // The taker and the window, when q says a lock was taken inside a
+        // call.
+        let taken = match iv {
+            Some(Intervention::HoldLocks { calls, while_running }) if lock_taken_inside(kind) => {
+                Some((calls, while_running))
+            }
+            _ => None,
+        };
+        for (p, pairs, locks) in &apart {
+            let negates = pairs
+                .iter()
+                .any(|(a, b)| (cover(&qa, a) && cover(&qb, b)) || (cover(&qa, b) && cover(&qb, a)))
+                || taken.is_some_and(|(taker, window)| {
+                    locks.iter().any(|(held, during)| cover(taker, held) && cover(window, during))
+                });
             if *p != q && negates {
                 out.push((*p, q));
             }
@@ -194,8 +301,8 @@ mod tests {
         let mut calls = calls;
         calls.push(call(9, 1, 1, 25, None, None));
         let runs = vec![run(1, Label::Fail, calls, 200)];
-        let bodies = bodies(&runs, &|f| f == 9);
-        assert_eq!((bodies.get(&1), bodies.get(&2)), (Some(&T1), Some(&T2)));
+        let nesting = Nesting::of(&runs, &|f| f == 9);
+        assert_eq!((nesting.bodies.get(&1), nesting.bodies.get(&2)), (Some(&T1), Some(&T2)));
         let bodies_apart = Intervention::SerializeGroups {
             a: every(T1, 1),
             b: every(T2, 2),
@@ -221,7 +328,7 @@ mod tests {
             (PredId(25), Kind::Overlap, Some(&dequeue_after_t1)),
             (PredId(7), Kind::Order, Some(&order)),
         ];
-        let mut got = implied(&candidates, &bodies);
+        let mut got = implied(&candidates, &nesting);
         got.sort_unstable();
         let p = PredId;
         assert_eq!(
@@ -243,5 +350,47 @@ mod tests {
         let calls =
             vec![call(T1, 1, 1, 10, Some(20), Some(0)), call(ENQUEUE, 1, 1, 30, Some(40), Some(0))];
         assert!(bodies(&[run(1, Label::Pass, calls, 100)], &|_| false).is_empty());
+    }
+
+    /// stringbuffer-jdk1.4's shape: main's append(StringBuffer*) (role 0)
+    /// calls length() and then getChars(); thread_main (role 1) calls
+    /// erase(). Holding erase's locks while append(StringBuffer*) runs
+    /// makes impossible "erase takes a lock between append's two
+    /// sections" and "erase takes a lock after getChars started and
+    /// before its first section" (getChars is only called inside append);
+    /// holding them while getChars runs does not make the first
+    /// impossible (erase may take its lock between length() and
+    /// getChars()), nor does a hold of another function's locks.
+    #[test]
+    fn holding_one_sides_locks_makes_its_sections_inside_the_other_impossible() {
+        const APPEND: FuncId = 0;
+        const LENGTH: FuncId = 1;
+        const GET_CHARS: FuncId = 2;
+        const ERASE: FuncId = 3;
+        const APPEND_CHARS: FuncId = 4;
+        let calls = vec![
+            call(APPEND, 0, 1, 10, Some(100), Some(0)),
+            call(LENGTH, 0, 1, 20, Some(30), Some(3)),
+            call(GET_CHARS, 0, 1, 50, Some(90), Some(0)),
+            call(ERASE, 1, 1, 40, Some(60), Some(0)),
+            call(APPEND_CHARS, 1, 1, 70, Some(80), Some(0)),
+        ];
+        let runs = vec![run(1, Label::Fail, calls, 200)];
+        let nesting = Nesting::of(&runs, &|_| false);
+        assert!(nesting.inside.contains(&(0, GET_CHARS, APPEND)));
+        assert!(!nesting.inside.contains(&(0, APPEND, GET_CHARS)));
+        let hold = |calls: FuncId, role: Role, during: FuncId| Intervention::HoldLocks {
+            calls: every(calls, role),
+            while_running: every(during, 0),
+        };
+        let during_append = hold(ERASE, 1, APPEND);
+        let during_get_chars = hold(ERASE, 1, GET_CHARS);
+        let other_taker = hold(APPEND_CHARS, 1, APPEND);
+        let candidates: Vec<Candidate<'_>> = vec![
+            (PredId(32), Kind::Interleaved, Some(&during_append)),
+            (PredId(33), Kind::BeforeFirstSection, Some(&during_get_chars)),
+            (PredId(34), Kind::Interleaved, Some(&other_taker)),
+        ];
+        assert_eq!(implied(&candidates, &nesting), vec![(PredId(32), PredId(33))]);
     }
 }

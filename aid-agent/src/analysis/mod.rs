@@ -210,7 +210,7 @@ pub fn analyze_timed(
             .iter()
             .filter_map(|&id| catalog.get(id).map(|p| (id, p.key.kind, p.intervention.as_ref())))
             .collect::<Vec<_>>(),
-        &implied::bodies(&session.runs, &|f| {
+        &implied::Nesting::of(&session.runs, &|f| {
             session.functions.get(f as usize).is_some_and(|x| x.internal)
         }),
     ));
