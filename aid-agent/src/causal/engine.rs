@@ -22,6 +22,16 @@
 //! confirm. A round whose upstream predicates never held at all is not
 //! used either: nothing shows the failure was ever under way.
 //!
+//! An upstream order the run left *undecided* ("A ends before B starts"
+//! with A over and B not started when the run ended,
+//! `RunTruth::undecided`) is not missing either: it is settled at A's end,
+//! and B not starting is what the intervention did later on B's thread or
+//! the run ending first (stringbuffer-jdk1.4 beside a CPU hog: holding
+//! `erase`'s locks until main's `append` returned let main exit before
+//! thread_main's `append(char*)`, and every round on the interleaving was
+//! set aside as having changed "the constructor ends before
+//! append(char*) starts", which the session then named as root cause).
+//!
 //! A predicate *tied* with the group (anchored at the very same time in
 //! every failing run, `AcDag::tied`) is left out of that check: the
 //! intervention acts at that instant, so it changes both whichever is the
@@ -204,7 +214,13 @@ impl<'a> Experiment<'a> {
                     held.insert(i);
                 }
             }
-            t.count(&held, obs.failed, &scope, self.dag);
+            let mut undecided = BitSet::new(self.dag.nodes());
+            for p in &obs.undecided {
+                if let Some(i) = self.dag.index_of(*p) {
+                    undecided.insert(i);
+                }
+            }
+            t.count(&held, &undecided, obs.failed, &scope, self.dag);
             if let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
                 break verdict;
             }
@@ -496,9 +512,16 @@ impl Tally {
         }
     }
 
-    /// Counts one valid run, in which `held` held and the failure showed
-    /// or not.
-    fn count(&mut self, held: &BitSet, failed: bool, scope: &Scope, dag: &AcDag) {
+    /// Counts one valid run, in which `held` held, `undecided` were left
+    /// undecided (neither held nor missing) and the failure showed or not.
+    fn count(
+        &mut self,
+        held: &BitSet,
+        undecided: &BitSet,
+        failed: bool,
+        scope: &Scope,
+        dag: &AcDag,
+    ) {
         self.held_any.union_with(held);
         // A necessary-only candidate holds in passing runs too: its
         // holding does not show that the failure was under way.
@@ -508,6 +531,7 @@ impl Tally {
             self.evident += 1;
             let mut missing = scope.upstream.clone();
             missing.difference_with(held);
+            missing.difference_with(undecided);
             if self.evident == 1 {
                 self.missing_all = missing;
             } else {

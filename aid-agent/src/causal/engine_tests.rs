@@ -23,7 +23,12 @@ impl Oracle for Script {
 }
 
 fn obs(failed: bool, held: &[u32], valid: bool) -> Observation {
-    Observation { failed, held: held.iter().map(|&i| PredId(i)).collect(), valid }
+    Observation {
+        failed,
+        held: held.iter().map(|&i| PredId(i)).collect(),
+        valid,
+        ..Default::default()
+    }
 }
 
 fn script(answers: Vec<Observation>) -> Script {
@@ -76,7 +81,7 @@ fn of_two_facets_of_one_instant_the_mechanism_is_the_root_cause() {
         fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
             let stopped = group.contains(&PredId(1)) || group.contains(&PredId(2));
             let held = [1, 2].into_iter().map(PredId).filter(|p| !group.contains(p)).collect();
-            Ok(Observation { failed: !stopped, held, valid: true })
+            Ok(Observation { failed: !stopped, held, valid: true, ..Default::default() })
         }
     }
     let run: Vec<(PredId, u64)> = vec![(PredId(1), 10), (PredId(2), 10)];
@@ -248,6 +253,25 @@ fn a_round_that_changed_an_unordered_predicate_is_confounded_and_unused() {
     assert!(d.path.is_empty());
     assert_eq!(d.untestable, vec![PredId(2)]);
     assert_eq!(d.confidence.stopped_rounds, 0, "an unused round spends no budget");
+}
+
+/// The same runs, but 3 is an order the runs left undecided (its first
+/// call over, its second never started): not missing, so the round is not
+/// confounded and the failure's stopping confirms 2.
+#[test]
+fn an_order_the_runs_left_undecided_is_not_changed_by_the_round() {
+    let dag = with_bystander();
+    let undecided = |held: &[u32]| Observation {
+        undecided: [PredId(3)].into_iter().collect(),
+        ..obs(false, held, true)
+    };
+    let n = 40;
+    let mut o = script((0..n).map(|_| undecided(&[1])).collect());
+    let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!(d.rounds[0].unused, None);
+    assert_eq!(d.path, vec![PredId(2)]);
 }
 
 #[test]

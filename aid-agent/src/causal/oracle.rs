@@ -21,6 +21,11 @@ pub struct Observation {
     /// False when the intervention could not be applied (a site was never
     /// reached, a hold timed out): the run is no evidence and is repeated.
     pub valid: bool,
+    /// Candidates the run left undecided rather than false
+    /// ([`RunTruth::undecided`]): their absence is no sign that the
+    /// intervention changed them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub undecided: BTreeSet<PredId>,
 }
 
 impl Observation {
@@ -30,7 +35,7 @@ impl Observation {
     /// intervention due in the run was applied and no hold timed out.
     pub fn from_truth(truth: &RunTruth, failure: PredId, valid: bool) -> Observation {
         let held = truth.held.iter().map(|&(p, _)| p).filter(|&p| p != failure).collect();
-        Observation { failed: truth.failed, held, valid }
+        Observation { failed: truth.failed, held, valid, undecided: truth.undecided_ids() }
     }
 }
 

@@ -13,7 +13,7 @@ use super::{
 use crate::util::fxhash::{FxMap, FxSet};
 use crate::{
     bitset::BitSet,
-    model::{Call, FuncId, Run},
+    model::{Call, FuncId, Run, Site},
 };
 
 /// `only`: evaluate just these ids (F always).
@@ -47,6 +47,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
     };
     let mut held = Vec::new();
     let mut observed = BitSet::new(cat.predicates.len());
+    let mut undecided = BitSet::new(cat.predicates.len());
     let mut check = |p: &Predicate| {
         let (seen, at) = ev.test(p);
         if seen {
@@ -54,6 +55,8 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         }
         if let Some(t) = at {
             held.push((p.id, t));
+        } else if ev.undecided(p) {
+            undecided.insert(p.id.0 as usize);
         }
     };
     match only {
@@ -70,7 +73,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         }
     }
     held.sort_unstable_by_key(|&(p, _)| p);
-    RunTruth { run: run.id, failed: run.failed(), held, observed }
+    RunTruth { run: run.id, failed: run.failed(), held, observed, undecided }
 }
 
 struct Evaluator<'c, 'r> {
@@ -221,6 +224,32 @@ impl Evaluator<'_, '_> {
                     .then_some(a.entry_ns.max(b.entry_ns))
             }
             _ => None,
+        }
+    }
+
+    /// An order that did not hold is undecided when its first call had
+    /// ended (for "starts before": started) and its second had not
+    /// started by the run's end ([`RunTruth`]'s `undecided`); for a group
+    /// form, when some pair is.
+    fn undecided(&self, p: &Predicate) -> bool {
+        let open = |relation: &Condition, a: Option<Site>, b: Option<Site>| {
+            let (Some(a), Some(b)) = (a, b) else { return false };
+            let Some(a) = self.idx.call(a) else { return false };
+            let first_done = match relation {
+                Condition::EndsBefore => a.exit_ns.is_some(),
+                Condition::EntersBefore => true,
+                _ => false,
+            };
+            first_done && self.idx.call(b).is_none()
+        };
+        match &p.condition {
+            c @ (Condition::EndsBefore | Condition::EntersBefore) => {
+                open(c, p.key.site(), p.key.other_site())
+            }
+            Condition::AnyPair { relation, pairs } => {
+                pairs.iter().any(|m| !m.sections && open(relation, Some(m.a), Some(m.b)))
+            }
+            _ => false,
         }
     }
 
@@ -423,7 +452,7 @@ impl Evaluator<'_, '_> {
         let (a, b) = ((key.func, key.calls), (other.func, other.calls));
         let observed = |side: statements::Side| match side.1 {
             Calls::Site { role, instance } => {
-                idx.index_of(crate::model::Site { func: side.0, role, instance }).is_some()
+                idx.index_of(Site { func: side.0, role, instance }).is_some()
             }
             Calls::Group { class, within } => {
                 idx.group_calls(&(side.0, class, within)).next().is_some()

@@ -671,9 +671,28 @@ pub struct RunTruth {
     /// started), sorted by id; F is among them when the run failed.
     pub held: Vec<(PredId, u64)>,
     observed: BitSet,
+    /// Predicates the run left undecided rather than false: an order
+    /// "A ends (starts) before B starts" whose A had ended (started) while
+    /// B had not started by the run's end. Such an order is settled when A
+    /// ends (its anchor, [`Anchor::FirstExit`]); B missing only says the
+    /// run stopped first, or something later on B's thread kept B from
+    /// starting. Learning treats it as unobserved, as before; the engine's
+    /// confounding guard does not count it as changed.
+    undecided: BitSet,
 }
 
 impl RunTruth {
+    /// Whether the run left the predicate undecided ([`RunTruth`]'s
+    /// `undecided`).
+    pub fn undecided(&self, id: PredId) -> bool {
+        self.undecided.contains(id.0 as usize)
+    }
+
+    /// The predicates the run left undecided.
+    pub fn undecided_ids(&self) -> BTreeSet<PredId> {
+        self.undecided.iter().map(|i| PredId(i as u32)).collect()
+    }
+
     pub fn holds(&self, id: PredId) -> bool {
         self.held.binary_search_by_key(&id, |&(p, _)| p).is_ok()
     }

@@ -64,6 +64,20 @@ fn order_flipped_between_two_threads() {
     assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(10));
     assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
     assert!(c.evaluate(&s.runs[0]).observed(PredId(1)));
+    assert!(!c.evaluate(&s.runs[0]).undecided(PredId(1)), "false, not undecided");
+    // A run that ended after use_config returned and before init started
+    // leaves the order undecided (unobserved, as learning sees it); one
+    // that ended inside use_config, or without it, does not.
+    let ended = |calls| run(3, Label::Pass, calls, 100);
+    let before_init = ended(vec![call(1, 1, 1, 0, Some(10), None)]);
+    let inside = ended(vec![call(1, 1, 1, 0, None, None)]);
+    let neither = ended(vec![call(0, 0, 1, 0, Some(10), None)]);
+    let t = c.evaluate(&before_init);
+    assert!(t.undecided(PredId(1)) && !t.holds(PredId(1)) && !t.observed(PredId(1)));
+    assert!(t.undecided(PredId(2)), "use_config started, init did not");
+    assert!(!c.evaluate(&inside).undecided(PredId(1)));
+    assert!(c.evaluate(&inside).undecided(PredId(2)));
+    assert!(!c.evaluate(&neither).undecided(PredId(1)));
 }
 
 /// A checker that fails only once both updaters have run: each order

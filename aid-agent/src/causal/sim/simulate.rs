@@ -110,7 +110,7 @@ impl CausalModel {
                 }
             }
         }
-        Observation { failed, held, valid: true }
+        Observation { failed, held, valid: true, ..Default::default() }
     }
 }
 

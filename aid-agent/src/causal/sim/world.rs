@@ -301,7 +301,7 @@ impl Oracle for WorldOracle {
             let dropout = self.noise.dropout;
             held.retain(|_| !self.rng.random_bool(dropout));
         }
-        Ok(Observation { failed, held, valid: true })
+        Ok(Observation { failed, held, valid: true, ..Default::default() })
     }
 }
 
