@@ -77,6 +77,21 @@ impl<P: Program> RunSource for Scripted<P> {
     fn end_interventions(&mut self) {}
 }
 
+/// `debug` on `source` with `read` declared safe and two TAGT seeds,
+/// writing its session to a temporary directory.
+fn debug_safe_read(source: &mut dyn RunSource, functions: &[Function]) -> Diagnosis {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.to_vec()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        tagt_seeds: 2,
+        ..DebugOptions::default()
+    };
+    debug(source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap()
+}
+
 /// Run `id` of a program whose failure is `read` returning -1 and exit
 /// code 1 (0 and exit code 0 when it passes).
 fn read_run(id: u32, fails: bool) -> Run {
@@ -152,16 +167,7 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
         observed_noisy: 0,
         control_plain: 0,
     });
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions {
-        safe: SafeList::new(&["read"]).unwrap(),
-        tagt_seeds: 2,
-        ..DebugOptions::default()
-    };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_safe_read(&mut source, &functions);
     // First observation: 10 failing runs of 50 (20 %, not amplified);
     // control: 15 / 20 % = 75 runs, none failed.
     assert_eq!((source.0.observed_plain, source.0.control_plain), (50, 75));
@@ -331,16 +337,7 @@ fn failures_of_the_first_block_only_are_judged_rare_later_and_left_out() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
     let mut source =
         Scripted(FailsFirst { functions: functions.clone(), runs: 0, plain: 0, noisy: 0 });
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions {
-        safe: SafeList::new(&["read"]).unwrap(),
-        tagt_seeds: 2,
-        ..DebugOptions::default()
-    };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_safe_read(&mut source, &functions);
     assert_eq!(source.0.plain, 120);
     assert!(d.observed.amplified.is_some());
     assert_eq!(d.session.runs.len(), 30, "the first 30 runs with noise");
@@ -422,16 +419,7 @@ fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
         vec![function(0, "read").with_ret(ValueKind::Signed), function(1, "pthread_mutex_lock")];
     let mut source =
         Scripted(NeedsOnePoint { functions: functions.clone(), runs: 0, noise: Vec::new() });
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions {
-        safe: SafeList::new(&["read"]).unwrap(),
-        tagt_seeds: 2,
-        ..DebugOptions::default()
-    };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_safe_read(&mut source, &functions);
     let words = d.observed.noise.clone().expect("amplified");
     assert!(
         words.starts_with("noise focused on what provoked it: synchronisation point 2 of worker#1 (pthread_mutex_lock) held"),
@@ -502,16 +490,7 @@ impl Program for ErrorAlsoInPassingRuns {
 fn a_predicate_too_few_runs_decide_is_observed_until_they_do() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
     let mut source = Scripted(ErrorAlsoInPassingRuns { functions: functions.clone(), runs: 0 });
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions {
-        safe: SafeList::new(&["read"]).unwrap(),
-        tagt_seeds: 2,
-        ..DebugOptions::default()
-    };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_safe_read(&mut source, &functions);
     // 22 runs for the first 10 failing ones, then to 30 failing: run 72.
     assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (72, 30, 42));
     assert_eq!(d.session.runs.len(), 72);
@@ -611,16 +590,7 @@ fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
         observed_noisy: 0,
         control_plain: 0,
     });
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions {
-        safe: SafeList::new(&["read"]).unwrap(),
-        tagt_seeds: 2,
-        ..DebugOptions::default()
-    };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_safe_read(&mut source, &functions);
     assert!(source.0.observed_noisy > 0, "observed again with noise first");
     // The diagnosis is made from the 50 runs observed without noise.
     assert!(d.observed.amplified.is_none());
