@@ -25,6 +25,23 @@
 //! reversed first: if the conjunction is what makes the run fail, undoing
 //! any one part keeps the failure away.
 //!
+//! When every such conjunction is also shown by some passing run, one
+//! order *between two of the parts* that every failing run shows may
+//! complete it: "B came only after A1, A2 and A3, and A2 before A1". A
+//! check that fails only when it runs after every updater *and* the
+//! updaters ran in the wrong order has no conjunction of orders before B
+//! that separates the runs (SCTBench's token ring: t4 checks the three
+//! values once t1, t2 and t3 have each passed theirs on, which holds only
+//! if t1 went first; passing runs show t4 after all three, in the right
+//! order, and the wrong order with t4 never running). Bounded: only for a
+//! B with at most [`INNER_PARTS`] parts, and one such order. Negated, when
+//! some passing run had it the other way round, by restoring that order.
+//! The same for "A1 was not the first of the parts" (some other part came
+//! before it, in every failing run; `Condition::AfterAll::any`): the
+//! token ring fails whichever of t2 and t3 goes before t1, and holding
+//! only t2 until t1 has returned leaves t3 to go first; holding every
+//! other part until A1 has returned does not.
+//!
 //! A passing run that ended inside B (main returned while B still ran,
 //! before B's check could fail) says nothing of what B would have done:
 //! it is left out of the vetting, and the predicate is not observed in
@@ -58,6 +75,14 @@ const MAX_PARTS: usize = 64;
 /// The bit of an [`Kind::AfterAll`] key's `arg` (beside its count of
 /// parts) that says its parts are critical sections.
 pub const SECTIONS: u8 = 0x80;
+/// The bit of an [`Kind::AfterAll`] key's `arg` that says its last part is
+/// an order between two of the others' earlier calls.
+pub const INNER: u8 = 0x40;
+/// The bit of an [`Kind::AfterAll`] key's `arg` that says it has a part
+/// that was not the first of them (`Condition::AfterAll::any`).
+pub const LATE: u8 = 0x20;
+/// Most parts of one B for which orders between them are looked at.
+pub const INNER_PARTS: usize = 8;
 
 /// A later call B and whether its parts are orders of calls (false) or of
 /// their first critical sections (true).
@@ -71,6 +96,14 @@ pub(super) struct Candidates {
     /// A failing run had too many calls: nothing is learned.
     skip: bool,
     after: FxMap<Later, Vec<Site>>,
+    /// Per later call B with at most [`INNER_PARTS`] parts, the pairs
+    /// (x, y) of them every failing run so far showed x before y (in the
+    /// same sense as the parts: x ended before y started, or x's first
+    /// section came first).
+    inner: FxMap<Later, Vec<(Site, Site)>>,
+    /// The same B's parts that were not the first of them (some part of
+    /// another thread came before) in every failing run so far.
+    late: FxMap<Later, Vec<Site>>,
     /// Every bounded call of the first failing run: (entry, exit).
     first: FxMap<Site, (u64, u64)>,
 }
@@ -118,6 +151,14 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
     }
     let firsts = Firsts::of(&sections(idx, &funcs.lock_ops));
     let index = |c: &crate::model::Call| idx.index_of(site_of(c));
+    // x before y, in the sense of the parts.
+    let ahead = |x: &crate::model::Call, y: &crate::model::Call, in_sections: bool| {
+        if in_sections {
+            index(x).zip(index(y)).and_then(|(ix, iy)| firsts.before(ix, iy)).is_some_and(|o| o.0)
+        } else {
+            x.exit_ns.is_some_and(|t| t < y.entry_ns)
+        }
+    };
     for b in &calls {
         let Some(ib) = index(b) else { continue };
         let before = calls
@@ -130,8 +171,34 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
             .collect();
         keep((site_of(b), true), before);
     }
+    let by_site: FxMap<Site, &crate::model::Call> =
+        calls.iter().map(|c| (site_of(c), *c)).collect();
+    let mut inner: FxMap<Later, Vec<(Site, Site)>> = FxMap::default();
+    let mut lates: FxMap<Later, Vec<Site>> = FxMap::default();
+    for (&(b, in_sections), parts) in &here {
+        if parts.len() > INNER_PARTS {
+            continue;
+        }
+        let mut pairs = Vec::new();
+        for x in parts {
+            for y in parts {
+                let (Some(cx), Some(cy)) = (by_site.get(x), by_site.get(y)) else { continue };
+                if x.role != y.role && ahead(cx, cy, in_sections) {
+                    pairs.push((*x, *y));
+                }
+            }
+        }
+        pairs.sort_unstable();
+        let mut late: Vec<Site> = pairs.iter().map(|p| p.1).collect();
+        late.sort_unstable();
+        late.dedup();
+        lates.insert((b, in_sections), late);
+        inner.insert((b, in_sections), pairs);
+    }
     if !out.started {
         out.started = true;
+        out.inner = inner;
+        out.late = lates;
         out.after = here;
         out.first =
             calls.iter().filter_map(|c| Some((site_of(c), (c.entry_ns, c.exit_ns?)))).collect();
@@ -141,6 +208,16 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
         let Some(now) = here.get(b) else { return false };
         before.retain(|a| now.binary_search(a).is_ok());
         before.len() >= 2
+    });
+    out.inner.retain(|b, pairs| {
+        let Some(now) = inner.get(b) else { return false };
+        pairs.retain(|p| now.binary_search(p).is_ok());
+        !pairs.is_empty()
+    });
+    out.late.retain(|b, late| {
+        let Some(now) = lates.get(b) else { return false };
+        late.retain(|p| now.binary_search(p).is_ok());
+        !late.is_empty()
     });
 }
 
@@ -153,18 +230,55 @@ struct Vetting {
     /// Sections: some passing run had B's first section before the
     /// part's.
     flipped: Vec<bool>,
+    /// Orders between two parts every failing run showed (indices into
+    /// `parts`), with, per passing run with B, those that held (bit k:
+    /// `inner[k]`), what the passing runs showed of the two calls, and
+    /// whether some passing run had the order the other way round.
+    inner: Vec<(usize, usize)>,
+    inner_masks: Vec<u64>,
+    inner_seen: Vec<Passing>,
+    inner_flipped: Vec<bool>,
+    /// Parts that were not the first of them in every failing run
+    /// (indices into `parts`), with, per passing run with B, those that
+    /// were not there either (bit k: `late[k]`).
+    late: Vec<usize>,
+    late_masks: Vec<u64>,
 }
 
 /// The conjunctions no passing run shows whole, reduced to the fewest
 /// parts, with the hold that negates each.
 pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Learned> {
+    let mut inner_of = cands.inner;
+    let mut late_of = cands.late;
     let mut vetting: Vec<(Later, Vetting)> = cands
         .after
         .into_iter()
         .filter(|(_, parts)| parts.len() <= MAX_PARTS)
         .map(|(b, parts)| {
             let (seen, flipped) = (vec![Passing::NONE; parts.len()], vec![false; parts.len()]);
-            (b, Vetting { parts, masks: Vec::new(), seen, flipped })
+            let at = |s: &Site| parts.iter().position(|p| p == s);
+            let inner: Vec<(usize, usize)> = inner_of
+                .remove(&b)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|(x, y)| Some((at(x)?, at(y)?)))
+                .collect();
+            let n = inner.len();
+            let late: Vec<usize> =
+                late_of.remove(&b).unwrap_or_default().iter().filter_map(at).collect();
+            let v = Vetting {
+                parts,
+                masks: Vec::new(),
+                seen,
+                flipped,
+                inner,
+                inner_masks: Vec::new(),
+                inner_seen: vec![Passing::NONE; n],
+                inner_flipped: vec![false; n],
+                late,
+                late_masks: Vec::new(),
+            };
+            (b, v)
         })
         .collect();
     vetting.sort_unstable_by_key(|v| v.0);
@@ -179,33 +293,62 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
             // A passing run that ended inside B (the process exited while
             // B ran) does not say what B would have done: left out.
             let Some(cb) = idx.call(*b).filter(|c| c.exit_ns.is_some()) else { continue };
-            let ib = idx.index_of(*b);
+            // Whether x came before y (Some(false): the other way round;
+            // None: not both there, or no shared lock).
+            let order = |x: &crate::model::Call, y: &crate::model::Call| match &firsts {
+                Some(firsts) if *in_sections => {
+                    let (ix, iy) = (idx.index_of(site_of(x))?, idx.index_of(site_of(y))?);
+                    firsts.before(ix, iy).map(|(before, _)| before)
+                }
+                _ => Some(x.exit_ns.is_some_and(|t| t < y.entry_ns)),
+            };
             let mut mask = 0u64;
             for (i, a) in v.parts.iter().enumerate() {
                 let Some(ca) = idx.call(*a) else { continue };
-                let held = match (&firsts, *in_sections) {
-                    (Some(firsts), true) => {
-                        let order =
-                            idx.index_of(*a).zip(ib).and_then(|(ia, ib)| firsts.before(ia, ib));
-                        v.flipped[i] |= order.is_some_and(|(before, _)| !before);
-                        order.is_some_and(|(before, _)| before)
-                    }
-                    _ => ca.exit_ns.is_some_and(|x| x < cb.entry_ns),
-                };
-                if held {
+                let held = order(ca, cb);
+                if *in_sections {
+                    v.flipped[i] |= held == Some(false);
+                }
+                if held == Some(true) {
                     mask |= 1 << i;
                 }
                 v.seen[i].see(ca, cb);
             }
             v.masks.push(mask);
+            let mut inner = 0u64;
+            for (k, &(x, y)) in v.inner.iter().enumerate() {
+                let (Some(cx), Some(cy)) = (idx.call(v.parts[x]), idx.call(v.parts[y])) else {
+                    continue;
+                };
+                let held = order(cx, cy);
+                if *in_sections {
+                    v.inner_flipped[k] |= held == Some(false);
+                }
+                if held == Some(true) {
+                    inner |= 1 << k;
+                }
+                v.inner_seen[k].see(cx, cy);
+            }
+            v.inner_masks.push(inner);
+            let mut late = 0u64;
+            for (k, &y) in v.late.iter().enumerate() {
+                let Some(cy) = idx.call(v.parts[y]) else { continue };
+                let behind = v.parts.iter().enumerate().any(|(x, part)| {
+                    x != y
+                        && part.role != v.parts[y].role
+                        && idx.call(*part).is_some_and(|cx| order(cx, cy) == Some(true))
+                });
+                if behind {
+                    late |= 1 << k;
+                }
+            }
+            v.late_masks.push(late);
         }
     }
     let mut out = Vec::new();
     for (b, v) in vetting {
         let order = removal_order(&v.parts, &cands.first);
-        if let Some(learned) = conjunction(b, &v, &order) {
-            out.push(learned);
-        }
+        out.extend(conjunction(b, &v, &order));
     }
     out
 }
@@ -229,12 +372,13 @@ fn removal_order(parts: &[Site], first: &FxMap<Site, (u64, u64)>) -> Vec<usize> 
 
 /// The fewest parts of `v` that no passing run showed together (two or
 /// more, none of which alone no passing run showed), removing them in
-/// `order`, as a predicate.
-fn conjunction((b, sections): Later, v: &Vetting, order: &[usize]) -> Option<Learned> {
+/// `order`, as a predicate; when every passing run's parts leave that
+/// impossible, the same completed by one order between two parts, and by
+/// one part that was not the first of them.
+fn conjunction(later: Later, v: &Vetting, order: &[usize]) -> Vec<Learned> {
     if v.masks.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let shown = |set: u64| v.masks.iter().any(|m| m & set == set);
     // Parts every passing run with B also showed tell nothing apart.
     let mut set: u64 = 0;
     for i in 0..v.parts.len() {
@@ -242,54 +386,133 @@ fn conjunction((b, sections): Later, v: &Vetting, order: &[usize]) -> Option<Lea
             set |= 1 << i;
         }
     }
-    if set.count_ones() < 2 || shown(set) {
-        return None;
+    let plain = |set: u64| v.masks.iter().any(|m| m & set == set);
+    if set.count_ones() >= 2 && !plain(set) {
+        let set = reduce(set, order, 2, &plain);
+        return learned(later, v, set, Completion::None).into_iter().collect();
     }
+    if set.count_ones() == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    // The first completion of each form, in the parts' order. One no
+    // passing run showed alone is an order of its own.
+    // Per form: its bits per passing run, how many, and the completion.
+    type Form<'a> = (&'a [u64], usize, fn(usize) -> Completion);
+    let forms: [Form<'_>; 2] = [
+        (&v.inner_masks, v.inner.len(), Completion::Inner),
+        (&v.late_masks, v.late.len(), Completion::Late),
+    ];
+    for (extra, n, completion) in forms {
+        for k in 0..n {
+            let bit = 1u64 << k;
+            if !extra.iter().any(|m| m & bit != 0) {
+                continue;
+            }
+            let with =
+                |set: u64| v.masks.iter().zip(extra).any(|(m, e)| m & set == set && e & bit != 0);
+            if !with(set) {
+                let set = reduce(set, order, 1, &with);
+                out.extend(learned(later, v, set, completion(k)));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// What completes a conjunction of parts that passing runs also show.
+#[derive(Clone, Copy)]
+enum Completion {
+    None,
+    /// `Vetting::inner[k]`: an order between two parts.
+    Inner(usize),
+    /// `Vetting::late[k]`: a part that was not the first of them.
+    Late(usize),
+}
+
+/// Removes parts of `set` in `order` while at least `least` remain and
+/// no passing run shows what is left (`shown`).
+fn reduce(mut set: u64, order: &[usize], least: u32, shown: &dyn Fn(u64) -> bool) -> u64 {
     for &i in order {
         let fewer = set & !(1 << i);
-        if set & (1 << i) != 0 && fewer.count_ones() >= 2 && !shown(fewer) {
+        if set & (1 << i) != 0 && fewer.count_ones() >= least && !shown(fewer) {
             set = fewer;
         }
     }
+    set
+}
+
+/// The predicate of the parts in `set`, completed, unless one part alone
+/// separates the runs: that is an order of its own.
+fn learned((b, sections): Later, v: &Vetting, set: u64, completion: Completion) -> Option<Learned> {
     let chosen: Vec<usize> = (0..v.parts.len()).filter(|&i| set & (1 << i) != 0).collect();
-    // One part alone separating the runs is an order of its own.
-    if chosen.iter().any(|&i| !shown(1 << i)) {
+    let alone = |i: usize| v.masks.iter().any(|m| m & (1 << i) != 0);
+    if chosen.is_empty() || chosen.iter().any(|&i| !alone(i)) {
         return None;
     }
-    let pairs: Vec<PairMember> = chosen
-        .iter()
-        .map(|&i| PairMember {
-            a: v.parts[i],
-            b,
-            at_entry: false,
-            reversed: v.seen[i].reversed,
-            sections,
-        })
-        .collect();
+    let member =
+        |a: Site, b: Site, reversed: bool| PairMember { a, b, at_entry: false, reversed, sections };
+    let mut pairs: Vec<PairMember> =
+        chosen.iter().map(|&i| member(v.parts[i], b, v.seen[i].reversed)).collect();
+    let mut any = Vec::new();
+    // Holding `x` at its entry until `y` has returned puts y first.
+    let first = |x: Site, y: Site| Intervention::HoldUntil {
+        site: x,
+        point: Point::Entry,
+        until: y,
+        until_point: Point::Exit,
+    };
+    let flipped = |i: usize| if sections { v.flipped[i] } else { v.seen[i].reversed };
     // Undo a part some passing run had the other way round (B ran to its
     // end before that call started; for sections, B's section came
     // first): holding that call's entry restores a passing order.
-    let flipped = |i: usize| if sections { v.flipped[i] } else { v.seen[i].reversed };
-    let undo = chosen.iter().copied().find(|&i| flipped(i)).unwrap_or(chosen[0]);
-    let iv = if sections {
-        let until = b;
-        Intervention::HoldUntil {
-            site: v.parts[undo],
-            point: Point::Entry,
-            until,
-            until_point: Point::Exit,
+    let undo_part = || {
+        let undo = chosen.iter().copied().find(|&i| flipped(i)).unwrap_or(chosen[0]);
+        if sections {
+            first(v.parts[undo], b)
+        } else {
+            hold(Kind::Order, v.parts[undo], b, v.seen[undo]).1
         }
-    } else {
-        hold(Kind::Order, v.parts[undo], b, v.seen[undo]).1
     };
-    let first = v.parts[chosen[0]];
+    let (iv, bit) = match completion {
+        Completion::None => (undo_part(), 0),
+        Completion::Inner(k) => {
+            let (x, y) = (v.parts[v.inner[k].0], v.parts[v.inner[k].1]);
+            pairs.push(member(x, y, v.inner_seen[k].reversed));
+            // Restoring the order between the two, when a passing run had
+            // it the other way round: what a passing run with every part
+            // did.
+            let back = if sections { v.inner_flipped[k] } else { v.inner_seen[k].reversed };
+            let iv = match (back, sections) {
+                (false, _) => undo_part(),
+                (true, true) => first(x, y),
+                (true, false) => hold(Kind::Order, x, y, v.inner_seen[k]).1,
+            };
+            (iv, INNER)
+        }
+        Completion::Late(k) => {
+            // Every other part of another thread waits until y has
+            // returned: y comes first.
+            let y = v.parts[v.late[k]];
+            let others: Vec<Site> =
+                v.parts.iter().copied().filter(|x| *x != y && x.role != y.role).collect();
+            any = others.iter().map(|&x| member(x, y, false)).collect();
+            let each: Vec<Intervention> = others.iter().map(|&x| first(x, y)).collect();
+            let iv =
+                if each.len() == 1 { each.into_iter().next()? } else { Intervention::All { each } };
+            (iv, LATE)
+        }
+    };
+    let head = v.parts[chosen[0]];
+    let count = (pairs.len() + any.len()).min(0x1f) as u8;
     let key = PredKey {
         other: Some(Other {
-            func: first.func,
-            calls: Calls::Site { role: first.role, instance: first.instance },
+            func: head.func,
+            calls: Calls::Site { role: head.role, instance: head.instance },
         }),
-        arg: chosen.len().min(usize::from(!SECTIONS)) as u8 | if sections { SECTIONS } else { 0 },
+        arg: count | if sections { SECTIONS } else { 0 } | bit,
         ..PredKey::at(Kind::AfterAll, b)
     };
-    Some((key, Condition::AfterAll { pairs }, Anchor::FirstExit, Some(iv)))
+    Some((key, Condition::AfterAll { pairs, any }, Anchor::FirstExit, Some(iv)))
 }

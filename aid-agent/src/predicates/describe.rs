@@ -390,7 +390,7 @@ impl<'c> Names<'c> {
                 )
             }
             (_, Condition::AnyPair { relation, pairs }) => self.any_pair(relation, pairs),
-            (_, Condition::AfterAll { pairs }) => self.after_all(&some, pairs),
+            (_, Condition::AfterAll { pairs, any }) => self.after_all(&some, pairs, any),
             (_, Condition::InterleavedSections) => self.interleaved(key, &some, &other),
             (_, Condition::RunsBetweenStatements) => self.between_statements(key, &some, &other),
             (_, Condition::SectionsInOrder) => format!(
@@ -467,18 +467,63 @@ impl<'c> Names<'c> {
     /// "B starts only after A1, A2 and A3 have all ended", with the
     /// earlier calls in the order of the pairs. Apart from
     /// [`Names::describe`] because it names a list of calls.
-    fn after_all(&self, some: &str, pairs: &[super::PairMember]) -> String {
-        let mut calls: Vec<String> = pairs.iter().map(|m| self.call(m.a)).collect();
-        let last = calls.pop().unwrap_or_default();
-        let all = if calls.is_empty() { last } else { format!("{} and {last}", calls.join(", ")) };
-        if pairs.first().is_some_and(|m| m.sections) {
-            return format!(
-                "{some} takes a lock only after {all} have each held it and let it go (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
-            );
+    fn after_all(
+        &self,
+        some: &str,
+        pairs: &[super::PairMember],
+        any: &[super::PairMember],
+    ) -> String {
+        // The parts before B share B; an order between two of them
+        // (`after_all::INNER`) comes last.
+        let b = pairs.first().map(|m| m.b);
+        let (outer, inner): (Vec<&super::PairMember>, Vec<&super::PairMember>) =
+            pairs.iter().partition(|m| Some(m.b) == b);
+        let list = |calls: Vec<String>, and: &str| {
+            let mut calls = calls;
+            let last = calls.pop().unwrap_or_default();
+            if calls.is_empty() { last } else { format!("{} {and} {last}", calls.join(", ")) }
+        };
+        let n = outer.len();
+        let all = list(outer.iter().map(|m| self.call(m.a)).collect(), "and");
+        let sections = pairs.first().is_some_and(|m| m.sections);
+        let (have, each) = if n == 1 { ("has", "") } else { ("have", " each") };
+        let head = if sections {
+            format!("{some} takes a lock only after {all} {have}{each} held it and let it go")
+        } else {
+            let all_ = if n == 1 { "" } else { " all" };
+            format!("{some} starts only after {all} {have}{all_} ended")
+        };
+        let tail = "which no passing run shows (each of these orders alone, some do)";
+        if let Some(m) = inner.first() {
+            let (x, y) = (self.call(m.a), self.call(m.b));
+            return if sections {
+                format!(
+                    "{head}, and {x} held it before {y} did (the order of their first critical sections on it), {tail}"
+                )
+            } else {
+                format!("{head}, and {x} ended before {y} started, {tail}")
+            };
         }
-        format!(
-            "{some} starts only after {all} have all ended, which no passing run shows (each of them alone ending first, some do)"
-        )
+        if let Some(m) = any.first() {
+            let y = self.call(m.b);
+            let xs = list(any.iter().map(|m| self.call(m.a)).collect(), "or");
+            return if sections {
+                format!(
+                    "{head}, and {y} was not the first to hold it: {xs} did before it (their first critical sections on it), {tail}"
+                )
+            } else {
+                format!(
+                    "{head}, and {y} was not the first to end: {xs} ended before it started, {tail}"
+                )
+            };
+        }
+        if sections {
+            format!(
+                "{head} (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
+            )
+        } else {
+            format!("{head}, which no passing run shows (each of them alone ending first, some do)")
+        }
     }
 
     /// A lock-order cycle in words: which lock each call holds and which
@@ -576,7 +621,7 @@ impl<'c> Names<'c> {
             Condition::RetNotPerCall { expected } | Condition::ArgNotPerCall { expected } => {
                 vec![("calls_with_a_passing_value".into(), expected.len().to_string())]
             }
-            Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs } => {
+            Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs, .. } => {
                 vec![("pairs".into(), pairs.len().to_string())]
             }
             Condition::GroupOverlap { shared, same, .. } => {

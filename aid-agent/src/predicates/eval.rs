@@ -25,7 +25,7 @@ pub(super) fn evaluate(cat: &Catalog, run: &Run, only: Option<&BTreeSet<PredId>>
         p.key.is_group()
             || matches!(p.key.other, Some(o) if matches!(o.calls, Calls::Group { .. }))
             || matches!(p.condition, Condition::SectionsInOrder | Condition::RunsBetweenStatements)
-            || matches!(&p.condition, Condition::AfterAll { pairs } if pairs.iter().any(|m| m.sections))
+            || matches!(&p.condition, Condition::AfterAll { pairs, .. } if pairs.iter().any(|m| m.sections))
     });
     let idx = if groups {
         let by_caller: FxSet<_> = cat.by_caller.iter().copied().collect();
@@ -141,7 +141,7 @@ impl Evaluator<'_, '_> {
                 (true, self.pair(&p.condition, a, b, at_entry))
             }
             Condition::AnyPair { relation, pairs } => self.any_pair(relation, pairs),
-            Condition::AfterAll { pairs } => self.after_all(pairs),
+            Condition::AfterAll { pairs, any } => self.after_all(pairs, any),
             Condition::GroupOverlap { shared, object, same } => {
                 self.group_overlap(key, *shared, *object, same.as_ref())
             }
@@ -269,45 +269,57 @@ impl Evaluator<'_, '_> {
     }
 
     /// Every pair ended its first call before its second started (or, for
-    /// sections, had its first critical section on a shared lock first);
-    /// the moment the last of them ended. Observed when every call is
-    /// there (and, for sections, shares a lock with the later one), and
-    /// the later one returned unless the run failed (a passing run that
-    /// ended inside it does not say what it would have done).
-    fn after_all(&mut self, pairs: &[PairMember]) -> (bool, Option<u64>) {
-        if pairs.iter().any(|m| m.sections) {
+    /// sections, had its first critical section on a shared lock first),
+    /// and, with `any`, at least one of those did; the moment the last of
+    /// them ended (of `any`, the first that did). Observed when every call
+    /// of `pairs` is there (and, for sections, shares a lock with the
+    /// later one), and the later one returned unless the run failed (a
+    /// passing run that ended inside it does not say what it would have
+    /// done); a call of `any` missing is one that did not come first.
+    fn after_all(&mut self, pairs: &[PairMember], any: &[PairMember]) -> (bool, Option<u64>) {
+        if pairs.iter().chain(any).any(|m| m.sections) {
             self.run_firsts();
         }
-        let firsts = self.firsts.as_ref();
         let mut last: Option<u64> = None;
-        let failed = self.idx.run.failed();
         for m in pairs {
-            let (Some(a), Some(b)) = (self.idx.call(m.a), self.idx.call(m.b)) else {
-                return (false, None);
-            };
-            // A passing run that ended inside the later call: unknown.
-            if b.exit_ns.is_none() && !failed {
-                return (false, None);
-            }
-            let held = match firsts {
-                Some(firsts) if m.sections => {
-                    let (Some(ia), Some(ib)) = (self.idx.index_of(m.a), self.idx.index_of(m.b))
-                    else {
-                        return (false, None);
-                    };
-                    match firsts.before(ia, ib) {
-                        Some((before, at)) => before.then_some(at),
-                        None => return (false, None),
-                    }
-                }
-                _ => self.pair(&Condition::EndsBefore, a, b, m.at_entry),
-            };
-            match held {
-                Some(t) => last = last.max(Some(t)),
-                None => return (true, None),
+            match self.part(m) {
+                Err(()) => return (false, None),
+                Ok(Some(t)) => last = last.max(Some(t)),
+                Ok(None) => return (true, None),
             }
         }
-        (true, last)
+        if any.is_empty() {
+            return (true, last);
+        }
+        let mut first: Option<u64> = None;
+        for m in any {
+            if let Ok(Some(t)) = self.part(m) {
+                first = Some(first.map_or(t, |f| f.min(t)));
+            }
+        }
+        match first {
+            Some(t) => (true, last.max(Some(t))),
+            None => (true, None),
+        }
+    }
+
+    /// One part of [`Evaluator::after_all`]: Err when it is not observed,
+    /// else when it held.
+    fn part(&self, m: &PairMember) -> Result<Option<u64>, ()> {
+        let (Some(a), Some(b)) = (self.idx.call(m.a), self.idx.call(m.b)) else { return Err(()) };
+        // A passing run that ended inside the later call: unknown.
+        if b.exit_ns.is_none() && !self.idx.run.failed() {
+            return Err(());
+        }
+        match self.firsts.as_ref() {
+            Some(firsts) if m.sections => {
+                let (Some(ia), Some(ib)) = (self.idx.index_of(m.a), self.idx.index_of(m.b)) else {
+                    return Err(());
+                };
+                firsts.before(ia, ib).map(|(before, at)| before.then_some(at)).ok_or(())
+            }
+            _ => Ok(self.pair(&Condition::EndsBefore, a, b, m.at_entry)),
+        }
     }
 
     /// The first moment a call of one group starts while a call of the

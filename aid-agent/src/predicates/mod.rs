@@ -559,9 +559,13 @@ pub enum Condition {
     },
     /// The key's call started after every pair's first call (`a`) had
     /// ended: every pair holds [`Condition::EndsBefore`]; anchored when
-    /// the last of them ended.
+    /// the last of them ended. With `any`, also at least one of those
+    /// pairs holds (they share their later call: it was not the first of
+    /// them, `after_all::LATE`).
     AfterAll {
         pairs: Vec<PairMember>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        any: Vec<PairMember>,
     },
     /// Groups: some call of the first group and some call of the second,
     /// on different threads, overlap in time — on the same object when

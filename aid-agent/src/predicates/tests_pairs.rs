@@ -127,7 +127,10 @@ fn after_all_joins_orders_that_only_together_separate_the_runs() {
         |a| PairMember { a, b: site(2, 3, 1), at_entry: false, reversed: true, sections: false };
     assert_eq!(
         p.condition,
-        Condition::AfterAll { pairs: vec![part(site(0, 1, 1)), part(site(1, 2, 1))] }
+        Condition::AfterAll {
+            pairs: vec![part(site(0, 1, 1)), part(site(1, 2, 1))],
+            any: Vec::new()
+        }
     );
     assert_eq!(
         p.description,

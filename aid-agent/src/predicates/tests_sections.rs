@@ -465,7 +465,10 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     let part = |a| PairMember { a, b: check, at_entry: false, reversed: true, sections: true };
     assert_eq!(
         p.condition,
-        Condition::AfterAll { pairs: vec![part(site(0, 2, 1)), part(site(1, 3, 1))] }
+        Condition::AfterAll {
+            pairs: vec![part(site(0, 2, 1)), part(site(1, 3, 1))],
+            any: Vec::new()
+        }
     );
     assert_eq!(
         p.description,
@@ -493,6 +496,131 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     let censored = c.evaluate(&s.runs[5]);
     assert!(!censored.observed(p.id) && !censored.holds(p.id));
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(20 * US));
+}
+
+/// SCTBench's token ring: t1, t2 and t3 each take the lock once; t4's
+/// check fails only when its section comes after all three and t1's did
+/// not come first. Passing runs show every order before t4 (t1 first),
+/// t2 before t1 with t4 before t1, or with t3 never running: no
+/// conjunction of orders before t4 separates the runs; with "t2's section
+/// before t1's" it does, negated by holding t2 until t1 has returned. A
+/// passing run without t4 (main returned first) says nothing. Times in µs.
+#[test]
+fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction() {
+    let functions = vec![
+        func(0, "t1", ValueKind::Void, &[]),
+        func(1, "t2", ValueKind::Void, &[]),
+        func(2, "t3", ValueKind::Void, &[]),
+        func(3, "t4", ValueKind::Void, &[]),
+        sync(4, "pthread_mutex_lock"),
+        sync(5, "pthread_mutex_unlock"),
+    ];
+    const LOCK: i64 = 0x7000;
+    // Function f on role f + 1 holds the lock from `at` to `at` + 2 (the
+    // run ends inside a failing check's section).
+    let section = |f: u32, at: u64, open: bool| -> Vec<Call> {
+        let role = f + 1;
+        let exit = (!open).then_some((at + 3) * US);
+        let mut v = vec![
+            call(f, role, 1, (at - 1) * US, exit, None),
+            call(4, role, 1, at * US, None, None).with_args([LOCK, 0, 0]),
+        ];
+        if !open {
+            v.push(call(5, role, 1, (at + 2) * US, None, None).with_args([LOCK, 0, 0]));
+        }
+        v
+    };
+    let threads =
+        vec![thread(0, "main"), thread(1, "t1"), thread(2, "t2"), thread(3, "t3"), thread(4, "t4")];
+    // The threads' functions (0 for t1 … 3 for t4) in the order they took
+    // the lock.
+    let mk = |id: u32, label: Label, order: &[u32]| {
+        let calls = order
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &f)| section(f, 10 * (k as u64 + 1), label == Label::Fail && f == 3))
+            .collect();
+        run(id, label, calls, 100 * US).with_threads(threads.clone())
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            mk(0, Label::Fail, &[1, 0, 2, 3]),
+            mk(1, Label::Fail, &[1, 2, 0, 3]),
+            mk(2, Label::Pass, &[0, 1, 2, 3]),
+            mk(3, Label::Pass, &[0, 2, 1, 3]),
+            mk(4, Label::Pass, &[1, 2, 3, 0]),
+            mk(5, Label::Pass, &[1, 0, 3]),
+            mk(6, Label::Pass, &[1, 0, 2]),
+        ],
+    };
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let (t1, t2, t3, t4) = (site(0, 1, 1), site(1, 2, 1), site(2, 3, 1), site(3, 4, 1));
+    let key = PredKey {
+        arg: 3 | after_all::SECTIONS | after_all::INNER,
+        ..PredKey::pair(Kind::AfterAll, t4, t1)
+    };
+    let p = c.predicates.iter().find(|p| p.key == key).expect("the completed conjunction");
+    // Some passing run ran the second call to its end before the first
+    // started (t4 before t1, t1 before t2).
+    let part = |a, b, reversed| PairMember { a, b, at_entry: false, reversed, sections: true };
+    assert_eq!(
+        p.condition,
+        Condition::AfterAll {
+            pairs: vec![part(t1, t4, true), part(t3, t4, false), part(t2, t1, true)],
+            any: Vec::new()
+        }
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of t4 on t4#4 takes a lock only after call 1 of t1 on t1#1 and call 1 of t3 on t3#3 have each held it and let it go, and call 1 of t2 on t2#2 held it before call 1 of t1 on t1#1 did (the order of their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: t2,
+            point: Point::Entry,
+            until: t1,
+            until_point: Point::Exit
+        })
+    );
+    for (run, holds) in [(0, true), (1, true), (2, false), (3, false), (4, false), (5, false)] {
+        assert_eq!(c.evaluate(&s.runs[run]).holds(p.id), holds, "run {run}");
+    }
+    // Holding only t2 leaves t3 to go before t1. "t1 was not the first of
+    // them" completes it too, negated by holding t2 and t3 until t1 has
+    // returned.
+    let key = PredKey {
+        arg: 4 | after_all::SECTIONS | after_all::LATE,
+        ..PredKey::pair(Kind::AfterAll, t4, t1)
+    };
+    let p = c.predicates.iter().find(|p| p.key == key).expect("t1 not first");
+    assert_eq!(
+        p.condition,
+        Condition::AfterAll {
+            pairs: vec![part(t1, t4, true), part(t3, t4, false)],
+            any: vec![part(t2, t1, false), part(t3, t1, false)]
+        }
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of t4 on t4#4 takes a lock only after call 1 of t1 on t1#1 and call 1 of t3 on t3#3 have each held it and let it go, and call 1 of t1 on t1#1 was not the first to hold it: call 1 of t2 on t2#2 or call 1 of t3 on t3#3 did before it (their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
+    );
+    let first = |site| Intervention::HoldUntil {
+        site,
+        point: Point::Entry,
+        until: t1,
+        until_point: Point::Exit,
+    };
+    assert_eq!(p.intervention, Some(Intervention::All { each: vec![first(t2), first(t3)] }));
+    for (run, holds) in [(0, true), (1, true), (2, false), (3, false), (4, false), (5, false)] {
+        assert_eq!(c.evaluate(&s.runs[run]).holds(p.id), holds, "run {run}");
+    }
+    // Neither form without its completion is learned.
+    let plain = |p: &Predicate| {
+        p.key.kind == Kind::AfterAll && p.key.arg & (after_all::INNER | after_all::LATE) == 0
+    };
+    assert!(!c.predicates.iter().any(plain));
 }
 
 /// Two threads that each run one call taking turns on one lock: the

@@ -129,7 +129,7 @@ impl<'a> Facts<'a> {
         let mut ids = vec![k.func];
         ids.extend(k.other.map(|o| o.func));
         ids.extend(k.callee);
-        if let Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs } = &p.condition {
+        if let Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs, .. } = &p.condition {
             ids.extend(pairs.iter().flat_map(|m| [m.a.func, m.b.func]));
         }
         let mut seen = std::collections::BTreeSet::new();
