@@ -23,6 +23,14 @@
 //! were on two objects and overlapped shows the candidate, which then
 //! still witnesses (any candidate that holds in a round does).
 //!
+//! A hold of a call at its entry until another has returned also makes
+//! impossible every order that says the held call came first (ended,
+//! started or took its first critical section before the other): the
+//! token ring's "t1 was not the first" is negated by holding t2 and t3
+//! until t1 has returned, which makes "t2's first section came before
+//! t1's" impossible; before this, that round was set aside as having
+//! changed it.
+//!
 //! A hold of one side's locks (`HoldLocks`: every lock a call of B takes
 //! waits while a call of A runs) does not keep the calls apart, only B's
 //! critical sections out of A's calls. It makes impossible the candidates
@@ -72,6 +80,31 @@ fn kept_apart(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
         })
         .filter_map(sides)
         .collect()
+}
+
+/// Each part of an intervention that holds a call at its entry until
+/// another has returned: (the held calls, the calls they wait for). The
+/// held side starts only after the other has ended.
+fn held_until_returned(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
+    iv.parts()
+        .into_iter()
+        .filter_map(|part| match part {
+            Intervention::HoldUntil {
+                site,
+                point: Point::Entry,
+                until,
+                until_point: Point::Exit,
+            } => Some((CallSet::site(*site), CallSet::site(*until))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Kinds that say one call (the site its intervention holds) came before
+/// another (the one it waits for): ended, started or took its first
+/// critical section first.
+fn ordered(kind: Kind) -> bool {
+    matches!(kind, Kind::Order | Kind::StartsBefore | Kind::SectionOrder)
 }
 
 /// Each part of an intervention that holds one side's locks while the
@@ -232,6 +265,25 @@ pub(super) fn implied(candidates: &[Candidate<'_>], nesting: &Nesting) -> Vec<(P
         .collect();
     let cover = |inner: &CallSet, outer: &CallSet| covered(inner, outer, nesting);
     let mut out = Vec::new();
+    // An order "A before B" is impossible while A is held at its entry
+    // until B has returned (q's own intervention holds A until B).
+    let held: Vec<(PredId, Sides)> = candidates
+        .iter()
+        .filter_map(|&(p, _, iv)| Some((p, held_until_returned(iv?))))
+        .filter(|(_, h)| !h.is_empty())
+        .collect();
+    for &(q, kind, iv) in candidates {
+        let Some(Intervention::HoldUntil { site, until, .. }) = iv.filter(|_| ordered(kind)) else {
+            continue;
+        };
+        let (first, second) = (CallSet::site(*site), CallSet::site(*until));
+        for (p, pairs) in &held {
+            let negates = pairs.iter().any(|(x, y)| cover(&first, x) && cover(&second, y));
+            if *p != q && negates {
+                out.push((*p, q));
+            }
+        }
+    }
     for &(q, kind, iv) in candidates {
         if !co_occurrence(kind) {
             continue;
@@ -392,5 +444,40 @@ mod tests {
             (PredId(34), Kind::Interleaved, Some(&other_taker)),
         ];
         assert_eq!(implied(&candidates, &nesting), vec![(PredId(32), PredId(33))]);
+    }
+
+    /// The token ring: holding t2 and t3 until t1 has returned makes
+    /// impossible "t2's first section came before t1's" and "t3 ends
+    /// before t1 starts" (each negated by holding its first call until
+    /// the second); not "t1's first section came before t4's", nor an
+    /// order of t1 before t2.
+    #[test]
+    fn holding_a_call_until_another_returned_makes_its_orders_before_it_impossible() {
+        const T1: FuncId = 0;
+        const T2: FuncId = 1;
+        const T3: FuncId = 2;
+        const T4: FuncId = 3;
+        let runs = vec![run(1, Label::Fail, Vec::new(), 100)];
+        let nesting = Nesting::of(&runs, &|_| false);
+        let first = |x: FuncId, y: FuncId| Intervention::HoldUntil {
+            site: site(x, x + 1),
+            point: Point::Entry,
+            until: site(y, y + 1),
+            until_point: Point::Exit,
+        };
+        let not_first = Intervention::All { each: vec![first(T2, T1), first(T3, T1)] };
+        let (t2_first, t3_ends_first) = (first(T2, T1), first(T3, T1));
+        let (t1_before_t4, t1_before_t2) = (first(T1, T4), first(T1, T2));
+        let candidates: Vec<Candidate<'_>> = vec![
+            (PredId(14), Kind::AfterAll, Some(&not_first)),
+            (PredId(11), Kind::SectionOrder, Some(&t2_first)),
+            (PredId(7), Kind::Order, Some(&t3_ends_first)),
+            (PredId(9), Kind::SectionOrder, Some(&t1_before_t4)),
+            (PredId(3), Kind::StartsBefore, Some(&t1_before_t2)),
+        ];
+        let mut got = implied(&candidates, &nesting);
+        got.sort_unstable();
+        let p = PredId;
+        assert_eq!(got, vec![(p(14), p(7)), (p(14), p(11))]);
     }
 }

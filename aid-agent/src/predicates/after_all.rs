@@ -391,22 +391,30 @@ fn conjunction(later: Later, v: &Vetting, order: &[usize]) -> Vec<Learned> {
         let set = reduce(set, order, 2, &plain);
         return learned(later, v, set, Completion::None).into_iter().collect();
     }
-    if set.count_ones() == 0 {
-        return Vec::new();
+    // Every passing run with B showed every part: what completes them is
+    // what tells the runs apart.
+    if set == 0 {
+        set = (0..v.parts.len()).fold(0, |s, i| s | 1 << i);
     }
     let mut out = Vec::new();
-    // The first completion of each form, in the parts' order. One no
-    // passing run showed alone is an order of its own.
-    // Per form: its bits per passing run, how many, and the completion.
-    type Form<'a> = (&'a [u64], usize, fn(usize) -> Completion);
+    // The first completion of each form, in the parts' order. An order
+    // between two parts no passing run showed alone is an order of its
+    // own (`section_order`, `order`); "not the first of them" is not, and
+    // is learned even when no passing run showed it: beside an order of
+    // one part before it that separates the runs too, it is what holds
+    // whichever part went first (the token ring's runs analysed may all
+    // have t2 before t1; holding t2 alone lets t3 go first).
+    // Per form: its bits per passing run, how many, the completion, and
+    // whether it must be shown alone.
+    type Form<'a> = (&'a [u64], usize, fn(usize) -> Completion, bool);
     let forms: [Form<'_>; 2] = [
-        (&v.inner_masks, v.inner.len(), Completion::Inner),
-        (&v.late_masks, v.late.len(), Completion::Late),
+        (&v.inner_masks, v.inner.len(), Completion::Inner, true),
+        (&v.late_masks, v.late.len(), Completion::Late, false),
     ];
-    for (extra, n, completion) in forms {
+    for (extra, n, completion, shown_alone) in forms {
         for k in 0..n {
             let bit = 1u64 << k;
-            if !extra.iter().any(|m| m & bit != 0) {
+            if shown_alone && !extra.iter().any(|m| m & bit != 0) {
                 continue;
             }
             let with =

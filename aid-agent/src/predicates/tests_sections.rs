@@ -623,6 +623,85 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
     assert!(!c.predicates.iter().any(plain));
 }
 
+/// The token ring as a session analyses it: every failing run had t2
+/// before t1, and every passing run had t1 first and t4 last. "t2's
+/// section before t1's" separates the runs on its own; holding t2 until
+/// t1 has returned lets t3 go first. "t1 was not the first of them" is
+/// learned beside it, negated by holding t2 and t3 until t1 has returned.
+#[test]
+fn a_part_that_was_not_the_first_is_learned_beside_an_order_that_separates() {
+    let functions = vec![
+        func(0, "t1", ValueKind::Void, &[]),
+        func(1, "t2", ValueKind::Void, &[]),
+        func(2, "t3", ValueKind::Void, &[]),
+        func(3, "t4", ValueKind::Void, &[]),
+        sync(4, "pthread_mutex_lock"),
+        sync(5, "pthread_mutex_unlock"),
+    ];
+    const LOCK: i64 = 0x7000;
+    let section = |f: u32, at: u64, open: bool| -> Vec<Call> {
+        let role = f + 1;
+        let exit = (!open).then_some((at + 3) * US);
+        let mut v = vec![
+            call(f, role, 1, (at - 1) * US, exit, None),
+            call(4, role, 1, at * US, None, None).with_args([LOCK, 0, 0]),
+        ];
+        if !open {
+            v.push(call(5, role, 1, (at + 2) * US, None, None).with_args([LOCK, 0, 0]));
+        }
+        v
+    };
+    let threads =
+        vec![thread(0, "main"), thread(1, "t1"), thread(2, "t2"), thread(3, "t3"), thread(4, "t4")];
+    let mk = |id: u32, label: Label, order: &[u32]| {
+        let calls = order
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &f)| section(f, 10 * (k as u64 + 1), label == Label::Fail && f == 3))
+            .collect();
+        run(id, label, calls, 100 * US).with_threads(threads.clone())
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            mk(0, Label::Fail, &[1, 0, 2, 3]),
+            mk(1, Label::Fail, &[1, 2, 0, 3]),
+            mk(2, Label::Pass, &[0, 1, 2, 3]),
+            mk(3, Label::Pass, &[0, 2, 1, 3]),
+        ],
+    };
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let (t1, t2, t3, t4) = (site(0, 1, 1), site(1, 2, 1), site(2, 3, 1), site(3, 4, 1));
+    let order = PredKey::pair(Kind::SectionOrder, t2, t1);
+    assert!(c.predicates.iter().any(|p| p.key == order), "the order alone separates");
+    let late = c
+        .predicates
+        .iter()
+        .find(|p| p.key.kind == Kind::AfterAll && p.key.arg & after_all::LATE != 0)
+        .expect("t1 not first");
+    let Condition::AfterAll { pairs, any } = &late.condition else { panic!("{late:?}") };
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(pairs[0].b, t4);
+    assert_eq!(any.iter().map(|m| (m.a, m.b)).collect::<Vec<_>>(), vec![(t2, t1), (t3, t1)]);
+    let first = |site| Intervention::HoldUntil {
+        site,
+        point: Point::Entry,
+        until: t1,
+        until_point: Point::Exit,
+    };
+    assert_eq!(late.intervention, Some(Intervention::All { each: vec![first(t2), first(t3)] }));
+    for (run, holds) in [(0, true), (1, true), (2, false), (3, false)] {
+        assert_eq!(c.evaluate(&s.runs[run]).holds(late.id), holds, "run {run}");
+    }
+    // No order between two parts completes it: t2 before t1 is an order
+    // of its own.
+    assert!(
+        !c.predicates
+            .iter()
+            .any(|p| p.key.kind == Kind::AfterAll && p.key.arg & after_all::INNER != 0)
+    );
+}
+
 /// Two threads that each run one call taking turns on one lock: the
 /// first thread's call (function `names[0]` on `threads[0]`) takes it at
 /// the times in a run's first list, the second's at those in its second
