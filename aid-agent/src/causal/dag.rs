@@ -344,7 +344,7 @@ impl AcDag {
 
     /// The node indices of these ids, F and ids that are not nodes left
     /// out.
-    fn nodes_of(&self, ids: impl IntoIterator<Item = PredId>) -> Vec<usize> {
+    pub(super) fn nodes_of(&self, ids: impl IntoIterator<Item = PredId>) -> Vec<usize> {
         ids.into_iter()
             .filter_map(|p| self.index.get(&p).copied())
             .filter(|&i| i != self.f)

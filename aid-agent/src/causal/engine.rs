@@ -206,20 +206,10 @@ impl<'a> Experiment<'a> {
             }
             t.streak = 0;
             t.valid += 1;
-            let mut held = BitSet::new(self.dag.nodes());
-            for p in &obs.held {
-                if let Some(i) = self.dag.index_of(*p)
-                    && i != f
-                {
-                    held.insert(i);
-                }
-            }
-            let mut undecided = BitSet::new(self.dag.nodes());
-            for p in &obs.undecided {
-                if let Some(i) = self.dag.index_of(*p) {
-                    undecided.insert(i);
-                }
-            }
+            let bits = |ids: &BTreeSet<PredId>| {
+                BitSet::from_iter(self.dag.nodes(), self.dag.nodes_of(ids.iter().copied()))
+            };
+            let (held, undecided) = (bits(&obs.held), bits(&obs.undecided));
             t.count(&held, &undecided, obs.failed, &scope, self.dag);
             if let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
                 break verdict;

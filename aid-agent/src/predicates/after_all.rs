@@ -171,8 +171,6 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
             .collect();
         keep((site_of(b), true), before);
     }
-    let by_site: FxMap<Site, &crate::model::Call> =
-        calls.iter().map(|c| (site_of(c), *c)).collect();
     let mut inner: FxMap<Later, Vec<(Site, Site)>> = FxMap::default();
     let mut lates: FxMap<Later, Vec<Site>> = FxMap::default();
     for (&(b, in_sections), parts) in &here {
@@ -182,7 +180,7 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
         let mut pairs = Vec::new();
         for x in parts {
             for y in parts {
-                let (Some(cx), Some(cy)) = (by_site.get(x), by_site.get(y)) else { continue };
+                let (Some(cx), Some(cy)) = (idx.call(*x), idx.call(*y)) else { continue };
                 if x.role != y.role && ahead(cx, cy, in_sections) {
                     pairs.push((*x, *y));
                 }
@@ -302,17 +300,25 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
                 }
                 _ => Some(x.exit_ns.is_some_and(|t| t < y.entry_ns)),
             };
+            // Whether x came before y, noting in `flipped` (sections) and
+            // `seen` what this passing run showed of the two.
+            let look = |x: &crate::model::Call,
+                        y: &crate::model::Call,
+                        flipped: &mut bool,
+                        seen: &mut Passing| {
+                let held = order(x, y);
+                if *in_sections {
+                    *flipped |= held == Some(false);
+                }
+                seen.see(x, y);
+                held == Some(true)
+            };
             let mut mask = 0u64;
             for (i, a) in v.parts.iter().enumerate() {
                 let Some(ca) = idx.call(*a) else { continue };
-                let held = order(ca, cb);
-                if *in_sections {
-                    v.flipped[i] |= held == Some(false);
-                }
-                if held == Some(true) {
+                if look(ca, cb, &mut v.flipped[i], &mut v.seen[i]) {
                     mask |= 1 << i;
                 }
-                v.seen[i].see(ca, cb);
             }
             v.masks.push(mask);
             let mut inner = 0u64;
@@ -320,14 +326,9 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vec<Lea
                 let (Some(cx), Some(cy)) = (idx.call(v.parts[x]), idx.call(v.parts[y])) else {
                     continue;
                 };
-                let held = order(cx, cy);
-                if *in_sections {
-                    v.inner_flipped[k] |= held == Some(false);
-                }
-                if held == Some(true) {
+                if look(cx, cy, &mut v.inner_flipped[k], &mut v.inner_seen[k]) {
                     inner |= 1 << k;
                 }
-                v.inner_seen[k].see(cx, cy);
             }
             v.inner_masks.push(inner);
             let mut late = 0u64;

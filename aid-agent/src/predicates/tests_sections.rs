@@ -498,15 +498,11 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(20 * US));
 }
 
-/// SCTBench's token ring: t1, t2 and t3 each take the lock once; t4's
-/// check fails only when its section comes after all three and t1's did
-/// not come first. Passing runs show every order before t4 (t1 first),
-/// t2 before t1 with t4 before t1, or with t3 never running: no
-/// conjunction of orders before t4 separates the runs; with "t2's section
-/// before t1's" it does, negated by holding t2 until t1 has returned. A
-/// passing run without t4 (main returned first) says nothing. Times in µs.
-#[test]
-fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction() {
+/// SCTBench's token ring as runs: functions t1 … t4 (0 … 3) on roles
+/// 1 … 4, each taking one lock once; per run, its label and the functions
+/// in the order they took the lock, each holding it 2 µs, 10 µs apart (a
+/// failing run ends inside t4's section). Times in µs.
+fn token_ring(runs: &[(Label, &[u32])]) -> Session {
     let functions = vec![
         func(0, "t1", ValueKind::Void, &[]),
         func(1, "t2", ValueKind::Void, &[]),
@@ -516,8 +512,6 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
         sync(5, "pthread_mutex_unlock"),
     ];
     const LOCK: i64 = 0x7000;
-    // Function f on role f + 1 holds the lock from `at` to `at` + 2 (the
-    // run ends inside a failing check's section).
     let section = |f: u32, at: u64, open: bool| -> Vec<Call> {
         let role = f + 1;
         let exit = (!open).then_some((at + 3) * US);
@@ -532,28 +526,39 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
     };
     let threads =
         vec![thread(0, "main"), thread(1, "t1"), thread(2, "t2"), thread(3, "t3"), thread(4, "t4")];
-    // The threads' functions (0 for t1 … 3 for t4) in the order they took
-    // the lock.
-    let mk = |id: u32, label: Label, order: &[u32]| {
-        let calls = order
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &f)| section(f, 10 * (k as u64 + 1), label == Label::Fail && f == 3))
-            .collect();
-        run(id, label, calls, 100 * US).with_threads(threads.clone())
-    };
-    let s = Session {
-        functions,
-        runs: vec![
-            mk(0, Label::Fail, &[1, 0, 2, 3]),
-            mk(1, Label::Fail, &[1, 2, 0, 3]),
-            mk(2, Label::Pass, &[0, 1, 2, 3]),
-            mk(3, Label::Pass, &[0, 2, 1, 3]),
-            mk(4, Label::Pass, &[1, 2, 3, 0]),
-            mk(5, Label::Pass, &[1, 0, 3]),
-            mk(6, Label::Pass, &[1, 0, 2]),
-        ],
-    };
+    let runs = runs
+        .iter()
+        .enumerate()
+        .map(|(id, &(label, order))| {
+            let calls = order
+                .iter()
+                .enumerate()
+                .flat_map(|(k, &f)| section(f, 10 * (k as u64 + 1), label == Label::Fail && f == 3))
+                .collect();
+            run(id as u32, label, calls, 100 * US).with_threads(threads.clone())
+        })
+        .collect();
+    Session { functions, runs }
+}
+
+/// SCTBench's token ring: t1, t2 and t3 each take the lock once; t4's
+/// check fails only when its section comes after all three and t1's did
+/// not come first. Passing runs show every order before t4 (t1 first),
+/// t2 before t1 with t4 before t1, or with t3 never running: no
+/// conjunction of orders before t4 separates the runs; with "t2's section
+/// before t1's" it does, negated by holding t2 until t1 has returned. A
+/// passing run without t4 (main returned first) says nothing. Times in µs.
+#[test]
+fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction() {
+    let s = token_ring(&[
+        (Label::Fail, &[1, 0, 2, 3]),
+        (Label::Fail, &[1, 2, 0, 3]),
+        (Label::Pass, &[0, 1, 2, 3]),
+        (Label::Pass, &[0, 2, 1, 3]),
+        (Label::Pass, &[1, 2, 3, 0]),
+        (Label::Pass, &[1, 0, 3]),
+        (Label::Pass, &[1, 0, 2]),
+    ]);
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     let (t1, t2, t3, t4) = (site(0, 1, 1), site(1, 2, 1), site(2, 3, 1), site(3, 4, 1));
     let key = PredKey {
@@ -630,46 +635,12 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
 /// learned beside it, negated by holding t2 and t3 until t1 has returned.
 #[test]
 fn a_part_that_was_not_the_first_is_learned_beside_an_order_that_separates() {
-    let functions = vec![
-        func(0, "t1", ValueKind::Void, &[]),
-        func(1, "t2", ValueKind::Void, &[]),
-        func(2, "t3", ValueKind::Void, &[]),
-        func(3, "t4", ValueKind::Void, &[]),
-        sync(4, "pthread_mutex_lock"),
-        sync(5, "pthread_mutex_unlock"),
-    ];
-    const LOCK: i64 = 0x7000;
-    let section = |f: u32, at: u64, open: bool| -> Vec<Call> {
-        let role = f + 1;
-        let exit = (!open).then_some((at + 3) * US);
-        let mut v = vec![
-            call(f, role, 1, (at - 1) * US, exit, None),
-            call(4, role, 1, at * US, None, None).with_args([LOCK, 0, 0]),
-        ];
-        if !open {
-            v.push(call(5, role, 1, (at + 2) * US, None, None).with_args([LOCK, 0, 0]));
-        }
-        v
-    };
-    let threads =
-        vec![thread(0, "main"), thread(1, "t1"), thread(2, "t2"), thread(3, "t3"), thread(4, "t4")];
-    let mk = |id: u32, label: Label, order: &[u32]| {
-        let calls = order
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &f)| section(f, 10 * (k as u64 + 1), label == Label::Fail && f == 3))
-            .collect();
-        run(id, label, calls, 100 * US).with_threads(threads.clone())
-    };
-    let s = Session {
-        functions,
-        runs: vec![
-            mk(0, Label::Fail, &[1, 0, 2, 3]),
-            mk(1, Label::Fail, &[1, 2, 0, 3]),
-            mk(2, Label::Pass, &[0, 1, 2, 3]),
-            mk(3, Label::Pass, &[0, 2, 1, 3]),
-        ],
-    };
+    let s = token_ring(&[
+        (Label::Fail, &[1, 0, 2, 3]),
+        (Label::Fail, &[1, 2, 0, 3]),
+        (Label::Pass, &[0, 1, 2, 3]),
+        (Label::Pass, &[0, 2, 1, 3]),
+    ]);
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     let (t1, t2, t3, t4) = (site(0, 1, 1), site(1, 2, 1), site(2, 3, 1), site(3, 4, 1));
     let order = PredKey::pair(Kind::SectionOrder, t2, t1);
