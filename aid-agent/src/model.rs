@@ -614,9 +614,20 @@ pub enum NoiseAt {
     /// of them: locks, unlocks, waits, sleeps) thread `role` enters.
     Sync { role: Role, step: u32 },
     /// At statement point or traced function `func`, on every thread that
-    /// reaches it (each arrival held, up to a bound per run): the threads
+    /// reaches it (each arrival held, at most `holds` a run): the threads
     /// of a pool running the same code all stand there together.
-    Every { func: FuncId },
+    Every {
+        func: FuncId,
+        /// Most arrivals held in one run (sessions written before it was
+        /// recorded held 8).
+        #[serde(default = "every_holds_before")]
+        holds: u32,
+    },
+}
+
+/// The bound of [`NoiseAt::Every`] before the bound followed the threads.
+fn every_holds_before() -> u32 {
+    8
 }
 
 /// The priority of a thread held at `exit` ([`NoiseAction::Demote`]):

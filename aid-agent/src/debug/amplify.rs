@@ -41,7 +41,7 @@
 use std::collections::BTreeSet;
 
 use crate::{
-    intervene::noise::{EVERY_HOLDS, Level, NoiseSource, Schedule, hold_us},
+    intervene::noise::{Level, NoiseSource, Schedule, hold_us},
     model::{FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Probe, Role, Run},
     util::human::{count, duration},
 };
@@ -569,18 +569,20 @@ impl Amplifier {
                         self.function_name(site.func),
                         role(site.role)
                     ),
-                    NoiseAt::Every { func } => {
+                    NoiseAt::Every { func, .. } => {
                         format!("every thread at {}", self.function_name(func))
                     }
                 };
                 match n.action {
-                    NoiseAction::Delay { us } if matches!(n.at, NoiseAt::Every { .. }) => {
-                        format!(
-                            "{at} held {} each (at most {EVERY_HOLDS} a run)",
-                            duration(us * 1000)
-                        )
-                    }
-                    NoiseAction::Delay { us } => format!("{at} held {}", duration(us * 1000)),
+                    NoiseAction::Delay { us } => match n.at {
+                        NoiseAt::Every { holds, .. } => {
+                            format!(
+                                "{at} held {} each (at most {holds} a run)",
+                                duration(us * 1000)
+                            )
+                        }
+                        _ => format!("{at} held {}", duration(us * 1000)),
+                    },
                     NoiseAction::Demote { priority: OUTLIVE, max_us } => format!(
                         "{at} let go only when every other thread is done (at most {})",
                         duration(max_us * 1000)
@@ -701,7 +703,7 @@ mod tests {
         // Runs 41 to 240 (the first pass, noisy): no point holds every
         // thread; from run 241 on, each run has one, at the statement.
         let every = |noise: &Vec<Noise>| {
-            noise.iter().filter(|n| n.at == NoiseAt::Every { func: 1 }).count()
+            noise.iter().filter(|n| matches!(n.at, NoiseAt::Every { func: 1, .. })).count()
         };
         assert!(drawn[40..240].iter().all(|n| every(n) == 0));
         assert!(drawn[240..].iter().all(|n| every(n) == 1), "{:?}", &drawn[240..242]);

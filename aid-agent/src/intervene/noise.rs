@@ -245,10 +245,25 @@ fn near_misses(runs: &[Run], functions: &[Function], within_ns: u64) -> Vec<Near
 /// them.
 const GUESSED_STEPS: u32 = 8;
 
-/// Holds per run of noise for every thread at one point
+/// The least holds per run of noise for every thread at one point
 /// ([`NoiseAt::Every`]): a point inside a loop is reached thousands of
-/// times, and each hold stops a thread.
+/// times, and each hold stops a thread. A run holds as many arrivals as
+/// the most threads a run seen had, between this and
+/// [`EVERY_HOLDS_MAX`] ([`every_holds`]).
 pub const EVERY_HOLDS: u32 = 8;
+
+/// The most holds per run of noise for every thread at one point.
+pub const EVERY_HOLDS_MAX: u32 = 64;
+
+/// How many arrivals noise for every thread at one point holds in a run,
+/// in a program whose runs had at most `threads` threads: each thread of
+/// a pool once (a window that any thread of the pool may close, as a
+/// setter that stores both values closes the window between another's
+/// two stores, needs every one of them held), and at least
+/// [`EVERY_HOLDS`] for a point inside a loop of a few threads.
+pub fn every_holds(threads: u32) -> u32 {
+    threads.clamp(EVERY_HOLDS, EVERY_HOLDS_MAX)
+}
 
 /// The longest hold of noise for every thread at one point, whatever the
 /// level: its holds add up over the threads that reach it.
@@ -301,7 +316,7 @@ pub fn hold_us(a: NoiseAction) -> u64 {
 fn longest_hold_us(n: &Noise) -> u64 {
     let each = hold_us(n.action);
     match n.at {
-        NoiseAt::Every { .. } => each * u64::from(EVERY_HOLDS),
+        NoiseAt::Every { holds, .. } => each * u64::from(holds),
         _ => each,
     }
 }
@@ -328,6 +343,8 @@ pub struct NoiseSource {
     /// ([`leaves_threads`]).
     unjoined: bool,
     roles: BTreeSet<Role>,
+    /// The most threads one run seen had.
+    threads: u32,
     /// The near misses of the runs seen, nearest first.
     near: Vec<NearMiss>,
     /// Most sync points each role entered in one amplified run.
@@ -371,6 +388,7 @@ impl NoiseSource {
             exit: functions.iter().find(|f| libc(f, "exit", true)).map(|f| f.id),
             unjoined: seen.iter().any(|r| leaves_threads(r, functions)),
             roles,
+            threads: seen.iter().map(|r| r.threads.len() as u32).max().unwrap_or(0),
             near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
             steps: BTreeMap::new(),
             drawn: 0,
@@ -411,6 +429,7 @@ impl NoiseSource {
     /// entered (`steps`, counted by the kernel) and its near misses.
     pub fn learn_from(&mut self, run: &Run, steps: &[(Role, u32)], functions: &[Function]) {
         self.learn(steps);
+        self.threads = self.threads.max(run.threads.len() as u32);
         self.learn_near_misses(run, functions);
         self.unjoined |= leaves_threads(run, functions);
     }
@@ -517,7 +536,7 @@ impl NoiseSource {
         if let Some(&func) = self.every.choose(&mut self.rng) {
             let us = self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US));
             noise.push(Noise {
-                at: NoiseAt::Every { func },
+                at: NoiseAt::Every { func, holds: every_holds(self.threads) },
                 action: NoiseAction::Delay { us },
                 held_ns: 0,
                 func: None,
@@ -530,7 +549,7 @@ impl NoiseSource {
             // Long enough to outlast every other hold of the run.
             let others: u64 = noise.iter().map(longest_hold_us).sum();
             noise.push(Noise {
-                at: NoiseAt::Every { func },
+                at: NoiseAt::Every { func, holds: every_holds(self.threads) },
                 action: NoiseAction::Demote { priority: OUTLIVE, max_us: others + max },
                 held_ns: 0,
                 func: None,
@@ -571,7 +590,7 @@ pub fn site_key(at: NoiseAt) -> SiteKey {
         NoiseAt::Sync { role, step } => {
             SiteKey { func: SYNC_SITE_FUNC, role, instance: step, point: SitePoint::ENTRY }
         }
-        NoiseAt::Every { func } => {
+        NoiseAt::Every { func, .. } => {
             SiteKey { func, role: EVERY_ROLE, instance: ANY_INSTANCE, point: SitePoint::ENTRY }
         }
     }
@@ -595,8 +614,8 @@ impl Plan {
             }
             // A point left off this run is recorded, not installed.
             if let Some(mut action) = action(n.action) {
-                if matches!(n.at, NoiseAt::Every { .. }) {
-                    action.retries = EVERY_HOLDS;
+                if let NoiseAt::Every { holds, .. } = n.at {
+                    action.retries = holds;
                 }
                 self.actions.push((key, action, usize::MAX));
             }
@@ -624,7 +643,7 @@ pub fn action(action: NoiseAction) -> Option<Action> {
 /// thread at a point is served by each stop there.
 pub fn served_by(at: NoiseAt, stopped: SiteKey, sync_function: bool) -> bool {
     match at {
-        NoiseAt::Every { func } => stopped.func == func && stopped.point == SitePoint::ENTRY,
+        NoiseAt::Every { func, .. } => stopped.func == func && stopped.point == SitePoint::ENTRY,
         NoiseAt::Call { .. } => !sync_function && stopped == site_key(at),
         NoiseAt::Sync { role, step } => {
             sync_function

@@ -225,13 +225,14 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
     for _ in 0..60 {
         let noise = source.draw();
         assert_eq!(noise.len(), 3, "the level's two points and one for every thread");
-        let NoiseAt::Every { func } = noise[2].at else { panic!("{:?}", noise[2]) };
+        let NoiseAt::Every { func, holds } = noise[2].at else { panic!("{:?}", noise[2]) };
+        assert_eq!(holds, EVERY_HOLDS, "a run of {} threads", seen().threads.len());
         chosen.insert(func);
         let NoiseAction::Delay { us } = noise[2].action else { panic!("{:?}", noise[2]) };
         assert!((50..=EVERY_MAX_US).contains(&us), "{us} µs");
     }
     assert_eq!(chosen, BTreeSet::from([5, 6, 7]));
-    let at = NoiseAt::Every { func: 6 };
+    let at = NoiseAt::Every { func: 6, holds: 12 };
     let key = site_key(at);
     assert_eq!((key.func, key.role, key.instance), (6, EVERY_ROLE, ANY_INSTANCE));
     let plan = Plan::default().with_noise(&[Noise {
@@ -243,11 +244,38 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
     }]);
     assert_eq!(plan.actions.len(), 1);
     let (k, a, _) = plan.actions[0];
-    assert_eq!((k, a.kind, a.value, a.retries), (key, ActionKind::DELAY, 900, EVERY_HOLDS));
+    assert_eq!((k, a.kind, a.value, a.retries), (key, ActionKind::DELAY, 900, 12));
     let stop = |func, role, instance| SiteKey { func, role, instance, point: SitePoint::ENTRY };
     assert!(served_by(at, stop(6, 1, 3), true), "any thread, any rank");
     assert!(served_by(at, stop(6, 4, 1), true));
     assert!(!served_by(at, stop(7, 1, 3), true), "another point");
+}
+
+/// Noise for every thread at one point holds each thread of the largest
+/// pool a run showed once: reorder_10_bad's nine setters all stand
+/// before their stores (with eight, the ninth stores both values and no
+/// check can see a torn pair again), bounded for a program of hundreds
+/// of threads, and eight for a point in the loop of a few threads.
+#[test]
+fn every_thread_of_the_largest_pool_is_held_once() {
+    assert_eq!((every_holds(0), every_holds(3), every_holds(8)), (8, 8, 8));
+    assert_eq!((every_holds(11), every_holds(64), every_holds(300)), (11, 64, 64));
+    let level = Level { sites: 1, max_delay_us: 2_000, starve: false };
+    let pool = |n: u32| {
+        let calls = (1..=n).map(|role| call(0, role, 1, 0, Some(1), Some(0))).collect();
+        run(2, Label::Pass, calls, 1)
+    };
+    let holds = |source: &mut NoiseSource| match source.draw().last().map(|n| n.at) {
+        Some(NoiseAt::Every { holds, .. }) => holds,
+        other => panic!("{other:?}"),
+    };
+    let mut source = NoiseSource::new(level, Schedule::Random, &[seen(), pool(10)], &[], 3);
+    source.hold_every_at(vec![5]);
+    assert_eq!(holds(&mut source), 11, "ten workers and main");
+    source.learn_from(&pool(30), &[], &[]);
+    assert_eq!(holds(&mut source), 31);
+    source.learn_from(&pool(5), &[], &[]);
+    assert_eq!(holds(&mut source), 31, "the largest pool seen");
 }
 
 /// With the C library's `exit` among the sync points and a run seen
@@ -274,7 +302,7 @@ fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
     for _ in 0..200 {
         let noise = source.draw();
         let (held, others): (Vec<&Noise>, Vec<&Noise>) =
-            noise.iter().partition(|n| n.at == NoiseAt::Every { func: 3 });
+            noise.iter().partition(|n| matches!(n.at, NoiseAt::Every { func: 3, .. }));
         assert_eq!(others.len(), 2, "{noise:?}");
         let Some(h) = held.first() else { continue };
         with_exit += 1;

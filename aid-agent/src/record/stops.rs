@@ -249,7 +249,7 @@ mod tests {
             near_miss: false,
         };
         let every = Noise {
-            at: NoiseAt::Every { func: 0 },
+            at: NoiseAt::Every { func: 0, holds: 8 },
             action: delay,
             held_ns: 0,
             func: None,

@@ -608,10 +608,10 @@ fn exit_noise_keeps_a_thread_main_never_joined_alive() {
         .map(|f| f.id)
         .collect();
     assert_eq!(exit.len(), 1, "{:?}", s.functions);
-    let at_exit = aid::model::NoiseAt::Every { func: exit[0] };
+    let at_exit = |at: aid::model::NoiseAt| matches!(at, aid::model::NoiseAt::Every { func, .. } if func == exit[0]);
     let (mut held, mut held_failed, mut unheld) = (0, 0, 0);
     for r in s.runs.iter().filter(|r| !r.noise.is_empty() && r.interventions.is_empty()) {
-        let Some(n) = r.noise.iter().find(|n| n.at == at_exit) else {
+        let Some(n) = r.noise.iter().find(|n| at_exit(n.at)) else {
             unheld += 1;
             continue;
         };
