@@ -604,3 +604,60 @@ fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
     let described = &d.analysis.catalog.get(root).unwrap().description;
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }
+
+/// A program that fails in every run (as a deadlock in each run would,
+/// or an assertion no order passes); a pass comes at run `passes_at`
+/// (0: never).
+struct AlwaysFails {
+    functions: Vec<Function>,
+    runs: u32,
+    passes_at: u32,
+}
+
+impl Program for AlwaysFails {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
+        let fails = self.runs + 1 != self.passes_at;
+        make_read_run(&mut self.runs, fails, Vec::new())
+    }
+
+    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        make_read_run(&mut self.runs, true, applied)
+    }
+}
+
+/// Every run failing: observing ends at the 45th run (where 10 passing
+/// runs would no longer fit in the 155 --max-runs leaves, even at the
+/// 95 % bound of 1 in 15), saying so, instead of at the 600 the search
+/// for a rare failure may take; one pass in the first runs keeps it
+/// going.
+#[test]
+fn observing_ends_early_when_every_run_failed() {
+    let functions = vec![function(0, "read")];
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let mut source = Scripted(AlwaysFails { functions: functions.clone(), runs: 0, passes_at: 0 });
+    let opts = DebugOptions::default();
+    let Err(err) = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
+    else {
+        panic!("a diagnosis with no passing run")
+    };
+    assert_eq!(source.0.runs, 45);
+    assert_eq!(
+        err.to_string(),
+        "every one of 45 runs failed: aid needs passing runs to compare with, and if any pass they are rarer than 1 in 15 (95 % bound), too rare to give 10 in the 155 runs --max-runs leaves"
+    );
+    let mut writer =
+        Writer::create(&dir.path().join("t"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let mut source = Scripted(AlwaysFails { functions, runs: 0, passes_at: 3 });
+    // What it ends with (one passing run is too few to compare with) is
+    // not the point here: it went on looking for more.
+    let _ended = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet);
+    assert!(source.0.runs > 45, "{} runs", source.0.runs);
+}

@@ -53,6 +53,10 @@ pub enum Wait {
         addr: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         holder: Option<u32>,
+        /// With no live holder: the thread that took it last and exited
+        /// without releasing it, as the run's lock and unlock calls show.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        left_by: Option<String>,
     },
     /// Thread `thread` to exit (`pthread_join`).
     Join { thread: u32 },
@@ -94,10 +98,15 @@ impl WaitGraph {
                     format!(" holds lock {} and", w.holds.join(", "))
                 };
                 let waits = match &w.waits {
-                    Wait::Lock { addr, holder: Some(h) } => {
+                    Wait::Lock { addr, holder: Some(h), .. } => {
                         format!("waits for lock {addr}, held by {}", self.name(*h))
                     }
-                    Wait::Lock { addr, holder: None } => format!("waits for lock {addr}"),
+                    Wait::Lock { addr, holder: None, left_by: Some(t) } => format!(
+                        "waits for lock {addr}, which {t} took and never released before it exited"
+                    ),
+                    Wait::Lock { addr, holder: None, left_by: None } => {
+                        format!("waits for lock {addr}")
+                    }
                     Wait::Join { thread } => format!("waits for {} to exit", self.name(*thread)),
                     Wait::Condition { addr } => format!("waits on a condition ({addr})"),
                     Wait::Futex { addr } => format!("waits on futex {addr}"),

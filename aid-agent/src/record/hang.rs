@@ -98,13 +98,22 @@ pub fn graph(hung: &Hung, run: &Run, functions: &[Function]) -> WaitGraph {
         let by_owner = w.owner.filter(|o| *o != me && tids.contains(o));
         by_events.or(by_owner)
     };
+    // A thread no longer there (it exited) that took the lock and did
+    // not release it.
+    let live: BTreeSet<Role> = tids.iter().filter_map(|t| roles.get(t).copied()).collect();
+    let left_by = |addr: u64| -> Option<String> {
+        taken
+            .iter()
+            .find(|(role, held)| !live.contains(role) && held.contains(&addr))
+            .map(|(&role, _)| run.role_name(role))
+    };
     let mut threads: Vec<Waiter> = hung
         .threads
         .iter()
         .map(|t| {
             let role = roles.get(&t.tid).copied();
             let waits = match t.waits {
-                Some(w) => classify(&w, t.tid, &tids, &locks, &conds, &holder),
+                Some(w) => classify(&w, t.tid, &tids, &locks, &conds, &holder, &left_by),
                 // Not waiting: cannot be in a hang's list, but say so.
                 None => Wait::Futex { addr: String::new() },
             };
@@ -142,7 +151,7 @@ pub fn graph(hung: &Hung, run: &Run, functions: &[Function]) -> WaitGraph {
     let owned: Vec<(u32, String)> = threads
         .iter()
         .filter_map(|w| match &w.waits {
-            Wait::Lock { addr, holder: Some(h) } => Some((*h, addr.clone())),
+            Wait::Lock { addr, holder: Some(h), .. } => Some((*h, addr.clone())),
             _ => None,
         })
         .collect();
@@ -168,13 +177,16 @@ fn classify(
     locks: &BTreeSet<u64>,
     conds: &[u64],
     holder: &dyn Fn(u64, u32, &FutexWait) -> Option<u32>,
+    left_by: &dyn Fn(u64) -> Option<String>,
 ) -> Wait {
     if let Some(t) = w.word.filter(|t| *t != me && tids.contains(t)) {
         return Wait::Join { thread: t };
     }
     let owner_says = matches!(w.word, Some(1 | 2)) && w.owner.is_some_and(|o| tids.contains(&o));
     if locks.contains(&w.addr) || owner_says {
-        return Wait::Lock { addr: hex(w.addr), holder: holder(w.addr, me, w) };
+        let holder = holder(w.addr, me, w);
+        let left_by = if holder.is_none() { left_by(w.addr) } else { None };
+        return Wait::Lock { addr: hex(w.addr), holder, left_by };
     }
     if conds.iter().any(|&c| (c..c + COND_BYTES).contains(&w.addr)) {
         return Wait::Condition { addr: hex(w.addr) };
@@ -271,7 +283,7 @@ mod tests {
         assert_eq!(g.threads[0].waits, Wait::Join { thread: 101 });
         assert_eq!(
             g.threads[1].waits,
-            Wait::Lock { addr: "0x5581a02230a0".into(), holder: Some(102) }
+            Wait::Lock { addr: "0x5581a02230a0".into(), holder: Some(102), left_by: None }
         );
         assert_eq!(g.threads[1].holds, vec!["0x5581a0223060".to_owned()]);
         assert_eq!(g.threads[2].holds, vec!["0x5581a02230a0".to_owned()]);
@@ -287,6 +299,55 @@ mod tests {
         let g = graph(&hung, &bare, &functions);
         assert_eq!(g.cycle, vec![101, 102]);
         assert_eq!(g.threads[1].holds, vec!["0x5581a0223060".to_owned()]);
+    }
+
+    /// phase01_bad's hang: thread1#1 takes x, lets it go, takes it again
+    /// and exits holding it; thread1#2 waits for x; main joins thread1#2.
+    /// The lock's owner is no longer there: the events name who left it.
+    #[test]
+    fn a_lock_left_taken_by_a_thread_that_exited_is_named() {
+        let sync = |id, name| Function { internal: true, probe: Probe::Sync, ..function(id, name) };
+        let functions = vec![
+            function(0, "thread1"),
+            sync(1, "pthread_mutex_lock"),
+            sync(2, "pthread_mutex_unlock"),
+        ];
+        let r = run(
+            3,
+            Label::Fail,
+            vec![
+                call(0, 1, 1, 10, Some(20), None),
+                call(1, 1, 1, 11, Some(12), None).with_args([A, 0, 0]),
+                call(2, 1, 1, 13, Some(14), None).with_args([A, 0, 0]),
+                call(1, 1, 2, 15, Some(16), None).with_args([A, 0, 0]),
+                call(0, 2, 1, 30, None, None),
+                call(1, 2, 1, 31, None, None).with_args([A, 0, 0]),
+            ],
+            1_000,
+        )
+        .with_threads(vec![
+            crate::model::Thread { tid: 100, ..thread(0, "main") },
+            crate::model::Thread { tid: 101, ..thread(1, "thread1") },
+            crate::model::Thread { tid: 102, ..thread(2, "thread1") },
+        ]);
+        let hung = Hung {
+            waited: Duration::from_secs(1),
+            threads: vec![look(100, 0x7f00_0000_0910, 102, 0), look(102, A, 2, 101)],
+        };
+        let g = graph(&hung, &r, &functions);
+        assert!(g.cycle.is_empty());
+        assert_eq!(
+            g.threads[1].waits,
+            Wait::Lock {
+                addr: "0x5581a0223060".into(),
+                holder: None,
+                left_by: Some("thread1#1".into())
+            }
+        );
+        assert_eq!(
+            g.describe(),
+            "main waits for thread1#2 to exit; thread1#2 (in thread1) waits for lock 0x5581a0223060, which thread1#1 took and never released before it exited"
+        );
     }
 
     /// A lost wake-up: a thread waits on a condition nobody will signal,

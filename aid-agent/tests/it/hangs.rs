@@ -58,8 +58,10 @@ fn a_deadlock_is_a_hang_with_its_wait_for_graph() {
         let [main, first, second] = &g.threads[..] else { panic!("{g:?}") };
         assert_eq!(main.waits, Wait::Join { thread: first.tid });
         assert!(main.holds.is_empty());
-        let (Wait::Lock { addr: b, holder: Some(hb) }, Wait::Lock { addr: a, holder: Some(ha) }) =
-            (&first.waits, &second.waits)
+        let (
+            Wait::Lock { addr: b, holder: Some(hb), left_by: None },
+            Wait::Lock { addr: a, holder: Some(ha), left_by: None },
+        ) = (&first.waits, &second.waits)
         else {
             panic!("{g:?}")
         };
