@@ -103,7 +103,12 @@ pub(super) fn noise_outcome(
                 serves(n.at, s, functions) && (!is_every(n.at) || (s.held && !own()))
             });
             for s in served.take(if is_every(n.at) { usize::MAX } else { 1 }) {
-                n.held_ns += s.released_ns.saturating_sub(s.probe_ns);
+                // A thread still held when the target ended (a failing run
+                // aborted by another thread while this one waited) was
+                // held until then: the noise was reached, and a replay of
+                // the failing run's noise keeps it.
+                n.held_ns +=
+                    if s.cut_short { s.held_ns } else { s.released_ns.saturating_sub(s.probe_ns) };
                 n.func = Some(s.site.func);
             }
             n
@@ -261,5 +266,30 @@ mod tests {
         assert_eq!(out[0].held_ns, 700, "the thread's own noise");
         assert_eq!(out[1].held_ns, 40, "every other arrival, added up");
         assert_eq!(out[1].func, Some(0));
+    }
+
+    /// A failing run that ended while noise held threads (reorder_10_bad:
+    /// the check aborted the process while the setters waited at their
+    /// first store): the holds count until the end, not as "never
+    /// reached", so the failing run's replay keeps that noise.
+    #[test]
+    fn noise_holding_a_thread_when_the_target_ended_was_reached() {
+        let functions = vec![function(0, "stmt"), function(1, "setter")];
+        let delay = NoiseAction::Delay { us: 2_000 };
+        let noise = |at| Noise { at, action: delay, held_ns: 0, func: None, near_miss: false };
+        let plan = Plan {
+            noise: vec![
+                noise(NoiseAt::Every { func: 0, holds: 11 }),
+                noise(NoiseAt::Call { site: Site { func: 1, role: 3, instance: 1 } }),
+            ],
+            ..Plan::default()
+        };
+        let cut =
+            |s: StopRecord, held_ns| StopRecord { released_ns: 0, cut_short: true, held_ns, ..s };
+        let stops =
+            [cut(stop(0, 1, 1, 0), 1_500_000), stop(0, 2, 1, 300), cut(stop(1, 3, 1, 0), 900_000)];
+        let out = noise_outcome(&plan, &stops, &functions);
+        assert_eq!(out[0].held_ns, 1_500_300, "held to the end, and a released arrival");
+        assert_eq!(out[1].held_ns, 900_000);
     }
 }
