@@ -105,7 +105,8 @@ fn enough(
         ));
     }
     // Every count aid prints is true: runs made without it count too.
-    let untraced = match source.untraced() {
+    let census = source.untraced();
+    let untraced = match census {
         Some((f, n)) if f > 0 => {
             format!(
                 " with aid's probes ({f} of the {n} runs made without them before the session did)"
@@ -130,14 +131,14 @@ fn enough(
     }
     if passing == 0 {
         let rare = early.unwrap_or_default();
-        let untraced = match source.untraced() {
+        let all_untraced = match census {
             Some((f, n)) if f == n && n > 0 => {
                 format!(" (and every one of the {n} made without aid's probes)")
             }
             _ => String::new(),
         };
         bail!(
-            "every one of {basis} {noun}s failed{untraced}: aid needs passing {noun}s to compare with{rare}{}",
+            "every one of {basis} {noun}s failed{all_untraced}: aid needs passing {noun}s to compare with{rare}{}",
             source.hint_all_failed()
         );
     }
