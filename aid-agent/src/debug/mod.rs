@@ -141,6 +141,10 @@ pub struct Observed {
     pub noise: Option<String>,
     /// Runs the analysis used (those of the final noise level).
     pub analysed: u32,
+    /// How the failure rate under aid's probes differs from the one
+    /// without them, when it does beyond chance ([`tracer_effect`]).
+    #[serde(default)]
+    pub tracer: Option<String>,
 }
 
 impl Observed {
@@ -171,6 +175,9 @@ impl Observed {
         self.failing += earlier.failing;
         self.passing += earlier.passing;
         self.incomplete += earlier.incomplete;
+        if self.tracer.is_none() {
+            self.tracer.clone_from(&earlier.tracer);
+        }
     }
 }
 

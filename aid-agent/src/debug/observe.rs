@@ -221,6 +221,7 @@ pub(super) fn observe(
     let noun = source.noun();
     let mut observed = Observed::default();
     let mut basis: Vec<Run> = Vec::new();
+    let first = amplified_from.is_none();
     let (mut amp, said) = amplify::Amplifier::new(
         if source.can_amplify() { opts.amplify_below } else { 0.0 },
         opts.amplify_after,
@@ -235,6 +236,11 @@ pub(super) fn observe(
     }
     let mut noted = false;
     let mut hung_said = false;
+    // The runs without noise before the first with noise: (failed, made);
+    // None once the amplifier has judged its first block of them, or when
+    // this is observing again (the first runs were counted then).
+    let mut plain: Option<(u32, u32)> = first.then_some((0, 0));
+    let mut noisy = false;
     // Why observing ended before its limit with every run failing.
     let mut early: Option<String> = None;
     let counts = |runs: &[Run]| {
@@ -287,11 +293,20 @@ pub(super) fn observe(
             ui.step(&format!("{f} failing, {p} passing{wanted}"));
             continue;
         }
+        noisy |= !rec.run.noise.is_empty();
+        if let Some((f, n)) = plain.as_mut().filter(|_| !noisy) {
+            *f += u32::from(rec.run.failed());
+            *n += 1;
+        }
         let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
-        if let (Some(traced), Some(untraced)) = (verdict.natural, source.untraced())
-            && let Some(line) = tracer_effect(untraced, traced, noun)
-        {
-            ui.say(&line);
+        if let Some(traced) = verdict.natural {
+            // Said once, on the amplifier's first block of runs without
+            // noise; `plain` is for sessions that end before it does.
+            plain = None;
+            observed.tracer = source.untraced().and_then(|u| tracer_effect(u, traced, noun));
+            if let Some(line) = &observed.tracer {
+                ui.say(line);
+            }
         }
         for line in &verdict.say {
             ui.say(line);
@@ -327,6 +342,12 @@ pub(super) fn observe(
             writer.dir().display()
         ))
         .into());
+    }
+    if let (Some(traced @ (_, 1..)), Some(untraced)) = (plain, source.untraced()) {
+        observed.tracer = tracer_effect(untraced, traced, noun);
+        if let Some(line) = &observed.tracer {
+            ui.say(line);
+        }
     }
     let (failing, passing) = counts(&basis);
     enough(&observed, failing, passing, basis.len(), early.as_deref(), source, ui)?;

@@ -21,6 +21,10 @@ trait Program {
     fn observed(&mut self, noise: &[Noise]) -> RecordedRun;
     /// A run with `plan`'s interventions, every one of them applied.
     fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun;
+    /// Its runs made without aid before the session: (failed, made).
+    fn untraced(&self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// A [`Program`] as a run source: a whole program (amplifiable), every
@@ -75,6 +79,10 @@ impl<P: Program> RunSource for Scripted<P> {
     }
 
     fn end_interventions(&mut self) {}
+
+    fn untraced(&self) -> Option<(u32, u32)> {
+        self.0.untraced()
+    }
 }
 
 /// `debug` on `source` with `read` declared safe and two TAGT seeds,
@@ -660,4 +668,62 @@ fn observing_ends_early_when_every_run_failed() {
     // not the point here: it went on looking for more.
     let _ended = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet);
     assert!(source.0.runs > 45, "{} runs", source.0.runs);
+}
+
+/// A program that fails in every other traced run and in none of the 40
+/// made without aid's probes before the session.
+struct ProvokedByTheProbes {
+    functions: Vec<Function>,
+    runs: u32,
+}
+
+impl Program for ProvokedByTheProbes {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
+        let fails = self.runs % 2 == 0;
+        make_read_run(&mut self.runs, fails, Vec::new())
+    }
+
+    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        make_read_run(&mut self.runs, false, applied)
+    }
+
+    fn untraced(&self) -> Option<(u32, u32)> {
+        Some((0, 40))
+    }
+}
+
+/// Observing that ends before the amplifier's first block of runs
+/// without noise is over (here it would be at 100) still compares the
+/// failure rate with the untraced one: 10 of the first 20 traced runs
+/// against 0 of 40 untraced is said, on the terminal and in the report,
+/// and kept when the control runs send it back to observe with noise.
+#[test]
+fn a_failure_the_probes_provoke_is_said_when_observing_ends_early() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = Scripted(ProvokedByTheProbes { functions: functions.clone(), runs: 0 });
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions {
+        safe: SafeList::new(&["read"]).unwrap(),
+        amplify_after: 100,
+        ..DebugOptions::default()
+    };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (40, 20, 20));
+    assert_eq!(
+        d.observed.tracer.as_deref(),
+        Some(
+            "the failure is more frequent under aid's probes: 0 of 40 runs made without them before the session failed, 10 of the first 20 traced runs without noise (Fisher's exact test, p = 2.5e-6): the probes provoke part of it, and what the traced runs show is about the failure as it is under them"
+        )
+    );
+    let layout =
+        crate::report::Layout { width: None, color: false, verbose: false, explain: false };
+    let text = crate::report::render(&crate::report::build(&d), &layout);
+    assert!(text.contains("\nThe failure is more frequent under aid's probes: 0 of 40 "), "{text}");
 }

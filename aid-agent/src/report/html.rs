@@ -118,6 +118,9 @@ pub fn render(
             (None, None) => String::new(),
         }
     );
+    if let Some(line) = &ob.tracer {
+        let _ = writeln!(s, "<p class=\"sub\" id=\"tracer\">{}.</p>", esc(line));
+    }
     cause(&mut s, r);
     s.push_str(&beside_section(beside));
     s.push_str("<h2>Approximate causal DAG</h2>\n<p class=\"guide\">An arrow P → Q: P happened before Q in every failing run. In red, the causal path aid confirmed by intervening, from the root cause to the failure.</p>\n");

@@ -172,6 +172,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         amplified: None,
         noise: None,
         analysed: 40,
+        tracer: None,
     };
     let d = Diagnosis {
         observed,

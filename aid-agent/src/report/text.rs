@@ -156,6 +156,9 @@ fn observed(o: &mut Out<'_>, r: &DebugReport<'_>) {
             ob.passing
         ),
     );
+    if let Some(line) = &ob.tracer {
+        o.para("", "", &format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
+    }
     if o.layout.verbose {
         let a = &r.analysis;
         o.para(
