@@ -81,7 +81,8 @@ pub fn debug_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
-    let (mut done, first_phase) = debug_phase(req, cancel, ui)?;
+    let measured = RefCell::new(Measured::default());
+    let (mut done, first_phase) = first_session(req, &measured, cancel, ui)?;
     let Phase { mut callers, left_out } = first_phase;
     let first = done.out.clone();
     // The functions to climb from: those that saw a key twice, then the
@@ -103,7 +104,8 @@ pub fn debug_program(
         let names: Vec<&String> = left_out.carried.iter().chain(share).collect();
         let trace = names.iter().map(|n| globset::escape(n)).collect();
         let safe = safe_within(&req.safe, &names);
-        match debug_phase(&ProgramRequest { safe, ..again(req, trace, out) }, cancel, ui) {
+        let req = ProgramRequest { safe, ..again(req, trace, out) };
+        match debug_phase(&req, false, None, &measured, cancel, ui) {
             Ok((next, phase)) => {
                 done = next_session(done, next);
                 callers = phase.callers;
@@ -151,7 +153,7 @@ pub fn debug_program(
         let trace = trace.map(globset::escape).collect();
         // A session that cannot be made (a caller that cannot be probed)
         // ends the climb; what was found so far is reported.
-        match debug_phase(&again(req, trace, out), cancel, ui) {
+        match debug_phase(&again(req, trace, out), false, None, &measured, cancel, ui) {
             Ok((next, phase)) => {
                 done = next_session(done, next);
                 callers = phase.callers;
@@ -164,6 +166,109 @@ pub fn debug_program(
         from = added;
     }
     Ok(done)
+}
+
+/// Sessions with fewer functions traced at most, after a first one whose
+/// probes hid the failure: each leaves out the functions called most
+/// often in the set before it (at least half of its calls).
+pub const FEWER_PROBE_SESSIONS: usize = 2;
+
+/// Functions by name, each with its calls in a run.
+type Calls = Vec<(String, u64)>;
+
+/// What the default set's census measured, for the sessions after the
+/// first.
+#[derive(Default)]
+struct Measured {
+    /// The untraced runs before the first session: (failed, made).
+    untraced: Option<(u32, u32)>,
+    /// Each function of the default set with its calls in the counting
+    /// run.
+    calls: Calls,
+    /// The directory of the session started last.
+    out: Option<PathBuf>,
+}
+
+/// The first session. Without `--trace`, when its traced runs fail less
+/// often than the untraced runs of the census beyond chance (aid's probes
+/// hide the failure: [`super::ProbesHideIt`]), it ends after observing and
+/// the program is debugged again without the functions called most often
+/// (those that make up at least half of the set's calls), in a session
+/// of its own under the first one's directory; up to
+/// [`FEWER_PROBE_SESSIONS`] times, the last of which goes on whatever the
+/// probes do.
+fn first_session(
+    req: &ProgramRequest,
+    measured: &RefCell<Measured>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<(Debugged, Phase)> {
+    let mut this = req.clone();
+    let mut first_out: Option<PathBuf> = None;
+    // What the sessions before found of the probes, for the next one's
+    // report.
+    let mut note: Option<String> = None;
+    for k in 0..FEWER_PROBE_SESSIONS {
+        let err =
+            match debug_phase(&this, req.trace.is_empty(), note.as_deref(), measured, cancel, ui) {
+                Err(e) if e.is::<super::ProbesHideIt>() => e,
+                other => return other,
+            };
+        let hid = err.downcast_ref::<super::ProbesHideIt>().expect("checked above");
+        let m = measured.borrow();
+        let traced: Calls = if k == 0 {
+            m.calls.clone()
+        } else {
+            m.calls
+                .iter()
+                .filter(|(n, _)| this.trace.contains(&globset::escape(n)))
+                .cloned()
+                .collect()
+        };
+        let (keep, dropped) = without_most_called(&traced);
+        if keep.is_empty() {
+            return Err(err);
+        }
+        let first = first_out.get_or_insert_with(|| m.out.clone().unwrap_or_default()).clone();
+        let out = first.join(format!("fewer-probes-{}", k + 1));
+        let left: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
+        ui.say(&format!(
+            "aid's probes hide the failure: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
+            dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
+            crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
+            out.display()
+        ));
+        let ((uf, un), (tf, tn)) = (hid.untraced, hid.traced);
+        let earlier = note.map(|n| format!("; before that, {n}")).unwrap_or_default();
+        note = Some(format!(
+            "with {} traced too, the failure was rarer under aid's probes ({uf} of {un} runs made without them failed, {tf} of the first {tn} traced ones, beyond chance): this session leaves {} out{earlier}",
+            crate::util::human::summarize(&left),
+            if left.len() == 1 { "it" } else { "them" }
+        ));
+        let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
+        let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
+        this = ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) };
+    }
+    debug_phase(&this, false, note.as_deref(), measured, cancel, ui)
+}
+
+/// `traced` (function, calls per run) split into what stays and what is
+/// left out: the most called functions that make up at least half of all
+/// calls (at least one), never all of them.
+fn without_most_called(traced: &[(String, u64)]) -> (Calls, Calls) {
+    let mut order: Calls = traced.to_vec();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let total: u64 = order.iter().map(|(_, c)| c).sum();
+    let mut dropped = Vec::new();
+    let mut sum = 0;
+    while order.len() > 1 && (dropped.is_empty() || 2 * sum < total) {
+        let (n, c) = order.remove(0);
+        sum += c;
+        dropped.push((n, c));
+    }
+    let mut keep = order;
+    keep.sort_by_key(|(n, _)| traced.iter().position(|(m, _)| m == n));
+    (keep, dropped)
 }
 
 /// Whether the search ends here: a cause confirmed, the session cut
@@ -263,6 +368,9 @@ fn callers_of_named(from: &[String], callers: &Callers, traced: &[&str]) -> Vec<
 /// left out, for the sessions [`debug_program`] makes next.
 fn debug_phase(
     req: &ProgramRequest,
+    fewer: bool,
+    hid: Option<&str>,
+    measured: &RefCell<Measured>,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<(Debugged, Phase)> {
@@ -273,7 +381,6 @@ fn debug_phase(
     let candidates: RefCell<Option<Candidates>> = RefCell::new(None);
     let callers: RefCell<Callers> = RefCell::new(Callers::new());
     let left_out: RefCell<LeftOutNames> = RefCell::new(LeftOutNames::default());
-    let untraced: RefCell<Option<(u32, u32)>> = RefCell::new(None);
     // The functions to trace: the cheap ones by default, or `--trace`'s;
     // with their callers among the program's own functions.
     let choose_functions = |r: &mut Resolver| -> anyhow::Result<(Vec<Function>, Callers)> {
@@ -321,8 +428,10 @@ fn debug_phase(
                 })
                 .transpose()?
                 .map(|(census, left_ns, names)| {
+                    let mut m = measured.borrow_mut();
+                    m.untraced = Some((census.untraced_failed, census.untraced_runs));
+                    m.calls.clone_from(&names.chosen);
                     *left_out.borrow_mut() = names;
-                    *untraced.borrow_mut() = Some((census.untraced_failed, census.untraced_runs));
                     (census, left_ns)
                 });
             let sync = tracer.add_sync_points()?;
@@ -336,6 +445,7 @@ fn debug_phase(
         },
     )?;
     let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
+    let several = names.len() >= 2;
     ui.say(&format!(
         "debugging {} ({} traced functions: {})",
         target.display(),
@@ -351,10 +461,15 @@ fn debug_phase(
             a.delay.max
         ));
     }
+    measured.borrow_mut().out = Some(writer.dir().to_owned());
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
         .with_watch_amplify(req.amplify_watch.clone())
-        .with_untraced(untraced.into_inner());
-    let diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
+        .with_untraced(measured.borrow().untraced)
+        .with_fewer(fewer && several);
+    let mut diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
+    if diagnosis.observed.tracer.is_none() {
+        diagnosis.observed.tracer = hid.map(str::to_owned);
+    }
     drop(tracer);
     // Beside the path, from the runs the analysis used (already in memory;
     // the session on disk also holds every intervened run).
@@ -402,6 +517,25 @@ mod tests {
         let (a, b, c) = ("pricing_fetch".to_owned(), "unit_price".to_owned(), "main2".to_owned());
         assert_eq!(safe_within(&safe, &[&a, &b]), ["pricing_*"]);
         assert!(safe_within(&safe, &[&b, &c]).is_empty());
+    }
+
+    fn named(calls: &[(&str, u64)]) -> Vec<(String, u64)> {
+        calls.iter().map(|&(n, c)| (n.to_owned(), c)).collect()
+    }
+
+    #[test]
+    fn the_most_called_functions_are_left_out_first() {
+        // probe_hidden.c: mix alone makes up most of the calls.
+        let set = named(&[("meet", 1), ("mix", 150), ("publish", 1), ("setup", 1)]);
+        let (keep, dropped) = without_most_called(&set);
+        assert_eq!(keep, named(&[("meet", 1), ("publish", 1), ("setup", 1)]));
+        assert_eq!(dropped, named(&[("mix", 150)]));
+        // Even calls: the first two by name make up half.
+        let (keep, dropped) = without_most_called(&named(&[("z", 10), ("x", 10), ("y", 10)]));
+        assert_eq!((keep, dropped), (named(&[("z", 10)]), named(&[("x", 10), ("y", 10)])));
+        // Never every function.
+        let (keep, dropped) = without_most_called(&named(&[("only", 99)]));
+        assert_eq!((keep, dropped), (named(&[("only", 99)]), Vec::new()));
     }
 
     #[test]

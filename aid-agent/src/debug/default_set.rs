@@ -175,6 +175,11 @@ pub fn choose_by_cost(
         carried: names(&later.carried),
         sessions: later.sessions.iter().map(|s| names(s)).collect(),
         beyond: names(&later.beyond),
+        chosen: choice
+            .traced
+            .iter()
+            .map(|&i| (functions[i].name.clone(), census.calls[i]))
+            .collect(),
     };
     Ok((census, left, later))
 }
@@ -249,4 +254,8 @@ pub struct LeftOutNames {
     pub carried: Vec<String>,
     pub sessions: Vec<Vec<String>>,
     pub beyond: Vec<String>,
+    /// The default set itself, each function with its calls in the
+    /// counting run (what fewer probes leave out first when they hide
+    /// the failure).
+    pub chosen: Vec<(String, u64)>,
 }

@@ -28,7 +28,7 @@ use std::{
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-pub use self::observe::{TRACER_EFFECT_P, UNDECIDED_FAILING, tracer_effect};
+pub use self::observe::{ProbesHideIt, TRACER_EFFECT_P, UNDECIDED_FAILING, tracer_effect};
 use self::{
     observe::{observe, observe_more, undecided_line},
     oracle::{CONTROL_FAILURES, CONTROL_MAX_RUNS, Control, NotStarted, OracleRun, SourceOracle},

@@ -204,6 +204,72 @@ pub fn tracer_effect(untraced: (u32, u32), traced: (u32, u32), noun: &str) -> Op
     ))
 }
 
+/// Whether the traced runs (failed, made) failed less often than the
+/// untraced ones.
+fn rarer_traced(untraced: (u32, u32), traced: (u32, u32)) -> bool {
+    u64::from(traced.0) * u64::from(untraced.1) < u64::from(untraced.0) * u64::from(traced.1)
+}
+
+/// Observing ended because aid's probes hide the failure (the traced runs
+/// failed less often than the untraced ones, beyond chance) and the
+/// source may trace fewer functions ([`RunSource::may_trace_fewer`]): the
+/// campaign debugs the program again without the functions called most
+/// often. Its text is [`tracer_effect`]'s.
+#[derive(Debug)]
+pub struct ProbesHideIt {
+    pub line: String,
+    /// The untraced runs and the traced ones compared: (failed, made).
+    pub untraced: (u32, u32),
+    pub traced: (u32, u32),
+}
+
+impl std::fmt::Display for ProbesHideIt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.line)
+    }
+}
+
+impl std::error::Error for ProbesHideIt {}
+
+/// Says how the failure rate under the probes differs from the untraced
+/// one, when it does beyond chance, and keeps it in `observed`; an error
+/// when the probes hide the failure and the source may trace fewer
+/// functions.
+fn compare_untraced(
+    source: &dyn RunSource,
+    traced: (u32, u32),
+    observed: &mut Observed,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let Some(untraced) = source.untraced() else { return Ok(()) };
+    observed.tracer = tracer_effect(untraced, traced, source.noun());
+    let Some(line) = &observed.tracer else { return Ok(()) };
+    ui.say(line);
+    if rarer_traced(untraced, traced) && source.may_trace_fewer() {
+        return Err(ProbesHideIt { line: line.clone(), untraced, traced }.into());
+    }
+    Ok(())
+}
+
+/// The runs without noise before the first with noise.
+struct Plain {
+    /// (failed, made); None once the amplifier has judged its first block
+    /// of them, or when this is observing again (the first runs were
+    /// counted then).
+    counts: Option<(u32, u32)>,
+    noisy: bool,
+}
+
+impl Plain {
+    fn add(&mut self, run: &Run) {
+        self.noisy |= !run.noise.is_empty();
+        if let Some((f, n)) = self.counts.as_mut().filter(|_| !self.noisy) {
+            *f += u32::from(run.failed());
+            *n += 1;
+        }
+    }
+}
+
 /// Takes runs from the source until enough failing and passing ones exist.
 /// Returns the runs to analyse and, when the failure had to be amplified,
 /// the noise to keep injecting during interventions (so the failure rate
@@ -236,11 +302,7 @@ pub(super) fn observe(
     }
     let mut noted = false;
     let mut hung_said = false;
-    // The runs without noise before the first with noise: (failed, made);
-    // None once the amplifier has judged its first block of them, or when
-    // this is observing again (the first runs were counted then).
-    let mut plain: Option<(u32, u32)> = first.then_some((0, 0));
-    let mut noisy = false;
+    let mut plain = Plain { counts: first.then_some((0, 0)), noisy: false };
     // Why observing ended before its limit with every run failing.
     let mut early: Option<String> = None;
     let counts = |runs: &[Run]| {
@@ -293,20 +355,12 @@ pub(super) fn observe(
             ui.step(&format!("{f} failing, {p} passing{wanted}"));
             continue;
         }
-        noisy |= !rec.run.noise.is_empty();
-        if let Some((f, n)) = plain.as_mut().filter(|_| !noisy) {
-            *f += u32::from(rec.run.failed());
-            *n += 1;
-        }
+        plain.add(&rec.run);
         let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
-        if let Some(traced) = verdict.natural {
-            // Said once, on the amplifier's first block of runs without
-            // noise; `plain` is for sessions that end before it does.
-            plain = None;
-            observed.tracer = source.untraced().and_then(|u| tracer_effect(u, traced, noun));
-            if let Some(line) = &observed.tracer {
-                ui.say(line);
-            }
+        // Said once: on the amplifier's first block of runs without noise,
+        // or on those before observing ended, when it ended before.
+        if let Some(traced) = verdict.natural.inspect(|_| plain.counts = None) {
+            compare_untraced(source, traced, &mut observed, ui)?;
         }
         for line in &verdict.say {
             ui.say(line);
@@ -343,11 +397,8 @@ pub(super) fn observe(
         ))
         .into());
     }
-    if let (Some(traced @ (_, 1..)), Some(untraced)) = (plain, source.untraced()) {
-        observed.tracer = tracer_effect(untraced, traced, noun);
-        if let Some(line) = &observed.tracer {
-            ui.say(line);
-        }
+    if let Some(traced @ (_, 1..)) = plain.counts {
+        compare_untraced(source, traced, &mut observed, ui)?;
     }
     let (failing, passing) = counts(&basis);
     enough(&observed, failing, passing, basis.len(), early.as_deref(), source, ui)?;

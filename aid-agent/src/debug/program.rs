@@ -26,6 +26,9 @@ pub struct ProgramSource<'t> {
     amplify: Amplify,
     /// (failed, made) of the untraced runs before the session.
     untraced: Option<(u32, u32)>,
+    /// The campaign can debug again with fewer functions traced when the
+    /// probes hide the failure ([`RunSource::may_trace_fewer`]).
+    fewer: bool,
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -50,13 +53,29 @@ enum Amplify {
 
 impl<'t> ProgramSource<'t> {
     pub fn new(tracer: &'t mut Tracer, target: &'t Target, policy: &'t RunPolicy) -> Self {
-        ProgramSource { tracer, target, policy, next_id: 1, amplify: Amplify::Off, untraced: None }
+        ProgramSource {
+            tracer,
+            target,
+            policy,
+            next_id: 1,
+            amplify: Amplify::Off,
+            untraced: None,
+            fewer: false,
+        }
     }
 
     /// The untraced runs made before the session: (failed, made).
     #[must_use]
     pub fn with_untraced(mut self, untraced: Option<(u32, u32)>) -> Self {
         self.untraced = untraced.filter(|&(_, n)| n > 0);
+        self
+    }
+
+    /// Observing ends, for a session with fewer functions traced, when
+    /// the probes hide the failure.
+    #[must_use]
+    pub fn with_fewer(mut self, fewer: bool) -> Self {
+        self.fewer = fewer;
         self
     }
 
@@ -124,6 +143,10 @@ impl RunSource for ProgramSource<'_> {
 
     fn untraced(&self) -> Option<(u32, u32)> {
         self.untraced
+    }
+
+    fn may_trace_fewer(&self) -> bool {
+        self.fewer
     }
 
     fn hint_no_failure(&self) -> String {

@@ -40,6 +40,14 @@ pub trait RunSource {
         None
     }
 
+    /// Whether observing should end when aid's probes hide the failure
+    /// (the traced runs fail less often than the untraced ones beyond
+    /// chance): the campaign then debugs again with fewer functions
+    /// traced ([`super::ProbesHideIt`]).
+    fn may_trace_fewer(&self) -> bool {
+        false
+    }
+
     /// What to check when no run failed, after "no run failed in N runs".
     fn hint_no_failure(&self) -> String;
 

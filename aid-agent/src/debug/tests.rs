@@ -25,6 +25,10 @@ trait Program {
     fn untraced(&self) -> Option<(u32, u32)> {
         None
     }
+    /// Whether it could be traced with fewer functions.
+    fn may_trace_fewer(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Program`] as a run source: a whole program (amplifiable), every
@@ -82,6 +86,10 @@ impl<P: Program> RunSource for Scripted<P> {
 
     fn untraced(&self) -> Option<(u32, u32)> {
         self.0.untraced()
+    }
+
+    fn may_trace_fewer(&self) -> bool {
+        self.0.may_trace_fewer()
     }
 }
 
@@ -683,7 +691,7 @@ impl Program for ProvokedByTheProbes {
     }
 
     fn observed(&mut self, _: &[Noise]) -> RecordedRun {
-        let fails = self.runs % 2 == 0;
+        let fails = self.runs.is_multiple_of(2);
         make_read_run(&mut self.runs, fails, Vec::new())
     }
 
@@ -726,4 +734,71 @@ fn a_failure_the_probes_provoke_is_said_when_observing_ends_early() {
         crate::report::Layout { width: None, color: false, verbose: false, explain: false };
     let text = crate::report::render(&crate::report::build(&d), &layout);
     assert!(text.contains("\nThe failure is more frequent under aid's probes: 0 of 40 "), "{text}");
+}
+
+/// A program that fails in half of its untraced runs and in none traced:
+/// aid's probes hide its failure.
+struct HiddenByTheProbes {
+    functions: Vec<Function>,
+    runs: u32,
+    fewer: bool,
+}
+
+impl Program for HiddenByTheProbes {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
+        make_read_run(&mut self.runs, false, Vec::new())
+    }
+
+    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        make_read_run(&mut self.runs, false, applied)
+    }
+
+    fn untraced(&self) -> Option<(u32, u32)> {
+        Some((50, 100))
+    }
+
+    fn may_trace_fewer(&self) -> bool {
+        self.fewer
+    }
+}
+
+/// Where fewer functions could be traced, observing ends with
+/// [`ProbesHideIt`] at the first block of 40 runs without noise (0 of 40
+/// failing against 50 of 100 untraced), before any noise; where they
+/// could not, it goes on to amplify.
+#[test]
+fn observing_ends_when_the_probes_hide_the_failure_and_fewer_could_be_traced() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let program = HiddenByTheProbes { functions: functions.clone(), runs: 0, fewer: true };
+    let mut source = Scripted(program);
+    let opts = DebugOptions::default();
+    let Err(err) = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
+    else {
+        panic!("a diagnosis of a failure no traced run showed")
+    };
+    let hid = err.downcast_ref::<ProbesHideIt>().expect("ended for the probes");
+    assert_eq!((hid.untraced, hid.traced), ((50, 100), (0, 40)));
+    assert_eq!(source.0.runs, 40);
+    assert!(
+        hid.line.starts_with("the failure is rarer under aid's probes: 50 of 100 "),
+        "{}",
+        hid.line
+    );
+    let mut writer =
+        Writer::create(&dir.path().join("t"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let mut source = Scripted(HiddenByTheProbes { functions, runs: 0, fewer: false });
+    let err = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
+        .err()
+        .expect("no run failed");
+    assert!(err.downcast_ref::<ProbesHideIt>().is_none(), "{err}");
+    assert!(source.0.runs > 40, "amplified after the first block: {} runs", source.0.runs);
 }

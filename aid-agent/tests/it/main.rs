@@ -26,4 +26,5 @@ mod shipped;
 mod statements;
 mod symbols;
 mod tracer;
+mod tracer_effect;
 mod watch;

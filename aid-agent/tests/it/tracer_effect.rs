@@ -1,0 +1,52 @@
+//! The tracer's own effect on the failure (issue 24, part 2): a program
+//! whose failure aid's probes hide is debugged again with fewer of them.
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// Acceptance: 2 of 3 sessions ([`HIDDEN_SESSIONS`]). Measured with the
+/// release agent (`debug ./probe_hidden`, 2026-12-01, fixture pinned to
+/// two CPUs): 5 sessions of 5 right, 48 to 59 of the 100 untraced runs
+/// failing against 0 of the first 40 traced ones. Before the fixture kept
+/// its two threads on two CPUs, one session of 4 had 8 of 100 untraced
+/// runs failing, too few to tell from the traced ones, and it was
+/// debugged with noise instead (a right cause, but not this test's
+/// point): a miss here.
+const HIDDEN_SESSIONS: usize = 3;
+const HIDDEN_NEEDED: usize = 2;
+
+/// One session; Ok when the probes on `mix` were found to hide the
+/// failure, left out, and the session without them named the order of
+/// the worker's publication and main's registration.
+fn hidden_session(exe: &Path) -> Result<String, String> {
+    let (_tmp, _out, output) = debug_session(exe, &[] as &[&str]);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    let root = root_cause_line(&text).to_owned();
+    let right = output.status.success()
+        && said.contains("aid's probes hide the failure: debugging again without the functions called most often (mix: 150 calls a run), so that the probes change the schedule less: meet, spin, publish, pin, worker, setup, register_listener traced")
+        && text.contains("\nWith mix traced too, the failure was rarer under aid's probes (")
+        && text.contains(" of the first 40 traced ones, beyond chance): this session leaves it out.\n")
+        && root.contains("on worker#1 ends before call 1 of register_listener on main starts")
+        && !root.contains("mix");
+    if right {
+        Ok(root)
+    } else {
+        Err(format!("exit {:?}, root cause line {root:?}\n{text}\n{said}", output.status))
+    }
+}
+
+/// fixtures/probe_hidden.c fails in about half of its untraced runs and in
+/// none with its hot helper `mix` traced (the probes slow the worker past
+/// main's registration). With no flags, the first session compares the
+/// two rates, ends, and the program is debugged again without `mix`; the
+/// report says why, and the cause is found in the runs that fail as the
+/// program does untraced.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_failure_the_probes_hide_is_debugged_with_fewer_probes() {
+    let _alone = alone();
+    let exe = c_fixture("probe_hidden.c", "probe_hidden", &[]);
+    sessions_right("probe_hidden", HIDDEN_SESSIONS, HIDDEN_NEEDED, || hidden_session(&exe));
+}
