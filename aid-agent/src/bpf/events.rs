@@ -34,12 +34,24 @@ enum Control {
 /// is counted lost by the kernel, never dropped here.
 pub const LIVE_BACKLOG: usize = 1 << 18;
 
+/// Events a program run may hold in memory ([`EventStream::set_backlog_cap`]):
+/// 4,194,304 events of 80 bytes, 320 MiB. Its events are taken only when
+/// it ends, so without a cap a run that makes millions of traced calls a
+/// second holds all of them: qsort_mt of the corpus run with no arguments
+/// (ten million elements, 1.4 s untraced) had the default set's counting
+/// run (an entry probe on each of its functions, up to 60 s) take 24 GB
+/// before the kernel's OOM killer ended the agent (2026-12-01). At the
+/// cap the rest stays in the kernel's ring, and what the ring cannot hold
+/// is counted lost: the run is incomplete (the census then leaves out the
+/// functions already too hot and counts again without them).
+pub const PROGRAM_BACKLOG: usize = 1 << 22;
+
 /// The events drained but not yet taken, and the cap on them: the reader
 /// drains at most [`Backlog::room`] events, and waits on `taken` while
 /// there is none.
 struct Backlog {
     queued: AtomicUsize,
-    /// `usize::MAX`: no cap (program runs, drained only at their end).
+    /// `usize::MAX`: no cap.
     cap: AtomicUsize,
     taken: tokio::sync::Notify,
 }
@@ -141,8 +153,9 @@ impl EventStream {
     /// sessions cap them ([`LIVE_BACKLOG`]): at the cap the reader leaves
     /// events in the kernel's ring until some are taken, so a consumer
     /// that falls behind costs events the kernel counts as lost, not
-    /// memory. Program runs are drained only at their end and must not
-    /// lose what the ring held, so they have none.
+    /// memory. Program runs are taken only at their end: they are capped
+    /// at [`PROGRAM_BACKLOG`], far beyond what a traced set within its
+    /// budget makes.
     pub fn set_backlog_cap(&self, cap: Option<usize>) {
         self.backlog.set_cap(cap);
     }

@@ -29,7 +29,7 @@ mod scope;
 pub mod uprobe_multi;
 pub mod watch;
 
-pub use events::{EventStream, LIVE_BACKLOG};
+pub use events::{EventStream, LIVE_BACKLOG, PROGRAM_BACKLOG};
 pub use maps::Lost;
 pub use privileges::{Needs, preflight};
 pub use probe_log::PROBE_RECORDS_AT_INFO;

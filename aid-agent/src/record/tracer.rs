@@ -14,8 +14,8 @@ use nix::sys::{signal::Signal, wait::WaitStatus};
 
 use crate::{
     bpf::{
-        EventStream, LIVE_BACKLOG, LoadOptions, ProbeError, Probes, Programs, Scope, SyncProbes,
-        entry_only, monotonic_ns,
+        EventStream, LIVE_BACKLOG, LoadOptions, PROGRAM_BACKLOG, ProbeError, Probes, Programs,
+        Scope, SyncProbes, entry_only, monotonic_ns,
     },
     intervene::{
         Plan,
@@ -354,7 +354,7 @@ impl Tracer {
     /// is taken for this one).
     fn start(&mut self, target: &Target, intervene: bool) -> Result<spawn::Spawned, TraceError> {
         let _stale = self.stream.flush();
-        self.stream.set_backlog_cap(None);
+        self.stream.set_backlog_cap(Some(PROGRAM_BACKLOG));
         let child = spawn::spawn_held(target)?;
         let started = std::time::Instant::now();
         self.probes.begin_target(child.pid, intervene)?;
