@@ -223,6 +223,10 @@ pub enum AmplifyArg {
     /// one, so that the later may go first (TSVD, Li et al., SOSP 2019).
     /// Random delays until a run shows a near miss.
     NearMiss,
+    /// A thread or two starved for 1 ms to 1 s (log-uniform, as rr's
+    /// chaos mode does) from the first noisy run, instead of climbing to
+    /// it through the millisecond levels.
+    Starve,
 }
 
 impl From<AmplifyArg> for Schedule {
@@ -232,6 +236,7 @@ impl From<AmplifyArg> for Schedule {
             AmplifyArg::Random => Schedule::Random,
             AmplifyArg::Pct => Schedule::Pct,
             AmplifyArg::NearMiss => Schedule::NearMiss,
+            AmplifyArg::Starve => Schedule::Starve,
         }
     }
 }

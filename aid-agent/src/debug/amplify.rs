@@ -165,11 +165,11 @@ impl Amplifier {
         };
         let said = seen.map(|seen| {
             a.plain = seen;
-            a.start_level(Level::START, functions);
+            a.start_level(schedule.first_level(), functions);
             format!(
                 "injecting noise at synchronisation points and traced calls ({}; {}); the {noun}s record it",
                 schedule.describe(),
-                Level::START.describe(noun),
+                schedule.first_level().describe(noun),
             )
         });
         (a, said)
@@ -260,10 +260,10 @@ impl Amplifier {
                         self.level.len(),
                         self.noun,
                         self.schedule.describe(),
-                        Level::START.describe(self.noun),
+                        self.schedule.first_level().describe(self.noun),
                         self.noun
                     ));
-                    self.start_level(Level::START, functions);
+                    self.start_level(self.schedule.first_level(), functions);
                     v.restart = true;
                 }
             }
@@ -468,9 +468,9 @@ impl Amplifier {
                 v.say.push(format!(
                     "still rare with that noise ({f} of {n} {}s): the ladder again from its start{at}, with new random draws ({})",
                     self.noun,
-                    Level::START.describe(self.noun)
+                    self.schedule.first_level().describe(self.noun)
                 ));
-                self.start_level(Level::START, functions);
+                self.start_level(self.schedule.first_level(), functions);
                 v.restart = true;
             }
             _ => self.phase = Phase::Exhausted,
@@ -538,7 +538,7 @@ impl Amplifier {
     /// A focused plan that stopped reproducing: random noise again, at
     /// the level it came from, without focusing there a second time.
     fn unfocus(&mut self, functions: &[Function], v: &mut Verdict) {
-        let level = self.noise.as_ref().map_or(Level::START, |n| n.level);
+        let level = self.noise.as_ref().map_or(self.schedule.first_level(), |n| n.level);
         self.noise = None;
         self.start_level(level, functions);
         v.restart = true;
@@ -616,9 +616,12 @@ fn without(plan: &[Noise], i: usize) -> Vec<Noise> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        Label,
-        testing::{call, function, run},
+    use crate::{
+        intervene::noise::STARVE_FROM_US,
+        model::{
+            Label,
+            testing::{call, function, run},
+        },
     };
 
     /// Says "failures are rare" after the natural runs whose failures are
@@ -641,15 +644,18 @@ mod tests {
     /// most 1000 runs): the runs made, what it said at which run, and the
     /// runs from which noise acts at the statement points.
     fn never_failing(functions: &[Function]) -> Ladder {
-        never_failing_drawn(functions).0
+        never_failing_drawn(functions, Schedule::Random).0
     }
 
     /// Runs made, lines said (at run), runs the statements turned on at.
     type Ladder = (u32, Vec<(u32, String)>, Vec<u32>);
 
     /// The same, with each run's noise.
-    fn never_failing_drawn(functions: &[Function]) -> (Ladder, Vec<Vec<Noise>>) {
-        let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, functions);
+    fn never_failing_drawn(
+        functions: &[Function],
+        schedule: Schedule,
+    ) -> (Ladder, Vec<Vec<Noise>>) {
+        let (mut a, _) = Amplifier::new(0.05, 40, schedule, 1, "run", None, functions);
         let (mut said, mut turned, mut drawn) = (Vec::new(), Vec::new(), Vec::new());
         let mut n = 0;
         while !a.exhausted() && n < 1000 {
@@ -692,7 +698,8 @@ mod tests {
         let mut point = function(1, "read at r.c:12");
         point.internal = true;
         point.probe = Probe::Statement;
-        let ((_, said, turned), drawn) = never_failing_drawn(&[function(0, "read"), point]);
+        let ((_, said, turned), drawn) =
+            never_failing_drawn(&[function(0, "read"), point], Schedule::Random);
         assert_eq!(turned, vec![240]);
         assert_eq!(
             said.iter().find(|(at, _)| *at == 240).map(|e| e.1.as_str()),
@@ -768,6 +775,32 @@ mod tests {
                 "no replayed noise failed in 2 or more of 8 runs: the failures were not its doing"
             )
         );
+    }
+
+    /// `--amplify starve`: the first noisy runs already starve a thread
+    /// or two (holds of 1 ms to 1 s), and around the ladder again it
+    /// starts from starvation too; no millisecond level is tried.
+    #[test]
+    fn starving_noise_starts_at_the_starvation_level() {
+        let ((n, said, _), drawn) = never_failing_drawn(&[function(0, "read")], Schedule::Starve);
+        assert!(n > 80, "{said:#?}");
+        assert_eq!(
+            said.first().map(|e| e.1.as_str()),
+            Some(
+                "failures are rare (0 of 40 runs): injecting noise at synchronisation points and traced calls (starvation: random holds, log-uniform from 1 ms; 2 points per run starving their thread for 1 ms to 1 s) to make them more frequent; the runs record it"
+            )
+        );
+        assert!(said.iter().all(|(_, l)| !l.contains("holds up to")), "{said:#?}");
+        let holds: Vec<u64> = drawn
+            .iter()
+            .flatten()
+            .filter_map(|n| match n.action {
+                NoiseAction::Delay { us } => Some(us),
+                _ => None,
+            })
+            .collect();
+        assert!(!holds.is_empty());
+        assert!(holds.iter().all(|&us| (STARVE_FROM_US..=1_000_000).contains(&us)), "{holds:?}");
     }
 
     /// One or no failure in 40 runs: rare at once. Two (5 %) is not

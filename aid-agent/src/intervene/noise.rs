@@ -148,6 +148,11 @@ pub enum Schedule {
     /// the runs seen showed near misses), random delays...
     #[default]
     All,
+    /// Random delays at the ladder's starvation level from the first
+    /// noisy run: a thread or two held for 1 ms to 1 s, log-uniformly
+    /// (rr's chaos mode), for a window that needs one thread kept off the
+    /// CPU far longer than the millisecond levels hold it.
+    Starve,
 }
 
 impl Schedule {
@@ -159,6 +164,17 @@ impl Schedule {
             Schedule::All => {
                 "random delays, PCT-style priority change points and, once runs show near misses, delays at them, run by run"
             }
+            Schedule::Starve => "starvation: random holds, log-uniform from 1 ms",
+        }
+    }
+
+    /// The level amplification starts at, and starts again from after
+    /// the ladder's top: the first of [`LADDER`], or its starvation level
+    /// for [`Schedule::Starve`].
+    pub fn first_level(self) -> Level {
+        match self {
+            Schedule::Starve => LADDER[LADDER.len() - 1],
+            _ => Level::START,
         }
     }
 }
@@ -488,7 +504,7 @@ impl NoiseSource {
         let near: Vec<NearMiss> =
             self.near.iter().filter(|n| n.gap_ns < max * 1000).copied().collect();
         let kind = match self.schedule {
-            Schedule::Random => Kind::Random,
+            Schedule::Random | Schedule::Starve => Kind::Random,
             Schedule::Pct => Kind::Pct,
             Schedule::NearMiss if near.is_empty() => Kind::Random,
             Schedule::NearMiss => Kind::NearMiss,
