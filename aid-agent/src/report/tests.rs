@@ -627,6 +627,25 @@ mod unused {
 }
 
 /// A session that ran to its end without confirming a cause printed
+/// The tracer's effect on the failure rate, when the session found one,
+/// is said right after the runs observed, in the text and the page.
+#[test]
+fn the_tracer_effect_is_said_under_observed() {
+    let (mut d, _) = diagnosis();
+    let line = "the failure is more frequent under aid's probes: 0 of 40 runs made without them before the session failed, 10 of the first 20 traced runs without noise (Fisher's exact test, p = 2.5e-6): the probes provoke part of it, and what the traced runs show is about the failure as it is under them";
+    d.observed.tracer = Some(line.into());
+    let r = build(&d);
+    let layout = Layout { width: None, color: false, verbose: false, explain: false };
+    let text = render(&r, &layout);
+    let said = format!("passing.\nT{}.\n", &line[1..]);
+    assert!(text.contains(&said), "{text}");
+    let page = html::render(&r, &d, None, &Beside::default());
+    assert!(
+        page.contains("<p class=\"sub\" id=\"tracer\">the failure is more frequent under aid&#39;s probes: 0 of 40 "),
+        "{page}"
+    );
+}
+
 /// "Confidence that the whole path is right: 99.50 %" about a path it
 /// never found: the line is there only when a root cause was confirmed.
 #[test]
