@@ -208,26 +208,20 @@ fn first_session(
     // What the sessions before found of the probes, for the next one's
     // report.
     let mut note: Option<String> = None;
+    // The functions the session just made traced, with their calls (the
+    // default set's, for the first).
+    let mut traced: Option<Calls> = None;
     for k in 0..FEWER_PROBE_SESSIONS {
-        let err =
+        let hid =
             match debug_phase(&this, req.trace.is_empty(), note.as_deref(), measured, cancel, ui) {
-                Err(e) if e.is::<super::ProbesHideIt>() => e,
-                other => return other,
+                Err(e) => e.downcast::<super::ProbesHideIt>()?,
+                done => return done,
             };
-        let hid = err.downcast_ref::<super::ProbesHideIt>().expect("checked above");
         let m = measured.borrow();
-        let traced: Calls = if k == 0 {
-            m.calls.clone()
-        } else {
-            m.calls
-                .iter()
-                .filter(|(n, _)| this.trace.contains(&globset::escape(n)))
-                .cloned()
-                .collect()
-        };
-        let (keep, dropped) = without_most_called(&traced);
+        let (keep, dropped) =
+            without_most_called(&traced.take().unwrap_or_else(|| m.calls.clone()));
         if keep.is_empty() {
-            return Err(err);
+            return Err(hid.into());
         }
         let first = first_out.get_or_insert_with(|| m.out.clone().unwrap_or_default()).clone();
         let out = first.join(format!("fewer-probes-{}", k + 1));
@@ -248,6 +242,7 @@ fn first_session(
         let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
         let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
         this = ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) };
+        traced = Some(keep);
     }
     debug_phase(&this, false, note.as_deref(), measured, cancel, ui)
 }

@@ -193,8 +193,7 @@ pub fn tracer_effect(untraced: (u32, u32), traced: (u32, u32), noun: &str) -> Op
     if p >= TRACER_EFFECT_P {
         return None;
     }
-    let rate = |f: u32, n: u32| f64::from(f) / f64::from(n.max(1));
-    let (how, what) = if rate(tf, tn) < rate(uf, un) {
+    let (how, what) = if rarer_traced(untraced, traced) {
         ("rarer", "the probes hide part of it")
     } else {
         ("more frequent", "the probes provoke part of it")

@@ -678,20 +678,25 @@ fn observing_ends_early_when_every_run_failed() {
     assert!(source.0.runs > 45, "{} runs", source.0.runs);
 }
 
-/// A program that fails in every other traced run and in none of the 40
-/// made without aid's probes before the session.
-struct ProvokedByTheProbes {
+/// A program whose traced runs fail when `fails` says so (by the number
+/// of runs before; an intervened run never fails), with `untraced` (failed,
+/// made) among the runs made without aid's probes before the session, and
+/// `fewer` for whether it could be traced with fewer functions.
+struct UntracedRate {
     functions: Vec<Function>,
     runs: u32,
+    fails: fn(u32) -> bool,
+    untraced: (u32, u32),
+    fewer: bool,
 }
 
-impl Program for ProvokedByTheProbes {
+impl Program for UntracedRate {
     fn functions(&self) -> &[Function] {
         &self.functions
     }
 
     fn observed(&mut self, _: &[Noise]) -> RecordedRun {
-        let fails = self.runs.is_multiple_of(2);
+        let fails = (self.fails)(self.runs);
         make_read_run(&mut self.runs, fails, Vec::new())
     }
 
@@ -700,7 +705,35 @@ impl Program for ProvokedByTheProbes {
     }
 
     fn untraced(&self) -> Option<(u32, u32)> {
-        Some((0, 40))
+        Some(self.untraced)
+    }
+
+    fn may_trace_fewer(&self) -> bool {
+        self.fewer
+    }
+}
+
+/// [`UntracedRate`] for a failure aid's probes provoke: every other
+/// traced run fails, none of the 40 made without them.
+fn provoked_by_the_probes(functions: &[Function]) -> UntracedRate {
+    UntracedRate {
+        functions: functions.to_vec(),
+        runs: 0,
+        fails: |n| n.is_multiple_of(2),
+        untraced: (0, 40),
+        fewer: false,
+    }
+}
+
+/// [`UntracedRate`] for a failure aid's probes hide: no traced run fails,
+/// half of the 100 made without them do.
+fn hidden_by_the_probes(functions: &[Function], fewer: bool) -> UntracedRate {
+    UntracedRate {
+        functions: functions.to_vec(),
+        runs: 0,
+        fails: |_| false,
+        untraced: (50, 100),
+        fewer,
     }
 }
 
@@ -713,7 +746,7 @@ impl Program for ProvokedByTheProbes {
 #[test]
 fn a_failure_the_probes_provoke_is_said_when_observing_ends_early() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
-    let mut source = Scripted(ProvokedByTheProbes { functions: functions.clone(), runs: 0 });
+    let mut source = Scripted(provoked_by_the_probes(&functions));
     let dir = tempfile::tempdir().unwrap();
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
@@ -733,36 +766,6 @@ fn a_failure_the_probes_provoke_is_said_when_observing_ends_early() {
     );
 }
 
-/// A program that fails in half of its untraced runs and in none traced:
-/// aid's probes hide its failure.
-struct HiddenByTheProbes {
-    functions: Vec<Function>,
-    runs: u32,
-    fewer: bool,
-}
-
-impl Program for HiddenByTheProbes {
-    fn functions(&self) -> &[Function] {
-        &self.functions
-    }
-
-    fn observed(&mut self, _: &[Noise]) -> RecordedRun {
-        make_read_run(&mut self.runs, false, Vec::new())
-    }
-
-    fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
-        make_read_run(&mut self.runs, false, applied)
-    }
-
-    fn untraced(&self) -> Option<(u32, u32)> {
-        Some((50, 100))
-    }
-
-    fn may_trace_fewer(&self) -> bool {
-        self.fewer
-    }
-}
-
 /// Where fewer functions could be traced, observing ends with
 /// [`ProbesHideIt`] at the first block of 40 runs without noise (0 of 40
 /// failing against 50 of 100 untraced), before any noise; where they
@@ -774,8 +777,7 @@ fn observing_ends_when_the_probes_hide_the_failure_and_fewer_could_be_traced() {
     let mut writer =
         Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
             .unwrap();
-    let program = HiddenByTheProbes { functions: functions.clone(), runs: 0, fewer: true };
-    let mut source = Scripted(program);
+    let mut source = Scripted(hidden_by_the_probes(&functions, true));
     let opts = DebugOptions::default();
     let Err(err) = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
     else {
@@ -792,7 +794,7 @@ fn observing_ends_when_the_probes_hide_the_failure_and_fewer_could_be_traced() {
     let mut writer =
         Writer::create(&dir.path().join("t"), &test_header(Mode::Debug, functions.clone()))
             .unwrap();
-    let mut source = Scripted(HiddenByTheProbes { functions, runs: 0, fewer: false });
+    let mut source = Scripted(hidden_by_the_probes(&functions, false));
     let err = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
         .err()
         .expect("no run failed");
