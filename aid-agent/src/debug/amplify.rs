@@ -378,7 +378,7 @@ impl Amplifier {
                 let mut n =
                     NoiseSource::new(level, self.schedule, &self.plain, functions, self.seed);
                 if self.statements {
-                    n.hold_every_at(statement_points(functions));
+                    n.hold_every_at(statement_points(functions, &self.plain));
                 }
                 self.noise = Some(n);
             }
@@ -449,7 +449,7 @@ impl Amplifier {
             // start (a failure a level provokes in 1 of 100 runs shows in
             // one pass of 40 runs a level with probability 1/3 only).
             None if self.budget >= self.after && !self.on_reserve() => {
-                let statements = statement_points(functions);
+                let statements = statement_points(functions, &self.plain);
                 let at = if !statements.is_empty() && !self.statements {
                     self.statements = true;
                     v.statements = true;
@@ -603,9 +603,22 @@ impl Amplifier {
     }
 }
 
-/// The statement points of the session's table.
-fn statement_points(functions: &[Function]) -> Vec<FuncId> {
-    functions.iter().filter(|f| f.probe == Probe::Statement).map(|f| f.id).collect()
+/// The statement points of the session's table that lie in a function
+/// some run of `seen` called (all of them when none lies in one): a
+/// point in a function the runs never call holds no thread, and each run
+/// holds at one point only.
+fn statement_points(functions: &[Function], seen: &[Run]) -> Vec<FuncId> {
+    let all: Vec<FuncId> =
+        functions.iter().filter(|f| f.probe == Probe::Statement).map(|f| f.id).collect();
+    let points = crate::predicates::Points::new(functions);
+    let called: BTreeSet<FuncId> =
+        seen.iter().flat_map(|r| r.calls.iter().map(|c| c.func)).collect();
+    let reached: Vec<FuncId> = all
+        .iter()
+        .copied()
+        .filter(|&p| points.parent(p).is_some_and(|f| called.contains(&f)))
+        .collect();
+    if reached.is_empty() { all } else { reached }
 }
 
 /// The plan without its `i`-th point.
@@ -714,6 +727,30 @@ mod tests {
         };
         assert!(drawn[40..240].iter().all(|n| every(n) == 0));
         assert!(drawn[240..].iter().all(|n| every(n) == 1), "{:?}", &drawn[240..242]);
+    }
+
+    /// Every thread is held at statements of the functions the runs seen
+    /// called: twostage_100_bad's points in `lock`, `unlock` and the
+    /// `gnu_dev_*` helpers (never called) were 14 of its 40 and held
+    /// nothing; with no run calling any, all of them.
+    #[test]
+    fn statement_points_are_those_of_the_functions_called() {
+        let point = |id, symbol: &str| {
+            let mut f = function(id, symbol);
+            f.internal = true;
+            f.probe = Probe::Statement;
+            f
+        };
+        let functions = [
+            function(0, "funcA"),
+            function(1, "gnu_dev_major"),
+            point(2, "funcA+0x8"),
+            point(3, "gnu_dev_major+0x4"),
+            point(4, "funcA+0x10"),
+        ];
+        let seen = run(1, Label::Pass, vec![call(0, 0, 1, 10, Some(20), None)], 100);
+        assert_eq!(statement_points(&functions, std::slice::from_ref(&seen)), vec![2, 4]);
+        assert_eq!(statement_points(&functions, &[]), vec![2, 3, 4]);
     }
 
     /// A program that fails only under one plan of noise, first drawn in

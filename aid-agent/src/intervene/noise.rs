@@ -36,7 +36,11 @@
 //! uniformly among them ([`NoiseAt::Every`]): a window between two
 //! statements that any thread of a pool may close (four setters each
 //! storing `a = 1; b = -1;`) stays open only while all of them stand
-//! inside it, which holds at one thread's rank almost never give.
+//! inside it, which holds at one thread's rank almost never give. In a
+//! PCT run those holds are change points too ([`EVERY_PRIORITY`]): each
+//! thread is let go once no other can run, so the pool stays inside the
+//! window for as long as the rest of the program needs to reach it. The
+//! points are those of the functions the runs seen called.
 //!
 //! A synchronisation point is named by its thread and rank — the k-th one
 //! thread `role` enters, whichever function it is — because that is what
@@ -269,7 +273,7 @@ const GUESSED_STEPS: u32 = 8;
 pub const EVERY_HOLDS: u32 = 8;
 
 /// The most holds per run of noise for every thread at one point.
-pub const EVERY_HOLDS_MAX: u32 = 64;
+pub const EVERY_HOLDS_MAX: u32 = 128;
 
 /// How many arrivals noise for every thread at one point holds in a run,
 /// in a program whose runs had at most `threads` threads: each thread of
@@ -281,9 +285,20 @@ pub fn every_holds(threads: u32) -> u32 {
     threads.clamp(EVERY_HOLDS, EVERY_HOLDS_MAX)
 }
 
-/// The longest hold of noise for every thread at one point, whatever the
+/// The longest delay of noise for every thread at one point, whatever the
 /// level: its holds add up over the threads that reach it.
 pub const EVERY_MAX_US: u64 = 16_000;
+
+/// The priority of the threads noise for every thread at one point holds
+/// in a PCT run ([`NoiseAction::Demote`]): the lowest of a change point.
+/// Each is let go only when no other thread of the target can run (or
+/// after the level's longest hold), so the whole pool stands inside the
+/// window while the rest of the program goes as far as it can without it:
+/// a reader that checks a two-stage update needs every one of a hundred
+/// writers held between their stages until it has read, however long
+/// starting it takes, which a delay of a fixed length gives only when it
+/// outlasts all of that.
+pub const EVERY_PRIORITY: u32 = 1;
 
 /// The share of runs whose thread calling `exit` (the main thread
 /// returning from `main`) is held there until every other thread of the
@@ -550,10 +565,14 @@ impl NoiseSource {
                 .collect()
         };
         if let Some(&func) = self.every.choose(&mut self.rng) {
-            let us = self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US));
+            let action = if kind == Kind::Pct {
+                NoiseAction::Demote { priority: EVERY_PRIORITY, max_us: max }
+            } else {
+                NoiseAction::Delay { us: self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US)) }
+            };
             noise.push(Noise {
                 at: NoiseAt::Every { func, holds: every_holds(self.threads) },
-                action: NoiseAction::Delay { us },
+                action,
                 held_ns: 0,
                 func: None,
                 near_miss: false,

@@ -222,14 +222,26 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
     assert!(source.draw().iter().all(|n| !matches!(n.at, NoiseAt::Every { .. })));
     source.hold_every_at(vec![5, 6, 7]);
     let mut chosen = BTreeSet::new();
-    for _ in 0..60 {
+    for i in 0..60 {
         let noise = source.draw();
         assert_eq!(noise.len(), 3, "the level's two points and one for every thread");
         let NoiseAt::Every { func, holds } = noise[2].at else { panic!("{:?}", noise[2]) };
         assert_eq!(holds, EVERY_HOLDS, "a run of {} threads", seen().threads.len());
         chosen.insert(func);
-        let NoiseAction::Delay { us } = noise[2].action else { panic!("{:?}", noise[2]) };
-        assert!((50..=EVERY_MAX_US).contains(&us), "{us} µs");
+        // Random delays and PCT in turn: a delay of at most 16 ms in the
+        // one, the pool demoted below every change point (at most the
+        // level's longest hold) in the other.
+        let pct = matches!(noise[0].action, NoiseAction::Demote { .. });
+        assert_eq!(pct, i % 2 == 0, "run {i} (after one random): {:?}", noise[0]);
+        match noise[2].action {
+            NoiseAction::Delay { us } if !pct => {
+                assert!((50..=EVERY_MAX_US).contains(&us), "{us} µs");
+            }
+            NoiseAction::Demote { priority, max_us } if pct => {
+                assert_eq!((priority, max_us), (EVERY_PRIORITY, 40_000));
+            }
+            other => panic!("run {i}: {other:?}"),
+        }
     }
     assert_eq!(chosen, BTreeSet::from([5, 6, 7]));
     let at = NoiseAt::Every { func: 6, holds: 12 };
@@ -259,7 +271,7 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
 #[test]
 fn every_thread_of_the_largest_pool_is_held_once() {
     assert_eq!((every_holds(0), every_holds(3), every_holds(8)), (8, 8, 8));
-    assert_eq!((every_holds(11), every_holds(64), every_holds(300)), (11, 64, 64));
+    assert_eq!((every_holds(11), every_holds(101), every_holds(300)), (11, 101, 128));
     let level = Level { sites: 1, max_delay_us: 2_000, starve: false };
     let pool = |n: u32| {
         let calls = (1..=n).map(|role| call(0, role, 1, 0, Some(1), Some(0))).collect();

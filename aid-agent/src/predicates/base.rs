@@ -208,6 +208,11 @@ impl Points {
         self.parent.get(f as usize).is_some_and(Option::is_some)
     }
 
+    /// The traced function statement point `f` lies in.
+    pub fn parent(&self, f: FuncId) -> Option<FuncId> {
+        self.parent.get(f as usize).copied().flatten()
+    }
+
     pub fn any(&self) -> bool {
         self.parent.iter().any(Option::is_some)
     }

@@ -46,7 +46,7 @@ mod races;
 mod sections;
 mod statements;
 
-pub use base::LockOp;
+pub use base::{LockOp, Points};
 pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
 pub use learn::learn;
