@@ -653,7 +653,7 @@ pub struct Catalog {
     /// aid's statement points ([`crate::model::Probe::Statement`]), for
     /// the window tests on new runs.
     #[serde(default)]
-    pub points: base::Points,
+    pub points: Points,
     /// Thread classes by name (class id = index), with the roles each had
     /// in the learning runs.
     #[serde(default)]
@@ -758,7 +758,7 @@ impl Catalog {
         let pointer_args = session.functions.iter().map(index::pointer_mask).collect();
         let lock_ops = lock_ops(&session.functions);
         let lock_calls = deadlock::lock_calls(&session.functions);
-        let points = base::Points::new(&session.functions);
+        let points = Points::new(&session.functions);
         let mut c = Catalog {
             predicates,
             passing_runs,
