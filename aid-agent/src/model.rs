@@ -623,6 +623,9 @@ pub enum NoiseAt {
         #[serde(default = "every_holds_before")]
         holds: u32,
     },
+    /// The whole process, at no point: where it runs and how its threads
+    /// are prioritised ([`NoiseAction::OneCpu`]).
+    Process,
 }
 
 /// The bound of [`NoiseAt::Every`] before the bound followed the threads.
@@ -657,6 +660,13 @@ pub enum NoiseAction {
     /// alike — under the agent's control, the sync-point probes attached —
     /// and only the plan differs.
     Skip,
+    /// Every thread of the target on CPU `cpu`, each given a random
+    /// priority (nice 0 or 19) again and again, at times drawn from
+    /// `seed`, 1 to 50 ms apart (log-uniform): the one that runs is
+    /// switched at whatever instruction it is at, with no probe there
+    /// (rr's chaos mode, with the kernel's scheduler; `--amplify
+    /// one-cpu`). At [`NoiseAt::Process`] only.
+    OneCpu { cpu: u32, seed: u64 },
 }
 
 #[cfg(test)]

@@ -227,6 +227,11 @@ pub enum AmplifyArg {
     /// chaos mode does) from the first noisy run, instead of climbing to
     /// it through the millisecond levels.
     Starve,
+    /// No holds: the target on one CPU, its threads given random
+    /// priorities again every 1 to 50 ms, so the thread that runs is
+    /// switched wherever it is, between two statements as well as at a
+    /// call (rr's chaos mode, with the kernel's scheduler).
+    OneCpu,
 }
 
 impl From<AmplifyArg> for Schedule {
@@ -237,6 +242,7 @@ impl From<AmplifyArg> for Schedule {
             AmplifyArg::Pct => Schedule::Pct,
             AmplifyArg::NearMiss => Schedule::NearMiss,
             AmplifyArg::Starve => Schedule::Starve,
+            AmplifyArg::OneCpu => Schedule::OneCpu,
         }
     }
 }

@@ -67,6 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let interventions: Vec<Intervention> = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
     let req = RecordRequest {
+        noise: None,
         policy,
         load: args.run.load_options()?,
         command: args.command,

@@ -44,6 +44,14 @@ pub struct Args {
     pub run: RunArgs,
     #[command(flatten)]
     pub out: SessionOut,
+    /// Noise in every run, as `debug --amplify` injects it, at its
+    /// strongest level (16 points a run held up to 16 ms; starve: 2
+    /// threads starved 1 ms to 1 s); `one-cpu` has no holds. The runs
+    /// are made as intervened runs are (under ptrace, the C library's
+    /// synchronisation points probed), after one run without noise that
+    /// the points are learnt from: -n N makes N + 1 runs.
+    #[arg(help_heading = heading::RUNS, long, value_enum, value_name = "MODE")]
+    pub noise: Option<super::args::AmplifyArg>,
     /// Attach programs that record nothing (benchmark floor).
     #[arg(long, hide = true)]
     pub empty_probes: bool,
@@ -76,18 +84,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         programs: if args.empty_probes { Programs::Empty } else { Programs::Record },
         plan: None,
         debug: crate::symbols::DebugSearch::with_root(args.debug_root),
+        noise: args.noise.map(Into::into),
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut Terminal::default())?;
-    println!(
-        "recorded {} run(s) of {}: {} pass, {} fail, {} events -> {}",
-        s.recorded,
-        s.command,
-        s.passed,
-        s.failed,
-        s.events,
-        s.out.display()
-    );
+    match (s.first_failed, req.noise) {
+        (Some(first), Some(schedule)) => {
+            let failed = s.failed - u32::from(first);
+            println!(
+                "recorded {} run(s) of {}: run 1 without noise ({}), {} with noise ({}): {} pass, {} fail; {} events -> {}",
+                s.recorded,
+                s.command,
+                if first { "fail" } else { "pass" },
+                s.recorded.saturating_sub(1),
+                schedule.describe(),
+                s.passed - u32::from(!first),
+                failed,
+                s.events,
+                s.out.display()
+            );
+        }
+        _ => println!(
+            "recorded {} run(s) of {}: {} pass, {} fail, {} events -> {}",
+            s.recorded,
+            s.command,
+            s.passed,
+            s.failed,
+            s.events,
+            s.out.display()
+        ),
+    }
     if s.lost_runs > 0 {
         eprintln!(
             "aid: warning: {} run(s) lost {} event(s) (ring buffer full) and are marked incomplete; analysis excludes them. Use a larger --ring-size.",

@@ -41,7 +41,10 @@
 use std::collections::BTreeSet;
 
 use crate::{
-    intervene::noise::{Level, NoiseSource, Schedule, hold_us},
+    intervene::{
+        noise::{Level, NoiseSource, Schedule, hold_us},
+        one_cpu,
+    },
     model::{FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Probe, Role, Run},
     util::human::{count, duration},
 };
@@ -572,6 +575,7 @@ impl Amplifier {
                     NoiseAt::Every { func, .. } => {
                         format!("every thread at {}", self.function_name(func))
                     }
+                    NoiseAt::Process => "the process".to_owned(),
                 };
                 match n.action {
                     NoiseAction::Delay { us } => match n.at {
@@ -590,6 +594,11 @@ impl Amplifier {
                     NoiseAction::Demote { max_us, .. } => format!(
                         "{at} let go only when no other thread can run (at most {})",
                         duration(max_us * 1000)
+                    ),
+                    NoiseAction::OneCpu { cpu, .. } => format!(
+                        "{at} on CPU {cpu}, its threads' priorities drawn at random every {}-{} ms",
+                        one_cpu::SHORTEST_MS,
+                        one_cpu::LONGEST_MS
                     ),
                     NoiseAction::Skip => at,
                 }

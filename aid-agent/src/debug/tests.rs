@@ -398,7 +398,7 @@ impl NeedsOnePoint {
                 let held = match n.action {
                     NoiseAction::Delay { us } => us * 1000,
                     NoiseAction::Demote { .. } => 5_000,
-                    NoiseAction::Skip => 0,
+                    NoiseAction::Skip | NoiseAction::OneCpu { .. } => 0,
                 };
                 Noise { held_ns: held, func: Some(1), ..n.clone() }
             })

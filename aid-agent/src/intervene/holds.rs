@@ -80,7 +80,8 @@ pub(super) fn next_alone(
         return done.then_some(tid);
     }
     *last = None;
-    let runnable = crate::sys::proc::runnable_threads(pid);
+    let held: Vec<u32> = holds.iter().map(|h| h.tid.as_raw() as u32).collect();
+    let runnable = crate::sys::proc::runnable_threads(pid, &held);
     runnable.iter().all(|t| *t == tid.as_raw() as u32).then_some(tid)
 }
 

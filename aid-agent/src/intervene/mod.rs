@@ -9,6 +9,7 @@ pub mod control;
 mod holds;
 pub mod live;
 pub mod noise;
+pub mod one_cpu;
 pub mod plan;
 mod reach;
 pub mod returns;

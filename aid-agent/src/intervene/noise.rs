@@ -157,6 +157,10 @@ pub enum Schedule {
     /// (rr's chaos mode), for a window that needs one thread kept off the
     /// CPU far longer than the millisecond levels hold it.
     Starve,
+    /// No holds: the target on one CPU, its threads' priorities drawn at
+    /// random again and again ([`crate::intervene::one_cpu`]), which
+    /// switches threads wherever they are, with no probe there.
+    OneCpu,
 }
 
 impl Schedule {
@@ -169,6 +173,17 @@ impl Schedule {
                 "random delays, PCT-style priority change points and, once runs show near misses, delays at them, run by run"
             }
             Schedule::Starve => "starvation: random holds, log-uniform from 1 ms",
+            Schedule::OneCpu => "one CPU, random thread priorities drawn again every 1-50 ms",
+        }
+    }
+
+    /// The level `record --noise` holds every run at: the ladder's
+    /// strongest millisecond level (16 points, holds up to 16 ms), or its
+    /// starvation level for [`Schedule::Starve`].
+    pub fn strongest_level(self) -> Level {
+        match self {
+            Schedule::Starve => LADDER[LADDER.len() - 1],
+            _ => LADDER[LADDER.len() - 2],
         }
     }
 
@@ -189,6 +204,7 @@ enum Kind {
     Random,
     Pct,
     NearMiss,
+    OneCpu,
 }
 
 /// A near miss of a passing run: two threads entered calls on the same
@@ -290,7 +306,8 @@ pub fn every_holds(threads: u32) -> u32 {
 pub const EVERY_MAX_US: u64 = 16_000;
 
 /// The priority of the threads noise for every thread at one point holds
-/// in a PCT run ([`NoiseAction::Demote`]): the lowest of a change point.
+/// in a PCT run, and in every run of the starvation level
+/// ([`NoiseAction::Demote`]): the lowest of a change point.
 /// Each is let go only when no other thread of the target can run (or
 /// after the level's longest hold), so the whole pool stands inside the
 /// window while the rest of the program goes as far as it can without it:
@@ -339,7 +356,7 @@ pub fn hold_us(a: NoiseAction) -> u64 {
     match a {
         NoiseAction::Delay { us } => us,
         NoiseAction::Demote { max_us, .. } => max_us,
-        NoiseAction::Skip => 0,
+        NoiseAction::Skip | NoiseAction::OneCpu { .. } => 0,
     }
 }
 
@@ -520,6 +537,7 @@ impl NoiseSource {
             self.near.iter().filter(|n| n.gap_ns < max * 1000).copied().collect();
         let kind = match self.schedule {
             Schedule::Random | Schedule::Starve => Kind::Random,
+            Schedule::OneCpu => Kind::OneCpu,
             Schedule::Pct => Kind::Pct,
             Schedule::NearMiss if near.is_empty() => Kind::Random,
             Schedule::NearMiss => Kind::NearMiss,
@@ -529,6 +547,17 @@ impl NoiseSource {
             Schedule::All => [Kind::Random, Kind::Pct, Kind::NearMiss][(self.drawn % 3) as usize],
         };
         self.drawn += 1;
+        if kind == Kind::OneCpu {
+            let cpu = *crate::sys::sched::allowed_cpus().choose(&mut self.rng).unwrap_or(&0);
+            let action = NoiseAction::OneCpu { cpu, seed: self.rng.random() };
+            return vec![Noise {
+                at: NoiseAt::Process,
+                action,
+                held_ns: 0,
+                func: None,
+                near_miss: false,
+            }];
+        }
         let mut noise: Vec<Noise> = if kind == Kind::NearMiss {
             let chosen: Vec<NearMiss> =
                 near.choose_multiple(&mut self.rng, self.level.sites).copied().collect();
@@ -565,7 +594,7 @@ impl NoiseSource {
                 .collect()
         };
         if let Some(&func) = self.every.choose(&mut self.rng) {
-            let action = if kind == Kind::Pct {
+            let action = if kind == Kind::Pct || self.level.starve {
                 NoiseAction::Demote { priority: EVERY_PRIORITY, max_us: max }
             } else {
                 NoiseAction::Delay { us: self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US)) }
@@ -628,6 +657,8 @@ pub fn site_key(at: NoiseAt) -> SiteKey {
         NoiseAt::Every { func, .. } => {
             SiteKey { func, role: EVERY_ROLE, instance: ANY_INSTANCE, point: SitePoint::ENTRY }
         }
+        // No site: nothing is installed in the kernel for it.
+        NoiseAt::Process => SiteKey { func: u32::MAX, ..SiteKey::default() },
     }
 }
 
@@ -667,7 +698,7 @@ pub fn action(action: NoiseAction) -> Option<Action> {
         NoiseAction::Demote { priority, max_us } => {
             (ActionKind::YIELD, u64::from(priority), max_us)
         }
-        NoiseAction::Skip => return None,
+        NoiseAction::Skip | NoiseAction::OneCpu { .. } => return None,
     };
     Some(Action { kind, value, timeout_us, ..Action::default() })
 }
@@ -680,6 +711,7 @@ pub fn served_by(at: NoiseAt, stopped: SiteKey, sync_function: bool) -> bool {
     match at {
         NoiseAt::Every { func, .. } => stopped.func == func && stopped.point == SitePoint::ENTRY,
         NoiseAt::Call { .. } => !sync_function && stopped == site_key(at),
+        NoiseAt::Process => false,
         NoiseAt::Sync { role, step } => {
             sync_function
                 && stopped.role == role

@@ -29,7 +29,7 @@ fn random_delays_are_distinct_points_within_bounds() {
             match n.at {
                 NoiseAt::Call { site } => assert!(site.instance <= 10 && site.role == 0),
                 NoiseAt::Sync { role, step } => assert!(role == 0 && (1..=5).contains(&step)),
-                NoiseAt::Every { .. } => panic!("no statement points were given"),
+                NoiseAt::Every { .. } | NoiseAt::Process => panic!("{n:?}: no such noise drawn"),
             }
             assert!(matches!(n.action, NoiseAction::Delay { us } if (50..=300).contains(&us)));
         }
@@ -380,10 +380,37 @@ fn recorded_sync_points_are_counted_not_taken_for_call_sites() {
         .iter()
         .filter_map(|p| match *p {
             NoiseAt::Sync { role, step } => Some((role, step)),
-            NoiseAt::Call { .. } | NoiseAt::Every { .. } => None,
+            NoiseAt::Call { .. } | NoiseAt::Every { .. } | NoiseAt::Process => None,
         })
         .collect();
     // The most each role reached in one run: 2 on role 1, 1 on role 2,
     // none on main.
     assert_eq!(syncs, vec![(1, 1), (1, 2), (2, 1)]);
+}
+
+/// Single-CPU noise is one entry a run, for the whole process: a CPU the
+/// agent may use, a new seed each run, nothing installed in the kernel
+/// and no stop served by it; however strong the level, it holds nothing.
+#[test]
+fn one_cpu_noise_is_the_process_on_one_of_the_cpus() {
+    let allowed = crate::sys::sched::allowed_cpus();
+    let mut source =
+        NoiseSource::new(Schedule::OneCpu.strongest_level(), Schedule::OneCpu, &[seen()], &[], 5);
+    source.hold_every_at(vec![5]);
+    let mut seeds = BTreeSet::new();
+    for _ in 0..20 {
+        let noise = source.draw();
+        let [n] = &noise[..] else { panic!("{noise:?}") };
+        let NoiseAction::OneCpu { cpu, seed } = n.action else { panic!("{n:?}") };
+        assert_eq!(n.at, NoiseAt::Process);
+        assert!(allowed.contains(&cpu), "{cpu} of {allowed:?}");
+        assert_eq!(hold_us(n.action), 0);
+        seeds.insert(seed);
+        let plan = Plan::default().with_noise(&noise);
+        assert!(plan.actions.is_empty() && plan.sync_points);
+        assert_eq!(plan.noise, noise, "recorded with the run");
+        let stop = SiteKey { func: u32::MAX, role: 0, instance: 0, point: SitePoint::ENTRY };
+        assert!(!served_by(n.at, stop, false) && !served_by(n.at, stop, true));
+    }
+    assert_eq!(seeds.len(), 20);
 }

@@ -13,7 +13,10 @@ use anyhow::{Context as _, ensure};
 
 use crate::{
     bpf::{LoadOptions, Programs},
-    intervene::Plan,
+    intervene::{
+        Plan,
+        noise::{NoiseSource, Schedule},
+    },
     model::{Intervention, Label},
     record::{
         fail::RunPolicy,
@@ -40,6 +43,9 @@ pub struct RecordRequest {
     pub plan: Option<(Vec<Intervention>, Duration)>,
     /// Where separate debug files of a stripped program are looked for.
     pub debug: crate::symbols::DebugSearch,
+    /// Noise in every run after the first (`record --noise`), which is
+    /// made without it: the points are learnt from it.
+    pub noise: Option<Schedule>,
 }
 
 /// What was recorded.
@@ -59,6 +65,8 @@ pub struct RecordSummary {
     /// Runs whose record notes something left untraced (child processes).
     pub noted_runs: u32,
     pub interrupted: bool,
+    /// With `--noise`: whether the first run (made without it) failed.
+    pub first_failed: Option<bool>,
 }
 
 /// Runs `req.command` `req.runs` times (fewer when `cancel` is set: the
@@ -130,16 +138,31 @@ pub fn record(
         lost_events: 0,
         noted_runs: 0,
         interrupted: false,
+        first_failed: None,
     };
-    ui.begin(&format!("recording {} runs", req.runs), Some(u64::from(req.runs)));
-    for id in 1..=req.runs {
+    // Drawn from the first run's calls and threads, once it is made.
+    let mut noise: Option<NoiseSource> = None;
+    let total = req.runs + u32::from(req.noise.is_some());
+    ui.begin(&format!("recording {total} runs"), Some(u64::from(total)));
+    for id in 1..=total {
         if cancel.load(Ordering::Relaxed) {
             break;
         }
-        let rec = match &plan {
-            None => tracer.observe(&target, id, &req.policy, cancel)?,
-            Some(plan) => tracer.intervene(&target, id, &req.policy, plan, cancel)?,
+        let rec = match (&plan, noise.as_mut()) {
+            (Some(plan), _) => tracer.intervene(&target, id, &req.policy, plan, cancel)?,
+            (None, Some(n)) if id > 1 => {
+                let drawn = Plan::default().with_noise(&n.draw());
+                tracer.intervene(&target, id, &req.policy, &drawn, cancel)?
+            }
+            (None, _) => tracer.observe(&target, id, &req.policy, cancel)?,
         };
+        if let Some(n) = noise.as_mut() {
+            n.learn_from(&rec.run, &rec.sync_steps, tracer.functions());
+        } else if let Some(schedule) = req.noise {
+            let (level, seen) = (schedule.strongest_level(), std::slice::from_ref(&rec.run));
+            noise = Some(NoiseSource::new(level, schedule, seen, tracer.functions(), id.into()));
+            summary.first_failed = Some(rec.run.failed());
+        }
         if rec.probe_errors > 0 {
             log::warn!(
                 "run {id}: {} probe error(s) in the kernel (a map was full)",

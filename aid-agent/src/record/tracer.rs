@@ -20,6 +20,7 @@ use crate::{
     intervene::{
         Plan,
         control::{Controller, Flow, StopState},
+        one_cpu,
     },
     model::{FuncId, Function, Probe, RecordedRun, Role, Run, apply_pauses, calls_from_rows},
     record::{
@@ -451,6 +452,17 @@ impl Tracer {
             self.probes.set_group(*member, *slot)?;
         }
         hook.started(&mut self.probes, pid)?;
+        // Single-CPU noise: pinned before the exec, so every thread the
+        // target starts is pinned too.
+        let mut one_cpu =
+            match plan.noise.iter().find_map(|n| one_cpu::Shuffler::start(pid, n.action)) {
+                Some(Ok(s)) => Some(s),
+                Some(Err(e)) => {
+                    log::warn!("run {id}: cannot pin the target to one CPU: {e}");
+                    None
+                }
+                None => None,
+            };
         ptrace::seize(pid)?;
         child.release()?;
         let started = child.started();
@@ -478,9 +490,15 @@ impl Tracer {
             }
             if !killed {
                 hook.tick(probes, pid);
+                if let Some(s) = one_cpu.as_mut() {
+                    s.tick(pid);
+                }
             }
             Flow::Continue
         })?;
+        if let Some(s) = &one_cpu {
+            log::info!("run {id}: the threads' priorities drawn {} times on one CPU", s.draws);
+        }
         let mut exit = child.finish(served.status.unwrap_or(WaitStatus::StillAlive));
         exit.timed_out = timed_out;
         exit.hung = hung;

@@ -402,6 +402,11 @@ pub(crate) fn noise_words(n: &crate::model::Noise) -> String {
         crate::model::NoiseAction::Skip => {
             "a point of the focused noise, left off in this run".into()
         }
+        crate::model::NoiseAction::OneCpu { cpu, .. } => format!(
+            "on CPU {cpu} alone, its threads' priorities drawn at random every {}-{} ms",
+            crate::intervene::one_cpu::SHORTEST_MS,
+            crate::intervene::one_cpu::LONGEST_MS
+        ),
     }
 }
 

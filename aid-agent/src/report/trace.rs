@@ -184,8 +184,9 @@ fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process
                     ("max_us".into(), Value::from(max_us)),
                 ],
             ),
-            // Left off this run: nothing happened there.
-            crate::model::NoiseAction::Skip => continue,
+            // Left off this run: nothing happened there; the process's
+            // noise has no call to mark.
+            crate::model::NoiseAction::Skip | crate::model::NoiseAction::OneCpu { .. } => continue,
         };
         tracks[i].items.push(Item::Instant { t_ns: t, name: name.into(), args });
     }

@@ -8,5 +8,6 @@ pub mod poll;
 pub mod proc;
 pub mod ptrace;
 pub mod rewind;
+pub mod sched;
 pub mod spawn;
 pub mod unwind;

@@ -159,10 +159,14 @@ pub fn thread_ids(pid: u32) -> Option<Vec<u32>> {
     Some(tasks.flatten().filter_map(|t| u32::try_from(t.tid).ok()).collect())
 }
 
-/// Threads of a process that are running or waiting for a CPU (state
-/// `R`): not blocked, sleeping, stopped or gone. Polled while a thread is
-/// held at a PCT change point, so it reads the `stat` files directly.
-pub fn runnable_threads(pid: u32) -> Vec<u32> {
+/// Threads of a process that can run: running or waiting for a CPU
+/// (state `R`), in a short wait inside the kernel (`D`: a page fault, the
+/// address-space lock while a thread is created), or stopped by the
+/// tracer and not in `held` (`t`: a thread the agent stopped for an event
+/// — a thread created, a probe reached — and is about to resume); not
+/// blocked, sleeping, held or gone. Polled while a thread is held at a
+/// PCT change point, so it reads the `stat` files directly.
+pub fn runnable_threads(pid: u32, held: &[u32]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     let mut out = Vec::new();
     for entry in dir.flatten() {
@@ -171,8 +175,8 @@ pub fn runnable_threads(pid: u32) -> Vec<u32> {
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
         // The state follows the parenthesised name, which may hold spaces.
-        if stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('R')
-        {
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if matches!(state, Some('R' | 'D')) || (state == Some('t') && !held.contains(&tid)) {
             out.push(tid);
         }
     }

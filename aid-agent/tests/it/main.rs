@@ -18,6 +18,7 @@ mod guarantees;
 mod hangs;
 mod interventions;
 mod object;
+mod one_cpu;
 mod orders;
 mod privileges;
 mod scope;

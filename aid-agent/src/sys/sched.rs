@@ -1,0 +1,72 @@
+//! Where and how eagerly the target's threads run: pinned to one CPU,
+//! each thread's nice value set (the single-CPU noise of `--amplify
+//! one-cpu`, `intervene/one_cpu.rs`). Only the target's own threads are
+//! touched, by pid and thread id.
+
+use nix::{
+    sched::{CpuSet, sched_getaffinity, sched_setaffinity},
+    unistd::Pid,
+};
+
+/// The CPUs the agent may run on (the target's are chosen among them).
+pub fn allowed_cpus() -> Vec<u32> {
+    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else { return vec![0] };
+    let cpus: Vec<u32> =
+        (0..CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect();
+    if cpus.is_empty() { vec![0] } else { cpus }
+}
+
+/// Pins process `pid` (held before its exec: its one thread, which every
+/// thread it starts inherits the set from) to `cpu`.
+pub fn pin(pid: u32, cpu: u32) -> std::io::Result<()> {
+    let mut set = CpuSet::new();
+    set.set(cpu as usize).map_err(std::io::Error::from)?;
+    sched_setaffinity(Pid::from_raw(pid as i32), &set).map_err(std::io::Error::from)
+}
+
+/// Sets thread `tid`'s nice value (0: the default; 19: the least CPU time
+/// when others want it). A thread gone meanwhile is no error.
+pub fn set_nice(tid: u32, nice: i32) -> std::io::Result<()> {
+    // SAFETY: setpriority takes plain integers and touches no memory of
+    // ours.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(e) }
+}
+
+/// Thread `tid`'s nice value, None when it is gone.
+pub fn nice_of(tid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    // After the command in parentheses: state is field 3, nice field 19.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// The CPUs thread `tid` may run on, None when it is gone.
+pub fn cpus_of(tid: u32) -> Option<Vec<u32>> {
+    let set = sched_getaffinity(Pid::from_raw(tid as i32)).ok()?;
+    Some((0..CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child of ours pinned to one CPU and made nice runs there, at
+    /// that nice value, and says so through the kernel's own records.
+    #[test]
+    fn a_child_is_pinned_and_made_nice() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = child.id();
+        let cpu = *allowed_cpus().last().unwrap();
+        pin(pid, cpu).unwrap();
+        set_nice(pid, 19).unwrap();
+        assert_eq!(cpus_of(pid), Some(vec![cpu]));
+        assert_eq!(nice_of(pid), Some(19));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
