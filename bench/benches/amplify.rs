@@ -18,7 +18,8 @@
 //!    corpus`), run from its folder with the manifest's arguments: no
 //!    probes, observed with the default set, random delays, PCT-style
 //!    change points, near-miss delays (at the first level, 2 points of up
-//!    to 2 ms each) and starvation (2 points of 1 ms to 1 s), interleaved
+//!    to 2 ms each), starvation (2 points of 1 ms to 1 s) and one CPU with
+//!    random thread priorities (`--amplify one-cpu`), interleaved
 //!    run by run after the 40 observed runs `debug` amplifies from. The
 //!    near-miss cell learns its near misses as `debug` does: from the
 //!    passing runs seen, and from the passing runs of the two random
@@ -237,14 +238,14 @@ fn modes(runs: usize) {
     let cancel = AtomicBool::new(false);
     println!("## corpus: failure rate per noise mode ({runs} runs per cell, interleaved)");
     println!(
-        "| program | no probes | observed (default set) | random delays | PCT-style change points | near-miss delays | starvation |"
+        "| program | no probes | observed (default set) | random delays | PCT-style change points | near-miss delays | starvation | one CPU, random priorities |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (dir, exe, args) in corpus_programs(&root) {
         let folder = root.join("target/corpus").join(&dir);
         let path = folder.join(&exe);
         if !path.exists() {
-            println!("| {dir} | not built: run `cargo xtask corpus` first | | | | | |");
+            println!("| {dir} | not built: run `cargo xtask corpus` first | | | | | | |");
             continue;
         }
         std::env::set_current_dir(&folder).unwrap();
@@ -266,8 +267,9 @@ fn modes(runs: usize) {
             source(Level::START, Schedule::Pct, 2),
             source(Level::START, Schedule::NearMiss, 3),
             source(LADDER[4], Schedule::Random, 4),
+            source(Level::START, Schedule::OneCpu, 5),
         ];
-        let mut tallies: [Tally; 6] = Default::default();
+        let mut tallies: [Tally; 7] = Default::default();
         for _ in 0..runs {
             let (f, w) = untraced(&target, &policy, &cancel);
             tallies[0].add(f, w);

@@ -801,3 +801,28 @@ fn observing_ends_when_the_probes_hide_the_failure_and_fewer_could_be_traced() {
     assert!(err.downcast_ref::<ProbesHideIt>().is_none(), "{err}");
     assert!(source.0.runs > 40, "amplified after the first block: {} runs", source.0.runs);
 }
+
+/// A failure the probes make less frequent but not rare (lazy01_bad: 99
+/// of 100 untraced runs, 26 of the first 36 traced ones) is debugged as
+/// it is under them, even where fewer functions could be traced: the
+/// difference is said, and observing goes on to analysis.
+#[test]
+fn a_failure_the_probes_make_less_frequent_but_not_rare_is_debugged_as_it_is() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let mut source = Scripted(UntracedRate {
+        functions: functions.clone(),
+        runs: 0,
+        fails: |n| !n.is_multiple_of(4),
+        untraced: (99, 100),
+        fewer: true,
+    });
+    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let said = d.observed.tracer.as_deref().unwrap_or_default();
+    assert!(said.starts_with("the failure is rarer under aid's probes: 99 of 100 "), "{said}");
+    assert!(d.analysis.totals.passing > 0 && d.analysis.totals.failing > 0);
+}

@@ -17,7 +17,7 @@ use crate::{
         Plan,
         noise::{NoiseSource, Schedule},
     },
-    model::{Intervention, Label},
+    model::{Intervention, Label, RecordedRun},
     record::{
         fail::RunPolicy,
         progress::Progress,
@@ -67,6 +67,36 @@ pub struct RecordSummary {
     pub interrupted: bool,
     /// With `--noise`: whether the first run (made without it) failed.
     pub first_failed: Option<bool>,
+}
+
+impl RecordSummary {
+    /// Counts run `id` in: its label, lost events and notes (the first
+    /// noted run's are said).
+    fn count(&mut self, id: u32, rec: &RecordedRun, ui: &mut dyn Progress) {
+        if rec.probe_errors > 0 {
+            log::warn!(
+                "run {id}: {} probe error(s) in the kernel (a map was full)",
+                rec.probe_errors
+            );
+        }
+        match rec.run.label {
+            Label::Pass => self.passed += 1,
+            Label::Fail => self.failed += 1,
+        }
+        if rec.run.lost_events > 0 {
+            self.lost_runs += 1;
+            self.lost_events += rec.run.lost_events;
+        }
+        self.events += rec.rows.len();
+        if !rec.notes.is_empty() {
+            if self.noted_runs == 0 {
+                for note in &rec.notes {
+                    ui.say(&format!("run {id}: {note}"));
+                }
+            }
+            self.noted_runs += 1;
+        }
+    }
 }
 
 /// Runs `req.command` `req.runs` times (fewer when `cancel` is set: the
@@ -163,29 +193,7 @@ pub fn record(
             noise = Some(NoiseSource::new(level, schedule, seen, tracer.functions(), id.into()));
             summary.first_failed = Some(rec.run.failed());
         }
-        if rec.probe_errors > 0 {
-            log::warn!(
-                "run {id}: {} probe error(s) in the kernel (a map was full)",
-                rec.probe_errors
-            );
-        }
-        match rec.run.label {
-            Label::Pass => summary.passed += 1,
-            Label::Fail => summary.failed += 1,
-        }
-        if rec.run.lost_events > 0 {
-            summary.lost_runs += 1;
-            summary.lost_events += rec.run.lost_events;
-        }
-        summary.events += rec.rows.len();
-        if !rec.notes.is_empty() {
-            if summary.noted_runs == 0 {
-                for note in &rec.notes {
-                    ui.say(&format!("run {id}: {note}"));
-                }
-            }
-            summary.noted_runs += 1;
-        }
+        summary.count(id, &rec, ui);
         let saving = std::time::Instant::now();
         writer.append(&rec, tracer.functions()).with_context(|| format!("saving run {id}"))?;
         log::debug!("run {id}: stored in {:.1?}", saving.elapsed());

@@ -42,7 +42,7 @@ fn looks(dir: &Path, run: u32) -> Vec<(u32, u32, i32)> {
 fn noise_on_one_cpu_pins_the_target_and_draws_its_priorities() {
     let _bpf = require_bpf();
     let exe = c_fixture("one_cpu.c", "one_cpu", &[]);
-    let all = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let all = aid::sys::sched::allowed_cpus().len() as u32;
     let bystander =
         Command::new(&exe).arg("8").stdout(std::process::Stdio::piped()).spawn().unwrap();
     let (_tmp, out) = temp_session();
