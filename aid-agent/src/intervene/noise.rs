@@ -328,6 +328,16 @@ pub const EVERY_PRIORITY: u32 = 1;
 /// failure (a worker touching what `exit` tears down) may need instead.
 pub const EXIT_HELD_SHARE: f64 = 0.5;
 
+/// The most a held `exit` waits for the rest of a run without noise
+/// ([`NoiseSource`]'s bound on it: the run's other holds, the level's
+/// longest hold, and the longest run seen without noise, up to this).
+/// unjoined.c's worker needs 50 lock calls after `main` returned; under
+/// a loaded machine (the test suite's other tests beside it) the bound
+/// of the other holds and the level's 2 ms let 5 of 15 held runs end
+/// before it was done (the CI of d68e1f1's successor,
+/// `examples::exit_noise_keeps_a_thread_main_never_joined_alive`).
+pub const EXIT_RUN_MAX_US: u64 = 1_000_000;
+
 /// Whether `run` created more threads than were joined: one may still
 /// run when `main` returns, and holding `exit` can keep it alive. Threads
 /// are counted at aid's own `pthread_create` probe (every run has it),
@@ -390,6 +400,10 @@ pub struct NoiseSource {
     /// Some run seen created more threads than were joined
     /// ([`leaves_threads`]).
     unjoined: bool,
+    /// The longest run seen without noise, in microseconds (at most
+    /// [`EXIT_RUN_MAX_US`]): what a held `exit` waits beyond the run's
+    /// other holds.
+    natural_us: u64,
     roles: BTreeSet<Role>,
     /// The most threads one run seen had.
     threads: u32,
@@ -435,6 +449,13 @@ impl NoiseSource {
             every: Vec::new(),
             exit: functions.iter().find(|f| libc(f, "exit", true)).map(|f| f.id),
             unjoined: seen.iter().any(|r| leaves_threads(r, functions)),
+            natural_us: seen
+                .iter()
+                .filter(|r| r.noise.is_empty())
+                .map(|r| r.outcome.wall_ns / 1000)
+                .max()
+                .unwrap_or(0)
+                .min(EXIT_RUN_MAX_US),
             roles,
             threads: seen.iter().map(|r| r.threads.len() as u32).max().unwrap_or(0),
             near: near_misses(seen, functions, LONGEST_NEAR_MISS_NS),
@@ -610,11 +631,13 @@ impl NoiseSource {
         if let Some(func) = self.exit.filter(|_| self.unjoined)
             && self.rng.random_bool(EXIT_HELD_SHARE)
         {
-            // Long enough to outlast every other hold of the run.
+            // Long enough to outlast every other hold of the run, and
+            // then as long as a whole run without noise took.
             let others: u64 = noise.iter().map(longest_hold_us).sum();
+            let max_us = others + max + self.natural_us;
             noise.push(Noise {
                 at: NoiseAt::Every { func, holds: every_holds(self.threads) },
-                action: NoiseAction::Demote { priority: OUTLIVE, max_us: others + max },
+                action: NoiseAction::Demote { priority: OUTLIVE, max_us },
                 held_ns: 0,
                 func: None,
                 near_miss: false,

@@ -293,9 +293,10 @@ fn every_thread_of_the_largest_pool_is_held_once() {
 /// With the C library's `exit` among the sync points and a run seen
 /// that created a thread it never joined, about half the runs (a fixed
 /// seed: 100 of 200) also hold every thread that calls it at the
-/// lowest priority, for at most the run's other holds and one more;
-/// without such a run (seen, or learnt from), or without `exit`, none
-/// do.
+/// lowest priority, for at most the run's other holds, one more, and
+/// the longest run seen without noise (7 ms here; at most
+/// [`EXIT_RUN_MAX_US`]); without such a run (seen, or learnt from), or
+/// without `exit`, none do.
 #[test]
 fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
     let mut exit = function(3, "exit");
@@ -309,6 +310,7 @@ fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
     let mut unjoined = seen();
     unjoined.calls.push(call(4, 0, 1, 5, Some(6), Some(0)));
     unjoined.calls.push(call(3, 0, 1, 20, None, None));
+    unjoined.outcome.wall_ns = 7_000_000;
     let mut source = NoiseSource::new(level, Schedule::All, &[unjoined.clone()], &functions, 13);
     let mut with_exit = 0;
     for _ in 0..200 {
@@ -318,12 +320,23 @@ fn exit_is_held_in_half_the_runs_for_longer_than_the_other_holds() {
         assert_eq!(others.len(), 2, "{noise:?}");
         let Some(h) = held.first() else { continue };
         with_exit += 1;
-        let bound: u64 = others.iter().map(|n| hold_us(n.action)).sum::<u64>() + 2_000;
+        let bound: u64 = others.iter().map(|n| hold_us(n.action)).sum::<u64>() + 2_000 + 7_000;
         assert_eq!(h.action, NoiseAction::Demote { priority: OUTLIVE, max_us: bound });
         let (k, a, _) = Plan::default().with_noise(&noise).actions[2];
         assert_eq!((k, a.kind, a.value), (site_key(h.at), ActionKind::YIELD, 0));
     }
     assert_eq!(with_exit, 100);
+    unjoined.outcome.wall_ns = 5_000_000_000;
+    let mut slow = NoiseSource::new(level, Schedule::All, &[unjoined.clone()], &functions, 13);
+    let bounds: Vec<u64> = (0..20)
+        .flat_map(|_| slow.draw())
+        .filter_map(|n| match (n.at, n.action) {
+            (NoiseAt::Every { func: 3, .. }, NoiseAction::Demote { max_us, .. }) => Some(max_us),
+            _ => None,
+        })
+        .collect();
+    assert!(!bounds.is_empty() && bounds.iter().all(|&b| b <= 4_000 + 2_000 + EXIT_RUN_MAX_US));
+    assert!(bounds.iter().all(|&b| b >= EXIT_RUN_MAX_US), "{bounds:?}");
     // Every thread joined in the runs seen: none, until a run shows one
     // left unjoined.
     let mut learnt = joined;
