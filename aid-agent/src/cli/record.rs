@@ -88,32 +88,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut Terminal::default())?;
-    match (s.first_failed, req.noise) {
-        (Some(first), Some(schedule)) => {
-            let failed = s.failed - u32::from(first);
-            println!(
-                "recorded {} run(s) of {}: run 1 without noise ({}), {} with noise ({}): {} pass, {} fail; {} events -> {}",
-                s.recorded,
-                s.command,
-                if first { "fail" } else { "pass" },
-                s.recorded.saturating_sub(1),
-                schedule.describe(),
-                s.passed - u32::from(!first),
-                failed,
-                s.events,
-                s.out.display()
-            );
-        }
-        _ => println!(
-            "recorded {} run(s) of {}: {} pass, {} fail, {} events -> {}",
-            s.recorded,
-            s.command,
-            s.passed,
-            s.failed,
-            s.events,
-            s.out.display()
+    let tally = match (s.first_failed, req.noise) {
+        (Some(first), Some(schedule)) => format!(
+            "run 1 without noise ({}), {} with noise ({}): {} pass, {} fail;",
+            if first { "fail" } else { "pass" },
+            s.recorded.saturating_sub(1),
+            schedule.describe(),
+            s.passed - u32::from(!first),
+            s.failed - u32::from(first),
         ),
-    }
+        _ => format!("{} pass, {} fail,", s.passed, s.failed),
+    };
+    println!(
+        "recorded {} run(s) of {}: {tally} {} events -> {}",
+        s.recorded,
+        s.command,
+        s.events,
+        s.out.display()
+    );
     if s.lost_runs > 0 {
         eprintln!(
             "aid: warning: {} run(s) lost {} event(s) (ring buffer full) and are marked incomplete; analysis excludes them. Use a larger --ring-size.",

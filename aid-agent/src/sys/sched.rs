@@ -10,10 +10,14 @@ use nix::{
 
 /// The CPUs the agent may run on (the target's are chosen among them).
 pub fn allowed_cpus() -> Vec<u32> {
-    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else { return vec![0] };
-    let cpus: Vec<u32> =
-        (0..CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect();
-    if cpus.is_empty() { vec![0] } else { cpus }
+    cpus_of(0).filter(|c| !c.is_empty()).unwrap_or_else(|| vec![0])
+}
+
+/// The CPUs thread `tid` may run on (0: the calling thread), None when it
+/// is gone.
+fn cpus_of(tid: u32) -> Option<Vec<u32>> {
+    let set = sched_getaffinity(Pid::from_raw(tid as i32)).ok()?;
+    Some((0..CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect())
 }
 
 /// Pins process `pid` (held before its exec: its one thread, which every
@@ -37,20 +41,6 @@ pub fn set_nice(tid: u32, nice: i32) -> std::io::Result<()> {
     if e.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(e) }
 }
 
-/// Thread `tid`'s nice value, None when it is gone.
-pub fn nice_of(tid: u32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
-    // After the command in parentheses: state is field 3, nice field 19.
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(16)?.parse().ok()
-}
-
-/// The CPUs thread `tid` may run on, None when it is gone.
-pub fn cpus_of(tid: u32) -> Option<Vec<u32>> {
-    let set = sched_getaffinity(Pid::from_raw(tid as i32)).ok()?;
-    Some((0..CpuSet::count() as u32).filter(|&c| set.is_set(c as usize).unwrap_or(false)).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,7 +55,8 @@ mod tests {
         pin(pid, cpu).unwrap();
         set_nice(pid, 19).unwrap();
         assert_eq!(cpus_of(pid), Some(vec![cpu]));
-        assert_eq!(nice_of(pid), Some(19));
+        let nice = procfs::process::Process::new(pid as i32).unwrap().stat().unwrap().nice;
+        assert_eq!(nice, 19);
         child.kill().unwrap();
         child.wait().unwrap();
     }
