@@ -49,6 +49,7 @@ mod statements;
 pub use base::{LockOp, Points};
 pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
+pub(crate) use index::callers;
 pub use learn::learn;
 pub use objects::ObjectName;
 pub use pairs::PairMember;

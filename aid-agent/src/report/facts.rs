@@ -8,13 +8,16 @@
 //! description, so new predicate kinds show up in words at once; adding
 //! their values is one arm in [`measure`] and one in [`headline`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::{
+    cell::OnceCell,
+    collections::{BTreeMap, BTreeSet, HashMap},
+};
 
 use serde::Serialize;
 
 use crate::{
-    model::{Label, Role, Run, Session, Site, ValueKind},
-    predicates::{Catalog, Condition, Kind, PredId, Predicate},
+    model::{FuncId, Label, Role, Run, Session, Site, ValueKind},
+    predicates::{self, Calls, Catalog, Condition, Kind, PredId, Predicate},
     util::human::{count, duration},
 };
 
@@ -82,7 +85,22 @@ pub struct PredicateView {
     /// pairs" predicate. A tool asks this, not the prose, which functions
     /// a root cause names.
     pub functions: Vec<String>,
+    /// Where the calls the predicate names are made: for each of its
+    /// functions whose calls in the failing runs all have the same
+    /// innermost traced caller on their thread, that caller ("readV is
+    /// called from Push"). A cause stated on helpers (a lock, an
+    /// accessor) names the functions that use them this way; the callers
+    /// are also in `functions`.
+    pub callers: Vec<CallerView>,
     pub values: Option<Values>,
+}
+
+/// A function a predicate names and the one traced function that calls
+/// it in every failing run where it is called.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct CallerView {
+    pub function: String,
+    pub caller: String,
 }
 
 /// Builds [`PredicateView`]s from the analysed runs.
@@ -90,6 +108,9 @@ pub struct Facts<'a> {
     session: &'a Session,
     catalog: &'a Catalog,
     roles: HashMap<Role, String>,
+    /// The failing runs' calls' innermost traced callers (by index in
+    /// `run.calls`), made on first use.
+    callers: OnceCell<Vec<(&'a Run, Vec<Option<FuncId>>)>>,
 }
 
 impl<'a> Facts<'a> {
@@ -100,7 +121,7 @@ impl<'a> Facts<'a> {
                 roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
             }
         }
-        Facts { session, catalog, roles }
+        Facts { session, catalog, roles, callers: OnceCell::new() }
     }
 
     fn function(&self, f: u32) -> String {
@@ -125,15 +146,63 @@ impl<'a> Facts<'a> {
 
     /// The functions a predicate names (see [`PredicateView::functions`]).
     fn functions(&self, p: &Predicate) -> Vec<String> {
-        let k = p.key;
-        let mut ids = vec![k.func];
-        ids.extend(k.other.map(|o| o.func));
-        ids.extend(k.callee);
-        if let Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs, .. } = &p.condition {
-            ids.extend(pairs.iter().flat_map(|m| [m.a.func, m.b.func]));
-        }
-        let mut seen = std::collections::BTreeSet::new();
+        let mut ids = named(p);
+        ids.extend(self.callers(p).into_iter().map(|(_, caller)| caller));
+        let mut seen = BTreeSet::new();
         ids.into_iter().filter(|f| seen.insert(*f)).map(|f| self.function(f)).collect()
+    }
+
+    /// For each function the predicate names (at its call site when it
+    /// has one), the innermost traced caller that every one of its calls
+    /// in the failing runs has, when there is one.
+    fn callers(&self, p: &Predicate) -> Vec<(FuncId, FuncId)> {
+        let k = p.key;
+        let sites = [k.site(), k.other_site()];
+        let mut out = Vec::new();
+        for f in named(p) {
+            let site = sites.iter().flatten().find(|s| s.func == f).copied();
+            if let Some(caller) = self.sole_caller(f, site) {
+                out.push((f, caller));
+            }
+        }
+        out
+    }
+
+    /// The one traced caller of `f`'s calls (only the call at `site` when
+    /// given) in every failing run that has such a call; None when some
+    /// call has no traced caller or two callers differ.
+    fn sole_caller(&self, f: FuncId, site: Option<Site>) -> Option<FuncId> {
+        let runs = self.callers.get_or_init(|| {
+            let functions = &self.session.functions;
+            let keep = |g: FuncId| functions.get(g as usize).is_some_and(|h| !h.internal);
+            self.session
+                .runs
+                .iter()
+                .filter(|r| r.complete && r.label == Label::Fail)
+                .map(|r| (r, predicates::callers(r, keep)))
+                .collect()
+        });
+        let mut sole = None;
+        for (run, up) in runs {
+            for (c, caller) in run.calls.iter().zip(up) {
+                let at = site.is_none_or(|s| c.role == s.role && c.instance == s.instance);
+                if c.func != f || !at {
+                    continue;
+                }
+                match (sole, caller) {
+                    (_, None) => return None,
+                    (None, Some(g)) => sole = Some(*g),
+                    (Some(s), Some(g)) if s != *g => return None,
+                    _ => {}
+                }
+            }
+        }
+        sole.filter(|&g| g != f)
+    }
+
+    fn caller_views(&self, p: &Predicate) -> Vec<CallerView> {
+        let view = |(f, c)| CallerView { function: self.function(f), caller: self.function(c) };
+        self.callers(p).into_iter().map(view).collect()
     }
 
     /// The predicate's structured form; None for an unknown id.
@@ -156,11 +225,33 @@ impl<'a> Facts<'a> {
             instance: site.map(|s| s.instance).filter(|i| *i > 0),
             other: k.other_site().map(|o| self.site(o)),
             functions: if whole_run { Vec::new() } else { self.functions(p) },
+            callers: if whole_run { Vec::new() } else { self.caller_views(p) },
             values,
         };
         view.headline = headline(&view, p);
         Some(view)
     }
+}
+
+/// The functions a predicate is about, in key order, with repeats: its
+/// own, the other call's, the function its group's calls are made within,
+/// the callee both calls went on to, the members of a predicate over
+/// several pairs.
+fn named(p: &Predicate) -> Vec<FuncId> {
+    let k = p.key;
+    let mut ids = vec![k.func];
+    let within = |c: Calls| match c {
+        Calls::Group { within, .. } => within,
+        Calls::Site { .. } => None,
+    };
+    ids.extend(within(k.calls));
+    ids.extend(k.other.map(|o| o.func));
+    ids.extend(k.other.and_then(|o| within(o.calls)));
+    ids.extend(k.callee);
+    if let Condition::AnyPair { pairs, .. } | Condition::AfterAll { pairs, .. } = &p.condition {
+        ids.extend(pairs.iter().flat_map(|m| [m.a.func, m.b.func]));
+    }
+    ids
 }
 
 /// The values a predicate is about, in every analysed run.

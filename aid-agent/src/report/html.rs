@@ -43,7 +43,7 @@ h2 { font-size: 17px; margin: 32px 0 10px; border-bottom: 1px solid #dde1e7; pad
 .root b { color: #a3220e; }
 ol.path { padding-left: 22px; }
 ol.path > li { margin: 0 0 14px; }
-.evidence, .intervention, .effects { color: #3e4654; margin: 2px 0; }
+.evidence, .callers, .intervention, .effects { color: #3e4654; margin: 2px 0; }
 .label { display: inline-block; min-width: 112px; color: #6b7482; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 .failure-step { font-weight: 600; color: #a3220e; }
 svg text { font-family: system-ui, Helvetica, Arial, sans-serif; }
@@ -141,6 +141,19 @@ fn link_item(s: &mut String, link: &super::Link) {
         esc(&link.structured.headline),
         esc(&link.evidence)
     );
+    if !link.structured.callers.is_empty() {
+        let calls: Vec<String> = link
+            .structured
+            .callers
+            .iter()
+            .map(|c| format!("{} from {}", esc(&c.function), esc(&c.caller)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<div class=\"callers\"><span class=\"label\">called</span>{}</div>",
+            calls.join("; ")
+        );
+    }
     if !link.intervention.is_empty() {
         let _ = writeln!(
             s,

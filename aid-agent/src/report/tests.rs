@@ -780,3 +780,53 @@ fn timing_in_front_of_the_root_cause_is_shown_apart_with_its_evidence() {
     let last = chain.last().unwrap();
     assert!(graph.contains(&format!("n{} -> n0 [color=red, penwidth=2.5];", last.0)), "{graph}");
 }
+
+/// A cause stated on a helper names the traced function it is called
+/// from: `lock_slot` (called by `push` on the pusher, by `pop` on the
+/// popper) is slow on the popper in failing runs.
+#[test]
+fn a_helper_in_a_predicate_is_named_with_its_caller() {
+    let functions = vec![function(0, "push"), function(1, "pop"), function(2, "lock_slot")];
+    let runs: Vec<Run> = (1..=20u32)
+        .map(|i| {
+            let fail = i % 2 == 0;
+            let slow = if fail { 5_000 * US } else { 10 * US };
+            let calls = vec![
+                call(0, 1, 1, 0, Some(100 * US), Some(0)),
+                call(2, 1, 1, 10 * US, Some(20 * US), Some(0)),
+                call(1, 2, 1, 200 * US, Some(300 * US + slow), Some(0)),
+                call(2, 2, 1, 210 * US, Some(220 * US + slow), Some(0)),
+            ];
+            let label = if fail { Label::Fail } else { Label::Pass };
+            run(i, label, calls, 400 * US + slow).with_threads(vec![
+                thread(0, "main"),
+                thread(1, "pusher"),
+                thread(2, "popper"),
+            ])
+        })
+        .collect();
+    let session = Session { functions, runs };
+    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
+    let facts = facts::Facts::new(&session, &catalog);
+    let view = |func: u32| {
+        let p = catalog
+            .predicates
+            .iter()
+            .find(|p| {
+                p.key.kind == crate::predicates::Kind::TooSlow
+                    && p.key.site() == Some(Site { func, role: 2, instance: 1 })
+            })
+            .unwrap_or_else(|| panic!("no too-slow predicate on function {func}"));
+        facts.view(p.id).unwrap()
+    };
+    let helper = view(2);
+    assert_eq!(
+        helper.callers,
+        vec![facts::CallerView { function: "lock_slot".into(), caller: "pop".into() }]
+    );
+    assert_eq!(helper.functions, vec!["lock_slot".to_string(), "pop".to_string()]);
+    // `pop` is its thread's outermost traced call: no caller to name.
+    let outer = view(1);
+    assert!(outer.callers.is_empty(), "{:?}", outer.callers);
+    assert_eq!(outer.functions, vec!["pop".to_string()]);
+}

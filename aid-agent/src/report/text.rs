@@ -207,6 +207,15 @@ fn causal_path(o: &mut Out<'_>, r: &DebugReport<'_>) {
 /// A confirmed link's evidence, intervention, scores (`-v`) and effects,
 /// indented by `pad`.
 fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
+    if !link.structured.callers.is_empty() {
+        let calls: Vec<String> = link
+            .structured
+            .callers
+            .iter()
+            .map(|c| format!("{} from {}", c.function, c.caller))
+            .collect();
+        o.para(&format!("{pad}called: "), &format!("{pad}  "), &calls.join("; "));
+    }
     o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
     if !link.intervention.is_empty() {
         o.para(&format!("{pad}intervention: "), &format!("{pad}  "), &link.intervention);
