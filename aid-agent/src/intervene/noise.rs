@@ -164,8 +164,9 @@ pub enum Schedule {
 }
 
 impl Schedule {
-    pub fn describe(self) -> &'static str {
-        match self {
+    pub fn describe(self) -> String {
+        use super::one_cpu::{LONGEST_MS, SHORTEST_MS};
+        let text = match self {
             Schedule::Random => "random delays",
             Schedule::Pct => "PCT-style priority change points",
             Schedule::NearMiss => "delays at near misses (random delays until runs show one)",
@@ -173,8 +174,13 @@ impl Schedule {
                 "random delays, PCT-style priority change points and, once runs show near misses, delays at them, run by run"
             }
             Schedule::Starve => "starvation: random holds, log-uniform from 1 ms",
-            Schedule::OneCpu => "one CPU, random thread priorities drawn again every 1-50 ms",
-        }
+            Schedule::OneCpu => {
+                return format!(
+                    "one CPU, random thread priorities drawn again every {SHORTEST_MS}-{LONGEST_MS} ms"
+                );
+            }
+        };
+        text.to_string()
     }
 
     /// The level `record --noise` holds every run at: the ladder's

@@ -22,7 +22,9 @@ use crate::{
         control::{Controller, Flow, StopState},
         one_cpu,
     },
-    model::{FuncId, Function, Probe, RecordedRun, Role, Run, apply_pauses, calls_from_rows},
+    model::{
+        FuncId, Function, NoiseAction, Probe, RecordedRun, Role, Run, apply_pauses, calls_from_rows,
+    },
     record::{
         fail::{ReturnCheck, RunPolicy, judge},
         follow::Follower,
@@ -454,11 +456,13 @@ impl Tracer {
         hook.started(&mut self.probes, pid)?;
         // Single-CPU noise: pinned before the exec, so every thread the
         // target starts is pinned too.
+        let mut pin_failed = false;
         let mut one_cpu =
             match plan.noise.iter().find_map(|n| one_cpu::Shuffler::start(pid, n.action)) {
                 Some(Ok(s)) => Some(s),
                 Some(Err(e)) => {
                     log::warn!("run {id}: cannot pin the target to one CPU: {e}");
+                    pin_failed = true;
                     None
                 }
                 None => None,
@@ -509,6 +513,10 @@ impl Tracer {
         stops::shift_held_rows(&mut rec.rows, &stops, rec.start_ns, &self.functions);
         stops::record_forced_returns(&mut rec.rows, &stops, &self.functions);
         rec.run.noise = stops::noise_outcome(plan, &stops, &self.functions);
+        if pin_failed {
+            // The run had no single-CPU noise: it is not recorded as such.
+            rec.run.noise.retain(|n| !matches!(n.action, NoiseAction::OneCpu { .. }));
+        }
         rec.run.pauses = stops::pauses(&stops, &rec.run.threads, rec.start_ns, |s| {
             stops::is_noise(plan, s, &self.functions)
         });
