@@ -830,3 +830,27 @@ fn a_helper_in_a_predicate_is_named_with_its_caller() {
     assert!(outer.callers.is_empty(), "{:?}", outer.callers);
     assert_eq!(outer.functions, vec!["pop".to_string()]);
 }
+
+/// A link that removed many effects lists the first `EFFECTS_SHOWN` and
+/// says how many more; `-v` (and report.txt) lists every one.
+#[test]
+fn a_link_with_many_effects_lists_a_few_and_counts_the_rest() {
+    let (d, _) = diagnosis();
+    let mut r = build(&d);
+    let link = r.path.first_mut().expect("a causal path");
+    let one = link.effects.first().cloned().unwrap_or_else(|| link.structured.clone());
+    link.effects = (0..11)
+        .map(|i| {
+            let mut e = one.clone();
+            e.headline = format!("effect number {i}");
+            e
+        })
+        .collect();
+    let plain = render(&r, &Layout { width: None, color: false, verbose: false, explain: false });
+    assert!(plain.contains("effect number 7"), "{plain}");
+    assert!(!plain.contains("effect number 8"), "{plain}");
+    assert!(plain.contains("and 3 more (listed in report.txt, and here with -v)"), "{plain}");
+    let verbose = render(&r, &Layout { width: None, color: false, verbose: true, explain: false });
+    assert!(verbose.contains("effect number 10"), "{verbose}");
+    assert!(!verbose.contains("more (listed in report.txt"), "{verbose}");
+}

@@ -204,6 +204,10 @@ fn causal_path(o: &mut Out<'_>, r: &DebugReport<'_>) {
     o.para(&n, &pad, &failure_line(r));
 }
 
+/// How many effects of a link the report lists without `-v`: a fix that
+/// removes one race removes every symptom of it, often dozens of pairs.
+const EFFECTS_SHOWN: usize = 8;
+
 /// A confirmed link's evidence, intervention, scores (`-v`) and effects,
 /// indented by `pad`.
 fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
@@ -227,8 +231,17 @@ fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
     }
     if !link.effects.is_empty() {
         o.para(pad, pad, "with it, these no longer happened:");
-        for e in &link.effects {
+        let shown = if o.layout.verbose { link.effects.len() } else { EFFECTS_SHOWN };
+        for e in link.effects.iter().take(shown) {
             o.para(&format!("{pad}  • "), &format!("{pad}    "), &e.headline);
+        }
+        if link.effects.len() > shown {
+            let more = link.effects.len() - shown;
+            o.para(
+                &format!("{pad}  • "),
+                &format!("{pad}    "),
+                &format!("and {more} more (listed in report.txt, and here with -v)"),
+            );
         }
     }
 }
