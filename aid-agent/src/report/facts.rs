@@ -108,9 +108,8 @@ pub struct Facts<'a> {
     session: &'a Session,
     catalog: &'a Catalog,
     roles: HashMap<Role, String>,
-    /// The failing runs' calls' innermost traced callers (by index in
-    /// `run.calls`), made on first use.
-    callers: OnceCell<Vec<(&'a Run, Vec<Option<FuncId>>)>>,
+    /// Where the failing runs' calls are made, indexed on first use.
+    callers: OnceCell<CallerIndex>,
 }
 
 impl<'a> Facts<'a> {
@@ -172,32 +171,15 @@ impl<'a> Facts<'a> {
     /// given) in every failing run that has such a call; None when some
     /// call has no traced caller or two callers differ.
     fn sole_caller(&self, f: FuncId, site: Option<Site>) -> Option<FuncId> {
-        let runs = self.callers.get_or_init(|| {
-            let functions = &self.session.functions;
-            let keep = |g: FuncId| functions.get(g as usize).is_some_and(|h| !h.internal);
-            self.session
-                .runs
-                .iter()
-                .filter(|r| r.complete && r.label == Label::Fail)
-                .map(|r| (r, predicates::callers(r, keep)))
-                .collect()
-        });
-        let mut sole = None;
-        for (run, up) in runs {
-            for (c, caller) in run.calls.iter().zip(up) {
-                let at = site.is_none_or(|s| c.role == s.role && c.instance == s.instance);
-                if c.func != f || !at {
-                    continue;
-                }
-                match (sole, caller) {
-                    (_, None) => return None,
-                    (None, Some(g)) => sole = Some(*g),
-                    (Some(s), Some(g)) if s != *g => return None,
-                    _ => {}
-                }
-            }
+        let index = self.callers.get_or_init(|| CallerIndex::of(self.session));
+        let found = match site {
+            Some(s) => index.by_site.get(&(s.func, s.role, s.instance)),
+            None => index.by_function.get(&f),
+        };
+        match found {
+            Some(&Caller::Sole(g)) if g != f => Some(g),
+            _ => None,
         }
-        sole.filter(|&g| g != f)
     }
 
     fn caller_views(&self, p: &Predicate) -> Vec<CallerView> {
@@ -230,6 +212,51 @@ impl<'a> Facts<'a> {
         };
         view.headline = headline(&view, p);
         Some(view)
+    }
+}
+
+/// The innermost traced caller of calls in the failing runs: one
+/// function for all of them, or not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Sole(FuncId),
+    /// Some call had none, or two had different ones.
+    Not,
+}
+
+impl Caller {
+    fn and(self, next: Option<FuncId>) -> Caller {
+        match (self, next) {
+            (Caller::Sole(a), Some(b)) if a == b => self,
+            _ => Caller::Not,
+        }
+    }
+}
+
+/// [`Caller`] of every function's calls and of every call site, over the
+/// failing runs: one pass, so a report that views hundreds of predicates
+/// reads each run once.
+struct CallerIndex {
+    by_function: HashMap<FuncId, Caller>,
+    by_site: HashMap<(FuncId, Role, u32), Caller>,
+}
+
+impl CallerIndex {
+    fn of(session: &Session) -> CallerIndex {
+        let functions = &session.functions;
+        let keep = |g: FuncId| functions.get(g as usize).is_some_and(|h| !h.internal);
+        let mut index = CallerIndex { by_function: HashMap::new(), by_site: HashMap::new() };
+        for run in session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
+            let up = predicates::callers(run, keep);
+            for (c, caller) in run.calls.iter().zip(up) {
+                let first = caller.map_or(Caller::Not, Caller::Sole);
+                let add = |e: &mut Caller| *e = e.and(caller);
+                index.by_function.entry(c.func).and_modify(add).or_insert(first);
+                let site = (c.func, c.role, c.instance);
+                index.by_site.entry(site).and_modify(add).or_insert(first);
+            }
+        }
+        index
     }
 }
 

@@ -807,7 +807,7 @@ fn a_helper_in_a_predicate_is_named_with_its_caller() {
         .collect();
     let session = Session { functions, runs };
     let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-    let facts = facts::Facts::new(&session, &catalog);
+    let facts = Facts::new(&session, &catalog);
     let view = |func: u32| {
         let p = catalog
             .predicates
