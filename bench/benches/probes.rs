@@ -703,7 +703,7 @@ impl InheritedUprobe {
         probes: &Probes,
         f: &Function,
         pid: u32,
-        program: &str,
+        program: &'static str,
         how: Inherit,
         ret: bool,
     ) -> anyhow::Result<Self> {

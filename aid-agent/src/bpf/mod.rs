@@ -123,8 +123,18 @@ pub enum ProbeError {
         btf::VMLINUX
     )]
     NoBtf,
-    #[error("loading the eBPF object failed: {0}")]
-    Load(String),
+    #[error("loading the eBPF object failed")]
+    Object(#[source] Box<aya::EbpfError>),
+    #[error("loading the eBPF program {program} failed")]
+    Load {
+        program: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error(
+        "the eBPF object has no program {0} of the expected type (a build of aid-ebpf that does not match the agent)"
+    )]
+    MissingProgram(&'static str),
     #[error("attaching {what} failed: {reason}")]
     Attach { what: String, reason: String },
     #[error("eBPF map {name}: {reason}")]
@@ -248,10 +258,10 @@ impl Probes {
             .override_global(GLOBAL_STOP_SIGNAL, &signal, true)
             .override_global(GLOBAL_TASK_PID, &task_pid, true)
             .load(OBJECT)
-            .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
+            .map_err(|e| ProbeError::Object(Box::new(e)))?;
         for name in ["enter_fn", "exit_fn", "enter_empty", "exit_empty"] {
             let prog: &mut UProbe = program(&mut ebpf, name)?;
-            prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", error_chain(&e))))?;
+            prog.load().map_err(|source| ProbeError::Load { program: name, source })?;
         }
         // Raw tracepoints are attached by name: no tracefs, no mount.
         for (name, event) in [
@@ -260,7 +270,7 @@ impl Probes {
             ("thread_exit", "sched_process_exit"),
         ] {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
-            prog.load().map_err(|e| ProbeError::Load(format!("{name}: {}", error_chain(&e))))?;
+            prog.load().map_err(|source| ProbeError::Load { program: name, source })?;
             prog.attach(event).map_err(|e| ProbeError::Attach {
                 what: format!("raw tracepoint {event}"),
                 reason: error_chain(&e),
@@ -531,12 +541,9 @@ impl Probes {
 
     /// The descriptor of a loaded program (for attachments made outside
     /// this module, such as the benchmark's inherited perf events).
-    pub fn program_fd(&self, name: &str) -> Result<std::os::fd::RawFd, ProbeError> {
-        let prog = self
-            .ebpf
-            .program(name)
-            .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
-        let fd = prog.fd().map_err(|e| ProbeError::Load(format!("{name}: {}", error_chain(&e))))?;
+    pub fn program_fd(&self, name: &'static str) -> Result<std::os::fd::RawFd, ProbeError> {
+        let prog = self.ebpf.program(name).ok_or(ProbeError::MissingProgram(name))?;
+        let fd = prog.fd().map_err(|source| ProbeError::Load { program: name, source })?;
         Ok(std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(fd)))
     }
 
@@ -616,11 +623,8 @@ fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, P
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program>,
 {
-    let prog = ebpf
-        .program_mut(name)
-        .ok_or_else(|| ProbeError::Load(format!("program {name} missing from the object")))?;
-    <&mut T>::try_from(prog)
-        .map_err(|_| ProbeError::Load(format!("program {name} has the wrong type")))
+    let prog = ebpf.program_mut(name).ok_or(ProbeError::MissingProgram(name))?;
+    <&mut T>::try_from(prog).map_err(|_| ProbeError::MissingProgram(name))
 }
 
 #[cfg(test)]

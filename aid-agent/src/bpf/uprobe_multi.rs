@@ -35,10 +35,10 @@ use crate::model::Function;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MultiError {
-    #[error("parsing the eBPF object again for uprobe_multi: {0}")]
-    Parse(String),
-    #[error("binding the eBPF object to its maps for uprobe_multi: {0}")]
-    Relocate(String),
+    #[error("parsing the eBPF object again for uprobe_multi")]
+    Parse(#[source] aya_obj::ParseError),
+    #[error("binding the eBPF object to its maps for uprobe_multi")]
+    Relocate(#[source] aya_obj::relocation::EbpfRelocationError),
     #[error("program {0} is not in the eBPF object")]
     MissingProgram(String),
     #[error(
@@ -90,7 +90,7 @@ pub fn load_programs(
     object: &[u8],
     names: &[&str],
 ) -> Result<Vec<MultiProgram>, MultiError> {
-    let mut obj = aya_obj::Object::parse(object).map_err(|e| MultiError::Parse(e.to_string()))?;
+    let mut obj = aya_obj::Object::parse(object).map_err(MultiError::Parse)?;
     let text_sections: HashSet<usize> = obj.functions.keys().map(|(section, _)| *section).collect();
     let definitions = obj.maps.clone();
     let fds: Vec<(&str, RawFd, &aya_obj::Map)> = ebpf
@@ -100,9 +100,7 @@ pub fn load_programs(
             Some((name, map_data(map).fd().as_fd().as_raw_fd(), def))
         })
         .collect();
-    let relocate = |e: aya_obj::relocation::EbpfRelocationError| {
-        MultiError::Relocate(crate::util::error_chain(&e))
-    };
+    let relocate = MultiError::Relocate;
     obj.relocate_maps(fds.into_iter(), &text_sections).map_err(relocate)?;
     obj.relocate_calls(&text_sections).map_err(relocate)?;
     let license = obj.license.clone();

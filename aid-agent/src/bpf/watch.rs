@@ -57,8 +57,7 @@ impl Probes {
         for (name, _) in PROGRAMS {
             let prog: &mut PerfEvent = program(&mut self.ebpf, name)?;
             if prog.fd().is_err() {
-                prog.load()
-                    .map_err(|e| ProbeError::Load(format!("{name}: {}", error_chain(&e))))?;
+                prog.load().map_err(|source| ProbeError::Load { program: name, source })?;
             }
         }
         Ok(())

@@ -362,4 +362,18 @@ mod tests {
         assert!(!line.contains('\n'), "{line}");
         assert!(line.starts_with("bad --fail-on: regex parse error:"), "{line}");
     }
+
+    /// A load error keeps the kernel's error as its source (not a
+    /// string), and the line still says both.
+    #[test]
+    fn a_probe_load_error_keeps_its_cause_and_prints_it() {
+        let err = crate::bpf::ProbeError::Load {
+            program: "enter_fn",
+            source: aya::programs::ProgramError::NotLoaded,
+        };
+        assert!(std::error::Error::source(&err).is_some());
+        let line = one_line(&anyhow::Error::new(err));
+        assert!(line.starts_with("loading the eBPF program enter_fn failed: "), "{line}");
+        assert!(line.len() > "loading the eBPF program enter_fn failed: ".len(), "{line}");
+    }
 }
