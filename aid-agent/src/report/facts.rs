@@ -95,13 +95,17 @@ pub struct PredicateView {
     pub values: Option<Values>,
 }
 
-/// A function a predicate names and the one traced function that calls
-/// it in every failing run where it is called.
+/// A function a predicate names and the traced functions its calls are
+/// made within in every failing run where it is called: the caller, its
+/// caller, and so on, innermost first.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct CallerView {
     pub function: String,
-    pub caller: String,
+    pub callers: Vec<String>,
 }
+
+/// How many callers a chain names at most.
+const CALLER_DEPTH: usize = 8;
 
 /// Builds [`PredicateView`]s from the analysed runs.
 pub struct Facts<'a> {
@@ -146,44 +150,68 @@ impl<'a> Facts<'a> {
     /// The functions a predicate names (see [`PredicateView::functions`]).
     fn functions(&self, p: &Predicate) -> Vec<String> {
         let mut ids = named(p);
-        ids.extend(self.callers(p).into_iter().map(|(_, caller)| caller));
+        ids.extend(self.callers(p).into_iter().flat_map(|(_, chain)| chain));
         let mut seen = BTreeSet::new();
         ids.into_iter().filter(|f| seen.insert(*f)).map(|f| self.function(f)).collect()
     }
 
     /// For each function the predicate names (at its call site when it
-    /// has one), the innermost traced caller that every one of its calls
-    /// in the failing runs has, when there is one.
-    fn callers(&self, p: &Predicate) -> Vec<(FuncId, FuncId)> {
+    /// has one), once, the chain of traced callers its calls are made
+    /// within in every failing run, innermost first; functions without
+    /// one are left out.
+    fn callers(&self, p: &Predicate) -> Vec<(FuncId, Vec<FuncId>)> {
         let k = p.key;
         let sites = [k.site(), k.other_site()];
-        let mut out = Vec::new();
+        let mut out: Vec<(FuncId, Vec<FuncId>)> = Vec::new();
+        let mut seen = BTreeSet::new();
         for f in named(p) {
             let site = sites.iter().flatten().find(|s| s.func == f).copied();
-            if let Some(caller) = self.sole_caller(f, site) {
-                out.push((f, caller));
+            if !seen.insert((f, site.map(|s| (s.role, s.instance)))) {
+                continue;
+            }
+            let chain = self.caller_chain(f, site);
+            if !chain.is_empty() && !out.iter().any(|(g, c)| *g == f && *c == chain) {
+                out.push((f, chain));
             }
         }
         out
     }
 
-    /// The one traced caller of `f`'s calls (only the call at `site` when
-    /// given) in every failing run that has such a call; None when some
-    /// call has no traced caller or two callers differ.
-    fn sole_caller(&self, f: FuncId, site: Option<Site>) -> Option<FuncId> {
+    /// The traced callers of `f`'s calls (only the call at `site` when
+    /// given), innermost first: each the one caller every such call has
+    /// in the failing runs (on the site's thread when there is one). It
+    /// stops where some call has no traced caller or two have different
+    /// ones, and at [`CALLER_DEPTH`].
+    fn caller_chain(&self, f: FuncId, site: Option<Site>) -> Vec<FuncId> {
         let index = self.callers.get_or_init(|| CallerIndex::of(self.session));
-        let found = match site {
-            Some(s) => index.by_site.get(&(s.func, s.role, s.instance)),
-            None => index.by_function.get(&f),
-        };
-        match found {
-            Some(&Caller::Sole(g)) if g != f => Some(g),
+        let sole = |c: Option<&Caller>| match c {
+            Some(&Caller::Sole(g)) => Some(g),
             _ => None,
+        };
+        let mut next = match site {
+            Some(s) => sole(index.by_site.get(&(s.func, s.role, s.instance))),
+            None => sole(index.by_function.get(&f)),
+        };
+        let mut chain: Vec<FuncId> = Vec::new();
+        while let Some(g) = next {
+            // Recursion: a function is named once.
+            if g == f || chain.contains(&g) || chain.len() == CALLER_DEPTH {
+                break;
+            }
+            chain.push(g);
+            next = match site {
+                Some(s) => sole(index.by_role.get(&(g, s.role))),
+                None => sole(index.by_function.get(&g)),
+            };
         }
+        chain
     }
 
     fn caller_views(&self, p: &Predicate) -> Vec<CallerView> {
-        let view = |(f, c)| CallerView { function: self.function(f), caller: self.function(c) };
+        let view = |(f, chain): (FuncId, Vec<FuncId>)| CallerView {
+            function: self.function(f),
+            callers: chain.into_iter().map(|g| self.function(g)).collect(),
+        };
         self.callers(p).into_iter().map(view).collect()
     }
 
@@ -238,6 +266,8 @@ impl Caller {
 /// reads each run once.
 struct CallerIndex {
     by_function: HashMap<FuncId, Caller>,
+    /// A function's calls on one thread.
+    by_role: HashMap<(FuncId, Role), Caller>,
     by_site: HashMap<(FuncId, Role, u32), Caller>,
 }
 
@@ -245,13 +275,18 @@ impl CallerIndex {
     fn of(session: &Session) -> CallerIndex {
         let functions = &session.functions;
         let keep = |g: FuncId| functions.get(g as usize).is_some_and(|h| !h.internal);
-        let mut index = CallerIndex { by_function: HashMap::new(), by_site: HashMap::new() };
+        let mut index = CallerIndex {
+            by_function: HashMap::new(),
+            by_role: HashMap::new(),
+            by_site: HashMap::new(),
+        };
         for run in session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
             let up = predicates::callers(run, keep);
             for (c, caller) in run.calls.iter().zip(up) {
                 let first = caller.map_or(Caller::Not, Caller::Sole);
                 let add = |e: &mut Caller| *e = e.and(caller);
                 index.by_function.entry(c.func).and_modify(add).or_insert(first);
+                index.by_role.entry((c.func, c.role)).and_modify(add).or_insert(first);
                 let site = (c.func, c.role, c.instance);
                 index.by_site.entry(site).and_modify(add).or_insert(first);
             }

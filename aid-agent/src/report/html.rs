@@ -146,7 +146,7 @@ fn link_item(s: &mut String, link: &super::Link) {
             .structured
             .callers
             .iter()
-            .map(|c| format!("{} from {}", esc(&c.function), esc(&c.caller)))
+            .map(|c| format!("{} from {}", esc(&c.function), esc(&c.callers.join(", from "))))
             .collect();
         let _ = writeln!(
             s,

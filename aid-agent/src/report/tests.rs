@@ -781,12 +781,17 @@ fn timing_in_front_of_the_root_cause_is_shown_apart_with_its_evidence() {
     assert!(graph.contains(&format!("n{} -> n0 [color=red, penwidth=2.5];", last.0)), "{graph}");
 }
 
-/// A cause stated on a helper names the traced function it is called
-/// from: `lock_slot` (called by `push` on the pusher, by `pop` on the
-/// popper) is slow on the popper in failing runs.
+/// A cause stated on a helper names the traced functions it is called
+/// within: `lock_slot` (called by `push` on the pusher, by `pop` within
+/// `popper` on the popper) is slow on the popper in failing runs.
 #[test]
-fn a_helper_in_a_predicate_is_named_with_its_caller() {
-    let functions = vec![function(0, "push"), function(1, "pop"), function(2, "lock_slot")];
+fn a_helper_in_a_predicate_is_named_with_its_callers() {
+    let functions = vec![
+        function(0, "push"),
+        function(1, "pop"),
+        function(2, "lock_slot"),
+        function(3, "popper"),
+    ];
     let runs: Vec<Run> = (1..=20u32)
         .map(|i| {
             let fail = i % 2 == 0;
@@ -794,6 +799,7 @@ fn a_helper_in_a_predicate_is_named_with_its_caller() {
             let calls = vec![
                 call(0, 1, 1, 0, Some(100 * US), Some(0)),
                 call(2, 1, 1, 10 * US, Some(20 * US), Some(0)),
+                call(3, 2, 1, 150 * US, Some(350 * US + slow), Some(0)),
                 call(1, 2, 1, 200 * US, Some(300 * US + slow), Some(0)),
                 call(2, 2, 1, 210 * US, Some(220 * US + slow), Some(0)),
             ];
@@ -822,13 +828,16 @@ fn a_helper_in_a_predicate_is_named_with_its_caller() {
     let helper = view(2);
     assert_eq!(
         helper.callers,
-        vec![facts::CallerView { function: "lock_slot".into(), caller: "pop".into() }]
+        vec![facts::CallerView {
+            function: "lock_slot".into(),
+            callers: vec!["pop".into(), "popper".into()]
+        }]
     );
-    assert_eq!(helper.functions, vec!["lock_slot".to_string(), "pop".to_string()]);
-    // `pop` is its thread's outermost traced call: no caller to name.
-    let outer = view(1);
+    assert_eq!(helper.functions, ["lock_slot", "pop", "popper"]);
+    // `popper` is its thread's outermost traced call: no caller to name.
+    let outer = view(3);
     assert!(outer.callers.is_empty(), "{:?}", outer.callers);
-    assert_eq!(outer.functions, vec!["pop".to_string()]);
+    assert_eq!(outer.functions, ["popper"]);
 }
 
 /// A link that removed many effects lists the first `EFFECTS_SHOWN` and

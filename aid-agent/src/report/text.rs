@@ -216,7 +216,7 @@ fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
             .structured
             .callers
             .iter()
-            .map(|c| format!("{} from {}", c.function, c.caller))
+            .map(|c| format!("{} from {}", c.function, c.callers.join(", from ")))
             .collect();
         o.para(&format!("{pad}called: "), &format!("{pad}  "), &calls.join("; "));
     }
