@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod events;
 mod hang;
+pub mod identity;
 pub mod memory;
 pub mod testing;
 

@@ -24,10 +24,9 @@ use crate::{
     analysis::Analysis,
     explain::{
         objects::{Globals, name_pointers},
-        roles::RoleNames,
         watch,
     },
-    model::{Call, Run, Session, Site},
+    model::{Call, Run, Session, Site, identity::RoleNames},
     predicates::{PredId, RaceEvidence, RaceVerdict},
     record::{
         progress::Progress,

@@ -28,11 +28,13 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ExplainError,
-    objects::{self, Globals, Slot},
-    roles::RoleNames,
+    objects::{self, Globals},
     watch::Watched,
 };
-use crate::model::{FuncId, Function, Point, Role, Run, Session};
+use crate::model::{
+    FuncId, Function, Point, Role, Run, Session,
+    identity::{RoleNames, Slot},
+};
 
 /// Index into [`Substrate::objects`].
 pub type ObjId = u32;

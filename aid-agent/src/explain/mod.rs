@@ -7,7 +7,8 @@
 //! runs: access events on shared objects with an R/W type
 //! ([`access`]), object names that mean the same object in every run
 //! ([`objects`]), thread roles named so that they match across runs
-//! ([`roles`]), and the immediate cross-thread dependences between accesses
+//! ([`RoleNames`](crate::model::identity::RoleNames)), and the immediate
+//! cross-thread dependences between accesses
 //! ([`access::dependences`]).
 
 pub mod access;
@@ -15,7 +16,6 @@ pub mod compare;
 pub mod mine;
 pub mod objects;
 pub mod rerun;
-pub mod roles;
 pub mod slice;
 pub mod verify;
 pub mod watch;

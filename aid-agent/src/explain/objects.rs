@@ -1,13 +1,15 @@
-//! Object names that mean the same object in every run (spec §0). Seed 002
-//! assumes addresses are stable across runs; ours are not (ASLR, a heap
-//! that depends on timing), so every pointer a traced call passes or
-//! returns is named:
+//! The explainers' object names, which mean the same object in every run
+//! (spec §0). Seed 002 assumes addresses are stable across runs; ours are
+//! not (ASLR, a heap that depends on timing), so every pointer a traced
+//! call passes or returns is named, by the identity rules of
+//! [`identity`](crate::model::identity):
 //!
 //! - a global by `symbol+offset`, when the address falls inside a data
 //!   symbol of the executable (the module is implicit: only the
 //!   executable's symbols are read);
 //! - anything else by its first appearance in the run,
-//!   `role:function#k.argN` (or `.ret` for a returned pointer);
+//!   `role:function#k.argN` (or `.ret` for a returned pointer), the role by
+//!   its [`RoleNames`] name;
 //! - a `free` (or `realloc`'s old pointer) ends the object: the same
 //!   address seen later is a new object, named by its new first appearance.
 //!
@@ -22,13 +24,10 @@ use std::{collections::HashMap, path::Path};
 
 use object::{Object as _, ObjectKind, ObjectSymbol as _, SymbolKind};
 
-use super::roles::RoleNames;
-use crate::model::{Call, Function, Run, ValueKind, ValueType};
-
-/// The lowest and highest user-space addresses a pointer of unknown type
-/// is believed to be (below `mmap_min_addr` is a small integer).
-const USER_LOW: i64 = 0x1_0000;
-const USER_HIGH: i64 = 0x7fff_ffff_ffff;
+use crate::model::{
+    Call, Function, Run, ValueKind,
+    identity::{FirstAppearances, RoleNames, Slot, USER_HIGH, frees, is_pointer},
+};
 
 /// Data symbols of the traced executable, for naming globals.
 #[derive(Clone, Debug, Default)]
@@ -124,28 +123,6 @@ impl Globals {
     }
 }
 
-/// Where in a call a pointer was seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Slot {
-    Arg(u8),
-    Ret,
-}
-
-/// True when `value`, of type `ty`, is taken for the address of an object.
-pub fn is_pointer(ty: ValueType, value: i64) -> bool {
-    match ty.kind {
-        ValueKind::Pointer => value != 0,
-        ValueKind::Unknown => (USER_LOW..=USER_HIGH).contains(&value),
-        _ => false,
-    }
-}
-
-/// Functions that end the life of the object passed as their first argument.
-pub fn frees(f: &Function) -> bool {
-    matches!(f.name.as_str(), "free" | "cfree" | "__libc_free" | "realloc")
-        || f.name.starts_with("operator delete")
-}
-
 /// The canonical name of every pointer each call of `run` passed or
 /// returned: `names[call][slot]`.
 pub fn name_pointers(
@@ -183,14 +160,13 @@ pub fn name_pointers(
         }
     }
     steps.sort_by_key(|(t, order, call, _)| (*t, *order, *call));
-    let mut live: HashMap<i64, String> = HashMap::new();
+    let mut objects: FirstAppearances<String> = FirstAppearances::default();
     let mut names: Vec<Vec<(Slot, String)>> = vec![Vec::new(); run.calls.len()];
     for (_, _, i, what) in steps {
         match what {
             What::Seen(slot, value) => {
-                let name = live
-                    .entry(value)
-                    .or_insert_with(|| {
+                let name = objects
+                    .see(value, || {
                         if let (Some(g), Some(b)) = (globals, bias)
                             && let Some(n) = g.name(value as u64, b)
                         {
@@ -207,9 +183,7 @@ pub fn name_pointers(
                     .clone();
                 names[i].push((slot, name));
             }
-            What::Free(value) => {
-                live.remove(&value);
-            }
+            What::Free(value) => objects.free(value),
         }
     }
     names
@@ -244,14 +218,6 @@ mod tests {
         assert_eq!(names[2], vec![(Slot::Arg(0), "main:alloc_buf#1.ret".to_owned())]);
         // After the free the same address is another object.
         assert_eq!(names[3], vec![(Slot::Arg(0), "filler:fill#2.arg0".to_owned())]);
-    }
-
-    #[test]
-    fn unknown_types_take_only_user_space_addresses_for_pointers() {
-        assert!(!is_pointer(ValueType::UNKNOWN, 2));
-        assert!(!is_pointer(ValueType::UNKNOWN, -1));
-        assert!(is_pointer(ValueType::UNKNOWN, 0x7ffd_1234_5678));
-        assert!(!is_pointer(ValueType { kind: ValueKind::Signed, size: 8 }, 0x7ffd_1234_5678));
     }
 
     #[test]

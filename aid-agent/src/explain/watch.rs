@@ -24,12 +24,13 @@ use std::{
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::{ExplainError, objects::Globals, rerun, roles::RoleNames};
+use super::{ExplainError, objects::Globals, rerun};
 use crate::{
     bpf::LoadOptions,
     intervene::Plan,
     model::{
         Function, Intervention, Point, Run, Session, Site,
+        identity::RoleNames,
         memory::{DataRace, MemAccess, data_races},
     },
     record::{

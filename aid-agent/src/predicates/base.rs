@@ -5,11 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Anchor, Condition, ExtractConfig, PredKey,
-    classes::{ClassId, Classes},
-    index::RunIndex,
-};
+use super::{Anchor, Condition, ExtractConfig, PredKey, index::RunIndex};
+use crate::model::identity::{ClassId, Classes, looks_like_address};
 use crate::{
     model::{FuncId, Intervention, Role, Run, Site, ValueKind, ValueType},
     util::fxhash::{FxMap, FxSet},
@@ -155,7 +152,7 @@ pub(super) fn error_test(config: &ExtractConfig, t: ValueType) -> Option<(bool, 
 /// A value that may be an address in this run only: never forced into
 /// another run (ASLR moves everything).
 pub(super) fn run_local(t: ValueType, v: i64) -> bool {
-    t.may_be_pointer() && v != 0 && super::index::looks_like_address(v)
+    t.may_be_pointer() && v != 0 && looks_like_address(v)
 }
 
 /// A learned predicate before it gets its id and words.

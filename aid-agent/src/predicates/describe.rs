@@ -9,10 +9,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Calls, Condition, Kind, PredKey,
-    classes::{ClassId, Classes},
-};
+use super::{Calls, Condition, Kind, PredKey};
+use crate::model::identity::{ClassId, Classes};
 use crate::model::{CallSet, FuncId, Intervention, Point, Role, Session, Site, ValueTest};
 
 /// One side of a predicate, structured: which calls of which function.

@@ -22,9 +22,9 @@ use super::{
     Anchor, Calls, Condition, Expected, ExtractConfig, Kind, PredKey, SameField,
     base::{Baseline, Funcs, Learned, error_test, run_local},
     calls::{call_set, site_of},
-    classes::ClassId,
     index::{GroupKey, RunIndex, end_of},
 };
+use crate::model::identity::ClassId;
 use crate::model::{
     Call, CallSet, FuncId, Intervention, PointeeField, REEXECUTE_RETRIES as RETRIES, Site,
     ValueTest,

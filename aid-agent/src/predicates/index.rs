@@ -5,9 +5,11 @@
 //! innermost traced caller, and calls are listed by group. Built once per
 //! run and dropped, so memory stays flat however many runs a session has.
 
-use super::classes::{ClassId, Classes};
 use crate::{
-    model::{Call, FuncId, Function, Role, Run, Site},
+    model::{
+        Call, FuncId, Function, Role, Run, Site,
+        identity::{ClassId, Classes, looks_like_address},
+    },
     util::fxhash::{FxMap, FxSet},
 };
 
@@ -192,12 +194,6 @@ pub(crate) fn pointer_mask(f: &Function) -> u8 {
         }
     }
     m
-}
-
-/// Looks like a user-space address: above the first page (so not NULL, a
-/// small integer or a file descriptor) and below the 47-bit canonical limit.
-pub(crate) fn looks_like_address(v: i64) -> bool {
-    (0x1000..0x0000_8000_0000_0000).contains(&v)
 }
 
 /// The pointer-like argument values of a call, deduplicated.

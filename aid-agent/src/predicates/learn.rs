@@ -25,7 +25,6 @@ use super::{
     PredicateError, after_all,
     base::{Baseline, Funcs, Learned, SiteStats, error_test, run_local},
     calls::site_of,
-    classes::{ClassId, Classes},
     deadlock::{self, CycleBase},
     describe::Names,
     groups::{self, GroupBase},
@@ -35,6 +34,7 @@ use super::{
     sections::{self, SectionBase},
     statements::{self, StatementBase},
 };
+use crate::model::identity::{ClassId, Classes};
 use crate::model::{
     CallSet, FuncId, Intervention, Label, REEXECUTE_RETRIES as RETRIES, Role, Run, Session, Site,
     ValueKind, ValueTest, ValueType,
@@ -242,7 +242,7 @@ fn split_by_caller<'a>(
     let mut seen: FxMap<(FuncId, ClassId), Option<FuncId>> = FxMap::default();
     let mut split = FxSet::default();
     for run in runs {
-        let class = classes.of_run(run);
+        let class: FxMap<Role, ClassId> = classes.of_run(run);
         for (c, caller) in run.calls.iter().zip(callers(run, keep)) {
             let Some(&cl) = class.get(&c.role) else { continue };
             if !keep(c.func) {

@@ -31,7 +31,6 @@ use crate::{
 mod after_all;
 mod base;
 mod calls;
-mod classes;
 mod deadlock;
 mod describe;
 mod eval;
@@ -46,12 +45,11 @@ mod races;
 mod sections;
 mod statements;
 
+pub use crate::model::identity::{ClassId, Classes, ObjectName, class_name};
 pub use base::{LockOp, Points};
-pub use classes::{ClassId, Classes, class_name};
 pub use describe::{Described, duration};
 pub(crate) use index::callers;
 pub use learn::learn;
-pub use objects::ObjectName;
 pub use pairs::PairMember;
 pub use races::{RaceEvidence, RaceVerdict};
 pub use sections::lock_ops;

@@ -1,58 +1,40 @@
-//! Objects that mean the same thing across runs. A pointer argument's value
-//! changes with every run (ASLR, allocation order), so "the same object" is
-//! named by where it first appeared in the run: the first call, in entry
-//! order, that received it, by function, thread class and argument
-//! position ("the object first passed as argument 1 of dict_init on
-//! main"). A table created once by `dict_init` and then passed to every
+//! How predicates name objects across runs: by first appearance
+//! ([`FirstAppearances`]), as (function, thread class, argument position)
+//! ([`ObjectName`]): "the object first passed as argument 1 of dict_init on
+//! main". A table created once by `dict_init` and then passed to every
 //! lookup has the same name in every run, whichever thread touched it
-//! first after that. (The explainers name globals by module + symbol +
-//! offset; this layer names every object by first appearance, which is
-//! what a global's address also reduces to within a run: see
-//! docs/predicates.md.)
+//! first after that. Only arguments are sightings here, in entry order, and
+//! nothing is freed; the explainers also name globals by symbol and see
+//! returned pointers and frees (`explain/objects.rs`; see
+//! docs/predicates.md).
 
-use serde::{Deserialize, Serialize};
-
-use super::{
-    classes::ClassId,
-    index::{RunIndex, pointers},
-};
-use crate::model::FuncId;
+use super::index::{RunIndex, pointers};
+use crate::model::identity::{FirstAppearances, ObjectName};
 use crate::util::fxhash::FxMap;
-
-/// A pointer argument's name across runs: where it first appeared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ObjectName {
-    pub func: FuncId,
-    pub class: ClassId,
-    /// 0-based argument position.
-    pub arg: u8,
-}
 
 /// The canonical names of every pointer argument of a run's calls.
 pub(crate) fn names(idx: &RunIndex<'_>, masks: &[u8]) -> FxMap<i64, ObjectName> {
-    let mut out: FxMap<i64, ObjectName> = FxMap::default();
+    let mut objects = FirstAppearances::default();
     for c in &idx.run.calls {
         let Some(&class) = idx.class.get(&c.role) else { continue };
         let mask = masks.get(c.func as usize).copied().unwrap_or(0);
         for p in pointers(c, mask) {
-            out.entry(p).or_insert_with(|| {
+            objects.see(p, || {
                 let arg = (0..3).find(|&i| c.args[i] == p).unwrap_or(0) as u8;
                 ObjectName { func: c.func, class, arg }
             });
         }
     }
-    out
+    objects.into_names()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        model::{
-            Label,
-            testing::{call, run, thread},
-        },
-        predicates::classes::Classes,
+    use crate::model::{
+        Label,
+        identity::Classes,
+        testing::{call, run, thread},
     };
 
     /// Two runs place the table at different addresses and touch it from

@@ -22,10 +22,10 @@ use super::{
     Anchor, Calls, Condition, ExtractConfig, Kind, ObjectName, Other, PredKey, SameField,
     base::{Funcs, Learned},
     calls::{call_set, shared_arg, site_of},
-    classes::ClassId,
     index::{GroupKey, RunIndex, callees, end_of, pointers},
     objects,
 };
+use crate::model::identity::ClassId;
 use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
 use crate::util::fxhash::{FxMap, FxSet};
 

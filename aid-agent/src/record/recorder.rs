@@ -2,6 +2,8 @@
 //! target's exec, give every thread its role (from the kernel's creation
 //! order) and a name (its start routine), number call instances per role,
 //! normalise values by their DWARF types, and pair entries with exits.
+//! The names are what threads are matched across runs by
+//! ([`identity`](crate::model::identity)).
 //!
 //! Its rows ([`EventRow`]) are also what the session stores, and
 //! [`calls_from_rows`](crate::model::calls_from_rows) builds the calls from them, so a session read back
@@ -12,7 +14,7 @@ use std::{collections::HashMap, path::Path};
 use aid_common::{Event, EventKind};
 
 use crate::{
-    model::{EventRow, FuncId, Function, Point, Role, Thread},
+    model::{EventRow, FuncId, Function, Point, Role, Thread, identity::MAIN},
     symbols::{Resolver, runtime::is_trampoline},
 };
 
@@ -119,14 +121,14 @@ impl<'a> Recorder<'a> {
             threads.push(Thread {
                 role: 0,
                 tid: ctx.pid,
-                name: "main".into(),
+                name: MAIN.into(),
                 parent: None,
                 created_ns: 0,
             });
             role_of.insert(ctx.pid, 0);
         } else {
             for (role, (tid, name)) in ctx.existing_threads.iter().enumerate() {
-                let name = if role == 0 { "main".to_owned() } else { name.clone() };
+                let name = if role == 0 { MAIN.to_owned() } else { name.clone() };
                 threads.push(Thread {
                     role: role as Role,
                     tid: *tid,

@@ -12,11 +12,11 @@ use serde::Serialize;
 use crate::{
     explain::{
         access::{Access, AccessSpec, Objects, RunAccesses, accesses_watched},
-        objects::{Globals, Slot},
+        objects::Globals,
         slice::{EdgeKind, data_sources},
         watch::Watched,
     },
-    model::{FuncId, Function, Point, Run, ValueKind},
+    model::{FuncId, Function, Point, Run, ValueKind, identity::Slot},
 };
 
 /// A call, the same in every run: the k-th call of a function on a role.

@@ -41,11 +41,10 @@ use crate::{
     bpf::LoadOptions,
     explain::{
         rerun,
-        roles::RoleNames,
         watch::{self, WatchRecord},
     },
     intervene::Plan,
-    model::{Intervention, Point, Site},
+    model::{Intervention, Point, Site, identity::RoleNames},
     record::{
         fail::RunPolicy,
         progress::Progress,

@@ -4,7 +4,7 @@
 //! A predicate holds in a run when the concatenation of its macros is a
 //! subsequence of the run's access trace, built with the same access
 //! classes (`reads`, `writes`) the patterns were mined with. Roles and
-//! objects are the canonical names of [`crate::explain::roles`] and
+//! objects are the canonical names of [`crate::model::identity::RoleNames`] and
 //! [`crate::explain::objects`], so the predicate means the same thing in
 //! every run of the program.
 

@@ -38,9 +38,8 @@ use serde::Serialize;
 use super::{
     ExplainError,
     access::{Access, AccessClass, AccessSpec, ObjId, RunAccesses},
-    objects::Slot,
 };
-use crate::model::{Call, Function, Run, ValueKind};
+use crate::model::{Call, Function, Run, ValueKind, identity::Slot};
 
 /// Which dependences the closure follows (the lattice of §3.3 over
 /// {cs, war, waw}; the empty set is plain `ds`).

@@ -7,11 +7,8 @@ use serde::Serialize;
 
 use super::{EdgeKind, Slice};
 use crate::{
-    explain::{
-        access::{RunAccesses, Substrate},
-        objects::Slot,
-    },
-    model::{Function, Run, ValueKind},
+    explain::access::{RunAccesses, Substrate},
+    model::{Function, Run, ValueKind, identity::Slot},
 };
 
 /// How a call prints: `role:f#k(args) → ret`, pointers by object name.
