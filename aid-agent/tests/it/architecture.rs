@@ -1,8 +1,9 @@
 //! The invariants ARCHITECTURE.md states, checked on the source tree: the
 //! layering, a causal engine that knows nothing of BPF, clap and indicatif
 //! only in the CLI, a CLI that only parses and prints, a clean `src` root,
-//! no files importing each other in a circle, retired names gone, and an
-//! ARCHITECTURE.md that lists exactly the files there are.
+//! no files importing each other in a circle, one home for identity across
+//! runs, retired names gone, and an ARCHITECTURE.md that lists exactly the
+//! files there are.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -340,6 +341,44 @@ fn no_files_import_each_other_in_a_circle() {
     assert!(circles.is_empty(), "files importing each other:\n{}", circles.join("\n"));
 }
 
+/// The identity of threads and objects across runs has one home (issue 26:
+/// it was solved once in predicates and again in the explainers):
+/// `model/identity.rs` alone defines its classes, role names and first
+/// appearances. Callers choose a grain and how to write a name, not a rule.
+#[test]
+fn one_identity_layer() {
+    const HOME: &str = "model/identity.rs";
+    let items = [
+        "struct Classes",
+        "fn class_name",
+        "struct RoleNames",
+        "struct ObjectName",
+        "struct FirstAppearances",
+        "enum Slot",
+        "fn is_pointer",
+        "fn looks_like_address",
+        "fn frees",
+    ];
+    let mut found = Vec::new();
+    let mut home = Vec::new();
+    for (file, text) in sources() {
+        let code = code(&text);
+        for item in items {
+            let defined = code.match_indices(item).any(|(i, _)| {
+                let next = code[i + item.len()..].chars().next();
+                !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if defined && file == HOME {
+                home.push(item);
+            } else if defined {
+                found.push(format!("{file} defines `{item}`: use {HOME}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "identity outside its home:\n{}", found.join("\n"));
+    assert_eq!(home, items, "{HOME} no longer defines them all");
+}
+
 /// Names the house gave up, each because it meant two things (issue 26):
 /// `watch` is for hardware watchpoints only.
 const RETIRED: &[(&str, &str)] = &[
@@ -349,6 +388,8 @@ const RETIRED: &[(&str, &str)] = &[
     ("plan.watch", "kernel-stamped sites are stamps: Plan::stamp"),
     ("probes.watch(", "kernel-stamped sites are stamps: Probes::stamp"),
     ("record::watched", "no such module: record::watchpoints"),
+    ("explain::roles", "role names live in model::identity"),
+    ("predicates::classes", "thread classes live in model::identity"),
 ];
 
 #[test]
