@@ -79,6 +79,18 @@ pub struct SessionOut {
     /// Session directory to write (default: aid-sessions/<time>-<program>).
     #[arg(help_heading = heading::OUTPUT, short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Where the runs' Parquet tables go: a directory or a file:///path
+    /// URL, under which they are in <session name>/events/ and threads/
+    /// (default: parquet/ in the session directory).
+    #[arg(help_heading = heading::OUTPUT, long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+impl SessionOut {
+    /// `--store`, checked.
+    pub fn store(&self) -> anyhow::Result<store::Destination> {
+        Ok(self.store.as_deref().map(store::Destination::parse).transpose()?.unwrap_or_default())
+    }
 }
 
 impl RunArgs {

@@ -255,6 +255,11 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             if args.fail_if.is_empty() {
                 bail!("--pid needs --fail-if CONDITION (when a unit failed, e.g. 'FN ret < 0')");
             }
+            if args.out.store.is_some() {
+                bail!(
+                    "--store is for a program aid starts: with --pid the Parquet tables go to the session directory (leave --store out)"
+                );
+            }
             let req = ServiceRequest {
                 pid,
                 trace: args.trace,
@@ -296,6 +301,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 command: args.command,
                 trace: args.trace,
                 safe: args.safe,
+                store: args.out.store()?,
                 out: args.out.out,
                 load,
                 options,

@@ -73,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         command: args.command,
         trace: args.trace,
         runs: args.runs,
+        store: args.out.store()?,
         out: args.out.out,
         programs: Programs::Record,
         plan: Some((interventions, hold_timeout)),

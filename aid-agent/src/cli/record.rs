@@ -80,6 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         command: args.command,
         trace: args.trace,
         runs: args.runs,
+        store: args.out.store()?,
         out: args.out.out,
         programs: if args.empty_probes { Programs::Empty } else { Programs::Record },
         plan: None,

@@ -46,6 +46,8 @@ pub struct ProgramRequest {
     pub safe: Vec<String>,
     pub policy: RunPolicy,
     pub out: Option<PathBuf>,
+    /// Where the runs' Parquet tables go (`--store`).
+    pub store: crate::store::Destination,
     pub load: LoadOptions,
     pub options: DebugOptions,
     /// `--patterns`: a `mine --emit-predicates` file whose "pattern
@@ -406,6 +408,7 @@ fn debug_phase(
         &req.policy.texts,
         req.load,
         req.out.as_deref(),
+        &req.store,
         Programs::Record,
         &symbols::DebugSearch::default(),
         &mut *ui,

@@ -42,6 +42,7 @@ pub fn restart(
         &policy.texts,
         load,
         Some(out),
+        &crate::store::Destination::Session,
         Programs::Record,
         &crate::symbols::DebugSearch::default(),
         &mut crate::record::progress::Quiet,

@@ -36,6 +36,8 @@ pub struct RecordRequest {
     pub policy: RunPolicy,
     /// Session directory (default: `aid-sessions/<time>-<program>`).
     pub out: Option<PathBuf>,
+    /// Where the runs' Parquet tables go (`--store`).
+    pub store: crate::store::Destination,
     pub load: LoadOptions,
     pub programs: Programs,
     /// Interventions applied to every run (function ids count from 0 in
@@ -114,6 +116,7 @@ pub fn record(
         &req.policy.texts,
         req.load,
         req.out.as_deref(),
+        &req.store,
         req.programs,
         &req.debug,
         &mut *ui,

@@ -48,6 +48,7 @@ pub fn program(
     rules: &[String],
     load: LoadOptions,
     out: Option<&Path>,
+    store: &store::Destination,
     programs: Programs,
     debug: &symbols::DebugSearch,
     ui: &mut dyn Progress,
@@ -65,7 +66,7 @@ pub fn program(
         Some(out) => (out.to_owned(), out.exists()),
         None => (store::create_default_dir(&target.program)?, false),
     };
-    store::prepare(&out)?;
+    store::prepare(&out, store)?;
     let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let mut tracer = Tracer::new(resolver, functions, load, Scope::Target, programs)
@@ -77,7 +78,7 @@ pub fn program(
     prepare(&mut tracer, &target, ui).inspect_err(|_| forget(&out, existed))?;
     let args: Vec<String> = command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let header = header(mode, target.program.clone(), args, rules, tracer.functions());
-    let writer = Writer::create(&out, &header)?;
+    let writer = Writer::create_with(&out, &header, store)?;
     target.output_dir = Some(writer.dir().to_owned());
     Ok(ProgramSession { target, tracer, writer })
 }
@@ -211,7 +212,7 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
         Some(out) => (out.to_owned(), out.exists()),
         None => (store::create_default_dir(&program)?, false),
     };
-    store::prepare(&out)?;
+    store::prepare(&out, &store::Destination::Session)?;
     let sources = symbol_sources(&resolver, &functions);
     say_checking(ui, &functions);
     let tracer = Tracer::new(resolver, functions, spec.load, Scope::Process(pid), Programs::Record)

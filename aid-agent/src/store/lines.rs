@@ -144,11 +144,11 @@ pub(super) struct ThreadLine {
     /// The run's id (version 2).
     #[serde(default)]
     run: Option<u32>,
-    role: Role,
-    tid: u32,
-    name: String,
-    parent_role: Option<Role>,
-    created_ns: u64,
+    pub(super) role: Role,
+    pub(super) tid: u32,
+    pub(super) name: String,
+    pub(super) parent_role: Option<Role>,
+    pub(super) created_ns: u64,
 }
 
 pub(super) const THREAD_COLUMNS: &[&str] =

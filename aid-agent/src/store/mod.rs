@@ -4,7 +4,9 @@
 //! - `session.json`: header (format, version, command, traced functions);
 //! - `runs.jsonl`: one JSON object per run, appended when the run ends, so
 //!   a session interrupted at any point keeps every run it finished;
-//! - `runs/NNNNNN/events.csv`, `threads.csv`, `stdout.txt`, `stderr.txt`.
+//! - `runs/NNNNNN/events.csv`, `threads.csv`, `stdout.txt`, `stderr.txt`;
+//! - `parquet/events/` and `parquet/threads/`: the same rows as Parquet,
+//!   one file per run, for other tools (or where `--store` says).
 //!
 //! Every CSV file's row count and SHA-256 are in its run's record; loading
 //! checks both, so a truncated or modified file is reported, never read in
@@ -30,10 +32,12 @@ use crate::model::{
 mod lines;
 mod owner;
 mod reader;
+mod tables;
 mod writer;
 
 pub use owner::hand_over;
 pub use reader::{Loaded, Skipped, load, load_full};
+pub use tables::{Destination, StoreError};
 pub use writer::{Writer, prepare};
 
 pub const FORMAT: &str = "aid-session";
@@ -64,6 +68,8 @@ pub enum SessionError {
     Escapes { path: PathBuf, file: String },
     #[error("{} is a symbolic link: refusing to follow it (the session was tampered with)", .0.display())]
     Symlink(PathBuf),
+    #[error("{} exists: run {run} of host {host} is already stored there (two sessions of one name on one host?): give this session another --out name or another --store", path.display())]
+    Duplicate { path: PathBuf, run: u32, host: String },
     #[error("reading {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
 }

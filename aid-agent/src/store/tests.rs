@@ -208,7 +208,7 @@ fn session_directories_are_private() {
         assert_eq!(fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700, "{d:?}");
     }
     let fresh = dir.path().join("a/b");
-    prepare(&fresh).unwrap();
+    prepare(&fresh, &Destination::Session).unwrap();
     assert_eq!(fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o700);
     assert_eq!(fs::read_dir(&fresh).unwrap().count(), 0, "prepare leaves nothing behind");
     Writer::create(&fresh, &header()).unwrap();

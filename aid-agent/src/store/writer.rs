@@ -1,6 +1,7 @@
 //! Writing a session: the directory (created 0700), the header, each
-//! run's CSV files with their row counts and SHA-256, and the run record
-//! appended to `runs.jsonl` when the run ends.
+//! run's CSV files with their row counts and SHA-256, its Parquet tables
+//! (`tables.rs`), and the run record appended to `runs.jsonl` when the
+//! run ends.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -13,13 +14,18 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::{Function, RecordedRun};
 
-use super::{lines::*, *};
+use super::{
+    lines::*,
+    tables::{Destination, EventColumns, Tables, ThreadColumns},
+    *,
+};
 
 /// Appends runs to a new session directory.
 pub struct Writer {
     dir: PathBuf,
     header: Header,
     runs: File,
+    tables: Tables,
     count: usize,
     /// When `runs.jsonl` last reached the disk.
     synced: Option<std::time::Instant>,
@@ -44,15 +50,24 @@ pub(super) fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionEr
 
 /// Creates the session directory `dir` (mode 0700, with any missing
 /// parents), which must not exist or be empty, and checks that files can be
-/// created in it: done before any probe is attached, so that an unusable
-/// `--out` is found first.
-pub fn prepare(dir: &Path) -> Result<(), SessionError> {
+/// created in it and in the directory of `store` (made 0700 if missing; one
+/// that exists may be shared, and keeps its mode): done before any probe
+/// is attached, so that an unusable `--out` or `--store` is found first.
+pub fn prepare(dir: &Path, store: &Destination) -> Result<(), SessionError> {
+    use std::os::unix::fs::DirBuilderExt as _;
     if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
         return Err(SessionError::Exists(dir.to_owned()));
     }
     private_dir(dir)?;
-    // An unnamed file: nothing is left behind.
-    tempfile::tempfile_in(dir).map_err(write_err(dir))?;
+    let mut dirs = vec![dir];
+    if let Destination::Dir(store) = store {
+        create_dirs(store, |d| fs::DirBuilder::new().recursive(true).mode(0o700).create(d))?;
+        dirs.push(store);
+    }
+    for dir in dirs {
+        // An unnamed file: nothing is left behind.
+        tempfile::tempfile_in(dir).map_err(write_err(dir))?;
+    }
     Ok(())
 }
 
@@ -81,8 +96,17 @@ pub(super) fn create_dirs(
 
 impl Writer {
     /// Creates `dir` (which must not exist or be empty; see [`prepare`])
-    /// and writes the header.
+    /// and writes the header; the runs' Parquet tables go to `dir` too.
     pub fn create(dir: &Path, header: &Header) -> Result<Writer, SessionError> {
+        Writer::create_with(dir, header, &Destination::Session)
+    }
+
+    /// [`Writer::create`], the runs' Parquet tables to `store`.
+    pub fn create_with(
+        dir: &Path,
+        header: &Header,
+        store: &Destination,
+    ) -> Result<Writer, SessionError> {
         if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
             return Err(SessionError::Exists(dir.to_owned()));
         }
@@ -98,7 +122,15 @@ impl Writer {
             .open(&runs_path)
             .map_err(write_err(&runs_path))?;
         hand_over(&runs_path);
-        Ok(Writer { dir: dir.to_owned(), header: header.clone(), runs, count: 0, synced: None })
+        let tables = Tables::open(store, dir)?;
+        Ok(Writer {
+            dir: dir.to_owned(),
+            header: header.clone(),
+            runs,
+            tables,
+            count: 0,
+            synced: None,
+        })
     }
 
     /// Stores the analysis settings in `session.json` (rewritten whole,
@@ -135,6 +167,11 @@ impl Writer {
                 let _ = self.runs.set_len(len);
             }
             let _ = fs::remove_dir_all(&run_dir);
+            // Not a run stored earlier under this id (refused as a
+            // duplicate): that one stays.
+            if !matches!(result, Err(SessionError::Duplicate { .. })) {
+                self.tables.remove_run(rec.run.id);
+            }
         }
         result
     }
@@ -159,18 +196,27 @@ impl Writer {
         let rel = format!("runs/{:06}", run.id);
         let run_dir = self.dir.join(&rel);
         private_dir(&run_dir)?;
+        // The Parquet tables get the very cells the CSV files get.
+        let mut event_columns = EventColumns::default();
         let events = write_csv(
             &self.dir,
             &format!("{rel}/events.csv"),
             EVENT_COLUMNS,
-            rows.iter().map(|r| EventLine::new(run.id, r, functions)),
+            rows.iter()
+                .map(|r| EventLine::new(run.id, r, functions))
+                .inspect(|l| event_columns.push(l)),
         )?;
+        let mut thread_columns = ThreadColumns::default();
         let threads = write_csv(
             &self.dir,
             &format!("{rel}/threads.csv"),
             THREAD_COLUMNS,
-            run.threads.iter().map(|t| ThreadLine::new(run.id, t)),
+            run.threads
+                .iter()
+                .map(|t| ThreadLine::new(run.id, t))
+                .inspect(|l| thread_columns.push(l)),
         )?;
+        self.tables.put_run(run.id, &event_columns, &thread_columns)?;
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
             fs::write(&p, text).map_err(write_err(&p))?;

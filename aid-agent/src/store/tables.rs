@@ -1,0 +1,595 @@
+//! The session's rows as Parquet tables, for DuckDB, pandas and
+//! DataFusion: each run's events and threads, the CSV files' columns with
+//! a `host` column after `run`, written when the run ends through
+//! `object_store`. By default they go to the session directory
+//! (`parquet/events/<host>-run-NNNNNN.parquet`, and `threads/` alike);
+//! `--store DIR` puts them in `DIR/<session name>/` instead, where the
+//! sessions of many hosts that share a name make one table.
+//!
+//! The CSV files stay what aid itself reads: these tables are a copy for
+//! other tools, written with the same cells (pointers in hex). A run's
+//! object is created only if absent, so no run is ever stored twice.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use object_store::{
+    ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, local::LocalFileSystem,
+    path::Path as Key,
+};
+use parquet::{
+    basic::Compression,
+    data_type::{ByteArray, ByteArrayType, Int32Type, Int64Type},
+    errors::ParquetError,
+    file::{properties::WriterProperties, writer::SerializedFileWriter},
+    schema::parser::parse_message_type,
+};
+
+use super::{
+    SessionError,
+    lines::{EventLine, ThreadLine},
+    owner::hand_over,
+    writer::{private_dir, write_err},
+};
+
+/// Where the Parquet tables go (`--store`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Destination {
+    /// `parquet/` in the session directory.
+    #[default]
+    Session,
+    /// `<dir>/<session name>/`: a local directory (`--store DIR` or
+    /// `--store file:///DIR`).
+    Dir(PathBuf),
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("--store is empty: give a directory or a file:// URL")]
+    Empty,
+    #[error(
+        "--store {0}: this aid-agent writes Parquet tables to local directories only (no S3 client is built in): give a directory (a mounted bucket works) or copy the tables to S3 afterwards"
+    )]
+    S3(String),
+    #[error("--store {0}: unknown URL scheme: give a directory or a file:///absolute/path URL")]
+    Scheme(String),
+    #[error("--store {0}: a file:// URL needs an absolute path (file:///data/aid)")]
+    Relative(String),
+}
+
+impl Destination {
+    /// Reads `--store`: a local path, `file:///path`; `s3://` and any
+    /// other scheme are refused.
+    pub fn parse(text: &str) -> Result<Destination, StoreError> {
+        if text.is_empty() {
+            return Err(StoreError::Empty);
+        }
+        match text.split_once("://") {
+            None => Ok(Destination::Dir(text.into())),
+            Some(("file", path)) if path.starts_with('/') => Ok(Destination::Dir(path.into())),
+            Some(("file", _)) => Err(StoreError::Relative(text.to_owned())),
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("s3") => {
+                Err(StoreError::S3(text.to_owned()))
+            }
+            Some(_) => Err(StoreError::Scheme(text.to_owned())),
+        }
+    }
+
+    /// The local directory the tables of session `session` go to, and the
+    /// key prefix under it.
+    fn root(&self, session: &Path) -> (PathBuf, String) {
+        match self {
+            Destination::Session => (session.to_owned(), "parquet".to_owned()),
+            Destination::Dir(dir) => {
+                let name = session
+                    .file_name()
+                    .map_or_else(|| "session".to_owned(), |n| n.to_string_lossy().into_owned());
+                (dir.clone(), name)
+            }
+        }
+    }
+}
+
+/// Writes each run's tables to its [`Destination`].
+pub struct Tables {
+    store: Arc<dyn ObjectStore>,
+    /// The store's local directory, where the tables' files are.
+    root: PathBuf,
+    prefix: String,
+    host: String,
+    /// `object_store` is asynchronous: its calls are run to completion
+    /// here, on the thread that stores the run.
+    runtime: tokio::runtime::Runtime,
+}
+
+/// The table a run's rows go to.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Table {
+    Events,
+    Threads,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Events => "events",
+            Table::Threads => "threads",
+        }
+    }
+}
+
+impl Tables {
+    /// Makes the directories of the tables of `session` (0700) and opens
+    /// the store: done before any run, so an unusable `--store` is found
+    /// first.
+    pub fn open(dest: &Destination, session: &Path) -> Result<Tables, SessionError> {
+        let (root, prefix) = dest.root(session);
+        // The session's own directories are private; `--store` itself may
+        // be shared and keeps its mode.
+        for table in [Table::Events, Table::Threads] {
+            private_dir(&root.join(&prefix).join(table.name()))?;
+        }
+        let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| store_err(&root, &e))?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().build().map_err(write_err(&root))?;
+        Ok(Tables { store: Arc::new(store), root, prefix, host: host_name(), runtime })
+    }
+
+    #[cfg(test)]
+    fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The key of `run`'s file of `table`: `<prefix>/<table>/<host>-run-NNNNNN.parquet`.
+    fn key(&self, table: Table, run: u32) -> String {
+        format!("{}/{}/{}-run-{run:06}.parquet", self.prefix, table.name(), self.host)
+    }
+
+    /// The local file of `run`'s table.
+    pub(super) fn file(&self, table: Table, run: u32) -> PathBuf {
+        self.root.join(self.key(table, run))
+    }
+
+    /// Stores `run`'s events and threads; refuses a run already stored.
+    pub(super) fn put_run(
+        &self,
+        run: u32,
+        events: &EventColumns,
+        threads: &ThreadColumns,
+    ) -> Result<(), SessionError> {
+        self.put(Table::Events, run, events_parquet(run, &self.host, events))?;
+        self.put(Table::Threads, run, threads_parquet(run, &self.host, threads))
+    }
+
+    /// Removes what [`Tables::put_run`] wrote of `run` (a run that could
+    /// not be stored whole).
+    pub(super) fn remove_run(&self, run: u32) {
+        for table in [Table::Events, Table::Threads] {
+            let key = Key::from(self.key(table, run));
+            let _ = self.runtime.block_on(self.store.delete(&key));
+        }
+    }
+
+    fn put(
+        &self,
+        table: Table,
+        run: u32,
+        bytes: Result<Vec<u8>, ParquetError>,
+    ) -> Result<(), SessionError> {
+        let file = self.file(table, run);
+        let bytes = bytes.map_err(|e| SessionError::Write {
+            path: file.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        let key = Key::from(self.key(table, run));
+        let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        match self.runtime.block_on(self.store.put_opts(&key, bytes.into(), opts)) {
+            Ok(_) => {
+                hand_over(&file);
+                Ok(())
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                Err(SessionError::Duplicate { path: file, run, host: self.host.clone() })
+            }
+            Err(e) => Err(store_err(&file, &e)),
+        }
+    }
+}
+
+/// An `object_store` error as a write error: the operating system's error
+/// when one caused it (so that a full disk says so, with its hint).
+fn store_err(path: &Path, e: &object_store::Error) -> SessionError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let os = std::iter::from_fn(|| {
+        let this = cause?;
+        cause = this.source();
+        Some(this)
+    })
+    .find_map(|c| c.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error));
+    let source = match os {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::other(e.to_string()),
+    };
+    SessionError::Write { path: path.to_owned(), source }
+}
+
+/// This machine's name (the `host` column), with anything but letters,
+/// digits, `.`, `-` and `_` made `_` so that it is safe in a file name.
+fn host_name() -> String {
+    let name = nix::unistd::gethostname()
+        .map_or_else(|_| "localhost".to_owned(), |n| n.to_string_lossy().into_owned());
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .collect();
+    if name.is_empty() { "localhost".to_owned() } else { name }
+}
+
+/// The columns of events.csv, `host` after `run`; unsigned integers are
+/// stored as such, the other cells as the CSV text.
+const EVENTS_SCHEMA: &str = "message events {
+    required int32 run (INTEGER(32, false));
+    required binary host (STRING);
+    required int64 t_ns (INTEGER(64, false));
+    required int32 tid (INTEGER(32, false));
+    required int32 role (INTEGER(32, false));
+    required int32 func (INTEGER(32, false));
+    required binary function (STRING);
+    required binary point (STRING);
+    required int32 instance (INTEGER(32, false));
+    optional binary arg0 (STRING);
+    optional binary arg1 (STRING);
+    optional binary arg2 (STRING);
+    optional binary ret (STRING);
+    optional binary content (STRING);
+}";
+
+/// The columns of threads.csv, `host` after `run`.
+const THREADS_SCHEMA: &str = "message threads {
+    required int32 run (INTEGER(32, false));
+    required binary host (STRING);
+    required int32 role (INTEGER(32, false));
+    required int32 tid (INTEGER(32, false));
+    required binary name (STRING);
+    optional int32 parent_role (INTEGER(32, false));
+    required int64 created_ns (INTEGER(64, false));
+}";
+
+/// A text column as it is gathered: the cells' bytes one after another,
+/// where each ends, and which are null (one allocation, not one per cell:
+/// a run can have a million rows).
+#[derive(Default)]
+struct Text {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    present: Vec<bool>,
+}
+
+impl Text {
+    fn push(&mut self, cell: Option<&str>) {
+        if let Some(cell) = cell {
+            self.bytes.extend_from_slice(cell.as_bytes());
+        }
+        self.ends.push(self.bytes.len());
+        self.present.push(cell.is_some());
+    }
+
+    /// Rows `rows` as Parquet values (nulls left out) and definition
+    /// levels (1 for a value, 0 for a null).
+    fn chunk(&self, rows: std::ops::Range<usize>) -> (Vec<ByteArray>, Vec<i16>) {
+        let mut values = Vec::with_capacity(rows.len());
+        let mut start = rows.start.checked_sub(1).map_or(0, |i| self.ends[i]);
+        for i in rows.clone() {
+            if self.present[i] {
+                values.push(ByteArray::from(self.bytes[start..self.ends[i]].to_vec()));
+            }
+            start = self.ends[i];
+        }
+        (values, self.present[rows].iter().map(|&p| i16::from(p)).collect())
+    }
+}
+
+/// A run's events.csv lines as columns.
+#[derive(Default)]
+pub(super) struct EventColumns {
+    t_ns: Vec<u64>,
+    tid: Vec<u32>,
+    role: Vec<u32>,
+    func: Vec<u32>,
+    function: Text,
+    point: Text,
+    instance: Vec<u32>,
+    args: [Text; 3],
+    ret: Text,
+    content: Text,
+}
+
+impl EventColumns {
+    pub(super) fn push(&mut self, l: &EventLine) {
+        self.t_ns.push(l.t_ns);
+        self.tid.push(l.tid);
+        self.role.push(l.role);
+        self.func.push(l.func);
+        self.function.push(Some(&l.function));
+        self.point.push(Some(match l.point {
+            crate::model::Point::Entry => "entry",
+            crate::model::Point::Exit => "exit",
+        }));
+        self.instance.push(l.instance);
+        for (column, cell) in self.args.iter_mut().zip([&l.arg0, &l.arg1, &l.arg2]) {
+            column.push(cell.as_deref());
+        }
+        self.ret.push(l.ret.as_deref());
+        self.content.push(l.content.as_deref());
+    }
+}
+
+/// A run's threads.csv lines as columns.
+#[derive(Default)]
+pub(super) struct ThreadColumns {
+    role: Vec<u32>,
+    tid: Vec<u32>,
+    name: Text,
+    parent_role: Vec<Option<u32>>,
+    created_ns: Vec<u64>,
+}
+
+impl ThreadColumns {
+    pub(super) fn push(&mut self, l: &ThreadLine) {
+        self.role.push(l.role);
+        self.tid.push(l.tid);
+        self.name.push(Some(&l.name));
+        self.parent_role.push(l.parent_role);
+        self.created_ns.push(l.created_ns);
+    }
+}
+
+/// One column's values, in schema order.
+enum Column<'a> {
+    U32(&'a [u32]),
+    OptU32(&'a [Option<u32>]),
+    U64(&'a [u64]),
+    Text(&'a Text),
+    /// The same text in every row (`host`).
+    Same(&'a str),
+}
+
+fn events_parquet(run: u32, host: &str, c: &EventColumns) -> Result<Vec<u8>, ParquetError> {
+    let runs = vec![run; c.t_ns.len()];
+    let [a0, a1, a2] = &c.args;
+    to_parquet(
+        EVENTS_SCHEMA,
+        c.t_ns.len(),
+        &[
+            Column::U32(&runs),
+            Column::Same(host),
+            Column::U64(&c.t_ns),
+            Column::U32(&c.tid),
+            Column::U32(&c.role),
+            Column::U32(&c.func),
+            Column::Text(&c.function),
+            Column::Text(&c.point),
+            Column::U32(&c.instance),
+            Column::Text(a0),
+            Column::Text(a1),
+            Column::Text(a2),
+            Column::Text(&c.ret),
+            Column::Text(&c.content),
+        ],
+    )
+}
+
+fn threads_parquet(run: u32, host: &str, c: &ThreadColumns) -> Result<Vec<u8>, ParquetError> {
+    let runs = vec![run; c.tid.len()];
+    to_parquet(
+        THREADS_SCHEMA,
+        c.tid.len(),
+        &[
+            Column::U32(&runs),
+            Column::Same(host),
+            Column::U32(&c.role),
+            Column::U32(&c.tid),
+            Column::Text(&c.name),
+            Column::OptU32(&c.parent_role),
+            Column::U64(&c.created_ns),
+        ],
+    )
+}
+
+/// Parquet's unsigned integers are stored in its signed physical types,
+/// bit for bit.
+fn bits32(v: u32) -> i32 {
+    i32::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn bits64(v: u64) -> i64 {
+    i64::from_ne_bytes(v.to_ne_bytes())
+}
+
+/// Rows handed to the column writer at a time: text cells are made into
+/// Parquet values this many at once.
+const CHUNK: usize = 8192;
+
+/// One Parquet file (one row group, Snappy) of the `rows` rows of
+/// `columns`, which follow `schema`.
+fn to_parquet(schema: &str, rows: usize, columns: &[Column<'_>]) -> Result<Vec<u8>, ParquetError> {
+    let schema = Arc::new(parse_message_type(schema)?);
+    let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
+    let mut out = Vec::new();
+    let mut file = SerializedFileWriter::new(&mut out, schema, props)?;
+    let mut group = file.next_row_group()?;
+    for column in columns {
+        let mut w = group
+            .next_column()?
+            .ok_or_else(|| ParquetError::General("more columns than the schema has".into()))?;
+        match *column {
+            Column::U32(v) => {
+                let v: Vec<i32> = v.iter().copied().map(bits32).collect();
+                w.typed::<Int32Type>().write_batch(&v, None, None)?;
+            }
+            Column::OptU32(v) => {
+                let defs: Vec<i16> = v.iter().map(|c| i16::from(c.is_some())).collect();
+                let v: Vec<i32> = v.iter().flatten().copied().map(bits32).collect();
+                w.typed::<Int32Type>().write_batch(&v, Some(&defs), None)?;
+            }
+            Column::U64(v) => {
+                let v: Vec<i64> = v.iter().copied().map(bits64).collect();
+                w.typed::<Int64Type>().write_batch(&v, None, None)?;
+            }
+            Column::Text(text) => {
+                for start in (0..rows).step_by(CHUNK) {
+                    let (values, defs) = text.chunk(start..rows.min(start + CHUNK));
+                    w.typed::<ByteArrayType>().write_batch(&values, Some(&defs), None)?;
+                }
+            }
+            Column::Same(text) => {
+                let value = ByteArray::from(text.as_bytes().to_vec());
+                for start in (0..rows).step_by(CHUNK) {
+                    let values = vec![value.clone(); rows.min(start + CHUNK) - start];
+                    w.typed::<ByteArrayType>().write_batch(&values, None, None)?;
+                }
+            }
+        }
+        w.close()?;
+    }
+    group.close()?;
+    file.close()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::file::reader::{FileReader as _, SerializedFileReader};
+
+    use super::*;
+    use crate::model::{Point, Thread};
+
+    /// Every row of a Parquet file, as `(column, value)` text.
+    fn rows(path: &Path) -> Vec<String> {
+        let file = std::fs::File::open(path).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        reader.get_row_iter(None).unwrap().map(|r| r.unwrap().to_string()).collect()
+    }
+
+    fn line(t_ns: u64, point: Point, args: Option<[&str; 3]>, ret: Option<&str>) -> EventLine {
+        let arg = |i: usize| args.map(|a| a[i].to_owned());
+        EventLine {
+            run: Some(7),
+            t_ns,
+            tid: 4242,
+            role: 1,
+            func: 3,
+            function: "use_cache".into(),
+            point,
+            instance: 2,
+            arg0: arg(0),
+            arg1: arg(1),
+            arg2: arg(2),
+            ret: ret.map(str::to_owned),
+            content: (point == Point::Entry).then(|| "42524721".to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_run_is_stored_with_its_run_and_host_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let session = tmp.path().join("s");
+        let tables = Tables::open(&Destination::Session, &session).unwrap();
+        let events = [
+            line(1_000, Point::Entry, Some(["0x7f0000001000", "-2", "0"]), None),
+            line(u64::MAX, Point::Exit, None, Some("4")),
+            line(3_000, Point::Exit, None, None),
+        ];
+        let thread = |role, parent| Thread {
+            role,
+            tid: 4000 + role,
+            name: if role == 0 { "main".into() } else { "worker".into() },
+            parent,
+            created_ns: 10 * u64::from(role),
+        };
+        let mut event_columns = EventColumns::default();
+        for l in &events {
+            event_columns.push(l);
+        }
+        let mut threads = ThreadColumns::default();
+        for t in [thread(0, None), thread(1, Some(0))] {
+            threads.push(&ThreadLine::new(7, &t));
+        }
+        tables.put_run(7, &event_columns, &threads).unwrap();
+        let host = tables.host().to_owned();
+        let file = session.join(format!("parquet/events/{host}-run-000007.parquet"));
+        assert_eq!(tables.file(Table::Events, 7), file);
+        let h = format!("host: \"{host}\"");
+        assert_eq!(
+            rows(&file),
+            [
+                format!(
+                    "{{run: 7, {h}, t_ns: 1000, tid: 4242, role: 1, func: 3, function: \"use_cache\", point: \"entry\", instance: 2, arg0: \"0x7f0000001000\", arg1: \"-2\", arg2: \"0\", ret: null, content: \"42524721\"}}"
+                ),
+                format!(
+                    "{{run: 7, {h}, t_ns: 18446744073709551615, tid: 4242, role: 1, func: 3, function: \"use_cache\", point: \"exit\", instance: 2, arg0: null, arg1: null, arg2: null, ret: \"4\", content: null}}"
+                ),
+                format!(
+                    "{{run: 7, {h}, t_ns: 3000, tid: 4242, role: 1, func: 3, function: \"use_cache\", point: \"exit\", instance: 2, arg0: null, arg1: null, arg2: null, ret: null, content: null}}"
+                ),
+            ]
+        );
+        assert_eq!(
+            rows(&session.join(format!("parquet/threads/{host}-run-000007.parquet"))),
+            [
+                format!(
+                    "{{run: 7, {h}, role: 0, tid: 4000, name: \"main\", parent_role: null, created_ns: 0}}"
+                ),
+                format!(
+                    "{{run: 7, {h}, role: 1, tid: 4001, name: \"worker\", parent_role: 0, created_ns: 10}}"
+                ),
+            ]
+        );
+        // A second copy of run 7 is refused, and the first stays whole.
+        let mut one = EventColumns::default();
+        one.push(&events[0]);
+        let err = tables.put_run(7, &one, &threads).unwrap_err();
+        assert!(matches!(err, SessionError::Duplicate { run: 7, .. }), "{err}");
+        assert_eq!(rows(&file).len(), 3);
+        tables.remove_run(7);
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn store_is_a_directory_or_a_file_url() {
+        assert_eq!(Destination::parse("out/t"), Ok(Destination::Dir("out/t".into())));
+        assert_eq!(
+            Destination::parse("file:///data/aid"),
+            Ok(Destination::Dir("/data/aid".into()))
+        );
+        for (text, message) in [
+            ("", "--store is empty: give a directory or a file:// URL"),
+            (
+                "file://data",
+                "--store file://data: a file:// URL needs an absolute path (file:///data/aid)",
+            ),
+            (
+                "gs://b/p",
+                "--store gs://b/p: unknown URL scheme: give a directory or a file:///absolute/path URL",
+            ),
+        ] {
+            assert_eq!(Destination::parse(text).unwrap_err().to_string(), message);
+        }
+        let s3 = Destination::parse("s3://bucket/prefix").unwrap_err().to_string();
+        assert!(s3.starts_with("--store s3://bucket/prefix: this aid-agent writes Parquet tables to local directories only"), "{s3}");
+    }
+
+    #[test]
+    fn store_dir_holds_the_session_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = Destination::Dir(tmp.path().join("lake"));
+        let tables = Tables::open(&dest, Path::new("aid-sessions/20260101-000000-x")).unwrap();
+        tables.put_run(1, &EventColumns::default(), &ThreadColumns::default()).unwrap();
+        let host = tables.host().to_owned();
+        let file =
+            tmp.path().join(format!("lake/20260101-000000-x/threads/{host}-run-000001.parquet"));
+        assert!(rows(&file).is_empty());
+    }
+}
