@@ -97,6 +97,33 @@ pub(crate) fn read_own(path: &Path) -> Result<String, SessionError> {
     Ok(text)
 }
 
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Write { path: path.to_owned(), source }
+}
+
+/// Creates `dir` and its missing parents 0700, and makes `dir` 0700 if it
+/// existed; under `sudo` `dir` and the parents made for it go to the user.
+fn private_dir(dir: &Path) -> Result<(), SessionError> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    create_dirs(dir, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))?;
+    hand_over(dir);
+    Ok(())
+}
+
+/// Runs `create` (which makes `dir` and its missing parents), and under
+/// `sudo` gives the directories it made to the user.
+fn create_dirs(
+    dir: &Path,
+    create: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<(), SessionError> {
+    let missing: Vec<&Path> =
+        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
+    create(dir).map_err(write_err(dir))?;
+    missing.into_iter().for_each(hand_over);
+    Ok(())
+}
+
 fn write_hint(e: &std::io::Error) -> &'static str {
     match e.raw_os_error() {
         Some(libc::ENOSPC | libc::EDQUOT) => "free space, or choose another --out",
@@ -257,7 +284,7 @@ pub(crate) fn create_default_in(
     let name =
         program.file_name().map_or_else(|| "target".into(), |n| n.to_string_lossy().into_owned());
     let base = format!("{}-{name}", utc_stamp(secs));
-    writer::create_dirs(root, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
+    create_dirs(root, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
     for n in 1..=NAME_ATTEMPTS {
         let dir = match n {
             1 => root.join(&base),

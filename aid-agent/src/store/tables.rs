@@ -31,7 +31,7 @@ use super::{
     SessionError,
     lines::{EventLine, ThreadLine},
     owner::hand_over,
-    writer::{private_dir, write_err},
+    private_dir, write_err,
 };
 
 /// Where the Parquet tables go (`--store`).

@@ -44,10 +44,6 @@ impl Drop for Writer {
     }
 }
 
-pub(super) fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
-    move |source| SessionError::Write { path: path.to_owned(), source }
-}
-
 /// Creates the session directory `dir` (mode 0700, with any missing
 /// parents), which must not exist or be empty, and checks that files can be
 /// created in it and in the directory of `store` (made 0700 if missing; one
@@ -68,29 +64,6 @@ pub fn prepare(dir: &Path, store: &Destination) -> Result<(), SessionError> {
         // An unnamed file: nothing is left behind.
         tempfile::tempfile_in(dir).map_err(write_err(dir))?;
     }
-    Ok(())
-}
-
-/// Creates `dir` and its missing parents 0700, and makes `dir` 0700 if it
-/// existed; under `sudo` `dir` and the parents made for it go to the user.
-pub(super) fn private_dir(dir: &Path) -> Result<(), SessionError> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    create_dirs(dir, |dir| fs::DirBuilder::new().recursive(true).mode(0o700).create(dir))?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(write_err(dir))?;
-    hand_over(dir);
-    Ok(())
-}
-
-/// Runs `create` (which makes `dir` and its missing parents), and under
-/// `sudo` gives the directories it made to the user.
-pub(super) fn create_dirs(
-    dir: &Path,
-    create: impl FnOnce(&Path) -> std::io::Result<()>,
-) -> Result<(), SessionError> {
-    let missing: Vec<&Path> =
-        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).collect();
-    create(dir).map_err(write_err(dir))?;
-    missing.into_iter().for_each(hand_over);
     Ok(())
 }
 

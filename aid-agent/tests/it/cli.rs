@@ -302,7 +302,11 @@ fn debug_help_groups_options_under_headings() {
             ["-p, --pid", "--unit", "--fail-if", "--context", "--unit-timeout"],
             "{flag}"
         );
-        assert_eq!(of("Output"), ["--explain", "--svg", "--patterns", "-o, --out"], "{flag}");
+        assert_eq!(
+            of("Output"),
+            ["--explain", "--svg", "--patterns", "-o, --out", "--store"],
+            "{flag}"
+        );
         assert!(of("Amplification").iter().all(|o| o.starts_with("--amplify")), "{flag}");
         assert_eq!(of("Amplification").len(), 6, "{flag}");
     }
@@ -838,16 +842,22 @@ fn a_session_under_sudo_belongs_to_the_invoking_user() {
     let sessions: Vec<PathBuf> =
         std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let host = host_name();
     let files = [
-        "",
-        "runs",
-        "runs.jsonl",
-        "runs/000001",
-        "runs/000001/events.csv",
-        "runs/000001/stderr.txt",
-        "runs/000001/stdout.txt",
-        "runs/000001/threads.csv",
-        "session.json",
+        String::new(),
+        "parquet".into(),
+        "parquet/events".into(),
+        format!("parquet/events/{host}-run-000001.parquet"),
+        "parquet/threads".into(),
+        format!("parquet/threads/{host}-run-000001.parquet"),
+        "runs".into(),
+        "runs.jsonl".into(),
+        "runs/000001".into(),
+        "runs/000001/events.csv".into(),
+        "runs/000001/stderr.txt".into(),
+        "runs/000001/stdout.txt".into(),
+        "runs/000001/threads.csv".into(),
+        "session.json".into(),
     ];
     let name = sessions[0].file_name().unwrap().to_string_lossy().into_owned();
     let mut expected = vec![(String::new(), 65534, 65533)];
@@ -895,8 +905,8 @@ for table, cols in [
     csv = f"select * from read_csv('runs/*/{table}.csv', all_varchar = true)"
     casts = ", ".join(f"{c}::varchar as {c}" for c in cols.split(", "))
     pq = f"select {casts} from 'parquet/{table}/*.parquet'"
-    missing = duckdb.sql(f"select count(*) from ({csv} except all {pq})").fetchone()[0]
-    extra = duckdb.sql(f"select count(*) from ({pq} except all {csv})").fetchone()[0]
+    missing = duckdb.sql(f"select count(*) from ({csv} except all {pq})").fetchall()[0][0]
+    extra = duckdb.sql(f"select count(*) from ({pq} except all {csv})").fetchall()[0][0]
     print(table, "missing", missing, "extra", extra)
     for row in duckdb.sql(f"""
         select host, run, count(*), count(distinct filename)
