@@ -557,6 +557,20 @@ mod tests {
         assert!(!file.exists());
     }
 
+    /// A full disk under `object_store` says so, with the hint to free
+    /// space, as the CSV files' writes do.
+    #[test]
+    fn a_full_disk_in_the_store_is_named() {
+        let e = object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::from_raw_os_error(libc::ENOSPC)),
+        };
+        assert_eq!(
+            store_err(Path::new("/s/t.parquet"), &e).to_string(),
+            "cannot write /s/t.parquet: No space left on device (os error 28): free space, or choose another --out"
+        );
+    }
+
     #[test]
     fn store_is_a_directory_or_a_file_url() {
         assert_eq!(Destination::parse("out/t"), Ok(Destination::Dir("out/t".into())));
