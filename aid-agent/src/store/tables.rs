@@ -100,8 +100,19 @@ pub struct Tables {
     prefix: String,
     host: String,
     /// `object_store` is asynchronous: its calls are run to completion
-    /// here, on the thread that stores the run.
-    runtime: tokio::runtime::Runtime,
+    /// here ([`Tables::block_on`]). An `Option` only so that [`Drop`] can
+    /// shut it down without blocking.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Tables {
+    /// A live session drops its writer on the thread that drives its own
+    /// runtime, where a blocking shutdown would panic.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// The table a run's rows go to.
@@ -134,7 +145,13 @@ impl Tables {
         let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| store_err(&root, &e))?;
         let runtime =
             tokio::runtime::Builder::new_current_thread().build().map_err(write_err(&root))?;
-        Ok(Tables { store: Arc::new(store), root, prefix, host: host_name(), runtime })
+        Ok(Tables {
+            store: Arc::new(store),
+            root,
+            prefix,
+            host: host_name(),
+            runtime: Some(runtime),
+        })
     }
 
     #[cfg(test)]
@@ -168,8 +185,30 @@ impl Tables {
     pub(super) fn remove_run(&self, run: u32) {
         for table in [Table::Events, Table::Threads] {
             let key = Key::from(self.key(table, run));
-            let _ = self.runtime.block_on(self.store.delete(&key));
+            let _ = self.block_on(self.store.delete(&key));
         }
+    }
+
+    /// Runs `f` to completion. A live session (`attach`, `debug -p`)
+    /// stores its runs from the thread that drives its own tokio runtime,
+    /// where blocking on another would panic: there it runs on a thread
+    /// of its own, waited for.
+    fn block_on<F>(&self, f: F) -> Result<F::Output, SessionError>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let Some(rt) = &self.runtime else {
+            return Err(SessionError::Write {
+                path: self.root.clone(),
+                source: std::io::Error::other("the table writer was shut down"),
+            });
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Ok(rt.block_on(f));
+        }
+        Ok(std::thread::scope(|s| s.spawn(|| rt.block_on(f)).join())
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     }
 
     fn put(
@@ -185,7 +224,7 @@ impl Tables {
         })?;
         let key = Key::from(self.key(table, run));
         let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
-        match self.runtime.block_on(self.store.put_opts(&key, bytes.into(), opts)) {
+        match self.block_on(self.store.put_opts(&key, bytes.into(), opts))? {
             Ok(_) => {
                 hand_over(&file);
                 Ok(())
