@@ -180,24 +180,7 @@ impl Function {
     pub fn probes_return(&self) -> bool {
         self.probe == Probe::Call
     }
-
-    /// Whether its calls say where other calls are made: a traced
-    /// function of the user's, or the `main` aid traces itself as
-    /// context (internal, never a predicate).
-    pub fn encloses_calls(&self) -> bool {
-        !self.internal || self.is_main_context()
-    }
-
-    /// The `main` aid traces itself, as context ([`MAIN_SYMBOL`]).
-    pub fn is_main_context(&self) -> bool {
-        self.internal && self.probe == Probe::Call && self.symbol == MAIN_SYMBOL
-    }
 }
-
-/// The ELF symbol of the program's own entry point (C's `main`, a Rust
-/// program's `main` shim), which aid traces as context when the user does
-/// not trace it.
-pub const MAIN_SYMBOL: &str = "main";
 
 /// How a function is probed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -434,14 +434,10 @@ impl NoiseSource {
     ) -> NoiseSource {
         let sync =
             |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe.is_sync_point());
-        // A hold at `main`'s entry, before any thread exists, changes no
-        // order: the `main` aid traces as context is no noise point.
-        let context =
-            |func: FuncId| functions.get(func as usize).is_some_and(Function::is_main_context);
         let mut calls: Vec<Site> = seen
             .iter()
             .flat_map(|r| {
-                r.calls.iter().filter(|c| !sync(c.func) && !context(c.func)).map(|c| Site {
+                r.calls.iter().filter(|c| !sync(c.func)).map(|c| Site {
                     func: c.func,
                     role: c.role,
                     instance: c.instance,

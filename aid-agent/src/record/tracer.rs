@@ -104,8 +104,7 @@ pub struct Tracer {
 
 impl Tracer {
     /// Loads the eBPF object and attaches it to `functions` (resolved by
-    /// `resolver`), plus aid's own `pthread_create` probe to name threads
-    /// and its `main` probe to place the main thread's calls:
+    /// `resolver`), plus aid's own `pthread_create` probe to name threads:
     /// for the whole session, or to each run's target with
     /// [`Scope::Target`].
     pub fn new(
@@ -116,12 +115,6 @@ impl Tracer {
         programs: Programs,
     ) -> Result<Tracer, TraceError> {
         if let Some(f) = resolver.pthread_create(functions.len() as FuncId) {
-            functions.push(f);
-        }
-        // `main` as context (unless the user traces it): internal, so never
-        // a predicate, but its call encloses the main thread's calls.
-        let main_traced = functions.iter().any(|f| f.symbol == crate::model::MAIN_SYMBOL);
-        if !main_traced && let Some(f) = resolver.main_function(functions.len() as FuncId) {
             functions.push(f);
         }
         let mut probes = Probes::load(load)?;
@@ -155,10 +148,7 @@ impl Tracer {
                 f.id = id as FuncId;
             }
         }
-        let pthread_create = functions
-            .iter()
-            .position(|f| f.internal && f.name.split('@').next() == Some("pthread_create"))
-            .map(|i| i as FuncId);
+        let pthread_create = functions.iter().position(|f| f.internal).map(|i| i as FuncId);
         // Thread bodies after the check: their ids follow the functions
         // that are left.
         let mut bodies = HashMap::new();

@@ -16,7 +16,7 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    model::{FuncId, Function, Label, Role, Run, Session, Site, ValueKind},
+    model::{FuncId, Label, Role, Run, Session, Site, ValueKind},
     predicates::{self, Calls, Catalog, Condition, Kind, PredId, Predicate},
     util::human::{count, duration},
 };
@@ -274,7 +274,7 @@ struct CallerIndex {
 impl CallerIndex {
     fn of(session: &Session) -> CallerIndex {
         let functions = &session.functions;
-        let keep = |g: FuncId| functions.get(g as usize).is_some_and(Function::encloses_calls);
+        let keep = |g: FuncId| functions.get(g as usize).is_some_and(|h| !h.internal);
         let mut index = CallerIndex {
             by_function: HashMap::new(),
             by_role: HashMap::new(),

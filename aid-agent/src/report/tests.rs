@@ -840,54 +840,6 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
     assert_eq!(outer.functions, ["popper"]);
 }
 
-/// `main`, traced by aid as context (internal), encloses the main
-/// thread's calls: a cause on `slave_start` there is named with it; aid's
-/// other internal probes (`pthread_create`) enclose nothing.
-#[test]
-fn the_main_aid_traces_as_context_is_named_as_a_caller() {
-    let context = |id: u32, name: &str| Function { internal: true, ..function(id, name) };
-    let mut functions =
-        vec![function(0, "slave_start"), context(1, "main"), context(2, "pthread_create")];
-    functions[1].symbol = "main".into();
-    functions[2].symbol = "pthread_create".into();
-    let runs: Vec<Run> = (1..=20u32)
-        .map(|i| {
-            let fail = i % 2 == 0;
-            let slow = if fail { 5_000 * US } else { 10 * US };
-            let calls = vec![
-                call(1, 0, 1, 0, None, None),
-                call(2, 0, 1, 5 * US, Some(8 * US), Some(0)),
-                call(0, 1, 1, 10 * US, Some(100 * US), Some(0)),
-                call(0, 0, 1, 20 * US, Some(90 * US + slow), Some(0)),
-            ];
-            let label = if fail { Label::Fail } else { Label::Pass };
-            run(i, label, calls, 400 * US + slow)
-                .with_threads(vec![thread(0, "main"), thread(1, "slave_start")])
-        })
-        .collect();
-    let session = Session { functions, runs };
-    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-    let facts = Facts::new(&session, &catalog);
-    let p = catalog
-        .predicates
-        .iter()
-        .find(|p| {
-            p.key.kind == crate::predicates::Kind::TooSlow
-                && p.key.site() == Some(Site { func: 0, role: 0, instance: 1 })
-        })
-        .expect("slave_start on main runs too slow");
-    let view = facts.view(p.id).unwrap();
-    assert_eq!(
-        view.callers,
-        vec![facts::CallerView { function: "slave_start".into(), callers: vec!["main".into()] }]
-    );
-    assert_eq!(view.functions, ["slave_start", "main"]);
-    // No predicate is about aid's own probes.
-    for p in &catalog.predicates {
-        assert!(p.key.func == 0 || p.key.kind == crate::predicates::Kind::Failure, "{p:?}");
-    }
-}
-
 /// A link that removed many effects lists the first `EFFECTS_SHOWN` and
 /// says how many more; `-v` (and report.txt) lists every one.
 #[test]

@@ -341,16 +341,6 @@ impl Resolver {
         None
     }
 
-    /// The executable's `main` (the ELF symbol of that name, which a Rust
-    /// program's `main` shim is too), traced by aid itself, entry and
-    /// return, never a predicate: the calls on the main thread inside it
-    /// are then known to be made within `main` (a report's "called:
-    /// SlaveStart from main"). None when the executable has no `main`.
-    pub fn main_function(&self, id: FuncId) -> Option<Function> {
-        let sym = self.exe.symbols.iter().find(|s| s.raw == crate::model::MAIN_SYMBOL)?;
-        Some(function(&self.exe, sym, id, true))
-    }
-
     /// The executable's own functions — not the C runtime's start-up code,
     /// not a language runtime — for tracing when no pattern is given.
     pub fn own_functions(&self) -> Vec<&Symbol> {
