@@ -279,7 +279,7 @@ pub fn frees(f: &Function) -> bool {
 mod tests {
     use super::*;
     use crate::model::{
-        Label, Outcome, Thread,
+        Label,
         testing::{run, thread},
     };
 
@@ -314,30 +314,8 @@ mod tests {
     }
 
     fn named(names: &[&str]) -> Run {
-        Run {
-            id: 1,
-            label: Label::Pass,
-            outcome: Outcome::default(),
-            lost_events: 0,
-            lost_thread_records: 0,
-            complete: true,
-            threads: names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| Thread {
-                    role: i as Role,
-                    tid: 100 + i as u32,
-                    name: (*n).into(),
-                    parent: None,
-                    created_ns: 0,
-                })
-                .collect(),
-            calls: vec![],
-            end_ns: 0,
-            interventions: vec![],
-            noise: vec![],
-            pauses: vec![],
-        }
+        let threads = names.iter().enumerate().map(|(i, n)| thread(i as Role, n)).collect();
+        run(1, Label::Pass, vec![], 0).with_threads(threads)
     }
 
     #[test]

@@ -104,6 +104,17 @@ pub struct CallerView {
     pub callers: Vec<String>,
 }
 
+impl PredicateView {
+    /// Where its calls are made, in words ("readV from Push, from worker;
+    /// lock from pop"): what the text and HTML reports print as "called".
+    /// None when no chain is known.
+    pub fn called(&self) -> Option<String> {
+        let each = |c: &CallerView| format!("{} from {}", c.function, c.callers.join(", from "));
+        (!self.callers.is_empty())
+            .then(|| self.callers.iter().map(each).collect::<Vec<_>>().join("; "))
+    }
+}
+
 /// How many callers a chain names at most.
 const CALLER_DEPTH: usize = 8;
 
@@ -164,13 +175,11 @@ impl<'a> Facts<'a> {
         let sites = [k.site(), k.other_site()];
         let mut out: Vec<(FuncId, Vec<FuncId>)> = Vec::new();
         let mut seen = BTreeSet::new();
-        for f in named(p) {
+        // A function's site is the key's site of it: one chain per function.
+        for f in named(p).into_iter().filter(|f| seen.insert(*f)) {
             let site = sites.iter().flatten().find(|s| s.func == f).copied();
-            if !seen.insert((f, site.map(|s| (s.role, s.instance)))) {
-                continue;
-            }
             let chain = self.caller_chain(f, site);
-            if !chain.is_empty() && !out.iter().any(|(g, c)| *g == f && *c == chain) {
+            if !chain.is_empty() {
                 out.push((f, chain));
             }
         }

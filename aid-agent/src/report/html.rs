@@ -141,17 +141,11 @@ fn link_item(s: &mut String, link: &super::Link) {
         esc(&link.structured.headline),
         esc(&link.evidence)
     );
-    if !link.structured.callers.is_empty() {
-        let calls: Vec<String> = link
-            .structured
-            .callers
-            .iter()
-            .map(|c| format!("{} from {}", esc(&c.function), esc(&c.callers.join(", from "))))
-            .collect();
+    if let Some(called) = link.structured.called() {
         let _ = writeln!(
             s,
             "<div class=\"callers\"><span class=\"label\">called</span>{}</div>",
-            calls.join("; ")
+            esc(&called)
         );
     }
     if !link.intervention.is_empty() {

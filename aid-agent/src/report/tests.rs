@@ -834,6 +834,7 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
         }]
     );
     assert_eq!(helper.functions, ["lock_slot", "pop", "popper"]);
+    assert_eq!(helper.called().as_deref(), Some("lock_slot from pop, from popper"));
     // `popper` is its thread's outermost traced call: no caller to name.
     let outer = view(3);
     assert!(outer.callers.is_empty(), "{:?}", outer.callers);

@@ -211,14 +211,8 @@ const EFFECTS_SHOWN: usize = 8;
 /// A confirmed link's evidence, intervention, scores (`-v`) and effects,
 /// indented by `pad`.
 fn link_details(o: &mut Out<'_>, link: &super::Link, pad: &str) {
-    if !link.structured.callers.is_empty() {
-        let calls: Vec<String> = link
-            .structured
-            .callers
-            .iter()
-            .map(|c| format!("{} from {}", c.function, c.callers.join(", from ")))
-            .collect();
-        o.para(&format!("{pad}called: "), &format!("{pad}  "), &calls.join("; "));
+    if let Some(called) = link.structured.called() {
+        o.para(&format!("{pad}called: "), &format!("{pad}  "), &called);
     }
     o.para(&format!("{pad}evidence: "), &format!("{pad}  "), &link.evidence);
     if !link.intervention.is_empty() {
