@@ -9,15 +9,17 @@
 //! their values is one arm in [`measure`] and one in [`headline`].
 
 use std::{
-    cell::OnceCell,
+    cell::{OnceCell, RefCell},
     collections::{BTreeMap, BTreeSet, HashMap},
+    path::PathBuf,
 };
 
 use serde::Serialize;
 
 use crate::{
-    model::{FuncId, Label, Role, Run, Session, Site, ValueKind},
+    model::{FuncId, Label, Role, Run, Session, Site, ValueKind, identity::MAIN},
     predicates::{self, Calls, Catalog, Condition, Kind, PredId, Predicate},
+    symbols::enclosure::Enclosure,
     util::human::{count, duration},
 };
 
@@ -97,7 +99,11 @@ pub struct PredicateView {
 
 /// A function a predicate names and the traced functions its calls are
 /// made within in every failing run where it is called: the caller, its
-/// caller, and so on, innermost first.
+/// caller, and so on, innermost first. Where the outermost of them (or the
+/// function itself) has no traced caller on its thread, the chain ends
+/// with the untraced function that thread runs, `main` or its start
+/// routine, when the executable runs none of its own code outside it
+/// ([`Enclosure`]).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct CallerView {
     pub function: String,
@@ -125,6 +131,9 @@ pub struct Facts<'a> {
     roles: HashMap<Role, String>,
     /// Where the failing runs' calls are made, indexed on first use.
     callers: OnceCell<CallerIndex>,
+    /// What each executable lets run outside its threads' functions, read
+    /// on first use.
+    enclosures: RefCell<HashMap<PathBuf, Option<Enclosure>>>,
 }
 
 impl<'a> Facts<'a> {
@@ -135,7 +144,13 @@ impl<'a> Facts<'a> {
                 roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
             }
         }
-        Facts { session, catalog, roles, callers: OnceCell::new() }
+        Facts {
+            session,
+            catalog,
+            roles,
+            callers: OnceCell::new(),
+            enclosures: RefCell::new(HashMap::new()),
+        }
     }
 
     fn function(&self, f: u32) -> String {
@@ -161,65 +176,116 @@ impl<'a> Facts<'a> {
     /// The functions a predicate names (see [`PredicateView::functions`]).
     fn functions(&self, p: &Predicate) -> Vec<String> {
         let mut ids = named(p);
-        ids.extend(self.callers(p).into_iter().flat_map(|(_, chain)| chain));
+        let chains = self.callers(p);
+        ids.extend(chains.iter().flat_map(|c| c.up.iter().copied()));
         let mut seen = BTreeSet::new();
-        ids.into_iter().filter(|f| seen.insert(*f)).map(|f| self.function(f)).collect()
+        let mut names: Vec<String> =
+            ids.into_iter().filter(|f| seen.insert(*f)).map(|f| self.function(f)).collect();
+        for body in chains.into_iter().filter_map(|c| c.body) {
+            if !names.contains(&body) {
+                names.push(body);
+            }
+        }
+        names
     }
 
     /// For each function the predicate names (at its call site when it
     /// has one), once, the chain of traced callers its calls are made
     /// within in every failing run, innermost first; functions without
     /// one are left out.
-    fn callers(&self, p: &Predicate) -> Vec<(FuncId, Vec<FuncId>)> {
+    fn callers(&self, p: &Predicate) -> Vec<Chain> {
         let k = p.key;
         let sites = [k.site(), k.other_site()];
-        let mut out: Vec<(FuncId, Vec<FuncId>)> = Vec::new();
+        let mut out: Vec<Chain> = Vec::new();
         let mut seen = BTreeSet::new();
         // A function's site is the key's site of it: one chain per function.
         for f in named(p).into_iter().filter(|f| seen.insert(*f)) {
             let site = sites.iter().flatten().find(|s| s.func == f).copied();
-            let chain = self.caller_chain(f, site);
-            if !chain.is_empty() {
-                out.push((f, chain));
+            let (up, outermost) = self.caller_chain(f, site);
+            let body = match site {
+                Some(s) if outermost => self.enclosing(up.last().copied().unwrap_or(f), s.role),
+                _ => None,
+            };
+            if !up.is_empty() || body.is_some() {
+                out.push(Chain { func: f, up, body });
             }
         }
         out
+    }
+
+    /// The untraced function every call of `outer` on thread `role` is
+    /// made within, when `outer`'s calls there have no traced caller:
+    /// `main` on the main thread, the start routine on another. None
+    /// unless `outer`'s executable runs none of its own code on a thread
+    /// outside that function and does not export `outer`
+    /// ([`Enclosure`]), and unless that function is untraced (traced, it
+    /// would be the caller).
+    fn enclosing(&self, outer: FuncId, role: Role) -> Option<String> {
+        let f = self.session.function(outer)?;
+        let mut names = self
+            .session
+            .runs
+            .iter()
+            .filter(|r| r.complete && r.label == Label::Fail)
+            .flat_map(|r| r.threads.iter().filter(|t| t.role == role))
+            .map(|t| (t.name.as_str(), t.parent.is_none()));
+        let first = names.next()?;
+        if names.any(|n| n != first) {
+            return None;
+        }
+        let (name, main) = first;
+        // aid's own entry probes on thread bodies do not count: they
+        // enclose nothing ([`predicates::callers`]).
+        let traced = (self.session.functions.iter())
+            .any(|g| !g.internal && (g.name == name || g.symbol == name));
+        let mut cache = self.enclosures.borrow_mut();
+        let e = cache.entry(f.module.clone()).or_insert_with(|| Enclosure::of(&f.module)).as_ref()?;
+        if traced || e.exported(&f.symbol) {
+            return None;
+        }
+        let body = if main && name == MAIN {
+            e.main.then_some(MAIN)
+        } else {
+            // "thread": a thread whose start routine is not known.
+            (e.threads && name != "thread" && e.defines(name)).then_some(name)
+        };
+        body.map(str::to_owned)
     }
 
     /// The traced callers of `f`'s calls (only the call at `site` when
     /// given), innermost first: each the one caller every such call has
     /// in the failing runs (on the site's thread when there is one). It
     /// stops where some call has no traced caller or two have different
-    /// ones, and at [`CALLER_DEPTH`].
-    fn caller_chain(&self, f: FuncId, site: Option<Site>) -> Vec<FuncId> {
+    /// ones, and at [`CALLER_DEPTH`]; with whether it stopped because no
+    /// call of its last function (of `f` when it is empty) had a traced
+    /// caller.
+    fn caller_chain(&self, f: FuncId, site: Option<Site>) -> (Vec<FuncId>, bool) {
         let index = self.callers.get_or_init(|| CallerIndex::of(self.session));
-        let sole = |c: Option<&Caller>| match c {
-            Some(&Caller::Sole(g)) => Some(g),
-            _ => None,
-        };
         let mut next = match site {
-            Some(s) => sole(index.by_site.get(&(s.func, s.role, s.instance))),
-            None => sole(index.by_function.get(&f)),
-        };
+            Some(s) => index.by_site.get(&(s.func, s.role, s.instance)),
+            None => index.by_function.get(&f),
+        }
+        .copied();
         let mut chain: Vec<FuncId> = Vec::new();
-        while let Some(g) = next {
+        while let Some(Caller::Sole(g)) = next {
             // Recursion: a function is named once.
             if g == f || chain.contains(&g) || chain.len() == CALLER_DEPTH {
-                break;
+                return (chain, false);
             }
             chain.push(g);
             next = match site {
-                Some(s) => sole(index.by_role.get(&(g, s.role))),
-                None => sole(index.by_function.get(&g)),
-            };
+                Some(s) => index.by_role.get(&(g, s.role)),
+                None => index.by_function.get(&g),
+            }
+            .copied();
         }
-        chain
+        (chain, next == Some(Caller::Outermost))
     }
 
     fn caller_views(&self, p: &Predicate) -> Vec<CallerView> {
-        let view = |(f, chain): (FuncId, Vec<FuncId>)| CallerView {
-            function: self.function(f),
-            callers: chain.into_iter().map(|g| self.function(g)).collect(),
+        let view = |c: Chain| CallerView {
+            function: self.function(c.func),
+            callers: c.up.into_iter().map(|g| self.function(g)).chain(c.body).collect(),
         };
         self.callers(p).into_iter().map(view).collect()
     }
@@ -252,12 +318,22 @@ impl<'a> Facts<'a> {
     }
 }
 
+/// Where one predicate's function is called from: its traced callers,
+/// innermost first, and the untraced function its thread runs them in.
+struct Chain {
+    func: FuncId,
+    up: Vec<FuncId>,
+    body: Option<String>,
+}
+
 /// The innermost traced caller of calls in the failing runs: one
-/// function for all of them, or not.
+/// function for all of them, none for all of them, or neither.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Caller {
     Sole(FuncId),
-    /// Some call had none, or two had different ones.
+    /// No call had a traced caller: each is its thread's outermost.
+    Outermost,
+    /// Some call had one and another none, or two had different ones.
     Not,
 }
 
@@ -265,6 +341,7 @@ impl Caller {
     fn and(self, next: Option<FuncId>) -> Caller {
         match (self, next) {
             (Caller::Sole(a), Some(b)) if a == b => self,
+            (Caller::Outermost, None) => self,
             _ => Caller::Not,
         }
     }
@@ -292,7 +369,7 @@ impl CallerIndex {
         for run in session.runs.iter().filter(|r| r.complete && r.label == Label::Fail) {
             let up = predicates::callers(run, keep);
             for (c, caller) in run.calls.iter().zip(up) {
-                let first = caller.map_or(Caller::Not, Caller::Sole);
+                let first = caller.map_or(Caller::Outermost, Caller::Sole);
                 let add = |e: &mut Caller| *e = e.and(caller);
                 index.by_function.entry(c.func).and_modify(add).or_insert(first);
                 index.by_role.entry((c.func, c.role)).and_modify(add).or_insert(first);

@@ -841,6 +841,75 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
     assert_eq!(outer.functions, ["popper"]);
 }
 
+/// A call with no traced caller is named within the untraced function its
+/// thread runs when the executable runs no code of its own outside it:
+/// `main` on the main thread, the start routine (`worker`, untraced) on
+/// another. The same session over an executable with a constructor names
+/// neither: code of the program's may run on the main thread before
+/// `main`.
+#[test]
+fn an_outermost_call_is_named_within_main_or_its_start_routine() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = |name: &str, extra: &str| -> PathBuf {
+        let c = dir.path().join(format!("{name}.c"));
+        let source = format!(
+            "#include <pthread.h>\n{extra}\nint push(int x) {{ return x; }}\nint pop(void) {{ return 0; }}\n\
+             void *worker(void *a) {{ pop(); return a; }}\n\
+             int main(void) {{ pthread_t t; pthread_create(&t, 0, worker, 0); push(1); pthread_join(t, 0); return 0; }}\n"
+        );
+        std::fs::write(&c, source).unwrap();
+        let exe = dir.path().join(name);
+        let ok = Command::new("cc").arg("-O0").arg("-pthread").arg("-o").arg(&exe).arg(&c).status();
+        assert!(ok.is_ok_and(|s| s.success()), "cc is needed (`cargo xtask setup` installs it)");
+        exe
+    };
+    let plain = program("plain", "");
+    let with_ctor = program("ctor", "__attribute__((constructor)) static void early(void) {}");
+    let views = |exe: &Path| {
+        let module = exe.to_str().unwrap();
+        let functions =
+            vec![function(0, "push").in_module(module, 0x1000), function(1, "pop").in_module(module, 0x1010)];
+        let runs: Vec<Run> = (1..=20u32)
+            .map(|i| {
+                let fail = i % 2 == 0;
+                let slow = if fail { 5_000 * US } else { 10 * US };
+                let calls = vec![
+                    call(0, 0, 1, 10 * US, Some(20 * US + slow), Some(0)),
+                    call(1, 1, 1, 30 * US, Some(40 * US + slow), Some(0)),
+                ];
+                let label = if fail { Label::Fail } else { Label::Pass };
+                run(i, label, calls, 100 * US + slow)
+                    .with_threads(vec![thread(0, "main"), thread(1, "worker")])
+            })
+            .collect();
+        let session = Session { functions, runs };
+        let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
+        let facts = Facts::new(&session, &catalog);
+        let view = |func: u32, role: u32| {
+            let p = catalog
+                .predicates
+                .iter()
+                .find(|p| {
+                    p.key.kind == crate::predicates::Kind::TooSlow
+                        && p.key.site() == Some(Site { func, role, instance: 1 })
+                })
+                .unwrap_or_else(|| panic!("no too-slow predicate on function {func}"));
+            facts.view(p.id).unwrap()
+        };
+        (view(0, 0), view(1, 1))
+    };
+    let (push, pop) = views(&plain);
+    assert_eq!(push.called().as_deref(), Some("push from main"));
+    assert_eq!(push.functions, ["push", "main"]);
+    assert_eq!(pop.called().as_deref(), Some("pop from worker"));
+    assert_eq!(pop.functions, ["pop", "worker"]);
+    let (push, pop) = views(&with_ctor);
+    assert_eq!(push.called(), None);
+    assert_eq!(push.functions, ["push"]);
+    // A constructor runs on the main thread only: threads are unaffected.
+    assert_eq!(pop.called().as_deref(), Some("pop from worker"));
+}
+
 /// A link that removed many effects lists the first `EFFECTS_SHOWN` and
 /// says how many more; `-v` (and report.txt) lists every one.
 #[test]

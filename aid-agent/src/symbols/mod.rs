@@ -12,6 +12,7 @@
 //! and non-PIE executables are handled alike.
 
 pub mod debuginfo;
+pub mod enclosure;
 mod dwarf;
 mod elf;
 mod libs;
