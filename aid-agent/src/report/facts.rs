@@ -239,7 +239,8 @@ impl<'a> Facts<'a> {
         let traced = (self.session.functions.iter())
             .any(|g| !g.internal && (g.name == name || g.symbol == name));
         let mut cache = self.enclosures.borrow_mut();
-        let e = cache.entry(f.module.clone()).or_insert_with(|| Enclosure::of(&f.module)).as_ref()?;
+        let e =
+            cache.entry(f.module.clone()).or_insert_with(|| Enclosure::of(&f.module)).as_ref()?;
         if traced || e.exported(&f.symbol) {
             return None;
         }

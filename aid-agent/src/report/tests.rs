@@ -867,8 +867,10 @@ fn an_outermost_call_is_named_within_main_or_its_start_routine() {
     let with_ctor = program("ctor", "__attribute__((constructor)) static void early(void) {}");
     let views = |exe: &Path| {
         let module = exe.to_str().unwrap();
-        let functions =
-            vec![function(0, "push").in_module(module, 0x1000), function(1, "pop").in_module(module, 0x1010)];
+        let functions = vec![
+            function(0, "push").in_module(module, 0x1000),
+            function(1, "pop").in_module(module, 0x1010),
+        ];
         let runs: Vec<Run> = (1..=20u32)
             .map(|i| {
                 let fail = i % 2 == 0;

@@ -23,8 +23,7 @@ use std::{
 };
 
 use object::{
-    Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind,
-    read::elf::ElfFile64,
+    Object as _, ObjectSection as _, ObjectSymbol as _, SymbolKind, read::elf::ElfFile64,
 };
 
 /// The entries the C runtime's own start files put in the constructor and
@@ -68,7 +67,7 @@ pub struct Enclosure {
     /// Its functions other objects can call by name (defined dynamic
     /// symbols), which may be called from anywhere.
     exported: BTreeSet<String>,
-    /// Its function symbols, as written in the file.
+    /// Its function symbols, as written in the file and demangled.
     defined: BTreeSet<String>,
 }
 
@@ -91,6 +90,8 @@ impl Enclosure {
             if s.kind() == SymbolKind::Text && !s.is_undefined() && !name.is_empty() {
                 by_address.insert(s.address(), name.to_owned());
                 defined.insert(name.to_owned());
+                // Threads are named as functions are shown: demangled.
+                defined.insert(super::elf::demangle(name).0);
             }
         }
         if !defined.contains("main") {
@@ -147,7 +148,8 @@ impl Enclosure {
         self.exported.contains(symbol)
     }
 
-    /// Whether `symbol` is one of the executable's functions.
+    /// Whether `symbol` (raw or demangled) is one of the executable's
+    /// functions.
     pub fn defines(&self, symbol: &str) -> bool {
         self.defined.contains(symbol)
     }
@@ -201,8 +203,11 @@ mod tests {
         let ctor = with("__attribute__((constructor)) static void early(void) {}");
         let dtor = with("__attribute__((destructor)) static void late(void) {}");
         let exit = with("static void bye(void) {}\nint reg(void) { return atexit(bye); }");
-        let key = with("static pthread_key_t k;\nint mk(void) { return pthread_key_create(&k, free); }");
-        for (source, main, threads) in [(ctor, false, true), (dtor, false, true), (exit, false, true), (key, true, false)] {
+        let key =
+            with("static pthread_key_t k;\nint mk(void) { return pthread_key_create(&k, free); }");
+        for (source, main, threads) in
+            [(ctor, false, true), (dtor, false, true), (exit, false, true), (key, true, false)]
+        {
             let Some((_dir, exe)) = build(&source, &["-O0"]) else {
                 panic!("the C compiler (cc) is needed: `cargo xtask setup` installs it")
             };
@@ -223,6 +228,27 @@ mod tests {
             let e = Enclosure::of(&exe).expect("an executable with main");
             assert!(!e.main && !e.threads, "{e:?}");
         }
+    }
+
+    /// A C++ start routine is known by its demangled name, as threads are
+    /// named.
+    #[test]
+    fn a_cpp_start_routine_is_known_demangled() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("p.cpp");
+        let body = PLAIN.replace("static void *work", "void *work");
+        std::fs::write(&source, body).unwrap();
+        let exe = dir.path().join("p");
+        let status = Command::new("c++")
+            .args(["-O0", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&source)
+            .status()
+            .expect("the C++ compiler (c++) is needed: `cargo xtask setup` installs it");
+        assert!(status.success());
+        let e = Enclosure::of(&exe).expect("an executable with main");
+        assert!(e.defines("work(void*)") && e.defines("_Z4workPv"), "{e:?}");
+        assert!(e.main && e.threads, "{e:?}");
     }
 
     #[test]

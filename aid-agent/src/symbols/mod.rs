@@ -12,9 +12,9 @@
 //! and non-PIE executables are handled alike.
 
 pub mod debuginfo;
-pub mod enclosure;
 mod dwarf;
 mod elf;
+pub mod enclosure;
 mod libs;
 pub mod own;
 pub mod runtime;
