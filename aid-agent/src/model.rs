@@ -373,7 +373,7 @@ impl Run {
         match self.threads.iter().find(|t| t.role == role) {
             Some(t) if role == 0 => t.name.clone(),
             Some(t) => format!("{}#{}", t.name, role),
-            None => format!("thread#{role}"),
+            None => identity::unrecorded(role),
         }
     }
 }

@@ -555,7 +555,7 @@ impl Amplifier {
             self.names
                 .iter()
                 .find(|(x, _)| *x == r)
-                .map_or_else(|| format!("thread#{r}"), |(_, n)| n.clone())
+                .map_or_else(|| crate::model::identity::unrecorded(r), |(_, n)| n.clone())
         };
         let parts: Vec<String> = plan
             .iter()

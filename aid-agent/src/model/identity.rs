@@ -38,6 +38,13 @@ use super::{FuncId, Function, Role, Run, ValueKind, ValueType};
 /// The name of role 0, the thread that exec'd the program, in every run.
 pub const MAIN: &str = "main";
 
+/// The name of a role the run has no thread record of (its creation
+/// record was lost): [`MAIN`] for role 0, else `thread@N` with its role
+/// number, which no recorded thread's name (`worker#2`) is mistaken for.
+pub fn unrecorded(role: Role) -> String {
+    if role == 0 { MAIN.to_owned() } else { format!("thread@{role}") }
+}
+
 /// Index into [`Classes::names`]; [`MAIN`] is class 0.
 pub type ClassId = u32;
 
@@ -177,7 +184,7 @@ impl RoleNames {
         // Calls on a role the thread list does not know (a lost creation
         // record): named by number, which is the best that can be done.
         for c in &run.calls {
-            names.entry(c.role).or_insert_with(|| format!("thread@{}", c.role));
+            names.entry(c.role).or_insert_with(|| unrecorded(c.role));
         }
         RoleNames { names }
     }
@@ -280,7 +287,7 @@ mod tests {
     use super::*;
     use crate::model::{
         Label,
-        testing::{run, thread},
+        testing::{call, run, thread},
     };
 
     #[test]
@@ -324,6 +331,18 @@ mod tests {
         let all: Vec<(Role, &str)> = names.iter().collect();
         assert_eq!(all, vec![(0, "main"), (1, "worker#1"), (2, "logger"), (3, "worker#2")]);
         assert_eq!(names.role("worker#2"), Some(3));
+    }
+
+    /// A role with calls but no thread record is `thread@N` in the
+    /// explainers' names and in the run's display names alike.
+    #[test]
+    fn a_role_without_a_thread_record_is_named_by_its_number_everywhere() {
+        let calls = vec![call(0, 7, 1, 10, Some(20), Some(0))];
+        let r = run(1, Label::Pass, calls, 30).with_threads(vec![thread(0, "main")]);
+        assert_eq!(RoleNames::of(&r).name(7), "thread@7");
+        assert_eq!(r.role_name(7), "thread@7");
+        assert_eq!(r.role_name(0), "main");
+        assert_eq!(unrecorded(0), MAIN);
     }
 
     #[test]

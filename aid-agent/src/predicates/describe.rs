@@ -66,10 +66,7 @@ impl<'c> Names<'c> {
     }
 
     fn role(&self, r: Role) -> String {
-        self.roles
-            .get(&r)
-            .cloned()
-            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
+        self.roles.get(&r).cloned().unwrap_or_else(|| crate::model::identity::unrecorded(r))
     }
 
     /// "main", "thread#1" for single classes; "the worker threads".

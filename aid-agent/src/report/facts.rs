@@ -158,10 +158,7 @@ impl<'a> Facts<'a> {
     }
 
     pub fn role(&self, r: Role) -> String {
-        self.roles
-            .get(&r)
-            .cloned()
-            .unwrap_or_else(|| if r == 0 { "main".into() } else { format!("thread#{r}") })
+        self.roles.get(&r).cloned().unwrap_or_else(|| crate::model::identity::unrecorded(r))
     }
 
     fn site(&self, s: Site) -> SiteView {
