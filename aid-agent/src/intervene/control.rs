@@ -313,7 +313,14 @@ impl Controller<'_> {
         loop {
             // Serve every stop that is waiting.
             loop {
-                let status = match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                // Only this thread's children and tracees (`__WNOTHREAD`):
+                // another thread of the agent serving a run of its own
+                // (`--jobs`) must not reap its stops. A ptrace tracer is one
+                // thread, and a forked child belongs to the thread that
+                // forked it, so a run is served on the thread that started
+                // and seized it.
+                let flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+                let status = match waitpid(None, Some(flags)) {
                     Ok(s) => s,
                     Err(Errno::EINTR) => continue,
                     Err(Errno::ECHILD) => {
