@@ -71,6 +71,12 @@ pub struct RunArgs {
     /// --timeout).
     #[arg(help_heading = heading::FAILURE, long, default_value = "1s", value_name = "DURATION")]
     pub hang_after: String,
+    /// Make up to N runs of the program at once, each with probes of its
+    /// own. The others' load changes a timing bug's failure rate: the
+    /// session records N, and its runs are compared only with runs made
+    /// with the same N.
+    #[arg(help_heading = heading::RUNS, short = 'j', long, default_value_t = 1, value_name = "N")]
+    pub jobs: u32,
 }
 
 /// Where a program's session is written; flattened last, under "Output".
@@ -97,6 +103,14 @@ impl RunArgs {
     pub fn policy(&self) -> anyhow::Result<RunPolicy> {
         let policy = RunPolicy::new(&self.fail_on, parse_duration(&self.timeout)?)?;
         Ok(policy.with_hang_after(parse_duration(&self.hang_after)?))
+    }
+
+    /// `--jobs`, checked: at least 1.
+    pub fn jobs(&self) -> anyhow::Result<u32> {
+        if self.jobs == 0 {
+            anyhow::bail!("--jobs 0 makes no runs: give at least 1 (runs made at once)");
+        }
+        Ok(self.jobs)
     }
 
     pub fn load_options(&self) -> anyhow::Result<LoadOptions> {

@@ -244,9 +244,15 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
     }
     let options = options(&args)?;
     let load = args.run.load_options()?;
+    let jobs = args.run.jobs()?;
     let mut ui = Terminal::default();
     let debugged = match args.pid {
         Some(pid) => {
+            if jobs > 1 {
+                bail!(
+                    "--jobs is for a program aid starts (N runs of it at once): a service's units come one at a time from its process; leave --jobs out with --pid"
+                );
+            }
             if args.amplify_watch.is_some() {
                 bail!(
                     "--amplify-watch needs runs of a program aid starts (a watched object is located in one run and watched from the next), not --pid"
@@ -295,6 +301,11 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 }),
                 None => None,
             };
+            if jobs > 1 {
+                bail!(
+                    "debug --jobs {jobs}: parallel runs are made by `record --jobs` only so far; leave --jobs out, or record with `aid-agent record --jobs {jobs}` and `analyze` the session"
+                );
+            }
             let req = ProgramRequest {
                 amplify_watch,
                 policy: args.run.policy()?,

@@ -78,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         programs: Programs::Record,
         plan: Some((interventions, hold_timeout)),
         debug: crate::symbols::DebugSearch::default(),
+        jobs: args.run.jobs()?,
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut RunLines)?;

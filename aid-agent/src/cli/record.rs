@@ -86,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         plan: None,
         debug: crate::symbols::DebugSearch::with_root(args.debug_root),
         noise: args.noise.map(Into::into),
+        jobs: args.run.jobs()?,
     };
     let cancel = interrupt_flag()?;
     let s = record(&req, &cancel, &mut Terminal::default())?;

@@ -10,6 +10,7 @@ pub mod census;
 pub mod fail;
 pub mod follow;
 pub mod hang;
+pub mod jobs;
 pub mod list;
 pub mod lost;
 pub mod program;

@@ -17,13 +17,14 @@ use crate::{
         Plan,
         noise::{NoiseSource, Schedule},
     },
-    model::{Intervention, Label, RecordedRun},
+    model::{Function, Intervention, Label, RecordedRun},
     record::{
         fail::RunPolicy,
+        jobs::{Done, Feed, Job, Jobs},
         progress::Progress,
         start::{self, ProgramSession},
     },
-    store::Mode,
+    store::{Mode, Writer},
 };
 
 pub struct RecordRequest {
@@ -48,6 +49,9 @@ pub struct RecordRequest {
     /// Noise in every run after the first (`record --noise`), which is
     /// made without it: the points are learnt from it.
     pub noise: Option<Schedule>,
+    /// Runs made at once (`--jobs`, at least 1): each by a tracer of its
+    /// own on a thread of its own (`record/jobs.rs`).
+    pub jobs: u32,
 }
 
 /// What was recorded.
@@ -173,47 +177,47 @@ pub fn record(
         interrupted: false,
         first_failed: None,
     };
-    // Drawn from the first run's calls and threads, once it is made.
-    let mut noise: Option<NoiseSource> = None;
     let total = req.runs + u32::from(req.noise.is_some());
     ui.begin(&format!("recording {total} runs"), Some(u64::from(total)));
-    for id in 1..=total {
-        if cancel.load(Ordering::Relaxed) {
-            break;
-        }
-        let rec = match (&plan, noise.as_mut()) {
-            (Some(plan), _) => tracer.intervene(&target, id, &req.policy, plan, cancel)?,
-            (None, Some(n)) if id > 1 => {
-                let drawn = Plan::default().with_noise(&n.draw());
-                tracer.intervene(&target, id, &req.policy, &drawn, cancel)?
+    if req.jobs > 1 {
+        writer.set_jobs(req.jobs)?;
+    }
+    let mut keep = Keep {
+        summary: &mut summary,
+        writer: &mut writer,
+        functions: tracer.functions().to_vec(),
+        planned: plan.is_some(),
+        schedule: req.noise,
+        noise: None,
+    };
+    if req.jobs > 1 {
+        let mut jobs = Jobs::new(&tracer, req.jobs)?;
+        ui.say(&format!("{} runs at once, each with probes of its own", jobs.len()));
+        let mut feed = InOrder {
+            keep,
+            plan: plan.as_ref(),
+            total,
+            started: 0,
+            kept: 0,
+            ended: std::collections::BTreeMap::new(),
+            ui: &mut *ui,
+        };
+        jobs.run(&target, &req.policy, cancel, &mut feed)?;
+    } else {
+        for id in 1..=total {
+            if cancel.load(Ordering::Relaxed) {
+                break;
             }
-            (None, _) => tracer.observe(&target, id, &req.policy, cancel)?,
-        };
-        if let Some(n) = noise.as_mut() {
-            n.learn_from(&rec.run, &rec.sync_steps, tracer.functions());
-        } else if let Some(schedule) = req.noise {
-            let (level, seen) = (schedule.strongest_level(), std::slice::from_ref(&rec.run));
-            noise = Some(NoiseSource::new(level, schedule, seen, tracer.functions(), id.into()));
-            summary.first_failed = Some(rec.run.failed());
+            let rec = match (&plan, keep.noise.as_mut()) {
+                (Some(plan), _) => tracer.intervene(&target, id, &req.policy, plan, cancel)?,
+                (None, Some(n)) if id > 1 => {
+                    let drawn = Plan::default().with_noise(&n.draw());
+                    tracer.intervene(&target, id, &req.policy, &drawn, cancel)?
+                }
+                (None, _) => tracer.observe(&target, id, &req.policy, cancel)?,
+            };
+            keep.run(id, &rec, ui)?;
         }
-        summary.count(id, &rec, ui);
-        let saving = std::time::Instant::now();
-        writer.append(&rec, tracer.functions()).with_context(|| format!("saving run {id}"))?;
-        log::debug!("run {id}: stored in {:.1?}", saving.elapsed());
-        let status = match &plan {
-            None => format!("{} pass, {} fail", summary.passed, summary.failed),
-            Some(_) => format!(
-                "run {id}: {} ({}); {}/{} intervention(s) applied",
-                match rec.run.label {
-                    Label::Pass => "pass",
-                    Label::Fail => "fail",
-                },
-                rec.run.outcome.reason,
-                rec.run.interventions.iter().filter(|a| a.applied).count(),
-                rec.run.interventions.len()
-            ),
-        };
-        ui.step(&status);
     }
     ui.end();
     // Probes are removed when the tracer is dropped: one batch of grace
@@ -225,4 +229,96 @@ pub fn record(
     summary.recorded = writer.runs_written();
     summary.interrupted = cancel.load(Ordering::Relaxed);
     Ok(summary)
+}
+
+/// What becomes of each run, in the order of their numbers: counted,
+/// stored, and (with `--noise`) learnt from.
+struct Keep<'a> {
+    summary: &'a mut RecordSummary,
+    writer: &'a mut Writer,
+    functions: Vec<Function>,
+    /// The runs carry a plan (`intervene`): each step says what became of
+    /// it.
+    planned: bool,
+    /// `--noise`, and the noise drawn from the first run's calls and
+    /// threads, once it is made.
+    schedule: Option<Schedule>,
+    noise: Option<NoiseSource>,
+}
+
+impl Keep<'_> {
+    fn run(&mut self, id: u32, rec: &RecordedRun, ui: &mut dyn Progress) -> anyhow::Result<()> {
+        if let Some(n) = self.noise.as_mut() {
+            n.learn_from(&rec.run, &rec.sync_steps, &self.functions);
+        } else if let Some(schedule) = self.schedule {
+            let (level, seen) = (schedule.strongest_level(), std::slice::from_ref(&rec.run));
+            self.noise = Some(NoiseSource::new(level, schedule, seen, &self.functions, id.into()));
+            self.summary.first_failed = Some(rec.run.failed());
+        }
+        self.summary.count(id, rec, ui);
+        let saving = std::time::Instant::now();
+        self.writer.append(rec, &self.functions).with_context(|| format!("saving run {id}"))?;
+        log::debug!("run {id}: stored in {:.1?}", saving.elapsed());
+        let status = if self.planned {
+            format!(
+                "run {id}: {} ({}); {}/{} intervention(s) applied",
+                match rec.run.label {
+                    Label::Pass => "pass",
+                    Label::Fail => "fail",
+                },
+                rec.run.outcome.reason,
+                rec.run.interventions.iter().filter(|a| a.applied).count(),
+                rec.run.interventions.len()
+            )
+        } else {
+            format!("{} pass, {} fail", self.summary.passed, self.summary.failed)
+        };
+        ui.step(&status);
+        Ok(())
+    }
+}
+
+/// Parallel runs ([`Jobs`]) numbered 1..=`total` as they start, kept in
+/// the order of their numbers whatever the order they end in: the
+/// session is the one `--jobs 1` writes, run for run. With `--noise`, the
+/// first run ends before any other starts (the noise is drawn from it),
+/// and each later run's noise is drawn when it starts, from the runs kept
+/// by then.
+struct InOrder<'a, 'u> {
+    keep: Keep<'a>,
+    plan: Option<&'a Plan>,
+    total: u32,
+    started: u32,
+    kept: u32,
+    /// Runs ended before one with a smaller number.
+    ended: std::collections::BTreeMap<u32, RecordedRun>,
+    ui: &'u mut dyn Progress,
+}
+
+impl Feed for InOrder<'_, '_> {
+    fn next(&mut self) -> Option<Job> {
+        if self.started == self.total {
+            return None;
+        }
+        let plan = match (self.plan, self.keep.schedule, self.keep.noise.as_mut()) {
+            (Some(plan), _, _) => Some(plan.clone()),
+            (None, None, _) => None,
+            (None, Some(_), None) if self.started == 0 => None,
+            // The noise is drawn from the first run, still in flight.
+            (None, Some(_), None) => return None,
+            (None, Some(_), Some(n)) => Some(Plan::default().with_noise(&n.draw())),
+        };
+        self.started += 1;
+        Some(Job { id: self.started, plan })
+    }
+
+    fn done(&mut self, done: Done) -> anyhow::Result<()> {
+        let rec = done.run?;
+        self.ended.insert(done.id, rec);
+        while let Some(rec) = self.ended.remove(&(self.kept + 1)) {
+            self.kept += 1;
+            self.keep.run(self.kept, &rec, &mut *self.ui)?;
+        }
+        Ok(())
+    }
 }

@@ -48,6 +48,12 @@ impl Symbolize for Resolver {
     }
 }
 
+impl Symbolize for crate::symbols::Names {
+    fn function_at(&self, module: &Path, address: u64) -> Option<String> {
+        crate::symbols::Names::function_at(self, module, address).map(str::to_owned)
+    }
+}
+
 impl<F: Fn(&Path, u64) -> Option<String>> Symbolize for F {
     fn function_at(&self, module: &Path, address: u64) -> Option<String> {
         self(module, address)

@@ -265,6 +265,7 @@ fn header(
         fail_rules: rules.to_vec(),
         functions: functions.to_vec(),
         settings: None,
+        jobs: None,
     }
 }
 

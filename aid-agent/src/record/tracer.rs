@@ -29,10 +29,10 @@ use crate::{
         fail::{ReturnCheck, RunPolicy, judge},
         follow::Follower,
         hang, lost,
-        recorder::{self, Recorder},
+        recorder::{self, Recorder, Symbolize},
         stops,
     },
-    symbols::Resolver,
+    symbols::{Names, Resolver},
     sys::{
         hang::HangCheck,
         proc,
@@ -78,7 +78,10 @@ struct NoHook;
 
 impl RunHook for NoHook {}
 
-pub struct Tracer {
+/// `S` names thread start routines: the session's [`Resolver`], or the
+/// [`Names`] snapshot a replica carries to its own thread
+/// ([`Tracer::replica`]).
+pub struct Tracer<S = Resolver> {
     /// User functions first, then aid's internal ones.
     functions: Vec<Function>,
     pthread_create: Option<FuncId>,
@@ -89,7 +92,9 @@ pub struct Tracer {
     programs: Programs,
     probes: Probes,
     stream: EventStream,
-    resolver: Resolver,
+    resolver: S,
+    /// How the probes were loaded: what a replica loads its own with.
+    load: LoadOptions,
     stops: StopState,
     /// What the user should know about the probes (functions skipped,
     /// entry-only probes), one line each.
@@ -199,16 +204,12 @@ impl Tracer {
             probes,
             stream,
             resolver,
+            load,
             stops: StopState::new(stop_signal),
             notices,
             sync_in_every_run: false,
             statements: false,
         })
-    }
-
-    /// What the user should know about the probes, one line each.
-    pub fn notices(&self) -> &[String] {
-        &self.notices
     }
 
     /// Adds the C library's synchronisation points (aid's entry-only
@@ -236,6 +237,42 @@ impl Tracer {
         log::info!("{kept} statement points inside the traced functions ready for amplification");
         self.probes.attach(&self.functions, self.scope, self.programs)?;
         Ok(n)
+    }
+
+    /// Another tracer of the same functions, with a BPF object of its own
+    /// (its own maps, ring and counters): one of the tracers of parallel
+    /// runs (`--jobs`). Its probes are attached to the target of each of
+    /// its runs only, and the programs act only on that target
+    /// (`live_target`), so two tracers' runs never see each other's
+    /// events. It carries the settings this one has now; changing them
+    /// later does not change it.
+    pub fn replica(&self) -> Result<Tracer<Names>, TraceError> {
+        let mut probes = Probes::load(self.load)?;
+        let stream = probes.event_stream();
+        probes.set_repair_unwind(self.probes.repairs_unwind());
+        probes.attach(&self.functions, self.scope, self.programs)?;
+        Ok(Tracer {
+            functions: self.functions.clone(),
+            pthread_create: self.pthread_create,
+            bodies: self.bodies.clone(),
+            scope: self.scope,
+            programs: self.programs,
+            probes,
+            stream,
+            resolver: self.resolver.names(),
+            load: self.load,
+            stops: StopState::new(self.stops.stop_signal()),
+            notices: Vec::new(),
+            sync_in_every_run: self.sync_in_every_run,
+            statements: self.statements,
+        })
+    }
+}
+
+impl<S: Symbolize> Tracer<S> {
+    /// What the user should know about the probes, one line each.
+    pub fn notices(&self) -> &[String] {
+        &self.notices
     }
 
     /// From now on the runs that carry noise get the statement points
@@ -614,6 +651,9 @@ impl Tracer {
         }
     }
 
+}
+
+impl Tracer {
     /// Starts recording a process that is already running: its threads
     /// take roles 0, 1, ... in creation order (main first), threads it
     /// creates later continue the sequence. With a `unit`, each invocation

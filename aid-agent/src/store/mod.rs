@@ -169,6 +169,11 @@ pub struct Header {
     /// same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<Settings>,
+    /// How many runs were made at once (`--jobs`), when more than one:
+    /// the load of the others is part of each run's conditions. Absent:
+    /// one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u32>,
 }
 
 /// The options a session was analysed with, as the user gave them.
@@ -345,6 +350,7 @@ pub(crate) fn test_header(mode: Mode, functions: Vec<Function>) -> Header {
         unit: None,
         fail_rules: vec![],
         settings: None,
+        jobs: None,
         functions,
     }
 }

@@ -114,6 +114,14 @@ impl Writer {
         atomic_write(&self.dir.join("session.json"), text.as_bytes())
     }
 
+    /// Records in `session.json` that the runs are made `n` at a time
+    /// (`--jobs`; rewritten whole, atomically).
+    pub fn set_jobs(&mut self, n: u32) -> Result<(), SessionError> {
+        self.header.jobs = Some(n);
+        let text = serde_json::to_string_pretty(&self.header).expect("header serializes");
+        atomic_write(&self.dir.join("session.json"), text.as_bytes())
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

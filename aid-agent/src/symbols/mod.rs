@@ -484,6 +484,40 @@ impl Resolver {
         let m = if module == self.exe.path { Some(&self.exe) } else { self.libs.get(module) };
         m.map_or(0, |m| m.inlined(address))
     }
+
+    /// The function names of the executable and the libraries loaded so
+    /// far, by address: what [`Resolver::function_at`] answers, in a form
+    /// another thread can own (the resolver's debug information cannot
+    /// leave its thread).
+    pub fn names(&self) -> Names {
+        let modules = std::iter::once(&self.exe)
+            .chain(self.libs.values())
+            .map(|m| {
+                let mut by_address: HashMap<u64, String> = HashMap::new();
+                for s in &m.symbols {
+                    // The first symbol at an address, as `function_at` finds it.
+                    by_address.entry(s.address).or_insert_with(|| s.name.clone());
+                }
+                (m.path.clone(), by_address)
+            })
+            .collect();
+        Names { modules }
+    }
+}
+
+/// Function names by module and address ([`Resolver::names`]): what the
+/// tracers of parallel runs (`--jobs`) name thread start routines with.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    modules: HashMap<PathBuf, HashMap<u64, String>>,
+}
+
+impl Names {
+    /// Name of the function starting at ELF virtual address `address` of
+    /// `module`, as [`Resolver::function_at`] names it.
+    pub fn function_at(&self, module: &Path, address: u64) -> Option<&str> {
+        self.modules.get(module)?.get(&address).map(String::as_str)
+    }
 }
 
 /// Statement points per traced function ([`Resolver::statement_points`]).

@@ -160,6 +160,10 @@ fn cstring(bytes: &[u8]) -> Result<CString, String> {
     CString::new(bytes).map_err(|_| "argument contains a NUL byte".to_owned())
 }
 
+/// Held by [`spawn_held`] from creating the child's pipes and files to
+/// closing the parent's copies of the child's ends.
+static FORKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Forks the target. The child asks to be killed when the calling thread
 /// exits, puts itself in its own process group, connects stdin to
 /// /dev/null and stdout/stderr to files of their own, drops the agent's
@@ -187,6 +191,11 @@ pub fn spawn_held(target: &Target) -> Result<Spawned, RunError> {
         })
         .collect();
     let io = |e: std::io::Error| spawn_err(e.to_string());
+    // One fork at a time (parallel runs, `--jobs`): a child forked by
+    // another thread between this one's `pipe2` and its parent closing the
+    // child's ends would hold them until its own exec, and this run's
+    // release would wait for that exec to see its exec succeed.
+    let _forking = FORKING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let pipe = || unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| io(e.into()));
     let (go_r, go_w) = pipe()?;
     let (err_r, err_w) = pipe()?;

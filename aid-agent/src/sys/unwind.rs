@@ -12,16 +12,18 @@
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    rc::Rc,
+    sync::Arc,
 };
 
 use gimli::{
-    BaseAddresses, CfaRule, EhFrame, EndianRcSlice, RegisterRule, RunTimeEndian, UnwindContext,
+    BaseAddresses, CfaRule, EhFrame, EndianArcSlice, RegisterRule, RunTimeEndian, UnwindContext,
     UnwindSection as _,
 };
 use object::{Object as _, ObjectSection as _};
 
-type Reader = EndianRcSlice<RunTimeEndian>;
+// Arc, not Rc: the controller that holds the tables serves the runs of
+// one `--jobs` thread.
+type Reader = EndianArcSlice<RunTimeEndian>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UnwindError {
@@ -43,7 +45,7 @@ struct FrameTable {
 /// Call-frame tables of the modules seen so far.
 #[derive(Default)]
 pub struct Unwinder {
-    tables: HashMap<PathBuf, Rc<FrameTable>>,
+    tables: HashMap<PathBuf, Arc<FrameTable>>,
 }
 
 /// Register values of a stopped thread that unwinding reads and writes.
@@ -74,9 +76,9 @@ fn reg_mut(regs: &mut Regs, dwarf: u16) -> Option<&mut u64> {
 }
 
 impl Unwinder {
-    fn table(&mut self, module: &Path) -> Result<Rc<FrameTable>, UnwindError> {
+    fn table(&mut self, module: &Path) -> Result<Arc<FrameTable>, UnwindError> {
         if let Some(t) = self.tables.get(module) {
-            return Ok(Rc::clone(t));
+            return Ok(Arc::clone(t));
         }
         let err = |reason: String| UnwindError::Module { module: module.to_owned(), reason };
         let data = std::fs::read(module).map_err(|e| err(e.to_string()))?;
@@ -92,10 +94,10 @@ impl Unwinder {
             bases = bases.set_got(got.address());
         }
         let mut eh_frame =
-            EhFrame::from(EndianRcSlice::new(Rc::from(&*bytes), RunTimeEndian::Little));
+            EhFrame::from(EndianArcSlice::new(Arc::from(&*bytes), RunTimeEndian::Little));
         eh_frame.set_address_size(8);
-        let table = Rc::new(FrameTable { eh_frame, bases });
-        self.tables.insert(module.to_owned(), Rc::clone(&table));
+        let table = Arc::new(FrameTable { eh_frame, bases });
+        self.tables.insert(module.to_owned(), Arc::clone(&table));
         Ok(table)
     }
 

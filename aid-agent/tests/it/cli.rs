@@ -46,6 +46,7 @@ fn write_session(dir: &Path, created: u64) {
         fail_rules: vec!["nonzero".into()],
         functions: functions.clone(),
         settings: None,
+        jobs: None,
     };
     let mut w = Writer::create(dir, &header).unwrap();
     for id in 1..=8u32 {

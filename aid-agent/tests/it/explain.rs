@@ -506,6 +506,7 @@ fn written_session(dir: &Path) {
         fail_rules: Vec::new(),
         functions: vec![f.clone()],
         settings: None,
+        jobs: None,
     };
     let mut w = Writer::create(dir, &header).unwrap();
     for (id, ret) in [(1, 0), (2, 0), (3, -22)] {

@@ -674,6 +674,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
         fail_rules: vec![],
         functions: vec![f.clone()],
         settings: None,
+        jobs: None,
     };
     let mut w = aid::store::Writer::create(&out, &header).unwrap();
     for id in 1..=7u32 {

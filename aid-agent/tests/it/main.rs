@@ -17,6 +17,7 @@ mod faults;
 mod guarantees;
 mod hangs;
 mod interventions;
+mod jobs;
 mod object;
 mod one_cpu;
 mod orders;
