@@ -301,12 +301,13 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 }),
                 None => None,
             };
-            if jobs > 1 {
+            if jobs > 1 && amplify_watch.is_some() {
                 bail!(
-                    "debug --jobs {jobs}: parallel runs are made by `record --jobs` only so far; leave --jobs out, or record with `aid-agent record --jobs {jobs}` and `analyze` the session"
+                    "--amplify-watch watches one run at a time (its watchpoints are the agent's, per run): leave --jobs out with it"
                 );
             }
             let req = ProgramRequest {
+                jobs,
                 amplify_watch,
                 policy: args.run.policy()?,
                 command: args.command,

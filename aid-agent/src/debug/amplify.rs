@@ -221,6 +221,19 @@ impl Amplifier {
         })
     }
 
+    /// How many runs may be drawn before the next is learnt from: the runs
+    /// left before the ladder next judges its block (a level's or the
+    /// natural runs' [`Amplifier::new`] `after`, a plan's [`REPLAYS`]), so
+    /// that runs made at once (`--jobs`) are all learnt under the phase
+    /// they were drawn in.
+    pub fn block_left(&self) -> u32 {
+        match &self.phase {
+            Phase::Replay { runs, .. } | Phase::Minimise { runs, .. } => REPLAYS - runs,
+            Phase::Exhausted => u32::MAX,
+            _ => self.after.max(1) - self.level.len() as u32 % self.after.max(1),
+        }
+    }
+
     /// The noise for the next run.
     pub fn draw(&mut self) -> Vec<Noise> {
         match &self.phase {

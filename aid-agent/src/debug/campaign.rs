@@ -55,6 +55,8 @@ pub struct ProgramRequest {
     pub patterns: Option<PathBuf>,
     /// `--amplify-watch`: hold a thread right after it touches an object.
     pub amplify_watch: Option<WatchAmplify>,
+    /// `--jobs`: observed runs made this many at once.
+    pub jobs: u32,
 }
 
 /// Levels of callers [`debug_program`] climbs at most.
@@ -460,7 +462,11 @@ fn debug_phase(
         ));
     }
     measured.borrow_mut().out = Some(writer.dir().to_owned());
+    if req.jobs > 1 {
+        writer.set_jobs(req.jobs)?;
+    }
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
+        .with_jobs(req.jobs)
         .with_watch_amplify(req.amplify_watch.clone())
         .with_untraced(measured.borrow().untraced)
         .with_fewer(fewer && several);

@@ -145,6 +145,16 @@ pub struct Observed {
     /// without them, when it does beyond chance ([`tracer_effect`]).
     #[serde(default)]
     pub tracer: Option<String>,
+    /// Observed runs made at once (`--jobs`), when more than one (0 or 1:
+    /// one at a time). Interventions and their control runs are made one
+    /// at a time.
+    #[serde(default, skip_serializing_if = "one_at_a_time")]
+    pub jobs: u32,
+}
+
+/// Whether [`Observed::jobs`] says one run at a time.
+fn one_at_a_time(jobs: &u32) -> bool {
+    *jobs <= 1
 }
 
 impl Observed {

@@ -11,7 +11,7 @@ use super::{DebugOptions, Observed, Progress, amplify, source::RunSource};
 use crate::{
     analysis::Analysis,
     intervene::noise::NoiseSource,
-    model::{Label, Run},
+    model::{Label, Noise, RecordedRun, Run},
     record::Interrupted,
     store::Writer,
 };
@@ -277,6 +277,104 @@ impl Plain {
     }
 }
 
+/// (failing, passing) of `runs`.
+fn counts(runs: &[Run]) -> (u32, u32) {
+    let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
+    (failing, runs.len() as u32 - failing)
+}
+
+/// What is said once per observation: the first hung run, the first run
+/// with notes.
+#[derive(Default)]
+struct SaidOnce {
+    hung: bool,
+    noted: bool,
+}
+
+/// The observation's state, as one run made is taken in.
+struct Taking<'a> {
+    observed: &'a mut Observed,
+    basis: &'a mut Vec<Run>,
+    amp: &'a mut amplify::Amplifier,
+    plain: &'a mut Plain,
+    said: &'a mut SaidOnce,
+    /// Why observing ended before its limit with every run failing.
+    early: &'a mut Option<String>,
+}
+
+impl Taking<'_> {
+    /// Stores the run, counts it, lets the ladder learn from it; true when
+    /// observing ends with it (every run so far failed, and passing runs
+    /// could no longer come to enough).
+    fn take(
+        &mut self,
+        rec: RecordedRun,
+        source: &mut dyn RunSource,
+        writer: &mut Writer,
+        opts: &DebugOptions,
+        wanted: &str,
+        ui: &mut dyn Progress,
+    ) -> anyhow::Result<bool> {
+        let noun = source.noun();
+        writer.append(&rec, source.functions())?;
+        if let Some(graph) = rec.hang.as_ref().filter(|_| !self.said.hung) {
+            self.said.hung = true;
+            ui.say(&format!(
+                "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {} (said once; each hung {noun}'s record keeps its wait-for graph)",
+                rec.run.id,
+                crate::util::human::duration(graph.waited_ns),
+                graph.describe()
+            ));
+        }
+        if !rec.notes.is_empty() && !self.said.noted {
+            self.said.noted = true;
+            for note in &rec.notes {
+                ui.say(&format!(
+                    "{noun} {}: {note} (said once; each run's record keeps it)",
+                    rec.run.id
+                ));
+            }
+        }
+        if !self.observed.count(&rec.run) {
+            let (f, p) = counts(self.basis);
+            ui.step(&format!("{f} failing, {p} passing{wanted}"));
+            return Ok(false);
+        }
+        self.plain.add(&rec.run);
+        let verdict = self.amp.learn(&rec.run, &rec.sync_steps, source.functions());
+        // Said once: on the amplifier's first block of runs without noise,
+        // or on those before observing ended, when it ended before.
+        if let Some(traced) = verdict.natural.inspect(|_| self.plain.counts = None) {
+            compare_untraced(source, traced, opts.amplify_below, self.observed, ui)?;
+        }
+        for line in &verdict.say {
+            ui.say(line);
+        }
+        if verdict.statements {
+            source.noise_at_statements();
+        }
+        if verdict.restart {
+            self.basis.clear();
+        } else if verdict.basis {
+            self.basis.push(rec.run);
+        }
+        let (f, p) = counts(self.basis);
+        ui.step(&format!("{f} failing, {p} passing{wanted}"));
+        if opts.runs.is_none()
+            && self.observed.failing == self.observed.runs
+            && let Some((k, left)) =
+                all_failed_early(self.observed.failing, opts.max_runs, opts.min_passing)
+        {
+            *self.early = Some(format!(
+                ", and if any pass they are rarer than 1 in {k} (95 % bound), too rare to give {} in the {left} {noun}s --max-runs leaves",
+                opts.min_passing
+            ));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
 /// Takes runs from the source until enough failing and passing ones exist.
 /// Returns the runs to analyse and, when the failure had to be amplified,
 /// the noise to keep injecting during interventions (so the failure rate
@@ -307,21 +405,17 @@ pub(super) fn observe(
     if let Some(line) = said {
         ui.say(&line);
     }
-    let mut noted = false;
-    let mut hung_said = false;
+    let mut said_once = SaidOnce::default();
     let mut plain = Plain { counts: first.then_some((0, 0)), noisy: false };
     // Why observing ended before its limit with every run failing.
     let mut early: Option<String> = None;
-    let counts = |runs: &[Run]| {
-        let failing = runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
-        (failing, runs.len() as u32 - failing)
-    };
     // The search for a noise that provokes the failure has runs of its
     // own beyond `max_runs`; `--runs N` is exactly N, whatever they are.
     let limit = opts.runs.unwrap_or_else(|| {
         opts.max_runs + if source.can_amplify() { amplify::SEARCH_RUNS } else { 0 }
     });
     observed.noun = noun.to_owned();
+    observed.jobs = source.jobs();
     // The bar's length is the most runs it may take.
     ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
     let wanted = match opts.runs {
@@ -336,61 +430,33 @@ pub(super) fn observe(
         if amp.exhausted() && opts.runs.is_none() && basis.len() as u32 >= opts.amplify_after {
             break;
         }
-        let noise = amp.draw();
-        let Some(rec) = source.observe(&noise, cancel)? else { break };
-        writer.append(&rec, source.functions())?;
-        if let Some(graph) = rec.hang.as_ref().filter(|_| !hung_said) {
-            hung_said = true;
-            ui.say(&format!(
-                "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {} (said once; each hung {noun}'s record keeps its wait-for graph)",
-                rec.run.id,
-                crate::util::human::duration(graph.waited_ns),
-                graph.describe()
-            ));
+        // Runs made at once (`--jobs`) are drawn together and learnt from
+        // in the order of their numbers, never across the ladder's
+        // judgement of a block (`Amplifier::block_left`).
+        let n = source.jobs().min(limit - observed.runs).min(amp.block_left()).max(1);
+        let recs: Vec<RecordedRun> = if n == 1 {
+            let noise = amp.draw();
+            source.observe(&noise, cancel)?.into_iter().collect()
+        } else {
+            let noises: Vec<Vec<Noise>> = (0..n).map(|_| amp.draw()).collect();
+            source.observe_batch(&noises, cancel)?
+        };
+        if recs.is_empty() {
+            break;
         }
-        if !rec.notes.is_empty() && !noted {
-            noted = true;
-            for note in &rec.notes {
-                ui.say(&format!(
-                    "{noun} {}: {note} (said once; each run's record keeps it)",
-                    rec.run.id
-                ));
-            }
+        let mut stop = false;
+        for rec in recs {
+            let mut t = Taking {
+                observed: &mut observed,
+                basis: &mut basis,
+                amp: &mut amp,
+                plain: &mut plain,
+                said: &mut said_once,
+                early: &mut early,
+            };
+            stop |= t.take(rec, source, writer, opts, &wanted, ui)?;
         }
-        if !observed.count(&rec.run) {
-            let (f, p) = counts(&basis);
-            ui.step(&format!("{f} failing, {p} passing{wanted}"));
-            continue;
-        }
-        plain.add(&rec.run);
-        let verdict = amp.learn(&rec.run, &rec.sync_steps, source.functions());
-        // Said once: on the amplifier's first block of runs without noise,
-        // or on those before observing ended, when it ended before.
-        if let Some(traced) = verdict.natural.inspect(|_| plain.counts = None) {
-            compare_untraced(source, traced, opts.amplify_below, &mut observed, ui)?;
-        }
-        for line in &verdict.say {
-            ui.say(line);
-        }
-        if verdict.statements {
-            source.noise_at_statements();
-        }
-        if verdict.restart {
-            basis.clear();
-        } else if verdict.basis {
-            basis.push(rec.run);
-        }
-        let (f, p) = counts(&basis);
-        ui.step(&format!("{f} failing, {p} passing{wanted}"));
-        if opts.runs.is_none()
-            && observed.failing == observed.runs
-            && let Some((k, left)) =
-                all_failed_early(observed.failing, opts.max_runs, opts.min_passing)
-        {
-            early = Some(format!(
-                ", and if any pass they are rarer than 1 in {k} (95 % bound), too rare to give {} in the {left} {noun}s --max-runs leaves",
-                opts.min_passing
-            ));
+        if stop {
             break;
         }
     }

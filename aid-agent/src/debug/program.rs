@@ -2,7 +2,7 @@
 //! observed or intervened on from its exec to its end, so any thread can
 //! be intervened on and a rare failure can be amplified.
 
-use std::sync::atomic::AtomicBool;
+use std::{collections::BTreeMap, sync::atomic::AtomicBool};
 
 use super::source::RunSource;
 use crate::explain::{objects::Globals, watch};
@@ -11,6 +11,7 @@ use crate::{
     model::{Function, Noise, RecordedRun},
     record::{
         fail::RunPolicy,
+        jobs::{Done, Feed, Job, Jobs},
         tracer::Tracer,
         watchpoints::{WatchDelay, WatchedRun, Watcher, watched_run},
     },
@@ -29,6 +30,10 @@ pub struct ProgramSource<'t> {
     /// The campaign can debug again with fewer functions traced when the
     /// probes hide the failure ([`RunSource::may_trace_fewer`]).
     fewer: bool,
+    /// `--jobs`: observed runs made this many at once, by the tracers of
+    /// `parallel` (made at the first batch).
+    jobs: u32,
+    parallel: Option<Jobs>,
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -61,7 +66,17 @@ impl<'t> ProgramSource<'t> {
             amplify: Amplify::Off,
             untraced: None,
             fewer: false,
+            jobs: 1,
+            parallel: None,
         }
+    }
+
+    /// Observed runs made `jobs` at once (`--jobs`; watched
+    /// amplification makes them one at a time).
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: u32) -> Self {
+        self.jobs = jobs.max(1);
+        self
     }
 
     /// The untraced runs made before the session: (failed, made).
@@ -176,6 +191,37 @@ impl RunSource for ProgramSource<'_> {
         Ok(Some(rec))
     }
 
+    fn jobs(&self) -> u32 {
+        match self.amplify {
+            Amplify::Off => self.jobs,
+            _ => 1,
+        }
+    }
+
+    fn observe_batch(
+        &mut self,
+        noises: &[Vec<Noise>],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Vec<RecordedRun>> {
+        if self.jobs() == 1 || noises.len() < 2 {
+            let mut runs = Vec::new();
+            for noise in noises {
+                runs.extend(self.observe(noise, cancel)?);
+            }
+            return Ok(runs);
+        }
+        let parallel = match &mut self.parallel {
+            Some(p) => p,
+            None => self.parallel.insert(Jobs::new(self.tracer, self.jobs)?),
+        };
+        parallel.follow(self.tracer)?;
+        let first = self.next_id;
+        let mut batch = Batch { noises, first, started: 0, ended: BTreeMap::new() };
+        parallel.run(self.target, self.policy, cancel, &mut batch)?;
+        self.next_id += batch.started;
+        Ok(batch.ended.into_values().collect())
+    }
+
     fn begin_interventions(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
@@ -199,5 +245,29 @@ impl RunSource for ProgramSource<'_> {
     ) -> anyhow::Result<WatchedRun> {
         let plan = Plan::default();
         Ok(watched_run(self.tracer, self.target, id, self.policy, &plan, watcher, cancel)?)
+    }
+}
+
+/// Observed runs made at once, numbered from `first` in the order of
+/// `noises`, kept by number.
+struct Batch<'n> {
+    noises: &'n [Vec<Noise>],
+    first: u32,
+    started: u32,
+    ended: BTreeMap<u32, RecordedRun>,
+}
+
+impl Feed for Batch<'_> {
+    fn next(&mut self) -> Option<Job> {
+        let noise = self.noises.get(self.started as usize)?;
+        let plan = (!noise.is_empty()).then(|| Plan::default().with_noise(noise));
+        let id = self.first + self.started;
+        self.started += 1;
+        Some(Job { id, plan })
+    }
+
+    fn done(&mut self, done: Done) -> anyhow::Result<()> {
+        self.ended.insert(done.id, done.run?);
+        Ok(())
     }
 }

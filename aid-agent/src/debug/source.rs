@@ -63,6 +63,31 @@ pub trait RunSource {
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<RecordedRun>>;
 
+    /// How many runs it makes at once (`--jobs`): 1 unless it can make
+    /// several ([`RunSource::observe_batch`]).
+    fn jobs(&self) -> u32 {
+        1
+    }
+
+    /// One observed run per entry of `noises`, made at once (up to
+    /// [`RunSource::jobs`]), in the order of their numbers; fewer when
+    /// `cancel` was set. Made one after another unless the source can do
+    /// better.
+    fn observe_batch(
+        &mut self,
+        noises: &[Vec<Noise>],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Vec<RecordedRun>> {
+        let mut runs = Vec::new();
+        for noise in noises {
+            match self.observe(noise, cancel)? {
+                Some(rec) => runs.push(rec),
+                None => break,
+            }
+        }
+        Ok(runs)
+    }
+
     /// Readies the source for interventions.
     fn begin_interventions(&mut self) -> anyhow::Result<()>;
 

@@ -60,6 +60,19 @@ impl Jobs {
         Ok(Jobs { tracers })
     }
 
+    /// Brings the tracers in line with `tracer` as it is now: the same
+    /// function table (made again when it changed) and settings
+    /// ([`Tracer::follow_settings`]).
+    pub fn follow(&mut self, tracer: &Tracer) -> Result<(), TraceError> {
+        if self.tracers.iter().any(|t| t.functions() != tracer.functions()) {
+            *self = Jobs::new(tracer, self.tracers.len() as u32)?;
+        }
+        for t in &mut self.tracers {
+            t.follow_settings(tracer);
+        }
+        Ok(())
+    }
+
     /// How many runs may be in flight at once.
     pub fn len(&self) -> usize {
         self.tracers.len()
@@ -109,8 +122,7 @@ impl Jobs {
                 }
             }
             drop(done_tx);
-            let outcome = spawned
-                .and_then(|()| feed_runs(n, &job_tx, &done_rx, cancel, feed));
+            let outcome = spawned.and_then(|()| feed_runs(n, &job_tx, &done_rx, cancel, feed));
             // Every worker ends its run in flight, finds the channel
             // closed and returns; the scope waits for them.
             drop(job_tx);

@@ -349,6 +349,14 @@ impl<S: Symbolize> Tracer<S> {
         self.sync_in_every_run
     }
 
+    /// Takes `from`'s settings for the runs ([`Tracer::set_sync_in_every_run`],
+    /// [`Tracer::set_noise_at_statements`]): a replica follows the
+    /// session's tracer.
+    pub fn follow_settings<T>(&mut self, from: &Tracer<T>) {
+        self.sync_in_every_run = from.sync_in_every_run;
+        self.statements = from.statements;
+    }
+
     /// Functions the user asked for (not aid's internal probes).
     pub fn user_functions(&self) -> impl Iterator<Item = &Function> {
         self.functions.iter().filter(|f| !f.internal)
@@ -650,7 +658,6 @@ impl<S: Symbolize> Tracer<S> {
             hang: None,
         }
     }
-
 }
 
 impl Tracer {

@@ -105,7 +105,7 @@ pub fn render(
     let ob = r.observed;
     let _ = writeln!(
         s,
-        "<p class=\"sub\" id=\"observed\">Observed {}: {} failing, {} passing{}.</p>",
+        "<p class=\"sub\" id=\"observed\">Observed {}: {} failing, {} passing{}{}.</p>",
         count(ob.runs, noun),
         ob.failing,
         ob.passing,
@@ -116,7 +116,8 @@ pub fn render(
                 duration(us * 1000)
             ),
             (None, None) => String::new(),
-        }
+        },
+        esc(&super::jobs_words(ob.jobs, noun))
     );
     if let Some(line) = &ob.tracer {
         let _ = writeln!(s, "<p class=\"sub\" id=\"tracer\">{}.</p>", esc(line));

@@ -385,6 +385,15 @@ fn failure_reasons(outcome: &Diagnosis) -> Vec<(String, u32)> {
     reasons
 }
 
+/// How the observed runs were made when several at once (`--jobs`): the
+/// others' load is part of their conditions. Empty for one at a time.
+pub(crate) fn jobs_words(jobs: u32, noun: &str) -> String {
+    if jobs <= 1 {
+        return String::new();
+    }
+    format!("; made {jobs} at a time (interventions and their control {noun}s one at a time)")
+}
+
 /// Noise injected into a run, in words.
 pub(crate) fn noise_words(n: &crate::model::Noise) -> String {
     match n.action {

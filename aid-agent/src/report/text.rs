@@ -146,11 +146,12 @@ fn observed(o: &mut Out<'_>, r: &DebugReport<'_>) {
         0 => String::new(),
         n => format!("; {} lost events and were left out", count(n, noun)),
     };
+    let jobs = super::jobs_words(ob.jobs, noun);
     o.para(
         "",
         "",
         &format!(
-            "Observed {}: {} failing, {} passing{amplified}{incomplete}.",
+            "Observed {}: {} failing, {} passing{amplified}{incomplete}{jobs}.",
             count(ob.runs, noun),
             ob.failing,
             ob.passing

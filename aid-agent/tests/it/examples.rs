@@ -79,9 +79,10 @@ fn build(name: &str) -> PathBuf {
 /// 1, its report written: "No cause was confirmed", or no candidate to
 /// test) is an outcome with an empty path — a miss under [`SESSIONS`]'
 /// rule, printed with the others — not an error; any other failure is.
-fn debug(case: &cases::Case) -> cases::Outcome {
+fn debug(case: &cases::Case, extra: &[&str]) -> cases::Outcome {
     let exe = build(case.example);
-    let args = case.args().unwrap();
+    let mut args = case.args().unwrap();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let started = std::time::Instant::now();
     let (_tmp, out, output) = debug_session(&exe, &args);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -105,11 +106,16 @@ fn debug(case: &cases::Case) -> cases::Outcome {
 
 /// Debugs a case of the suite under [`SESSIONS`]' rule.
 fn check(name: &str) {
+    check_with(name, &[]);
+}
+
+/// [`check`] with `extra` arguments after the case's own.
+fn check_with(name: &str, extra: &[&str]) {
     assert!(SUITE.contains(&name), "{name} is not in the suite");
     let case = cases::case(name);
     let _alone = alone();
     two_of_three(name, || {
-        let outcome = debug(&case);
+        let outcome = debug(&case, extra);
         match cases::judge(&case, &outcome) {
             Verdict::Right => Ok(()),
             Verdict::Failed(why) => panic!("{why}"),
@@ -196,6 +202,14 @@ fn every_case_is_well_formed() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn commit_after_close() {
     check("commit_after_close");
+}
+
+/// Observed runs made two at a time (`--jobs 2`): the same root cause and
+/// path as one at a time, under the same rule.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn commit_after_close_with_jobs_2() {
+    check_with("commit_after_close", &["--jobs", "2"]);
 }
 
 #[test]

@@ -123,6 +123,39 @@ fn two_controlled_runs_at_once_keep_their_own_stops() {
     assert_own_events(&s);
 }
 
+/// `debug --jobs 2` observes two runs at once: runs 1 and 2 meet. Every
+/// run passes, so the session ends saying no run failed; its runs are
+/// kept, numbered in order.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn debug_jobs_observes_runs_at_once() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("jobs.c", "jobs", &[]);
+    let (tmp, out) = temp_session();
+    let meet = tmp.path().join("meet");
+    std::fs::create_dir(&meet).unwrap();
+    let output = agent()
+        .args(["debug", "--jobs", "2", "--runs", "4", "-t", "tag", "-t", "met", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(&meet)
+        .arg("2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no run failed in 4 runs"), "{stderr}");
+    let s = load(&out);
+    assert_eq!(s.runs.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    for r in &s.runs[..2] {
+        let met: Vec<Option<i64>> = calls(&s, r, "met").iter().map(|c| c.ret).collect();
+        assert_eq!(met, [Some(2)], "run {}", r.id);
+    }
+    assert_own_events(&s);
+    assert_eq!(jobs_in_header(&out), Some(2));
+}
+
 #[test]
 fn jobs_zero_or_with_a_pid_is_refused() {
     let line = run_err(agent().args(["record", "--jobs", "0", "--", "/bin/true"]));
