@@ -59,18 +59,35 @@ pub(super) fn observe_more(
     let failing = |runs: &[Run]| runs.iter().filter(|r| r.label == Label::Fail).count() as u32;
     let before = runs.len();
     ui.begin(&format!("observing more {noun}s"), Some(u64::from(opts.max_runs)));
-    for _ in 0..opts.max_runs {
+    let mut made = 0;
+    while made < opts.max_runs {
         if failing(runs) >= want || cancel.load(Ordering::Relaxed) {
             break;
         }
-        let plan = noise.as_deref_mut().map(NoiseSource::draw).unwrap_or_default();
-        let Some(rec) = source.observe(&plan, cancel)? else { break };
-        writer.append(&rec, source.functions())?;
-        if observed.count(&rec.run) {
-            runs.push(rec.run);
+        // Made as the analysed runs were: `--jobs` at a time.
+        let n = source.jobs().min(opts.max_runs - made).max(1);
+        let mut draw = || noise.as_deref_mut().map(NoiseSource::draw).unwrap_or_default();
+        let recs: Vec<RecordedRun> = if n == 1 {
+            source.observe(&draw(), cancel)?.into_iter().collect()
+        } else {
+            let plans: Vec<Vec<Noise>> = (0..n).map(|_| draw()).collect();
+            source.observe_batch(&plans, cancel)?
+        };
+        if recs.is_empty() {
+            break;
         }
-        let f = failing(runs);
-        ui.step(&format!("{f} failing, {} passing (until {want} failing)", runs.len() as u32 - f));
+        for rec in recs {
+            made += 1;
+            writer.append(&rec, source.functions())?;
+            if observed.count(&rec.run) {
+                runs.push(rec.run);
+            }
+            let f = failing(runs);
+            ui.step(&format!(
+                "{f} failing, {} passing (until {want} failing)",
+                runs.len() as u32 - f
+            ));
+        }
     }
     ui.end();
     observed.analysed = runs.len() as u32;
@@ -248,6 +265,12 @@ fn compare_untraced(
     ui: &mut dyn Progress,
 ) -> anyhow::Result<()> {
     let Some(untraced) = source.untraced() else { return Ok(()) };
+    if source.jobs() > 1 {
+        // The untraced runs were made one at a time, the traced ones
+        // `--jobs` at a time: the load differs, and so may the rate.
+        log::info!("the failure rates with and without the probes are not compared under --jobs");
+        return Ok(());
+    }
     observed.tracer = tracer_effect(untraced, traced, source.noun());
     let Some(line) = &observed.tracer else { return Ok(()) };
     ui.say(line);

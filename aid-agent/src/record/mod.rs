@@ -19,6 +19,7 @@ pub mod recorder;
 mod running;
 pub mod start;
 pub mod stops;
+mod throws;
 pub mod tracer;
 pub mod units;
 pub mod watchpoints;

@@ -173,6 +173,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         noise: None,
         analysed: 40,
         tracer: None,
+        jobs: 0,
     };
     let d = Diagnosis {
         observed,
@@ -934,4 +935,16 @@ fn a_link_with_many_effects_lists_a_few_and_counts_the_rest() {
     let verbose = render(&r, &Layout { width: None, color: false, verbose: true, explain: false });
     assert!(verbose.contains("effect number 10"), "{verbose}");
     assert!(!verbose.contains("more (listed in report.txt"), "{verbose}");
+}
+
+/// The run-method words of the "Observed" line: nothing for runs made one
+/// at a time, N and what stays one at a time otherwise.
+#[test]
+fn the_observed_line_says_how_many_runs_were_made_at_once() {
+    assert_eq!(jobs_words(0, "run"), "");
+    assert_eq!(jobs_words(1, "run"), "");
+    assert_eq!(
+        jobs_words(2, "run"),
+        "; made 2 at a time (interventions and their control runs one at a time)"
+    );
 }
