@@ -296,7 +296,11 @@ fn debug_help_groups_options_under_headings() {
             ["-t, --trace", "-l, --list", "--ring-size", "--max-probes"],
             "{flag}"
         );
-        assert_eq!(of("Runs"), ["-n, --runs", "--max-runs", "--min-runs", "--seed"], "{flag}");
+        assert_eq!(
+            of("Runs"),
+            ["-n, --runs", "--max-runs", "--min-runs", "--seed", "-j, --jobs"],
+            "{flag}"
+        );
         assert_eq!(of("Failure"), ["--fail-on", "--timeout", "--hang-after"], "{flag}");
         assert_eq!(
             of("Services"),
