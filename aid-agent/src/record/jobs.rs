@@ -6,10 +6,13 @@
 //! records it. What to run next and what becomes of each run is decided
 //! on the calling thread, one result at a time ([`Feed`]).
 
-use std::sync::{
-    Mutex, PoisonError,
-    atomic::{AtomicBool, Ordering},
-    mpsc,
+use std::{
+    panic::AssertUnwindSafe,
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
 };
 
 use crate::{
@@ -106,10 +109,21 @@ impl Jobs {
                 let worker = move || {
                     // Until the channel closes: no more runs.
                     while let Some(job) = next_job(jobs) {
-                        let run = match &job.plan {
+                        // A panic is this run's error: the calling thread
+                        // counts every run in flight back, and would
+                        // otherwise wait for this one forever.
+                        let made = std::panic::catch_unwind(AssertUnwindSafe(|| match &job.plan {
                             None => tracer.observe(target, job.id, policy, cancel),
                             Some(plan) => tracer.intervene(target, job.id, policy, plan, cancel),
-                        };
+                        }));
+                        let run = made.unwrap_or_else(|p| {
+                            let what = p
+                                .downcast_ref::<&str>()
+                                .map(|s| (*s).to_owned())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "a panic".to_owned());
+                            Err(TraceError::JobPanicked { id: job.id, what })
+                        });
                         if done.send(Done { id: job.id, run }).is_err() {
                             break;
                         }

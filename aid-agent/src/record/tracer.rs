@@ -60,6 +60,10 @@ pub enum TraceError {
         "the process unwinds its stack (C++ exceptions or Rust panics) and aid must be its ptrace tracer to keep that working under return probes: {0}"
     )]
     Repair(ControlError),
+    /// A thread making a run (`--jobs`) panicked: a bug in aid, reported
+    /// as the run's error so the others are not waited for in vain.
+    #[error("the thread making run {id} stopped on an internal error (a bug in aid): {what}")]
+    JobPanicked { id: u32, what: String },
 }
 
 /// What an intervened run does besides intervening (hardware watchpoints,
