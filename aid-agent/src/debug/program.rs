@@ -204,11 +204,7 @@ impl RunSource for ProgramSource<'_> {
         cancel: &AtomicBool,
     ) -> anyhow::Result<Vec<RecordedRun>> {
         if self.jobs() == 1 || noises.len() < 2 {
-            let mut runs = Vec::new();
-            for noise in noises {
-                runs.extend(self.observe(noise, cancel)?);
-            }
-            return Ok(runs);
+            return super::source::one_at_a_time(self, noises, cancel);
         }
         let parallel = match &mut self.parallel {
             Some(p) => p,

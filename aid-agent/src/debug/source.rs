@@ -78,14 +78,7 @@ pub trait RunSource {
         noises: &[Vec<Noise>],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Vec<RecordedRun>> {
-        let mut runs = Vec::new();
-        for noise in noises {
-            match self.observe(noise, cancel)? {
-                Some(rec) => runs.push(rec),
-                None => break,
-            }
-        }
-        Ok(runs)
+        one_at_a_time(self, noises, cancel)
     }
 
     /// Readies the source for interventions.
@@ -116,4 +109,22 @@ pub trait RunSource {
     ) -> anyhow::Result<WatchedRun> {
         anyhow::bail!("this run source cannot make runs with hardware watchpoints")
     }
+}
+
+/// One observed run per entry of `noises`, one after another, until
+/// `cancel` stops one: [`RunSource::observe_batch`] where runs are not
+/// made at once.
+pub(super) fn one_at_a_time<S: RunSource + ?Sized>(
+    source: &mut S,
+    noises: &[Vec<Noise>],
+    cancel: &AtomicBool,
+) -> anyhow::Result<Vec<RecordedRun>> {
+    let mut runs = Vec::new();
+    for noise in noises {
+        match source.observe(noise, cancel)? {
+            Some(rec) => runs.push(rec),
+            None => break,
+        }
+    }
+    Ok(runs)
 }

@@ -1,7 +1,7 @@
 //! Parallel runs on one host (`--jobs N`): runs made at once, each with
 //! probes of its own, numbered and stored as one at a time would be.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::common::*;
 use aid::model::{Label, Run, Session};
@@ -35,6 +35,21 @@ fn assert_own_events(s: &Session, min_tags: usize) {
     assert_eq!(pids.len(), s.runs.len(), "one process per run");
 }
 
+/// The fixture, a temporary directory with the session's path in it,
+/// and the empty folder in it where the fixture's processes meet.
+fn jobs_fixture() -> (PathBuf, tempfile::TempDir, PathBuf, PathBuf) {
+    let exe = c_fixture("jobs.c", "jobs", &[]);
+    let (tmp, out) = temp_session();
+    let meet = tmp.path().join("meet");
+    std::fs::create_dir(&meet).unwrap();
+    (exe, tmp, out, meet)
+}
+
+/// What each call of `met` in `run` returned: how many processes it met.
+fn met(s: &Session, run: &Run) -> Vec<Option<i64>> {
+    calls(s, run, "met").iter().map(|c| c.ret).collect()
+}
+
 /// `session.json`'s `jobs`.
 fn jobs_in_header(out: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(out.join("session.json")).unwrap();
@@ -46,10 +61,7 @@ fn jobs_in_header(out: &Path) -> Option<u64> {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn record_jobs_makes_runs_at_once_each_with_its_own_events() {
     let _bpf = require_bpf();
-    let exe = c_fixture("jobs.c", "jobs", &[]);
-    let (tmp, out) = temp_session();
-    let meet = tmp.path().join("meet");
-    std::fs::create_dir(&meet).unwrap();
+    let (exe, _tmp, out, meet) = jobs_fixture();
     let output = run_ok(
         agent()
             .args(["record", "--jobs", "2", "--runs", "4", "-t", "tag", "-t", "met", "--out"])
@@ -67,7 +79,7 @@ fn record_jobs_makes_runs_at_once_each_with_its_own_events() {
     for r in &s.runs {
         assert_eq!(r.label, Label::Pass, "run {}: {}", r.id, r.outcome.reason);
         assert!(r.complete && r.lost_events == 0, "run {}", r.id);
-        let met: Vec<Option<i64>> = calls(&s, r, "met").iter().map(|c| c.ret).collect();
+        let met = met(&s, r);
         // Runs 1 and 2 start together and meet each other; a later run
         // finds their files too.
         if r.id <= 2 {
@@ -87,10 +99,7 @@ fn record_jobs_makes_runs_at_once_each_with_its_own_events() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn two_controlled_runs_at_once_keep_their_own_stops() {
     let _bpf = require_bpf();
-    let exe = c_fixture("jobs.c", "jobs", &[]);
-    let (tmp, out) = temp_session();
-    let meet = tmp.path().join("meet");
-    std::fs::create_dir(&meet).unwrap();
+    let (exe, tmp, out, meet) = jobs_fixture();
     let plan_path = tmp.path().join("plan.json");
     // checked (function 1) returns 42; tag's third call (function 0) is
     // held 50 ms before it returns.
@@ -131,10 +140,7 @@ fn two_controlled_runs_at_once_keep_their_own_stops() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn debug_jobs_observes_runs_at_once() {
     let _bpf = require_bpf();
-    let exe = c_fixture("jobs.c", "jobs", &[]);
-    let (tmp, out) = temp_session();
-    let meet = tmp.path().join("meet");
-    std::fs::create_dir(&meet).unwrap();
+    let (exe, _tmp, out, meet) = jobs_fixture();
     let output = agent()
         .args(["debug", "--jobs", "2", "--runs", "4", "-t", "tag", "-t", "met", "--out"])
         .arg(&out)
@@ -150,7 +156,7 @@ fn debug_jobs_observes_runs_at_once() {
     let s = load(&out);
     assert_eq!(s.runs.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2, 3, 4]);
     for r in &s.runs[..2] {
-        let met: Vec<Option<i64>> = calls(&s, r, "met").iter().map(|c| c.ret).collect();
+        let met = met(&s, r);
         assert_eq!(met, [Some(2)], "run {}", r.id);
     }
     assert_own_events(&s, 21);
@@ -163,10 +169,7 @@ fn debug_jobs_observes_runs_at_once() {
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn ctrl_c_keeps_every_run_in_flight_marked_interrupted() {
     let _bpf = require_bpf();
-    let exe = c_fixture("jobs.c", "jobs", &[]);
-    let (tmp, out) = temp_session();
-    let meet = tmp.path().join("meet");
-    std::fs::create_dir(&meet).unwrap();
+    let (exe, _tmp, out, meet) = jobs_fixture();
     // Three to meet, two at a time: both runs wait (3 s at most).
     let mut child = agent()
         .args(["record", "--jobs", "2", "--runs", "4", "-t", "tag", "--out"])
