@@ -85,9 +85,7 @@ impl Writer {
         }
         private_dir(dir)?;
         private_dir(&dir.join("runs"))?;
-        let header_path = dir.join("session.json");
-        let text = serde_json::to_string_pretty(header).expect("header serializes");
-        atomic_write(&header_path, text.as_bytes())?;
+        write_header(dir, header)?;
         let runs_path = dir.join("runs.jsonl");
         let runs = OpenOptions::new()
             .create(true)
@@ -110,16 +108,14 @@ impl Writer {
     /// atomically).
     pub fn set_settings(&mut self, settings: Settings) -> Result<(), SessionError> {
         self.header.settings = Some(settings);
-        let text = serde_json::to_string_pretty(&self.header).expect("header serializes");
-        atomic_write(&self.dir.join("session.json"), text.as_bytes())
+        write_header(&self.dir, &self.header)
     }
 
     /// Records in `session.json` that the runs are made `n` at a time
     /// (`--jobs`; rewritten whole, atomically).
     pub fn set_jobs(&mut self, n: u32) -> Result<(), SessionError> {
         self.header.jobs = Some(n);
-        let text = serde_json::to_string_pretty(&self.header).expect("header serializes");
-        atomic_write(&self.dir.join("session.json"), text.as_bytes())
+        write_header(&self.dir, &self.header)
     }
 
     pub fn dir(&self) -> &Path {
@@ -271,4 +267,11 @@ pub(super) fn write_csv<L: Serialize>(
     fs::write(&path, &bytes).map_err(write_err(&path))?;
     hand_over(&path);
     Ok(FileRef { path: rel.to_owned(), rows: count, sha256 })
+}
+
+/// Writes `session.json` in `dir`, whole and atomically: at creation, and
+/// each time the header gains something.
+fn write_header(dir: &Path, header: &Header) -> Result<(), SessionError> {
+    let text = serde_json::to_string_pretty(header).expect("header serializes");
+    atomic_write(&dir.join("session.json"), text.as_bytes())
 }
