@@ -645,11 +645,10 @@ impl Program for AlwaysFails {
     }
 }
 
-/// Every run failing: observing ends at the 45th run (where 10 passing
-/// runs would no longer fit in the 155 --max-runs leaves, even at the
-/// 95 % bound of 1 in 15), saying so, instead of at the 600 the search
-/// for a rare failure may take; one pass in the first runs keeps it
-/// going.
+/// Every run failing: observing ends at the 150th run (where not even one
+/// passing run would come in the 50 --max-runs leaves, even at the 95 %
+/// bound of 1 in 50), saying so, instead of at the 600 the search for a
+/// rare failure may take; one pass in the first runs keeps it going.
 #[test]
 fn observing_ends_early_when_every_run_failed() {
     let functions = vec![function(0, "read")];
@@ -663,10 +662,10 @@ fn observing_ends_early_when_every_run_failed() {
     else {
         panic!("a diagnosis with no passing run")
     };
-    assert_eq!(source.0.runs, 45);
+    assert_eq!(source.0.runs, 150);
     assert_eq!(
         err.to_string(),
-        "every one of 45 runs failed: aid needs passing runs to compare with, and if any pass they are rarer than 1 in 15 (95 % bound), too rare to give 10 in the 155 runs --max-runs leaves"
+        "every one of 150 runs failed: aid needs passing runs to compare with, and if any pass they are rarer than 1 in 50 (95 % bound), too rare to give one in the 50 runs --max-runs leaves"
     );
     let mut writer =
         Writer::create(&dir.path().join("t"), &test_header(Mode::Debug, functions.clone()))
@@ -675,7 +674,7 @@ fn observing_ends_early_when_every_run_failed() {
     // What it ends with (one passing run is too few to compare with) is
     // not the point here: it went on looking for more.
     let _ended = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet);
-    assert!(source.0.runs > 45, "{} runs", source.0.runs);
+    assert!(source.0.runs > 150, "{} runs", source.0.runs);
 }
 
 /// A program whose traced runs fail when `fails` says so (by the number
