@@ -797,3 +797,5 @@ pub(crate) mod tests_groups;
 mod tests_pairs;
 #[cfg(test)]
 mod tests_sections;
+#[cfg(test)]
+mod tests_turns;
