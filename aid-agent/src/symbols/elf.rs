@@ -353,6 +353,7 @@ fn function_symbols(
             let best = list.iter().enumerate().min_by_key(|(i, n)| (n.rank(), *i))?.1;
             let (name, short) = demangle(&best.raw);
             let mut aliases: Vec<String> = list.iter().flat_map(Name::spellings).collect();
+            aliases.extend(name.strip_suffix(DELETING).map(str::to_owned));
             aliases.dedup();
             Some(Symbol {
                 raw: best.raw.clone(),
@@ -403,7 +404,8 @@ fn dynamic_versions(data: &[u8]) -> HashMap<usize, (String, bool)> {
 }
 
 /// Demangles Rust (legacy and v0) and C++ names. Returns the display name
-/// and, for C++, the name without its parameter list.
+/// and, for C++, the name without its parameter list. A C++ deleting
+/// destructor is named apart ([`DELETING`]).
 pub fn demangle(raw: &str) -> (String, Option<String>) {
     if is_rust_symbol(raw)
         && let Ok(d) = rustc_demangle::try_demangle(raw)
@@ -415,9 +417,27 @@ pub fn demangle(raw: &str) -> (String, Option<String>) {
         && let Ok(full) = sym.demangle(&cpp_demangle::DemangleOptions::default())
     {
         let short = strip_params(&full);
+        if raw.ends_with("D0Ev") && short.as_deref().is_some_and(is_destructor) {
+            return (format!("{full}{DELETING}"), short);
+        }
         return (full, short);
     }
     (raw.to_owned(), None)
+}
+
+/// What the display name of a C++ deleting destructor (the Itanium ABI's
+/// `D0`: the complete destructor, then `operator delete`) ends with.
+/// Demangled, it reads like the complete destructor (`D1`) it calls —
+/// `Cache::~Cache()` both, as c++filt prints them — so a report naming
+/// both could not say which ran, nor that one call is inside the other.
+/// Patterns still match it by the plain name (`names_of`, the symbol's
+/// aliases): `-t 'Cache::~Cache()'` traces both.
+pub const DELETING: &str = " [deleting]";
+
+/// Whether a C++ name without its parameters is a destructor's
+/// (`ns::Cache<int>::~Cache`).
+fn is_destructor(short: &str) -> bool {
+    short.rsplit("::").next().is_some_and(|last| last.starts_with('~'))
 }
 
 pub(super) fn is_rust_symbol(raw: &str) -> bool {
@@ -437,12 +457,15 @@ pub(super) fn is_rust_symbol(raw: &str) -> bool {
 /// `handle_request`).
 pub fn names_of(f: &crate::model::Function) -> Vec<String> {
     let mut names = vec![f.name.clone(), f.symbol.clone()];
+    names.extend(f.name.strip_suffix(DELETING).map(str::to_owned));
     names.extend(strip_params(&f.name));
     names
 }
 
-/// "ns::Cache::get(int) const" -> "ns::Cache::get".
+/// "ns::Cache::get(int) const" -> "ns::Cache::get" (a deleting
+/// destructor's [`DELETING`] left out).
 fn strip_params(full: &str) -> Option<String> {
+    let full = full.strip_suffix(DELETING).unwrap_or(full);
     let trimmed = full.trim_end_matches(" const").trim_end_matches(" volatile");
     if !trimmed.ends_with(')') {
         return None;
@@ -506,6 +529,28 @@ mod tests {
         let (full, short) = demangle("_ZN5Cache3getEi");
         assert_eq!(full, "Cache::get(int)");
         assert_eq!(short.as_deref(), Some("Cache::get"));
+    }
+
+    /// The deleting destructor (`D0`) is named apart from the complete
+    /// (`D1`) and base (`D2`) ones, and still answers to their name; a
+    /// function whose own name ends in `D0` is not a destructor.
+    #[test]
+    fn a_deleting_destructor_is_named_apart() {
+        let plain = |raw: &str| demangle(raw).0;
+        assert_eq!(plain("_ZN5CacheD1Ev"), "Cache::~Cache()");
+        assert_eq!(plain("_ZN5CacheD2Ev"), "Cache::~Cache()");
+        assert_eq!(
+            demangle("_ZN5CacheD0Ev"),
+            ("Cache::~Cache() [deleting]".to_owned(), Some("Cache::~Cache".to_owned()))
+        );
+        assert_eq!(plain("_ZN2ns5CacheIiED0Ev"), "ns::Cache<int>::~Cache() [deleting]");
+        assert_eq!(demangle("_ZN1a3xD0Ev"), ("a::xD0()".to_owned(), Some("a::xD0".to_owned())));
+        let mut f = crate::model::testing::function(0, "Cache::~Cache() [deleting]");
+        f.symbol = "_ZN5CacheD0Ev".to_owned();
+        assert_eq!(
+            names_of(&f),
+            ["Cache::~Cache() [deleting]", "_ZN5CacheD0Ev", "Cache::~Cache()", "Cache::~Cache"]
+        );
     }
 
     #[test]

@@ -576,6 +576,42 @@ fn close_matches(glob: &str, module: &Module) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A class's destructors, compiled: the deleting one (`D0`) is
+    /// listed apart from the complete and base ones (one address at
+    /// `-O0`), and the plain name traces both.
+    #[test]
+    fn a_deleting_destructor_is_listed_apart_and_traced_by_the_plain_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("d.cpp");
+        std::fs::write(
+            &source,
+            "#include <cstdio>\n\
+             struct Base { virtual ~Base() { std::puts(\"base\"); } };\n\
+             struct Cache : Base { ~Cache() override { std::puts(\"cache\"); } };\n\
+             int main() { Base *b = new Cache(); delete b; return 0; }\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("d");
+        let status = std::process::Command::new("c++")
+            .args(["-O0", "-o"])
+            .arg(&exe)
+            .arg(&source)
+            .status()
+            .expect("the C++ compiler (c++) is needed: `cargo xtask setup` installs it");
+        assert!(status.success());
+        let mut r = Resolver::for_executable(&exe).unwrap();
+        let traced = |r: &mut Resolver, p: &str| {
+            let mut names: Vec<String> =
+                r.resolve(&[p.to_owned()]).unwrap().into_iter().map(|f| f.name).collect();
+            names.sort();
+            names
+        };
+        let both = ["Cache::~Cache()", "Cache::~Cache() [deleting]"];
+        assert_eq!(traced(&mut r, "Cache::~Cache()"), both);
+        assert_eq!(traced(&mut r, "Cache::~Cache"), both);
+        assert_eq!(traced(&mut r, "_ZN5CacheD0Ev"), ["Cache::~Cache() [deleting]"]);
+    }
+
     /// Commas outside brackets get the advice (never a split: a part
     /// matching by chance would trace what nobody asked for); commas of a
     /// C++ parameter or template list, or of a brace glob, are the name's.
