@@ -581,22 +581,17 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
 /// `main`.
 #[test]
 fn an_outermost_call_is_named_within_main_or_its_start_routine() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = |name: &str, extra: &str| -> PathBuf {
-        let c = dir.path().join(format!("{name}.c"));
+    let program = |extra: &str| {
         let source = format!(
             "#include <pthread.h>\n{extra}\nint push(int x) {{ return x; }}\nint pop(void) {{ return 0; }}\n\
              void *worker(void *a) {{ pop(); return a; }}\n\
              int main(void) {{ pthread_t t; pthread_create(&t, 0, worker, 0); push(1); pthread_join(t, 0); return 0; }}\n"
         );
-        std::fs::write(&c, source).unwrap();
-        let exe = dir.path().join(name);
-        let ok = Command::new("cc").arg("-O0").arg("-pthread").arg("-o").arg(&exe).arg(&c).status();
-        assert!(ok.is_ok_and(|s| s.success()), "cc is needed (`cargo xtask setup` installs it)");
-        exe
+        crate::symbols::compiled("cc", "p.c", &source, &["-O0", "-pthread"])
+            .expect("cc is needed (`cargo xtask setup` installs it)")
     };
-    let plain = program("plain", "");
-    let with_ctor = program("ctor", "__attribute__((constructor)) static void early(void) {}");
+    let (_plain_dir, plain) = program("");
+    let (_ctor_dir, with_ctor) = program("__attribute__((constructor)) static void early(void) {}");
     let views = |exe: &Path| {
         let module = exe.to_str().unwrap();
         let functions = vec![

@@ -157,26 +157,15 @@ impl Enclosure {
 
 #[cfg(test)]
 mod tests {
-    use std::{path::PathBuf, process::Command};
+    use std::path::PathBuf;
 
     use super::*;
 
-    /// Compiles `source` (C) with `cc` and `flags` into a temporary
-    /// directory; None when no C compiler is installed.
+    /// Compiles `source` (C) with `cc`, `flags` and `-pthread` into a
+    /// temporary directory; None when no C compiler is installed.
     fn build(source: &str, flags: &[&str]) -> Option<(tempfile::TempDir, PathBuf)> {
-        let dir = tempfile::tempdir().ok()?;
-        let c = dir.path().join("p.c");
-        std::fs::write(&c, source).ok()?;
-        let out = dir.path().join("p");
-        let status = Command::new("cc")
-            .args(flags)
-            .arg("-o")
-            .arg(&out)
-            .arg(&c)
-            .arg("-pthread")
-            .status()
-            .ok()?;
-        status.success().then_some((dir, out))
+        let flags: Vec<&str> = flags.iter().copied().chain(["-pthread"]).collect();
+        crate::symbols::compiled("cc", "p.c", source, &flags)
     }
 
     const PLAIN: &str = "#include <pthread.h>\n\
@@ -234,18 +223,9 @@ mod tests {
     /// named.
     #[test]
     fn a_cpp_start_routine_is_known_demangled() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("p.cpp");
         let body = PLAIN.replace("static void *work", "void *work");
-        std::fs::write(&source, body).unwrap();
-        let exe = dir.path().join("p");
-        let status = Command::new("c++")
-            .args(["-O0", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&source)
-            .status()
+        let (_dir, exe) = crate::symbols::compiled("c++", "p.cpp", &body, &["-O0", "-pthread"])
             .expect("the C++ compiler (c++) is needed: `cargo xtask setup` installs it");
-        assert!(status.success());
         let e = Enclosure::of(&exe).expect("an executable with main");
         assert!(e.defines("work(void*)") && e.defines("_Z4workPv"), "{e:?}");
         assert!(e.main && e.threads, "{e:?}");

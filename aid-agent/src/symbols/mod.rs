@@ -572,6 +572,25 @@ fn close_matches(glob: &str, module: &Module) -> Vec<String> {
     scored.into_iter().take(5).map(|(_, n)| n.to_owned()).collect()
 }
 
+/// Writes `source` to `file` in a temporary directory and compiles it
+/// there with `compiler` and `flags` into an executable; None when the
+/// compiler is missing or fails. For tests that read real executables.
+#[cfg(test)]
+pub(crate) fn compiled(
+    compiler: &str,
+    file: &str,
+    source: &str,
+    flags: &[&str],
+) -> Option<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::tempdir().ok()?;
+    let src = dir.path().join(file);
+    std::fs::write(&src, source).ok()?;
+    let exe = dir.path().join("p");
+    let status =
+        std::process::Command::new(compiler).args(flags).arg("-o").arg(&exe).arg(&src).status();
+    status.ok()?.success().then_some((dir, exe))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,24 +600,12 @@ mod tests {
     /// `-O0`), and the plain name traces both.
     #[test]
     fn a_deleting_destructor_is_listed_apart_and_traced_by_the_plain_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = dir.path().join("d.cpp");
-        std::fs::write(
-            &source,
-            "#include <cstdio>\n\
+        let source = "#include <cstdio>\n\
              struct Base { virtual ~Base() { std::puts(\"base\"); } };\n\
              struct Cache : Base { ~Cache() override { std::puts(\"cache\"); } };\n\
-             int main() { Base *b = new Cache(); delete b; return 0; }\n",
-        )
-        .unwrap();
-        let exe = dir.path().join("d");
-        let status = std::process::Command::new("c++")
-            .args(["-O0", "-o"])
-            .arg(&exe)
-            .arg(&source)
-            .status()
+             int main() { Base *b = new Cache(); delete b; return 0; }\n";
+        let (_dir, exe) = compiled("c++", "d.cpp", source, &["-O0"])
             .expect("the C++ compiler (c++) is needed: `cargo xtask setup` installs it");
-        assert!(status.success());
         let mut r = Resolver::for_executable(&exe).unwrap();
         let traced = |r: &mut Resolver, p: &str| {
             let mut names: Vec<String> =
