@@ -17,6 +17,7 @@ pub mod causal;
 pub mod cli;
 pub mod debug;
 pub mod explain;
+pub mod fleet;
 pub mod intervene;
 pub mod model;
 pub mod predicates;

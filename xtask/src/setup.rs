@@ -109,7 +109,8 @@ fn apt_packages() -> anyhow::Result<()> {
     // llvm-22-dev for bpf-linker; the compilers and binutils the tests use
     // to build fixtures; util-linux for setpriv; chromium to check
     // report.html headless, graphviz for `debug --svg`; python3-pip for
-    // the Python packages the tests use.
+    // the Python packages the tests use; nats-server for the fleet's tests
+    // (aid-agent worker, debug --fleet).
     let wanted = [
         "llvm-22-dev",
         "gcc",
@@ -120,6 +121,7 @@ fn apt_packages() -> anyhow::Result<()> {
         "graphviz",
         "python3",
         "python3-pip",
+        "nats-server",
     ];
     let missing: Vec<&str> = wanted.iter().copied().filter(|p| !dpkg_installed(p)).collect();
     if missing.is_empty() {

@@ -150,7 +150,7 @@ pub enum ProbeError {
 /// Which program pair to attach: the recorder (which also triggers
 /// interventions in runs that have them), or programs that do nothing (the
 /// benchmark floor).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Programs {
     Record,
     Empty,
@@ -167,7 +167,7 @@ impl Programs {
 }
 
 /// Which processes the probes fire in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Scope {
     /// Every process running the traced code, attached once per session;
     /// the target map filters. Bystanders running the same code trap into
@@ -182,7 +182,7 @@ pub enum Scope {
     Target,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LoadOptions {
     /// Ring buffer size in bytes (a power of two, at least one page).
     pub ring_bytes: u32,

@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// How probes are scoped to one process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Mechanism {
     /// uprobe_multi links where the kernel has them (≥ 6.6), else perf
     /// events.

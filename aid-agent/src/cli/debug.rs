@@ -95,6 +95,12 @@ pub struct Args {
     /// With --amplify-watch: at most this many holds per run.
     #[arg(help_heading = heading::AMPLIFICATION, long, default_value_t = 1, value_name = "N")]
     pub amplify_watch_max: u32,
+    /// Make the observed runs on a fleet's workers (`aid-agent worker
+    /// --connect URL` on each host), through the NATS server at URL
+    /// (nats://HOST:PORT, JetStream on); interventions and their control
+    /// runs are made on this host (docs/fleet.md).
+    #[arg(help_heading = heading::RUNS, long, value_name = "URL", conflicts_with = "pid")]
+    pub fleet: Option<String>,
     /// Debug a running service instead of starting a program: each call of
     /// --unit is one run, and interventions go to later calls.
     #[arg(help_heading = heading::SERVICES, short, long, conflicts_with = "command")]
@@ -301,6 +307,11 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
                 }),
                 None => None,
             };
+            if args.fleet.is_some() && amplify_watch.is_some() {
+                bail!(
+                    "--amplify-watch watches runs on this host (its watchpoints are the agent's): leave --fleet out with it"
+                );
+            }
             if jobs > 1 && amplify_watch.is_some() {
                 bail!(
                     "--amplify-watch watches one run at a time (its watchpoints are the agent's, per run): leave --jobs out with it"
@@ -308,6 +319,7 @@ pub fn run(args: Args, verbose: bool) -> anyhow::Result<ExitCode> {
             }
             let req = ProgramRequest {
                 jobs,
+                fleet: args.fleet,
                 amplify_watch,
                 policy: args.run.policy()?,
                 command: args.command,

@@ -24,6 +24,7 @@ pub mod record;
 pub mod slice;
 pub mod terminal;
 pub mod watch;
+pub mod worker;
 
 /// Exit code for bad input, missing privileges or an unusable target.
 pub const EXIT_USAGE: u8 = 2;
@@ -76,6 +77,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Re-run with hardware watchpoints on objects and show which calls read and wrote them.
     Watch(watch::Args),
+    /// Make runs for `debug --fleet` sessions on this host (one host of a fleet).
+    Worker(worker::Args),
 }
 
 /// Parses the command line, runs the subcommand, prints any error once.
@@ -95,7 +98,11 @@ pub fn main() -> ExitCode {
     // others keep the default: Ctrl-C ends them at once.
     let traces = matches!(
         cli.command,
-        Command::Record(_) | Command::Debug(_) | Command::Attach(_) | Command::Intervene(_)
+        Command::Record(_)
+            | Command::Debug(_)
+            | Command::Attach(_)
+            | Command::Intervene(_)
+            | Command::Worker(_)
     );
     if traces && let Err(err) = terminal::interrupt_flag() {
         eprintln!("aid: {}", one_line(&err));
@@ -116,6 +123,7 @@ pub fn main() -> ExitCode {
         Command::Record(args) => record::run(args),
         Command::Debug(args) => debug::run(args, verbose),
         Command::Attach(args) => attach::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Intervene(args) => intervene::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Export(args) => export::run(args),

@@ -22,6 +22,7 @@ use super::{
 };
 use crate::{
     bpf::{LoadOptions, Programs},
+    fleet::coordinator::Fleet,
     model::Function,
     record::{
         census,
@@ -57,6 +58,26 @@ pub struct ProgramRequest {
     pub amplify_watch: Option<WatchAmplify>,
     /// `--jobs`: observed runs made this many at once.
     pub jobs: u32,
+    /// `--fleet`: the NATS server the observed runs go to workers through.
+    pub fleet: Option<String>,
+}
+
+/// `--fleet`: this session's link to the fleet's workers, once one has
+/// joined.
+fn join_fleet(
+    req: &ProgramRequest,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> anyhow::Result<Option<Fleet>> {
+    let Some(url) = &req.fleet else { return Ok(None) };
+    let mut f = Fleet::connect(url)?;
+    let n = f.capacity(cancel)?;
+    ui.say(&format!(
+        "observed runs go to {} on {} ({n} at once)",
+        crate::util::human::count(f.workers().len() as u64, "worker"),
+        f.url()
+    ));
+    Ok(Some(f))
 }
 
 /// Levels of callers [`debug_program`] climbs at most.
@@ -85,6 +106,9 @@ pub fn debug_program(
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugged> {
+    if let Some(url) = &req.fleet {
+        crate::fleet::check(url)?;
+    }
     let measured = RefCell::new(Measured::default());
     let (mut done, first_phase) = first_session(req, &measured, cancel, ui)?;
     let Phase { mut callers, left_out } = first_phase;
@@ -462,11 +486,13 @@ fn debug_phase(
         ));
     }
     measured.borrow_mut().out = Some(writer.dir().to_owned());
+    let mut fleet = join_fleet(req, cancel, ui)?;
     if req.jobs > 1 {
         writer.set_jobs(req.jobs)?;
     }
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
         .with_jobs(req.jobs)
+        .with_fleet(fleet.as_mut(), cancel)?
         .with_watch_amplify(req.amplify_watch.clone())
         .with_untraced(measured.borrow().untraced)
         .with_fewer(fewer && several);

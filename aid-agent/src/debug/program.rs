@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, sync::atomic::AtomicBool};
 use super::source::RunSource;
 use crate::explain::{objects::Globals, watch};
 use crate::{
+    fleet::coordinator::Fleet,
     intervene::{Plan, Reach},
     model::{Function, Noise, RecordedRun},
     record::{
@@ -34,6 +35,11 @@ pub struct ProgramSource<'t> {
     /// `parallel` (made at the first batch).
     jobs: u32,
     parallel: Option<Jobs>,
+    /// `--fleet`: observed runs made by the fleet's workers, as many at
+    /// once as they make together (`fleet_jobs`, read again before each
+    /// batch).
+    fleet: Option<&'t mut Fleet>,
+    fleet_jobs: u32,
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -68,7 +74,38 @@ impl<'t> ProgramSource<'t> {
             fewer: false,
             jobs: 1,
             parallel: None,
+            fleet: None,
+            fleet_jobs: 1,
         }
+    }
+
+    /// Observed runs made by `fleet`'s workers (`--fleet`); interventions
+    /// stay on this host.
+    pub fn with_fleet(
+        mut self,
+        fleet: Option<&'t mut Fleet>,
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Self> {
+        if let Some(f) = fleet {
+            self.fleet_jobs = f.capacity(cancel)?;
+            self.fleet = Some(f);
+        }
+        Ok(self)
+    }
+
+    /// Observed runs with `noises` made on the fleet, kept by number.
+    fn on_fleet(
+        &mut self,
+        noises: &[Vec<Noise>],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Option<Vec<RecordedRun>>> {
+        let Some(fleet) = self.fleet.as_deref_mut() else { return Ok(None) };
+        let first = self.next_id;
+        let mut batch = Batch { noises, first, started: 0, ended: BTreeMap::new() };
+        fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
+        self.next_id += batch.started;
+        self.fleet_jobs = fleet.capacity(cancel)?;
+        Ok(Some(batch.ended.into_values().collect()))
     }
 
     /// Observed runs made `jobs` at once (`--jobs`; watched
@@ -180,6 +217,9 @@ impl RunSource for ProgramSource<'_> {
         noise: &[Noise],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<RecordedRun>> {
+        if let Some(mut runs) = self.on_fleet(&[noise.to_vec()], cancel)? {
+            return Ok(runs.pop());
+        }
         let id = self.next_id();
         let rec = if noise.is_empty() && !matches!(self.amplify, Amplify::Ready(_)) {
             self.tracer.observe(self.target, id, self.policy, cancel)?
@@ -193,6 +233,7 @@ impl RunSource for ProgramSource<'_> {
 
     fn jobs(&self) -> u32 {
         match self.amplify {
+            Amplify::Off if self.fleet.is_some() => self.fleet_jobs,
             Amplify::Off => self.jobs,
             _ => 1,
         }
@@ -203,6 +244,9 @@ impl RunSource for ProgramSource<'_> {
         noises: &[Vec<Noise>],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Vec<RecordedRun>> {
+        if let Some(runs) = self.on_fleet(noises, cancel)? {
+            return Ok(runs);
+        }
         if self.jobs() == 1 || noises.len() < 2 {
             return super::source::one_at_a_time(self, noises, cancel);
         }

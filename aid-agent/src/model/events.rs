@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::{Call, FuncId, Pause, Point, Role, Run};
 
 /// One recorded entry or exit, as stored in `events.csv`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EventRow {
     /// Nanoseconds since the run started.
     pub t_ns: u64,
@@ -26,7 +26,9 @@ pub struct EventRow {
     pub content: Option<super::Content>,
 }
 
-/// A finished run with everything the session stores about it.
+/// A finished run with everything the session stores about it (and what
+/// a fleet's worker sends its coordinator, `fleet/`).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct RecordedRun {
     pub run: Run,
     pub rows: Vec<EventRow>,
@@ -44,6 +46,10 @@ pub struct RecordedRun {
     pub sync_steps: Vec<(Role, u32)>,
     /// A run that hung: what each thread waited for when aid ended it.
     pub hang: Option<super::WaitGraph>,
+    /// The host that made the run when it was not this one (a fleet's
+    /// worker, `fleet/`): the `host` of its tables and its record.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Takes the agent's pauses out of the durations of the calls their thread

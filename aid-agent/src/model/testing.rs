@@ -219,6 +219,7 @@ pub fn recorded(run: Run) -> RecordedRun {
     }
     rows.sort_by_key(|r| (r.t_ns, r.point == Point::Entry));
     RecordedRun {
+        host: None,
         run,
         rows,
         start_ns: 0,

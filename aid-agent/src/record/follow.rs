@@ -228,6 +228,7 @@ impl<'t> Follower<'t> {
         };
         lost::charge(&mut run, lost);
         let whole = RecordedRun {
+            host: None,
             run,
             rows: recorded.rows,
             start_ns,

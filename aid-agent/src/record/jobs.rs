@@ -63,6 +63,12 @@ impl Jobs {
         Ok(Jobs { tracers })
     }
 
+    /// Tracers made elsewhere (a fleet's worker makes them from the
+    /// session's spec, [`Tracer::from_spec`]); at least one.
+    pub fn from_tracers(tracers: Vec<Tracer<Names>>) -> Jobs {
+        Jobs { tracers }
+    }
+
     /// Brings the tracers in line with `tracer` as it is now: the same
     /// function table (made again when it changed) and settings
     /// ([`Tracer::follow_settings`]).

@@ -64,6 +64,9 @@ pub enum TraceError {
     /// as the run's error so the others are not waited for in vain.
     #[error("the thread making run {id} stopped on an internal error (a bug in aid): {what}")]
     JobPanicked { id: u32, what: String },
+    /// A fleet's worker could not make a run (`fleet/`): its words.
+    #[error("worker {worker}: {what}")]
+    Remote { worker: String, what: String },
 }
 
 /// What an intervened run does besides intervening (hardware watchpoints,
@@ -252,24 +255,50 @@ impl Tracer {
     /// events. It carries the settings this one has now; changing them
     /// later does not change it.
     pub fn replica(&self) -> Result<Tracer<Names>, TraceError> {
-        let mut probes = Probes::load(self.load)?;
+        Tracer::from_spec(self.spec(), self.resolver.names())
+    }
+}
+
+/// Everything another tracer of the same functions is made from but its
+/// probes and the names of thread start routines: what a replica
+/// ([`Tracer::replica`]) is made from on this host, and what a fleet's
+/// workers make theirs from (`fleet/`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct TracerSpec {
+    pub functions: Vec<Function>,
+    pub pthread_create: Option<FuncId>,
+    pub bodies: HashMap<FuncId, String>,
+    pub scope: Scope,
+    pub programs: Programs,
+    pub load: LoadOptions,
+    pub repair_unwind: bool,
+    pub sync_in_every_run: bool,
+    pub statements: bool,
+}
+
+impl Tracer<Names> {
+    /// A tracer of `spec`'s functions, with a BPF object of its own, naming
+    /// thread start routines with `names`.
+    pub fn from_spec(spec: TracerSpec, names: Names) -> Result<Tracer<Names>, TraceError> {
+        let mut probes = Probes::load(spec.load)?;
         let stream = probes.event_stream();
-        probes.set_repair_unwind(self.probes.repairs_unwind());
-        probes.attach(&self.functions, self.scope, self.programs)?;
+        probes.set_repair_unwind(spec.repair_unwind);
+        probes.attach(&spec.functions, spec.scope, spec.programs)?;
+        let stop_signal = Signal::try_from(spec.load.stop_signal).unwrap_or(Signal::SIGURG);
         Ok(Tracer {
-            functions: self.functions.clone(),
-            pthread_create: self.pthread_create,
-            bodies: self.bodies.clone(),
-            scope: self.scope,
-            programs: self.programs,
+            functions: spec.functions,
+            pthread_create: spec.pthread_create,
+            bodies: spec.bodies,
+            scope: spec.scope,
+            programs: spec.programs,
             probes,
             stream,
-            resolver: self.resolver.names(),
-            load: self.load,
-            stops: StopState::new(self.stops.stop_signal()),
+            resolver: names,
+            load: spec.load,
+            stops: StopState::new(stop_signal),
             notices: Vec::new(),
-            sync_in_every_run: self.sync_in_every_run,
-            statements: self.statements,
+            sync_in_every_run: spec.sync_in_every_run,
+            statements: spec.statements,
         })
     }
 }
@@ -278,6 +307,22 @@ impl<S: Symbolize> Tracer<S> {
     /// What the user should know about the probes, one line each.
     pub fn notices(&self) -> &[String] {
         &self.notices
+    }
+
+    /// What another tracer of these functions is made from, with the
+    /// settings this one has now ([`Tracer::from_spec`]).
+    pub fn spec(&self) -> TracerSpec {
+        TracerSpec {
+            functions: self.functions.clone(),
+            pthread_create: self.pthread_create,
+            bodies: self.bodies.clone(),
+            scope: self.scope,
+            programs: self.programs,
+            load: self.load,
+            repair_unwind: self.probes.repairs_unwind(),
+            sync_in_every_run: self.sync_in_every_run,
+            statements: self.statements,
+        }
     }
 
     /// From now on the runs that carry noise get the statement points
@@ -651,6 +696,7 @@ impl<S: Symbolize> Tracer<S> {
             ));
         }
         RecordedRun {
+            host: None,
             run,
             rows: rec.rows,
             start_ns: rec.start_ns,

@@ -48,6 +48,7 @@ impl Unit {
     /// started at.
     pub fn stored(&self, attach_ns: u64) -> RecordedRun {
         RecordedRun {
+            host: None,
             run: self.run.clone(),
             rows: self.rows.clone(),
             start_ns: attach_ns + self.start_ns,

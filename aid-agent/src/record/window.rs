@@ -122,6 +122,7 @@ pub fn cut(w: Window, mut rows: Vec<EventRow>, cx: &Cut<'_>) -> RecordedRun {
     };
     lost::charge(&mut run, cx.lost);
     RecordedRun {
+        host: None,
         run,
         rows: out,
         start_ns: cx.attach_ns + w.start_ns,

@@ -37,7 +37,7 @@ mod writer;
 
 pub use owner::hand_over;
 pub use reader::{Loaded, Skipped, load, load_full};
-pub use tables::{Destination, StoreError};
+pub use tables::{Destination, StoreError, host_name, safe_host};
 pub use writer::{Writer, prepare};
 
 pub const FORMAT: &str = "aid-session";
@@ -231,6 +231,10 @@ pub struct RunRecord {
     /// A run that hung: its wait-for graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hang: Option<WaitGraph>,
+    /// The host that made the run, when not the one that wrote the
+    /// session (a fleet's worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub events: FileRef,
     pub threads: FileRef,
 }

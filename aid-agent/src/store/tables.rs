@@ -159,32 +159,41 @@ impl Tables {
         &self.host
     }
 
+    /// The host a run was made on: `made_on`, else this one.
+    fn host_of<'a>(&'a self, made_on: Option<&'a str>) -> &'a str {
+        made_on.unwrap_or(&self.host)
+    }
+
     /// The key of `run`'s file of `table`: `<prefix>/<table>/<host>-run-NNNNNN.parquet`.
-    fn key(&self, table: Table, run: u32) -> String {
-        format!("{}/{}/{}-run-{run:06}.parquet", self.prefix, table.name(), self.host)
+    fn key(&self, table: Table, run: u32, made_on: Option<&str>) -> String {
+        let host = self.host_of(made_on);
+        format!("{}/{}/{host}-run-{run:06}.parquet", self.prefix, table.name())
     }
 
     /// The local file of `run`'s table.
-    pub(super) fn file(&self, table: Table, run: u32) -> PathBuf {
-        self.root.join(self.key(table, run))
+    pub(super) fn file(&self, table: Table, run: u32, made_on: Option<&str>) -> PathBuf {
+        self.root.join(self.key(table, run, made_on))
     }
 
-    /// Stores `run`'s events and threads; refuses a run already stored.
+    /// Stores `run`'s events and threads, made on host `made_on` (None:
+    /// this one); refuses a run already stored.
     pub(super) fn put_run(
         &self,
         run: u32,
+        made_on: Option<&str>,
         events: &EventColumns,
         threads: &ThreadColumns,
     ) -> Result<(), SessionError> {
-        self.put(Table::Events, run, events_parquet(run, &self.host, events))?;
-        self.put(Table::Threads, run, threads_parquet(run, &self.host, threads))
+        let host = self.host_of(made_on);
+        self.put(Table::Events, run, made_on, events_parquet(run, host, events))?;
+        self.put(Table::Threads, run, made_on, threads_parquet(run, host, threads))
     }
 
     /// Removes what [`Tables::put_run`] wrote of `run` (a run that could
     /// not be stored whole).
-    pub(super) fn remove_run(&self, run: u32) {
+    pub(super) fn remove_run(&self, run: u32, made_on: Option<&str>) {
         for table in [Table::Events, Table::Threads] {
-            let key = Key::from(self.key(table, run));
+            let key = Key::from(self.key(table, run, made_on));
             let _ = self.block_on(self.store.delete(&key));
         }
     }
@@ -215,23 +224,26 @@ impl Tables {
         &self,
         table: Table,
         run: u32,
+        made_on: Option<&str>,
         bytes: Result<Vec<u8>, ParquetError>,
     ) -> Result<(), SessionError> {
-        let file = self.file(table, run);
+        let file = self.file(table, run, made_on);
         let bytes = bytes.map_err(|e| SessionError::Write {
             path: file.clone(),
             source: std::io::Error::other(e),
         })?;
-        let key = Key::from(self.key(table, run));
+        let key = Key::from(self.key(table, run, made_on));
         let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         match self.block_on(self.store.put_opts(&key, bytes.into(), opts))? {
             Ok(_) => {
                 hand_over(&file);
                 Ok(())
             }
-            Err(object_store::Error::AlreadyExists { .. }) => {
-                Err(SessionError::Duplicate { path: file, run, host: self.host.clone() })
-            }
+            Err(object_store::Error::AlreadyExists { .. }) => Err(SessionError::Duplicate {
+                path: file,
+                run,
+                host: self.host_of(made_on).to_owned(),
+            }),
             Err(e) => Err(store_err(&file, &e)),
         }
     }
@@ -254,14 +266,24 @@ fn store_err(path: &Path, e: &object_store::Error) -> SessionError {
     SessionError::Write { path: path.to_owned(), source }
 }
 
-/// This machine's name (the `host` column), with anything but letters,
-/// digits, `.`, `-` and `_` made `_` so that it is safe in a file name.
-fn host_name() -> String {
+/// This machine's name as the `host` column holds it ([`safe_host`]).
+pub fn host_name() -> String {
     let name = nix::unistd::gethostname()
         .map_or_else(|_| "localhost".to_owned(), |n| n.to_string_lossy().into_owned());
+    safe_host(&name)
+}
+
+/// A host's name with anything but letters, digits, `.`, `-` and `_`
+/// made `_`, so that it is safe in a file name (a leading `.` too: no
+/// `..`).
+pub fn safe_host(name: &str) -> String {
     let name: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .enumerate()
+        .map(|(i, c)| {
+            let kept = c.is_ascii_alphanumeric() || "-_".contains(c) || (c == '.' && i > 0);
+            if kept { c } else { '_' }
+        })
         .collect();
     if name.is_empty() { "localhost".to_owned() } else { name }
 }
@@ -556,10 +578,10 @@ mod tests {
         for t in [thread(0, None), thread(1, Some(0))] {
             threads.push(&ThreadLine::new(7, &t));
         }
-        tables.put_run(7, &event_columns, &threads).unwrap();
+        tables.put_run(7, None, &event_columns, &threads).unwrap();
         let host = tables.host().to_owned();
         let file = session.join(format!("parquet/events/{host}-run-000007.parquet"));
-        assert_eq!(tables.file(Table::Events, 7), file);
+        assert_eq!(tables.file(Table::Events, 7, None), file);
         let h = format!("host: \"{host}\"");
         assert_eq!(
             rows(&file),
@@ -589,10 +611,10 @@ mod tests {
         // A second copy of run 7 is refused, and the first stays whole.
         let mut one = EventColumns::default();
         one.push(&events[0]);
-        let err = tables.put_run(7, &one, &threads).unwrap_err();
+        let err = tables.put_run(7, None, &one, &threads).unwrap_err();
         assert!(matches!(err, SessionError::Duplicate { run: 7, .. }), "{err}");
         assert_eq!(rows(&file).len(), 3);
-        tables.remove_run(7);
+        tables.remove_run(7, None);
         assert!(!file.exists());
     }
 
@@ -639,7 +661,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dest = Destination::Dir(tmp.path().join("lake"));
         let tables = Tables::open(&dest, Path::new("aid-sessions/20260101-000000-x")).unwrap();
-        tables.put_run(1, &EventColumns::default(), &ThreadColumns::default()).unwrap();
+        tables.put_run(1, None, &EventColumns::default(), &ThreadColumns::default()).unwrap();
         let host = tables.host().to_owned();
         let file =
             tmp.path().join(format!("lake/20260101-000000-x/threads/{host}-run-000001.parquet"));

@@ -18,6 +18,7 @@ fn header() -> Header {
 
 fn stored(run: &Run, rows: &[EventRow], stdout: &str, stderr: &str) -> RecordedRun {
     RecordedRun {
+        host: None,
         run: run.clone(),
         rows: rows.to_vec(),
         start_ns: 100,

@@ -147,7 +147,7 @@ impl Writer {
             // Not a run stored earlier under this id (refused as a
             // duplicate): that one stays.
             if !matches!(result, Err(SessionError::Duplicate { .. })) {
-                self.tables.remove_run(rec.run.id);
+                self.tables.remove_run(rec.run.id, rec.host.as_deref());
             }
         }
         result
@@ -193,13 +193,14 @@ impl Writer {
                 .map(|t| ThreadLine::new(run.id, t))
                 .inspect(|l| thread_columns.push(l)),
         )?;
-        self.tables.put_run(run.id, &event_columns, &thread_columns)?;
+        self.tables.put_run(run.id, rec.host.as_deref(), &event_columns, &thread_columns)?;
         for (name, text) in [("stdout.txt", stdout.as_str()), ("stderr.txt", stderr.as_str())] {
             let p = run_dir.join(name);
             fs::write(&p, text).map_err(write_err(&p))?;
             hand_over(&p);
         }
         let record = RunRecord {
+            host: rec.host.clone(),
             id: run.id,
             label: run.label,
             phase: Some(run.phase()),

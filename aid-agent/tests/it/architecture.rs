@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("analysis", 5),
     ("record", 5),
     ("explain", 6),
+    ("fleet", 6),
     ("debug", 7),
     ("report", 8),
     ("cli", 9),

@@ -298,7 +298,7 @@ fn debug_help_groups_options_under_headings() {
         );
         assert_eq!(
             of("Runs"),
-            ["-n, --runs", "--max-runs", "--min-runs", "--seed", "-j, --jobs"],
+            ["-n, --runs", "--max-runs", "--min-runs", "--seed", "-j, --jobs", "--fleet"],
             "{flag}"
         );
         assert_eq!(of("Failure"), ["--fail-on", "--timeout", "--hang-after"], "{flag}");

@@ -212,6 +212,23 @@ fn commit_after_close_with_jobs_2() {
     check_with("commit_after_close", &["--jobs", "2"]);
 }
 
+/// Observed runs made by a fleet of three workers on this host (`debug
+/// --fleet`, a nats-server of the test's own on 127.0.0.1): the same root
+/// cause and path as one at a time, under the same rule.
+#[test]
+#[ignore = "needs root, eBPF and nats-server: `cargo xtask test` runs it"]
+fn commit_after_close_on_a_fleet_of_three_workers() {
+    let server = crate::fleet::nats_server();
+    let logs = tempfile::tempdir().unwrap();
+    let _workers: Vec<_> = (1..=3)
+        .map(|i| {
+            let log = logs.path().join(format!("w{i}.log"));
+            crate::fleet::worker(&server.url, &format!("w{i}"), &log)
+        })
+        .collect();
+    check_with("commit_after_close", &["--fleet", &server.url]);
+}
+
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn counter_atomicity() {

@@ -526,6 +526,7 @@ fn written_session(dir: &Path) {
         let mut run = testing::run(id, label, aid::model::calls_from_rows(&rows), 20);
         run.outcome = Outcome { exit_code: Some(i32::from(ret != 0)), ..Outcome::default() };
         let rec = RecordedRun {
+            host: None,
             run,
             rows,
             start_ns: 0,

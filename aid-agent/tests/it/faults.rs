@@ -705,6 +705,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
             },
         ];
         let rec = aid::model::RecordedRun {
+            host: None,
             run: r,
             rows,
             start_ns: 0,

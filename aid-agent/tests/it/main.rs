@@ -14,6 +14,7 @@ mod ebpf_log;
 mod examples;
 mod explain;
 mod faults;
+mod fleet;
 mod guarantees;
 mod hangs;
 mod interventions;

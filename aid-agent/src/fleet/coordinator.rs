@@ -1,0 +1,453 @@
+//! The coordinator's side of a fleet (`debug --fleet URL`): the session's
+//! spec put in the sessions' bucket, batches of runs published on the
+//! work queue, the workers' reports read back, put together from their
+//! parts and handed on by run number. A run reported twice (its batch was
+//! delivered again after a worker stopped) counts once; the others are
+//! dropped and counted.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    time::{Duration, Instant},
+};
+
+use async_nats::jetstream::consumer;
+use futures_util::StreamExt;
+
+use super::{
+    Bus, FileId, FleetError, H_DELIVERY, H_PART, H_RUN, H_WORKER, Queues, RunReport, SessionSpec,
+    WORKER_GONE, WorkBatch, WorkRun, WorkerInfo, cancel_subject, host_name, results_subject,
+    to_name, work_subject,
+};
+use crate::{
+    record::{
+        fail::RunPolicy,
+        jobs::{Done, Feed},
+        tracer::{TraceError, Tracer},
+    },
+    sys::spawn::Target,
+};
+
+/// How long a coordinator waits for a worker to join before it gives up.
+pub const NO_WORKER: Duration = Duration::from_secs(30);
+/// After Ctrl-C, how long the runs in flight have to be reported.
+const CANCEL_GRACE: Duration = Duration::from_secs(15);
+
+/// One part of a run's report, as it came.
+struct Part {
+    run: u32,
+    worker: String,
+    delivery: u64,
+    k: usize,
+    n: usize,
+    body: bytes::Bytes,
+}
+
+/// A session's link to the fleet.
+pub struct Fleet {
+    bus: Bus,
+    queues: Queues,
+    session: String,
+    spec: Option<(Vec<u8>, u64)>,
+    parts: mpsc::Receiver<Part>,
+    /// Reports being put together: (run, worker, delivery) → parts.
+    partial: HashMap<(u32, String, u64), BTreeMap<usize, bytes::Bytes>>,
+    /// Runs handed on.
+    received: BTreeSet<u32>,
+    /// Reports of runs already handed on, dropped.
+    pub duplicates: u32,
+    /// Workers seen, and those seen to stop.
+    seen: BTreeMap<String, WorkerInfo>,
+    gone: BTreeSet<String>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Fleet {
+    /// Connects to the fleet's server and starts reading this session's
+    /// reports.
+    pub fn connect(url: &str) -> Result<Fleet, FleetError> {
+        let session = to_name(&format!(
+            "{}-{}-{}",
+            host_name(),
+            std::process::id(),
+            crate::bpf::monotonic_ns() / 1_000_000
+        ));
+        let bus = Bus::connect(url, &format!("aid-agent debug {session}"))?;
+        let queues = bus.queues()?;
+        let (tx, parts) = mpsc::channel();
+        let results = queues.results.clone();
+        let subject = results_subject(&session);
+        let made = bus
+            .block(async move {
+                results
+                    .create_consumer(consumer::pull::OrderedConfig {
+                        filter_subject: subject,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
+            .map_err(|reason| FleetError::Server {
+                url: url.to_owned(),
+                what: "a reader of the session's reports".into(),
+                reason,
+            })?;
+        let reader = bus.spawn(read_parts(made, tx));
+        Ok(Fleet {
+            bus,
+            queues,
+            session,
+            spec: None,
+            parts,
+            partial: HashMap::new(),
+            received: BTreeSet::new(),
+            duplicates: 0,
+            seen: BTreeMap::new(),
+            gone: BTreeSet::new(),
+            reader,
+        })
+    }
+
+    /// The session's name on the server.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The server's address.
+    pub fn url(&self) -> &str {
+        &self.bus.url
+    }
+
+    /// The workers connected now.
+    pub fn workers(&mut self) -> Vec<WorkerInfo> {
+        let members = self.queues.members.clone();
+        let now: Vec<WorkerInfo> = self
+            .bus
+            .block(async move {
+                let mut out = Vec::new();
+                let Ok(mut keys) = members.keys().await else { return out };
+                while let Some(Ok(k)) = keys.next().await {
+                    if let Ok(Some(v)) = members.get(k).await
+                        && let Ok(info) = serde_json::from_slice::<WorkerInfo>(&v)
+                    {
+                        out.push(info);
+                    }
+                }
+                out
+            })
+            .unwrap_or_default();
+        let names: BTreeSet<&str> = now.iter().map(|w| w.name.as_str()).collect();
+        for name in self.seen.keys() {
+            if !names.contains(name.as_str()) && self.gone.insert(name.clone()) {
+                log::warn!(
+                    "worker {name} stopped answering (no word for {}): its batch goes to another worker",
+                    crate::util::human::duration(WORKER_GONE.as_nanos() as u64)
+                );
+            }
+        }
+        for w in &now {
+            self.gone.remove(&w.name);
+            self.seen.insert(w.name.clone(), w.clone());
+        }
+        now
+    }
+
+    /// Runs the fleet makes at once: the workers' `--jobs` summed, once
+    /// at least one has joined (waited for up to [`NO_WORKER`]).
+    pub fn capacity(&mut self, cancel: &AtomicBool) -> anyhow::Result<u32> {
+        let start = Instant::now();
+        loop {
+            let n: u32 = self.workers().iter().map(|w| w.jobs.max(1)).sum();
+            if n > 0 {
+                return Ok(n);
+            }
+            if cancel.load(Ordering::SeqCst) {
+                return Ok(1);
+            }
+            if start.elapsed() > NO_WORKER {
+                anyhow::bail!(
+                    "no worker joined the fleet at {} in {}: start one on each host with `aid-agent worker --connect {}`",
+                    self.bus.url,
+                    crate::util::human::duration(NO_WORKER.as_nanos() as u64),
+                    self.bus.url
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Puts the session's spec (what `tracer` traces, `target`, `policy`)
+    /// where the workers read it, when it changed; its revision.
+    fn put_spec(
+        &mut self,
+        tracer: &Tracer,
+        target: &Target,
+        policy: &RunPolicy,
+    ) -> anyhow::Result<u64> {
+        let tspec = tracer.spec();
+        let mut paths: BTreeSet<&std::path::Path> =
+            tspec.functions.iter().map(|f| f.module.as_path()).collect();
+        paths.insert(&target.program);
+        let files = paths
+            .into_iter()
+            .map(FileId::read)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("cannot read a traced file's build-id: {e}"))?;
+        let spec = SessionSpec {
+            tracer: tspec,
+            program: target.program.clone(),
+            argv: target.argv.clone(),
+            files,
+            fail_on: policy.texts.clone(),
+            timeout_ms: policy.timeout.as_millis() as u64,
+            hang_after_ms: policy.hang_after.map_or(0, |d| d.as_millis() as u64),
+        };
+        let body = serde_json::to_vec(&spec)?;
+        if let Some((old, rev)) = &self.spec
+            && *old == body
+        {
+            return Ok(*rev);
+        }
+        let (sessions, key, value) =
+            (self.queues.sessions.clone(), self.session.clone(), bytes::Bytes::from(body.clone()));
+        let rev = self
+            .bus
+            .block(async move { sessions.put(key, value).await.map_err(|e| e.to_string()) })
+            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
+            .map_err(|reason| FleetError::Server {
+                url: self.bus.url.clone(),
+                what: "the session's spec".into(),
+                reason,
+            })?;
+        self.spec = Some((body, rev));
+        Ok(rev)
+    }
+
+    /// Makes the runs `feed` asks for on the fleet's workers, as
+    /// [`crate::record::jobs::Jobs::run`] makes them on this host: runs
+    /// observed or with noise only. Set `cancel` and the workers are asked
+    /// to stop the runs in flight, which come back incomplete.
+    pub fn run(
+        &mut self,
+        tracer: &Tracer,
+        target: &Target,
+        policy: &RunPolicy,
+        cancel: &AtomicBool,
+        feed: &mut dyn Feed,
+    ) -> anyhow::Result<()> {
+        let revision = self.put_spec(tracer, target, policy)?;
+        let mut waiting: BTreeSet<u32> = BTreeSet::new();
+        let mut failed: Option<anyhow::Error> = None;
+        let mut cancelled: Option<Instant> = None;
+        let mut alone_since: Option<Instant> = None;
+        let mut checked = Instant::now();
+        loop {
+            if failed.is_none() && cancelled.is_none() && !cancel.load(Ordering::SeqCst) {
+                let mut runs = Vec::new();
+                while let Some(job) = feed.next() {
+                    let noise = match job.plan {
+                        None => Vec::new(),
+                        Some(p) if p.interventions.is_empty() => p.noise,
+                        Some(_) => {
+                            anyhow::bail!(
+                                "interventions are made on this host, not sent to a fleet"
+                            )
+                        }
+                    };
+                    waiting.insert(job.id);
+                    runs.push(WorkRun { id: job.id, noise });
+                }
+                self.publish(revision, runs)?;
+            }
+            if waiting.is_empty() {
+                return failed.map_or(Ok(()), Err);
+            }
+            if cancel.load(Ordering::SeqCst) && cancelled.is_none() {
+                cancelled = Some(Instant::now());
+                let (client, subject) = (self.bus.client.clone(), cancel_subject(&self.session));
+                self.bus.block(async move {
+                    let _ = client.publish(subject, bytes::Bytes::new()).await;
+                    let _ = client.flush().await;
+                });
+            }
+            if cancelled.is_some_and(|t| t.elapsed() > CANCEL_GRACE) {
+                log::warn!(
+                    "{} run(s) in flight on the fleet were not reported after Ctrl-C",
+                    waiting.len()
+                );
+                return failed.map_or(Ok(()), Err);
+            }
+            match self.parts.recv_timeout(Duration::from_millis(250)) {
+                Ok(part) => {
+                    let Some((report, delivery)) = self.assemble(part) else { continue };
+                    // Not a run of this call (an older one's, delivered late).
+                    if !waiting.remove(&report.id) {
+                        continue;
+                    }
+                    self.received.insert(report.id);
+                    if delivery > 1 {
+                        log::warn!(
+                            "run {} made by worker {}: its batch was delivered again (delivery {delivery}), as a worker that had it stopped before reporting it",
+                            report.id,
+                            report.worker
+                        );
+                    }
+                    let (worker, host) = (report.worker, crate::store::safe_host(&report.host));
+                    let run = report
+                        .run
+                        .map(|mut r| {
+                            r.host = Some(host);
+                            r
+                        })
+                        .map_err(|what| TraceError::Remote { worker, what });
+                    if let Err(e) = feed.done(Done { id: report.id, run })
+                        && failed.is_none()
+                    {
+                        failed = Some(e);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    anyhow::bail!(
+                        "the session's reports stopped coming from {} with {} run(s) in flight",
+                        self.bus.url,
+                        waiting.len()
+                    );
+                }
+            }
+            if checked.elapsed() > Duration::from_secs(2) {
+                checked = Instant::now();
+                if self.workers().is_empty() {
+                    let since = *alone_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > NO_WORKER {
+                        anyhow::bail!(
+                            "no worker is left on {}: {} run(s) were not made; start `aid-agent worker --connect {}`",
+                            self.bus.url,
+                            waiting.len(),
+                            self.bus.url
+                        );
+                    }
+                } else {
+                    alone_since = None;
+                }
+            }
+        }
+    }
+
+    /// Publishes `runs` in batches, one per worker connected now.
+    fn publish(&mut self, revision: u64, runs: Vec<WorkRun>) -> anyhow::Result<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let workers = self.workers().len().max(1);
+        let per = runs.len().div_ceil(workers);
+        let batches: Vec<WorkBatch> = runs
+            .chunks(per)
+            .map(|c| WorkBatch {
+                session: self.session.clone(),
+                spec_revision: revision,
+                runs: c.to_vec(),
+            })
+            .collect();
+        let (js, subject, url) =
+            (self.bus.js.clone(), work_subject(&self.session), self.bus.url.clone());
+        let bodies = batches
+            .iter()
+            .map(|b| Ok((b.runs[0].id, serde_json::to_vec(b)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let session = self.session.clone();
+        self.bus
+            .block(async move {
+                for (first, body) in bodies {
+                    let mut headers = async_nats::HeaderMap::new();
+                    // The server drops a batch published twice.
+                    headers.insert("Nats-Msg-Id", format!("{session}-{first}").as_str());
+                    let ack = js
+                        .publish_with_headers(subject.clone(), headers, body.into())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    ack.await.map_err(|e| e.to_string())?;
+                }
+                Ok::<(), String>(())
+            })
+            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
+            .map_err(|reason| FleetError::Server { url, what: "a batch of runs".into(), reason })?;
+        Ok(())
+    }
+
+    /// Adds `part` to its report; the report once all its parts came.
+    fn assemble(&mut self, part: Part) -> Option<(RunReport, u64)> {
+        if self.received.contains(&part.run) {
+            // Already handed on: count each duplicate report once.
+            if part.k == 1 {
+                self.duplicates += 1;
+            }
+            return None;
+        }
+        let key = (part.run, part.worker.clone(), part.delivery);
+        let parts = self.partial.entry(key.clone()).or_default();
+        parts.insert(part.k, part.body);
+        if parts.len() < part.n {
+            return None;
+        }
+        let parts = self.partial.remove(&key)?;
+        let body: Vec<u8> = parts.into_values().flat_map(|b| b.to_vec()).collect();
+        match serde_json::from_slice::<RunReport>(&body) {
+            Ok(r) => Some((r, part.delivery)),
+            Err(e) => {
+                log::warn!("run {}'s report from {} cannot be read: {e}", part.run, part.worker);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.reader.abort();
+        if self.duplicates > 0 {
+            log::warn!(
+                "{} dropped: runs already reported, made again after their batch was delivered again",
+                crate::util::human::count(self.duplicates, "duplicate report")
+            );
+        }
+        // The session's spec and reports are not needed any more.
+        let (sessions, key) = (self.queues.sessions.clone(), self.session.clone());
+        let (results, subject) = (self.queues.results.clone(), results_subject(&self.session));
+        self.bus.block(async move {
+            let _ = sessions.purge(key).await;
+            let _ = results.purge().filter(subject).await;
+        });
+    }
+}
+
+/// Reads the session's reports, part by part, until the channel closes.
+async fn read_parts(
+    made: consumer::Consumer<consumer::pull::OrderedConfig>,
+    tx: mpsc::Sender<Part>,
+) {
+    let Ok(mut messages) = made.messages().await else { return };
+    while let Some(Ok(m)) = messages.next().await {
+        let Some(h) = m.headers.as_ref() else { continue };
+        let get = |name: &str| h.get(name).map(|v| v.as_str().to_owned());
+        let (Some(run), Some(worker), Some(delivery), Some(part)) =
+            (get(H_RUN), get(H_WORKER), get(H_DELIVERY), get(H_PART))
+        else {
+            continue;
+        };
+        let Some((k, n)) = part.split_once('/') else { continue };
+        let (Ok(run), Ok(delivery), Ok(k), Ok(n)) =
+            (run.parse(), delivery.parse(), k.parse(), n.parse())
+        else {
+            continue;
+        };
+        let part = Part { run, worker, delivery, k, n, body: m.payload.clone() };
+        if tx.send(part).is_err() {
+            return;
+        }
+    }
+}

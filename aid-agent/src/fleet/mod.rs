@@ -1,0 +1,504 @@
+//! A fleet of hosts making a session's runs, on NATS JetStream: workers
+//! (`aid-agent worker --connect URL`, [`worker`]) take batches of runs
+//! from a work queue, make them with their own eBPF probes and send each
+//! run back; the coordinator (`debug --fleet URL`, [`coordinator`])
+//! keeps the analysis and sends the batches.
+//!
+//! What is on the server (docs/fleet.md draws it):
+//! - the stream `AID_WORK` (work-queue retention, subjects
+//!   `aid.work.<session>`), read by all workers through one durable pull
+//!   consumer: each batch goes to one worker, which acknowledges it once
+//!   every run of it has been reported. One not acknowledged within
+//!   [`ACK_WAIT`] (a worker killed mid-batch) is delivered again, to
+//!   another worker.
+//! - the stream `AID_RESULTS` (subjects `aid.results.<session>`): one
+//!   report per run made, in parts of at most the server's message size.
+//!   A run carries its number: a redelivered batch's runs that were
+//!   already reported are dropped by the coordinator, and counted.
+//! - the key-value bucket `aid_sessions`: each session's spec (what to
+//!   run, which functions to trace and how), under the session's name.
+//! - the key-value bucket `aid_workers`: each worker's name and how many
+//!   runs it makes at once, put again every [`HEARTBEAT`]; a worker whose
+//!   key is older than [`WORKER_GONE`] has stopped.
+//!
+//! The agent's code is synchronous; the client's is async. A [`Bus`] runs
+//! the client on a tokio runtime of its own thread and answers blocking
+//! calls ([`Bus::block`]).
+
+pub mod coordinator;
+pub mod worker;
+
+use std::{ffi::OsString, future::Future, path::PathBuf, time::Duration};
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+use serde::{Deserialize, Serialize};
+
+pub use crate::store::host_name;
+use crate::{
+    model::{Noise, RecordedRun},
+    record::tracer::TracerSpec,
+};
+
+/// The work queue's stream.
+pub const WORK_STREAM: &str = "AID_WORK";
+/// The results' stream.
+pub const RESULTS_STREAM: &str = "AID_RESULTS";
+/// The one durable consumer all workers take batches through.
+pub const WORKERS_CONSUMER: &str = "aid-workers";
+/// Sessions' specs, by session name.
+pub const SESSIONS_BUCKET: &str = "aid_sessions";
+/// Workers, by name.
+pub const WORKERS_BUCKET: &str = "aid_workers";
+/// A batch not acknowledged (nor reported in progress) for this long is
+/// delivered again. Workers report progress every [`PROGRESS`].
+pub const ACK_WAIT: Duration = Duration::from_secs(10);
+/// How often a worker tells the server it is still on a batch.
+pub const PROGRESS: Duration = Duration::from_secs(2);
+/// How often a worker puts its key in [`WORKERS_BUCKET`].
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A worker's key expires this long after it was last put.
+pub const WORKER_GONE: Duration = Duration::from_secs(8);
+/// Deliveries of one batch at most: a batch that ended every worker that
+/// took it is not sent to more.
+pub const MAX_DELIVER: i64 = 5;
+/// Room left in a message for its headers.
+const HEADER_ROOM: usize = 4096;
+
+/// A message's header: the run a report part belongs to.
+pub const H_RUN: &str = "Aid-Run";
+/// The worker that made it.
+pub const H_WORKER: &str = "Aid-Worker";
+/// Which delivery of its batch made it (parts of two deliveries never mix).
+pub const H_DELIVERY: &str = "Aid-Delivery";
+/// `k/n`: the part's place among the report's parts.
+pub const H_PART: &str = "Aid-Part";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error(
+        "cannot reach the NATS server at {url}: {reason}: start one with JetStream on (`nats-server -js -a 127.0.0.1`) or give its nats://HOST:PORT"
+    )]
+    Connect { url: String, reason: String },
+    #[error(
+        "the NATS server at {url} has no JetStream ({reason}): start it with -js (`nats-server -js`)"
+    )]
+    NoJetStream { url: String, reason: String },
+    #[error("the NATS server at {url} refused {what}: {reason}")]
+    Server { url: String, what: String, reason: String },
+    #[error("the fleet's client thread could not start: {0}")]
+    Thread(std::io::Error),
+    #[error(
+        "--name {0:?}: a worker's name is letters, digits, '-' and '_' (it is a key and a subject token)"
+    )]
+    BadName(String),
+}
+
+/// What every run of a session is made from: the same on every worker.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionSpec {
+    pub tracer: TracerSpec,
+    /// The executable, as the coordinator found it: each worker runs its
+    /// own copy at the same path, checked by build-id.
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+    /// The build-id of every file the probes are in (the program and its
+    /// libraries), by path: a worker whose copy differs makes no run.
+    pub files: Vec<FileId>,
+    /// `--fail-on`, as given.
+    pub fail_on: Vec<String>,
+    pub timeout_ms: u64,
+    /// `--hang-after`; 0: not watched.
+    pub hang_after_ms: u64,
+}
+
+/// A file and its build-id (hex; None: it has none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    pub path: PathBuf,
+    pub build_id: Option<String>,
+}
+
+impl FileId {
+    /// `path` with the build-id read from it now; an error says why it
+    /// cannot be read.
+    pub fn read(path: &std::path::Path) -> Result<FileId, String> {
+        let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+        let build_id = object::Object::build_id(&file)
+            .ok()
+            .flatten()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+        Ok(FileId { path: path.to_owned(), build_id })
+    }
+}
+
+/// A batch of runs, as the work queue carries it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkBatch {
+    pub session: String,
+    /// The revision of the session's spec in [`SESSIONS_BUCKET`] the runs
+    /// are made with: a batch of an older one is dropped.
+    pub spec_revision: u64,
+    pub runs: Vec<WorkRun>,
+}
+
+/// One run to make: its number and the noise it carries (none: observed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkRun {
+    pub id: u32,
+    pub noise: Vec<Noise>,
+}
+
+/// One run made, as the results' stream carries it (in parts).
+#[derive(Serialize, Deserialize)]
+pub struct RunReport {
+    pub id: u32,
+    pub worker: String,
+    /// The worker's host (the run's `host` in the session).
+    pub host: String,
+    /// The run, or why the worker could not make it (one line).
+    pub run: Result<RecordedRun, String>,
+}
+
+/// This worker's entry in [`WORKERS_BUCKET`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub name: String,
+    pub host: String,
+    pub pid: u32,
+    /// Runs it makes at once (`worker --jobs`).
+    pub jobs: u32,
+}
+
+/// The subject a session's batches are published on.
+pub fn work_subject(session: &str) -> String {
+    format!("aid.work.{session}")
+}
+
+/// The subject a session's reports are published on.
+pub fn results_subject(session: &str) -> String {
+    format!("aid.results.{session}")
+}
+
+/// The subject a coordinator asks its session's runs in flight to stop on.
+pub fn cancel_subject(session: &str) -> String {
+    format!("aid.cancel.{session}")
+}
+
+/// A name usable as a key and a subject token: letters, digits, `-`, `_`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `s` with anything [`valid_name`] refuses turned into `-`.
+pub fn to_name(s: &str) -> String {
+    let n: String =
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+    if n.is_empty() { "aid".to_owned() } else { n }
+}
+
+/// The NATS client on a tokio runtime of its own thread, for synchronous
+/// callers.
+pub struct Bus {
+    pub url: String,
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    runtime: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bus {
+    /// Connects to the server at `url` as `name` (shown by the server's
+    /// monitoring), with JetStream.
+    pub fn connect(url: &str, name: &str) -> Result<Bus, FleetError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(FleetError::Thread)?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("aid-fleet".into())
+            .spawn(move || {
+                // Until the bus is dropped; its tasks end with the runtime.
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+            })
+            .map_err(FleetError::Thread)?;
+        let (addr, name_owned) = (url.to_owned(), name.to_owned());
+        let connected = block_on(&handle, async move {
+            async_nats::ConnectOptions::new()
+                .name(name_owned)
+                .connection_timeout(Duration::from_secs(5))
+                .connect(addr)
+                .await
+        });
+        let client = match connected {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                return Err(FleetError::Connect {
+                    url: url.to_owned(),
+                    reason: connect_reason(&e),
+                });
+            }
+            None => return Err(FleetError::Thread(std::io::Error::other("the runtime ended"))),
+        };
+        // The context starts a task of its own: on the bus's runtime.
+        let js = {
+            let _on = handle.enter();
+            jetstream::new(client.clone())
+        };
+        Ok(Bus {
+            url: url.to_owned(),
+            client,
+            js,
+            runtime: handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `f` on the client's runtime and waits for its output; None
+    /// when the runtime has ended.
+    pub fn block<F>(&self, f: F) -> Option<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        block_on(&self.runtime, f)
+    }
+
+    /// Runs `f` on the client's runtime in the background.
+    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.runtime.spawn(f)
+    }
+
+    /// The largest message the server takes.
+    pub fn max_payload(&self) -> usize {
+        self.client.server_info().max_payload
+    }
+
+    /// Makes (or finds) the streams, the workers' consumer and the
+    /// buckets every coordinator and worker use.
+    pub fn queues(&self) -> Result<Queues, FleetError> {
+        let (js, url) = (self.js.clone(), self.url.clone());
+        self.block(async move { Queues::make(&js, &url).await }).unwrap_or_else(|| {
+            Err(FleetError::Thread(std::io::Error::other("the fleet's runtime ended")))
+        })
+    }
+
+    /// Publishes `report` on the session's results' subject, in parts of
+    /// at most the server's message size, each stored before the next is
+    /// sent.
+    pub fn publish_report(
+        &self,
+        session: &str,
+        delivery: u64,
+        report: &RunReport,
+    ) -> Result<(), FleetError> {
+        let body = serde_json::to_vec(report).map_err(|e| FleetError::Server {
+            url: self.url.clone(),
+            what: format!("run {}'s report", report.id),
+            reason: e.to_string(),
+        })?;
+        let size = self.max_payload().saturating_sub(HEADER_ROOM).max(HEADER_ROOM);
+        let parts: Vec<bytes::Bytes> =
+            body.chunks(size).map(bytes::Bytes::copy_from_slice).collect();
+        let n = parts.len().max(1);
+        let (js, subject) = (self.js.clone(), results_subject(session));
+        let (id, worker) = (report.id, report.worker.clone());
+        let url = self.url.clone();
+        self.block(async move {
+            for (k, part) in parts.into_iter().enumerate() {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(H_RUN, id.to_string().as_str());
+                headers.insert(H_WORKER, worker.as_str());
+                headers.insert(H_DELIVERY, delivery.to_string().as_str());
+                headers.insert(H_PART, format!("{}/{n}", k + 1).as_str());
+                let stored = match js.publish_with_headers(subject.clone(), headers, part).await {
+                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                stored.map_err(|reason| FleetError::Server {
+                    url: url.clone(),
+                    what: format!("run {id}'s report"),
+                    reason,
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|| Err(FleetError::Thread(std::io::Error::other("the runtime ended"))))
+    }
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Checks, before a session spends anything, that the server at `url`
+/// answers and has JetStream.
+pub fn check(url: &str) -> Result<(), FleetError> {
+    Bus::connect(url, "aid-agent check")?.queues().map(drop)
+}
+
+/// Why a connection failed, in words (not the socket's errno).
+fn connect_reason(e: &async_nats::ConnectError) -> String {
+    use async_nats::ConnectErrorKind as K;
+    match e.kind() {
+        K::ServerParse => "not a server address (nats://HOST:PORT)".to_owned(),
+        K::Dns => "its host name does not resolve".to_owned(),
+        K::Io => "nothing answered there".to_owned(),
+        K::TimedOut => "no answer within 5 s".to_owned(),
+        K::Authentication | K::AuthorizationViolation => {
+            "it refused this client (authentication)".to_owned()
+        }
+        K::Tls => "its TLS set-up failed".to_owned(),
+        K::MaxReconnects => "it stopped answering".to_owned(),
+    }
+}
+
+/// Runs `f` on `runtime` (driven by its own thread) and waits for it.
+fn block_on<F>(runtime: &tokio::runtime::Handle, f: F) -> Option<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(f.await);
+    });
+    rx.recv().ok()
+}
+
+/// The server's side of a fleet, made once by whoever connects first.
+#[derive(Clone)]
+pub struct Queues {
+    pub work: stream::Stream,
+    pub results: stream::Stream,
+    pub workers: consumer::Consumer<consumer::pull::Config>,
+    pub sessions: kv::Store,
+    pub members: kv::Store,
+}
+
+impl Queues {
+    async fn make(js: &jetstream::Context, url: &str) -> Result<Queues, FleetError> {
+        let refused = |what: &str, reason: String| {
+            if reason.contains("not enabled") || reason.contains("no responders") {
+                FleetError::NoJetStream { url: url.to_owned(), reason }
+            } else {
+                FleetError::Server { url: url.to_owned(), what: what.to_owned(), reason }
+            }
+        };
+        let hour = Duration::from_secs(3600);
+        let work = js
+            .get_or_create_stream(stream::Config {
+                name: WORK_STREAM.into(),
+                subjects: vec!["aid.work.>".into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                storage: stream::StorageType::File,
+                max_age: hour,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| refused("the work queue", e.to_string()))?;
+        let results = js
+            .get_or_create_stream(stream::Config {
+                name: RESULTS_STREAM.into(),
+                subjects: vec!["aid.results.>".into()],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age: hour,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| refused("the results' stream", e.to_string()))?;
+        let workers = work
+            .get_or_create_consumer(
+                WORKERS_CONSUMER,
+                consumer::pull::Config {
+                    durable_name: Some(WORKERS_CONSUMER.into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: ACK_WAIT,
+                    max_deliver: MAX_DELIVER,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| refused("the workers' consumer", e.to_string()))?;
+        let sessions =
+            bucket(js, SESSIONS_BUCKET, Duration::from_secs(24 * 3600), stream::StorageType::File)
+                .await
+                .map_err(|e| refused("the sessions' bucket", e))?;
+        let members = bucket(js, WORKERS_BUCKET, WORKER_GONE, stream::StorageType::Memory)
+            .await
+            .map_err(|e| refused("the workers' bucket", e))?;
+        Ok(Queues { work, results, workers, sessions, members })
+    }
+}
+
+/// The key-value bucket `name` (one value a key, kept for `max_age`),
+/// made when missing. Its stream is made here, as the client's
+/// `create_key_value` would make it, because that call first asks for the
+/// account's information in a form servers before 2.10 do not answer.
+async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    max_age: Duration,
+    storage: stream::StorageType,
+) -> Result<kv::Store, String> {
+    if let Ok(kv) = js.get_key_value(name).await {
+        return Ok(kv);
+    }
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{name}"),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        storage,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    js.get_key_value(name).await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_keys_and_subject_tokens() {
+        assert!(valid_name("host-1_a"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a.b"));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name("a>"));
+        assert_eq!(to_name("web.example.com"), "web-example-com");
+        assert_eq!(to_name(""), "aid");
+        assert!(valid_name(&to_name("x.y*z>")));
+    }
+
+    #[test]
+    fn subjects_are_per_session() {
+        assert_eq!(work_subject("s1"), "aid.work.s1");
+        assert_eq!(results_subject("s1"), "aid.results.s1");
+        assert_eq!(cancel_subject("s1"), "aid.cancel.s1");
+    }
+}

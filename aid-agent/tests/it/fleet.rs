@@ -1,0 +1,192 @@
+//! A fleet on this machine: a real nats-server on 127.0.0.1 (JetStream
+//! on, its store in a temporary directory), workers (`aid-agent worker`)
+//! and a coordinator (`debug --fleet`), each stopped by its pid.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use crate::common::*;
+
+/// A nats-server of the test's own, killed when dropped.
+pub struct Server {
+    pub url: String,
+    _process: Background,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts nats-server with JetStream on a free port of 127.0.0.1.
+pub fn nats_server() -> Server {
+    let exe = which::which("nats-server")
+        .or_else(|_| which::which("/usr/sbin/nats-server"))
+        .expect("nats-server is not installed: `cargo xtask setup` installs it");
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(exe)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir.path().join("js"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting nats-server");
+    let process = Background(child);
+    assert!(
+        wait_for(10, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+        "nats-server did not listen on 127.0.0.1:{port}"
+    );
+    Server { url: format!("nats://127.0.0.1:{port}"), _process: process, _dir: dir }
+}
+
+/// `aid-agent worker --connect URL --name NAME`, its standard error in
+/// `log` (a few lines a session).
+pub fn worker(url: &str, name: &str, log: &Path) -> Background {
+    let err = std::fs::File::create(log).unwrap();
+    let child = agent()
+        .args(["worker", "--connect", url, "--name", name])
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("starting a worker");
+    let w = Background(child);
+    assert!(
+        wait_for(20, || std::fs::read_to_string(log).is_ok_and(|t| t.contains("Ctrl-C stops"))),
+        "worker {name} did not connect: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    w
+}
+
+/// Whether a process has `pid` for parent: a child of any of its
+/// threads (a worker starts its runs from a thread of its own).
+fn has_children(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("children")).is_ok_and(|c| !c.trim().is_empty())
+    })
+}
+
+/// `runs.jsonl`'s records: (id, phase, host, label).
+fn records(out: &Path) -> Vec<(u64, String, Option<String>, String)> {
+    std::fs::read_to_string(out.join("runs.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["id"].as_u64().unwrap(),
+                v["phase"].as_str().unwrap_or_default().to_owned(),
+                v.get("host").and_then(|h| h.as_str()).map(str::to_owned),
+                v["label"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A worker killed with SIGKILL while it makes a run loses nothing: its
+/// batch is delivered again after the server's acknowledgement wait, to
+/// another worker, and every run of the session is stored exactly once
+/// (runs.jsonl, and the Parquet tables read with DuckDB); the session is
+/// read back by `analyze`.
+#[test]
+#[ignore = "needs root, eBPF, nats-server and Python with duckdb: `cargo xtask test` runs it"]
+fn a_worker_killed_mid_batch_loses_no_run_and_none_counts_twice() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("fleet.c", "fleet", &[]);
+    let server = nats_server();
+    let (tmp, out) = temp_session();
+    let logs: Vec<PathBuf> = (1..=3).map(|i| tmp.path().join(format!("w{i}.log"))).collect();
+    let mut workers: Vec<Option<Background>> =
+        (1..=3).map(|i| Some(worker(&server.url, &format!("w{i}"), &logs[i - 1]))).collect();
+    let coordinator_log = tmp.path().join("debug.log");
+    let mut debug = Background(
+        agent()
+            .args(["-v", "debug", "--fleet", &server.url, "-t", "step", "--runs", "12"])
+            .args(["--amplify-below", "0"])
+            .args(["--max-runs", "12", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&coordinator_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // w1 in the middle of a run: its target is its child.
+    let w1 = workers[0].as_ref().unwrap().pid();
+    assert!(
+        wait_for(60, || has_children(w1)),
+        "worker w1 never made a run:\n{}\n{}",
+        std::fs::read_to_string(&coordinator_log).unwrap_or_default(),
+        std::fs::read_to_string(&logs[0]).unwrap_or_default()
+    );
+    signal(w1, nix::sys::signal::Signal::SIGKILL);
+    workers[0].take();
+    let status = loop {
+        if let Some(s) = debug.0.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let said = std::fs::read_to_string(&coordinator_log).unwrap();
+    assert!(
+        status.success() || status.code() == Some(1),
+        "debug --fleet ended with {status:?}:\n{said}"
+    );
+    assert!(said.contains("observed runs go to 3 workers"), "{said}");
+    assert!(said.contains("worker w1 stopped answering"), "{said}");
+    assert!(said.contains("delivered again"), "{said}");
+    // Every observed run once, numbered from 1 with no gap.
+    let all = records(&out);
+    let observed: Vec<_> = all.iter().filter(|r| r.1 == "observe").collect();
+    let ids: Vec<u64> = observed.iter().map(|r| r.0).collect();
+    assert_eq!(ids, (1..=12).collect::<Vec<u64>>(), "{said}");
+    // Made by the workers, on this host: its name in each record.
+    let host = aid::store::host_name();
+    assert!(observed.iter().all(|r| r.2.as_deref() == Some(host.as_str())), "{all:?}");
+    let failing = observed.iter().filter(|r| r.3 == "fail").count();
+    let script = r#"
+import duckdb
+rows = duckdb.sql("""
+    select run, host, count(distinct filename)
+    from read_parquet('parquet/threads/*.parquet', filename = true)
+    where run <= 12 group by all order by run""").fetchall()
+for r in rows:
+    print(*r)
+"#;
+    let output =
+        Command::new("python3").arg("-c").arg(script).current_dir(&out).output().expect("python3");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let want: Vec<String> = (1..=12).map(|i| format!("{i} {host} 1")).collect();
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().collect::<Vec<_>>(), want);
+    // Only observed runs: no candidate, so no round on this host.
+    assert_eq!(all.len(), 12, "{all:?}");
+    let analyzed = run_ok(agent().arg("analyze").arg(&out));
+    let first = format!("12 runs ({failing} failing, {} passing), ", 12 - failing);
+    let text = String::from_utf8_lossy(&analyzed.stdout);
+    assert!(text.starts_with(&first), "{text}");
+}
+
+/// A worker and a coordinator given an address where no server listens
+/// say so in one line, with how to start one, and exit 2.
+#[test]
+#[ignore = "needs root (the worker checks its privileges first): `cargo xtask test` runs it"]
+fn no_server_at_the_address_is_one_line() {
+    let _bpf = require_bpf();
+    // A port nothing listens on: bound, then let go.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let want = format!(
+        "aid: cannot reach the NATS server at {url}: nothing answered there: start one with JetStream on (`nats-server -js -a 127.0.0.1`) or give its nats://HOST:PORT\n"
+    );
+    let out = agent().args(["worker", "--connect", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), want);
+    let exe = c_fixture("fleet.c", "fleet_no_server", &[]);
+    let (_tmp, session, out) = debug_session(&exe, &["--fleet", &url, "-t", "step"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.ends_with(&want), "{stderr}");
+    drop(session);
+}
