@@ -194,6 +194,11 @@ impl RunSource for ProgramSource<'_> {
     }
 
     fn untraced(&self) -> Option<(u32, u32)> {
+        // Made on this host, while the fleet's workers make the traced
+        // runs on theirs: the two rates say nothing of the probes.
+        if self.fleet.is_some() {
+            return None;
+        }
         self.untraced
     }
 
