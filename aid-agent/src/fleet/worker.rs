@@ -51,11 +51,9 @@ pub trait WorkerUi {
 struct Made {
     session: String,
     revision: u64,
-    /// Why this worker makes none of the session's runs (its files differ).
-    refused: Option<String>,
-    jobs: Option<Jobs>,
-    target: Option<Target>,
-    policy: Option<RunPolicy>,
+    /// The session's tracers, target and policy, or why this worker makes
+    /// none of its runs (its files differ).
+    ready: Result<(Jobs, Target, RunPolicy), String>,
 }
 
 /// Serves batches until `stop` is set (Ctrl-C): the batch in hand is
@@ -219,20 +217,20 @@ fn make_batch(
         *made = Some(prepare(&batch.session, batch.spec_revision, &spec, jobs, ui));
     }
     let Some(m) = made.as_mut() else { return Ok(true) };
-    if let Some(why) = &m.refused {
-        for run in &batch.runs {
-            let report = RunReport {
-                id: run.id,
-                worker: name.to_owned(),
-                host: host_name(),
-                run: Err(why.clone()),
-            };
-            bus.publish_report(&batch.session, delivery, &report)?;
+    let (tracers, target, policy) = match &mut m.ready {
+        Ok((tracers, target, policy)) => (tracers, &*target, &*policy),
+        Err(why) => {
+            for run in &batch.runs {
+                let report = RunReport {
+                    id: run.id,
+                    worker: name.to_owned(),
+                    host: host_name(),
+                    run: Err(why.clone()),
+                };
+                bus.publish_report(&batch.session, delivery, &report)?;
+            }
+            return Ok(true);
         }
-        return Ok(true);
-    }
-    let (Some(tracers), Some(target), Some(policy)) = (&mut m.jobs, &m.target, &m.policy) else {
-        return Ok(true);
     };
     // The coordinator's Ctrl-C (its cancel subject) or this worker's.
     let cancel = Arc::new(AtomicBool::new(false));
@@ -242,8 +240,7 @@ fn make_batch(
         Arc::clone(&cancel),
         Arc::clone(stop),
     ));
-    let mut feed =
-        BatchFeed { bus, batch, delivery, name, next: 0, stop, failed: None, reported: 0 };
+    let mut feed = BatchFeed { bus, batch, delivery, name, next: 0, stop, failed: None };
     let ran = tracers.run(target, policy, &cancel, &mut feed);
     watcher.abort();
     ran?;
@@ -262,31 +259,16 @@ fn prepare(
     jobs: u32,
     ui: &mut dyn WorkerUi,
 ) -> Made {
-    let mut made = Made {
-        session: session.to_owned(),
-        revision,
-        refused: None,
-        jobs: None,
-        target: None,
-        policy: None,
-    };
-    match tracers(spec, jobs) {
-        Ok((jobs, target, policy)) => {
-            ui.say(&format!(
-                "session {session}: {} ({} traced functions)",
-                target.display(),
-                spec.tracer.functions.iter().filter(|f| !f.internal).count()
-            ));
-            made.jobs = Some(jobs);
-            made.target = Some(target);
-            made.policy = Some(policy);
-        }
-        Err(why) => {
-            ui.say(&format!("session {session}: making none of its runs: {why}"));
-            made.refused = Some(why);
-        }
+    let ready = tracers(spec, jobs);
+    match &ready {
+        Ok((_, target, _)) => ui.say(&format!(
+            "session {session}: {} ({} traced functions)",
+            target.display(),
+            spec.tracer.functions.iter().filter(|f| !f.internal).count()
+        )),
+        Err(why) => ui.say(&format!("session {session}: making none of its runs: {why}")),
     }
-    made
+    Made { session: session.to_owned(), revision, ready }
 }
 
 /// Checks the session's files against this host's copies, then makes
@@ -368,7 +350,6 @@ struct BatchFeed<'a> {
     next: usize,
     stop: &'a AtomicBool,
     failed: Option<FleetError>,
-    reported: u32,
 }
 
 impl Feed for BatchFeed<'_> {
@@ -392,7 +373,6 @@ impl Feed for BatchFeed<'_> {
             self.failed.get_or_insert(e);
             anyhow::bail!("a run's report could not be sent");
         }
-        self.reported += 1;
         Ok(())
     }
 }
