@@ -71,11 +71,12 @@ fn join_fleet(
 ) -> anyhow::Result<Option<Fleet>> {
     let Some(url) = &req.fleet else { return Ok(None) };
     let mut f = Fleet::connect(url)?;
-    let n = f.capacity(cancel)?;
+    let workers = f.wait_for_workers(cancel)?;
     ui.say(&format!(
-        "observed runs go to {} on {} ({n} at once)",
-        crate::util::human::count(f.workers().len() as u64, "worker"),
-        f.url()
+        "observed runs go to {} on {} ({} at once)",
+        crate::util::human::count(workers.len() as u64, "worker"),
+        f.url(),
+        f.jobs()
     ));
     Ok(Some(f))
 }
@@ -492,7 +493,7 @@ fn debug_phase(
     }
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
         .with_jobs(req.jobs)
-        .with_fleet(fleet.as_mut(), cancel)?
+        .with_fleet(fleet.as_mut())
         .with_watch_amplify(req.amplify_watch.clone())
         .with_untraced(measured.borrow().untraced)
         .with_fewer(fewer && several);

@@ -36,10 +36,8 @@ pub struct ProgramSource<'t> {
     jobs: u32,
     parallel: Option<Jobs>,
     /// `--fleet`: observed runs made by the fleet's workers, as many at
-    /// once as they make together (`fleet_jobs`, read again before each
-    /// batch).
+    /// once as they make together ([`Fleet::jobs`]).
     fleet: Option<&'t mut Fleet>,
-    fleet_jobs: u32,
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -75,22 +73,15 @@ impl<'t> ProgramSource<'t> {
             jobs: 1,
             parallel: None,
             fleet: None,
-            fleet_jobs: 1,
         }
     }
 
     /// Observed runs made by `fleet`'s workers (`--fleet`); interventions
     /// stay on this host.
-    pub fn with_fleet(
-        mut self,
-        fleet: Option<&'t mut Fleet>,
-        cancel: &AtomicBool,
-    ) -> anyhow::Result<Self> {
-        if let Some(f) = fleet {
-            self.fleet_jobs = f.capacity(cancel)?;
-            self.fleet = Some(f);
-        }
-        Ok(self)
+    #[must_use]
+    pub fn with_fleet(mut self, fleet: Option<&'t mut Fleet>) -> Self {
+        self.fleet = fleet;
+        self
     }
 
     /// Observed runs with `noises` made on the fleet, kept by number.
@@ -104,7 +95,6 @@ impl<'t> ProgramSource<'t> {
         let mut batch = Batch { noises, first, started: 0, ended: BTreeMap::new() };
         fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
-        self.fleet_jobs = fleet.capacity(cancel)?;
         Ok(Some(batch.ended.into_values().collect()))
     }
 
@@ -238,7 +228,7 @@ impl RunSource for ProgramSource<'_> {
 
     fn jobs(&self) -> u32 {
         match self.amplify {
-            Amplify::Off if self.fleet.is_some() => self.fleet_jobs,
+            Amplify::Off if let Some(f) = &self.fleet => f.jobs(),
             Amplify::Off => self.jobs,
             _ => 1,
         }

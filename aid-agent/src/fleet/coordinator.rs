@@ -61,6 +61,8 @@ pub struct Fleet {
     pub duplicates: u32,
     /// Workers seen, and those seen to stop.
     seen: BTreeMap<String, WorkerInfo>,
+    /// Runs the workers connected at the last look make at once.
+    jobs: u32,
     gone: BTreeSet<String>,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -107,6 +109,7 @@ impl Fleet {
             received: BTreeSet::new(),
             duplicates: 0,
             seen: BTreeMap::new(),
+            jobs: 0,
             gone: BTreeSet::new(),
             reader,
         })
@@ -122,7 +125,7 @@ impl Fleet {
         &self.bus.url
     }
 
-    /// The workers connected now.
+    /// The workers connected now ([`Fleet::jobs`] from them).
     pub fn workers(&mut self) -> Vec<WorkerInfo> {
         let members = self.queues.members.clone();
         let now: Vec<WorkerInfo> = self
@@ -153,20 +156,24 @@ impl Fleet {
             self.gone.remove(&w.name);
             self.seen.insert(w.name.clone(), w.clone());
         }
+        self.jobs = now.iter().map(|w| w.jobs.max(1)).sum();
         now
     }
 
-    /// Runs the fleet makes at once: the workers' `--jobs` summed, once
-    /// at least one has joined (waited for up to [`NO_WORKER`]).
-    pub fn capacity(&mut self, cancel: &AtomicBool) -> anyhow::Result<u32> {
+    /// Runs the fleet makes at once: the `--jobs` of the workers connected
+    /// at the last look summed (at least 1).
+    pub fn jobs(&self) -> u32 {
+        self.jobs.max(1)
+    }
+
+    /// The workers connected once at least one has joined (waited for up
+    /// to [`NO_WORKER`]).
+    pub fn wait_for_workers(&mut self, cancel: &AtomicBool) -> anyhow::Result<Vec<WorkerInfo>> {
         let start = Instant::now();
         loop {
-            let n: u32 = self.workers().iter().map(|w| w.jobs.max(1)).sum();
-            if n > 0 {
-                return Ok(n);
-            }
-            if cancel.load(Ordering::SeqCst) {
-                return Ok(1);
+            let now = self.workers();
+            if !now.is_empty() || cancel.load(Ordering::SeqCst) {
+                return Ok(now);
             }
             if start.elapsed() > NO_WORKER {
                 anyhow::bail!(
