@@ -18,9 +18,9 @@ use async_nats::jetstream::consumer;
 use futures_util::StreamExt;
 
 use super::{
-    Bus, FileId, FleetError, H_DELIVERY, H_PART, H_RUN, H_WORKER, Queues, RunReport, SessionSpec,
-    WORKER_GONE, WorkBatch, WorkRun, WorkerInfo, cancel_subject, host_name, results_subject,
-    to_name, work_subject,
+    Bus, FileId, FleetError, H_DELIVERY, H_PART, H_RUN, H_WORKER, MAX_DELIVER,
+    MAX_DELIVERIES_ADVISORY, Queues, RunReport, SessionSpec, WORKER_GONE, WorkBatch, WorkRun,
+    WorkerInfo, cancel_subject, host_name, results_subject, stored, to_name, work_subject,
 };
 use crate::{
     record::{
@@ -64,7 +64,12 @@ pub struct Fleet {
     /// Runs the workers connected at the last look make at once.
     jobs: u32,
     gone: BTreeSet<String>,
+    /// The runs of each batch published, by its place in the work queue.
+    batches: HashMap<u64, Vec<u32>>,
+    /// Places of batches the server stopped delivering ([`MAX_DELIVER`]).
+    dropped: mpsc::Receiver<u64>,
     reader: tokio::task::JoinHandle<()>,
+    advisories: tokio::task::JoinHandle<()>,
 }
 
 impl Fleet {
@@ -82,23 +87,23 @@ impl Fleet {
         let (tx, parts) = mpsc::channel();
         let results = queues.results.clone();
         let subject = results_subject(&session);
-        let made = bus
-            .block(async move {
-                results
-                    .create_consumer(consumer::pull::OrderedConfig {
-                        filter_subject: subject,
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| e.to_string())
-            })
-            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
-            .map_err(|reason| FleetError::Server {
-                url: url.to_owned(),
-                what: "a reader of the session's reports".into(),
-                reason,
-            })?;
+        let made = bus.request("a reader of the session's reports", async move {
+            results
+                .create_consumer(consumer::pull::OrderedConfig {
+                    filter_subject: subject,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())
+        })?;
         let reader = bus.spawn(read_parts(made, tx));
+        // Subscribed before any batch is published.
+        let client = bus.client.clone();
+        let advised = bus.request("a subscription to the work queue's advisories", async move {
+            client.subscribe(MAX_DELIVERIES_ADVISORY).await.map_err(|e| e.to_string())
+        })?;
+        let (tx, dropped) = mpsc::channel();
+        let advisories = bus.spawn(read_dropped(advised, tx));
         Ok(Fleet {
             bus,
             queues,
@@ -111,7 +116,10 @@ impl Fleet {
             seen: BTreeMap::new(),
             jobs: 0,
             gone: BTreeSet::new(),
+            batches: HashMap::new(),
+            dropped,
             reader,
+            advisories,
         })
     }
 
@@ -221,15 +229,9 @@ impl Fleet {
         }
         let (sessions, key, value) =
             (self.queues.sessions.clone(), self.session.clone(), bytes::Bytes::from(body.clone()));
-        let rev = self
-            .bus
-            .block(async move { sessions.put(key, value).await.map_err(|e| e.to_string()) })
-            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
-            .map_err(|reason| FleetError::Server {
-                url: self.bus.url.clone(),
-                what: "the session's spec".into(),
-                reason,
-            })?;
+        let rev = self.bus.request("the session's spec", async move {
+            sessions.put(key, value).await.map_err(|e| e.to_string())
+        })?;
         self.spec = Some((body, rev));
         Ok(rev)
     }
@@ -326,6 +328,7 @@ impl Fleet {
                     );
                 }
             }
+            self.lost(&waiting)?;
             if checked.elapsed() > Duration::from_secs(2) {
                 checked = Instant::now();
                 if self.workers().is_empty() {
@@ -360,29 +363,49 @@ impl Fleet {
                 runs: c.to_vec(),
             })
             .collect();
-        let (js, subject, url) =
-            (self.bus.js.clone(), work_subject(&self.session), self.bus.url.clone());
+        let (js, subject) = (self.bus.js.clone(), work_subject(&self.session));
         let bodies = batches
             .iter()
             .map(|b| Ok((b.runs[0].id, serde_json::to_vec(b)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let session = self.session.clone();
-        self.bus
-            .block(async move {
-                for (first, body) in bodies {
-                    let mut headers = async_nats::HeaderMap::new();
-                    // The server drops a batch published twice.
-                    headers.insert("Nats-Msg-Id", format!("{session}-{first}").as_str());
-                    let ack = js
-                        .publish_with_headers(subject.clone(), headers, body.into())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    ack.await.map_err(|e| e.to_string())?;
-                }
-                Ok::<(), String>(())
-            })
-            .unwrap_or_else(|| Err("the runtime ended".to_owned()))
-            .map_err(|reason| FleetError::Server { url, what: "a batch of runs".into(), reason })?;
+        let places = self.bus.request("a batch of runs", async move {
+            let mut places = Vec::new();
+            for (first, body) in bodies {
+                let mut headers = async_nats::HeaderMap::new();
+                // The server drops a batch published twice.
+                headers.insert("Nats-Msg-Id", format!("{session}-{first}").as_str());
+                places.push(stored(&js, subject.clone(), headers, body.into()).await?);
+            }
+            Ok(places)
+        })?;
+        for (place, batch) in places.into_iter().zip(batches) {
+            self.batches.insert(place, batch.runs.iter().map(|r| r.id).collect());
+        }
+        Ok(())
+    }
+
+    /// Fails when the server stopped delivering a batch that has runs
+    /// still `waiting`: every worker it went to stopped (or lost the
+    /// server) before reporting them, [`MAX_DELIVER`] times.
+    fn lost(&mut self, waiting: &BTreeSet<u32>) -> anyhow::Result<()> {
+        while let Ok(place) = self.dropped.try_recv() {
+            let Some(runs) = self.batches.remove(&place) else { continue };
+            // It stays in the work queue until it expires otherwise.
+            let work = self.queues.work.clone();
+            self.bus.block(async move {
+                let _ = work.delete_message(place).await;
+            });
+            let lost: Vec<String> =
+                runs.iter().filter(|id| waiting.contains(id)).map(u32::to_string).collect();
+            if !lost.is_empty() {
+                anyhow::bail!(
+                    "{} not made: a batch went to workers {MAX_DELIVER} times and each stopped, or lost the server, before reporting it (runs {}): see the workers' output",
+                    crate::util::human::count(lost.len() as u64, "run"),
+                    crate::util::human::summarize(&lost)
+                );
+            }
+        }
         Ok(())
     }
 
@@ -416,6 +439,7 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.reader.abort();
+        self.advisories.abort();
         if self.duplicates > 0 {
             log::warn!(
                 "{} dropped: runs already reported, made again after their batch was delivered again",
@@ -429,6 +453,18 @@ impl Drop for Fleet {
             let _ = sessions.purge(key).await;
             let _ = results.purge().filter(subject).await;
         });
+    }
+}
+
+/// Sends the place in the work queue of each batch the server stopped
+/// delivering, from its advisories, until the channel closes.
+async fn read_dropped(mut advised: async_nats::Subscriber, tx: mpsc::Sender<u64>) {
+    while let Some(m) = advised.next().await {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&m.payload) else { continue };
+        let Some(place) = v["stream_seq"].as_u64() else { continue };
+        if tx.send(place).is_err() {
+            return;
+        }
     }
 }
 

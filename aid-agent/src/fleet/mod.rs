@@ -59,8 +59,13 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A worker's key expires this long after it was last put.
 pub const WORKER_GONE: Duration = Duration::from_secs(8);
 /// Deliveries of one batch at most: a batch that ended every worker that
-/// took it is not sent to more.
+/// took it is not sent to more. The server then says so on
+/// [`MAX_DELIVERIES_ADVISORY`], and the coordinator stops.
 pub const MAX_DELIVER: i64 = 5;
+/// Where the server tells that a batch reached [`MAX_DELIVER`]: a JSON
+/// advisory with its `stream_seq`.
+pub const MAX_DELIVERIES_ADVISORY: &str =
+    "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.AID_WORK.aid-workers";
 /// Room left in a message for its headers.
 const HEADER_ROOM: usize = 4096;
 
@@ -87,6 +92,8 @@ pub enum FleetError {
     Server { url: String, what: String, reason: String },
     #[error("the fleet's client thread could not start: {0}")]
     Thread(std::io::Error),
+    #[error("the fleet's client thread ended")]
+    Ended,
     #[error(
         "--name {0:?}: a worker's name is letters, digits, '-' and '_' (it is a key and a subject token)"
     )]
@@ -243,7 +250,7 @@ impl Bus {
                     reason: connect_reason(&e),
                 });
             }
-            None => return Err(FleetError::Thread(std::io::Error::other("the runtime ended"))),
+            None => return Err(FleetError::Ended),
         };
         // The context starts a task of its own: on the bus's runtime.
         let js = {
@@ -283,13 +290,27 @@ impl Bus {
         self.client.server_info().max_payload
     }
 
+    /// Runs the request `f` on the client's runtime: its answer, or the
+    /// server's refusal of `what` with its reason.
+    pub fn request<T, F>(&self, what: impl Into<String>, f: F) -> Result<T, FleetError>
+    where
+        F: Future<Output = Result<T, String>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match self.block(f) {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(reason)) => {
+                Err(FleetError::Server { url: self.url.clone(), what: what.into(), reason })
+            }
+            None => Err(FleetError::Ended),
+        }
+    }
+
     /// Makes (or finds) the streams, the workers' consumer and the
     /// buckets every coordinator and worker use.
     pub fn queues(&self) -> Result<Queues, FleetError> {
         let (js, url) = (self.js.clone(), self.url.clone());
-        self.block(async move { Queues::make(&js, &url).await }).unwrap_or_else(|| {
-            Err(FleetError::Thread(std::io::Error::other("the fleet's runtime ended")))
-        })
+        self.block(async move { Queues::make(&js, &url).await }).unwrap_or(Err(FleetError::Ended))
     }
 
     /// Publishes `report` on the session's results' subject, in parts of
@@ -301,9 +322,10 @@ impl Bus {
         delivery: u64,
         report: &RunReport,
     ) -> Result<(), FleetError> {
+        let what = format!("run {}'s report", report.id);
         let body = serde_json::to_vec(report).map_err(|e| FleetError::Server {
             url: self.url.clone(),
-            what: format!("run {}'s report", report.id),
+            what: what.clone(),
             reason: e.to_string(),
         })?;
         let size = self.max_payload().saturating_sub(HEADER_ROOM).max(HEADER_ROOM);
@@ -312,28 +334,30 @@ impl Bus {
         let n = parts.len().max(1);
         let (js, subject) = (self.js.clone(), results_subject(session));
         let (id, worker) = (report.id, report.worker.clone());
-        let url = self.url.clone();
-        self.block(async move {
+        self.request(what, async move {
             for (k, part) in parts.into_iter().enumerate() {
                 let mut headers = async_nats::HeaderMap::new();
                 headers.insert(H_RUN, id.to_string().as_str());
                 headers.insert(H_WORKER, worker.as_str());
                 headers.insert(H_DELIVERY, delivery.to_string().as_str());
                 headers.insert(H_PART, format!("{}/{n}", k + 1).as_str());
-                let stored = match js.publish_with_headers(subject.clone(), headers, part).await {
-                    Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                stored.map_err(|reason| FleetError::Server {
-                    url: url.clone(),
-                    what: format!("run {id}'s report"),
-                    reason,
-                })?;
+                stored(&js, subject.clone(), headers, part).await?;
             }
             Ok(())
         })
-        .unwrap_or_else(|| Err(FleetError::Thread(std::io::Error::other("the runtime ended"))))
     }
+}
+
+/// Publishes `body` on a stream's `subject` and waits until the server
+/// has stored it: its place in the stream.
+async fn stored(
+    js: &jetstream::Context,
+    subject: String,
+    headers: async_nats::HeaderMap,
+    body: bytes::Bytes,
+) -> Result<u64, String> {
+    let ack = js.publish_with_headers(subject, headers, body).await.map_err(|e| e.to_string())?;
+    ack.await.map(|a| a.sequence).map_err(|e| e.to_string())
 }
 
 impl Drop for Bus {
@@ -493,6 +517,14 @@ mod tests {
         assert_eq!(to_name("web.example.com"), "web-example-com");
         assert_eq!(to_name(""), "aid");
         assert!(valid_name(&to_name("x.y*z>")));
+    }
+
+    #[test]
+    fn the_advisory_names_the_workers_consumer() {
+        assert_eq!(
+            MAX_DELIVERIES_ADVISORY,
+            format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{WORK_STREAM}.{WORKERS_CONSUMER}")
+        );
     }
 
     #[test]

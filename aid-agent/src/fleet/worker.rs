@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use async_nats::jetstream::{self, AckKind};
+use async_nats::jetstream::{self, AckKind, kv};
 use futures_util::StreamExt;
 
 use super::{
@@ -124,13 +124,20 @@ pub fn serve(
         progress.abort();
         let m = msg.clone();
         match result {
-            Ok(true) => {
+            Ok(Batch::Done) => {
                 batches += 1;
                 bus.block(async move { m.double_ack().await });
             }
             // Stopped: another worker makes the batch.
-            Ok(false) => {
+            Ok(Batch::Stopped) => {
                 bus.block(async move { m.ack_with(AckKind::Nak(None)).await });
+            }
+            Ok(Batch::Unread(reason)) => {
+                ui.say(&format!(
+                    "session {}'s spec cannot be read from {}: {reason}; its batch goes back to the queue",
+                    batch.session, opts.url
+                ));
+                bus.block(async move { m.ack_with(AckKind::Nak(Some(GIVE_BACK_DELAY))).await });
             }
             Err(e) => {
                 bus.block(async move { m.ack_with(AckKind::Nak(None)).await });
@@ -180,8 +187,44 @@ async fn heartbeat(queues: Queues, info: WorkerInfo) {
     }
 }
 
-/// Makes `batch`'s runs and reports each. Ok(false): stopped before all
-/// were made.
+/// What became of a batch taken.
+#[derive(Debug)]
+enum Batch {
+    /// Every run reported, or none to make (its session has ended).
+    Done,
+    /// This worker was stopped before all were reported.
+    Stopped,
+    /// The session's spec could not be read (the server is away): the
+    /// batch is given back, to be taken again after [`GIVE_BACK_DELAY`].
+    Unread(String),
+}
+
+/// How long a batch given back because its spec could not be read waits
+/// before it is delivered again (to any worker).
+const GIVE_BACK_DELAY: Duration = Duration::from_secs(1);
+
+/// A session's spec as the sessions' bucket holds it: its revision,
+/// whether it is a value (not a deletion) and its bytes.
+type Stored = (u64, bool, bytes::Bytes);
+
+/// What the sessions' bucket says of a batch made with the spec of
+/// `revision`: the spec to make it with, Ok(None) when the session has
+/// ended or has another spec now (its coordinator no longer waits for
+/// the batch), or why the bucket could not be read.
+fn spec_of<S: serde::de::DeserializeOwned>(
+    read: Result<Option<Stored>, String>,
+    revision: u64,
+) -> Result<Option<Result<S, String>>, String> {
+    match read? {
+        Some((rev, true, value)) if rev == revision => Ok(Some(
+            serde_json::from_slice(&value)
+                .map_err(|e| format!("this worker (aid {}) cannot read the session's spec: {e}: run the coordinator's version", env!("CARGO_PKG_VERSION"))),
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// Makes `batch`'s runs and reports each.
 #[allow(clippy::too_many_arguments, reason = "one call site: the serve loop's state")]
 fn make_batch(
     bus: &Bus,
@@ -193,30 +236,39 @@ fn make_batch(
     jobs: u32,
     stop: &Arc<AtomicBool>,
     ui: &mut dyn WorkerUi,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Batch> {
     let current = made
         .as_ref()
         .is_some_and(|m| m.session == batch.session && m.revision == batch.spec_revision);
     if !current {
         let (sessions, key) = (queues.sessions.clone(), batch.session.clone());
-        let entry =
-            bus.block(async move { sessions.entry(key).await }).and_then(Result::ok).flatten();
-        let Some(entry) = entry else {
-            // The session has ended (its spec is gone): nothing to make.
-            return Ok(true);
+        let read = bus
+            .block(async move {
+                sessions.entry(key).await.map_err(|e| e.to_string()).map(|entry| {
+                    entry.map(|e| (e.revision, e.operation == kv::Operation::Put, e.value))
+                })
+            })
+            .ok_or(FleetError::Ended)?;
+        let spec = match spec_of::<SessionSpec>(read, batch.spec_revision) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => return Ok(Batch::Done),
+            Err(reason) => return Ok(Batch::Unread(reason)),
         };
-        if entry.revision != batch.spec_revision {
-            // Made with another spec than the one the session has now:
-            // the coordinator no longer waits for it.
-            return Ok(true);
-        }
-        let spec: SessionSpec = serde_json::from_slice(&entry.value)
-            .map_err(|e| anyhow::anyhow!("session {}'s spec cannot be read: {e}", batch.session))?;
         // The previous session's tracers are let go first.
         *made = None;
-        *made = Some(prepare(&batch.session, batch.spec_revision, &spec, jobs, ui));
+        *made = Some(match spec {
+            Ok(spec) => prepare(&batch.session, batch.spec_revision, &spec, jobs, ui),
+            Err(why) => {
+                ui.say(&format!("session {}: making none of its runs: {why}", batch.session));
+                Made {
+                    session: batch.session.clone(),
+                    revision: batch.spec_revision,
+                    ready: Err(why),
+                }
+            }
+        });
     }
-    let Some(m) = made.as_mut() else { return Ok(true) };
+    let Some(m) = made.as_mut() else { return Ok(Batch::Done) };
     let (tracers, target, policy) = match &mut m.ready {
         Ok((tracers, target, policy)) => (tracers, &*target, &*policy),
         Err(why) => {
@@ -229,7 +281,7 @@ fn make_batch(
                 };
                 bus.publish_report(&batch.session, delivery, &report)?;
             }
-            return Ok(true);
+            return Ok(Batch::Done);
         }
     };
     // The coordinator's Ctrl-C (its cancel subject) or this worker's.
@@ -247,7 +299,7 @@ fn make_batch(
     if let Some(e) = feed.failed {
         return Err(e.into());
     }
-    Ok(!stop.load(Ordering::SeqCst))
+    Ok(if stop.load(Ordering::SeqCst) { Batch::Stopped } else { Batch::Done })
 }
 
 /// The session's tracers, target and policy, or why this worker makes
@@ -374,5 +426,48 @@ impl Feed for BatchFeed<'_> {
             anyhow::bail!("a run's report could not be sent");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stands for [`SessionSpec`] (the reading is the same).
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    struct Spec {
+        program: String,
+    }
+
+    fn spec_bytes() -> bytes::Bytes {
+        serde_json::to_vec(&Spec { program: "/bin/true".into() }).unwrap().into()
+    }
+
+    /// A spec the bucket could not give (the server away) is not a
+    /// session that ended: the batch is given back, not acknowledged.
+    #[test]
+    fn an_unread_spec_gives_the_batch_back() {
+        assert_eq!(spec_of::<Spec>(Err("timed out".into()), 3).unwrap_err(), "timed out");
+    }
+
+    #[test]
+    fn a_session_ended_or_respecified_has_nothing_to_make() {
+        assert!(spec_of::<Spec>(Ok(None), 3).unwrap().is_none());
+        assert!(spec_of::<Spec>(Ok(Some((4, true, spec_bytes()))), 3).unwrap().is_none());
+        assert!(spec_of::<Spec>(Ok(Some((3, false, bytes::Bytes::new()))), 3).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_current_spec_is_made_with_or_refused_in_words() {
+        let spec = spec_of::<Spec>(Ok(Some((3, true, spec_bytes()))), 3).unwrap().unwrap().unwrap();
+        assert_eq!(spec.program, "/bin/true");
+        let why = spec_of::<Spec>(Ok(Some((3, true, bytes::Bytes::from_static(b"{}")))), 3)
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            why.contains("cannot read the session's spec") && why.contains("coordinator's version"),
+            "{why}"
+        );
     }
 }

@@ -3,7 +3,6 @@
 //! and a coordinator (`debug --fleet`), each stopped by its pid.
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
@@ -17,26 +16,37 @@ pub struct Server {
     _dir: tempfile::TempDir,
 }
 
-/// Starts nats-server with JetStream on a free port of 127.0.0.1.
+/// Starts nats-server with JetStream on a port of 127.0.0.1 it chooses
+/// itself (`-p -1`) and names in its ports file: two tests that start one
+/// at once never share a port.
 pub fn nats_server() -> Server {
     let exe = which::which("nats-server")
         .or_else(|_| which::which("/usr/sbin/nats-server"))
         .expect("nats-server is not installed: `cargo xtask setup` installs it");
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(exe)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
         .arg(dir.path().join("js"))
+        .arg("--ports_file_dir")
+        .arg(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("starting nats-server");
+    let ports = dir.path().join(format!("nats-server_{}.ports", child.id()));
     let process = Background(child);
+    let mut url = None;
     assert!(
-        wait_for(10, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
-        "nats-server did not listen on 127.0.0.1:{port}"
+        wait_for(10, || {
+            let read = std::fs::read_to_string(&ports).ok();
+            let v: Option<serde_json::Value> = read.and_then(|t| serde_json::from_str(&t).ok());
+            url = v.and_then(|v| v["nats"][0].as_str().map(str::to_owned));
+            url.is_some()
+        }),
+        "nats-server wrote no ports file at {}",
+        ports.display()
     );
-    Server { url: format!("nats://127.0.0.1:{port}"), _process: process, _dir: dir }
+    Server { url: url.unwrap(), _process: process, _dir: dir }
 }
 
 /// `aid-agent worker --connect URL --name NAME`, its standard error in
@@ -65,6 +75,40 @@ fn has_children(pid: u32) -> bool {
     tasks.flatten().any(|t| {
         std::fs::read_to_string(t.path().join("children")).is_ok_and(|c| !c.trim().is_empty())
     })
+}
+
+/// `debug --fleet URL -v` of the fixture's `step` for `runs` observed runs
+/// and no more (no amplification), into `out`; its standard error in `log`.
+fn coordinator(url: &str, runs: u32, out: &Path, exe: &Path, log: &Path) -> Background {
+    let runs = runs.to_string();
+    Background(
+        agent()
+            .args(["-v", "debug", "--fleet", url, "-t", "step", "--runs", &runs])
+            .args(["--amplify-below", "0", "--max-runs", &runs, "--out"])
+            .arg(out)
+            .arg("--")
+            .arg(exe)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// How `process` ended, within `secs` (the test fails otherwise, with
+/// what it said in `log`).
+fn ended(process: &mut Background, secs: u64, log: &Path) -> std::process::ExitStatus {
+    let mut status = None;
+    let done = wait_for(secs, || {
+        status = process.0.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(
+        done,
+        "still running after {secs} s:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    status.unwrap()
 }
 
 /// `runs.jsonl`'s records: (id, phase, host, label).
@@ -100,19 +144,7 @@ fn a_worker_killed_mid_batch_loses_no_run_and_none_counts_twice() {
     let mut workers: Vec<Option<Background>> =
         (1..=3).map(|i| Some(worker(&server.url, &format!("w{i}"), &logs[i - 1]))).collect();
     let coordinator_log = tmp.path().join("debug.log");
-    let mut debug = Background(
-        agent()
-            .args(["-v", "debug", "--fleet", &server.url, "-t", "step", "--runs", "12"])
-            .args(["--amplify-below", "0"])
-            .args(["--max-runs", "12", "--out"])
-            .arg(&out)
-            .arg("--")
-            .arg(&exe)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&coordinator_log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut debug = coordinator(&server.url, 12, &out, &exe, &coordinator_log);
     // w1 in the middle of a run: its target is its child.
     let w1 = workers[0].as_ref().unwrap().pid();
     assert!(
@@ -123,12 +155,7 @@ fn a_worker_killed_mid_batch_loses_no_run_and_none_counts_twice() {
     );
     signal(w1, nix::sys::signal::Signal::SIGKILL);
     workers[0].take();
-    let status = loop {
-        if let Some(s) = debug.0.try_wait().unwrap() {
-            break s;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let status = ended(&mut debug, 300, &coordinator_log);
     let said = std::fs::read_to_string(&coordinator_log).unwrap();
     assert!(
         status.success() || status.code() == Some(1),
@@ -168,6 +195,52 @@ for r in rows:
     assert!(text.starts_with(&first), "{text}");
 }
 
+/// A batch that every worker it goes to gives back unfinished (each is
+/// stopped with Ctrl-C in the middle of a run) is delivered five times at
+/// most; the server then says so and the coordinator ends, naming the
+/// runs not made, instead of waiting for them while workers are alive.
+#[test]
+#[ignore = "needs root, eBPF and nats-server: `cargo xtask test` runs it"]
+fn a_batch_given_back_five_times_ends_the_session_in_one_line() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("fleet.c", "fleet", &[]);
+    let server = nats_server();
+    let (tmp, out) = temp_session();
+    let log = |i: u32| tmp.path().join(format!("w{i}.log"));
+    let mut current = worker(&server.url, "w1", &log(1));
+    let coordinator_log = tmp.path().join("debug.log");
+    let mut debug = coordinator(&server.url, 4, &out, &exe, &coordinator_log);
+    for i in 1..=5 {
+        let pid = current.pid();
+        assert!(
+            wait_for(60, || has_children(pid)),
+            "worker w{i} never made a run:\n{}\n{}",
+            std::fs::read_to_string(&coordinator_log).unwrap_or_default(),
+            std::fs::read_to_string(log(i)).unwrap_or_default()
+        );
+        signal(pid, nix::sys::signal::Signal::SIGINT);
+        let status = current.0.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "w{i}: {}", std::fs::read_to_string(log(i)).unwrap());
+        // The next worker takes the batch back (the sixth finds it dropped).
+        current = worker(&server.url, &format!("w{}", i + 1), &log(i + 1));
+    }
+    // Without the server's word the coordinator would wait on: w6 is alive.
+    let status = ended(&mut debug, 60, &coordinator_log);
+    let said = std::fs::read_to_string(&coordinator_log).unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    let last = said.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("aid: ")
+            && last.contains(" not made: a batch went to workers 5 times and each stopped, or lost the server, before reporting it (runs "),
+        "{said}"
+    );
+    // The sixth worker made none of it.
+    assert!(!std::fs::read_to_string(log(6)).unwrap().contains("session "), "{said}");
+    // No run was recorded, so none is claimed.
+    let recorded = std::fs::read_to_string(out.join("runs.jsonl")).unwrap_or_default();
+    assert_eq!(recorded.lines().filter(|l| l.contains("\"observe\"")).count(), 0, "{recorded}");
+}
+
 /// A worker and a coordinator given an address where no server listens
 /// say so in one line, with how to start one, and exit 2.
 #[test]
@@ -175,7 +248,7 @@ for r in rows:
 fn no_server_at_the_address_is_one_line() {
     let _bpf = require_bpf();
     // A port nothing listens on: bound, then let go.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("nats://127.0.0.1:{port}");
     let want = format!(
         "aid: cannot reach the NATS server at {url}: nothing answered there: start one with JetStream on (`nats-server -js -a 127.0.0.1`) or give its nats://HOST:PORT\n"
