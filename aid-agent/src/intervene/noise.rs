@@ -66,6 +66,7 @@ use crate::{
     model::{
         FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Point, Probe, Role, Run, Site,
     },
+    predicates::LockOp,
 };
 
 /// How much noise to inject per run.
@@ -229,19 +230,29 @@ struct NearMiss {
 const LOWEST_ADDRESS: i64 = 0x1_0000;
 
 /// The near misses of the passing runs of `runs`, one per point (its
-/// smallest gap), nearest first: for each object, each entry against the
-/// latest entry of every other thread on it, when they are at most
-/// `within_ns` apart. A passing run's order is one that passes; the one
-/// it nearly took instead may fail. A failing run's is the failing order
-/// already, and turning it round would hold the thread whose lateness
-/// the failure may need.
+/// smallest gap), nearest first: for each object, each call on it
+/// against the latest call of every other thread on it, when their
+/// entries are at most `within_ns` apart. A passing run's order is one
+/// that passes; the one it nearly took instead may fail. A failing run's
+/// is the failing order already, and turning it round would hold the
+/// thread whose lateness the failure may need.
+///
+/// Calls on a lock are in the order they held it, which is the order of
+/// their releases (each lock call is paired with its thread's next
+/// release of that lock), not of their entries: a thread that entered
+/// first and waited, or was held by noise at its entry, took the lock
+/// second, and holding it would only make the order seen surer. Its gap
+/// is then 0: the later thread was already there.
 fn near_misses(runs: &[Run], functions: &[Function], within_ns: u64) -> Vec<NearMiss> {
     let ops = crate::predicates::lock_ops(functions);
+    let op = |func: FuncId| ops.get(func as usize).copied().unwrap_or_default();
     let sync = |func: FuncId| functions.get(func as usize).is_some_and(|f| f.probe.is_sync_point());
     let mut best: BTreeMap<NoiseAt, u64> = BTreeMap::new();
     for run in runs.iter().filter(|r| !r.failed()) {
-        // (entry, object, thread, point), in the order of the entries.
-        let mut entries: Vec<(u64, i64, Role, NoiseAt)> = Vec::new();
+        // (order, entry, object, thread, point); `order` is the release
+        // of a lock call, once seen, and the entry of any other call.
+        let mut entries: Vec<(u64, u64, i64, Role, NoiseAt)> = Vec::new();
+        let mut holding: BTreeMap<(Role, i64), usize> = BTreeMap::new();
         let mut steps: BTreeMap<Role, u32> = BTreeMap::new();
         let mut calls: Vec<&crate::model::Call> = run.calls.iter().collect();
         calls.sort_by_key(|c| c.entry_ns);
@@ -250,25 +261,31 @@ fn near_misses(runs: &[Run], functions: &[Function], within_ns: u64) -> Vec<Near
             if sync(c.func) {
                 let step = steps.entry(c.role).or_insert(0);
                 *step += 1;
-                let takes = ops.get(c.func as usize) == Some(&crate::predicates::LockOp::Acquire);
-                if takes && object != 0 {
-                    entries.push((
-                        c.entry_ns,
-                        object,
-                        c.role,
-                        NoiseAt::Sync { role: c.role, step: *step },
-                    ));
+                let at = NoiseAt::Sync { role: c.role, step: *step };
+                match op(c.func) {
+                    LockOp::Acquire if object != 0 => {
+                        holding.insert((c.role, object), entries.len());
+                        entries.push((c.entry_ns, c.entry_ns, object, c.role, at));
+                    }
+                    LockOp::Release | LockOp::Wait => {
+                        let lock = if op(c.func) == LockOp::Wait { c.args[1] } else { object };
+                        if let Some(i) = holding.remove(&(c.role, lock)) {
+                            entries[i].0 = c.entry_ns;
+                        }
+                    }
+                    _ => {}
                 }
             } else if object >= LOWEST_ADDRESS {
                 let site = Site { func: c.func, role: c.role, instance: c.instance };
-                entries.push((c.entry_ns, object, c.role, NoiseAt::Call { site }));
+                entries.push((c.entry_ns, c.entry_ns, object, c.role, NoiseAt::Call { site }));
             }
         }
+        entries.sort_by_key(|e| e.0);
         let mut latest: BTreeMap<i64, BTreeMap<Role, (u64, NoiseAt)>> = BTreeMap::new();
-        for (t, object, role, at) in entries {
+        for (_, t, object, role, at) in entries {
             let on = latest.entry(object).or_default();
             for (_, &(before, earlier)) in on.iter().filter(|(r, _)| **r != role) {
-                let gap = t - before;
+                let gap = t.saturating_sub(before);
                 if gap <= within_ns {
                     let g = best.entry(earlier).or_insert(gap);
                     *g = (*g).min(gap);

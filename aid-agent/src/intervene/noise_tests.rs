@@ -120,6 +120,29 @@ fn near_misses_are_the_earlier_of_two_threads_close_entries_on_one_object() {
     assert_eq!(near_misses(&[failed], &functions, LONGEST_NEAR_MISS_NS), vec![]);
 }
 
+/// Calls on a lock are in the order they held it: a thread that entered
+/// its lock call first but released after the other (it waited, or noise
+/// held it at the entry) took the lock second, and the near miss is the
+/// other thread's, with a gap of 0.
+#[test]
+fn near_misses_on_a_lock_are_in_the_order_it_was_held() {
+    let lock = Function { internal: true, probe: Probe::Sync, ..function(1, "pthread_mutex_lock") };
+    let unlock =
+        Function { internal: true, probe: Probe::Sync, ..function(2, "pthread_mutex_unlock") };
+    let functions = vec![function(0, "use"), lock, unlock];
+    let calls = vec![
+        // Role 2 enters first and waits; role 1 takes the lock, lets it
+        // go, and role 2 then has it.
+        call(1, 2, 1, 1_000, None, None).with_args([0x5000, 0, 0]),
+        call(1, 1, 1, 1_300, None, None).with_args([0x5000, 0, 0]),
+        call(2, 1, 1, 1_500, None, None).with_args([0x5000, 0, 0]),
+        call(2, 2, 1, 9_000, None, None).with_args([0x5000, 0, 0]),
+    ];
+    let runs = vec![run(1, Label::Pass, calls, 10_000)];
+    let near = near_misses(&runs, &functions, LONGEST_NEAR_MISS_NS);
+    assert_eq!(near, vec![NearMiss { gap_ns: 0, at: NoiseAt::Sync { role: 1, step: 1 } }]);
+}
+
 /// Near-miss runs hold only near misses a hold of the level can turn
 /// round, each longer than its gap; with none, they are random delays.
 #[test]
