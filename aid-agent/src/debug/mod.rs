@@ -17,6 +17,8 @@ pub mod service;
 pub mod source;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_probes;
 
 use std::{
     collections::BTreeSet,
