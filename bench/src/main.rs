@@ -7,6 +7,7 @@
 //! `benches/` (`cargo xtask bench probes|amplify`).
 
 mod extract;
+mod fleet;
 mod synthetic;
 
 use std::process::ExitCode;
@@ -28,12 +29,17 @@ enum Bench {
     Synthetic(synthetic::SyntheticArgs),
     /// Extraction + statistics + AC-DAG throughput over generated runs.
     Extract(extract::ExtractArgs),
+    /// What limits a fleet as hosts are added: report sizes, the
+    /// coordinator's reading and its look at the workers (a nats-server
+    /// of its own on 127.0.0.1).
+    Fleet(fleet::FleetArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().bench {
         Bench::Synthetic(a) => synthetic::run(a),
         Bench::Extract(a) => extract::run(&a),
+        Bench::Fleet(a) => fleet::run(&a),
     };
     result.unwrap_or_else(|err| {
         eprintln!("aid-bench: {err:#}");

@@ -19,7 +19,8 @@
 //! `cargo xtask bench synthetic` and `cargo xtask bench extract` run the
 //! benchmarks crate's binary (bench/src/main.rs, `aid-bench`): the
 //! sensitivity study on generated applications, and the offline analysis'
-//! throughput.
+//! throughput. `cargo xtask bench fleet` runs it too: what limits a fleet
+//! (report sizes, the coordinator's reading, its look at the workers).
 //!
 //! Every benchmark lives in the benchmarks crate (`bench/`, outside the
 //! default build) or here; none is part of the agent.
@@ -104,6 +105,17 @@ pub enum Which {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// What limits a fleet's session as hosts are added (docs/fleet.md):
+    /// report sizes, the coordinator's reading of reports and its look at
+    /// 10 to 1,000 workers, against a nats-server of its own on 127.0.0.1.
+    #[command(disable_help_flag = true)]
+    Fleet {
+        /// Arguments for the benchmark (`--events 1000,10000,100000`,
+        /// `--reports N`, `--bytes N`, `--workers 10,100,1000`,
+        /// `--looks N`; `--help` lists them all).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Cost of a traced call against the uprobe floor and bpftrace.
     Tracing {
         /// Calls per run.
@@ -123,6 +135,7 @@ impl Which {
             self,
             Which::Synthetic { .. }
                 | Which::Extract { .. }
+                | Which::Fleet { .. }
                 | Which::Probes { .. }
                 | Which::Amplify { .. }
         )
@@ -133,6 +146,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     match which {
         Which::Synthetic { args } => aid_bench("synthetic", &args),
         Which::Extract { args } => aid_bench("extract", &args),
+        Which::Fleet { args } => aid_bench("fleet", &args),
         Which::Tracing { calls, rounds } => tracing(calls, rounds),
         Which::Runs { runs, rounds } => runs_cost(runs, rounds),
         Which::Examples { sessions, only } => examples(sessions, &only),

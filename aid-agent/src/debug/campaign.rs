@@ -498,6 +498,10 @@ fn debug_phase(
         .with_untraced(measured.borrow().untraced)
         .with_fewer(fewer && several);
     let mut diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
+    if let Some(f) = &fleet {
+        writer.set_fleet(f.mark())?;
+        diagnosis.observed.fleet = Some(f.mark());
+    }
     if diagnosis.observed.tracer.is_none() {
         diagnosis.observed.tracer = hid.map(str::to_owned);
     }

@@ -152,6 +152,10 @@ pub struct Observed {
     /// at a time.
     #[serde(default, skip_serializing_if = "one_at_a_time")]
     pub jobs: u32,
+    /// `--fleet`: the workers that made the observed runs, and through
+    /// which server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::store::FleetMark>,
 }
 
 /// Whether [`Observed::jobs`] says one run at a time.

@@ -52,11 +52,14 @@ pub struct Fleet {
     queues: Queues,
     session: String,
     spec: Option<(Vec<u8>, u64)>,
-    parts: mpsc::Receiver<Part>,
+    /// The session's reports, read from the first [`Fleet::next_report`].
+    reports: Option<Reports>,
     /// Reports being put together: (run, worker, delivery) → parts.
     partial: HashMap<(u32, String, u64), BTreeMap<usize, bytes::Bytes>>,
     /// Runs handed on.
     received: BTreeSet<u32>,
+    /// Runs handed on, by the worker that made them.
+    made_by: BTreeMap<String, u32>,
     /// Reports of runs already handed on, dropped.
     pub duplicates: u32,
     /// Workers seen, and those seen to stop.
@@ -68,9 +71,28 @@ pub struct Fleet {
     batches: HashMap<u64, Vec<u32>>,
     /// Places of batches the server stopped delivering ([`MAX_DELIVER`]).
     dropped: mpsc::Receiver<u64>,
-    reader: tokio::task::JoinHandle<()>,
     advisories: tokio::task::JoinHandle<()>,
 }
+
+/// The parts of the session's reports as a reader on the client's runtime
+/// gets them: at most [`PARTS_AHEAD`] wait to be put together, so a
+/// coordinator slower than its workers leaves the rest on the server.
+struct Reports {
+    parts: std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Part>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// Parts read ahead of the coordinator, at most (each at most the server's
+/// largest message: 1 MiB by default).
+const PARTS_AHEAD: usize = 64;
+
+/// Bytes of reports the server sends the coordinator for one request, at
+/// most: well below what it lets wait for a client (64 MiB) before it cuts
+/// the client off as a slow consumer. With the client's default of 500
+/// messages a request, a backlog of 1 MiB parts (runs of 100,000 events)
+/// did that, and the reading stalled until the client made a new reader
+/// (`cargo xtask bench fleet`, docs/fleet.md).
+const PULL_BYTES: usize = 16 << 20;
 
 impl Fleet {
     /// Connects to the fleet's server and starts reading this session's
@@ -84,19 +106,6 @@ impl Fleet {
         ));
         let bus = Bus::connect(url, &format!("aid-agent debug {session}"))?;
         let queues = bus.queues()?;
-        let (tx, parts) = mpsc::channel();
-        let results = queues.results.clone();
-        let subject = results_subject(&session);
-        let made = bus.request("a reader of the session's reports", async move {
-            results
-                .create_consumer(consumer::pull::OrderedConfig {
-                    filter_subject: subject,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| e.to_string())
-        })?;
-        let reader = bus.spawn(read_parts(made, tx));
         // Subscribed before any batch is published.
         let client = bus.client.clone();
         let advised = bus.request("a subscription to the work queue's advisories", async move {
@@ -109,16 +118,16 @@ impl Fleet {
             queues,
             session,
             spec: None,
-            parts,
+            reports: None,
             partial: HashMap::new(),
             received: BTreeSet::new(),
+            made_by: BTreeMap::new(),
             duplicates: 0,
             seen: BTreeMap::new(),
             jobs: 0,
             gone: BTreeSet::new(),
             batches: HashMap::new(),
             dropped,
-            reader,
             advisories,
         })
     }
@@ -131,6 +140,11 @@ impl Fleet {
     /// The server's address.
     pub fn url(&self) -> &str {
         &self.bus.url
+    }
+
+    /// The server and the runs each worker made so far.
+    pub fn mark(&self) -> crate::store::FleetMark {
+        crate::store::FleetMark { url: self.bus.url.clone(), workers: self.made_by.clone() }
     }
 
     /// The workers connected now ([`Fleet::jobs`] from them).
@@ -290,14 +304,14 @@ impl Fleet {
                 );
                 return failed.map_or(Ok(()), Err);
             }
-            match self.parts.recv_timeout(Duration::from_millis(250)) {
-                Ok(part) => {
-                    let Some((report, delivery)) = self.assemble(part) else { continue };
+            match self.next_report(Duration::from_millis(250)) {
+                Ok(Some((report, delivery))) => {
                     // Not a run of this call (an older one's, delivered late).
                     if !waiting.remove(&report.id) {
                         continue;
                     }
                     self.received.insert(report.id);
+                    *self.made_by.entry(report.worker.clone()).or_default() += 1;
                     if delivery > 1 {
                         log::warn!(
                             "run {} made by worker {}: its batch was delivered again (delivery {delivery}), as a worker that had it stopped before reporting it",
@@ -319,14 +333,8 @@ impl Fleet {
                         failed = Some(e);
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    anyhow::bail!(
-                        "the session's reports stopped coming from {} with {} run(s) in flight",
-                        self.bus.url,
-                        waiting.len()
-                    );
-                }
+                Ok(None) => {}
+                Err(e) => anyhow::bail!("{e} with {} run(s) in flight", waiting.len()),
             }
             self.lost(&waiting)?;
             if checked.elapsed() > Duration::from_secs(2) {
@@ -409,6 +417,51 @@ impl Fleet {
         Ok(())
     }
 
+    /// The next report whose parts have all come, waiting up to `wait`:
+    /// the report and which delivery of its batch made it. The session's
+    /// reports are read from the first call on (each from the stream's
+    /// start: none is missed).
+    pub fn next_report(&mut self, wait: Duration) -> Result<Option<(RunReport, u64)>, FleetError> {
+        if self.reports.is_none() {
+            let results = self.queues.results.clone();
+            let subject = results_subject(&self.session);
+            let per_request =
+                (PULL_BYTES / self.bus.client.server_info().max_payload.max(1)).max(1);
+            let made = self.bus.request("a reader of the session's reports", async move {
+                results
+                    .create_consumer(consumer::pull::OrderedConfig {
+                        filter_subject: subject,
+                        max_batch: per_request as i64,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+            })?;
+            let (tx, parts) = tokio::sync::mpsc::channel(PARTS_AHEAD);
+            let reader = self.bus.spawn(read_parts(made, tx));
+            let parts = std::sync::Arc::new(tokio::sync::Mutex::new(parts));
+            self.reports = Some(Reports { parts, reader });
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let Some(reports) = &self.reports else { return Err(FleetError::Ended) };
+            let (parts, left) =
+                (reports.parts.clone(), deadline.saturating_duration_since(Instant::now()));
+            let got = self
+                .bus
+                .block(async move { tokio::time::timeout(left, parts.lock().await.recv()).await })
+                .ok_or(FleetError::Ended)?;
+            let part = match got {
+                Ok(Some(part)) => part,
+                Err(_) => return Ok(None),
+                Ok(None) => return Err(FleetError::ReportsStopped(self.bus.url.clone())),
+            };
+            if let Some(done) = self.assemble(part) {
+                return Ok(Some(done));
+            }
+        }
+    }
+
     /// Adds `part` to its report; the report once all its parts came.
     fn assemble(&mut self, part: Part) -> Option<(RunReport, u64)> {
         if self.received.contains(&part.run) {
@@ -438,7 +491,9 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        self.reader.abort();
+        if let Some(r) = &self.reports {
+            r.reader.abort();
+        }
         self.advisories.abort();
         if self.duplicates > 0 {
             log::warn!(
@@ -471,7 +526,7 @@ async fn read_dropped(mut advised: async_nats::Subscriber, tx: mpsc::Sender<u64>
 /// Reads the session's reports, part by part, until the channel closes.
 async fn read_parts(
     made: consumer::Consumer<consumer::pull::OrderedConfig>,
-    tx: mpsc::Sender<Part>,
+    tx: tokio::sync::mpsc::Sender<Part>,
 ) {
     let Ok(mut messages) = made.messages().await else { return };
     while let Some(Ok(m)) = messages.next().await {
@@ -489,7 +544,7 @@ async fn read_parts(
             continue;
         };
         let part = Part { run, worker, delivery, k, n, body: m.payload.clone() };
-        if tx.send(part).is_err() {
+        if tx.send(part).await.is_err() {
             return;
         }
     }

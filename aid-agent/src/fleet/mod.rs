@@ -94,6 +94,8 @@ pub enum FleetError {
     Thread(std::io::Error),
     #[error("the fleet's client thread ended")]
     Ended,
+    #[error("the session's reports stopped coming from {0}")]
+    ReportsStopped(String),
     #[error(
         "--name {0:?}: a worker's name is letters, digits, '-' and '_' (it is a key and a subject token)"
     )]
@@ -285,9 +287,10 @@ impl Bus {
         self.runtime.spawn(f)
     }
 
-    /// The largest message the server takes.
-    pub fn max_payload(&self) -> usize {
-        self.client.server_info().max_payload
+    /// The most bytes of a report one message carries: the largest
+    /// message the server takes, less room for the headers.
+    pub fn part_size(&self) -> usize {
+        self.client.server_info().max_payload.saturating_sub(HEADER_ROOM).max(HEADER_ROOM)
     }
 
     /// Runs the request `f` on the client's runtime: its answer, or the
@@ -328,9 +331,8 @@ impl Bus {
             what: what.clone(),
             reason: e.to_string(),
         })?;
-        let size = self.max_payload().saturating_sub(HEADER_ROOM).max(HEADER_ROOM);
         let parts: Vec<bytes::Bytes> =
-            body.chunks(size).map(bytes::Bytes::copy_from_slice).collect();
+            body.chunks(self.part_size()).map(bytes::Bytes::copy_from_slice).collect();
         let n = parts.len().max(1);
         let (js, subject) = (self.js.clone(), results_subject(session));
         let (id, worker) = (report.id, report.worker.clone());

@@ -266,6 +266,7 @@ fn header(
         functions: functions.to_vec(),
         settings: None,
         jobs: None,
+        fleet: None,
     }
 }
 

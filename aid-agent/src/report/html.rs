@@ -117,7 +117,7 @@ pub fn render(
             ),
             (None, None) => String::new(),
         },
-        esc(&super::jobs_words(ob.jobs, noun))
+        esc(&super::jobs_words(ob, noun))
     );
     if let Some(line) = &ob.tracer {
         let _ = writeln!(s, "<p class=\"sub\" id=\"tracer\">{}.</p>", esc(line));

@@ -387,11 +387,19 @@ fn failure_reasons(outcome: &Diagnosis) -> Vec<(String, u32)> {
 
 /// How the observed runs were made when several at once (`--jobs`): the
 /// others' load is part of their conditions. Empty for one at a time.
-pub(crate) fn jobs_words(jobs: u32, noun: &str) -> String {
-    if jobs <= 1 {
+pub(crate) fn jobs_words(ob: &Observed, noun: &str) -> String {
+    if let Some(fleet) = &ob.fleet {
+        let made: Vec<String> = fleet.workers.iter().map(|(w, n)| format!("{w}: {n}")).collect();
+        return format!(
+            "; made by a fleet's workers through {} ({}), interventions and their control {noun}s on this host, one at a time",
+            fleet.url,
+            crate::util::human::summarize(&made)
+        );
+    }
+    if ob.jobs <= 1 {
         return String::new();
     }
-    format!("; made {jobs} at a time (interventions and their control {noun}s one at a time)")
+    format!("; made {} at a time (interventions and their control {noun}s one at a time)", ob.jobs)
 }
 
 /// Noise injected into a run, in words.

@@ -174,6 +174,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         analysed: 40,
         tracer: None,
         jobs: 0,
+        fleet: None,
     };
     let d = Diagnosis {
         observed,
@@ -667,10 +668,27 @@ fn a_link_with_many_effects_lists_a_few_and_counts_the_rest() {
 /// at a time, N and what stays one at a time otherwise.
 #[test]
 fn the_observed_line_says_how_many_runs_were_made_at_once() {
-    assert_eq!(jobs_words(0, "run"), "");
-    assert_eq!(jobs_words(1, "run"), "");
+    let at_once = |jobs| jobs_words(&crate::debug::Observed { jobs, ..Default::default() }, "run");
+    assert_eq!(at_once(0), "");
+    assert_eq!(at_once(1), "");
     assert_eq!(
-        jobs_words(2, "run"),
+        at_once(2),
         "; made 2 at a time (interventions and their control runs one at a time)"
+    );
+}
+
+/// A fleet's observed runs: the server and how many each worker made
+/// (the workers' `--jobs` change as they come and go; each run's count
+/// does not).
+#[test]
+fn the_observed_line_names_the_fleet_and_what_each_worker_made() {
+    let fleet = crate::store::FleetMark {
+        url: "nats://10.0.0.5:4222".into(),
+        workers: [("w2".to_owned(), 8), ("w3".to_owned(), 4)].into(),
+    };
+    let ob = crate::debug::Observed { jobs: 1, fleet: Some(fleet), ..Default::default() };
+    assert_eq!(
+        jobs_words(&ob, "run"),
+        "; made by a fleet's workers through nats://10.0.0.5:4222 (w2: 8, w3: 4), interventions and their control runs on this host, one at a time"
     );
 }

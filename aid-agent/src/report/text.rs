@@ -146,7 +146,7 @@ fn observed(o: &mut Out<'_>, r: &DebugReport<'_>) {
         0 => String::new(),
         n => format!("; {} lost events and were left out", count(n, noun)),
     };
-    let jobs = super::jobs_words(ob.jobs, noun);
+    let jobs = super::jobs_words(ob, noun);
     o.para(
         "",
         "",

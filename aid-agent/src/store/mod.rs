@@ -19,6 +19,7 @@
 //! are created 0700: they hold argument values and program output.
 
 use std::{
+    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
 };
@@ -174,6 +175,19 @@ pub struct Header {
     /// one at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u32>,
+    /// `debug --fleet`: the server the observed runs went through and how
+    /// many each worker made. Absent: this host made them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetMark>,
+}
+
+/// Which fleet made a session's observed runs (`debug --fleet`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FleetMark {
+    /// The NATS server's address.
+    pub url: String,
+    /// Observed runs each worker made, by the worker's name.
+    pub workers: BTreeMap<String, u32>,
 }
 
 /// The options a session was analysed with, as the user gave them.
@@ -355,6 +369,7 @@ pub(crate) fn test_header(mode: Mode, functions: Vec<Function>) -> Header {
         fail_rules: vec![],
         settings: None,
         jobs: None,
+        fleet: None,
         functions,
     }
 }

@@ -118,6 +118,12 @@ impl Writer {
         write_header(&self.dir, &self.header)
     }
 
+    /// Records which fleet made the observed runs (`debug --fleet`).
+    pub fn set_fleet(&mut self, fleet: FleetMark) -> Result<(), SessionError> {
+        self.header.fleet = Some(fleet);
+        write_header(&self.dir, &self.header)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

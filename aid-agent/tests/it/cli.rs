@@ -47,6 +47,7 @@ fn write_session(dir: &Path, created: u64) {
         functions: functions.clone(),
         settings: None,
         jobs: None,
+        fleet: None,
     };
     let mut w = Writer::create(dir, &header).unwrap();
     for id in 1..=8u32 {

@@ -507,6 +507,7 @@ fn written_session(dir: &Path) {
         functions: vec![f.clone()],
         settings: None,
         jobs: None,
+        fleet: None,
     };
     let mut w = Writer::create(dir, &header).unwrap();
     for (id, ret) in [(1, 0), (2, 0), (3, -22)] {

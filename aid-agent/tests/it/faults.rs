@@ -675,6 +675,7 @@ fn analyze_skips_damaged_runs_and_names_them() {
         functions: vec![f.clone()],
         settings: None,
         jobs: None,
+        fleet: None,
     };
     let mut w = aid::store::Writer::create(&out, &header).unwrap();
     for id in 1..=7u32 {

@@ -189,6 +189,22 @@ for r in rows:
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().collect::<Vec<_>>(), want);
     // Only observed runs: no candidate, so no round on this host.
     assert_eq!(all.len(), 12, "{all:?}");
+    // session.json and the report name the fleet and what each worker made.
+    let header: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("session.json")).unwrap()).unwrap();
+    assert_eq!(header["fleet"]["url"], server.url.as_str(), "{header}");
+    let made: Vec<(String, u64)> = header["fleet"]["workers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(w, n)| (w.clone(), n.as_u64().unwrap()))
+        .collect();
+    assert!(made.iter().all(|(w, _)| ["w1", "w2", "w3"].contains(&w.as_str())), "{header}");
+    assert_eq!(made.iter().map(|(_, n)| n).sum::<u64>(), 12, "{header}");
+    let by: Vec<String> = made.iter().map(|(w, n)| format!("{w}: {n}")).collect();
+    let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    let line = format!("made by a fleet's workers through {} ({}),", server.url, by.join(", "));
+    assert!(report.contains(&line), "{line}\n{report}");
     let analyzed = run_ok(agent().arg("analyze").arg(&out));
     let first = format!("12 runs ({failing} failing, {} passing), ", 12 - failing);
     let text = String::from_utf8_lossy(&analyzed.stdout);
