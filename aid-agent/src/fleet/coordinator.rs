@@ -95,8 +95,9 @@ const PARTS_AHEAD: usize = 64;
 const PULL_BYTES: usize = 16 << 20;
 
 impl Fleet {
-    /// Connects to the fleet's server and starts reading this session's
-    /// reports.
+    /// Connects to the fleet's server and listens for batches it stops
+    /// delivering (the session's reports are read from the first
+    /// [`Fleet::next_report`] on).
     pub fn connect(url: &str) -> Result<Fleet, FleetError> {
         let session = to_name(&format!(
             "{}-{}-{}",
