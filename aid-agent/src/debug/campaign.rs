@@ -499,8 +499,9 @@ fn debug_phase(
         .with_fewer(fewer && several);
     let mut diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;
     if let Some(f) = &fleet {
-        writer.set_fleet(f.mark())?;
-        diagnosis.observed.fleet = Some(f.mark());
+        let mark = f.mark();
+        writer.set_fleet(mark.clone())?;
+        diagnosis.observed.fleet = Some(mark);
     }
     if diagnosis.observed.tracer.is_none() {
         diagnosis.observed.tracer = hid.map(str::to_owned);

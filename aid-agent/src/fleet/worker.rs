@@ -256,17 +256,7 @@ fn make_batch(
         };
         // The previous session's tracers are let go first.
         *made = None;
-        *made = Some(match spec {
-            Ok(spec) => prepare(&batch.session, batch.spec_revision, &spec, jobs, ui),
-            Err(why) => {
-                ui.say(&format!("session {}: making none of its runs: {why}", batch.session));
-                Made {
-                    session: batch.session.clone(),
-                    revision: batch.spec_revision,
-                    ready: Err(why),
-                }
-            }
-        });
+        *made = Some(prepare(&batch.session, batch.spec_revision, spec, jobs, ui));
     }
     let Some(m) = made.as_mut() else { return Ok(Batch::Done) };
     let (tracers, target, policy) = match &mut m.ready {
@@ -303,22 +293,25 @@ fn make_batch(
 }
 
 /// The session's tracers, target and policy, or why this worker makes
-/// none of its runs.
+/// none of its runs (`spec` could not be read, or its files differ).
 fn prepare(
     session: &str,
     revision: u64,
-    spec: &SessionSpec,
+    spec: Result<SessionSpec, String>,
     jobs: u32,
     ui: &mut dyn WorkerUi,
 ) -> Made {
-    let ready = tracers(spec, jobs);
-    match &ready {
-        Ok((_, target, _)) => ui.say(&format!(
+    let ready = spec.and_then(|spec| {
+        let ready = tracers(&spec, jobs)?;
+        ui.say(&format!(
             "session {session}: {} ({} traced functions)",
-            target.display(),
+            ready.1.display(),
             spec.tracer.functions.iter().filter(|f| !f.internal).count()
-        )),
-        Err(why) => ui.say(&format!("session {session}: making none of its runs: {why}")),
+        ));
+        Ok(ready)
+    });
+    if let Err(why) = &ready {
+        ui.say(&format!("session {session}: making none of its runs: {why}"));
     }
     Made { session: session.to_owned(), revision, ready }
 }
