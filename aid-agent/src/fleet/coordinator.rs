@@ -167,13 +167,22 @@ impl Fleet {
             })
             .unwrap_or_default();
         let names: BTreeSet<&str> = now.iter().map(|w| w.name.as_str()).collect();
-        for name in self.seen.keys() {
-            if !names.contains(name.as_str()) && self.gone.insert(name.clone()) {
+        let missing: Vec<String> = self
+            .seen
+            .keys()
+            .filter(|n| !names.contains(n.as_str()) && !self.gone.contains(*n))
+            .cloned()
+            .collect();
+        for (name, left) in self.how_gone(missing) {
+            if left {
+                log::warn!("worker {name} left the fleet");
+            } else {
                 log::warn!(
                     "worker {name} stopped answering (no word for {}): its batch goes to another worker",
                     crate::util::human::duration(WORKER_GONE.as_nanos() as u64)
                 );
             }
+            self.gone.insert(name);
         }
         for w in &now {
             self.gone.remove(&w.name);
@@ -181,6 +190,28 @@ impl Fleet {
         }
         self.jobs = now.iter().map(|w| w.jobs.max(1)).sum();
         now
+    }
+
+    /// Whether each worker no longer in the bucket left (its key purged
+    /// as it ended) rather than stopped answering (its key expired).
+    fn how_gone(&self, names: Vec<String>) -> Vec<(String, bool)> {
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let members = self.queues.members.clone();
+        self.bus
+            .block(async move {
+                let mut out = Vec::new();
+                for name in names {
+                    let purged = matches!(
+                        members.entry(name.clone()).await,
+                        Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Purge
+                    );
+                    out.push((name, purged));
+                }
+                out
+            })
+            .unwrap_or_default()
     }
 
     /// Runs the fleet makes at once: the `--jobs` of the workers connected

@@ -237,6 +237,11 @@ fn a_batch_given_back_five_times_ends_the_session_in_one_line() {
         signal(pid, nix::sys::signal::Signal::SIGINT);
         let status = current.0.wait().unwrap();
         assert_eq!(status.code(), Some(130), "w{i}: {}", std::fs::read_to_string(log(i)).unwrap());
+        if i == 1 {
+            // Long enough for the coordinator to look at its workers
+            // (every 2 s) with none connected.
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
         // The next worker takes the batch back (the sixth finds it dropped).
         current = worker(&server.url, &format!("w{}", i + 1), &log(i + 1));
     }
@@ -250,6 +255,10 @@ fn a_batch_given_back_five_times_ends_the_session_in_one_line() {
             && last.contains(" not made: a batch went to workers 5 times and each stopped, or lost the server, before reporting it (runs "),
         "{said}"
     );
+    // Each worker stopped with Ctrl-C left the fleet; none stopped
+    // answering.
+    assert!(said.contains("worker w1 left the fleet"), "{said}");
+    assert!(!said.contains("stopped answering"), "{said}");
     // The sixth worker made none of it.
     assert!(!std::fs::read_to_string(log(6)).unwrap().contains("session "), "{said}");
     // No run was recorded, so none is claimed.
