@@ -17,6 +17,7 @@ pub fn run() -> anyhow::Result<()> {
     nightly()?;
     apt_packages()?;
     bpf_linker()?;
+    s3_server()?;
     python_packages()?;
     Ok(())
 }
@@ -53,6 +54,33 @@ fn python_packages() -> anyhow::Result<()> {
             .args(&missing),
     )
     .context("pip install (the tests read sessions with DuckDB and traces with perfetto)")
+}
+
+/// The S3-compatible server the `--store s3://` tests write to: s3s-fs,
+/// the s3s project's file-system backend (Debian 12 packages no S3
+/// server: no MinIO, Garage or moto).
+const S3S_FS: &str = "0.14.1";
+
+fn s3_server() -> anyhow::Result<()> {
+    let installed = output(Command::new("cargo").args(["install", "--list"]))
+        .is_some_and(|list| list.contains(&format!("s3s-fs v{S3S_FS}:")));
+    if installed && output(Command::new("s3s-fs").arg("--help")).is_some() {
+        say(&format!("s3s-fs {S3S_FS}: present"));
+        return Ok(());
+    }
+    say(&format!(
+        "building s3s-fs {S3S_FS}, an S3-compatible server for the tests (a few minutes)"
+    ));
+    exec(Command::new("cargo").args([
+        "install",
+        "s3s-fs",
+        "--version",
+        &format!("={S3S_FS}"),
+        "--features",
+        "binary",
+        "--locked",
+    ]))
+    .context("building s3s-fs")
 }
 
 fn output(cmd: &mut Command) -> Option<String> {

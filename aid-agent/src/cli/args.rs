@@ -85,9 +85,10 @@ pub struct SessionOut {
     /// Session directory to write (default: aid-sessions/<time>-<program>).
     #[arg(help_heading = heading::OUTPUT, short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Where the runs' Parquet tables go: a directory or a file:///path
-    /// URL, under which they are in <session name>/events/ and threads/
-    /// (default: parquet/ in the session directory).
+    /// Where the runs' Parquet tables go: a directory, a file:///path URL
+    /// or s3://BUCKET/PREFIX (endpoint and credentials from AWS_*), under
+    /// which they are in <session name>/events/ and threads/ (default:
+    /// parquet/ in the session directory).
     #[arg(help_heading = heading::OUTPUT, long, value_name = "URL")]
     pub store: Option<String>,
 }

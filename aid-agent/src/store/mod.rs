@@ -65,6 +65,11 @@ pub enum SessionError {
     Missing { path: PathBuf, run: u32 },
     #[error("cannot write {}: {source}: {}", path.display(), write_hint(source))]
     Write { path: PathBuf, source: std::io::Error },
+    /// An S3 bucket (`--store s3://…`) refused or did not answer.
+    #[error(
+        "cannot write {url}: {reason}: check the bucket's name, AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+    )]
+    Bucket { url: String, reason: String },
     #[error("{} names `{file}`, outside the session directory: refusing to read it (the session was tampered with)", path.display())]
     Escapes { path: PathBuf, file: String },
     #[error("{} is a symbolic link: refusing to follow it (the session was tampered with)", .0.display())]

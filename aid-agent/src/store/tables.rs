@@ -3,8 +3,10 @@
 //! a `host` column after `run`, written when the run ends through
 //! `object_store`. By default they go to the session directory
 //! (`parquet/events/<host>-run-NNNNNN.parquet`, and `threads/` alike);
-//! `--store DIR` puts them in `DIR/<session name>/` instead, where the
-//! sessions of many hosts that share a name make one table.
+//! `--store DIR` puts them in `DIR/<session name>/` instead, and
+//! `--store s3://BUCKET/PREFIX` in `PREFIX/<session name>/` of an S3
+//! bucket (cargo feature `s3`, on by default), where the sessions of many
+//! hosts that share a name make one table.
 //!
 //! The CSV files stay what aid itself reads: these tables are a copy for
 //! other tools, written with the same cells (pointers in hex). A run's
@@ -43,6 +45,12 @@ pub enum Destination {
     /// `<dir>/<session name>/`: a local directory (`--store DIR` or
     /// `--store file:///DIR`).
     Dir(PathBuf),
+    /// `<prefix>/<session name>/` in an S3 bucket (`--store
+    /// s3://BUCKET/PREFIX`): the endpoint, region and credentials come
+    /// from the `AWS_*` variables of the environment, as for AWS's own
+    /// tools (`AWS_ENDPOINT_URL` for another S3-compatible server,
+    /// `AWS_ALLOW_HTTP=true` for one without TLS).
+    S3 { bucket: String, prefix: String },
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,9 +58,11 @@ pub enum StoreError {
     #[error("--store is empty: give a directory or a file:// URL")]
     Empty,
     #[error(
-        "--store {0}: this aid-agent writes Parquet tables to local directories only (no S3 client is built in): give a directory (a mounted bucket works) or copy the tables to S3 afterwards"
+        "--store {0}: this aid-agent was built without S3 (cargo feature `s3`): give a directory (a mounted bucket works), or build it with `--features s3`"
     )]
     S3(String),
+    #[error("--store {0}: name a bucket: s3://BUCKET or s3://BUCKET/PREFIX")]
+    NoBucket(String),
     #[error("--store {0}: unknown URL scheme: give a directory or a file:///absolute/path URL")]
     Scheme(String),
     #[error("--store {0}: a file:// URL needs an absolute path (file:///data/aid)")]
@@ -60,8 +70,9 @@ pub enum StoreError {
 }
 
 impl Destination {
-    /// Reads `--store`: a local path, `file:///path`; `s3://` and any
-    /// other scheme are refused.
+    /// Reads `--store`: a local path, `file:///path` or
+    /// `s3://bucket/prefix` (refused when built without S3); any other
+    /// scheme is refused.
     pub fn parse(text: &str) -> Result<Destination, StoreError> {
         if text.is_empty() {
             return Err(StoreError::Empty);
@@ -70,33 +81,90 @@ impl Destination {
             None => Ok(Destination::Dir(text.into())),
             Some(("file", path)) if path.starts_with('/') => Ok(Destination::Dir(path.into())),
             Some(("file", _)) => Err(StoreError::Relative(text.to_owned())),
-            Some((scheme, _)) if scheme.eq_ignore_ascii_case("s3") => {
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("s3") && !cfg!(feature = "s3") => {
                 Err(StoreError::S3(text.to_owned()))
+            }
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("s3") => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(StoreError::NoBucket(text.to_owned()));
+                }
+                let prefix = prefix.trim_matches('/').to_owned();
+                Ok(Destination::S3 { bucket: bucket.to_owned(), prefix })
             }
             Some(_) => Err(StoreError::Scheme(text.to_owned())),
         }
     }
 
-    /// The local directory the tables of session `session` go to, and the
-    /// key prefix under it.
+    /// Where the tables of session `session` go: the local directory, or
+    /// the bucket's `s3://BUCKET` (for messages), and the key prefix
+    /// under it.
     fn root(&self, session: &Path) -> (PathBuf, String) {
+        let name = || {
+            session
+                .file_name()
+                .map_or_else(|| "session".to_owned(), |n| n.to_string_lossy().into_owned())
+        };
         match self {
             Destination::Session => (session.to_owned(), "parquet".to_owned()),
-            Destination::Dir(dir) => {
-                let name = session
-                    .file_name()
-                    .map_or_else(|| "session".to_owned(), |n| n.to_string_lossy().into_owned());
-                (dir.clone(), name)
+            Destination::Dir(dir) => (dir.clone(), name()),
+            Destination::S3 { bucket, prefix } if prefix.is_empty() => {
+                (PathBuf::from(format!("s3://{bucket}")), name())
+            }
+            Destination::S3 { bucket, prefix } => {
+                (PathBuf::from(format!("s3://{bucket}")), format!("{prefix}/{}", name()))
             }
         }
     }
 }
 
+/// Retries of an S3 request that failed for want of an answer (a refusal,
+/// as a missing bucket, is not retried).
+#[cfg(feature = "s3")]
+const S3_RETRIES: usize = 3;
+
+/// The longest an S3 request is retried for.
+#[cfg(feature = "s3")]
+const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The bucket of `--store s3://BUCKET/…`, its endpoint, region and
+/// credentials from the environment (`AWS_*`).
+#[cfg(feature = "s3")]
+fn s3_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+    // The HTTP client's TLS takes its cryptography from the process's
+    // default: ring, which the NATS client links too. Installed once; a
+    // second call finds it there.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // A run's tables are written as it ends: a server that does not
+    // answer is given a few seconds, not the client's three minutes.
+    let retry = object_store::RetryConfig {
+        max_retries: S3_RETRIES,
+        retry_timeout: S3_RETRY_TIMEOUT,
+        ..object_store::RetryConfig::default()
+    };
+    let store = object_store::aws::AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_retry(retry)
+        .build()?;
+    Ok(Arc::new(store))
+}
+
+#[cfg(not(feature = "s3"))]
+fn s3_store(_bucket: &str) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+    Err(object_store::Error::NotImplemented {
+        operation: "S3".into(),
+        implementer: "aid-agent".into(),
+    })
+}
+
 /// Writes each run's tables to its [`Destination`].
 pub struct Tables {
     store: Arc<dyn ObjectStore>,
-    /// The store's local directory, where the tables' files are.
+    /// The store's local directory, where the tables' files are; for a
+    /// bucket, `s3://BUCKET`, to name its objects.
     root: PathBuf,
+    /// The files are local: made private, and given to `sudo`'s user.
+    local: bool,
     prefix: String,
     host: String,
     /// `object_store` is asynchronous: its calls are run to completion
@@ -137,21 +205,42 @@ impl Tables {
     /// first.
     pub fn open(dest: &Destination, session: &Path) -> Result<Tables, SessionError> {
         let (root, prefix) = dest.root(session);
-        // The session's own directories are private; `--store` itself may
-        // be shared and keeps its mode.
-        for table in [Table::Events, Table::Threads] {
-            private_dir(&root.join(&prefix).join(table.name()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(write_err(&root))?;
+        let (store, local) = match dest {
+            Destination::S3 { bucket, .. } => {
+                (s3_store(bucket).map_err(|e| bucket_err(&root, &e))?, false)
+            }
+            _ => {
+                // The session's own directories are private; `--store`
+                // itself may be shared and keeps its mode.
+                for table in [Table::Events, Table::Threads] {
+                    private_dir(&root.join(&prefix).join(table.name()))?;
+                }
+                let store =
+                    LocalFileSystem::new_with_prefix(&root).map_err(|e| store_err(&root, &e))?;
+                (Arc::new(store) as Arc<dyn ObjectStore>, true)
+            }
+        };
+        let tables =
+            Tables { store, root, local, prefix, host: host_name(), runtime: Some(runtime) };
+        if !local {
+            tables.check()?;
         }
-        let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| store_err(&root, &e))?;
-        let runtime =
-            tokio::runtime::Builder::new_current_thread().build().map_err(write_err(&root))?;
-        Ok(Tables {
-            store: Arc::new(store),
-            root,
-            prefix,
-            host: host_name(),
-            runtime: Some(runtime),
-        })
+        Ok(tables)
+    }
+
+    /// A bucket answers, and lets these credentials list the session's
+    /// prefix: an unusable `--store` is found before any run.
+    fn check(&self) -> Result<(), SessionError> {
+        let prefix = Key::from(self.prefix.as_str());
+        let place = self.root.join(&self.prefix);
+        match self.block_on(self.store.list_with_delimiter(Some(&prefix)))? {
+            Ok(_) => Ok(()),
+            Err(e) => Err(bucket_err(&place, &e)),
+        }
     }
 
     #[cfg(test)]
@@ -236,7 +325,9 @@ impl Tables {
         let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         match self.block_on(self.store.put_opts(&key, bytes.into(), opts))? {
             Ok(_) => {
-                hand_over(&file);
+                if self.local {
+                    hand_over(&file);
+                }
                 Ok(())
             }
             Err(object_store::Error::AlreadyExists { .. }) => Err(SessionError::Duplicate {
@@ -244,9 +335,33 @@ impl Tables {
                 run,
                 host: self.host_of(made_on).to_owned(),
             }),
-            Err(e) => Err(store_err(&file, &e)),
+            Err(e) if self.local => Err(store_err(&file, &e)),
+            Err(e) => Err(bucket_err(&file, &e)),
         }
     }
+}
+
+/// An S3 error in a line: the status and S3's code of what the server
+/// answered (`404 Not Found (NoSuchBucket)`), or, when it did not
+/// answer, what the network said (`Connection refused`).
+fn bucket_err(url: &Path, e: &object_store::Error) -> SessionError {
+    let text = e.to_string();
+    const STATUS: &str = "status code: ";
+    let reason = if let Some(at) = text.find(STATUS) {
+        let rest = &text[at + STATUS.len()..];
+        let status = rest.split(':').next().unwrap_or(rest).trim();
+        match text.split("<Code>").nth(1).and_then(|c| c.split("</Code>").next()) {
+            Some(code) => format!("the server answered {status} ({code})"),
+            None => format!("the server answered {status}"),
+        }
+    } else {
+        let mut cause: &(dyn std::error::Error + 'static) = e;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        cause.to_string()
+    };
+    SessionError::Bucket { url: url.display().to_string(), reason }
 }
 
 /// An `object_store` error as a write error: the operating system's error
@@ -652,8 +767,34 @@ mod tests {
         ] {
             assert_eq!(Destination::parse(text).unwrap_err().to_string(), message);
         }
-        let s3 = Destination::parse("s3://bucket/prefix").unwrap_err().to_string();
-        assert!(s3.starts_with("--store s3://bucket/prefix: this aid-agent writes Parquet tables to local directories only"), "{s3}");
+        let s3 = |bucket: &str, prefix: &str| {
+            Ok(Destination::S3 { bucket: bucket.into(), prefix: prefix.into() })
+        };
+        if cfg!(feature = "s3") {
+            assert_eq!(Destination::parse("s3://b/lake/aid/"), s3("b", "lake/aid"));
+            assert_eq!(Destination::parse("S3://b"), s3("b", ""));
+            assert_eq!(
+                Destination::parse("s3:///p").unwrap_err().to_string(),
+                "--store s3:///p: name a bucket: s3://BUCKET or s3://BUCKET/PREFIX"
+            );
+        } else {
+            let said = Destination::parse("s3://b/p").unwrap_err().to_string();
+            assert!(
+                said.starts_with("--store s3://b/p: this aid-agent was built without S3"),
+                "{said}"
+            );
+        }
+    }
+
+    /// In a bucket, a session's tables are under the prefix and the
+    /// session's name; messages name them by URL.
+    #[test]
+    fn a_bucket_holds_the_session_by_name_under_its_prefix() {
+        let session = Path::new("aid-sessions/20260101-000000-x");
+        let dest = Destination::S3 { bucket: "b".into(), prefix: "lake".into() };
+        assert_eq!(dest.root(session), ("s3://b".into(), "lake/20260101-000000-x".into()));
+        let dest = Destination::S3 { bucket: "b".into(), prefix: String::new() };
+        assert_eq!(dest.root(session), ("s3://b".into(), "20260101-000000-x".into()));
     }
 
     #[test]

@@ -47,8 +47,9 @@ impl Drop for Writer {
 /// Creates the session directory `dir` (mode 0700, with any missing
 /// parents), which must not exist or be empty, and checks that files can be
 /// created in it and in the directory of `store` (made 0700 if missing; one
-/// that exists may be shared, and keeps its mode): done before any probe
-/// is attached, so that an unusable `--out` or `--store` is found first.
+/// that exists may be shared, and keeps its mode), or that `store`'s bucket
+/// answers: done before any probe is attached, so that an unusable `--out`
+/// or `--store` is found first.
 pub fn prepare(dir: &Path, store: &Destination) -> Result<(), SessionError> {
     use std::os::unix::fs::DirBuilderExt as _;
     if dir.exists() && fs::read_dir(dir).map_err(write_err(dir))?.next().is_some() {
@@ -63,6 +64,10 @@ pub fn prepare(dir: &Path, store: &Destination) -> Result<(), SessionError> {
     for dir in dirs {
         // An unnamed file: nothing is left behind.
         tempfile::tempfile_in(dir).map_err(write_err(dir))?;
+    }
+    if let Destination::S3 { .. } = store {
+        // The bucket answers and lets these credentials in.
+        Tables::open(store, dir)?;
     }
     Ok(())
 }

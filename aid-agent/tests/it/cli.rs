@@ -974,8 +974,8 @@ fn store_puts_the_tables_under_the_session_name() {
 fn bad_store_is_one_line_error() {
     for (store, message) in [
         (
-            "s3://bucket/prefix",
-            "aid: --store s3://bucket/prefix: this aid-agent writes Parquet tables to local directories only",
+            "s3:///prefix",
+            "aid: --store s3:///prefix: name a bucket: s3://BUCKET or s3://BUCKET/PREFIX",
         ),
         ("gs://bucket", "aid: --store gs://bucket: unknown URL scheme"),
         ("file://relative", "aid: --store file://relative: a file:// URL needs an absolute path"),

@@ -23,6 +23,7 @@ mod object;
 mod one_cpu;
 mod orders;
 mod privileges;
+mod s3;
 mod scope;
 mod services;
 mod shipped;
