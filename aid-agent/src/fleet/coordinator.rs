@@ -78,7 +78,8 @@ pub struct Fleet {
 /// gets them: at most [`PARTS_AHEAD`] wait to be put together, so a
 /// coordinator slower than its workers leaves the rest on the server.
 struct Reports {
-    parts: std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Part>>>,
+    /// Lent to the client's runtime for each wait (None: lost with it).
+    parts: Option<tokio::sync::mpsc::Receiver<Part>>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -471,18 +472,24 @@ impl Fleet {
             })?;
             let (tx, parts) = tokio::sync::mpsc::channel(PARTS_AHEAD);
             let reader = self.bus.spawn(read_parts(made, tx));
-            let parts = std::sync::Arc::new(tokio::sync::Mutex::new(parts));
-            self.reports = Some(Reports { parts, reader });
+            self.reports = Some(Reports { parts: Some(parts), reader });
         }
         let deadline = Instant::now() + wait;
         loop {
-            let Some(reports) = &self.reports else { return Err(FleetError::Ended) };
-            let (parts, left) =
-                (reports.parts.clone(), deadline.saturating_duration_since(Instant::now()));
-            let got = self
+            let Some(mut parts) = self.reports.as_mut().and_then(|r| r.parts.take()) else {
+                return Err(FleetError::Ended);
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (parts, got) = self
                 .bus
-                .block(async move { tokio::time::timeout(left, parts.lock().await.recv()).await })
+                .block(async move {
+                    let got = tokio::time::timeout(left, parts.recv()).await;
+                    (parts, got)
+                })
                 .ok_or(FleetError::Ended)?;
+            if let Some(r) = self.reports.as_mut() {
+                r.parts = Some(parts);
+            }
             let part = match got {
                 Ok(Some(part)) => part,
                 Err(_) => return Ok(None),

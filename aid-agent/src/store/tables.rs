@@ -224,17 +224,15 @@ impl Tables {
                 (Arc::new(store) as Arc<dyn ObjectStore>, true)
             }
         };
-        let tables =
-            Tables { store, root, local, prefix, host: host_name(), runtime: Some(runtime) };
-        if !local {
-            tables.check()?;
-        }
-        Ok(tables)
+        Ok(Tables { store, root, local, prefix, host: host_name(), runtime: Some(runtime) })
     }
 
     /// A bucket answers, and lets these credentials list the session's
-    /// prefix: an unusable `--store` is found before any run.
-    fn check(&self) -> Result<(), SessionError> {
+    /// prefix: an unusable `--store` is found before any run ([`prepare`],
+    /// once a session).
+    ///
+    /// [`prepare`]: super::prepare
+    pub(super) fn check(&self) -> Result<(), SessionError> {
         let prefix = Key::from(self.prefix.as_str());
         let place = self.root.join(&self.prefix);
         match self.block_on(self.store.list_with_delimiter(Some(&prefix)))? {

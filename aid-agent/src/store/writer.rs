@@ -67,7 +67,7 @@ pub fn prepare(dir: &Path, store: &Destination) -> Result<(), SessionError> {
     }
     if let Destination::S3 { .. } = store {
         // The bucket answers and lets these credentials in.
-        Tables::open(store, dir)?;
+        Tables::open(store, dir)?.check()?;
     }
     Ok(())
 }

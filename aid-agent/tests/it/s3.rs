@@ -133,18 +133,23 @@ fn an_unusable_bucket_is_one_line_before_any_run() {
     std::fs::create_dir_all(&root).unwrap();
     let server = s3_server(&root);
     let endpoint = server.endpoint.clone();
-    let out = tmp.path().join("session");
-    let output = agent_for(&server.endpoint)
-        .args(["record", "-n", "1", "--store", "s3://missing/aid", "-o"])
-        .arg(&out)
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
+    // `record` of `exe` into `tmp/<session>` with `store`: its exit code
+    // must be 2; its stderr.
+    let refused = |cmd: &mut Command, store: &str, session: &str| -> String {
+        let output = cmd
+            .args(["record", "-n", "1", "--store", store, "-o"])
+            .arg(tmp.path().join(session))
+            .arg(&exe)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    let last = |stderr: &str| stderr.lines().last().unwrap_or_default().to_owned();
+    let stderr = refused(&mut agent_for(&endpoint), "s3://missing/aid", "session");
     assert_eq!(
-        last,
+        last(&stderr),
         "aid: cannot write s3://missing/aid/session: the server answered 404 Not Found (NoSuchBucket): check the bucket's name, AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)",
         "{stderr}"
     );
@@ -153,36 +158,21 @@ fn an_unusable_bucket_is_one_line_before_any_run() {
         stderr.lines().rev().skip(1).all(|l| l.starts_with("aid: no --trace given")),
         "{stderr}"
     );
-    let output = agent_for(&server.endpoint)
-        .env("AWS_SECRET_ACCESS_KEY", "wrong")
-        .args(["record", "-n", "1", "--store", "s3://missing/aid", "-o"])
-        .arg(tmp.path().join("session2"))
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
+    assert!(!tmp.path().join("session/runs.jsonl").exists(), "{stderr}");
+    let mut wrong = agent_for(&endpoint);
+    wrong.env("AWS_SECRET_ACCESS_KEY", "wrong");
+    let stderr = refused(&mut wrong, "s3://missing/aid", "session2");
     assert!(
-        last.starts_with(
+        last(&stderr).starts_with(
             "aid: cannot write s3://missing/aid/session2: the server answered 403 Forbidden"
         ),
         "{stderr}"
     );
-    assert!(!out.join("runs.jsonl").exists(), "{stderr}");
     // No server: what the network said.
     drop(server);
-    let output = agent_for(&endpoint)
-        .args(["record", "-n", "1", "--store", "s3://lake/aid", "-o"])
-        .arg(tmp.path().join("session3"))
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
+    let stderr = refused(&mut agent_for(&endpoint), "s3://lake/aid", "session3");
     assert!(
-        last.starts_with("aid: cannot write s3://lake/aid/session3: Connection refused"),
+        last(&stderr).starts_with("aid: cannot write s3://lake/aid/session3: Connection refused"),
         "{stderr}"
     );
 }
