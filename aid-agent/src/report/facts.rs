@@ -187,20 +187,40 @@ impl<'a> Facts<'a> {
     }
 
     /// For each function the predicate names (at its call site when it
-    /// has one), once, the chain of traced callers its calls are made
-    /// within in every failing run, innermost first; functions without
-    /// one are left out.
+    /// has one, on its class's threads when it is a group's), once, the
+    /// chain of traced callers its calls are made within in every failing
+    /// run, innermost first; functions without one are left out.
     fn callers(&self, p: &Predicate) -> Vec<Chain> {
         let k = p.key;
-        let sites = [k.site(), k.other_site()];
+        let own = [(k.func, k.calls)].into_iter().chain(k.other.map(|o| (o.func, o.calls)));
+        let scopes: Vec<(FuncId, Calls)> = own.collect();
         let mut out: Vec<Chain> = Vec::new();
         let mut seen = BTreeSet::new();
-        // A function's site is the key's site of it: one chain per function.
+        // A function's scope is the key's calls of it: one chain per function.
         for f in named(p).into_iter().filter(|f| seen.insert(*f)) {
-            let site = sites.iter().flatten().find(|s| s.func == f).copied();
-            let (up, outermost) = self.caller_chain(f, site);
-            let body = match site {
-                Some(s) if outermost => self.enclosing(up.last().copied().unwrap_or(f), s.role),
+            let scope = match scopes.iter().find(|(g, _)| *g == f).map(|&(_, c)| c) {
+                Some(Calls::Site { role, instance }) => {
+                    Scope::Site(Site { func: f, role, instance })
+                }
+                Some(Calls::Group { class, within }) => {
+                    Scope::Roles(self.catalog.classes.roles(class), within)
+                }
+                None => Scope::All,
+            };
+            let (up, outermost) = self.caller_chain(f, scope);
+            let body = match scope {
+                Scope::Site(s) if outermost => {
+                    self.enclosing(up.last().copied().unwrap_or(f), s.role)
+                }
+                Scope::Roles(roles, _) if outermost => {
+                    // The one function every thread that made such calls runs.
+                    let outer = up.last().copied().unwrap_or(f);
+                    let index = self.callers.get_or_init(|| CallerIndex::of(self.session));
+                    let made = roles.iter().filter(|&&r| index.by_role.contains_key(&(outer, r)));
+                    let mut bodies = made.map(|&r| self.enclosing(outer, r));
+                    let first = bodies.next().flatten();
+                    first.filter(|b| bodies.all(|o| o.as_ref() == Some(b)))
+                }
                 _ => None,
             };
             if !up.is_empty() || body.is_some() {
@@ -250,20 +270,30 @@ impl<'a> Facts<'a> {
         body.map(str::to_owned)
     }
 
-    /// The traced callers of `f`'s calls (only the call at `site` when
-    /// given), innermost first: each the one caller every such call has
-    /// in the failing runs (on the site's thread when there is one). It
-    /// stops where some call has no traced caller or two have different
-    /// ones, and at [`CALLER_DEPTH`]; with whether it stopped because no
-    /// call of its last function (of `f` when it is empty) had a traced
-    /// caller.
-    fn caller_chain(&self, f: FuncId, site: Option<Site>) -> (Vec<FuncId>, bool) {
+    /// The traced callers of `f`'s calls (only the call at a site, or
+    /// those on a class's threads, when the scope says so), innermost
+    /// first: each the one caller every such call has in the failing runs
+    /// (on the scope's threads when it has some). It stops where some call
+    /// has no traced caller or two have different ones, and at
+    /// [`CALLER_DEPTH`]; with whether it stopped because no call of its
+    /// last function (of `f` when it is empty) had a traced caller.
+    fn caller_chain(&self, f: FuncId, scope: Scope<'_>) -> (Vec<FuncId>, bool) {
         let index = self.callers.get_or_init(|| CallerIndex::of(self.session));
-        let mut next = match site {
-            Some(s) => index.by_site.get(&(s.func, s.role, s.instance)),
-            None => index.by_function.get(&f),
-        }
-        .copied();
+        // A function's calls on a class's threads: one caller for all of
+        // them over the roles that made any.
+        let on_roles = |g: FuncId, roles: &[Role]| {
+            let mut found = roles.iter().filter_map(|&r| index.by_role.get(&(g, r)).copied());
+            let first = found.next()?;
+            Some(found.fold(first, Caller::with))
+        };
+        let mut next = match scope {
+            Scope::Site(s) => index.by_site.get(&(s.func, s.role, s.instance)).copied(),
+            // Calls made within a given function: that function is their
+            // caller by the key's own terms.
+            Scope::Roles(_, Some(w)) => Some(Caller::Sole(w)),
+            Scope::Roles(roles, None) => on_roles(f, roles),
+            Scope::All => index.by_function.get(&f).copied(),
+        };
         let mut chain: Vec<FuncId> = Vec::new();
         while let Some(Caller::Sole(g)) = next {
             // Recursion: a function is named once.
@@ -271,11 +301,11 @@ impl<'a> Facts<'a> {
                 return (chain, false);
             }
             chain.push(g);
-            next = match site {
-                Some(s) => index.by_role.get(&(g, s.role)),
-                None => index.by_function.get(&g),
-            }
-            .copied();
+            next = match scope {
+                Scope::Site(s) => index.by_role.get(&(g, s.role)).copied(),
+                Scope::Roles(roles, _) => on_roles(g, roles),
+                Scope::All => index.by_function.get(&g).copied(),
+            };
         }
         (chain, next == Some(Caller::Outermost))
     }
@@ -324,6 +354,17 @@ struct Chain {
     body: Option<String>,
 }
 
+/// Which calls of a function a caller chain is about.
+#[derive(Clone, Copy)]
+enum Scope<'r> {
+    /// One call.
+    Site(Site),
+    /// Every call on a class's threads (made within a function, if given).
+    Roles(&'r [Role], Option<FuncId>),
+    /// Every call.
+    All,
+}
+
 /// The innermost traced caller of calls in the failing runs: one
 /// function for all of them, none for all of them, or neither.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -336,6 +377,11 @@ enum Caller {
 }
 
 impl Caller {
+    /// What two sets of calls have as one.
+    fn with(self, other: Caller) -> Caller {
+        if self == other { self } else { Caller::Not }
+    }
+
     fn and(self, next: Option<FuncId>) -> Caller {
         match (self, next) {
             (Caller::Sole(a), Some(b)) if a == b => self,

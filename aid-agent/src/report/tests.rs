@@ -574,6 +574,54 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
     assert_eq!(outer.functions, ["popper"]);
 }
 
+/// A cause stated on a class of threads names the callers its calls have
+/// on those threads, although the function is called elsewhere from
+/// another: `lock_slot`, called by `setup` on main and by `work` on three
+/// `worker` threads, is slow on one of the workers (a different one each
+/// time) in failing runs.
+#[test]
+fn a_helper_called_on_a_pool_is_named_with_its_callers_there() {
+    let functions = vec![function(0, "setup"), function(1, "work"), function(2, "lock_slot")];
+    let runs: Vec<Run> = (1..=30u32)
+        .map(|i| {
+            let fail = i % 2 == 0;
+            let mut calls = vec![
+                call(0, 0, 1, 0, Some(100 * US), Some(0)),
+                call(2, 0, 1, 10 * US, Some(20 * US), Some(0)),
+            ];
+            for w in 1..=3u32 {
+                let slow = if fail && w == 1 + i % 3 { 5_000 * US } else { 10 * US };
+                let start = 1_000 * US * u64::from(w);
+                calls.push(call(1, w, 1, start, Some(start + 100 * US + slow), Some(0)));
+                calls.push(call(2, w, 1, start + 10 * US, Some(start + 20 * US + slow), Some(0)));
+            }
+            let label = if fail { Label::Fail } else { Label::Pass };
+            run(i, label, calls, 10_000 * US).with_threads(vec![
+                thread(0, "main"),
+                thread(1, "worker"),
+                thread(2, "worker"),
+                thread(3, "worker"),
+            ])
+        })
+        .collect();
+    let session = Session { functions, runs };
+    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
+    let facts = Facts::new(&session, &catalog);
+    let p = catalog
+        .predicates
+        .iter()
+        .find(|p| p.key.kind == crate::predicates::Kind::TooSlow && p.key.func == 2)
+        .unwrap_or_else(|| panic!("no too-slow predicate on lock_slot: {:?}", catalog.predicates));
+    assert!(p.key.is_group(), "{:?}", p.key);
+    let view = facts.view(p.id).unwrap();
+    assert_eq!(
+        view.callers,
+        vec![facts::CallerView { function: "lock_slot".into(), callers: vec!["work".into()] }]
+    );
+    assert_eq!(view.functions, ["lock_slot", "work"]);
+    assert_eq!(view.called().as_deref(), Some("lock_slot from work"));
+}
+
 /// A call with no traced caller is named within the untraced function its
 /// thread runs when the executable runs no code of its own outside it:
 /// `main` on the main thread, the start routine (`worker`, untraced) on
@@ -671,10 +719,7 @@ fn the_observed_line_says_how_many_runs_were_made_at_once() {
     let at_once = |jobs| jobs_words(&crate::debug::Observed { jobs, ..Default::default() }, "run");
     assert_eq!(at_once(0), "");
     assert_eq!(at_once(1), "");
-    assert_eq!(
-        at_once(2),
-        "; made 2 at a time (interventions and their control runs one at a time)"
-    );
+    assert_eq!(at_once(2), "; made 2 at a time (interventions and their control runs one at a time)");
 }
 
 /// A fleet's observed runs: the server and how many each worker made
