@@ -182,37 +182,47 @@ impl<'a> Experiment<'a> {
         let p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
         let mut t = Tally::new(self.dag.nodes());
         self.oracle.round_begins(&ids, cap);
+        // Runs made at once (`--jobs`) are all counted, in the order of
+        // their numbers, before the stopping rules are asked: a run left
+        // out because the round had already decided could be the one
+        // that failed.
+        let batch = self.oracle.batch().max(1);
         let (outcome, unused, risk) = loop {
-            let obs = match self.oracle.run(&ids) {
-                Ok(obs) => obs,
-                Err(e) => {
-                    self.oracle.round_ends();
-                    return Err(CausalError::Oracle(e));
+            let made =
+                match self.oracle.run_batch(&ids, batch.min(cap.saturating_sub(t.valid).max(1))) {
+                    Ok(made) => made,
+                    Err(e) => {
+                        self.oracle.round_ends();
+                        return Err(CausalError::Oracle(e));
+                    }
+                };
+            let mut counted = false;
+            for obs in made {
+                self.runs += 1;
+                if !obs.valid {
+                    t.invalid += 1;
+                    t.streak += 1;
+                    t.failed_held += u32::from(obs.failed);
+                    continue;
                 }
-            };
-            self.runs += 1;
-            if !obs.valid {
-                t.invalid += 1;
-                t.streak += 1;
-                t.failed_held += u32::from(obs.failed);
-                if t.streak >= self.max_invalid {
-                    // Interventions that cannot all be applied in one run
-                    // (one skips another's call site) may still work apart;
-                    // one that never takes effect alone is left untested,
-                    // and the search goes on without it.
-                    break (Outcome::Unused, Some(Unused::NotApplied), None);
-                }
-                continue;
+                t.streak = 0;
+                t.valid += 1;
+                counted = true;
+                let bits = |ids: &BTreeSet<PredId>| {
+                    BitSet::from_iter(self.dag.nodes(), self.dag.nodes_of(ids.iter().copied()))
+                };
+                let (held, undecided) = (bits(&obs.held), bits(&obs.undecided));
+                t.count(&held, &undecided, obs.failed, &scope, self.dag);
             }
-            t.streak = 0;
-            t.valid += 1;
-            let bits = |ids: &BTreeSet<PredId>| {
-                BitSet::from_iter(self.dag.nodes(), self.dag.nodes_of(ids.iter().copied()))
-            };
-            let (held, undecided) = (bits(&obs.held), bits(&obs.undecided));
-            t.count(&held, &undecided, obs.failed, &scope, self.dag);
-            if let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
+            if counted && let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
                 break verdict;
+            }
+            if t.streak >= self.max_invalid {
+                // Interventions that cannot all be applied in one run
+                // (one skips another's call site) may still work apart;
+                // one that never takes effect alone is left untested,
+                // and the search goes on without it.
+                break (Outcome::Unused, Some(Unused::NotApplied), None);
             }
         };
         self.oracle.round_ends();

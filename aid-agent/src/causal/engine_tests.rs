@@ -193,6 +193,47 @@ fn witnessed_runs_stop_a_round_whatever_the_failure_rate() {
     assert_eq!(d.path, vec![PredId(2)]);
 }
 
+/// Runs made at once (`--jobs 3`) are all counted before the round is
+/// judged: the witnessed round above, made three runs at a time, has
+/// its fourth run decide in a batch whose fifth fails, and that failure
+/// is evidence (the failure persisted), not a run left out because the
+/// round had stopped.
+#[test]
+fn a_batch_of_runs_is_counted_whole_before_the_round_is_judged() {
+    struct Batches(Script);
+    impl Oracle for Batches {
+        fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
+            self.0.run(group)
+        }
+        fn batch(&self) -> u32 {
+            3
+        }
+    }
+    let dag = chain();
+    let cfg = Config { baseline: Baseline { failing: 20, passing: 980 }, ..config() };
+    let answers = vec![
+        obs(false, &[], true),
+        obs(false, &[1], true),
+        obs(false, &[1], true),
+        obs(false, &[1], true),
+        obs(true, &[1], true),
+        obs(false, &[1], true),
+    ];
+    // One at a time, the fourth run stops the round.
+    let mut one = script(answers.clone());
+    let mut ex = Experiment::new(&dag, &mut one, &cfg, Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+    assert_eq!(one.asked.len(), 4);
+    // Three at a time, the fifth was made with it and counts.
+    let mut o = Batches(script(answers));
+    let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Persisted);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!((d.rounds[0].runs, d.rounds[0].failing_runs), (6, 1));
+    assert_eq!(o.0.asked.len(), 6);
+    assert!(d.path.is_empty(), "{:?}", d.path);
+}
+
 /// The same runs with 1 necessary-only (it holds in passing runs too):
 /// its holding witnesses nothing, so the round on {2} is blind and
 /// needs the runs a blind round needs at the baseline's failure rate.

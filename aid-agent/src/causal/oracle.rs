@@ -44,6 +44,19 @@ pub trait Oracle {
     /// One run with every predicate of `group` intervened on.
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation>;
 
+    /// How many runs it makes at once (`--jobs`): the engine asks for
+    /// that many runs of a round together ([`Oracle::run_batch`]).
+    fn batch(&self) -> u32 {
+        1
+    }
+
+    /// `n` runs with every predicate of `group` intervened on, made at
+    /// once where the oracle can, in the order of their numbers. Made one
+    /// after another unless overridden.
+    fn run_batch(&mut self, group: &BTreeSet<PredId>, n: u32) -> anyhow::Result<Vec<Observation>> {
+        (0..n).map(|_| self.run(group)).collect()
+    }
+
     /// Whether the interventions of `group` can be installed together in
     /// one run (two that act at one call site in ways a single stop cannot
     /// combine cannot). A group that cannot is split without a run.
@@ -63,6 +76,14 @@ pub trait Oracle {
 impl<O: Oracle + ?Sized> Oracle for &mut O {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
         (**self).run(group)
+    }
+
+    fn batch(&self) -> u32 {
+        (**self).batch()
+    }
+
+    fn run_batch(&mut self, group: &BTreeSet<PredId>, n: u32) -> anyhow::Result<Vec<Observation>> {
+        (**self).run_batch(group, n)
     }
 
     fn installable(&mut self, group: &BTreeSet<PredId>) -> bool {

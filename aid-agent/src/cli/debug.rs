@@ -95,10 +95,10 @@ pub struct Args {
     /// With --amplify-watch: at most this many holds per run.
     #[arg(help_heading = heading::AMPLIFICATION, long, default_value_t = 1, value_name = "N")]
     pub amplify_watch_max: u32,
-    /// Make the observed runs on a fleet's workers (`aid-agent worker
-    /// --connect URL` on each host), through the NATS server at URL
-    /// (nats://HOST:PORT, JetStream on); interventions and their control
-    /// runs are made on this host (docs/fleet.md).
+    /// Make the runs on a fleet's workers (`aid-agent worker --connect
+    /// URL` on each host), through the NATS server at URL
+    /// (nats://HOST:PORT, JetStream on): observed runs, interventions and
+    /// their control runs (docs/fleet.md).
     #[arg(help_heading = heading::RUNS, long, value_name = "URL", conflicts_with = "pid")]
     pub fleet: Option<String>,
     /// Debug a running service instead of starting a program: each call of

@@ -56,9 +56,9 @@ pub struct ProgramRequest {
     pub patterns: Option<PathBuf>,
     /// `--amplify-watch`: hold a thread right after it touches an object.
     pub amplify_watch: Option<WatchAmplify>,
-    /// `--jobs`: observed runs made this many at once.
+    /// `--jobs`: runs made this many at once.
     pub jobs: u32,
-    /// `--fleet`: the NATS server the observed runs go to workers through.
+    /// `--fleet`: the NATS server the runs go to workers through.
     pub fleet: Option<String>,
 }
 
@@ -73,7 +73,7 @@ fn join_fleet(
     let mut f = Fleet::connect(url)?;
     let workers = f.wait_for_workers(cancel)?;
     ui.say(&format!(
-        "observed runs go to {} on {} ({} at once)",
+        "runs go to {} on {} ({} at once)",
         crate::util::human::count(workers.len() as u64, "worker"),
         f.url(),
         f.jobs()

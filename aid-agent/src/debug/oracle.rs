@@ -17,7 +17,7 @@ use super::source::RunSource;
 use crate::{
     causal::{Observation, Oracle},
     intervene::{Plan, noise::NoiseSource},
-    model::{Function, Intervention, Run},
+    model::{Function, Intervention, RecordedRun, Run},
     predicates::{Catalog, PredId, RunTruth},
     record::progress::Progress,
     store::Writer,
@@ -195,6 +195,39 @@ impl<'a> SourceOracle<'a> {
         interventions(self.catalog, group)
     }
 
+    /// A run's plan: the group's interventions, with the amplifying
+    /// noise's next draw.
+    fn plan(&mut self, group: &BTreeSet<PredId>) -> Plan {
+        let plan =
+            Plan::new(&self.interventions(group), self.hold_timeout, self.source.functions());
+        match self.noise.as_mut() {
+            Some(noise) => plan.with_noise(&noise.draw()),
+            None => plan,
+        }
+    }
+
+    /// An intervened run stored in the session, judged, logged and shown.
+    fn judge(
+        &mut self,
+        group: &BTreeSet<PredId>,
+        rec: &RecordedRun,
+    ) -> anyhow::Result<Observation> {
+        self.writer.append(rec, self.source.functions())?;
+        let truth = self.catalog.evaluate(&rec.run);
+        let valid = is_evidence(&rec.run, &truth, group);
+        let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
+        let id = rec.run.id;
+        self.log.push(OracleRun {
+            run: id,
+            group: group.clone(),
+            failed: obs.failed,
+            valid,
+            held: obs.held.clone(),
+        });
+        self.show(valid, obs.failed, id);
+        Ok(obs)
+    }
+
     /// One more run of the round under way, shown.
     fn show(&mut self, valid: bool, failed: bool, id: u32) {
         let noun = self.source.noun();
@@ -220,28 +253,36 @@ impl<'a> SourceOracle<'a> {
     /// Control runs added to `c` until [`CONTROL_FAILURES`] failed or
     /// `c` has `max_runs` runs.
     pub fn control(&mut self, mut c: Control, max_runs: u32) -> anyhow::Result<Control> {
+        // Made as many at once as the rounds' runs are (the load they
+        // share is part of how runs are made), every one counted.
+        let jobs = self.source.intervene_jobs().max(1);
         while c.runs < max_runs && c.failing < CONTROL_FAILURES {
             if self.cancel.load(Ordering::Relaxed) {
                 bail!("interrupted by the user");
             }
-            let mut plan = Plan::default();
-            if let Some(noise) = self.noise.as_mut() {
-                plan = plan.with_noise(&noise.draw());
+            let n = jobs.min(max_runs - c.runs);
+            let noise = &mut self.noise;
+            let plans: Vec<Plan> = (0..n)
+                .map(|_| match noise.as_mut() {
+                    Some(noise) => Plan::default().with_noise(&noise.draw()),
+                    None => Plan::default(),
+                })
+                .collect();
+            for rec in self.source.intervene_batch(&plans, self.cancel)? {
+                if !rec.run.complete {
+                    continue;
+                }
+                c.runs += 1;
+                if rec.run.failed() {
+                    c.failing += 1;
+                }
+                self.ui.step(&format!(
+                    "control {} {}: {}",
+                    self.source.noun(),
+                    c.runs,
+                    if rec.run.failed() { "failed" } else { "passed" }
+                ));
             }
-            let rec = self.source.intervene(&plan, self.cancel)?;
-            if !rec.run.complete {
-                continue;
-            }
-            c.runs += 1;
-            if rec.run.failed() {
-                c.failing += 1;
-            }
-            self.ui.step(&format!(
-                "control {} {}: {}",
-                self.source.noun(),
-                c.runs,
-                if rec.run.failed() { "failed" } else { "passed" }
-            ));
         }
         Ok(c)
     }
@@ -252,26 +293,31 @@ impl Oracle for SourceOracle<'_> {
         if self.cancel.load(Ordering::Relaxed) {
             bail!("interrupted by the user");
         }
-        let mut plan =
-            Plan::new(&self.interventions(group), self.hold_timeout, self.source.functions());
-        if let Some(noise) = self.noise.as_mut() {
-            plan = plan.with_noise(&noise.draw());
-        }
+        let plan = self.plan(group);
         let rec = self.source.intervene(&plan, self.cancel)?;
-        self.writer.append(&rec, self.source.functions())?;
-        let truth = self.catalog.evaluate(&rec.run);
-        let valid = is_evidence(&rec.run, &truth, group);
-        let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
-        let id = rec.run.id;
-        self.log.push(OracleRun {
-            run: id,
-            group: group.clone(),
-            failed: obs.failed,
-            valid,
-            held: obs.held.clone(),
-        });
-        self.show(valid, obs.failed, id);
-        Ok(obs)
+        self.judge(group, &rec)
+    }
+
+    fn batch(&self) -> u32 {
+        self.source.intervene_jobs()
+    }
+
+    fn run_batch(&mut self, group: &BTreeSet<PredId>, n: u32) -> anyhow::Result<Vec<Observation>> {
+        if self.cancel.load(Ordering::Relaxed) {
+            bail!("interrupted by the user");
+        }
+        let plans: Vec<Plan> = (0..n).map(|_| self.plan(group)).collect();
+        let made = self.source.intervene_batch(&plans, self.cancel)?;
+        // Every run made is stored and judged, an interrupted batch's too.
+        let judged =
+            made.iter().map(|rec| self.judge(group, rec)).collect::<anyhow::Result<_>>()?;
+        if made.len() < plans.len() {
+            if self.cancel.load(Ordering::Relaxed) {
+                bail!("interrupted by the user");
+            }
+            bail!("{} of the {} runs asked for at once were not made", plans.len() - made.len(), n);
+        }
+        Ok(judged)
     }
 
     fn installable(&mut self, group: &BTreeSet<PredId>) -> bool {

@@ -266,6 +266,41 @@ impl RunSource for ProgramSource<'_> {
         self.run(id, plan, cancel)
     }
 
+    /// As many as observed runs ([`RunSource::jobs`]): `--jobs` on this
+    /// host, or the fleet's workers' together; one at a time under
+    /// watched amplification (its runs are made here).
+    fn intervene_jobs(&self) -> u32 {
+        self.jobs()
+    }
+
+    fn intervene_batch(
+        &mut self,
+        plans: &[Plan],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Vec<RecordedRun>> {
+        if !matches!(self.amplify, Amplify::Off) {
+            return super::source::plans_in_turn(self, plans, cancel);
+        }
+        let first = self.next_id;
+        let mut batch = Planned { plans, first, started: 0, ended: BTreeMap::new() };
+        if let Some(fleet) = self.fleet.as_deref_mut() {
+            fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
+            self.next_id += batch.started;
+            return Ok(batch.ended.into_values().collect());
+        }
+        if self.jobs == 1 || plans.len() < 2 {
+            return super::source::plans_in_turn(self, plans, cancel);
+        }
+        let parallel = match &mut self.parallel {
+            Some(p) => p,
+            None => self.parallel.insert(Jobs::new(self.tracer, self.jobs)?),
+        };
+        parallel.follow(self.tracer)?;
+        parallel.run(self.target, self.policy, cancel, &mut batch)?;
+        self.next_id += batch.started;
+        Ok(batch.ended.into_values().collect())
+    }
+
     fn end_interventions(&mut self) {}
 
     fn watchable(&self) -> Option<&std::path::Path> {
@@ -280,6 +315,29 @@ impl RunSource for ProgramSource<'_> {
     ) -> anyhow::Result<WatchedRun> {
         let plan = Plan::default();
         Ok(watched_run(self.tracer, self.target, id, self.policy, &plan, watcher, cancel)?)
+    }
+}
+
+/// Intervened runs made at once, numbered from `first` in the order of
+/// `plans`, kept by number.
+struct Planned<'p> {
+    plans: &'p [Plan],
+    first: u32,
+    started: u32,
+    ended: BTreeMap<u32, RecordedRun>,
+}
+
+impl Feed for Planned<'_> {
+    fn next(&mut self) -> Option<Job> {
+        let plan = self.plans.get(self.started as usize)?.clone();
+        let id = self.first + self.started;
+        self.started += 1;
+        Some(Job { id, plan: Some(plan) })
+    }
+
+    fn done(&mut self, done: Done) -> anyhow::Result<()> {
+        self.ended.insert(done.id, done.run?);
+        Ok(())
     }
 }
 

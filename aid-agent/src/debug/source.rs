@@ -4,7 +4,10 @@
 //! asks a source for observed runs, then for runs under interventions;
 //! everything that differs between the two lives behind this trait.
 
-use std::{path::Path, sync::atomic::AtomicBool};
+use std::{
+    path::Path,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use crate::{
     intervene::{Plan, Reach},
@@ -88,6 +91,23 @@ pub trait RunSource {
     /// each.
     fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun>;
 
+    /// How many intervened runs it makes at once: 1 unless it can make
+    /// several ([`RunSource::intervene_batch`]).
+    fn intervene_jobs(&self) -> u32 {
+        1
+    }
+
+    /// One run per plan, made at once (up to [`RunSource::intervene_jobs`]),
+    /// in the order of their numbers; fewer when `cancel` was set. Made one
+    /// after another unless the source can do better.
+    fn intervene_batch(
+        &mut self,
+        plans: &[Plan],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Vec<RecordedRun>> {
+        plans_in_turn(self, plans, cancel)
+    }
+
     /// Undoes [`RunSource::begin_interventions`]; does nothing if there is
     /// nothing to undo, so it may be called again on the way out of an
     /// error.
@@ -125,6 +145,23 @@ pub(super) fn one_at_a_time<S: RunSource + ?Sized>(
             Some(rec) => runs.push(rec),
             None => break,
         }
+    }
+    Ok(runs)
+}
+
+/// One intervened run per plan, one after another, until `cancel` is set:
+/// [`RunSource::intervene_batch`] where runs are not made at once.
+pub(super) fn plans_in_turn<S: RunSource + ?Sized>(
+    source: &mut S,
+    plans: &[Plan],
+    cancel: &AtomicBool,
+) -> anyhow::Result<Vec<RecordedRun>> {
+    let mut runs = Vec::with_capacity(plans.len());
+    for plan in plans {
+        if cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        runs.push(source.intervene(plan, cancel)?);
     }
     Ok(runs)
 }

@@ -29,6 +29,12 @@ pub(super) trait Program {
     fn may_trace_fewer(&self) -> bool {
         false
     }
+    /// Intervened runs made at once (`--jobs`).
+    fn jobs(&self) -> u32 {
+        1
+    }
+    /// `n` intervened runs were asked for at once.
+    fn batch(&mut self, _n: usize) {}
 }
 
 /// A [`Program`] as a run source: a whole program (amplifiable), every
@@ -80,6 +86,19 @@ impl<P: Program> RunSource for Scripted<P> {
             })
             .collect();
         Ok(self.0.intervened(plan, applied))
+    }
+
+    fn intervene_jobs(&self) -> u32 {
+        self.0.jobs()
+    }
+
+    fn intervene_batch(
+        &mut self,
+        plans: &[Plan],
+        cancel: &AtomicBool,
+    ) -> anyhow::Result<Vec<RecordedRun>> {
+        self.0.batch(plans.len());
+        source::plans_in_turn(self, plans, cancel)
     }
 
     fn end_interventions(&mut self) {}
@@ -214,11 +233,15 @@ struct UnderControl {
     control: u32,
     intervened: u32,
     control_fails: fn(u32) -> bool,
+    /// Intervened runs made at once, and the size of each batch asked.
+    jobs: u32,
+    batches: Vec<usize>,
 }
 
 impl UnderControl {
     fn new(functions: Vec<Function>, control_fails: fn(u32) -> bool) -> Self {
-        UnderControl { functions, runs: 0, control: 0, intervened: 0, control_fails }
+        let (runs, control, intervened, jobs, batches) = (0, 0, 0, 1, Vec::new());
+        UnderControl { functions, runs, control, intervened, control_fails, jobs, batches }
     }
 }
 
@@ -240,6 +263,14 @@ impl Program for UnderControl {
         }
         let fails = applied.is_empty() && (self.control_fails)(self.control);
         make_read_run(&mut self.runs, fails, applied)
+    }
+
+    fn jobs(&self) -> u32 {
+        self.jobs
+    }
+
+    fn batch(&mut self, n: usize) {
+        self.batches.push(n);
     }
 }
 
@@ -302,6 +333,42 @@ fn a_control_too_short_to_judge_the_failure_rare_goes_on() {
     let described = &d.analysis.catalog.get(root).unwrap().description;
     assert!(described.contains("call 1 of read on main returns"), "{described}");
     assert!(source.0.intervened >= 564, "{}", source.0.intervened);
+}
+
+/// The same program with its intervened runs made two at a time (`--jobs
+/// 2`), every 20th control run failing from the 19th: control runs and
+/// rounds are asked for in pairs (a control's last run alone when its
+/// size is odd: both are sized 45 at first) and every run made is
+/// counted, so the second control ends with the pair its 5th failure
+/// (the 139th control run) began: at 95 runs, where one at a time it
+/// would have ended at 94. The round confirms the same cause.
+#[test]
+fn control_runs_and_rounds_are_made_as_many_at_once_as_the_source_makes() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut program = UnderControl::new(functions.clone(), |n| n % 20 == 19);
+    program.jobs = 2;
+    let mut source = Scripted(program);
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
+            .unwrap();
+    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
+    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    assert_eq!(d.control, Some(Control { runs: 95, failing: CONTROL_FAILURES }));
+    assert_eq!(source.0.control, 45 + 95);
+    let batches = &source.0.batches;
+    let alone: Vec<usize> = (0..batches.len()).filter(|&i| batches[i] != 2).collect();
+    assert_eq!(alone, [22, 45], "{batches:?}");
+    assert_eq!((batches[22], batches[45]), (1, 1));
+    let made: usize = batches.iter().sum();
+    assert_eq!(made as u32, source.0.control + source.0.intervened);
+    let discovery = d.discovery.expect("a round was started");
+    let root = discovery.root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    let intervened = d.oracle_runs.iter().filter(|r| !r.group.is_empty()).count();
+    assert_eq!(intervened as u32, source.0.intervened);
+    assert!(intervened.is_multiple_of(2), "{intervened}");
 }
 
 /// A program whose first four runs without noise fail and no later one

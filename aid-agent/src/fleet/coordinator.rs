@@ -284,8 +284,8 @@ impl Fleet {
     }
 
     /// Makes the runs `feed` asks for on the fleet's workers, as
-    /// [`crate::record::jobs::Jobs::run`] makes them on this host: runs
-    /// observed or with noise only. Set `cancel` and the workers are asked
+    /// [`crate::record::jobs::Jobs::run`] makes them on this host:
+    /// observed, with noise, or intervened on. Set `cancel` and the workers are asked
     /// to stop the runs in flight, which come back incomplete.
     pub fn run(
         &mut self,
@@ -305,17 +305,8 @@ impl Fleet {
             if failed.is_none() && cancelled.is_none() && !cancel.load(Ordering::SeqCst) {
                 let mut runs = Vec::new();
                 while let Some(job) = feed.next() {
-                    let noise = match job.plan {
-                        None => Vec::new(),
-                        Some(p) if p.interventions.is_empty() => p.noise,
-                        Some(_) => {
-                            anyhow::bail!(
-                                "interventions are made on this host, not sent to a fleet"
-                            )
-                        }
-                    };
                     waiting.insert(job.id);
-                    runs.push(WorkRun { id: job.id, noise });
+                    runs.push(WorkRun::of(job.id, job.plan));
                 }
                 self.publish(revision, runs)?;
             }

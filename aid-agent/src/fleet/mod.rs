@@ -35,7 +35,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::store::host_name;
 use crate::{
-    model::{Noise, RecordedRun},
+    intervene::Plan,
+    model::{Function, Intervention, Noise, RecordedRun},
     record::tracer::TracerSpec,
 };
 
@@ -151,11 +152,40 @@ pub struct WorkBatch {
     pub runs: Vec<WorkRun>,
 }
 
-/// One run to make: its number and the noise it carries (none: observed).
+/// One run to make: its number, the noise it carries and what it
+/// intervenes on (neither: observed).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkRun {
     pub id: u32,
     pub noise: Vec<Noise>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interventions: Vec<Intervention>,
+    /// The interventions' longest hold, in microseconds.
+    #[serde(default)]
+    pub hold_timeout_us: u64,
+}
+
+impl WorkRun {
+    /// The run `plan` describes (its interventions and noise).
+    pub fn of(id: u32, plan: Option<Plan>) -> WorkRun {
+        let plan = plan.unwrap_or_default();
+        WorkRun {
+            id,
+            noise: plan.noise,
+            interventions: plan.interventions,
+            hold_timeout_us: u64::try_from(plan.hold_timeout.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Its plan, over the session's `functions` (the coordinator's ids);
+    /// None: observed.
+    pub fn plan(&self, functions: &[Function]) -> Option<Plan> {
+        if self.interventions.is_empty() {
+            return (!self.noise.is_empty()).then(|| Plan::default().with_noise(&self.noise));
+        }
+        let hold = Duration::from_micros(self.hold_timeout_us);
+        Some(Plan::new(&self.interventions, hold, functions).with_noise(&self.noise))
+    }
 }
 
 /// One run made, as the results' stream carries it (in parts).

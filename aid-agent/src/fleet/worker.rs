@@ -22,7 +22,7 @@ use super::{
     WorkerInfo, cancel_subject, host_name, to_name, valid_name,
 };
 use crate::{
-    intervene::Plan,
+    model::Function,
     record::{
         fail::RunPolicy,
         jobs::{Done, Feed, Job, Jobs},
@@ -282,7 +282,10 @@ fn make_batch(
         Arc::clone(&cancel),
         Arc::clone(stop),
     ));
-    let mut feed = BatchFeed { bus, batch, delivery, name, next: 0, stop, failed: None };
+    // The session's functions, for the plans of intervened runs.
+    let intervened = batch.runs.iter().any(|r| !r.interventions.is_empty());
+    let functions = if intervened { tracers.functions().to_vec() } else { Vec::new() };
+    let mut feed = BatchFeed { bus, batch, functions, delivery, name, next: 0, stop, failed: None };
     let ran = tracers.run(target, policy, &cancel, &mut feed);
     watcher.abort();
     ran?;
@@ -390,6 +393,7 @@ async fn watch_cancel(
 struct BatchFeed<'a> {
     bus: &'a Bus,
     batch: &'a WorkBatch,
+    functions: Vec<Function>,
     delivery: u64,
     name: &'a str,
     next: usize,
@@ -401,8 +405,7 @@ impl Feed for BatchFeed<'_> {
     fn next(&mut self) -> Option<Job> {
         let run = self.batch.runs.get(self.next)?;
         self.next += 1;
-        let plan = (!run.noise.is_empty()).then(|| Plan::default().with_noise(&run.noise));
-        Some(Job { id: run.id, plan })
+        Some(Job { id: run.id, plan: run.plan(&self.functions) })
     }
 
     fn done(&mut self, done: Done) -> anyhow::Result<()> {

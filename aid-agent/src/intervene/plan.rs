@@ -55,6 +55,8 @@ pub struct Plan {
     pub noise: Vec<Noise>,
     /// The run needs the synchronisation-point probes (it amplifies).
     pub sync_points: bool,
+    /// The longest hold of its interventions (what it was made with).
+    pub hold_timeout: Duration,
 }
 
 /// Builds the kernel's form of one intervention.
@@ -309,7 +311,8 @@ impl Plan {
         functions: &[Function],
     ) -> Plan {
         let timeout_us = hold_timeout.as_micros() as u64;
-        let mut plan = Plan { interventions: interventions.to_vec(), ..Plan::default() };
+        let mut plan =
+            Plan { interventions: interventions.to_vec(), hold_timeout, ..Plan::default() };
         let mut known_groups = Vec::new();
         let mut known_pairs = Vec::new();
         for (i, iv) in interventions.iter().enumerate() {

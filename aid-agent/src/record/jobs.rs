@@ -69,6 +69,11 @@ impl Jobs {
         Jobs { tracers }
     }
 
+    /// The functions the tracers trace (the first one's: they are alike).
+    pub fn functions(&self) -> &[crate::model::Function] {
+        self.tracers.first().map_or(&[], |t| t.functions())
+    }
+
     /// Brings the tracers in line with `tracer` as it is now: the same
     /// function table (made again when it changed) and settings
     /// ([`Tracer::follow_settings`]).

@@ -385,13 +385,14 @@ fn failure_reasons(outcome: &Diagnosis) -> Vec<(String, u32)> {
     reasons
 }
 
-/// How the observed runs were made when several at once (`--jobs`): the
-/// others' load is part of their conditions. Empty for one at a time.
+/// How the session's runs were made when several at once (`--jobs`, a
+/// fleet): the others' load is part of their conditions. Empty for one
+/// at a time.
 pub(crate) fn jobs_words(ob: &Observed, noun: &str) -> String {
     if let Some(fleet) = &ob.fleet {
         let made: Vec<String> = fleet.workers.iter().map(|(w, n)| format!("{w}: {n}")).collect();
         return format!(
-            "; made by a fleet's workers through {} ({}), interventions and their control {noun}s on this host, one at a time",
+            "; made by a fleet's workers through {} ({} {noun}s in all), as were the interventions and their control {noun}s",
             fleet.url,
             crate::util::human::summarize(&made)
         );
@@ -399,7 +400,7 @@ pub(crate) fn jobs_words(ob: &Observed, noun: &str) -> String {
     if ob.jobs <= 1 {
         return String::new();
     }
-    format!("; made {} at a time (interventions and their control {noun}s one at a time)", ob.jobs)
+    format!("; made {} at a time, as were the interventions and their control {noun}s", ob.jobs)
 }
 
 /// Noise injected into a run, in words.

@@ -713,13 +713,13 @@ fn a_link_with_many_effects_lists_a_few_and_counts_the_rest() {
 }
 
 /// The run-method words of the "Observed" line: nothing for runs made one
-/// at a time, N and what stays one at a time otherwise.
+/// at a time, N otherwise.
 #[test]
 fn the_observed_line_says_how_many_runs_were_made_at_once() {
     let at_once = |jobs| jobs_words(&crate::debug::Observed { jobs, ..Default::default() }, "run");
     assert_eq!(at_once(0), "");
     assert_eq!(at_once(1), "");
-    assert_eq!(at_once(2), "; made 2 at a time (interventions and their control runs one at a time)");
+    assert_eq!(at_once(2), "; made 2 at a time, as were the interventions and their control runs");
 }
 
 /// A fleet's observed runs: the server and how many each worker made
@@ -734,6 +734,6 @@ fn the_observed_line_names_the_fleet_and_what_each_worker_made() {
     let ob = crate::debug::Observed { jobs: 1, fleet: Some(fleet), ..Default::default() };
     assert_eq!(
         jobs_words(&ob, "run"),
-        "; made by a fleet's workers through nats://10.0.0.5:4222 (w2: 8, w3: 4), interventions and their control runs on this host, one at a time"
+        "; made by a fleet's workers through nats://10.0.0.5:4222 (w2: 8, w3: 4 runs in all), as were the interventions and their control runs"
     );
 }

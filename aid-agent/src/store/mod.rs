@@ -186,12 +186,13 @@ pub struct Header {
     pub fleet: Option<FleetMark>,
 }
 
-/// Which fleet made a session's observed runs (`debug --fleet`).
+/// Which fleet made a session's runs (`debug --fleet`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FleetMark {
     /// The NATS server's address.
     pub url: String,
-    /// Observed runs each worker made, by the worker's name.
+    /// Runs each worker made (observed, intervened and control runs), by
+    /// the worker's name.
     pub workers: BTreeMap<String, u32>,
 }
 

@@ -79,7 +79,7 @@ fn build(name: &str) -> PathBuf {
 /// 1, its report written: "No cause was confirmed", or no candidate to
 /// test) is an outcome with an empty path — a miss under [`SESSIONS`]'
 /// rule, printed with the others — not an error; any other failure is.
-fn debug(case: &cases::Case, extra: &[&str]) -> cases::Outcome {
+fn debug(case: &cases::Case, extra: &[&str], inspect: &dyn Fn(&Path)) -> cases::Outcome {
     let exe = build(case.example);
     let mut args = case.args().unwrap();
     args.extend(extra.iter().map(|a| (*a).to_owned()));
@@ -101,6 +101,7 @@ fn debug(case: &cases::Case, extra: &[&str]) -> cases::Outcome {
         case.name,
         started.elapsed().as_secs_f64()
     );
+    inspect(&out);
     cases::Outcome::read(&out, &text).unwrap()
 }
 
@@ -111,11 +112,17 @@ fn check(name: &str) {
 
 /// [`check`] with `extra` arguments after the case's own.
 fn check_with(name: &str, extra: &[&str]) {
+    check_session(name, extra, &|_| {});
+}
+
+/// [`check_with`], `inspect` asserting what it must of each session's
+/// directory.
+fn check_session(name: &str, extra: &[&str], inspect: &dyn Fn(&Path)) {
     assert!(SUITE.contains(&name), "{name} is not in the suite");
     let case = cases::case(name);
     let _alone = alone();
     two_of_three(name, || {
-        let outcome = debug(&case, extra);
+        let outcome = debug(&case, extra, inspect);
         match cases::judge(&case, &outcome) {
             Verdict::Right => Ok(()),
             Verdict::Failed(why) => panic!("{why}"),
@@ -204,17 +211,19 @@ fn commit_after_close() {
     check("commit_after_close");
 }
 
-/// Observed runs made two at a time (`--jobs 2`): the same root cause and
-/// path as one at a time, under the same rule.
+/// Runs made two at a time (`--jobs 2`), the rounds' and their control
+/// runs too: the same root cause and path as one at a time, under the same
+/// rule.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn commit_after_close_with_jobs_2() {
     check_with("commit_after_close", &["--jobs", "2"]);
 }
 
-/// Observed runs made by a fleet of three workers on this host (`debug
-/// --fleet`, a nats-server of the test's own on 127.0.0.1): the same root
-/// cause and path as one at a time, under the same rule.
+/// Runs made by a fleet of three workers on this host (`debug --fleet`, a
+/// nats-server of the test's own on 127.0.0.1), the rounds' and their
+/// control runs too: the same root cause and path as one at a time, under
+/// the same rule.
 #[test]
 #[ignore = "needs root, eBPF and nats-server: `cargo xtask test` runs it"]
 fn commit_after_close_on_a_fleet_of_three_workers() {
@@ -226,7 +235,22 @@ fn commit_after_close_on_a_fleet_of_three_workers() {
             crate::fleet::worker(&server.url, &format!("w{i}"), &log)
         })
         .collect();
-    check_with("commit_after_close", &["--fleet", &server.url]);
+    // Every run, intervened and observed, made by the workers: each
+    // record names the host that made it (this one).
+    let host = aid::store::host_name();
+    check_session("commit_after_close", &["--fleet", &server.url], &|out| {
+        let records = std::fs::read_to_string(out.join("runs.jsonl")).unwrap();
+        let phases: Vec<(String, Option<String>)> = records
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let host = v.get("host").and_then(|h| h.as_str()).map(str::to_owned);
+                (v["phase"].as_str().unwrap_or_default().to_owned(), host)
+            })
+            .collect();
+        assert!(phases.iter().any(|(p, _)| p == "intervene"), "{phases:?}");
+        assert!(phases.iter().all(|(_, h)| h.as_deref() == Some(host.as_str())), "{phases:?}");
+    });
 }
 
 #[test]

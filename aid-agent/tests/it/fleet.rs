@@ -161,7 +161,7 @@ fn a_worker_killed_mid_batch_loses_no_run_and_none_counts_twice() {
         status.success() || status.code() == Some(1),
         "debug --fleet ended with {status:?}:\n{said}"
     );
-    assert!(said.contains("observed runs go to 3 workers"), "{said}");
+    assert!(said.contains("runs go to 3 workers"), "{said}");
     assert!(said.contains("worker w1 stopped answering"), "{said}");
     assert!(said.contains("delivered again"), "{said}");
     // Every observed run once, numbered from 1 with no gap.
@@ -203,7 +203,11 @@ for r in rows:
     assert_eq!(made.iter().map(|(_, n)| n).sum::<u64>(), 12, "{header}");
     let by: Vec<String> = made.iter().map(|(w, n)| format!("{w}: {n}")).collect();
     let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
-    let line = format!("made by a fleet's workers through {} ({}),", server.url, by.join(", "));
+    let line = format!(
+        "made by a fleet's workers through {} ({} runs in all),",
+        server.url,
+        by.join(", ")
+    );
     assert!(report.contains(&line), "{line}\n{report}");
     let analyzed = run_ok(agent().arg("analyze").arg(&out));
     let first = format!("12 runs ({failing} failing, {} passing), ", 12 - failing);
