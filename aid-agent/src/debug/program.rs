@@ -266,11 +266,17 @@ impl RunSource for ProgramSource<'_> {
         self.run(id, plan, cancel)
     }
 
-    /// As many as observed runs ([`RunSource::jobs`]): `--jobs` on this
-    /// host, or the fleet's workers' together; one at a time under
-    /// watched amplification (its runs are made here).
+    /// The fleet's workers' together; one at a time on this host, even
+    /// with `--jobs`: on this 2-core machine a round's runs two at a time
+    /// took 1.10 times the wall time of one at a time, and the others'
+    /// load on the same cores changed the mechanism (2 of 12 sessions of
+    /// commit-after-close confirmed only the path's second link, after
+    /// 584 and 1494 runs; BENCHMARKS.md). Workers are other hosts.
     fn intervene_jobs(&self) -> u32 {
-        self.jobs()
+        match (&self.fleet, &self.amplify) {
+            (Some(fleet), Amplify::Off) => fleet.jobs(),
+            _ => 1,
+        }
     }
 
     fn intervene_batch(
@@ -278,25 +284,14 @@ impl RunSource for ProgramSource<'_> {
         plans: &[Plan],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Vec<RecordedRun>> {
-        if !matches!(self.amplify, Amplify::Off) {
+        let Some(fleet) =
+            self.fleet.as_deref_mut().filter(|_| matches!(self.amplify, Amplify::Off))
+        else {
             return super::source::plans_in_turn(self, plans, cancel);
-        }
+        };
         let first = self.next_id;
         let mut batch = Planned { plans, first, started: 0, ended: BTreeMap::new() };
-        if let Some(fleet) = self.fleet.as_deref_mut() {
-            fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
-            self.next_id += batch.started;
-            return Ok(batch.ended.into_values().collect());
-        }
-        if self.jobs == 1 || plans.len() < 2 {
-            return super::source::plans_in_turn(self, plans, cancel);
-        }
-        let parallel = match &mut self.parallel {
-            Some(p) => p,
-            None => self.parallel.insert(Jobs::new(self.tracer, self.jobs)?),
-        };
-        parallel.follow(self.tracer)?;
-        parallel.run(self.target, self.policy, cancel, &mut batch)?;
+        fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
         Ok(batch.ended.into_values().collect())
     }
@@ -318,8 +313,8 @@ impl RunSource for ProgramSource<'_> {
     }
 }
 
-/// Intervened runs made at once, numbered from `first` in the order of
-/// `plans`, kept by number.
+/// Intervened runs made at once on a fleet, numbered from `first` in the
+/// order of `plans`, kept by number.
 struct Planned<'p> {
     plans: &'p [Plan],
     first: u32,

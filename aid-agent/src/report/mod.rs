@@ -400,7 +400,7 @@ pub(crate) fn jobs_words(ob: &Observed, noun: &str) -> String {
     if ob.jobs <= 1 {
         return String::new();
     }
-    format!("; made {} at a time, as were the interventions and their control {noun}s", ob.jobs)
+    format!("; made {} at a time (interventions and their control {noun}s one at a time)", ob.jobs)
 }
 
 /// Noise injected into a run, in words.

@@ -713,13 +713,16 @@ fn a_link_with_many_effects_lists_a_few_and_counts_the_rest() {
 }
 
 /// The run-method words of the "Observed" line: nothing for runs made one
-/// at a time, N otherwise.
+/// at a time, N and what stays one at a time otherwise.
 #[test]
 fn the_observed_line_says_how_many_runs_were_made_at_once() {
     let at_once = |jobs| jobs_words(&crate::debug::Observed { jobs, ..Default::default() }, "run");
     assert_eq!(at_once(0), "");
     assert_eq!(at_once(1), "");
-    assert_eq!(at_once(2), "; made 2 at a time, as were the interventions and their control runs");
+    assert_eq!(
+        at_once(2),
+        "; made 2 at a time (interventions and their control runs one at a time)"
+    );
 }
 
 /// A fleet's observed runs: the server and how many each worker made

@@ -211,9 +211,8 @@ fn commit_after_close() {
     check("commit_after_close");
 }
 
-/// Runs made two at a time (`--jobs 2`), the rounds' and their control
-/// runs too: the same root cause and path as one at a time, under the same
-/// rule.
+/// Observed runs made two at a time (`--jobs 2`): the same root cause and
+/// path as one at a time, under the same rule.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn commit_after_close_with_jobs_2() {
