@@ -182,10 +182,10 @@ impl<'a> Experiment<'a> {
         let p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
         let mut t = Tally::new(self.dag.nodes());
         self.oracle.round_begins(&ids, cap);
-        // Runs made at once (`--jobs`) are all counted, in the order of
-        // their numbers, before the stopping rules are asked: a run left
-        // out because the round had already decided could be the one
-        // that failed.
+        // Runs made at once (a fleet's workers) are all counted, in the
+        // order of their numbers, before the stopping rules are asked: a
+        // run left out because the round had already decided could be the
+        // one that failed.
         let batch = self.oracle.batch().max(1);
         let (outcome, unused, risk) = loop {
             let made =

@@ -193,7 +193,7 @@ fn witnessed_runs_stop_a_round_whatever_the_failure_rate() {
     assert_eq!(d.path, vec![PredId(2)]);
 }
 
-/// Runs made at once (`--jobs 3`) are all counted before the round is
+/// Runs made at once (three by a fleet) are all counted before the round is
 /// judged: the witnessed round above, made three runs at a time, has
 /// its fourth run decide in a batch whose fifth fails, and that failure
 /// is evidence (the failure persisted), not a run left out because the

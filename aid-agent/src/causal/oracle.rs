@@ -44,8 +44,9 @@ pub trait Oracle {
     /// One run with every predicate of `group` intervened on.
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation>;
 
-    /// How many runs it makes at once (`--jobs`): the engine asks for
-    /// that many runs of a round together ([`Oracle::run_batch`]).
+    /// How many runs it makes at once (a fleet's workers together): the
+    /// engine asks for that many runs of a round together
+    /// ([`Oracle::run_batch`]).
     fn batch(&self) -> u32 {
         1
     }

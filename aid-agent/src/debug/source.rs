@@ -92,7 +92,8 @@ pub trait RunSource {
     fn intervene(&mut self, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun>;
 
     /// How many intervened runs it makes at once: 1 unless it can make
-    /// several ([`RunSource::intervene_batch`]).
+    /// several ([`RunSource::intervene_batch`]: a program's runs on a
+    /// fleet).
     fn intervene_jobs(&self) -> u32 {
         1
     }

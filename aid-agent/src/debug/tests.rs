@@ -29,7 +29,7 @@ pub(super) trait Program {
     fn may_trace_fewer(&self) -> bool {
         false
     }
-    /// Intervened runs made at once (`--jobs`).
+    /// Intervened runs made at once (a fleet's).
     fn jobs(&self) -> u32 {
         1
     }
@@ -335,11 +335,11 @@ fn a_control_too_short_to_judge_the_failure_rare_goes_on() {
     assert!(source.0.intervened >= 564, "{}", source.0.intervened);
 }
 
-/// The same program with its intervened runs made two at a time (`--jobs
-/// 2`), every 20th control run failing from the 19th: control runs and
-/// rounds are asked for in pairs (a control's last run alone when its
-/// size is odd: both are sized 45 at first) and every run made is
-/// counted, so the second control ends with the pair its 5th failure
+/// The same program with its intervened runs made two at a time (as a
+/// fleet of two makes them), every 20th control run failing from the
+/// 19th: control runs and rounds are asked for in pairs (a control's last
+/// run alone when its size is odd: both are sized 45 at first) and every
+/// run made is counted, so the second control ends with the pair its 5th failure
 /// (the 139th control run) began: at 95 runs, where one at a time it
 /// would have ended at 94. The round confirms the same cause.
 #[test]
