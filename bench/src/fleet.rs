@@ -133,6 +133,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<ExitCode> {
             worker: "w1".into(),
             host: "bench".into(),
             run: Ok(aid::model::testing::recorded(run)),
+            presence: None,
         };
         let size = serde_json::to_vec(&report)?.len();
         let mut fleet = Fleet::connect(&srv.url)?;

@@ -3,7 +3,8 @@
 //! one run, written to the session as soon as it completes; without, one
 //! run per `--window`, written as it closes. Counters on stderr while it
 //! runs: one line redrawn in place on a terminal, a plain line every
-//! `--status-every` otherwise.
+//! `--status-every` otherwise. With `--fleet`, other hosts' runs go into
+//! the same session (`--join` on each of them).
 
 use std::{
     io::IsTerminal as _,
@@ -12,13 +13,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+use std::sync::atomic::Ordering;
+
 use super::{
     args::{load_options, parse_duration, positive, print_list},
     terminal::{Terminal, interrupt_flag},
 };
 use crate::{
+    fleet::attach::{Gathering, JoinOptions, join},
     record::{
-        attach::{AttachRequest, AttachSummary, DEFAULT_WINDOW, attach},
+        attach::{AttachRequest, AttachSummary, DEFAULT_WINDOW, Peers, attach},
         list::ListIn,
         progress::Progress,
     },
@@ -71,6 +75,24 @@ pub struct Args {
     /// Most functions to probe (an entry and a return probe each).
     #[arg(long, default_value_t = crate::bpf::MAX_FUNCTIONS, value_name = "N")]
     pub max_probes: usize,
+    /// One session from several hosts, through the NATS server at URL
+    /// (JetStream on): this host's runs are written here, other hosts'
+    /// sent here (they join with --join; docs/fleet.md).
+    #[arg(long, value_name = "nats://HOST:PORT")]
+    pub fleet: Option<String>,
+    /// With --fleet: send this process's runs to SESSION, started by
+    /// `attach --fleet` on another host (what to trace comes from there).
+    #[arg(
+        long,
+        value_name = "SESSION",
+        requires = "fleet",
+        conflicts_with_all = ["trace", "unit", "window", "fail_if", "out", "list"]
+    )]
+    pub join: Option<String>,
+    /// With --join: this host's name in the session (letters, digits, '-'
+    /// and '_'; default: the host's name and the agent's pid).
+    #[arg(long, value_name = "NAME", requires = "join")]
+    pub name: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -83,12 +105,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => DEFAULT_WINDOW,
     };
     let every = positive("--status-every", parse_duration(&args.status_every)?)?;
+    let duration =
+        args.duration.as_deref().map(|d| positive("--duration", parse_duration(d)?)).transpose()?;
+    let cancel = interrupt_flag()?;
+    let mut ui = Counters::new(every);
+    if let (Some(url), Some(session)) = (&args.fleet, &args.join) {
+        let opts = JoinOptions {
+            url: url.clone(),
+            session: session.clone(),
+            pid: args.pid,
+            name: args.name,
+            duration,
+            debug: DebugSearch::with_root(args.debug_root),
+        };
+        let j = join(&opts, &cancel, &mut ui)?;
+        println!(
+            "sent {} of pid {} to session {session} as {} ({}): {} pass, {} fail",
+            crate::util::human::count(u64::from(j.runs), "run"),
+            args.pid,
+            j.name,
+            j.ended,
+            j.runs - j.failing,
+            j.failing
+        );
+        if j.lost > 0 {
+            eprintln!(
+                "aid: warning: the kernel dropped {} event(s) (ring buffer full); affected runs are marked incomplete and excluded from analysis",
+                j.lost
+            );
+        }
+        return Ok(if cancel.load(Ordering::Relaxed) {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    let mut gathering = args.fleet.as_deref().map(Gathering::connect).transpose()?;
     let req = AttachRequest {
-        duration: args
-            .duration
-            .as_deref()
-            .map(|d| positive("--duration", parse_duration(d)?))
-            .transpose()?,
+        duration,
         load: load_options(args.ring_size, args.max_probes)?,
         pid: args.pid,
         trace: args.trace,
@@ -98,12 +152,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out: args.out,
         debug: DebugSearch::with_root(args.debug_root),
     };
-    let cancel = interrupt_flag()?;
-    let mut ui = Counters::new(every);
-    let s = attach(&req, &cancel, &mut ui)?;
+    let peers = gathering.as_mut().map(|g| g as &mut dyn Peers);
+    let s = attach(&req, &cancel, &mut ui, peers)?;
     let what = if req.unit.is_some() { "unit(s)" } else { "window(s)" };
+    let others = if gathering.is_some() {
+        format!(", {} of them from other hosts", s.from_peers)
+    } else {
+        String::new()
+    };
     println!(
-        "recorded {} {what} of pid {} ({}): {} pass, {} fail -> {}",
+        "recorded {} {what} of pid {} ({}){others}: {} pass, {} fail -> {}",
         s.recorded,
         req.pid,
         s.ended,

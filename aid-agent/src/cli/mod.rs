@@ -275,6 +275,47 @@ mod tests {
         assert_eq!((a.runs, a.command), (10, os(&["./prog", "-n", "2"])));
     }
 
+    /// A joining host takes what to trace from the session: --join needs
+    /// --fleet, and refuses what the first host decides.
+    #[test]
+    fn join_needs_a_fleet_and_nothing_the_session_decides() {
+        let Command::Attach(a) = parse(&[
+            "aid-agent",
+            "attach",
+            "-p",
+            "42",
+            "--fleet",
+            "nats://h:4222",
+            "--join",
+            "s1",
+            "--name",
+            "web2",
+            "-d",
+            "1m",
+        ]) else {
+            panic!()
+        };
+        assert_eq!(
+            (a.fleet.as_deref(), a.join.as_deref(), a.name.as_deref()),
+            (Some("nats://h:4222"), Some("s1"), Some("web2"))
+        );
+        let refused = |args: &[&str]| Cli::try_parse_from(args).map(drop).unwrap_err().kind();
+        use clap::error::ErrorKind;
+        assert_eq!(
+            refused(&["aid-agent", "attach", "-p", "42", "--join", "s1"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        for extra in [["-t", "f"], ["--unit", "f"], ["--window", "1s"], ["-o", "d"]] {
+            let mut args = vec!["aid-agent", "attach", "-p", "42", "--fleet", "u", "--join", "s"];
+            args.extend(extra);
+            assert_eq!(refused(&args), ErrorKind::ArgumentConflict, "{extra:?}");
+        }
+        assert_eq!(
+            refused(&["aid-agent", "attach", "-p", "42", "--fleet", "u", "--name", "n"]),
+            ErrorKind::MissingRequiredArgument
+        );
+    }
+
     /// -p, -o, -d, -n, -l, -t, humantime durations.
     #[test]
     fn short_flags_and_durations() {

@@ -207,14 +207,21 @@ impl<'a> SourceOracle<'a> {
     }
 
     /// An intervened run stored in the session, judged, logged and shown.
+    /// A run that came back without the interventions of its `plan` (a
+    /// fleet's worker too old to know them made it as observed) is no
+    /// evidence, whatever else it shows.
     fn judge(
         &mut self,
         group: &BTreeSet<PredId>,
         rec: &RecordedRun,
+        plan: &Plan,
     ) -> anyhow::Result<Observation> {
         self.writer.append(rec, self.source.functions())?;
         let truth = self.catalog.evaluate(&rec.run);
-        let valid = is_evidence(&rec.run, &truth, group);
+        // One record per intervention of the plan (a service's units
+        // record their live form of each: the same count).
+        let carried = rec.run.interventions.len() == plan.interventions.len();
+        let valid = carried && is_evidence(&rec.run, &truth, group);
         let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
         let id = rec.run.id;
         self.log.push(OracleRun {
@@ -295,7 +302,7 @@ impl Oracle for SourceOracle<'_> {
         }
         let plan = self.plan(group);
         let rec = self.source.intervene(&plan, self.cancel)?;
-        self.judge(group, &rec)
+        self.judge(group, &rec, &plan)
     }
 
     fn batch(&self) -> u32 {
@@ -309,8 +316,9 @@ impl Oracle for SourceOracle<'_> {
         let plans: Vec<Plan> = (0..n).map(|_| self.plan(group)).collect();
         let made = self.source.intervene_batch(&plans, self.cancel)?;
         // Every run made is stored and judged, an interrupted batch's too.
-        let judged =
-            made.iter().map(|rec| self.judge(group, rec)).collect::<anyhow::Result<_>>()?;
+        let judged = (made.iter().zip(&plans))
+            .map(|(rec, plan)| self.judge(group, rec, plan))
+            .collect::<anyhow::Result<_>>()?;
         if made.len() < plans.len() {
             if self.cancel.load(Ordering::Relaxed) {
                 bail!("interrupted by the user");

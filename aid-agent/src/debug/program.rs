@@ -91,8 +91,7 @@ impl<'t> ProgramSource<'t> {
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<Vec<RecordedRun>>> {
         let Some(fleet) = self.fleet.as_deref_mut() else { return Ok(None) };
-        let first = self.next_id;
-        let mut batch = Batch { noises, first, started: 0, ended: BTreeMap::new() };
+        let mut batch = Batch::observed(self.next_id, noises);
         fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
         Ok(Some(batch.ended.into_values().collect()))
@@ -250,8 +249,7 @@ impl RunSource for ProgramSource<'_> {
             None => self.parallel.insert(Jobs::new(self.tracer, self.jobs)?),
         };
         parallel.follow(self.tracer)?;
-        let first = self.next_id;
-        let mut batch = Batch { noises, first, started: 0, ended: BTreeMap::new() };
+        let mut batch = Batch::observed(self.next_id, noises);
         parallel.run(self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
         Ok(batch.ended.into_values().collect())
@@ -289,8 +287,7 @@ impl RunSource for ProgramSource<'_> {
         else {
             return super::source::plans_in_turn(self, plans, cancel);
         };
-        let first = self.next_id;
-        let mut batch = Planned { plans, first, started: 0, ended: BTreeMap::new() };
+        let mut batch = Batch::new(self.next_id, plans.iter().cloned().map(Some).collect());
         fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
         Ok(batch.ended.into_values().collect())
@@ -313,42 +310,30 @@ impl RunSource for ProgramSource<'_> {
     }
 }
 
-/// Intervened runs made at once on a fleet, numbered from `first` in the
-/// order of `plans`, kept by number.
-struct Planned<'p> {
-    plans: &'p [Plan],
+/// Runs made at once, one per plan (None: observed), numbered from
+/// `first` in their order, kept by number.
+struct Batch {
+    plans: Vec<Option<Plan>>,
     first: u32,
     started: u32,
     ended: BTreeMap<u32, RecordedRun>,
 }
 
-impl Feed for Planned<'_> {
-    fn next(&mut self) -> Option<Job> {
-        let plan = self.plans.get(self.started as usize)?.clone();
-        let id = self.first + self.started;
-        self.started += 1;
-        Some(Job { id, plan: Some(plan) })
+impl Batch {
+    fn new(first: u32, plans: Vec<Option<Plan>>) -> Batch {
+        Batch { plans, first, started: 0, ended: BTreeMap::new() }
     }
 
-    fn done(&mut self, done: Done) -> anyhow::Result<()> {
-        self.ended.insert(done.id, done.run?);
-        Ok(())
+    /// Observed runs, with each entry of `noises` (none: plain).
+    fn observed(first: u32, noises: &[Vec<Noise>]) -> Batch {
+        let plan = |n: &Vec<Noise>| (!n.is_empty()).then(|| Plan::default().with_noise(n));
+        Batch::new(first, noises.iter().map(plan).collect())
     }
 }
 
-/// Observed runs made at once, numbered from `first` in the order of
-/// `noises`, kept by number.
-struct Batch<'n> {
-    noises: &'n [Vec<Noise>],
-    first: u32,
-    started: u32,
-    ended: BTreeMap<u32, RecordedRun>,
-}
-
-impl Feed for Batch<'_> {
+impl Feed for Batch {
     fn next(&mut self) -> Option<Job> {
-        let noise = self.noises.get(self.started as usize)?;
-        let plan = (!noise.is_empty()).then(|| Plan::default().with_noise(noise));
+        let plan = self.plans.get_mut(self.started as usize)?.take();
         let id = self.first + self.started;
         self.started += 1;
         Some(Job { id, plan })

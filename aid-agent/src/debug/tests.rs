@@ -127,6 +127,17 @@ fn debug_safe_read(source: &mut dyn RunSource, functions: &[Function]) -> Diagno
     debug(source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap()
 }
 
+/// `debug` on `source` with `read` declared safe and the default options
+/// otherwise, writing its session to a temporary directory.
+fn debug_read(source: &mut dyn RunSource, functions: &[Function]) -> Diagnosis {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.to_vec()))
+            .unwrap();
+    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
+    debug(source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap()
+}
+
 /// Run `id` of a program whose failure is `read` returning -1 and exit
 /// code 1 (0 and exit code 0 when it passes).
 fn read_run(id: u32, fails: bool) -> Run {
@@ -236,12 +247,16 @@ struct UnderControl {
     /// Intervened runs made at once, and the size of each batch asked.
     jobs: u32,
     batches: Vec<usize>,
+    /// Intervened runs come back as observed ones, with no intervention
+    /// recorded (a fleet's worker too old to know them).
+    bare: bool,
 }
 
 impl UnderControl {
     fn new(functions: Vec<Function>, control_fails: fn(u32) -> bool) -> Self {
         let (runs, control, intervened, jobs, batches) = (0, 0, 0, 1, Vec::new());
-        UnderControl { functions, runs, control, intervened, control_fails, jobs, batches }
+        let bare = false;
+        UnderControl { functions, runs, control, intervened, control_fails, jobs, batches, bare }
     }
 }
 
@@ -262,6 +277,7 @@ impl Program for UnderControl {
             self.intervened += 1;
         }
         let fails = applied.is_empty() && (self.control_fails)(self.control);
+        let applied = if self.bare { Vec::new() } else { applied };
         make_read_run(&mut self.runs, fails, applied)
     }
 
@@ -284,12 +300,7 @@ fn no_round_is_started_that_could_not_conclude() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
     // Fails once in all: the 50th control run.
     let mut source = Scripted(UnderControl::new(functions.clone(), |n| n == 50));
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_read(&mut source, &functions);
     // Observed without noise: 1 in 3 fail. Control: 15 / 33 % = 45 runs,
     // none failed (below --amplify-below): observed again with noise, and
     // a second control of 45 runs, whose 5th (the 50th in all) failed,
@@ -316,12 +327,7 @@ fn a_control_too_short_to_judge_the_failure_rare_goes_on() {
     let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
     // Every 20th control run fails (5 %).
     let mut source = Scripted(UnderControl::new(functions.clone(), |n| n.is_multiple_of(20)));
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_read(&mut source, &functions);
     // Control without noise: 2 of 45 (below --amplify-below): observed
     // again with noise; control with noise: the 60th to the 140th.
     assert!(d.observed.amplified.is_some());
@@ -348,12 +354,7 @@ fn control_runs_and_rounds_are_made_as_many_at_once_as_the_source_makes() {
     let mut program = UnderControl::new(functions.clone(), |n| n % 20 == 19);
     program.jobs = 2;
     let mut source = Scripted(program);
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
-    let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
+    let d = debug_read(&mut source, &functions);
     assert_eq!(d.control, Some(Control { runs: 95, failing: CONTROL_FAILURES }));
     assert_eq!(source.0.control, 45 + 95);
     let batches = &source.0.batches;
@@ -369,6 +370,24 @@ fn control_runs_and_rounds_are_made_as_many_at_once_as_the_source_makes() {
     let intervened = d.oracle_runs.iter().filter(|r| !r.group.is_empty()).count();
     assert_eq!(intervened as u32, source.0.intervened);
     assert!(intervened.is_multiple_of(2), "{intervened}");
+}
+
+/// Intervened runs that come back with none of their interventions
+/// recorded (made as observed runs) are no evidence: here each passes
+/// with `read` returning 0, which would confirm "read returns -1" if
+/// counted; the round gives up on an intervention that never took effect.
+#[test]
+fn runs_that_come_back_without_their_interventions_confirm_nothing() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut program = UnderControl::new(functions.clone(), |n| n % 3 == 0);
+    program.bare = true;
+    let mut source = Scripted(program);
+    let d = debug_read(&mut source, &functions);
+    assert!(source.0.intervened > 0);
+    let discovery = d.discovery.expect("a round was started");
+    assert_eq!(discovery.root_cause, None, "{:?}", discovery.rounds);
+    let intervened: Vec<_> = d.oracle_runs.iter().filter(|r| !r.group.is_empty()).collect();
+    assert!(!intervened.is_empty() && intervened.iter().all(|r| !r.valid));
 }
 
 /// A program whose first four runs without noise fail and no later one

@@ -251,15 +251,9 @@ impl Fleet {
         policy: &RunPolicy,
     ) -> anyhow::Result<u64> {
         let tspec = tracer.spec();
-        let mut paths: BTreeSet<&std::path::Path> =
-            tspec.functions.iter().map(|f| f.module.as_path()).collect();
-        paths.insert(&target.program);
-        let files = paths
-            .into_iter()
-            .map(FileId::read)
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| anyhow::anyhow!("cannot read a traced file's build-id: {e}"))?;
+        let files = FileId::of_traced(&tspec.functions, &target.program)?;
         let spec = SessionSpec {
+            protocol: super::PROTOCOL,
             tracer: tspec,
             program: target.program.clone(),
             argv: target.argv.clone(),
@@ -268,7 +262,12 @@ impl Fleet {
             timeout_ms: policy.timeout.as_millis() as u64,
             hang_after_ms: policy.hang_after.map_or(0, |d| d.as_millis() as u64),
         };
-        let body = serde_json::to_vec(&spec)?;
+        self.put_body(serde_json::to_vec(&spec)?)
+    }
+
+    /// Puts `body` as the session's spec in the sessions' bucket, when it
+    /// changed; its revision.
+    pub fn put_body(&mut self, body: Vec<u8>) -> anyhow::Result<u64> {
         if let Some((old, rev)) = &self.spec
             && *old == body
         {
@@ -315,11 +314,7 @@ impl Fleet {
             }
             if cancel.load(Ordering::SeqCst) && cancelled.is_none() {
                 cancelled = Some(Instant::now());
-                let (client, subject) = (self.bus.client.clone(), cancel_subject(&self.session));
-                self.bus.block(async move {
-                    let _ = client.publish(subject, bytes::Bytes::new()).await;
-                    let _ = client.flush().await;
-                });
+                self.ask_to_stop();
             }
             if cancelled.is_some_and(|t| t.elapsed() > CANCEL_GRACE) {
                 log::warn!(
@@ -378,6 +373,16 @@ impl Fleet {
                 }
             }
         }
+    }
+
+    /// Asks every host making the session's runs to stop (its cancel
+    /// subject).
+    pub fn ask_to_stop(&self) {
+        let (client, subject) = (self.bus.client.clone(), cancel_subject(&self.session));
+        self.bus.block(async move {
+            let _ = client.publish(subject, bytes::Bytes::new()).await;
+            let _ = client.flush().await;
+        });
     }
 
     /// Publishes `runs` in batches, one per worker connected now.

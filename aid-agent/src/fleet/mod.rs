@@ -25,6 +25,7 @@
 //! the client on a tokio runtime of its own thread and answers blocking
 //! calls ([`Bus::block`]).
 
+pub mod attach;
 pub mod coordinator;
 pub mod worker;
 
@@ -103,9 +104,28 @@ pub enum FleetError {
     BadName(String),
 }
 
+/// The version of what coordinators, workers and joined hosts say to each
+/// other. A spec of another version is refused in one line; specs written
+/// before there was one read as 0.
+pub const PROTOCOL: u32 = 1;
+
+/// Why a host cannot take part in a session whose spec has `protocol`;
+/// None when it can.
+pub fn protocol_mismatch(protocol: u32) -> Option<String> {
+    (protocol != PROTOCOL).then(|| {
+        format!(
+            "the session speaks fleet protocol {protocol} and this host's aid ({}) speaks {PROTOCOL}: run the same aid version on every host",
+            env!("CARGO_PKG_VERSION")
+        )
+    })
+}
+
 /// What every run of a session is made from: the same on every worker.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SessionSpec {
+    /// [`PROTOCOL`] of the coordinator.
+    #[serde(default)]
+    pub protocol: u32,
     pub tracer: TracerSpec,
     /// The executable, as the coordinator found it: each worker runs its
     /// own copy at the same path, checked by build-id.
@@ -139,6 +159,40 @@ impl FileId {
             .flatten()
             .map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
         Ok(FileId { path: path.to_owned(), build_id })
+    }
+}
+
+impl FileId {
+    /// The build-ids of the files `functions` are in and of `program`:
+    /// what every host of a session must have the same of.
+    pub fn of_traced(
+        functions: &[Function],
+        program: &std::path::Path,
+    ) -> anyhow::Result<Vec<FileId>> {
+        let mut paths: std::collections::BTreeSet<&std::path::Path> =
+            functions.iter().map(|f| f.module.as_path()).collect();
+        paths.insert(program);
+        paths
+            .into_iter()
+            .map(FileId::read)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("cannot read a traced file's build-id: {e}"))
+    }
+
+    /// Whether this host's file at the same path has this build-id; why
+    /// not, in words (`there`: whose file this is, "the coordinator's").
+    pub fn check_here(&self, there: &str, hosts: &str) -> Result<(), String> {
+        let have = FileId::read(&self.path)
+            .map_err(|e| format!("this host's copy of a traced file cannot be read: {e}"))?;
+        if have.build_id == self.build_id {
+            return Ok(());
+        }
+        Err(format!(
+            "{} differs from {there} (build-id {} here, {} there): install the same build on every {hosts}",
+            self.path.display(),
+            have.build_id.as_deref().unwrap_or("none"),
+            self.build_id.as_deref().unwrap_or("none")
+        ))
     }
 }
 
@@ -197,6 +251,19 @@ pub struct RunReport {
     pub host: String,
     /// The run, or why the worker could not make it (one line).
     pub run: Result<RecordedRun, String>,
+    /// Not a run: a host joined an attach session, or left it
+    /// (`attach --fleet`, [`attach`]; `id` is then 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence: Option<Presence>,
+}
+
+/// A host's coming and going in an attach session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Presence {
+    /// It traces process `pid` of its host from now on.
+    Joined { pid: u32 },
+    /// It stopped (why, in words) after sending `runs` runs.
+    Left { runs: u32, why: String },
 }
 
 /// This worker's entry in [`WORKERS_BUCKET`].
@@ -227,6 +294,16 @@ pub fn cancel_subject(session: &str) -> String {
 /// A name usable as a key and a subject token: letters, digits, `-`, `_`.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A host's name in the fleet: `name` when given (refused unless
+/// [`valid_name`]), else this host's name and the agent's pid.
+pub fn member_name(name: Option<&str>) -> Result<String, FleetError> {
+    match name {
+        Some(n) if valid_name(n) => Ok(n.to_owned()),
+        Some(n) => Err(FleetError::BadName(n.to_owned())),
+        None => Ok(to_name(&format!("{}-{}", host_name(), std::process::id()))),
+    }
 }
 
 /// `s` with anything [`valid_name`] refuses turned into `-`.
@@ -557,6 +634,42 @@ mod tests {
             MAX_DELIVERIES_ADVISORY,
             format!("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{WORK_STREAM}.{WORKERS_CONSUMER}")
         );
+    }
+
+    #[test]
+    fn a_spec_of_another_protocol_is_refused_in_words() {
+        assert_eq!(protocol_mismatch(PROTOCOL), None);
+        let why = protocol_mismatch(0).unwrap();
+        assert!(why.contains("protocol 0") && why.contains("same aid version"), "{why}");
+        let old: SessionSpec = serde_json::from_str(&spec_json_without_protocol()).unwrap();
+        assert_eq!(old.protocol, 0);
+    }
+
+    /// A spec as a coordinator before [`PROTOCOL`] wrote it.
+    fn spec_json_without_protocol() -> String {
+        let spec = SessionSpec {
+            protocol: PROTOCOL,
+            tracer: TracerSpec {
+                functions: Vec::new(),
+                pthread_create: None,
+                bodies: Default::default(),
+                scope: crate::bpf::Scope::Target,
+                programs: crate::bpf::Programs::Record,
+                load: crate::bpf::LoadOptions::default(),
+                repair_unwind: false,
+                sync_in_every_run: false,
+                statements: false,
+            },
+            program: "/bin/true".into(),
+            argv: Vec::new(),
+            files: Vec::new(),
+            fail_on: Vec::new(),
+            timeout_ms: 1000,
+            hang_after_ms: 0,
+        };
+        let mut v = serde_json::to_value(&spec).unwrap();
+        v.as_object_mut().unwrap().remove("protocol");
+        v.to_string()
     }
 
     #[test]

@@ -18,8 +18,8 @@ use async_nats::jetstream::{self, AckKind, kv};
 use futures_util::StreamExt;
 
 use super::{
-    Bus, FileId, FleetError, HEARTBEAT, PROGRESS, Queues, RunReport, SessionSpec, WorkBatch,
-    WorkerInfo, cancel_subject, host_name, to_name, valid_name,
+    Bus, FleetError, HEARTBEAT, PROGRESS, Queues, RunReport, SessionSpec, WorkBatch, WorkerInfo,
+    cancel_subject, host_name,
 };
 use crate::{
     model::Function,
@@ -64,11 +64,7 @@ pub fn serve(
     stop: &Arc<AtomicBool>,
     ui: &mut dyn WorkerUi,
 ) -> anyhow::Result<()> {
-    let name = match &opts.name {
-        Some(n) if valid_name(n) => n.clone(),
-        Some(n) => return Err(FleetError::BadName(n.clone()).into()),
-        None => to_name(&format!("{}-{}", host_name(), std::process::id())),
-    };
+    let name = super::member_name(opts.name.as_deref())?;
     crate::bpf::preflight(crate::bpf::Needs::Trace)?;
     let bus = Bus::connect(&opts.url, &format!("aid-worker {name}"))?;
     let queues = bus.queues()?;
@@ -268,6 +264,7 @@ fn make_batch(
                     worker: name.to_owned(),
                     host: host_name(),
                     run: Err(why.clone()),
+                    presence: None,
                 };
                 bus.publish_report(&batch.session, delivery, &report)?;
             }
@@ -322,17 +319,11 @@ fn prepare(
 /// Checks the session's files against this host's copies, then makes
 /// `n` tracers of its functions.
 fn tracers(spec: &SessionSpec, n: u32) -> Result<(Jobs, Target, RunPolicy), String> {
+    if let Some(why) = super::protocol_mismatch(spec.protocol) {
+        return Err(why);
+    }
     for want in &spec.files {
-        let have = FileId::read(&want.path)
-            .map_err(|e| format!("this host's copy of a traced file cannot be read: {e}"))?;
-        if have.build_id != want.build_id {
-            return Err(format!(
-                "{} differs from the coordinator's (build-id {} here, {} there): install the same build on every worker",
-                want.path.display(),
-                have.build_id.as_deref().unwrap_or("none"),
-                want.build_id.as_deref().unwrap_or("none")
-            ));
-        }
+        want.check_here("the coordinator's", "worker")?;
     }
     let mut resolver = Resolver::for_executable(&spec.program).map_err(|e| e.to_string())?;
     let libraries: BTreeSet<&std::path::Path> = spec
@@ -415,8 +406,13 @@ impl Feed for BatchFeed<'_> {
             return Ok(());
         }
         let run = done.run.map_err(|e| crate::util::error_chain(&e));
-        let report =
-            RunReport { id: done.id, worker: self.name.to_owned(), host: host_name(), run };
+        let report = RunReport {
+            id: done.id,
+            worker: self.name.to_owned(),
+            host: host_name(),
+            run,
+            presence: None,
+        };
         if let Err(e) = self.bus.publish_report(&self.batch.session, self.delivery, &report) {
             self.failed.get_or_insert(e);
             anyhow::bail!("a run's report could not be sent");

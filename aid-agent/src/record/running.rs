@@ -29,6 +29,8 @@ pub struct Running<'t> {
     /// serves (`intervene/returns.rs`). Taken while interventions serve
     /// them instead.
     pub(super) repairing: Option<BTreeSet<Pid>>,
+    /// When every probe was removed ([`Running::detach`]).
+    pub(super) detached_ns: Option<u64>,
 }
 
 impl<'t> Running<'t> {
@@ -58,6 +60,13 @@ impl<'t> Running<'t> {
     pub fn look(&mut self) -> Result<(), ProbeError> {
         self.serve_repairs();
         self.follower.look(self.probes)
+    }
+
+    /// One step of a look ([`Follower::look_step`]): true while events
+    /// taken remain to be recorded.
+    pub fn look_step(&mut self) -> Result<bool, ProbeError> {
+        self.serve_repairs();
+        self.follower.look_step(self.probes)
     }
 
     /// How often to look: often enough, when the process throws, that a
@@ -165,9 +174,22 @@ impl<'t> Running<'t> {
     /// Removes every probe, then collects what is left (see
     /// [`Follower::finish`]); `ended` says why, for a whole-recording run.
     pub fn finish(mut self, ended: &str) -> Result<Finished, ProbeError> {
-        let detach_ns = self.follower.now_ns();
+        let detach_ns = self.detach();
+        self.follower.finish(self.probes, detach_ns, ended)
+    }
+
+    /// Removes every probe (once: later calls change nothing); when it
+    /// was done, in process time. Events still in the ring are taken by
+    /// later looks and by [`Running::finish`].
+    pub fn detach(&mut self) -> u64 {
+        if let Some(ns) = self.detached_ns {
+            return ns;
+        }
+        let ns = self.follower.now_ns();
+        self.follower.detached(ns);
         self.stop_repairs();
         self.probes.detach_all();
-        self.follower.finish(self.probes, detach_ns, ended)
+        self.detached_ns = Some(ns);
+        ns
     }
 }

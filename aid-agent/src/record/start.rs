@@ -168,44 +168,7 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     let mut resolver = Resolver::for_process_with(pid, spec.debug)?;
     let functions = resolver.resolve(&patterns)?;
     check_safe(spec.safe, &functions)?;
-    // Named as `--trace` names them (C++ with or without its parameter
-    // list): exactly, else as a glob.
-    let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
-        let names: Vec<(FuncId, Vec<String>)> =
-            functions.iter().map(|f| (f.id, symbols::names_of(f))).collect();
-        let ids: Vec<FuncId> =
-            names.iter().filter(|(_, n)| n.iter().any(|n| n == name)).map(|(id, _)| *id).collect();
-        if !ids.is_empty() {
-            return Ok(ids);
-        }
-        let matcher = globset::Glob::new(name)?.compile_matcher();
-        Ok(names
-            .iter()
-            .filter(|(_, n)| n.iter().any(|n| matcher.is_match(n)))
-            .map(|(id, _)| *id)
-            .collect())
-    };
-    let unit = match spec.unit {
-        Some(name) => match named(name)?.as_slice() {
-            [id] => Some(*id),
-            ids => bail!("--unit `{name}` names {} functions: give exactly one", ids.len()),
-        },
-        None => None,
-    };
-    let checks: Vec<ReturnCheck> = conditions
-        .iter()
-        .map(|c| {
-            let funcs = named(&c.function)?;
-            if funcs.is_empty() {
-                bail!(
-                    "--fail-if `{}` names no traced function: `{}` matches none",
-                    c.text,
-                    c.function
-                );
-            }
-            Ok(ReturnCheck { funcs, cond: c.cond, text: c.text.clone() })
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let (unit, checks) = targets(&functions, spec.unit, &conditions)?;
     within_budget(&functions, spec.load.max_functions)?;
     let program = resolver.executable().path.clone();
     let (out, existed) = match spec.out {
@@ -227,6 +190,53 @@ pub fn process(spec: &ProcessSpec<'_>, ui: &mut dyn Progress) -> anyhow::Result<
     header.unit = spec.unit.map(str::to_owned);
     let writer = Writer::create(&out, &header)?;
     Ok(ProcessSession { tracer, writer, program, unit, checks })
+}
+
+/// The unit function and the `--fail-if` checks among `functions`, named
+/// as `--trace` names them (C++ with or without its parameter list):
+/// exactly, else as a glob.
+pub fn targets(
+    functions: &[Function],
+    unit: Option<&str>,
+    conditions: &[FailIf],
+) -> anyhow::Result<(Option<FuncId>, Vec<ReturnCheck>)> {
+    let names: Vec<(FuncId, Vec<String>)> =
+        functions.iter().map(|f| (f.id, symbols::names_of(f))).collect();
+    let named = |name: &str| -> anyhow::Result<Vec<FuncId>> {
+        let ids: Vec<FuncId> =
+            names.iter().filter(|(_, n)| n.iter().any(|n| n == name)).map(|(id, _)| *id).collect();
+        if !ids.is_empty() {
+            return Ok(ids);
+        }
+        let matcher = globset::Glob::new(name)?.compile_matcher();
+        Ok(names
+            .iter()
+            .filter(|(_, n)| n.iter().any(|n| matcher.is_match(n)))
+            .map(|(id, _)| *id)
+            .collect())
+    };
+    let unit = match unit {
+        Some(name) => match named(name)?.as_slice() {
+            [id] => Some(*id),
+            ids => bail!("--unit `{name}` names {} functions: give exactly one", ids.len()),
+        },
+        None => None,
+    };
+    let checks: Vec<ReturnCheck> = conditions
+        .iter()
+        .map(|c| {
+            let funcs = named(&c.function)?;
+            if funcs.is_empty() {
+                bail!(
+                    "--fail-if `{}` names no traced function: `{}` matches none",
+                    c.text,
+                    c.function
+                );
+            }
+            Ok(ReturnCheck { funcs, cond: c.cond, text: c.text.clone() })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((unit, checks))
 }
 
 /// Every `--safe` pattern must name a traced function: a typo would

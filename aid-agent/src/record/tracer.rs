@@ -399,7 +399,7 @@ impl<S: Symbolize> Tracer<S> {
     }
 }
 
-impl Tracer {
+impl<S: Symbolize> Tracer<S> {
     /// Starts recording a process that is already running: its threads
     /// take roles 0, 1, ... in creation order (main first), threads it
     /// creates later continue the sequence. With a `unit`, each invocation
@@ -460,6 +460,7 @@ impl Tracer {
             functions: &self.functions,
             follower,
             repairing,
+            detached_ns: None,
         })
     }
 }

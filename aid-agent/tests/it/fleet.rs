@@ -292,3 +292,121 @@ fn no_server_at_the_address_is_one_line() {
     assert!(stderr.ends_with(&want), "{stderr}");
     drop(session);
 }
+
+/// `attach --fleet` on one service and `attach --join` on another make one
+/// session: every unit of both, each numbered once in the order written,
+/// the joined host's tagged with its host and counted under its name in
+/// session.json; the joined host stops when the session does and none of
+/// the units it said it sent is missing; both services serve on.
+#[test]
+#[ignore = "needs root, eBPF and nats-server: `cargo xtask test` runs it"]
+fn units_of_two_services_attached_from_two_agents_are_one_session() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("ship_service.c", "ship_service", &[]);
+    let server = nats_server();
+    let (tmp, out) = temp_session();
+    // A request every ~21 ms: about 50 units a second each.
+    let service =
+        |name: &str| serving(Command::new(&exe).arg(tmp.path().join(name)).arg("20000")).0;
+    let (first, second) = (service("a.count"), service("b.count"));
+    let log = tmp.path().join("first.log");
+    let mut started = Background(
+        agent()
+            .args(["attach", "-p", &first.pid().to_string(), "--fleet", &server.url])
+            .args(["--unit", "handle_request", "--fail-if", "handle_request ret < 0", "-d", "6s"])
+            .arg("-o")
+            .arg(&out)
+            .stdout(std::fs::File::create(tmp.path().join("first.out")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let mut session = None;
+    assert!(
+        wait_for(30, || {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            session = said.lines().find_map(|l| {
+                l.split_once("--join ").map(|(_, s)| s.trim_end_matches('`').to_owned())
+            });
+            session.is_some()
+        }),
+        "no session name:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let session = session.unwrap();
+    // A name that is no session, and a process that runs another program:
+    // one line each, nothing traced.
+    let other = Background(Command::new("sleep").arg("60").spawn().unwrap());
+    for (pid, name, want) in [
+        (second.pid(), "nosuch", "aid: no session nosuch on ".to_owned()),
+        (other.pid(), session.as_str(), format!("aid: pid {}: it does not run ", other.pid())),
+    ] {
+        let refused = agent()
+            .args(["attach", "-p", &pid.to_string(), "--fleet", &server.url, "--join", name])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{err}");
+        assert!(err.starts_with(&want) && err.lines().count() == 1, "{err}");
+    }
+    let joined = agent()
+        .args(["attach", "-p", &second.pid().to_string(), "--fleet", &server.url])
+        .args(["--join", &session, "--name", "b"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = ended(&mut started, 90, &log);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{status:?}:\n{said}");
+    let joined = joined.wait_with_output().unwrap();
+    let (sent, why) = (
+        String::from_utf8_lossy(&joined.stdout).into_owned(),
+        String::from_utf8_lossy(&joined.stderr).into_owned(),
+    );
+    assert!(joined.status.success(), "{sent}{why}");
+    assert!(sent.contains("(the session ended)"), "{sent}{why}");
+    assert!(
+        said.contains("b joined: pid ") && said.contains("b left (the session ended)"),
+        "{said}"
+    );
+    let n_sent: usize = sent.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let loaded = aid::store::load_full(&out).unwrap();
+    assert!(loaded.skipped.is_empty());
+    let s = &loaded.session;
+    let f = s.functions.iter().position(|f| f.name == "handle_request").unwrap();
+    let host = aid::store::host_name();
+    let mut requests: [Vec<i64>; 2] = [Vec::new(), Vec::new()];
+    for (i, (run, rec)) in s.runs.iter().zip(&loaded.records).enumerate() {
+        assert_eq!(run.id as usize, i + 1, "runs are numbered in the order written");
+        let from = match rec.host.as_deref() {
+            None => 0,
+            Some(h) => {
+                assert_eq!(h, host, "run {}", run.id);
+                1
+            }
+        };
+        let calls: Vec<_> = run.calls.iter().filter(|c| c.func as usize == f).collect();
+        assert_eq!(calls.len(), 1, "run {} is one unit", run.id);
+        let (id, ret) = (calls[0].args[0], calls[0].ret.unwrap());
+        assert_eq!(ret, if id % 3 == 2 { -1 } else { id * 2 }, "request {id}");
+        assert_eq!(run.label == aid::model::Label::Fail, ret < 0, "run {}", run.id);
+        requests[from].push(id);
+    }
+    for (who, ids) in ["the first host", "the joined host"].iter().zip(&requests) {
+        assert!(ids.len() >= 20, "{who}: {} units\n{said}", ids.len());
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{who}: a unit is missing: {ids:?}");
+    }
+    assert_eq!(requests[1].len(), n_sent, "every unit sent is in the session:\n{sent}");
+    let header: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("session.json")).unwrap()).unwrap();
+    assert_eq!(header["fleet"]["url"], server.url.as_str(), "{header}");
+    assert_eq!(header["fleet"]["workers"]["b"], n_sent as u64, "{header}");
+    let printed = std::fs::read_to_string(tmp.path().join("first.out")).unwrap();
+    let all = s.runs.len();
+    assert!(
+        printed.starts_with(&format!("recorded {all} unit(s) of pid {} (duration reached), {n_sent} of them from other hosts: ", first.pid())),
+        "{printed}"
+    );
+    assert!(alive(first.pid()) && alive(second.pid()));
+}
