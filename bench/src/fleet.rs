@@ -135,7 +135,9 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<ExitCode> {
             run: Ok(aid::model::testing::recorded(run)),
             presence: None,
         };
-        let size = serde_json::to_vec(&report)?.len();
+        let size = report.body()?.len();
+        // As protocol 1 sent it: each call also as a call.
+        let with_calls = serde_json::to_vec(&report)?.len();
         let mut fleet = Fleet::connect(&srv.url)?;
         let worker = Bus::connect(&srv.url, "aid-bench worker")?;
         let parts = size.div_ceil(worker.part_size());
@@ -143,7 +145,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<ExitCode> {
         let t = Instant::now();
         for id in 1..=n {
             report.id = id;
-            worker.publish_report(fleet.session(), 1, &report)?;
+            worker.publish_report(fleet.session(), 1, &mut report)?;
         }
         let published = t.elapsed();
         let (cpu0, thread0, server0) =
@@ -167,7 +169,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<ExitCode> {
         );
         let mb = |d: Duration| size as f64 * f64::from(n) / d.as_secs_f64() / 1e6;
         println!(
-            "report of a run of {events} events: {size} bytes ({:.0} per event), {parts} part(s); {n} reports",
+            "report of a run of {events} events: {size} bytes ({:.0} per event; {with_calls} with its calls as protocol 1 sent them), {parts} part(s); {n} reports",
             size as f64 / f64::from(events.max(1)),
         );
         println!(

@@ -244,6 +244,8 @@ impl Amplifier {
     }
 
     /// Learns from a finished, complete run.
+    /// Long (about 130 lines): one arm per phase of the ladder, each a few
+    /// lines of its own bookkeeping.
     pub fn learn(
         &mut self,
         run: &Run,

@@ -390,6 +390,8 @@ fn callers_of_named(from: &[String], callers: &Callers, traced: &[&str]) -> Vec<
 /// One session: starts the program, debugs it, removes the probes; with
 /// the callers of each traced function and the functions the default set
 /// left out, for the sessions [`debug_program`] makes next.
+/// Long (about 130 lines): one session's steps in order, sharing the
+/// tracer, the writer and the cells the function chooser fills.
 fn debug_phase(
     req: &ProgramRequest,
     fewer: bool,

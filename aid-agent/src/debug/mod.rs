@@ -333,6 +333,8 @@ enum Debugging {
 }
 
 /// Analyse the observed runs, intervene, conclude.
+/// Long (about 125 lines): the analysis's steps in order over one
+/// session and its writer.
 fn debug_observed(
     source: &mut dyn RunSource,
     writer: &mut Writer,

@@ -363,14 +363,14 @@ struct Sender<'a> {
 
 impl Sender<'_> {
     fn tell(&self, presence: Presence) -> Result<(), FleetError> {
-        let report = RunReport {
+        let mut report = RunReport {
             id: 0,
             worker: self.name.to_owned(),
             host: host_name(),
             run: Err(String::new()),
             presence: Some(presence),
         };
-        self.bus.publish_report(self.session, 1, &report)
+        self.bus.publish_report(self.session, 1, &mut report)
     }
 }
 
@@ -378,14 +378,14 @@ impl Sink for Sender<'_> {
     fn store(&mut self, rec: RecordedRun) -> anyhow::Result<()> {
         self.counters.runs += 1;
         self.counters.failing += u64::from(rec.run.label == Label::Fail);
-        let report = RunReport {
+        let mut report = RunReport {
             id: self.counters.runs as u32,
             worker: self.name.to_owned(),
             host: host_name(),
             run: Ok(rec),
             presence: None,
         };
-        if let Err(e) = self.bus.publish_report(self.session, 1, &report) {
+        if let Err(e) = self.bus.publish_report(self.session, 1, &mut report) {
             let line = e.to_string();
             self.failed.get_or_insert(e);
             anyhow::bail!("a run could not be sent: {line}");

@@ -106,8 +106,9 @@ pub enum FleetError {
 
 /// The version of what coordinators, workers and joined hosts say to each
 /// other. A spec of another version is refused in one line; specs written
-/// before there was one read as 0.
-pub const PROTOCOL: u32 = 1;
+/// before there was one read as 0. 2: a report carries its run's calls
+/// only as its rows ([`RunReport::body`]).
+pub const PROTOCOL: u32 = 2;
 
 /// Why a host cannot take part in a session whose spec has `protocol`;
 /// None when it can.
@@ -255,6 +256,35 @@ pub struct RunReport {
     /// (`attach --fleet`, [`attach`]; `id` is then 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub presence: Option<Presence>,
+}
+
+impl RunReport {
+    /// The report as it is sent: without its run's calls, which are its
+    /// rows paired, with the agent's pauses taken out (as the tracer made
+    /// them and as the session's reader makes them again);
+    /// [`RunReport::from_body`] builds them again. Each call was in a
+    /// report twice before. `self` is as it was when this returns.
+    pub fn body(&mut self) -> serde_json::Result<Vec<u8>> {
+        let calls = match &mut self.run {
+            Ok(rec) => std::mem::take(&mut rec.run.calls),
+            Err(_) => Vec::new(),
+        };
+        let body = serde_json::to_vec(self);
+        if let Ok(rec) = &mut self.run {
+            rec.run.calls = calls;
+        }
+        body
+    }
+
+    /// A report read from what [`RunReport::body`] made.
+    pub fn from_body(body: &[u8]) -> serde_json::Result<RunReport> {
+        let mut report: RunReport = serde_json::from_slice(body)?;
+        if let Ok(rec) = &mut report.run {
+            rec.run.calls = crate::model::calls_from_rows(&rec.rows);
+            crate::model::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        }
+        Ok(report)
+    }
 }
 
 /// A host's coming and going in an attach session.
@@ -430,10 +460,10 @@ impl Bus {
         &self,
         session: &str,
         delivery: u64,
-        report: &RunReport,
+        report: &mut RunReport,
     ) -> Result<(), FleetError> {
         let what = format!("run {}'s report", report.id);
-        let body = serde_json::to_vec(report).map_err(|e| FleetError::Server {
+        let body = report.body().map_err(|e| FleetError::Server {
             url: self.url.clone(),
             what: what.clone(),
             reason: e.to_string(),
@@ -670,6 +700,51 @@ mod tests {
         let mut v = serde_json::to_value(&spec).unwrap();
         v.as_object_mut().unwrap().remove("protocol");
         v.to_string()
+    }
+
+    /// A report's calls go as its rows only and come back as the tracer
+    /// made them: nested, unwound, with arguments, content and a return
+    /// value, on two threads, with a pause of the agent taken out.
+    #[test]
+    fn a_report_carries_each_call_once_and_reads_back_whole() {
+        use crate::model::{Label, Pause, testing};
+        let calls = vec![
+            testing::call(0, 0, 1, 10, Some(90), Some(7)).with_args([1, -2, 3]),
+            testing::call(1, 0, 1, 20, Some(30), Some(-1)).with_content(b"ab"),
+            testing::call(1, 1, 1, 25, Some(60), None).unwound(),
+            testing::call(2, 1, 1, 70, None, None),
+        ];
+        let mut rec = testing::recorded(testing::run(3, Label::Fail, calls, 100));
+        // As the tracer makes them: the rows paired, the pauses out.
+        rec.run.pauses = vec![Pause { role: 1, at_ns: 40, dur_ns: 5 }];
+        rec.run.calls = crate::model::calls_from_rows(&rec.rows);
+        crate::model::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        assert_eq!(rec.run.calls.iter().map(|c| c.paused_ns).sum::<u64>(), 5);
+        let before = rec.run.calls.clone();
+        let mut report = RunReport {
+            id: 3,
+            worker: "w1".into(),
+            host: "h1".into(),
+            run: Ok(rec),
+            presence: None,
+        };
+        let whole = serde_json::to_vec(&report).unwrap();
+        let body = report.body().unwrap();
+        assert_eq!(report.run.as_ref().unwrap().run.calls, before, "body() leaves it as it was");
+        assert!(body.len() < whole.len(), "{} bytes, {} with the calls", body.len(), whole.len());
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(value["run"]["Ok"]["run"]["calls"], serde_json::json!([]));
+        let back = RunReport::from_body(&body).unwrap();
+        assert_eq!(back.run.unwrap().run.calls, before);
+        let mut failed = RunReport {
+            id: 4,
+            worker: "w1".into(),
+            host: "h1".into(),
+            run: Err("no such file".into()),
+            presence: None,
+        };
+        let again = RunReport::from_body(&failed.body().unwrap()).unwrap();
+        assert_eq!(again.run.err().as_deref(), Some("no such file"));
     }
 
     #[test]

@@ -259,14 +259,14 @@ fn make_batch(
         Ok((tracers, target, policy)) => (tracers, &*target, &*policy),
         Err(why) => {
             for run in &batch.runs {
-                let report = RunReport {
+                let mut report = RunReport {
                     id: run.id,
                     worker: name.to_owned(),
                     host: host_name(),
                     run: Err(why.clone()),
                     presence: None,
                 };
-                bus.publish_report(&batch.session, delivery, &report)?;
+                bus.publish_report(&batch.session, delivery, &mut report)?;
             }
             return Ok(Batch::Done);
         }
@@ -406,14 +406,14 @@ impl Feed for BatchFeed<'_> {
             return Ok(());
         }
         let run = done.run.map_err(|e| crate::util::error_chain(&e));
-        let report = RunReport {
+        let mut report = RunReport {
             id: done.id,
             worker: self.name.to_owned(),
             host: host_name(),
             run,
             presence: None,
         };
-        if let Err(e) = self.bus.publish_report(&self.batch.session, self.delivery, &report) {
+        if let Err(e) = self.bus.publish_report(&self.batch.session, self.delivery, &mut report) {
             self.failed.get_or_insert(e);
             anyhow::bail!("a run's report could not be sent");
         }

@@ -457,6 +457,7 @@ impl Controller<'_> {
     }
 
     /// Carries out the action a stopped thread asked for.
+    /// Long (about 120 lines): one arm per action a stopped thread asks for.
     fn act(&mut self, tid: Pid, p: Pending, holds: &mut Vec<Hold>, stops: &mut Vec<StopRecord>) {
         let now = Instant::now();
         let mut record = StopRecord::new(tid, &p);

@@ -286,6 +286,7 @@ impl<'c> Names<'c> {
         )
     }
 
+    /// Long (about 120 lines): one arm per kind of predicate.
     pub fn describe(
         &self,
         key: &PredKey,

@@ -64,6 +64,8 @@ fn split_runs(session: &Session) -> Result<(Vec<&Run>, Vec<&Run>), PredicateErro
     Ok((passing, failing))
 }
 
+/// Long (about 125 lines): the four passes over the runs in order, each a
+/// call per predicate family, sharing their bases and candidates.
 pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, PredicateError> {
     let (passing, failing) = split_runs(session)?;
     let funcs = functions(session, config, &passing, &failing);

@@ -278,6 +278,7 @@ pub fn follow(
     let window_ns = how.window.as_nanos() as u64;
     let window = Window::first(window_ns);
     let began = Instant::now();
+    let began_ns = running.follower().now_ns();
     let mut lost_total = 0;
     let status = |sink: &dyn Sink, lost: u64| Counters { lost, ..sink.counters() }.status(noun);
     ui.begin(&format!("tracing pid {pid}"), None);
@@ -321,7 +322,7 @@ pub fn follow(
         Err(e) => ControlFlow::Break(Err(e)),
     })
     .context("starting the look timer")?
-    .unwrap_or(Ok("duration reached"))?;
+    .unwrap_or(Ok(DURATION_REACHED))?;
     ui.end();
     if children.len() > 1 {
         ui.say(&children_count(pid, &children));
@@ -333,7 +334,10 @@ pub fn follow(
     // reader drains it (within its backlog cap) and each run stored as it
     // is whole, until nothing came for DRAIN_QUIET looks; the last flush
     // takes the rest. A ring left full by a stall is never held at once.
-    let stop_ns = running.detach();
+    // `-d` is how long it records: a look that ended past the deadline
+    // (late on a loaded machine) does not make it longer.
+    let by = how.duration.filter(|_| ended == DURATION_REACHED);
+    let stop_ns = running.detach_by(by.map(|d| began_ns + d.as_nanos() as u64));
     let mut quiet = 0;
     while quiet < DRAIN_QUIET {
         if cut.record(&mut running, sink)? == 0 {
@@ -370,6 +374,9 @@ pub fn follow(
         lost: finished.lost,
     })
 }
+
+/// Why recording stopped when the `-d` deadline came.
+const DURATION_REACHED: &str = "duration reached";
 
 /// Looks in a row that took no event after which the ring of a detached
 /// process counts as drained.

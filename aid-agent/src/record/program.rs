@@ -108,6 +108,8 @@ impl RecordSummary {
 /// Runs `req.command` `req.runs` times (fewer when `cancel` is set: the
 /// runs made so far are kept). Each step of the "recording" phase reports
 /// the tally — or, with a plan, what became of that run's interventions.
+/// Long (about 120 lines): a recording's steps in order, one at a time or
+/// `--jobs` at once, sharing the tracer, the writer and the tally.
 pub fn record(
     req: &RecordRequest,
     cancel: &AtomicBool,

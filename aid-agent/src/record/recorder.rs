@@ -281,6 +281,7 @@ impl<'a> Recorder<'a> {
         self.last_exit_ns = self.last_exit_ns.max(Some(t_ns));
     }
 
+    /// Long (about 130 lines): one arm per kind of kernel event.
     fn one(&mut self, e: &Event) {
         let t_ns = e.ts_ns.saturating_sub(self.start_ns.unwrap_or(0));
         match e.kind {

@@ -182,10 +182,18 @@ impl<'t> Running<'t> {
     /// was done, in process time. Events still in the ring are taken by
     /// later looks and by [`Running::finish`].
     pub fn detach(&mut self) -> u64 {
+        self.detach_by(None)
+    }
+
+    /// [`Running::detach`], with the recording ending at `end_ns` (process
+    /// time) when that came first: a `-d` deadline that the looks noticed
+    /// late. What ends after it is cut as if still running then.
+    pub fn detach_by(&mut self, end_ns: Option<u64>) -> u64 {
         if let Some(ns) = self.detached_ns {
             return ns;
         }
-        let ns = self.follower.now_ns();
+        let now = self.follower.now_ns();
+        let ns = end_ns.map_or(now, |e| e.min(now));
         self.follower.detached(ns);
         self.stop_repairs();
         self.probes.detach_all();

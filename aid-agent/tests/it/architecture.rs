@@ -3,7 +3,7 @@
 //! only in the CLI, a CLI that only parses and prints, a clean `src` root,
 //! no files importing each other in a circle, one home for identity across
 //! runs, retired names gone, and an ARCHITECTURE.md that lists exactly the
-//! files there are.
+//! files there are, and files and functions that stay lean.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -443,4 +443,92 @@ fn architecture_md_lists_the_benchmarks_crate() {
     assert!(missing.is_empty(), "not in ARCHITECTURE.md: {missing:?}");
     assert!(stale.is_empty(), "in ARCHITECTURE.md but not in the tree: {stale:?}");
     assert!(!src().join("bench").exists() && !src().join("cli/bench.rs").exists());
+}
+
+/// A file's lines, at most ("about 800", issue 26).
+const FILE_LINES: usize = 850;
+/// A function's lines, at most, unless a comment above it says why it is
+/// long ("Long (…)").
+const FN_LINES: usize = 120;
+
+/// The functions of `text` longer than [`FN_LINES`] with no "Long"
+/// reason in the comment lines above them: (name, lines). A function is
+/// from its `fn` line to the first line that closes it at its own
+/// indentation; a body on the `fn` line itself (`{}`) is one line.
+fn long_functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let after_vis = body
+            .strip_prefix("pub(crate) ")
+            .or_else(|| body.strip_prefix("pub(super) "))
+            .or_else(|| body.strip_prefix("pub "))
+            .unwrap_or(body);
+        let after_kw = after_vis
+            .strip_prefix("async ")
+            .or_else(|| after_vis.strip_prefix("const "))
+            .or_else(|| after_vis.strip_prefix("unsafe "))
+            .unwrap_or(after_vis);
+        let Some(sig) = after_kw.strip_prefix("fn ") else { continue };
+        if line.trim_end().ends_with('}') || line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = sig.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let close = format!("{indent}}}");
+        let Some(end) =
+            lines[i + 1..].iter().position(|l| *l == close || l.starts_with(&format!("{close};")))
+        else {
+            continue;
+        };
+        // A trait's method without a body ends at `;` on a later line.
+        if lines[i..=i + 1 + end].iter().any(|l| {
+            l.trim_end().ends_with(';')
+                && l.starts_with(indent)
+                && !l[indent.len()..].starts_with(' ')
+        }) {
+            continue;
+        }
+        let n = end + 2;
+        let reason = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| {
+                let t = l.trim_start();
+                t.starts_with("//") || t.starts_with("#[")
+            })
+            .any(|l| l.contains("Long ("));
+        if n > FN_LINES && !reason {
+            out.push((name, n));
+        }
+    }
+    out
+}
+
+#[test]
+fn files_and_functions_stay_lean() {
+    let mut fat = Vec::new();
+    for (file, text) in sources() {
+        let n = text.lines().count();
+        if n > FILE_LINES {
+            fat.push(format!("{file}: {n} lines (at most {FILE_LINES})"));
+        }
+        for (name, n) in long_functions(&text) {
+            fat.push(format!("{file}: fn {name}, {n} lines (at most {FN_LINES}, or a \"Long (…)\" reason above it)"));
+        }
+    }
+    assert!(fat.is_empty(), "{}", fat.join("\n"));
+}
+
+#[test]
+fn a_long_function_is_found_and_a_reason_excuses_it() {
+    let body = |n: usize| "    let x = 1;\n".repeat(n);
+    let long = format!("fn big() {{\n{}}}\n", body(FN_LINES));
+    assert_eq!(long_functions(&long), vec![("big".to_owned(), FN_LINES + 2)]);
+    let excused = format!("/// Long (a match).\n{long}");
+    assert!(long_functions(&excused).is_empty());
+    let short = format!("    pub fn small(&self) {{\n{}    }}\n", body(FN_LINES - 2));
+    assert!(long_functions(&short).is_empty());
+    assert!(long_functions("trait T {\n    fn f(&self) {}\n    fn g(&self);\n}\n").is_empty());
 }

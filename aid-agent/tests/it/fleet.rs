@@ -410,3 +410,35 @@ fn units_of_two_services_attached_from_two_agents_are_one_session() {
     );
     assert!(alive(first.pid()) && alive(second.pid()));
 }
+
+/// The coordinator's look at the workers sees the keys put after it
+/// connected, and a key purged (a worker that left) no more: the look
+/// reads the bucket as it is now, not as it was when opened.
+#[test]
+fn the_look_at_the_workers_sees_the_bucket_as_it_is_now() {
+    use aid::fleet::{Bus, WorkerInfo, coordinator::Fleet};
+    let server = nats_server();
+    let mut fleet = Fleet::connect(&server.url).unwrap();
+    assert!(fleet.workers().is_empty());
+    let keys = Bus::connect(&server.url, "aid-test workers").unwrap();
+    let members = keys.queues().unwrap().members;
+    for i in 0..3u32 {
+        let info = WorkerInfo { name: format!("w{i}"), host: "test".into(), pid: i, jobs: 2 };
+        let body = serde_json::to_vec(&info).unwrap();
+        let m = members.clone();
+        keys.request("a worker's key", async move {
+            m.put(format!("w{i}"), body.into()).await.map(drop).map_err(|e| e.to_string())
+        })
+        .unwrap();
+    }
+    let names = |w: Vec<WorkerInfo>| w.into_iter().map(|w| w.name).collect::<Vec<_>>();
+    let mut seen = names(fleet.workers());
+    seen.sort();
+    assert_eq!(seen, ["w0", "w1", "w2"]);
+    assert_eq!(fleet.jobs(), 6);
+    let m = members.clone();
+    keys.request("a purge", async move { m.purge("w1").await.map_err(|e| e.to_string()) }).unwrap();
+    let mut seen = names(fleet.workers());
+    seen.sort();
+    assert_eq!(seen, ["w0", "w2"]);
+}
