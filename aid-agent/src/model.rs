@@ -16,7 +16,7 @@ pub mod identity;
 pub mod memory;
 pub mod testing;
 
-pub use events::{EventRow, RecordedRun, apply_pauses, calls_from_rows};
+pub use events::{EventRow, RecordedRun, apply_pauses, calls_from_rows, paired_calls};
 pub use hang::{Wait, WaitGraph, Waiter};
 
 /// Index into [`Session::functions`]; also the attach cookie in the kernel.

@@ -26,9 +26,7 @@ use crate::{
     bpf::{LoadOptions, monotonic_ns},
     intervene::control::Flow,
     intervene::{Plan, Reach, live},
-    model::{
-        FuncId, Function, Intervention, Noise, Point, RecordedRun, apply_pauses, calls_from_rows,
-    },
+    model::{FuncId, Function, Intervention, Noise, Point, RecordedRun, paired_calls},
     record::{
         Interrupted,
         progress::Progress,
@@ -431,8 +429,7 @@ fn record_forced_returns(
             .map(|(i, _)| i)
     });
     if changed {
-        rec.run.calls = calls_from_rows(&rec.rows);
-        apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        rec.run.calls = paired_calls(&rec.rows, &rec.run.pauses);
     }
     changed
 }

@@ -280,8 +280,7 @@ impl RunReport {
     pub fn from_body(body: &[u8]) -> serde_json::Result<RunReport> {
         let mut report: RunReport = serde_json::from_slice(body)?;
         if let Ok(rec) = &mut report.run {
-            rec.run.calls = crate::model::calls_from_rows(&rec.rows);
-            crate::model::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+            rec.run.calls = crate::model::paired_calls(&rec.rows, &rec.run.pauses);
         }
         Ok(report)
     }
@@ -717,8 +716,7 @@ mod tests {
         let mut rec = testing::recorded(testing::run(3, Label::Fail, calls, 100));
         // As the tracer makes them: the rows paired, the pauses out.
         rec.run.pauses = vec![Pause { role: 1, at_ns: 40, dur_ns: 5 }];
-        rec.run.calls = crate::model::calls_from_rows(&rec.rows);
-        crate::model::apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        rec.run.calls = crate::model::paired_calls(&rec.rows, &rec.run.pauses);
         assert_eq!(rec.run.calls.iter().map(|c| c.paused_ns).sum::<u64>(), 5);
         let before = rec.run.calls.clone();
         let mut report = RunReport {

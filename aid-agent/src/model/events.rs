@@ -64,6 +64,15 @@ pub fn apply_pauses(calls: &mut [Call], pauses: &[Pause]) {
     }
 }
 
+/// A run's calls as the tracer makes them and the session's reader and a
+/// fleet's coordinator make them again: its rows paired, with the agent's
+/// `pauses` taken out.
+pub fn paired_calls(rows: &[EventRow], pauses: &[Pause]) -> Vec<Call> {
+    let mut calls = calls_from_rows(rows);
+    apply_pauses(&mut calls, pauses);
+    calls
+}
+
 /// Pairs entry and exit rows into calls, sorted by entry time.
 pub fn calls_from_rows(rows: &[EventRow]) -> Vec<Call> {
     let mut calls: Vec<Call> = Vec::new();

@@ -10,7 +10,7 @@ use std::{
 
 use sha2::{Digest as _, Sha256};
 
-use crate::model::{EventRow, Run, Session, Thread, apply_pauses, calls_from_rows};
+use crate::model::{EventRow, Run, Session, Thread, paired_calls};
 
 use super::{lines::*, *};
 
@@ -111,11 +111,7 @@ pub fn load_full(dir: &Path) -> Result<Loaded, SessionError> {
             lost_thread_records: rec.lost_thread_records,
             complete: rec.complete,
             threads,
-            calls: {
-                let mut calls = calls_from_rows(&rows);
-                apply_pauses(&mut calls, &rec.pauses);
-                calls
-            },
+            calls: paired_calls(&rows, &rec.pauses),
             end_ns: rec.end_ns,
             interventions: rec.interventions.clone(),
             noise: rec.noise.clone(),

@@ -18,7 +18,7 @@ use crate::{
         control::{Controller, Flow},
         one_cpu,
     },
-    model::{NoiseAction, RecordedRun, Role, Run, apply_pauses, calls_from_rows},
+    model::{NoiseAction, RecordedRun, Role, Run, calls_from_rows, paired_calls},
     record::{
         fail::{RunPolicy, judge},
         hang, lost,
@@ -240,8 +240,7 @@ impl<S: Symbolize> Tracer<S> {
         rec.run.pauses = stops::pauses(&stops, &rec.run.threads, rec.start_ns, |s| {
             stops::is_noise(plan, s, &self.functions)
         });
-        rec.run.calls = calls_from_rows(&rec.rows);
-        apply_pauses(&mut rec.run.calls, &rec.run.pauses);
+        rec.run.calls = paired_calls(&rec.rows, &rec.run.pauses);
         rec.run.interventions = plan.outcome(&stops);
         if sync != SyncProbes::None {
             rec.sync_steps = self.sync_steps(&rec.run.threads);
