@@ -24,9 +24,14 @@ enum Control {
     Stop,
 }
 
-/// Events the reader may hold that the consumer has not taken yet in a
+/// Events the reader may hold that the consumer has not recorded yet in a
 /// live session ([`EventStream::set_backlog_cap`]): 262,144 events of 80
-/// bytes, 20 MiB. A look takes them every 50 ms; at the 32,000 events a
+/// bytes, 20 MiB. The consumer takes them a step at a time
+/// ([`EventStream::take_upto`]) and what it has not taken stays counted:
+/// when a look took the whole backlog at once, the reader drained as much
+/// again behind it, and an attach on the busy service with the consumer
+/// behind reached 96 MiB of anonymous memory (42 MiB since, BENCHMARKS.md
+/// "Live sessions"). A look takes them every 50 ms; at the 32,000 events a
 /// second of BENCHMARKS.md's busy service that is 1,600 a look, so the cap
 /// is only reached when the consumer stalls for seconds (a slow disk
 /// under the session writer). Then the kernel's ring (64 MiB by default,
@@ -141,12 +146,26 @@ impl EventStream {
 
     /// Whatever has been drained so far, without waiting.
     pub fn try_take(&self) -> Vec<Event> {
-        let mut out = Vec::new();
-        while let Ok(mut batch) = self.batches.try_recv() {
+        self.take_upto(usize::MAX)
+    }
+
+    /// Batches drained so far, oldest first, until at least `limit` events
+    /// or none is left, without waiting: at most `limit - 1 +`
+    /// `STREAM_BATCH` events. What is left stays counted in the backlog,
+    /// so the reader drains no more while the consumer works through them.
+    pub fn take_upto(&self, limit: usize) -> Vec<Event> {
+        let mut out = Vec::with_capacity(self.queued().min(limit.saturating_add(STREAM_BATCH)));
+        while out.len() < limit {
+            let Ok(mut batch) = self.batches.try_recv() else { break };
             out.append(&mut batch);
         }
         self.backlog.took(out.len());
         out
+    }
+
+    /// Events drained and not yet taken.
+    pub fn queued(&self) -> usize {
+        self.backlog.queued.load(Ordering::Acquire)
     }
 
     /// Caps the events drained and not yet taken (`None`: no cap). Live
@@ -227,9 +246,9 @@ impl Reader {
                     let Ok(mut ready) = ready else { return };
                     rested = false;
                     resting.as_mut().reset(tokio::time::Instant::now() + poll::EVENT_STREAM);
-                    let batch = drain(ready.get_inner_mut(), room);
-                    let emptied = batch.len() < room;
-                    if !self.send(batch) {
+                    let drained = drain(ready.get_inner_mut(), room);
+                    let emptied = drained.count < room;
+                    if !self.send(drained) {
                         return;
                     }
                     if emptied {
@@ -249,27 +268,48 @@ impl Reader {
         }
     }
 
-    /// Hands a batch over; false when the consumer is gone.
-    fn send(&self, batch: Vec<Event>) -> bool {
-        if batch.is_empty() {
-            return true;
+    /// Hands a drain's batches over; false when the consumer is gone.
+    fn send(&self, drained: Drained) -> bool {
+        for batch in drained.batches {
+            self.backlog.added(batch.len());
+            if self.batches.send(batch).is_err() {
+                return false;
+            }
         }
-        self.backlog.added(batch.len());
-        self.batches.send(batch).is_ok()
+        true
     }
 }
 
+/// Events a batch handed over holds at most: a consumer taking a step of
+/// events ([`EventStream::take_upto`]) holds at most one batch more than
+/// the step, whatever the backlog.
+pub const STREAM_BATCH: usize = 4_096;
+
+/// Events read from the ring in one drain, in batches of [`STREAM_BATCH`].
+struct Drained {
+    batches: Vec<Vec<Event>>,
+    count: usize,
+}
+
 /// Up to `limit` events from the ring, oldest first.
-fn drain(ring: &mut RingBuf<MapData>, limit: usize) -> Vec<Event> {
-    let mut out = Vec::new();
-    while out.len() < limit {
+fn drain(ring: &mut RingBuf<MapData>, limit: usize) -> Drained {
+    let mut drained = Drained { batches: Vec::new(), count: 0 };
+    let mut batch = Vec::new();
+    while drained.count < limit {
         let Some(item) = ring.next() else { break };
         if item.len() >= size_of::<Event>() {
+            if batch.len() == STREAM_BATCH {
+                drained.batches.push(std::mem::take(&mut batch));
+            }
             // SAFETY: the kernel wrote a whole `Event`; read it unaligned.
-            out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) });
+            batch.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<Event>()) });
+            drained.count += 1;
         }
     }
-    out
+    if !batch.is_empty() {
+        drained.batches.push(batch);
+    }
+    drained
 }
 
 #[cfg(test)]
@@ -328,5 +368,32 @@ mod tests {
         taker.join().unwrap();
         assert!(woken.is_ok());
         assert_eq!(b.room(), 2);
+    }
+
+    /// A step takes whole batches until its limit, oldest first; what it
+    /// leaves stays counted in the backlog (the reader drains no more
+    /// for it) and comes in the next step; `try_take` takes the rest.
+    #[test]
+    fn a_step_takes_batches_up_to_its_limit_and_leaves_the_rest_counted() {
+        let (tx, batches) = mpsc::channel();
+        let (control, _control) = tokio::sync::mpsc::unbounded_channel();
+        let backlog = Arc::new(Backlog::new());
+        backlog.set_cap(Some(10_000));
+        let reader = Reader { batches: tx, backlog: Arc::clone(&backlog) };
+        let stream = EventStream { batches, control, backlog, thread: None };
+        let batch = |from: u64, n: u64| -> Vec<Event> {
+            (from..from + n).map(|ts_ns| Event { ts_ns, ..Event::default() }).collect()
+        };
+        let drained = Drained { batches: vec![batch(0, 3), batch(3, 3), batch(6, 4)], count: 10 };
+        assert!(reader.send(drained));
+        assert_eq!((stream.queued(), reader.backlog.room()), (10, 9_990));
+        let ts = |events: Vec<Event>| events.iter().map(|e| e.ts_ns).collect::<Vec<_>>();
+        assert_eq!(ts(stream.take_upto(4)), [0, 1, 2, 3, 4, 5]);
+        assert_eq!((stream.queued(), reader.backlog.room()), (4, 9_996));
+        assert_eq!(ts(stream.take_upto(1)), [6, 7, 8, 9]);
+        assert!(stream.take_upto(1).is_empty());
+        assert!(reader.send(Drained { batches: vec![batch(10, 2), batch(12, 1)], count: 3 }));
+        assert_eq!(ts(stream.try_take()), [10, 11, 12]);
+        assert_eq!(stream.queued(), 0);
     }
 }

@@ -87,9 +87,11 @@ impl WatchRecord {
     }
 
     /// Every object was watched from its arming on, on every thread, and
-    /// no hit was lost.
+    /// no hit was lost or left unattributed (a hit of a thread the run
+    /// does not know is an access no call can be charged with).
     pub fn complete(&self) -> bool {
         self.lost_hits == 0
+            && self.stray_hits == 0
             && self.dropped == 0
             && self.armed.iter().all(|a| a.addr.is_some() && a.errors.is_empty())
     }

@@ -34,10 +34,16 @@ pub struct Follower<'t> {
     checks: Vec<ReturnCheck>,
     splitter: Option<Splitter>,
     next_id: u32,
-    /// Events taken from the stream and not recorded yet (a look after a
-    /// stall takes up to the backlog cap), and the next one to record.
+    /// Events taken from the stream and not recorded yet (at most a step
+    /// and a batch, [`EventStream::take_upto`]), and the next one to record.
     pending: Vec<Event>,
     next: usize,
+    /// Events the look under way still has to take from the stream: those
+    /// drained before it began, so that a consumer behind the probes
+    /// records a backlog step by step and a look still ends.
+    owed: usize,
+    /// The last event recorded (monotonic ns).
+    last_ts: u64,
     /// Events taken from the stream in all.
     taken: u64,
     /// When the probes began to be removed (process time): a unit or a
@@ -80,6 +86,8 @@ impl<'t> Follower<'t> {
             next_id: 1,
             pending: Vec::new(),
             next: 0,
+            owed: 0,
+            last_ts: 0,
             taken: 0,
             detached_ns: None,
         }
@@ -141,18 +149,29 @@ impl<'t> Follower<'t> {
     /// behind the events recorded) and steps again.
     pub fn look_step(&mut self, probes: &mut Probes) -> Result<bool, ProbeError> {
         if self.next >= self.pending.len() {
-            self.pending = self.stream.try_take();
+            if self.owed == 0 {
+                self.owed = self.stream.queued();
+            }
+            self.pending = self.stream.take_upto(LOOK_STEP);
+            self.owed = if self.pending.is_empty() {
+                0
+            } else {
+                self.owed.saturating_sub(self.pending.len())
+            };
             self.next = 0;
             self.taken += self.pending.len() as u64;
         }
         let end = (self.next + LOOK_STEP).min(self.pending.len());
         self.recorder.push(&self.pending[self.next..end]);
+        if let Some(last) = self.pending[self.next..end].last() {
+            self.last_ts = last.ts_ns;
+        }
         self.next = end;
-        let more = self.next < self.pending.len();
-        if !more {
+        if self.next >= self.pending.len() {
             self.pending = Vec::new();
             self.next = 0;
         }
+        let more = self.next < self.pending.len() || self.owed > 0;
         if let Some(s) = self.splitter.as_mut() {
             s.push(self.recorder.take_rows());
         }
@@ -175,10 +194,8 @@ impl<'t> Follower<'t> {
     /// removed ([`Follower::detached`]).
     pub fn settled_ns(&self, settle: Duration) -> u64 {
         let now = self.now_ns();
-        let upto = match self.next.checked_sub(1).and_then(|i| self.pending.get(i)) {
-            Some(e) => e.ts_ns.saturating_sub(self.start_ns).min(now),
-            None => now,
-        };
+        let owing = self.owed > 0 || self.next < self.pending.len();
+        let upto = if owing { self.last_ts.saturating_sub(self.start_ns).min(now) } else { now };
         let settled = upto.saturating_sub(settle.as_nanos() as u64);
         self.detached_ns.map_or(settled, |d| settled.min(d))
     }

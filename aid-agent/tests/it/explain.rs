@@ -76,6 +76,29 @@ fn survivor(session: &Path, run: u32) -> (String, String) {
     (stores[1].1.to_owned(), stores[0].1.to_owned())
 }
 
+/// The workers' accesses to the counter in a watched run, in time order,
+/// as (thread, function, write); None unless the run's watch record is
+/// complete and each of their accesses lies in a traced call.
+fn workers_accesses(
+    session: &aid::model::Session,
+    rec: &aid::explain::watch::WatchRecord,
+) -> Option<Vec<(String, String, bool)>> {
+    if !rec.complete() {
+        return None;
+    }
+    let run = session.runs.iter().find(|r| r.id == rec.run)?;
+    let mut seen = Vec::new();
+    for a in &rec.accesses {
+        let thread = &run.threads.iter().find(|t| t.role == a.role)?.name;
+        if thread.ends_with("_worker") {
+            let call = run.calls.get(a.call?)?;
+            let func = &session.functions.get(call.func as usize)?.name;
+            seen.push((thread.clone(), func.clone(), a.write));
+        }
+    }
+    Some(seen)
+}
+
 /// `mine` on counter-atomicity: the top group is worker 2's load before
 /// worker 1's store, with the anti-dependence between them — the lost
 /// update — whichever way the session's failing runs interleave otherwise.
@@ -323,13 +346,34 @@ fn compare_with_watchpoints_takes_reads_from_real_writes() {
     let w = load(&watched);
     // The failing run: worker 2's update survived; the passing run: worker
     // 1 stored first (as in the spec's example). With another passing
-    // run the two differ in worker 1's load too.
+    // run the two differ in worker 1's load too. Both are told by the
+    // accesses the watchpoints saw, in a complete watch record: the calls'
+    // exit times do not order the stores (CI of 32abef4, on a loaded
+    // machine, picked a pair whose dual slice held worker 1's load).
+    let records = aid::explain::watch::load_records(&watched).unwrap();
+    let access = |who: &str, func: &str, write: bool| (who.to_owned(), func.to_owned(), write);
+    let (load1, store1) = (
+        access("first_worker", "load_counter", false),
+        access("first_worker", "store_counter", true),
+    );
+    let (load2, store2) = (
+        access("second_worker", "load_counter", false),
+        access("second_worker", "store_counter", true),
+    );
     let pick = |failed: bool| {
-        w.runs
-            .iter()
-            .filter(|r| r.complete && r.failed() == failed)
-            .map(|r| r.id)
-            .find(|&r| survivor(&watched, r).0 == "second_worker")
+        w.runs.iter().filter(|r| r.complete && r.failed() == failed).map(|r| r.id).find(|&r| {
+            let Some(seen) = records.get(&r).and_then(|rec| workers_accesses(&w, rec)) else {
+                return false;
+            };
+            if failed {
+                seen.len() == 4
+                    && seen[..2].contains(&load1)
+                    && seen[..2].contains(&load2)
+                    && seen[2..] == [store1.clone(), store2.clone()]
+            } else {
+                seen == [load1.clone(), store1.clone(), load2.clone(), store2.clone()]
+            }
+        })
     };
     let run = pick(true).expect("a failing watched run where worker 2's update survived");
     let pass = pick(false).expect("a passing watched run where worker 1 stored first");
