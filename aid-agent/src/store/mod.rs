@@ -4,7 +4,8 @@
 //! - `session.json`: header (format, version, command, traced functions);
 //! - `runs.jsonl`: one JSON object per run, appended when the run ends, so
 //!   a session interrupted at any point keeps every run it finished;
-//! - `runs/NNNNNN/events.csv`, `threads.csv`, `stdout.txt`, `stderr.txt`;
+//! - `runs/NNNNNN/events.csv`, `threads.csv`, `stdout.txt`, `stderr.txt`
+//!   (the last two not for a live session's units);
 //! - `parquet/events/` and `parquet/threads/`: the same rows as Parquet,
 //!   one file per run, for other tools (or where `--store` says).
 //!
