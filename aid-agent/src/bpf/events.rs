@@ -30,7 +30,7 @@ enum Control {
 /// ([`EventStream::take_upto`]) and what it has not taken stays counted:
 /// when a look took the whole backlog at once, the reader drained as much
 /// again behind it, and an attach on the busy service with the consumer
-/// behind reached 96 MiB of anonymous memory (42 MiB since, BENCHMARKS.md
+/// behind reached 94.2 MiB of anonymous memory (40.8 MiB since, BENCHMARKS.md
 /// "Live sessions"). A look takes them every 50 ms; at the 32,000 events a
 /// second of BENCHMARKS.md's busy service that is 1,600 a look, so the cap
 /// is only reached when the consumer stalls for seconds (a slow disk

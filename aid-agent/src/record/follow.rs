@@ -142,11 +142,12 @@ impl<'t> Follower<'t> {
         Ok(())
     }
 
-    /// One step of a look: up to [`LOOK_STEP`] of the events taken
-    /// recorded (the stream drained first when none is left), and the
-    /// lost-event counters read. True while taken events remain: the
-    /// caller takes what is finished ([`Follower::settled_ns`] stays
-    /// behind the events recorded) and steps again.
+    /// One step of a look: up to [`LOOK_STEP`] events recorded (a step's
+    /// worth taken from the stream when none taken is left), and the
+    /// lost-event counters read. True while taken events remain or the
+    /// look still owes some drained before it began: the caller takes
+    /// what is finished ([`Follower::settled_ns`] stays behind the events
+    /// recorded) and steps again.
     pub fn look_step(&mut self, probes: &mut Probes) -> Result<bool, ProbeError> {
         if self.next >= self.pending.len() {
             if self.owed == 0 {
