@@ -494,9 +494,7 @@ fn debug_phase(
         writer.set_jobs(req.jobs)?;
     }
     let mut source = ProgramSource::new(&mut tracer, &target, &req.policy)
-        .with_jobs(req.jobs)
-        .with_fleet(fleet.as_mut())
-        .with_watch_amplify(req.amplify_watch.clone())
+        .made_by(req.jobs, fleet.as_mut(), req.amplify_watch.clone())?
         .with_untraced(measured.borrow().untraced)
         .with_fewer(fewer && several);
     let mut diagnosis = debug(&mut source, &mut writer, &req.options, cancel, ui)?;

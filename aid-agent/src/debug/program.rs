@@ -25,19 +25,28 @@ pub struct ProgramSource<'t> {
     target: &'t Target,
     policy: &'t RunPolicy,
     next_id: u32,
-    amplify: Amplify,
     /// (failed, made) of the untraced runs before the session.
     untraced: Option<(u32, u32)>,
     /// The campaign can debug again with fewer functions traced when the
     /// probes hide the failure ([`RunSource::may_trace_fewer`]).
     fewer: bool,
-    /// `--jobs`: observed runs made this many at once, by the tracers of
-    /// `parallel` (made at the first batch).
-    jobs: u32,
-    parallel: Option<Jobs>,
-    /// `--fleet`: observed runs made by the fleet's workers, as many at
-    /// once as they make together ([`Fleet::jobs`]).
-    fleet: Option<&'t mut Fleet>,
+    makers: Makers<'t>,
+}
+
+/// Who makes the runs: one of three for a whole session, so that no
+/// method has to ask which of the others is also there.
+enum Makers<'t> {
+    /// This host: observed runs `jobs` at once (`--jobs`), by the tracers
+    /// of `parallel` (made at the first batch); intervened runs one at a
+    /// time (`intervene_jobs` below says why).
+    Here { jobs: u32, parallel: Option<Jobs> },
+    /// `--fleet`: observed runs and rounds' batches made by the fleet's
+    /// workers, as many at once as they make together ([`Fleet::jobs`]).
+    Fleet(&'t mut Fleet),
+    /// `--amplify-watch`: one run at a time on this host, watched by the
+    /// agent's own watchpoints, which the workers of a fleet and the
+    /// tracers of `--jobs` do not have.
+    Watched(Amplify),
 }
 
 /// Failure amplification with a watchpoint: a thread is held right after
@@ -55,7 +64,6 @@ pub struct WatchAmplify {
 /// intervened on, so that rounds are judged under the conditions the
 /// observations were made in.
 enum Amplify {
-    Off,
     Pending(WatchAmplify),
     Ready(Box<Watcher>),
 }
@@ -67,21 +75,36 @@ impl<'t> ProgramSource<'t> {
             target,
             policy,
             next_id: 1,
-            amplify: Amplify::Off,
             untraced: None,
             fewer: false,
-            jobs: 1,
-            parallel: None,
-            fleet: None,
+            makers: Makers::Here { jobs: 1, parallel: None },
         }
     }
 
-    /// Observed runs made by `fleet`'s workers (`--fleet`); interventions
-    /// stay on this host.
-    #[must_use]
-    pub fn with_fleet(mut self, fleet: Option<&'t mut Fleet>) -> Self {
-        self.fleet = fleet;
-        self
+    /// Who makes the runs: `fleet`'s workers (`--fleet`), this host one
+    /// run at a time watched for amplification (`--amplify-watch`, with
+    /// a delay after each access of `watch.object`, from the second run
+    /// on), or this host with `jobs` observed runs at once (`--jobs`).
+    /// The first two exclude each other and `--jobs` (the command line
+    /// says so first, in its own words).
+    pub fn made_by(
+        mut self,
+        jobs: u32,
+        fleet: Option<&'t mut Fleet>,
+        watch: Option<WatchAmplify>,
+    ) -> anyhow::Result<Self> {
+        self.makers = match (fleet, watch) {
+            (Some(_), Some(_)) => {
+                anyhow::bail!("--amplify-watch watches runs on this host: not with --fleet")
+            }
+            (None, Some(_)) if jobs > 1 => {
+                anyhow::bail!("--amplify-watch watches one run at a time: not with --jobs")
+            }
+            (Some(fleet), None) => Makers::Fleet(fleet),
+            (None, Some(watch)) => Makers::Watched(Amplify::Pending(watch)),
+            (None, None) => Makers::Here { jobs: jobs.max(1), parallel: None },
+        };
+        Ok(self)
     }
 
     /// Observed runs with `noises` made on the fleet, kept by number.
@@ -90,19 +113,11 @@ impl<'t> ProgramSource<'t> {
         noises: &[Vec<Noise>],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Option<Vec<RecordedRun>>> {
-        let Some(fleet) = self.fleet.as_deref_mut() else { return Ok(None) };
+        let Makers::Fleet(fleet) = &mut self.makers else { return Ok(None) };
         let mut batch = Batch::observed(self.next_id, noises);
         fleet.run(self.tracer, self.target, self.policy, cancel, &mut batch)?;
         self.next_id += batch.started;
         Ok(Some(batch.ended.into_values().collect()))
-    }
-
-    /// Observed runs made `jobs` at once (`--jobs`; watched
-    /// amplification makes them one at a time).
-    #[must_use]
-    pub fn with_jobs(mut self, jobs: u32) -> Self {
-        self.jobs = jobs.max(1);
-        self
     }
 
     /// The untraced runs made before the session: (failed, made).
@@ -120,17 +135,9 @@ impl<'t> ProgramSource<'t> {
         self
     }
 
-    /// Amplifies with a delay after each access of `a.object` (up to
-    /// `a.delay.max` per run), from the second run on.
-    #[must_use]
-    pub fn with_watch_amplify(mut self, a: Option<WatchAmplify>) -> Self {
-        self.amplify = a.map_or(Amplify::Off, Amplify::Pending);
-        self
-    }
-
     /// After the first run: the object located in it, the watcher ready.
     fn locate(&mut self, base: &RecordedRun) -> anyhow::Result<()> {
-        let Amplify::Pending(a) = &self.amplify else { return Ok(()) };
+        let Makers::Watched(Amplify::Pending(a)) = &self.makers else { return Ok(()) };
         let globals = Globals::load(&self.target.program);
         let objects = watch::resolve(
             self.tracer.functions(),
@@ -140,14 +147,14 @@ impl<'t> ProgramSource<'t> {
         )
         .map_err(|e| anyhow::anyhow!("--amplify-watch {}: {e}", a.object))?;
         let watcher = Watcher::new(&self.target.program, objects, Some(a.delay))?;
-        self.amplify = Amplify::Ready(Box::new(watcher));
+        self.makers = Makers::Watched(Amplify::Ready(Box::new(watcher)));
         Ok(())
     }
 
     /// One run with `plan`, watched for amplification when asked.
     fn run(&mut self, id: u32, plan: &Plan, cancel: &AtomicBool) -> anyhow::Result<RecordedRun> {
-        match &self.amplify {
-            Amplify::Ready(w) => {
+        match &self.makers {
+            Makers::Watched(Amplify::Ready(w)) => {
                 Ok(watched_run(self.tracer, self.target, id, self.policy, plan, w, cancel)?.rec)
             }
             _ => Ok(self.tracer.intervene(self.target, id, self.policy, plan, cancel)?),
@@ -185,7 +192,7 @@ impl RunSource for ProgramSource<'_> {
     fn untraced(&self) -> Option<(u32, u32)> {
         // Made on this host, while the fleet's workers make the traced
         // runs on theirs: the two rates say nothing of the probes.
-        if self.fleet.is_some() {
+        if matches!(self.makers, Makers::Fleet(_)) {
             return None;
         }
         self.untraced
@@ -215,7 +222,8 @@ impl RunSource for ProgramSource<'_> {
             return Ok(runs.pop());
         }
         let id = self.next_id();
-        let rec = if noise.is_empty() && !matches!(self.amplify, Amplify::Ready(_)) {
+        let rec = if noise.is_empty() && !matches!(self.makers, Makers::Watched(Amplify::Ready(_)))
+        {
             self.tracer.observe(self.target, id, self.policy, cancel)?
         } else {
             let plan = Plan::default().with_noise(noise);
@@ -226,10 +234,10 @@ impl RunSource for ProgramSource<'_> {
     }
 
     fn jobs(&self) -> u32 {
-        match self.amplify {
-            Amplify::Off if let Some(f) = &self.fleet => f.jobs(),
-            Amplify::Off => self.jobs,
-            _ => 1,
+        match &self.makers {
+            Makers::Here { jobs, .. } => *jobs,
+            Makers::Fleet(fleet) => fleet.jobs(),
+            Makers::Watched(_) => 1,
         }
     }
 
@@ -241,12 +249,13 @@ impl RunSource for ProgramSource<'_> {
         if let Some(runs) = self.on_fleet(noises, cancel)? {
             return Ok(runs);
         }
-        if self.jobs() == 1 || noises.len() < 2 {
-            return super::source::one_at_a_time(self, noises, cancel);
-        }
-        let parallel = match &mut self.parallel {
+        let (jobs, parallel) = match &mut self.makers {
+            Makers::Here { jobs, parallel } if *jobs > 1 && noises.len() > 1 => (*jobs, parallel),
+            _ => return super::source::one_at_a_time(self, noises, cancel),
+        };
+        let parallel = match parallel {
             Some(p) => p,
-            None => self.parallel.insert(Jobs::new(self.tracer, self.jobs)?),
+            None => parallel.insert(Jobs::new(self.tracer, jobs)?),
         };
         parallel.follow(self.tracer)?;
         let mut batch = Batch::observed(self.next_id, noises);
@@ -271,9 +280,9 @@ impl RunSource for ProgramSource<'_> {
     /// commit-after-close confirmed only the path's second link, after
     /// 584 and 1494 runs; BENCHMARKS.md). Workers are other hosts.
     fn intervene_jobs(&self) -> u32 {
-        match (&self.fleet, &self.amplify) {
-            (Some(fleet), Amplify::Off) => fleet.jobs(),
-            _ => 1,
+        match &self.makers {
+            Makers::Fleet(fleet) => fleet.jobs(),
+            Makers::Here { .. } | Makers::Watched(_) => 1,
         }
     }
 
@@ -282,9 +291,7 @@ impl RunSource for ProgramSource<'_> {
         plans: &[Plan],
         cancel: &AtomicBool,
     ) -> anyhow::Result<Vec<RecordedRun>> {
-        let Some(fleet) =
-            self.fleet.as_deref_mut().filter(|_| matches!(self.amplify, Amplify::Off))
-        else {
+        let Makers::Fleet(fleet) = &mut self.makers else {
             return super::source::plans_in_turn(self, plans, cancel);
         };
         let mut batch = Batch::new(self.next_id, plans.iter().cloned().map(Some).collect());
