@@ -84,7 +84,7 @@ fn main() -> anyhow::Result<()> {
             test.extend(cargo_args.iter().map(String::as_str));
             test.extend(["--", "--include-ignored"]);
             test.extend(test_args.iter().map(String::as_str));
-            exec(Command::new("cargo").args(&test).current_dir(root()))
+            cargo(&test)
         }
         Task::Demo { example } => {
             setup::run()?;
