@@ -145,10 +145,10 @@ pub fn cases() -> Vec<Case> {
             None,
             vec![
                 s(
-                    "call 1 of pool_return on returner#1 and call 1 of pool_top_index on opener#2 run at the same time on the same object",
+                    "call 1 of pool_return on returner and call 1 of pool_top_index on opener run at the same time on the same object",
                 ),
-                s("call 1 of pool_top_index on opener#2 returns a value other than 3,"),
-                s("call 1 of pool_get on opener#2 returns a value other than 104,"),
+                s("call 1 of pool_top_index on opener returns a value other than 3,"),
+                s("call 1 of pool_get on opener returns a value other than 104,"),
             ],
             Tagt::Fewer,
         ),
@@ -157,9 +157,9 @@ pub fn cases() -> Vec<Case> {
             "commit-after-close",
             None,
             vec![
-                s("call 1 of prepare_batch on committer#1 runs too slow"),
+                s("call 1 of prepare_batch on committer runs too slow"),
                 s(
-                    "call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts",
+                    "call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer starts",
                 ),
             ],
             Tagt::Fewer,
@@ -187,12 +187,12 @@ pub fn cases() -> Vec<Case> {
             None,
             vec![
                 Link::Regex(
-                    r"call 1 of increment on first_worker#1 and call 1 of increment on second_worker#2 run at the same time on the same object, which no passing run shows: a data race on events, which both write \(hardware watchpoints, [1-3] re-run\(s\)\)|call 1 of increment on second_worker#2 starts before call 1 of store_counter on first_worker#1 starts, which no passing run shows".to_owned(),
+                    r"call 1 of increment on first_worker and call 1 of increment on second_worker run at the same time on the same object, which no passing run shows: a data race on events, which both write \(hardware watchpoints, [1-3] re-run\(s\)\)|call 1 of increment on second_worker starts before call 1 of store_counter on first_worker starts, which no passing run shows".to_owned(),
                 ),
                 s(
-                    "call 1 of increment on first_worker#1 and call 1 of load_counter on second_worker#2 run at the same time on the same object",
+                    "call 1 of increment on first_worker and call 1 of load_counter on second_worker run at the same time on the same object",
                 ),
-                s("call 1 of load_counter on second_worker#2 returns a value other than 1,"),
+                s("call 1 of load_counter on second_worker returns a value other than 1,"),
             ],
             Tagt::Fewer,
         ),
@@ -362,21 +362,21 @@ fn rust_config_race() -> Case {
         args: None,
         path: vec![
             Link::Starts(format!(
-                "{} on server#2 and {} on loader#1 run at the same time on the same object",
+                "{} on server and {} on loader run at the same time on the same object",
                 f("capacity"),
                 f("load_config")
             )),
             Link::Starts(format!(
-                "{} on loader#1 and {} on server#2 run at the same time on the same object",
+                "{} on loader and {} on server run at the same time on the same object",
                 f("load_config"),
                 f("lookup_config")
             )),
             Link::Maybe(format!(
-                "{} on server#2 ends before {} on loader#1 starts, which no passing run shows",
+                "{} on server ends before {} on loader starts, which no passing run shows",
                 f("lookup_config"),
                 f("(?:parse|publish)_config")
             )),
-            Link::Starts(format!("{} on server#2 returns a value other than 256,", f("capacity"))),
+            Link::Starts(format!("{} on server returns a value other than 256,", f("capacity"))),
         ],
         tagt: Tagt::Fewer,
     }
@@ -386,7 +386,7 @@ const HANDLE: &str = r"session::Server::handle\(unsigned int, session::Frame con
 
 fn heartbeat_order() -> Link {
     let one = format!(
-        r"call 1 of {HANDLE} on .+#1 (?:starts|ends) before call [12] of {HANDLE} on main starts"
+        r"call 1 of {HANDLE} on .+ (?:starts|ends) before call [12] of {HANDLE} on main starts"
     );
     Link::Regex(format!("{one}(?:, or {one})?, which no passing run shows"))
 }
@@ -395,11 +395,11 @@ fn heartbeat_no_flags() -> Link {
     let lambda = r"session::Client::connect::\{lambda\(\)#1\}";
     let login = r"session::Client::login\(session::Credentials const&\)";
     let one = format!(
-        r"call 1 of {HANDLE} on {lambda}#1 (?:starts|ends) before call [12] of {HANDLE} on main starts"
+        r"call 1 of {HANDLE} on {lambda} (?:starts|ends) before call [12] of {HANDLE} on main starts"
     );
     let order = format!("{one}(?:, or {one})?");
     let interleaved = format!(
-        r"some call of {HANDLE} on {lambda}#1 takes a lock while some call of {login} on main is between two critical sections on it \(released it, to take it again\)"
+        r"some call of {HANDLE} on {lambda} takes a lock while some call of {login} on main is between two critical sections on it \(released it, to take it again\)"
     );
     Link::Regex(format!("(?:{order}|{interleaved}), which no passing run shows"))
 }

@@ -367,15 +367,6 @@ impl Run {
             RunPhase::Observe
         }
     }
-
-    /// The display name of a role in this run ("main", "worker#1", ...).
-    pub fn role_name(&self, role: Role) -> String {
-        match self.threads.iter().find(|t| t.role == role) {
-            Some(t) if role == 0 => t.name.clone(),
-            Some(t) => format!("{}#{}", t.name, role),
-            None => identity::unrecorded(role),
-        }
-    }
 }
 
 /// What a run was made for (the `phase` of `runs.jsonl`).

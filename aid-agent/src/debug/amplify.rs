@@ -45,7 +45,10 @@ use crate::{
         noise::{Level, NoiseSource, Schedule, hold_us},
         one_cpu,
     },
-    model::{FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Probe, Role, Run},
+    model::{
+        FuncId, Function, Noise, NoiseAction, NoiseAt, OUTLIVE, Probe, Role, Run,
+        identity::RoleNames,
+    },
     util::human::{count, duration},
 };
 
@@ -130,7 +133,8 @@ pub struct Amplifier {
     reserve: u32,
     /// Plans replayed already (by their points), so none is tried twice.
     tried: BTreeSet<Vec<NoiseAt>>,
-    /// Names of threads and functions, for the words.
+    /// Threads' names (as recorded, per role) and functions' names, for
+    /// the words.
     names: Vec<(Role, String)>,
     functions: Vec<String>,
     /// Noise acts at the statement points too ([`Verdict::statements`]).
@@ -257,7 +261,7 @@ impl Amplifier {
         }
         for t in &run.threads {
             if !self.names.iter().any(|(r, _)| *r == t.role) {
-                self.names.push((t.role, run.role_name(t.role)));
+                self.names.push((t.role, t.name.clone()));
             }
         }
         let failed = run.failed();
@@ -564,14 +568,10 @@ impl Amplifier {
     }
 
     /// A plan in words: "the 2nd synchronisation point of main
-    /// (pthread_mutex_lock) held 1.3 ms; call 1 of t1 on t1#1 demoted".
+    /// (pthread_mutex_lock) held 1.3 ms; call 1 of t1 on t1 demoted".
     fn plan_words(&self, plan: &[Noise]) -> String {
-        let role = |r: Role| {
-            self.names
-                .iter()
-                .find(|(x, _)| *x == r)
-                .map_or_else(|| crate::model::identity::unrecorded(r), |(_, n)| n.clone())
-        };
+        let names = RoleNames::new(self.names.iter().map(|(r, n)| (*r, n.as_str())));
+        let role = |r: Role| names.label(r);
         let parts: Vec<String> = plan
             .iter()
             .map(|n| {

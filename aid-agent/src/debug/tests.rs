@@ -528,7 +528,7 @@ fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
     let d = debug_safe_read(&mut source, &functions);
     let words = d.observed.noise.clone().expect("amplified");
     assert!(
-        words.starts_with("noise focused on what provoked it: synchronisation point 2 of worker#1 (pthread_mutex_lock) held"),
+        words.starts_with("noise focused on what provoked it: synchronisation point 2 of worker (pthread_mutex_lock) held"),
         "{words}"
     );
     // The analysed runs carry that one point, on or left off.

@@ -85,8 +85,8 @@ impl WaitGraph {
             .map_or_else(|| format!("thread {tid}"), |w| w.name.clone())
     }
 
-    /// The graph in words, one clause per thread: "thread1#1 holds lock
-    /// 0x…060 and waits for lock 0x…0a0, held by thread2#2; …".
+    /// The graph in words, one clause per thread: "thread1 holds lock
+    /// 0x…060 and waits for lock 0x…0a0, held by thread2; …".
     pub fn describe(&self) -> String {
         let clauses: Vec<String> = self
             .threads

@@ -14,8 +14,9 @@
 //!   instance number, so the workers of a pool are one class whichever
 //!   worker took which job (predicates' groups);
 //! - a **role name** ([`RoleNames`]): the name itself, numbered in creation
-//!   order when several threads of the run share it (`worker#1`,
-//!   `worker#2`), so each thread is matched on its own (the explainers).
+//!   order when several threads share it (`worker#1`, `worker#2`), so
+//!   each thread is matched on its own: the one way aid writes a thread,
+//!   in predicates, reports and the explainers alike.
 //!
 //! Objects: an address is named by its **first appearance**
 //! ([`FirstAppearances`]): the first call that passed or returned it, and
@@ -156,37 +157,67 @@ impl Classes {
     }
 }
 
-/// The role name of every role of one run: the thread's name, numbered in
-/// creation order (`worker#1`, `worker#2`) when the run has several
-/// threads of that name.
+/// The role name of every role of a run or a session: the thread's name,
+/// numbered in creation order (`worker#1`, `worker#2`) when several roles
+/// share it. This is the one notation for a thread in everything aid
+/// prints (predicates, reports, explainers, hang graphs, noise plans);
+/// `worker#2` is always the second `worker`, never role 2. Predicates and
+/// reports name the session's roles ([`RoleNames::of_runs`]); the
+/// explainers and a hang's wait-for graph, which see one run, that run's
+/// ([`RoleNames::of`]): the two agree whenever the runs had the same
+/// threads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoleNames {
     names: BTreeMap<Role, String>,
 }
 
 impl RoleNames {
-    pub fn of(run: &Run) -> RoleNames {
-        let mut threads: Vec<(Role, &str)> =
-            run.threads.iter().map(|t| (t.role, t.name.as_str())).collect();
-        threads.sort_unstable();
+    /// Names for the given (role, thread name) pairs; a role given twice
+    /// keeps its first name.
+    pub fn new<'a>(threads: impl IntoIterator<Item = (Role, &'a str)>) -> RoleNames {
+        let mut by_role: BTreeMap<Role, &str> = BTreeMap::new();
+        for (role, name) in threads {
+            by_role.entry(role).or_insert(name);
+        }
         let mut count: BTreeMap<&str, u32> = BTreeMap::new();
-        for (_, name) in &threads {
+        for name in by_role.values() {
             *count.entry(name).or_default() += 1;
         }
         let mut seen: BTreeMap<&str, u32> = BTreeMap::new();
         let mut names = BTreeMap::new();
-        for (role, name) in threads {
+        for (role, name) in by_role {
             let n = seen.entry(name).or_default();
             *n += 1;
             let key = if count[name] == 1 { name.to_owned() } else { format!("{name}#{n}") };
             names.insert(role, key);
         }
+        RoleNames { names }
+    }
+
+    /// The names of one run's roles.
+    pub fn of(run: &Run) -> RoleNames {
+        RoleNames::of_runs([run])
+    }
+
+    /// The names of the roles of several runs (a session's): a role keeps
+    /// the name of the first run that has it, and is numbered among every
+    /// role of that name in any of the runs, so that one name means one
+    /// role in all the runs.
+    pub fn of_runs<'a>(runs: impl IntoIterator<Item = &'a Run>) -> RoleNames {
+        let runs: Vec<&Run> = runs.into_iter().collect();
+        let threads = runs.iter().flat_map(|r| r.threads.iter().map(|t| (t.role, t.name.as_str())));
+        let mut names = RoleNames::new(threads);
         // Calls on a role the thread list does not know (a lost creation
         // record): named by number, which is the best that can be done.
-        for c in &run.calls {
-            names.entry(c.role).or_insert_with(|| unrecorded(c.role));
+        for c in runs.iter().flat_map(|r| &r.calls) {
+            names.names.entry(c.role).or_insert_with(|| unrecorded(c.role));
         }
-        RoleNames { names }
+        names
+    }
+
+    /// A role's name, [`unrecorded`] for a role none of the runs knew.
+    pub fn label(&self, role: Role) -> String {
+        self.names.get(&role).cloned().unwrap_or_else(|| unrecorded(role))
     }
 
     pub fn name(&self, role: Role) -> &str {
@@ -333,6 +364,19 @@ mod tests {
         assert_eq!(names.role("worker#2"), Some(3));
     }
 
+    /// A session's names number every role of a name in any run, so a run
+    /// that lacks the first worker still calls the second `worker#2`.
+    #[test]
+    fn a_session_names_each_role_once_for_all_its_runs() {
+        let runs = [named(&["main", "worker"]), named(&["main", "worker", "worker"])];
+        // On its own the first run has one worker, plainly named...
+        assert_eq!(RoleNames::of(&runs[0]).label(1), "worker");
+        // ...in the session it is the first of two.
+        let names = RoleNames::of_runs(&runs);
+        assert_eq!((names.label(1), names.label(2)), ("worker#1".into(), "worker#2".into()));
+        assert_eq!(names.role("worker#2"), Some(2));
+    }
+
     /// A role with calls but no thread record is `thread@N` in the
     /// explainers' names and in the run's display names alike.
     #[test]
@@ -340,8 +384,9 @@ mod tests {
         let calls = vec![call(0, 7, 1, 10, Some(20), Some(0))];
         let r = run(1, Label::Pass, calls, 30).with_threads(vec![thread(0, "main")]);
         assert_eq!(RoleNames::of(&r).name(7), "thread@7");
-        assert_eq!(r.role_name(7), "thread@7");
-        assert_eq!(r.role_name(0), "main");
+        assert_eq!(RoleNames::of(&r).label(7), "thread@7");
+        assert_eq!(RoleNames::new([]).label(0), "main");
+        assert_eq!(RoleNames::new([]).label(9), "thread@9");
         assert_eq!(unrecorded(0), MAIN);
     }
 

@@ -5,12 +5,10 @@
 //! the same facts structured ([`Described`]) for reports to lay out as
 //! they like.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::{Calls, Condition, Kind, PredKey};
-use crate::model::identity::{ClassId, Classes};
+use crate::model::identity::{ClassId, Classes, RoleNames};
 use crate::model::{CallSet, FuncId, Intervention, Point, Role, Session, Site, ValueTest};
 
 /// One side of a predicate, structured: which calls of which function.
@@ -44,7 +42,7 @@ pub struct Described {
 
 pub(super) struct Names<'c> {
     funcs: Vec<String>,
-    roles: HashMap<Role, String>,
+    roles: RoleNames,
     classes: &'c Classes,
     points: super::base::Points,
 }
@@ -52,12 +50,7 @@ pub(super) struct Names<'c> {
 impl<'c> Names<'c> {
     pub fn new(session: &Session, classes: &'c Classes) -> Names<'c> {
         let funcs = session.functions.iter().map(|f| f.name.clone()).collect();
-        let mut roles = HashMap::new();
-        for run in &session.runs {
-            for t in &run.threads {
-                roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
-            }
-        }
+        let roles = RoleNames::of_runs(&session.runs);
         Names { funcs, roles, classes, points: super::base::Points::new(&session.functions) }
     }
 
@@ -66,7 +59,7 @@ impl<'c> Names<'c> {
     }
 
     fn role(&self, r: Role) -> String {
-        self.roles.get(&r).cloned().unwrap_or_else(|| crate::model::identity::unrecorded(r))
+        self.roles.label(r)
     }
 
     /// "main", "thread#1" for single classes; "the worker threads".
@@ -141,7 +134,7 @@ impl<'c> Names<'c> {
     }
 
     /// An intervention in words: "hold call 1 of close on main at its entry
-    /// until call 1 of commit on committer#1 has returned".
+    /// until call 1 of commit on committer has returned".
     pub fn intervention(&self, iv: &Intervention) -> String {
         let at = |p: Point| match p {
             Point::Entry => "at its entry",

@@ -176,12 +176,12 @@ mod tests {
         assert_eq!(p.key.kind, Kind::DataRace);
         assert_eq!(
             p.description,
-            "call 1 of update on first#1 and call 1 of update on second#2 run at the same time on the same object, which no passing run shows: a data race on events, which call 1 of update on second#2 writes (hardware watchpoints, 3 re-run(s))"
+            "call 1 of update on first and call 1 of update on second run at the same time on the same object, which no passing run shows: a data race on events, which call 1 of update on second writes (hardware watchpoints, 3 re-run(s))"
         );
         assert_eq!(p.described.kind, "data_race");
         assert_eq!(
             p.intervention_text,
-            "run call 1 of update on first#1 and call 1 of update on second#2 one after the other"
+            "run call 1 of update on first and call 1 of update on second one after the other"
         );
         // The key's new kind is found; the truth on every run is the same.
         assert_eq!(cat.find(&p.key.clone()), Some(id));
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(p.key.kind, Kind::Overlap);
         assert_eq!(
             p.description,
-            "call 1 of update on first#1 and call 1 of update on second#2 run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw both only read events: not a data race"
+            "call 1 of update on first and call 1 of update on second run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw both only read events: not a data race"
         );
         // A heap object is watched on its first word only: no claim about
         // the rest of it.
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(cat.decide_race(&s, id, &heap), Some(RaceVerdict::ReadOnly));
         assert_eq!(
             cat.get(id).unwrap().description,
-            "call 1 of update on first#1 and call 1 of update on second#2 run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw neither write the first 8 bytes of main:make#1.ret"
+            "call 1 of update on first and call 1 of update on second run at the same time on the same object, which no passing run shows; hardware watchpoints (2 re-run(s)) saw neither write the first 8 bytes of main:make#1.ret"
         );
     }
 }

@@ -378,7 +378,7 @@ mod tests {
         );
         assert_eq!(
             p.description,
-            "call 1 of check_pair on check_pair#2 is between t.c:16 and its next statement while call 1 of set_pair on set_pair#1 is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
+            "call 1 of check_pair on check_pair is between t.c:16 and its next statement while call 1 of set_pair on set_pair is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
         );
         for r in &s.runs {
             let t = c.evaluate(r);
@@ -468,7 +468,7 @@ mod tests {
         );
         assert_eq!(
             p.description,
-            "call 1 of check_pair on check_pair#2 is between t.c:16 and its next statement while some call of set_pair on the set_pair threads is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
+            "call 1 of check_pair on check_pair is between t.c:16 and its next statement while some call of set_pair on the set_pair threads is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
         );
         for r in &s.runs {
             assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
@@ -479,7 +479,7 @@ mod tests {
         assert_eq!(pool.intervention, p.intervention);
         assert_eq!(
             pool.description,
-            "call 1 of check_pair on check_pair#2 is between t.c:16 and its next statement while calls of set_pair on the set_pair threads have reached t.c:10 and none has gone past its next statement (the two ran at the same time), which no passing run shows"
+            "call 1 of check_pair on check_pair is between t.c:16 and its next statement while calls of set_pair on the set_pair threads have reached t.c:10 and none has gone past its next statement (the two ran at the same time), which no passing run shows"
         );
         // One setter past both stores while the other is between them:
         // the pair is whole (the first's `b` is stored), some setter's

@@ -153,7 +153,7 @@ fn two_threads_each_holding_the_lock_the_other_waits_for_is_a_lock_cycle() {
     assert_eq!(p.anchor, Anchor::LaterEntry);
     assert_eq!(
         p.description,
-        "some call of thread1 on thread1#1 holds its 1st lock and waits for its 2nd while some call of thread2 on thread2#2 holds that 2nd lock and waits for the 1st: a lock-order cycle (deadlock), which no passing run shows"
+        "some call of thread1 on thread1 holds its 1st lock and waits for its 2nd while some call of thread2 on thread2 holds that 2nd lock and waits for the 1st: a lock-order cycle (deadlock), which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -165,7 +165,7 @@ fn two_threads_each_holding_the_lock_the_other_waits_for_is_a_lock_cycle() {
     );
     assert_eq!(
         p.intervention_text,
-        "let no call of thread1 on thread1#1 start while a call of thread2 on thread2#2 runs, and the other way round"
+        "let no call of thread1 on thread1 start while a call of thread2 on thread2 runs, and the other way round"
     );
     assert_eq!(p.described.kind, "lock_cycle");
     assert_eq!(
@@ -193,7 +193,7 @@ fn two_threads_each_holding_the_lock_the_other_waits_for_is_a_lock_cycle() {
     assert_eq!(concurrent.len(), 1, "{concurrent:?}");
     assert_eq!(
         concurrent[0].description,
-        "call 1 of thread1 on thread1#1 starts while call 1 of thread2 on thread2#2 runs, which no passing run shows"
+        "call 1 of thread1 on thread1 starts while call 1 of thread2 on thread2 runs, which no passing run shows"
     );
     assert_eq!(
         truths.iter().map(|t| t.holds(concurrent[0].id)).collect::<Vec<_>>(),

@@ -97,7 +97,7 @@ fn a_pool_gets_group_keys_told_apart_by_caller() {
     let s = pool_session();
     let c = learn(&s, &ExtractConfig::default()).unwrap();
     assert_eq!(c.classes.names, vec!["main", "worker"]);
-    // No per-call key for the workers: call k on worker#2 is a different
+    // No per-call key for the workers: call k on worker is a different
     // job in every run.
     assert!(c.predicates.iter().all(|p| p.key.is_group() || p.key.kind == Kind::Failure));
     let from_norm = PredKey {
@@ -287,7 +287,7 @@ fn pairs_of_calls_of_two_single_threads_are_joined() {
     assert_eq!(p.anchor, Anchor::FirstExit);
     assert_eq!(
         p.description,
-        "call 1 of handle on beat#1 ends before call 1 of handle on main starts, or call 1 of handle on beat#1 ends before call 2 of handle on main starts, which no passing run shows"
+        "call 1 of handle on beat ends before call 1 of handle on main starts, or call 1 of handle on beat ends before call 2 of handle on main starts, which no passing run shows"
     );
     // Hold the heartbeat until main's messages that passing runs always
     // handled first have been handled (the plan merges the two holds into

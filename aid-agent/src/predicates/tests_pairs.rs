@@ -58,7 +58,7 @@ fn order_flipped_between_two_threads() {
     );
     assert_eq!(
         p.description,
-        "call 1 of use_config on worker#1 ends before call 1 of init on main starts, which no passing run shows"
+        "call 1 of use_config on worker ends before call 1 of init on main starts, which no passing run shows"
     );
     // Settled when use_config ends (10), before init starts (20).
     assert_eq!(c.evaluate(&s.runs[2]).anchor(PredId(1)), Some(10));
@@ -134,7 +134,7 @@ fn after_all_joins_orders_that_only_together_separate_the_runs() {
     );
     assert_eq!(
         p.description,
-        "call 1 of check on checker#3 starts only after call 1 of deposit on depositor#1 and call 1 of withdraw on withdrawer#2 have all ended, which no passing run shows (each of them alone ending first, some do)"
+        "call 1 of check on checker starts only after call 1 of deposit on depositor and call 1 of withdraw on withdrawer have all ended, which no passing run shows (each of them alone ending first, some do)"
     );
     // A passing run ran check before deposit: deposit waits for it.
     assert_eq!(
@@ -381,7 +381,7 @@ fn starts_before_and_concurrent() {
     );
     assert_eq!(
         starts.description,
-        "call 1 of heartbeat on beat#1 starts before call 1 of login on main starts, which no passing run shows"
+        "call 1 of heartbeat on beat starts before call 1 of login on main starts, which no passing run shows"
     );
     let during = &c.predicates[2];
     assert_eq!(
@@ -390,7 +390,7 @@ fn starts_before_and_concurrent() {
     );
     assert_eq!(
         during.description,
-        "call 1 of login on main starts while call 1 of heartbeat on beat#1 runs, which no passing run shows"
+        "call 1 of login on main starts while call 1 of heartbeat on beat runs, which no passing run shows"
     );
     // Anchors: the heartbeat's entry (5 µs), login's entry (10 µs).
     let t = c.evaluate(&s.runs[2]);

@@ -212,7 +212,7 @@ fn a_lock_taken_after_a_call_began_and_before_its_first_section_is_a_predicate()
     assert_eq!(p.anchor, Anchor::LaterEntry);
     assert_eq!(
         p.description,
-        "some call of decr on stop#1 takes a lock after some call of incr on main has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
+        "some call of decr on stop takes a lock after some call of incr on main has started and before that call first takes it (what it did before taking the lock may no longer hold when it does), which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -245,7 +245,7 @@ fn which_thread_took_the_lock_first_is_a_predicate() {
     assert_eq!(p.anchor, Anchor::Entry);
     assert_eq!(
         p.description,
-        "the first critical section of call 1 of decr on stop#1 on a lock (one it takes or runs in) comes before the first section of call 1 of incr on main on it, which no passing run shows"
+        "the first critical section of call 1 of decr on stop on a lock (one it takes or runs in) comes before the first section of call 1 of incr on main on it, which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -382,7 +382,7 @@ fn the_last_section_between_two_is_a_predicate_when_any_section_between_is_not()
     let p = &c.predicates[c.find(&interleaved(1, true)).unwrap().0 as usize];
     assert_eq!(
         p.description,
-        "some call of erase on worker#1 takes a lock while some call of append_sb on main is between two critical sections on it (released it, to take it again), the last to hold it before that call took it again, which no passing run shows"
+        "some call of erase on worker takes a lock while some call of append_sb on main is between two critical sections on it (released it, to take it again), the last to hold it before that call took it again, which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -472,7 +472,7 @@ fn a_section_after_every_other_sections_is_a_conjunction() {
     );
     assert_eq!(
         p.description,
-        "call 1 of check on check#1 takes a lock only after call 1 of deposit on deposit#2 and call 1 of withdraw on withdraw#3 have each held it and let it go (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
+        "call 1 of check on check takes a lock only after call 1 of deposit on deposit and call 1 of withdraw on withdraw have each held it and let it go (their first critical sections on it came before its own), which no passing run shows (each of them alone coming first, some do)"
     );
     // Run 0 had the check's section before the deposit's.
     assert_eq!(

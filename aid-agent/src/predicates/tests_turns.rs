@@ -95,7 +95,7 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
     );
     assert_eq!(
         p.description,
-        "call 1 of t4 on t4#4 takes a lock only after call 1 of t1 on t1#1 and call 1 of t3 on t3#3 have each held it and let it go, and call 1 of t2 on t2#2 held it before call 1 of t1 on t1#1 did (the order of their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
+        "call 1 of t4 on t4 takes a lock only after call 1 of t1 on t1 and call 1 of t3 on t3 have each held it and let it go, and call 1 of t2 on t2 held it before call 1 of t1 on t1 did (the order of their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
     );
     assert_eq!(
         p.intervention,
@@ -126,7 +126,7 @@ fn an_order_between_two_of_the_sections_before_a_check_completes_the_conjunction
     );
     assert_eq!(
         p.description,
-        "call 1 of t4 on t4#4 takes a lock only after call 1 of t1 on t1#1 and call 1 of t3 on t3#3 have each held it and let it go, and call 1 of t1 on t1#1 was not the first to hold it: call 1 of t2 on t2#2 or call 1 of t3 on t3#3 did before it (their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
+        "call 1 of t4 on t4 takes a lock only after call 1 of t1 on t1 and call 1 of t3 on t3 have each held it and let it go, and call 1 of t1 on t1 was not the first to hold it: call 1 of t2 on t2 or call 1 of t3 on t3 did before it (their first critical sections on it), which no passing run shows (each of these orders alone, some do)"
     );
     let first = |site| Intervention::HoldUntil {
         site,
@@ -288,7 +288,7 @@ fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
     assert_eq!(p.condition, Condition::InterleavedSections);
     assert_eq!(
         p.description,
-        "some call of produce on producer takes a lock for the 2nd time in its call while some call of consume on consumer#1 is between two critical sections on it (released it, to take it again), which no passing run shows"
+        "some call of produce on producer takes a lock for the 2nd time in its call while some call of consume on consumer is between two critical sections on it (released it, to take it again), which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -340,7 +340,7 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
     let p = &c.predicates[c.find(&twice).unwrap().0 as usize];
     assert_eq!(
         p.description,
-        "some call of send on sender takes a lock twice while some call of recv on receiver#1 is between two critical sections on it (released it, to take it again), which no passing run shows"
+        "some call of send on sender takes a lock twice while some call of recv on receiver is between two critical sections on it (released it, to take it again), which no passing run shows"
     );
     assert_eq!(
         p.intervention,
@@ -444,7 +444,7 @@ fn a_lock_taken_before_a_calls_second_lock_is_told_from_its_first() {
     let p = &c.predicates[c.find(&early(2)).unwrap().0 as usize];
     assert_eq!(
         p.description,
-        "some call of read on reader#1 takes a lock after some call of write on writer has started and before that call first takes it (the 2nd lock that call takes; what it did before taking the lock may no longer hold when it does), which no passing run shows"
+        "some call of read on reader takes a lock after some call of write on writer has started and before that call first takes it (the 2nd lock that call takes; what it did before taking the lock may no longer hold when it does), which no passing run shows"
     );
     assert_eq!(
         p.intervention,

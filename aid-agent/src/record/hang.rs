@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{
-    model::{Call, Function, Role, Run, Wait, WaitGraph, Waiter},
+    model::{Call, Function, Role, Run, Wait, WaitGraph, Waiter, identity::RoleNames},
     sys::hang::{FutexWait, Hung},
 };
 
@@ -65,6 +65,7 @@ fn taken(run: &Run, functions: &[Function]) -> BTreeMap<Role, Vec<u64>> {
 /// The wait-for graph of `run`, which `hung` ended.
 pub fn graph(hung: &Hung, run: &Run, functions: &[Function]) -> WaitGraph {
     let roles: BTreeMap<u32, Role> = run.threads.iter().map(|t| (t.tid, t.role)).collect();
+    let names = RoleNames::of(run);
     let tids: BTreeSet<u32> = hung.threads.iter().map(|t| t.tid).collect();
     let name = |f: u32| functions.get(f as usize).map(base);
     let locks: BTreeSet<u64> = run
@@ -105,7 +106,7 @@ pub fn graph(hung: &Hung, run: &Run, functions: &[Function]) -> WaitGraph {
         taken
             .iter()
             .find(|(role, held)| !live.contains(role) && held.contains(&addr))
-            .map(|(&role, _)| run.role_name(role))
+            .map(|(&role, _)| names.label(role))
     };
     let mut threads: Vec<Waiter> = hung
         .threads
@@ -139,7 +140,7 @@ pub fn graph(hung: &Hung, run: &Run, functions: &[Function]) -> WaitGraph {
             Waiter {
                 tid: t.tid,
                 role,
-                name: role.map_or_else(|| format!("thread {}", t.tid), |r| run.role_name(r)),
+                name: role.map_or_else(|| format!("thread {}", t.tid), |r| names.label(r)),
                 waits,
                 holds: holds_of(t.tid).into_iter().map(hex).collect(),
                 in_call,
@@ -290,7 +291,7 @@ mod tests {
         assert_eq!(g.threads[1].in_call.as_deref(), Some("thread1"));
         assert_eq!(
             g.describe(),
-            "main waits for thread1#1 to exit; thread1#1 (in thread1) holds lock 0x5581a0223060 and waits for lock 0x5581a02230a0, held by thread2#2; thread2#2 (in thread2) holds lock 0x5581a02230a0 and waits for lock 0x5581a0223060, held by thread1#1; a cycle: thread1#1 and thread2#2 wait for each other"
+            "main waits for thread1 to exit; thread1 (in thread1) holds lock 0x5581a0223060 and waits for lock 0x5581a02230a0, held by thread2; thread2 (in thread2) holds lock 0x5581a02230a0 and waits for lock 0x5581a0223060, held by thread1; a cycle: thread1 and thread2 wait for each other"
         );
 
         // Without sync-point events (an observed run of a session without
@@ -371,7 +372,7 @@ mod tests {
         assert_eq!(g.threads[1].waits, Wait::Condition { addr: "0x6028".into() });
         assert_eq!(
             g.describe(),
-            "main waits for waiter#1 to exit; waiter#1 waits on a condition (0x6028)"
+            "main waits for waiter to exit; waiter waits on a condition (0x6028)"
         );
     }
 }

@@ -17,7 +17,10 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    model::{FuncId, Label, Role, Run, Session, Site, ValueKind, identity::MAIN},
+    model::{
+        FuncId, Label, Role, Run, Session, Site, ValueKind,
+        identity::{MAIN, RoleNames},
+    },
     predicates::{self, Calls, Catalog, Condition, Kind, PredId, Predicate},
     symbols::enclosure::Enclosure,
     util::human::{count, duration},
@@ -27,7 +30,7 @@ use crate::{
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct SiteView {
     pub function: String,
-    /// The thread role's display name ("main", "committer#1").
+    /// The thread role's display name ("main", "committer").
     pub role: String,
     pub role_id: Role,
     /// The k-th call of the function on that role (from 1).
@@ -128,7 +131,7 @@ const CALLER_DEPTH: usize = 8;
 pub struct Facts<'a> {
     session: &'a Session,
     catalog: &'a Catalog,
-    roles: HashMap<Role, String>,
+    roles: RoleNames,
     /// Where the failing runs' calls are made, indexed on first use.
     callers: OnceCell<CallerIndex>,
     /// What each executable lets run outside its threads' functions, read
@@ -138,12 +141,7 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     pub fn new(session: &'a Session, catalog: &'a Catalog) -> Facts<'a> {
-        let mut roles = HashMap::new();
-        for run in &session.runs {
-            for t in &run.threads {
-                roles.entry(t.role).or_insert_with(|| run.role_name(t.role));
-            }
-        }
+        let roles = RoleNames::of_runs(&session.runs);
         Facts {
             session,
             catalog,
@@ -158,7 +156,7 @@ impl<'a> Facts<'a> {
     }
 
     pub fn role(&self, r: Role) -> String {
-        self.roles.get(&r).cloned().unwrap_or_else(|| crate::model::identity::unrecorded(r))
+        self.roles.label(r)
     }
 
     fn site(&self, s: Site) -> SiteView {

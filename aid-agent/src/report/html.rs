@@ -12,7 +12,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use super::{DebugReport, beside as beside_words, dot, facts::PredicateView};
 use crate::{
     debug::{Diagnosis, beside::Beside},
-    model::{Label, Point, Role, Run},
+    model::{Label, Point, Role, Run, identity::RoleNames},
     predicates::{Kind, PredId},
     util::human::{count, duration},
 };
@@ -526,13 +526,13 @@ fn lanes(
                 .map(|s| (s.func, s.role, s.instance))
         })
         .collect();
-    let mut roles: Vec<Role> = run.threads.iter().map(|t| t.role).collect();
-    for c in &run.calls {
-        if !roles.contains(&c.role) {
-            roles.push(c.role);
-        }
-    }
+    let mut roles: Vec<Role> =
+        run.threads.iter().map(|t| t.role).chain(run.calls.iter().map(|c| c.role)).collect();
     roles.sort_unstable();
+    roles.dedup();
+    // The session's names, as the predicates say them (the run may be an
+    // intervened one from outside the session: its own threads come last).
+    let role_names = RoleNames::of_runs(d.session.runs.iter().chain([run]));
     // Nesting depth of each call on its role.
     let mut depth = vec![0usize; run.calls.len()];
     let mut lane_depth: BTreeMap<Role, usize> = BTreeMap::new();
@@ -575,7 +575,7 @@ fn lanes(
             "<g class=\"lane\" data-role=\"{r}\"><rect x=\"0\" y=\"{ly:.1}\" width=\"{W}\" height=\"{lh:.1}\" fill=\"{}\"/><text class=\"lane-name\" x=\"4\" y=\"{:.1}\">{}</text></g>",
             if r % 2 == 0 { "#f6f7f9" } else { "#ffffff" },
             ly + 12.0,
-            esc(&run.role_name(r))
+            esc(&role_names.label(r))
         );
     }
     for (i, c) in run.calls.iter().enumerate().take(MAX_CALLS) {
@@ -593,7 +593,7 @@ fn lanes(
         let _ = writeln!(
             s,
             "<g class=\"call\"><title>{}</title><rect class=\"slice{}\" x=\"{x1:.1}\" y=\"{by:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\"/><svg x=\"{x1:.1}\" y=\"{by:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\"><text class=\"bar-label\" x=\"2\" y=\"{:.1}\">{}</text></svg></g>",
-            esc(&bar_title(c, &f.name, &run.role_name(c.role), origin)),
+            esc(&bar_title(c, &f.name, &role_names.label(c.role), origin)),
             if hot { " hot" } else { "" },
             bh - 2.0,
             esc(&bar_label(c, &f.name))

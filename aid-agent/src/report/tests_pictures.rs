@@ -87,13 +87,10 @@ fn html_timeline_bars_are_labelled_with_their_call() {
                 "init_cache#1",
                 "call 1 of init_cache on main: start +0 ns, duration 112 µs, returned 0"
             ),
-            (
-                "fetch#1",
-                "call 1 of fetch on fetcher#1: start +129 µs, duration 9.03 ms, returned 0"
-            ),
+            ("fetch#1", "call 1 of fetch on fetcher: start +129 µs, duration 9.03 ms, returned 0"),
             (
                 "use_cache#1",
-                "call 1 of use_cache on reader#2: start +3.03 ms, duration 28 µs, returned 4"
+                "call 1 of use_cache on reader: start +3.03 ms, duration 28 µs, returned 4"
             ),
         ])
     );
@@ -106,10 +103,10 @@ fn html_timeline_bars_are_labelled_with_their_call() {
                 "init_cache#1",
                 "call 1 of init_cache on main: start +0 ns, duration 104 µs, returned 0"
             ),
-            ("fetch#1", "call 1 of fetch on fetcher#1: start +116 µs, duration 1 µs, returned 0"),
+            ("fetch#1", "call 1 of fetch on fetcher: start +116 µs, duration 1 µs, returned 0"),
             (
                 "use_cache#1",
-                "call 1 of use_cache on reader#2: start +2.98 ms, duration 59 µs, returned 3"
+                "call 1 of use_cache on reader: start +2.98 ms, duration 59 µs, returned 3"
             ),
         ])
     );

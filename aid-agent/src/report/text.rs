@@ -28,7 +28,7 @@ pub const HOW_TO_READ: [&str; 5] = [
     "A predicate: something one call did in every failing run and no passing one.",
     "aid orders them in time, then reruns with one forced back (an intervention).",
     "If that stops the failure, it is a cause; the first cause is the root cause.",
-    "\"call 2 of f on worker#1\": the 2nd call of f on thread 1, which runs worker.",
+    "\"call 2 of f on worker#1\": the 2nd call of f on the 1st thread named worker.",
     "Evidence counts runs; report.html shows the graph and a timeline of two runs.",
 ];
 

@@ -16,7 +16,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use crate::{
-    model::{Call, Function, Label, Point, Run, ValueKind, ValueType},
+    model::{Call, Function, Label, Point, Run, ValueKind, ValueType, identity::RoleNames},
     store::{self, Loaded},
 };
 
@@ -105,17 +105,23 @@ fn processes<'a>(loaded: &'a Loaded, wanted: &[u32]) -> anyhow::Result<Vec<Proce
         );
     }
     let functions = &loaded.session.functions;
+    let names = RoleNames::of_runs(&loaded.session.runs);
     let mut out = Vec::new();
     for (run, rec) in loaded.session.runs.iter().zip(&loaded.records) {
         if !wanted.is_empty() && !wanted.contains(&run.id) {
             continue;
         }
-        out.push(process(run, rec.start_monotonic_ns, functions));
+        out.push(process(run, rec.start_monotonic_ns, functions, &names));
     }
     Ok(out)
 }
 
-fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process<'a> {
+fn process<'a>(
+    run: &'a Run,
+    base_ns: u64,
+    functions: &'a [Function],
+    names: &RoleNames,
+) -> Process<'a> {
     let label = match run.label {
         Label::Pass => "pass",
         Label::Fail => "fail",
@@ -126,7 +132,7 @@ fn process<'a>(run: &'a Run, base_ns: u64, functions: &'a [Function]) -> Process
     roles.dedup();
     let mut tracks: Vec<Track<'a>> = roles
         .iter()
-        .map(|&r| Track { pid: run.id, tid: r + 1, name: run.role_name(r), items: Vec::new() })
+        .map(|&r| Track { pid: run.id, tid: r + 1, name: names.label(r), items: Vec::new() })
         .collect();
     let track = |tracks: &mut Vec<Track<'a>>, role: u32| {
         let i = roles.binary_search(&role).unwrap_or(0);

@@ -381,7 +381,8 @@ fn one_identity_layer() {
 }
 
 /// Names the house gave up, each because it meant two things (issue 26):
-/// `watch` is for hardware watchpoints only.
+/// `watch` is for hardware watchpoints only; `worker#2` is the second
+/// `worker` thread everywhere, never role 2 (`Run::role_name` wrote that).
 const RETIRED: &[(&str, &str)] = &[
     ("HangWatch", "a hang check is not a watchpoint: HangCheck"),
     ("MAP_WATCH", "kernel-stamped sites are stamps: MAP_STAMPS"),
@@ -391,6 +392,7 @@ const RETIRED: &[(&str, &str)] = &[
     ("record::watched", "no such module: record::watchpoints"),
     ("explain::roles", "role names live in model::identity"),
     ("predicates::classes", "thread classes live in model::identity"),
+    ("fn role_name", "a thread is written by model::identity::RoleNames"),
 ];
 
 #[test]

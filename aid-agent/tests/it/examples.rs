@@ -300,7 +300,7 @@ fn inventory_sixty_climbs_from_the_insert() {
 fn safe_list_is_respected() {
     let _alone = alone();
     let exe = build("commit-after-close");
-    let want = "Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer#1 starts";
+    let want = "Root cause: call 1 of consumer_poll on main ends before call 1 of consumer_commit on committer starts";
     let mut outcomes = Vec::new();
     for session in 1..=2 {
         let (_tmp, out, output) = debug_session(&exe, &["-t", "consumer_*", "-t", "prepare_batch"]);
@@ -313,7 +313,7 @@ fn safe_list_is_respected() {
             intervened.iter().all(|a| !a.intervention.changes_values()),
             "a return value was forced on a function not declared safe"
         );
-        assert!(text.contains("call 1 of prepare_batch on committer#1 runs too slow"), "{text}");
+        assert!(text.contains("call 1 of prepare_batch on committer runs too slow"), "{text}");
         assert!(text.contains("(needs a return-value intervention: declare the function --safe if forcing it is harmless)"), "{text}");
         let found = output.status.success() && text.contains(want);
         if found {
@@ -323,7 +323,7 @@ fn safe_list_is_respected() {
             let reversed = commit_returned_before_poll(&loaded.session);
             let point = if reversed { "at its entry" } else { "before it returns" };
             let hold = format!(
-                "hold call 1 of consumer_poll on main {point} until call 1 of consumer_commit on committer#1 has returned"
+                "hold call 1 of consumer_poll on main {point} until call 1 of consumer_commit on committer has returned"
             );
             assert!(
                 text.contains(&hold),
@@ -449,7 +449,7 @@ fn rare_session(exe: &Path) -> Result<(), Miss> {
     let rows = report["analysis"]["rows"].as_array().unwrap();
     let row = |relation: &str| {
         let text = format!(
-            "call 1 of consume on reader#2 {relation} before call 1 of publish on writer#1 starts, which no passing run shows"
+            "call 1 of consume on reader {relation} before call 1 of publish on writer starts, which no passing run shows"
         );
         rows.iter().find(|r| r["description"] == text.as_str())
     };

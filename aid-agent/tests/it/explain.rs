@@ -430,7 +430,7 @@ fn compare_with_watchpoints_takes_reads_from_real_writes() {
 /// (both write the account), and serialising the two calls (its
 /// intervention) stops the failure. It is the root cause unless every
 /// run in which `late` drew 2 ms failed and every 8 ms one passed: then
-/// "serve on late#2 runs too fast" (the 2 ms draw that brings `late` into
+/// "serve on late runs too fast" (the 2 ms draw that brings `late` into
 /// the window, the fixture's own account) separates them too, comes
 /// first, and delaying serve's return stops the failure; the root cause
 /// is that, and the race is link 2 (a CI session, 9 of 20 failing).
@@ -487,17 +487,16 @@ fn debug_amplified_by_a_watchpoint_finds_the_data_race() {
     let runs = race["evidence"]["runs"].as_u64().unwrap();
     assert!((1..=3).contains(&runs), "{races:#}");
     let race = format!(
-        "call 1 of withdraw on early#1 and call 1 of withdraw on late#2 run at the same time on the same object, which no passing run shows: a data race on account, which both write (hardware watchpoints, {runs} re-run(s))"
+        "call 1 of withdraw on early and call 1 of withdraw on late run at the same time on the same object, which no passing run shows: a data race on account, which both write (hardware watchpoints, {runs} re-run(s))"
     );
     let root_is_race = text.lines().any(|l| l == format!("Root cause: {race}"));
-    let serve_then_race = text
-        .lines()
-        .any(|l| l.starts_with("Root cause: call 1 of serve on late#2 runs too fast: "))
-        && text.lines().any(|l| l == format!("  2. {race}"));
+    let serve_then_race =
+        text.lines().any(|l| l.starts_with("Root cause: call 1 of serve on late runs too fast: "))
+            && text.lines().any(|l| l == format!("  2. {race}"));
     assert!(root_is_race || serve_then_race, "{race}\n{text}");
     assert!(
         text.contains(
-            "intervention: run call 1 of withdraw on early#1 and call 1 of withdraw on late#2 one after the other"
+            "intervention: run call 1 of withdraw on early and call 1 of withdraw on late one after the other"
         ),
         "{text}"
     );

@@ -30,9 +30,9 @@ fn after_both_session(exe: &Path) -> Result<Duration, String> {
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let root = root_cause_line(&text);
     let right = output.status.success()
-        && root.starts_with("Root cause: call 1 of check on checker#3 starts only after ")
-        && root.contains(" of deposit on depositor#1")
-        && root.contains(" of withdraw on withdrawer#2")
+        && root.starts_with("Root cause: call 1 of check on checker starts only after ")
+        && root.contains(" of deposit on depositor")
+        && root.contains(" of withdraw on withdrawer")
         && root.contains(" have all ended, which no passing run shows");
     if right {
         Ok(took)

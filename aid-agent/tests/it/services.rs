@@ -193,7 +193,7 @@ fn svc_stale_cache_confirms_the_timeout_then_the_stale_value_rejected() {
 fn svc_compaction_confirms_the_compaction_holding_the_segment() {
     let _alone = alone();
     let trace = ["-t", "segment_*", "-t", "compact_segment", "-t", "libc:pthread_mutex_trylock"];
-    let want = "call 1 of compact_segment on svc-compaction#2 and call 1 of pthread_mutex_trylock on main run at the same time on the same object, which no passing run shows";
+    let want = "call 1 of compact_segment on svc-compaction and call 1 of pthread_mutex_trylock on main run at the same time on the same object, which no passing run shows";
     let mut outcomes = Vec::new();
     for session in 1..=2 {
         let tmp = tempfile::tempdir().unwrap();

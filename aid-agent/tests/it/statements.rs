@@ -33,8 +33,8 @@ fn torn_session(exe: &Path) -> Result<String, String> {
     });
     if output.status.success()
         && second_pass
-        && root.contains("call 1 of check_pair on check_pair#2")
-        && root.contains("call 1 of set_pair on set_pair#1")
+        && root.contains("call 1 of check_pair on check_pair")
+        && root.contains("call 1 of set_pair on set_pair")
     {
         Ok(root.to_owned())
     } else {

@@ -9,7 +9,7 @@ use std::{
 };
 
 use crate::common::*;
-use aid::model::Label;
+use aid::model::{Label, identity::RoleNames};
 
 type Calls = Vec<(String, u32, [i64; 3], Option<i64>)>;
 
@@ -208,7 +208,7 @@ fn rust_names_are_demangled() {
     assert_eq!(calls_on(&s, 0, 1), vec![c("rust_fixture::worker::compute", 1, [5, 0, 0], 15)]);
     // Every std thread starts in the same runtime trampoline: the role is
     // named after the name the thread was given.
-    assert_eq!(s.runs[0].role_name(1), "cruncher#1");
+    assert_eq!(RoleNames::of(&s.runs[0]).label(1), "cruncher");
 }
 
 /// Threads started through a runtime's trampoline are named by the user
@@ -229,17 +229,18 @@ fn std_threads_are_named_by_what_they_run() {
         );
         let s = load(&out);
         let r = &s.runs[0];
-        (1..r.threads.len() as u32).map(|role| r.role_name(role)).collect()
+        let names = RoleNames::of(r);
+        (1..r.threads.len() as u32).map(|role| names.label(role)).collect()
     };
     let cpp = c_fixture("std_threads.cpp", "std_threads", &[]);
-    assert_eq!(names(&cpp, "pool::step"), vec!["pool::start::{lambda()#1}#1", "pool::Job#2"]);
+    assert_eq!(names(&cpp, "pool::step"), vec!["pool::start::{lambda()#1}", "pool::Job"]);
     let rust = rust_fixture("rust_spawn.rs", "rust_spawn");
     assert_eq!(
         names(&rust, "rust_spawn::step"),
         vec![
-            "rust_spawn::main::{closure#0}#1",
+            "rust_spawn::main::{closure#0}",
+            "rust_spawn::main::{closure#1}::{closure#0}#1",
             "rust_spawn::main::{closure#1}::{closure#0}#2",
-            "rust_spawn::main::{closure#1}::{closure#0}#3",
         ]
     );
 }

@@ -33,7 +33,7 @@ fn hidden_session(exe: &Path) -> Result<String, String> {
         && said.contains("aid's probes hide the failure: debugging again without the functions called most often (mix: 150 calls a run), so that the probes change the schedule less: meet, spin, publish, pin, worker, setup, register_listener traced")
         && text.contains("\nWith mix traced too, the failure was rarer under aid's probes (")
         && text.contains(" of the first 40 traced ones, beyond chance): this session leaves it out.\n")
-        && root.contains("on worker#1 ends before call 1 of register_listener on main starts")
+        && root.contains("on worker ends before call 1 of register_listener on main starts")
         && !root.contains("mix");
     if right {
         Ok(root)
