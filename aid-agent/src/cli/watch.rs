@@ -31,7 +31,8 @@ pub struct Args {
     /// (default: the newest in aid-sessions/).
     pub session: Option<PathBuf>,
     /// An object to watch, by the name `mine` and `slice` print (a global
-    /// `events`, or `role:function#k.argN|ret`); at most two.
+    /// `events`, or `role:function#k.argN|ret`), or a member of a global
+    /// as C writes it (`savings.balance`); at most two.
     #[arg(long = "object", value_name = "NAME", required = true)]
     pub objects: Vec<String>,
     /// The run whose calls and threads locate the objects (default: the

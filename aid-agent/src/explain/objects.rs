@@ -20,7 +20,10 @@
 //! that creates no threads from its own functions (or is not PIE) gets bias
 //! 0, and for a PIE that means globals fall back to first-appearance names.
 
-use std::{collections::HashMap, path::Path};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use object::{Object as _, ObjectKind, ObjectSymbol as _, SymbolKind};
 
@@ -38,6 +41,9 @@ pub struct Globals {
     data: Vec<(u64, u64, String)>,
     /// Function name → ELF address, to find the load bias.
     text: HashMap<String, u64>,
+    /// The executable, whose DWARF places a member (`savings.balance`)
+    /// when one is asked for.
+    program: Option<PathBuf>,
 }
 
 impl Globals {
@@ -62,7 +68,8 @@ impl Globals {
             }
         }
         data.sort_unstable();
-        Some(Globals { pie: file.kind() != ObjectKind::Executable, data, text })
+        let pie = file.kind() != ObjectKind::Executable;
+        Some(Globals { pie, data, text, program: Some(program.to_owned()) })
     }
 
     /// The executable's load bias in `run`, when it can be known.
@@ -104,14 +111,49 @@ impl Globals {
     }
 
     /// The ELF address and remaining size of a global named as [`Globals::name`]
-    /// names it (`symbol` or `symbol+0x10`).
+    /// names it (`symbol` or `symbol+0x10`), or by a member of it
+    /// ([`Globals::place`]).
     pub fn lookup(&self, name: &str) -> Option<(u64, u64)> {
-        let (sym, off) = match name.split_once('+') {
-            Some((s, o)) => (s, u64::from_str_radix(o.strip_prefix("0x")?, 16).ok()?),
+        self.place(name).ok().flatten()
+    }
+
+    /// [`Globals::lookup`], saying why a member cannot be placed:
+    /// `symbol`, `symbol+0x10`, or a member of the symbol's record, as C
+    /// writes it (`savings.balance`, `savings.stats.count+0x8`), from the
+    /// executable's DWARF. `Ok(None)` when there is no such symbol.
+    pub fn place(&self, name: &str) -> Result<Option<(u64, u64)>, String> {
+        let (base, off) = match name.split_once('+') {
+            Some((s, o)) => {
+                let off = o.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+                (s, off.ok_or_else(|| format!("`+{o}`: give the offset in hex, `+0x20`"))?)
+            }
             None => (name, 0),
         };
-        let (addr, size, _) = self.data.iter().find(|(_, _, n)| n == sym)?;
-        (off < (*size).max(1)).then(|| (addr + off, size.saturating_sub(off)))
+        let symbol = |s: &str| self.data.iter().find(|(_, _, n)| n == s).map(|(a, z, _)| (*a, *z));
+        // A symbol's own name may hold a dot (a static local: `count.0`).
+        let (addr, size) = match (symbol(base), base.split_once('.')) {
+            (Some(whole), _) => whole,
+            (None, Some((var, members))) => {
+                let Some((addr, _)) = symbol(var) else { return Ok(None) };
+                let path: Vec<&str> = members.split('.').collect();
+                let (at, size) = self.member(var, &path)?;
+                (addr + at, size)
+            }
+            (None, None) => return Ok(None),
+        };
+        if off >= size.max(1) {
+            return Err(format!("{base} is {size} bytes: +{off:#x} is past its end"));
+        }
+        Ok(Some((addr + off, size - off)))
+    }
+
+    /// Where `path` lies in global `var`: (offset, size), from DWARF.
+    fn member(&self, var: &str, path: &[&str]) -> Result<(u64, u64), String> {
+        let program = self.program.as_deref().ok_or("the executable is not known")?;
+        let bytes = std::fs::read(program).map_err(|e| format!("{}: {e}", program.display()))?;
+        let file =
+            object::File::parse(&*bytes).map_err(|e| format!("{}: {e}", program.display()))?;
+        crate::symbols::member_of(&file, var, path)
     }
 
     /// Data symbols given directly (tests, and callers that read the
@@ -119,7 +161,7 @@ impl Globals {
     pub fn new(pie: bool, data: Vec<(u64, u64, String)>) -> Globals {
         let mut data = data;
         data.sort_unstable();
-        Globals { pie, data, text: HashMap::new() }
+        Globals { pie, data, text: HashMap::new(), program: None }
     }
 }
 
@@ -226,6 +268,7 @@ mod tests {
             pie: true,
             data: vec![(0x40c0, 8, "events".into()), (0x4100, 16, "plan".into())],
             text: [("first_worker".to_owned(), 0x1357)].into(),
+            program: None,
         };
         let fs = vec![Function {
             internal: true,

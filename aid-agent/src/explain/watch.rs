@@ -199,8 +199,8 @@ fn resolve_one(
     let globals = globals.ok_or_else(|| {
         bad("the executable's symbols cannot be read to place this global".into())
     })?;
-    let (elf_addr, size) = globals.lookup(plain).ok_or_else(|| {
-        bad("neither a global of the executable nor `role:function#k.argN|ret`".into())
+    let (elf_addr, size) = globals.place(plain).map_err(bad)?.ok_or_else(|| {
+        bad("neither a global of the executable (or a member of one, `savings.balance`) nor `role:function#k.argN|ret`".into())
     })?;
     let (_, object_size) = globals.lookup(object).unwrap_or((elf_addr, size));
     let len = [8, 4, 2, 1]

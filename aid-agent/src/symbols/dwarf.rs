@@ -41,17 +41,7 @@ pub struct DebugInfo {
 impl DebugInfo {
     /// None when the file has no usable `.debug_info`.
     pub fn load(file: &object::File<'_>) -> Option<DebugInfo> {
-        file.section_by_name(".debug_info")?;
-        let endian =
-            if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
-        let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-            let data = file
-                .section_by_name(id.name())
-                .and_then(|s| s.uncompressed_data().ok())
-                .unwrap_or(Cow::Borrowed(&[]));
-            Ok(EndianRcSlice::new(Rc::from(&*data), endian))
-        };
-        let dwarf = gimli::Dwarf::load(load).ok()?;
+        let dwarf = load_dwarf(file)?;
         let Collected { signatures, generic_names, noreturn, pointees, callers, inlined } =
             collect_signatures(&dwarf).unwrap_or_default();
         let lines = addr2line::Context::from_dwarf(dwarf).ok()?;
@@ -115,6 +105,124 @@ impl DebugInfo {
     pub fn pointee(&self, address: u64) -> Option<Pointee> {
         self.pointees.get(&address).cloned()
     }
+}
+
+/// The file's DWARF sections; None when it has no `.debug_info`.
+fn load_dwarf(file: &object::File<'_>) -> Option<gimli::Dwarf<Reader>> {
+    file.section_by_name(".debug_info")?;
+    let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+        let data = file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[]));
+        Ok(EndianRcSlice::new(Rc::from(&*data), endian))
+    };
+    gimli::Dwarf::load(load).ok()
+}
+
+/// Where a member of a global variable lies, from the variable's type in
+/// DWARF: `path` names a member of its record, then a member of that
+/// member, and so on (`["balance"]` for `savings.balance`). The member's
+/// offset from the variable's start and its size, or why there is none,
+/// in words for the user.
+pub fn member_of(
+    file: &object::File<'_>,
+    variable: &str,
+    path: &[&str],
+) -> Result<(u64, u64), String> {
+    let dwarf = load_dwarf(file)
+        .ok_or_else(|| "the executable has no debug information (build it with -g)".to_owned())?;
+    let found = find_member(&dwarf, variable, path).map_err(|e| format!("its DWARF: {e}"))?;
+    found.unwrap_or_else(|| Err(format!("no global variable {variable} in the debug information")))
+}
+
+/// [`member_of`] over the units: `None` when no unit has the variable.
+fn find_member(
+    dwarf: &gimli::Dwarf<Reader>,
+    variable: &str,
+    path: &[&str],
+) -> gimli::Result<Option<Result<(u64, u64), String>>> {
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let unit = dwarf.unit(header)?;
+        let mut ty = None;
+        let root = unit.entries_tree(None)?.root()?.entry().offset();
+        children(&unit, root, gimli::DW_TAG_variable, |v| {
+            let named = v.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, &unit, n));
+            if named.as_deref() == Some(variable) {
+                ty = match find_attr(&unit, v.offset(), gimli::DW_AT_type)? {
+                    Some(AttributeValue::UnitRef(t)) => Some(t),
+                    _ => None,
+                };
+            }
+            Ok(ty.is_none())
+        })?;
+        let Some(mut ty) = ty else { continue };
+        let (mut offset, mut named) = (0u64, variable.to_owned());
+        for member in path {
+            let record = strip(&unit, ty)?;
+            // A union's members have no location: they all start at 0.
+            let union = unit.entry(record)?.tag() == gimli::DW_TAG_union_type;
+            let mut names = Vec::new();
+            let mut found = None;
+            children(&unit, record, gimli::DW_TAG_member, |m| {
+                let name = m.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, &unit, n));
+                let at =
+                    m.attr_value(gimli::DW_AT_data_member_location)?.and_then(|v| v.udata_value());
+                let at = at.or(union.then_some(0));
+                match (name, at, m.attr_value(gimli::DW_AT_type)?) {
+                    (Some(n), Some(at), Some(AttributeValue::UnitRef(t))) if n == *member => {
+                        found = Some((at, t));
+                    }
+                    (Some(n), ..) => names.push(n),
+                    _ => {}
+                }
+                Ok(found.is_none())
+            })?;
+            let Some((at, t)) = found else {
+                let has = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+                return Ok(Some(Err(format!(
+                    "{named} has no member {member} (its members: {has})"
+                ))));
+            };
+            (offset, ty, named) = (offset + at, t, format!("{named}.{member}"));
+        }
+        return Ok(Some(match byte_size(&unit, ty)? {
+            Some(size) => Ok((offset, size)),
+            None => Err(format!("the size of {named} is not in the debug information")),
+        }));
+    }
+    Ok(None)
+}
+
+/// A type's size in bytes: its `DW_AT_byte_size`, or an array's element
+/// size times its length.
+fn byte_size(unit: &gimli::Unit<Reader>, ty: gimli::UnitOffset) -> gimli::Result<Option<u64>> {
+    let ty = strip(unit, ty)?;
+    let entry = unit.entry(ty)?;
+    if let Some(n) = entry.attr_value(gimli::DW_AT_byte_size)?.and_then(|v| v.udata_value()) {
+        return Ok(Some(n));
+    }
+    if entry.tag() != gimli::DW_TAG_array_type {
+        return Ok(None);
+    }
+    let Some(AttributeValue::UnitRef(element)) = entry.attr_value(gimli::DW_AT_type)? else {
+        return Ok(None);
+    };
+    let Some(each) = byte_size(unit, element)? else { return Ok(None) };
+    let mut len = Some(1u64);
+    children(unit, ty, gimli::DW_TAG_subrange_type, |r| {
+        let n = match r.attr_value(gimli::DW_AT_count)?.and_then(|v| v.udata_value()) {
+            Some(n) => Some(n),
+            None => {
+                r.attr_value(gimli::DW_AT_upper_bound)?.and_then(|v| v.udata_value()).map(|u| u + 1)
+            }
+        };
+        len = len.zip(n).map(|(a, b)| a * b);
+        Ok(true)
+    })?;
+    Ok(len.map(|n| n * each))
 }
 
 /// What one walk over the subprograms collects.

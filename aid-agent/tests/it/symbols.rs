@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use crate::common::*;
-use aid::symbols::Resolver;
+use aid::{explain::objects::Globals, symbols::Resolver};
 
 /// The address `nm -D` gives for `symbol` (e.g. `free@@GLIBC_2.2.5`,
 /// matched on the name before the version) in the C library the fixture
@@ -80,4 +80,32 @@ fn callers_come_from_dwarf_call_sites() {
     let mut r = Resolver::for_executable(&plain).unwrap();
     let find = resolve_one(&mut r, "find");
     assert!(r.executable().callers(find.address).is_empty());
+}
+
+/// A member of a global, as C writes it (`ledger.balance`), is placed from
+/// the executable's DWARF (issue 23: `watch --object savings` watched the
+/// mutex at the start of the record, never the balance). In lock_order.c
+/// `struct account { pthread_mutex_t lock; long balance; }`: on x86-64
+/// glibc the mutex is 40 bytes, so the balance lies at +40, 8 bytes.
+#[test]
+fn a_member_of_a_global_is_placed_from_dwarf() {
+    let exe = c_fixture("lock_order.c", "lock_order", &[]);
+    let g = Globals::load(&exe).unwrap();
+    let (ledger, size) = g.lookup("ledger").unwrap();
+    assert_eq!(size, 48);
+    assert_eq!(g.place("ledger.balance"), Ok(Some((ledger + 40, 8))));
+    assert_eq!(g.lookup("vault.balance"), Some((g.lookup("vault").unwrap().0 + 40, 8)));
+    assert_eq!(g.place("ledger.lock"), Ok(Some((ledger, 40))));
+    assert_eq!(g.place("ledger.lock+0x8"), Ok(Some((ledger + 8, 32))));
+    // Through the mutex's union: `__size` is its `char [40]`.
+    assert_eq!(g.place("ledger.lock.__size"), Ok(Some((ledger, 40))));
+    assert_eq!(
+        g.place("ledger.nope"),
+        Err("ledger has no member nope (its members: lock, balance)".to_owned())
+    );
+    assert_eq!(
+        g.place("ledger.balance+0x8"),
+        Err("ledger.balance is 8 bytes: +0x8 is past its end".to_owned())
+    );
+    assert_eq!(g.place("nowhere.balance"), Ok(None));
 }
