@@ -18,8 +18,8 @@ use aid::{
     store::{FORMAT, Header, Mode, VERSION, Writer},
 };
 
-/// A small session on disk: `fetch` on fetcher#1 returns a pointer, and
-/// `use_cache` on reader#2 returns 4 in failing runs and 3 in passing
+/// A small session on disk: `fetch` on fetcher returns a pointer, and
+/// `use_cache` on reader returns 4 in failing runs and 3 in passing
 /// ones; run 7 is intervened on, run 8 has a random delay.
 fn write_session(dir: &Path, created: u64) {
     let f = |id, name: &str, ret, params: &[ValueKind]| {
@@ -632,7 +632,7 @@ fn chrome_export_has_a_track_per_role_slices_with_args_and_instants() {
             )
         })
         .collect();
-    assert_eq!(&threads[..3], [(6, 1, "main"), (6, 2, "fetcher#1"), (6, 3, "reader#2")]);
+    assert_eq!(&threads[..3], [(6, 1, "main"), (6, 2, "fetcher"), (6, 3, "reader")]);
     let slices = of("X");
     assert_eq!(slices.len(), 6);
     let use_cache = slices.iter().find(|e| e["name"] == "use_cache" && e["pid"] == 6).unwrap();
@@ -704,17 +704,17 @@ assert all(not v for v in open_slices.values())
         [
             "track process 6/observe 6: fail (exit code 1)",
             "track thread 6/main",
-            "track thread 6/fetcher#1",
-            "track thread 6/reader#2",
+            "track thread 6/fetcher",
+            "track thread 6/reader",
             "track process 7/intervene 7: pass (exit code 0)",
             "track thread 7/main",
-            "track thread 7/fetcher#1",
-            "track thread 7/reader#2",
-            "slice thread 6/fetcher#1 fetch 49000 instance=1,arg0=0x7f0000001000,ret=0x55550000",
-            "slice thread 6/reader#2 use_cache 1000 instance=1,arg0=0x7f0000001000,arg1=2,ret=4",
-            "slice thread 7/fetcher#1 fetch 49000 instance=1,arg0=0x7f0000001000,ret=0x55550000",
-            "instant thread 7/reader#2 intervention applied,timed_out,kind,site,value",
-            "slice thread 7/reader#2 use_cache 1000 instance=1,arg0=0x7f0000001000,arg1=2,ret=3",
+            "track thread 7/fetcher",
+            "track thread 7/reader",
+            "slice thread 6/fetcher fetch 49000 instance=1,arg0=0x7f0000001000,ret=0x55550000",
+            "slice thread 6/reader use_cache 1000 instance=1,arg0=0x7f0000001000,arg1=2,ret=4",
+            "slice thread 7/fetcher fetch 49000 instance=1,arg0=0x7f0000001000,ret=0x55550000",
+            "instant thread 7/reader intervention applied,timed_out,kind,site,value",
+            "slice thread 7/reader use_cache 1000 instance=1,arg0=0x7f0000001000,arg1=2,ret=3",
         ],
         "{text}"
     );
