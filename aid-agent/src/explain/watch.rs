@@ -202,7 +202,12 @@ fn resolve_one(
     let (elf_addr, size) = globals.place(plain).map_err(bad)?.ok_or_else(|| {
         bad("neither a global of the executable (or a member of one, `savings.balance`) nor `role:function#k.argN|ret`".into())
     })?;
-    let (_, object_size) = globals.lookup(object).unwrap_or((elf_addr, size));
+    // The whole object's size, looked up again only when a word of it was
+    // named: a member is placed from DWARF, which is read anew each time.
+    let object_size = match offset {
+        0 => size,
+        _ => globals.lookup(object).map_or(size, |(_, s)| s),
+    };
     let len = [8, 4, 2, 1]
         .into_iter()
         .find(|l| *l <= size.max(1) && elf_addr.is_multiple_of(*l))
