@@ -383,23 +383,27 @@ fn rust_config_race() -> Case {
 }
 
 const HANDLE: &str = r"session::Server::handle\(unsigned int, session::Frame const&\)";
+/// The heartbeat thread, named by the `std::thread` lambda it runs.
+const LAMBDA: &str = r"session::Client::connect::\{lambda\(\)#1\}";
+
+/// The heartbeat's call starts or ends before one of main's first two.
+fn heartbeat_turn() -> String {
+    format!(
+        r"call 1 of {HANDLE} on {LAMBDA} (?:starts|ends) before call [12] of {HANDLE} on main starts"
+    )
+}
 
 fn heartbeat_order() -> Link {
-    let one = format!(
-        r"call 1 of {HANDLE} on .+ (?:starts|ends) before call [12] of {HANDLE} on main starts"
-    );
+    let one = heartbeat_turn();
     Link::Regex(format!("{one}(?:, or {one})?, which no passing run shows"))
 }
 
 fn heartbeat_no_flags() -> Link {
-    let lambda = r"session::Client::connect::\{lambda\(\)#1\}";
     let login = r"session::Client::login\(session::Credentials const&\)";
-    let one = format!(
-        r"call 1 of {HANDLE} on {lambda} (?:starts|ends) before call [12] of {HANDLE} on main starts"
-    );
+    let one = heartbeat_turn();
     let order = format!("{one}(?:, or {one})?");
     let interleaved = format!(
-        r"some call of {HANDLE} on {lambda} takes a lock while some call of {login} on main is between two critical sections on it \(released it, to take it again\)"
+        r"some call of {HANDLE} on {LAMBDA} takes a lock while some call of {login} on main is between two critical sections on it \(released it, to take it again\)"
     );
     Link::Regex(format!("(?:{order}|{interleaved}), which no passing run shows"))
 }
