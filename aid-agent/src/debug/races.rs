@@ -170,7 +170,7 @@ fn plan(
                     continue;
                 }
                 Ok(o) => {
-                    whole.insert(object.clone(), o.size.is_some_and(|s| s <= o.len));
+                    whole.insert(object.clone(), o.touched || o.size.is_some_and(|s| s <= o.len));
                     objects.insert(object.clone(), o);
                 }
                 Err(e) => {

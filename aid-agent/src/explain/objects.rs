@@ -31,6 +31,7 @@ use crate::model::{
     Call, Function, Run, ValueKind,
     identity::{FirstAppearances, RoleNames, Slot, USER_HIGH, frees, is_pointer},
 };
+use crate::symbols::touches::{Touches, touches};
 
 /// Data symbols of the traced executable, for naming globals.
 #[derive(Clone, Debug, Default)]
@@ -149,11 +150,26 @@ impl Globals {
 
     /// Where `path` lies in global `var`: (offset, size), from DWARF.
     fn member(&self, var: &str, path: &[&str]) -> Result<(u64, u64), String> {
+        self.with_file(|file| crate::symbols::member_of(file, var, path))?
+    }
+
+    /// Which bytes of the global symbol `name` the executable's own code
+    /// reads and writes, from its instructions ([`touches`]); `Ok(None)`
+    /// when there is no such symbol.
+    pub fn touched(&self, name: &str) -> Result<Option<Touches>, String> {
+        let Some(&(addr, size, _)) = self.data.iter().find(|(_, _, n)| n == name) else {
+            return Ok(None);
+        };
+        self.with_file(|file| Some(touches(file, addr, size)))
+    }
+
+    /// `f` over the executable, read and parsed anew.
+    fn with_file<T>(&self, f: impl FnOnce(&object::File<'_>) -> T) -> Result<T, String> {
         let program = self.program.as_deref().ok_or("the executable is not known")?;
         let bytes = std::fs::read(program).map_err(|e| format!("{}: {e}", program.display()))?;
         let file =
             object::File::parse(&*bytes).map_err(|e| format!("{}: {e}", program.display()))?;
-        crate::symbols::member_of(&file, var, path)
+        Ok(f(&file))
     }
 
     /// Data symbols given directly (tests, and callers that read the

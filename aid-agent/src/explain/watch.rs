@@ -194,6 +194,7 @@ fn resolve_one(
             arm_at,
             arm_point: point,
             len: 8,
+            touched: false,
         });
     }
     let globals = globals.ok_or_else(|| {
@@ -208,26 +209,52 @@ fn resolve_one(
         0 => size,
         _ => globals.lookup(object).map_or(size, |(_, s)| s),
     };
+    // A larger global named whole: the one word its code touches, when
+    // there is one (`savings` → its balance, not the mutex it opens with).
+    let touched = match (offset, size > 8) {
+        (0, true) => globals.touched(plain).ok().flatten().and_then(|t| t.one_word(elf_addr)),
+        _ => None,
+    };
+    if let Some((offset, len)) = touched {
+        return Ok(WatchObject {
+            name: name.to_owned(),
+            object: object.to_owned(),
+            offset,
+            size: Some(object_size),
+            locate: Locate::Global { elf_addr: elf_addr + offset },
+            arm_at: first_site(base).map_err(bad)?,
+            arm_point: Point::Entry,
+            len,
+            touched: true,
+        });
+    }
     let len = [8, 4, 2, 1]
         .into_iter()
         .find(|l| *l <= size.max(1) && elf_addr.is_multiple_of(*l))
         .unwrap_or(1);
-    let first = base
-        .calls
-        .iter()
-        .filter(|c| c.role == 0)
-        .min_by_key(|c| c.entry_ns)
-        .ok_or_else(|| bad(format!("run {} has no traced call on the main thread", base.id)))?;
     Ok(WatchObject {
         name: name.to_owned(),
         object: object.to_owned(),
         offset,
         size: Some(object_size),
         locate: Locate::Global { elf_addr },
-        arm_at: Site { func: first.func, role: 0, instance: first.instance },
+        arm_at: first_site(base).map_err(bad)?,
         arm_point: Point::Entry,
         len,
+        touched: false,
     })
+}
+
+/// Where a global's watchpoints are opened: the first traced call of the
+/// main thread (its address is known from the start).
+fn first_site(base: &Run) -> Result<Site, String> {
+    let first = base
+        .calls
+        .iter()
+        .filter(|c| c.role == 0)
+        .min_by_key(|c| c.entry_ns)
+        .ok_or_else(|| format!("run {} has no traced call on the main thread", base.id))?;
+    Ok(Site { func: first.func, role: 0, instance: first.instance })
 }
 
 /// How the watched re-runs are made.
@@ -397,6 +424,9 @@ pub struct RunReport {
     pub dropped: u64,
     /// Objects watched on their first word only: (bytes watched, size).
     pub partial: BTreeMap<String, (u64, u64)>,
+    /// Larger globals watched on the one word their code touches outside
+    /// lock calls: (offset, bytes watched, size).
+    pub touched: BTreeMap<String, (u64, u64, u64)>,
 }
 
 /// The words for one watched run.
@@ -479,7 +509,27 @@ pub fn run_report(run: &Run, record: &WatchRecord, functions: &[Function]) -> Ru
             .filter(|o| o.partial())
             .map(|o| (o.name.clone(), (o.len, o.size.unwrap_or(0))))
             .collect(),
+        touched: record
+            .objects
+            .iter()
+            .filter(|o| o.touched)
+            .map(|o| (o.name.clone(), (o.offset, o.len, o.size.unwrap_or(0))))
+            .collect(),
     }
+}
+
+/// Which bytes of a larger object were watched, for the text: nothing
+/// when the object was watched whole.
+fn watched_part(r: &RunReport, name: &str) -> String {
+    if let Some((len, size)) = r.partial.get(name) {
+        return format!(" (its first {len} of {size} bytes)");
+    }
+    r.touched.get(name).map_or_else(String::new, |(offset, len, size)| {
+        format!(
+            " (bytes {offset}-{} of {size}: the only ones the program's code touches outside lock calls)",
+            offset + len - 1
+        )
+    })
 }
 
 /// `aid-agent watch`'s text.
@@ -502,9 +552,7 @@ pub fn render_text(reports: &[RunReport]) -> String {
                         a.name,
                         at as f64 / 1e6,
                         a.threads,
-                        r.partial.get(&a.name).map_or_else(String::new, |(len, size)| format!(
-                            " (its first {len} of {size} bytes)"
-                        ))
+                        watched_part(r, &a.name)
                     );
                 }
                 _ => {

@@ -31,8 +31,10 @@ pub struct RaceEvidence {
     pub b_writes: bool,
     /// Re-runs in which both calls ran with the object watched.
     pub runs: u32,
-    /// The whole object was watched (a global of at most 8 bytes); else
-    /// only its first word (a heap object, whose size is not known).
+    /// The whole object was watched (a global of at most 8 bytes, or the
+    /// one word of a larger global that the executable's code touches
+    /// outside its lock calls); else only its first word (a heap object,
+    /// whose size is not known).
     pub whole: bool,
 }
 

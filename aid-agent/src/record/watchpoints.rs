@@ -89,15 +89,24 @@ pub struct WatchObject {
     /// (roles as numbered in the base run).
     pub arm_at: Site,
     pub arm_point: Point,
-    /// Bytes watched from the object's start: 1, 2, 4 or 8.
+    /// Bytes watched from `offset`: 1, 2, 4 or 8.
     pub len: u64,
+    /// The watched word holds every byte of the object that the
+    /// executable's code touches outside its lock calls
+    /// ([`touches`](crate::symbols::touches)): the object is watched whole
+    /// as far as the program's code goes, though `len` < `size`.
+    #[serde(default)]
+    pub touched: bool,
 }
 
 impl WatchObject {
     /// Only the first `len` bytes of a larger object are watched, and it
     /// was named as a whole (not as one of its words).
     pub fn partial(&self) -> bool {
-        self.offset == 0 && self.name == self.object && self.size.is_some_and(|s| s > self.len)
+        !self.touched
+            && self.offset == 0
+            && self.name == self.object
+            && self.size.is_some_and(|s| s > self.len)
     }
 }
 

@@ -18,6 +18,7 @@ pub mod enclosure;
 mod libs;
 pub mod own;
 pub mod runtime;
+pub mod touches;
 
 use std::{
     collections::{BTreeSet, HashMap},

@@ -109,3 +109,28 @@ fn a_member_of_a_global_is_placed_from_dwarf() {
     );
     assert_eq!(g.place("nowhere.balance"), Ok(None));
 }
+
+/// Which bytes of a global the executable's code touches, from its
+/// instructions, at -O0 and -O2 (ledger_fields.c): `savings`' balance
+/// (+40, 8 bytes) read and written directly, its mutex (+0) only passed to
+/// pthread_mutex_lock/unlock; `totals`' two fields, more than one word;
+/// `shared`, whose address is passed to bump(), not known.
+#[test]
+fn the_bytes_a_global_s_code_touches_come_from_its_instructions() {
+    for flags in [&[][..], &["-O2"][..]] {
+        let exe = c_fixture("ledger_fields.c", "ledger_fields", flags);
+        let g = Globals::load(&exe).unwrap();
+        let savings = g.touched("savings").unwrap().unwrap();
+        assert_eq!(savings.words.iter().copied().collect::<Vec<_>>(), [(40, 8)], "{flags:?}");
+        assert_eq!(savings.locks.iter().copied().collect::<Vec<_>>(), [0], "{flags:?}");
+        assert!(!savings.escapes, "{flags:?}");
+        let at = g.lookup("savings").unwrap().0;
+        assert_eq!(savings.one_word(at), Some((40, 8)), "{flags:?}");
+        let totals = g.touched("totals").unwrap().unwrap();
+        assert!(!totals.escapes, "{flags:?}");
+        assert_eq!(totals.one_word(g.lookup("totals").unwrap().0), None, "{flags:?}: {totals:?}");
+        let shared = g.touched("shared").unwrap().unwrap();
+        assert!(shared.escapes, "{flags:?}");
+        assert_eq!(g.touched("nowhere"), Ok(None));
+    }
+}

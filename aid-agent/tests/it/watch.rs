@@ -151,6 +151,66 @@ fn a_member_of_a_global_is_watched_by_its_c_name() {
     );
 }
 
+/// A global larger than a watchpoint, named whole, is watched on the one
+/// word its code touches outside lock calls (issue 23: `watch --object
+/// savings` watched the mutex that opens the record and never saw
+/// apply_interest's read). In ledger_fields.c that is savings' balance,
+/// bytes 40-47: every deposit and the interest call read and write it.
+/// `shared`, whose address is passed to bump(), is still watched on its
+/// first word, and says so. The order of the calls depends on the
+/// schedule, so they are compared as a set.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_record_is_watched_on_the_word_its_code_touches() {
+    let _alone = alone();
+    let exe = c_fixture("ledger_fields.c", "ledger_fields", &[]);
+    let (tmp, session) = temp_session();
+    run_ok(
+        agent()
+            .args(["record", "-t", "deposit", "-t", "apply_interest", "-t", "bump"])
+            .args(["--runs", "1", "--out"])
+            .arg(&session)
+            .arg("--")
+            .arg(&exe),
+    );
+    let watch = |object: &str, out: &str, json: bool| {
+        let mut cmd = agent();
+        cmd.arg("watch").arg(&session).args(["--object", object, "--runs", "1", "--out"]);
+        cmd.arg(tmp.path().join(out));
+        if json {
+            cmd.arg("--json");
+        }
+        cmd
+    };
+    let runs = json(&mut watch("savings", "savings", true));
+    let run = &runs.as_array().unwrap()[0];
+    let mut seen = calls(run);
+    seen.sort();
+    let rw = |call: &str| (format!("{call}(savings)"), "R W".to_owned());
+    assert_eq!(
+        seen,
+        [
+            rw("depositor:deposit#1"),
+            rw("depositor:deposit#2"),
+            rw("depositor:deposit#3"),
+            rw("depositor:deposit#4"),
+            rw("interest:apply_interest#1"),
+        ],
+        "{run:#}"
+    );
+    assert_eq!(run["touched"], serde_json::json!({"savings": [40, 8, 48]}), "{run:#}");
+    assert_eq!(run["partial"], serde_json::json!({}), "{run:#}");
+    let text = String::from_utf8(run_ok(&mut watch("shared", "shared", false)).stdout).unwrap();
+    assert!(text.contains(" (its first 8 of 48 bytes)\n"), "{text}");
+    let text = String::from_utf8(run_ok(&mut watch("savings", "again", false)).stdout).unwrap();
+    assert!(
+        text.contains(
+            " (bytes 40-47 of 48: the only ones the program's code touches outside lock calls)\n"
+        ),
+        "{text}"
+    );
+}
+
 /// `--delay-after writes` holds each writer right after its write (the
 /// failure amplification the watchpoints allow): the three calls that
 /// write `shared` or the heap cell last at least the delay, and no hold
