@@ -209,9 +209,10 @@ fn resolve_one(
         0 => size,
         _ => globals.lookup(object).map_or(size, |(_, s)| s),
     };
-    // A larger global named whole: the one word its code touches, when
-    // there is one (`savings` → its balance, not the mutex it opens with).
-    let touched = match (offset, size > 8) {
+    // A larger global named whole (not as a lock, `lock@savings`): the one
+    // word its code touches, when there is one (`savings` → its balance,
+    // not the mutex it opens with).
+    let touched = match (offset, size > 8 && plain == name) {
         (0, true) => globals.touched(plain).ok().flatten().and_then(|t| t.one_word(elf_addr)),
         _ => None,
     };
