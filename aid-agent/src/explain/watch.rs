@@ -216,46 +216,33 @@ fn resolve_one(
         (0, true) => globals.touched(plain).ok().flatten().and_then(|t| t.one_word(elf_addr)),
         _ => None,
     };
-    if let Some((offset, len)) = touched {
-        return Ok(WatchObject {
-            name: name.to_owned(),
-            object: object.to_owned(),
-            offset,
-            size: Some(object_size),
-            locate: Locate::Global { elf_addr: elf_addr + offset },
-            arm_at: first_site(base).map_err(bad)?,
-            arm_point: Point::Entry,
-            len,
-            touched: true,
-        });
-    }
-    let len = [8, 4, 2, 1]
-        .into_iter()
-        .find(|l| *l <= size.max(1) && elf_addr.is_multiple_of(*l))
-        .unwrap_or(1);
+    let (offset, elf_addr, len) = match touched {
+        Some((word, len)) => (word, elf_addr + word, len),
+        None => {
+            let len = [8, 4, 2, 1]
+                .into_iter()
+                .find(|l| *l <= size.max(1) && elf_addr.is_multiple_of(*l))
+                .unwrap_or(1);
+            (offset, elf_addr, len)
+        }
+    };
+    let first = base
+        .calls
+        .iter()
+        .filter(|c| c.role == 0)
+        .min_by_key(|c| c.entry_ns)
+        .ok_or_else(|| bad(format!("run {} has no traced call on the main thread", base.id)))?;
     Ok(WatchObject {
         name: name.to_owned(),
         object: object.to_owned(),
         offset,
         size: Some(object_size),
         locate: Locate::Global { elf_addr },
-        arm_at: first_site(base).map_err(bad)?,
+        arm_at: Site { func: first.func, role: 0, instance: first.instance },
         arm_point: Point::Entry,
         len,
-        touched: false,
+        touched: touched.is_some(),
     })
-}
-
-/// Where a global's watchpoints are opened: the first traced call of the
-/// main thread (its address is known from the start).
-fn first_site(base: &Run) -> Result<Site, String> {
-    let first = base
-        .calls
-        .iter()
-        .filter(|c| c.role == 0)
-        .min_by_key(|c| c.entry_ns)
-        .ok_or_else(|| format!("run {} has no traced call on the main thread", base.id))?;
-    Ok(Site { func: first.func, role: 0, instance: first.instance })
 }
 
 /// How the watched re-runs are made.

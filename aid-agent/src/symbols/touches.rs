@@ -53,8 +53,9 @@ impl Touches {
         let start = self.words.iter().map(|(o, _)| *o).min()?;
         let end = self.words.iter().map(|(o, l)| o + l).max()?;
         [1u64, 2, 4, 8].into_iter().find_map(|len| {
-            let from = (at + start) / len * len;
-            (from + len >= at + end).then(|| (from - at, len)).filter(|(o, _)| *o <= start)
+            // A word that would begin before the object is no word of it.
+            let from = ((at + start) / len * len).checked_sub(at)?;
+            (from + len >= end).then_some((from, len))
         })
     }
 }
@@ -201,7 +202,8 @@ fn sweep(bytes: &[u8], ip: u64, (at, size): (u64, u64), calls: &Callees, out: &m
         let call = ins.flow_control() == FlowControl::Call;
         // The arguments of a synchronisation call that are its objects.
         let sync = if call { calls.sync_args(ins.near_branch_target()) } else { &[][..] };
-        for used in info.info(&ins).used_registers() {
+        let used_registers = info.info(&ins).used_registers();
+        for used in used_registers {
             let reg = used.register().full_register();
             let Some(&o) = held.get(&reg) else { continue };
             let reads = matches!(
@@ -219,7 +221,7 @@ fn sweep(bytes: &[u8], ip: u64, (at, size): (u64, u64), calls: &Callees, out: &m
         if call {
             called(&mut held, sync, out);
         } else {
-            for used in info.info(&ins).used_registers() {
+            for used in used_registers {
                 if matches!(
                     used.access(),
                     OpAccess::Write | OpAccess::CondWrite | OpAccess::ReadWrite
@@ -368,6 +370,9 @@ mod tests {
         assert_eq!(t(&[(6, 2), (8, 1)]).one_word(0x1000), None);
         assert_eq!(t(&[(40, 8), (48, 8)]).one_word(0x1000), None);
         assert_eq!(t(&[]).one_word(0x1000), None);
+        // Bytes 0 and 1 of an object at an odd address: the 8-byte word
+        // that covers them begins before the object.
+        assert_eq!(t(&[(0, 1), (1, 1)]).one_word(0x1003), None);
         let escaped = Touches { escapes: true, ..t(&[(40, 8)]) };
         assert_eq!(escaped.one_word(0x1000), None);
     }
