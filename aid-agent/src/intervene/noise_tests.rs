@@ -163,7 +163,7 @@ fn near_miss_noise_holds_the_earlier_entry_longer_than_its_gap_or_inside_the_lat
         let noise = source.draw();
         assert_eq!(noise[0].at, at, "one near miss to choose");
         match noise.len() {
-            1 => assert!((3_050..=4_000).contains(&delay(&noise[0])), "{:?} for a 3 ms gap", noise),
+            1 => assert!((3_050..=4_000).contains(&delay(&noise[0])), "{noise:?} for a 3 ms gap"),
             2 => {
                 pairs += 1;
                 assert_eq!(noise[1].at, later);

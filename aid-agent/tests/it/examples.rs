@@ -531,8 +531,9 @@ fn default_functions_and_no_failure() {
     );
 }
 
-/// Of near_miss.c's amplified runs whose near miss was held, at least
-/// this many tenths fail (measured: see the test's comment).
+/// Of near_miss.c's amplified runs whose near miss was held (the earlier
+/// thread alone), at least this many tenths fail (measured: see the
+/// test's comment).
 const NEAR_MISS_HELD_FAIL_TENTHS: usize = 5;
 
 /// Near-miss noise (issue 24, as TSVD targets its delays). near_miss.c's
@@ -554,6 +555,16 @@ const NEAR_MISS_HELD_FAIL_TENTHS: usize = 5;
 /// worker took longer than the hold to start). Measured 2026-11-29, six
 /// sessions: 228 of 232 such runs failed, at least 37 of 39 in each; the
 /// test passed 10 times in 10.
+///
+/// Since near misses also hold both threads in half their holds
+/// (`PAIR_SHARE`: the worker at its lock call too, and main let go inside
+/// that hold, so main still comes first and such a run is expected to
+/// pass), the rule is the same for the runs held the first way, and a
+/// pair's second point must be the worker's rank at which it takes that
+/// same lock. Measured 2026-12-04, 40 sessions: 694 of 695 runs held
+/// the first way failed (16 to 20 a session), and 18 to 24 runs a session
+/// held both threads; the test passed 40 times in 40 (and 19 of 21 before
+/// it followed a session `debug` went on to with fewer probes).
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
@@ -563,7 +574,12 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
         debug_session(&exe, &["--amplify", "near-miss", "--amplify-below", "50%", "--runs", "80"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("delays at near misses"), "{stderr}");
-    let loaded = aid::store::load_full(&out).unwrap();
+    // When the untraced runs failed more often than the traced ones,
+    // `debug` went on with fewer probes in a session of its own (2 of 39
+    // runs of this test, where 16 of the 100 untraced runs failed and 0
+    // of the first 40 traced ones): the amplified runs are there.
+    let fewer = out.join("fewer-probes-1");
+    let loaded = aid::store::load_full(if fewer.is_dir() { &fewer } else { &out }).unwrap();
     let s = &loaded.session;
     let locks: Vec<u32> = s
         .functions
@@ -574,7 +590,7 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
     let sync = |func: u32| s.functions[func as usize].probe.is_sync_point();
     let amplified: Vec<&aid::model::Run> = s.runs.iter().filter(|r| !r.noise.is_empty()).collect();
     assert!(amplified.len() >= 20, "{} amplified runs\n{stderr}", amplified.len());
-    let (mut held, mut held_failed) = (0, 0);
+    let (mut held, mut held_failed, mut pairs) = (0, 0, 0);
     for r in &amplified {
         // The lock both threads take in this run (its address moves run
         // to run): `m`, not either thread's own.
@@ -596,19 +612,32 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
             continue;
         }
         // Each point is main's rank at which, in this run too, it takes
-        // that lock.
+        // that lock; in a pair, the other is the worker's.
+        let mut on = Vec::new();
         for n in &r.noise {
             assert!(n.near_miss, "run {}: {:?} among near misses", r.id, r.noise);
             let aid::model::NoiseAt::Sync { role, step } = n.at else {
                 panic!("run {}: {n:?} is not a near miss", r.id)
             };
-            assert_eq!(role, 0, "run {}: {n:?}", r.id);
+            assert!(role == 0 || role == worker, "run {}: {n:?}", r.id);
             let mut syncs: Vec<&aid::model::Call> =
                 r.calls.iter().filter(|c| c.role == role && sync(c.func)).collect();
             syncs.sort_by_key(|c| c.entry_ns);
-            let at = syncs[step as usize - 1];
+            let Some(at) = syncs.get(step as usize - 1) else {
+                // A worker held at a rank it never reached in this run.
+                assert_eq!(role, worker, "run {}: role {role} step {step}", r.id);
+                on.push(role);
+                continue;
+            };
             assert!(locks.contains(&at.func), "run {}: role {role} step {step} is {at:?}", r.id);
             assert_eq!(at.args[0], both[0], "run {}: role {role} step {step}", r.id);
+            on.push(role);
+        }
+        on.sort_unstable();
+        assert!(on == [0] || on == [0, worker], "run {}: {:?}", r.id, r.noise);
+        if on.len() == 2 {
+            pairs += 1;
+            continue;
         }
         // An intervention round's run may pass because of its intervention.
         if r.noise.iter().any(|n| n.held_ns > 0) && r.interventions.is_empty() {
@@ -617,10 +646,12 @@ fn near_miss_noise_holds_the_earlier_of_two_threads_close_lock_calls() {
         }
     }
     assert!(held >= 10, "{held} runs held at the near miss\n{stderr}");
+    assert!(pairs >= 1, "no run held both threads\n{stderr}");
     assert!(
         held_failed * 10 >= held * NEAR_MISS_HELD_FAIL_TENTHS,
         "{held_failed} of {held} held runs failed\n{stderr}"
     );
+    eprintln!("near misses: {held_failed} of {held} held runs failed; {pairs} pairs");
 }
 
 /// Of unjoined.c's amplified runs held at `exit`, at least this many
