@@ -163,6 +163,12 @@ impl Globals {
         self.with_file(|file| Some(touches(file, addr, size)))
     }
 
+    /// The member of global `var` that holds bytes `offset` to `offset +
+    /// len`, from DWARF ([`crate::symbols::member_at`]).
+    pub fn member_at(&self, var: &str, offset: u64, len: u64) -> Option<String> {
+        self.with_file(|file| crate::symbols::member_at(file, var, offset, len)).ok().flatten()
+    }
+
     /// `f` over the executable, read and parsed anew.
     fn with_file<T>(&self, f: impl FnOnce(&object::File<'_>) -> T) -> Result<T, String> {
         let program = self.program.as_deref().ok_or("the executable is not known")?;

@@ -195,6 +195,7 @@ fn resolve_one(
             arm_point: point,
             len: 8,
             touched: false,
+            member: None,
         });
     }
     let globals = globals.ok_or_else(|| {
@@ -242,6 +243,7 @@ fn resolve_one(
         arm_point: Point::Entry,
         len,
         touched: touched.is_some(),
+        member: touched.and_then(|(word, len)| globals.member_at(plain, word, len)),
     })
 }
 
@@ -415,6 +417,10 @@ pub struct RunReport {
     /// Larger globals watched on the one word their code touches outside
     /// lock calls: (offset, bytes watched, size).
     pub touched: BTreeMap<String, (u64, u64, u64)>,
+    /// Of those, the member of the global's record that holds that word,
+    /// when DWARF names one (`savings` → `balance`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub members: BTreeMap<String, String>,
 }
 
 /// The words for one watched run.
@@ -503,6 +509,12 @@ pub fn run_report(run: &Run, record: &WatchRecord, functions: &[Function]) -> Ru
             .filter(|o| o.touched)
             .map(|o| (o.name.clone(), (o.offset, o.len, o.size.unwrap_or(0))))
             .collect(),
+        members: record
+            .objects
+            .iter()
+            .filter(|o| o.touched)
+            .filter_map(|o| Some((o.name.clone(), o.member.clone()?)))
+            .collect(),
     }
 }
 
@@ -513,8 +525,9 @@ fn watched_part(r: &RunReport, name: &str) -> String {
         return format!(" (its first {len} of {size} bytes)");
     }
     r.touched.get(name).map_or_else(String::new, |(offset, len, size)| {
+        let member = r.members.get(name).map(|m| format!(", {name}.{m}")).unwrap_or_default();
         format!(
-            " (bytes {offset}-{} of {size}: the only ones the program's code touches outside lock calls)",
+            " (bytes {offset}-{} of {size}{member}: the only ones the program's code touches outside lock calls)",
             offset + len - 1
         )
     })

@@ -229,20 +229,38 @@ struct NearMiss {
     later: NoiseAt,
 }
 
-/// The share of a near miss's holds that hold both of its threads
-/// ([`NearMiss::later`]): the later at its entry, the earlier until a
-/// moment inside that hold. A thread that publishes work before it takes
-/// the lock that guards it (qsort_mt's `allocate_thread` marks a pool
-/// thread busy, then locks the thread's mutex, and its caller fills in
-/// the work later) races a thread that takes that lock in the window
-/// between the two, which the two threads' lock calls bound: the runs
-/// seen show them close (the pool thread took the lock first, while the
-/// work was not yet published), and turning that order round lets the
-/// publisher lock first and finish. Held at both entries, the earlier
-/// takes the lock inside the window. Of 4 corpus sessions of qsort_mt
-/// without it, 2 never provoked its failure in 440 runs; the 2 that did
-/// replayed exactly such a pair (the pool thread's first lock held
-/// 4.58 ms, the publisher's lock on it 5.75 ms: 8 of 8 replays failed).
+impl NearMiss {
+    /// Both entries are lock calls of two threads (sync points: a near
+    /// miss on a lock pairs its acquisitions only), the ones
+    /// [`PAIR_SHARE`] holds in pairs.
+    fn on_a_lock(&self) -> bool {
+        matches!((self.at, self.later), (NoiseAt::Sync { role: a, .. }, NoiseAt::Sync { role: b, .. }) if a != b)
+    }
+}
+
+/// The share of a lock's near misses ([`NearMiss::on_a_lock`]) whose
+/// holds hold both of its threads ([`NearMiss::later`]): the later at its
+/// entry, the earlier until a moment inside that hold. A thread that
+/// publishes work before it takes the lock that guards it (qsort_mt's
+/// `allocate_thread` marks a pool thread busy, then locks the thread's
+/// mutex, and its caller fills in the work later) races a thread that
+/// takes that lock in the window between the two, which the two threads'
+/// lock calls bound: the runs seen show them close (the pool thread took
+/// the lock first, while the work was not yet published), and turning
+/// that order round lets the publisher lock first and finish. Held at
+/// both entries, the earlier takes the lock inside the window. Of 4
+/// corpus sessions of qsort_mt without it, 2 never provoked its failure
+/// in 440 runs; the 2 that did replayed exactly such a pair (the pool
+/// thread's first lock held 4.58 ms, the publisher's lock on it 5.75 ms:
+/// 8 of 8 replays failed).
+///
+/// Near misses of traced calls are never held in pairs: the window is the
+/// one before a lock call. Held in pairs too, rare.c's near miss (the
+/// writer's `publish(&slot)` just before the reader's `consume(&slot)`)
+/// was turned round in half as many runs, and "consume starts while
+/// prepare runs" became the root cause in 3 of 4 runs of
+/// `examples::rare_failures_are_amplified` and in a CI of 2ff8b6c (the
+/// noise focused on `prepare` held 1.61 ms instead).
 pub const PAIR_SHARE: f64 = 0.5;
 
 /// A first argument below this is a number, not an object's address
@@ -696,7 +714,7 @@ impl NoiseSource {
                 continue;
             }
             let gap_us = n.gap_ns / 1000;
-            let pair = n.later != n.at
+            let pair = n.on_a_lock()
                 && !noise.iter().any(|h| h.at == n.later)
                 && self.rng.random_bool(PAIR_SHARE);
             if pair {

@@ -183,6 +183,36 @@ fn near_miss_noise_holds_the_earlier_entry_longer_than_its_gap_or_inside_the_lat
     assert!(noise.iter().all(|n| matches!(n.action, NoiseAction::Delay { us } if us <= 2_000)));
 }
 
+/// A near miss of two traced calls on one object is held the first way
+/// only: pairs are for locks ([`NearMiss::on_a_lock`]).
+#[test]
+fn a_near_miss_of_traced_calls_is_never_held_in_pairs() {
+    let (runs, functions) = near_miss_runs();
+    let mut close = runs[1].clone();
+    // The two calls on 0x9000 500 ns apart, not 40 ms, and on an address
+    // (0x9000 is below the lowest one: a number).
+    for c in close.calls.iter_mut().filter(|c| c.func == 0 && c.args[0] == 0x9000) {
+        c.args[0] = 0x9_0000;
+        if c.role == 2 {
+            (c.entry_ns, c.exit_ns) = (10_000_500, Some(10_000_600));
+        }
+    }
+    close.calls.sort_by_key(|c| c.entry_ns);
+    let call = NoiseAt::Call { site: Site { func: 0, role: 1, instance: 1 } };
+    let mut source = NoiseSource::new(LADDER[1], Schedule::NearMiss, &[close], &functions, 4);
+    assert_eq!(source.near.len(), 2, "{:?}", source.near);
+    let mut lock_pairs = 0;
+    for _ in 0..200 {
+        let noise = source.draw();
+        assert!(noise.iter().all(|n| n.near_miss), "{noise:?}");
+        let at: Vec<NoiseAt> = noise.iter().map(|n| n.at).collect();
+        assert!(!at.contains(&NoiseAt::Call { site: Site { func: 0, role: 2, instance: 1 } }));
+        assert!(at.contains(&call), "both near misses held, at 4 points a run: {noise:?}");
+        lock_pairs += usize::from(at.contains(&NoiseAt::Sync { role: 2, step: 1 }));
+    }
+    assert!((70..=130).contains(&lock_pairs), "{lock_pairs} lock pairs of 200");
+}
+
 /// Runs seen without sync points give no near miss on a lock; an
 /// amplified run that records them does.
 #[test]

@@ -97,6 +97,10 @@ pub struct WatchObject {
     /// as far as the program's code goes, though `len` < `size`.
     #[serde(default)]
     pub touched: bool,
+    /// When `touched`: the member of the object's record that holds the
+    /// watched bytes, from DWARF (`balance`, `stats.count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 impl WatchObject {

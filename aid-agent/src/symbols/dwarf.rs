@@ -146,41 +146,12 @@ fn find_member(
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
-        let mut ty = None;
-        let root = unit.entries_tree(None)?.root()?.entry().offset();
-        children(&unit, root, gimli::DW_TAG_variable, |v| {
-            let named = v.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, &unit, n));
-            if named.as_deref() == Some(variable) {
-                ty = match find_attr(&unit, v.offset(), gimli::DW_AT_type)? {
-                    Some(AttributeValue::UnitRef(t)) => Some(t),
-                    _ => None,
-                };
-            }
-            Ok(ty.is_none())
-        })?;
-        let Some(mut ty) = ty else { continue };
+        let Some(mut ty) = variable_type(dwarf, &unit, variable)? else { continue };
         let (mut offset, mut named) = (0u64, variable.to_owned());
         for member in path {
-            let record = strip(&unit, ty)?;
-            // A union's members have no location: they all start at 0.
-            let union = unit.entry(record)?.tag() == gimli::DW_TAG_union_type;
-            let mut names = Vec::new();
-            let mut found = None;
-            children(&unit, record, gimli::DW_TAG_member, |m| {
-                let name = m.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, &unit, n));
-                let at =
-                    m.attr_value(gimli::DW_AT_data_member_location)?.and_then(|v| v.udata_value());
-                let at = at.or(union.then_some(0));
-                match (name, at, m.attr_value(gimli::DW_AT_type)?) {
-                    (Some(n), Some(at), Some(AttributeValue::UnitRef(t))) if n == *member => {
-                        found = Some((at, t));
-                    }
-                    (Some(n), ..) => names.push(n),
-                    _ => {}
-                }
-                Ok(found.is_none())
-            })?;
-            let Some((at, t)) = found else {
+            let all = members(dwarf, &unit, ty)?;
+            let Some((at, t)) = all.iter().find(|(n, _)| n == member).and_then(|m| m.1) else {
+                let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
                 let has = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
                 return Ok(Some(Err(format!(
                     "{named} has no member {member} (its members: {has})"
@@ -194,6 +165,99 @@ fn find_member(
         }));
     }
     Ok(None)
+}
+
+/// The member of global `variable` that holds bytes `offset` to
+/// `offset + len` (the reverse of [`member_of`]): its path as C writes it
+/// (`balance`, `stats.count`), down to the smallest member that holds all
+/// of them. `None` without debug information, when no member does (the
+/// bytes span two members, or padding), or when the variable is no
+/// record.
+pub fn member_at(file: &object::File<'_>, variable: &str, offset: u64, len: u64) -> Option<String> {
+    let dwarf = load_dwarf(file)?;
+    find_member_at(&dwarf, variable, offset, len).ok().flatten()
+}
+
+/// [`member_at`] over the units.
+fn find_member_at(
+    dwarf: &gimli::Dwarf<Reader>,
+    variable: &str,
+    offset: u64,
+    len: u64,
+) -> gimli::Result<Option<String>> {
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let unit = dwarf.unit(header)?;
+        let Some(mut ty) = variable_type(dwarf, &unit, variable)? else { continue };
+        let (mut from, mut path) = (offset, Vec::new());
+        loop {
+            let mut inside = None;
+            for (name, placed) in members(dwarf, &unit, ty)? {
+                let Some((at, t)) = placed else { continue };
+                let size = byte_size(&unit, t)?.unwrap_or(0);
+                if at <= from && from + len <= at + size {
+                    inside = Some((name, at, t));
+                    break;
+                }
+            }
+            let Some((name, at, t)) = inside else { break };
+            (from, ty) = (from - at, t);
+            path.push(name);
+        }
+        return Ok((!path.is_empty()).then(|| path.join(".")));
+    }
+    Ok(None)
+}
+
+/// The type of global `variable` in `unit`, when the unit declares it.
+fn variable_type(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &gimli::Unit<Reader>,
+    variable: &str,
+) -> gimli::Result<Option<gimli::UnitOffset>> {
+    let mut ty = None;
+    let root = unit.entries_tree(None)?.root()?.entry().offset();
+    children(unit, root, gimli::DW_TAG_variable, |v| {
+        let named = v.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, unit, n));
+        if named.as_deref() == Some(variable) {
+            ty = match find_attr(unit, v.offset(), gimli::DW_AT_type)? {
+                Some(AttributeValue::UnitRef(t)) => Some(t),
+                _ => None,
+            };
+        }
+        Ok(ty.is_none())
+    })?;
+    Ok(ty)
+}
+
+/// A member's name, with its offset and type when DWARF gives both (a
+/// bit-field has no byte offset).
+type Member = (String, Option<(u64, gimli::UnitOffset)>);
+
+/// The named members of record type `ty` (a struct or union, through
+/// typedefs and qualifiers), in order. A union's members have no
+/// location: they all start at 0.
+fn members(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &gimli::Unit<Reader>,
+    ty: gimli::UnitOffset,
+) -> gimli::Result<Vec<Member>> {
+    let record = strip(unit, ty)?;
+    let union = unit.entry(record)?.tag() == gimli::DW_TAG_union_type;
+    let mut out = Vec::new();
+    children(unit, record, gimli::DW_TAG_member, |m| {
+        let name = m.attr_value(gimli::DW_AT_name)?.and_then(|n| string(dwarf, unit, n));
+        let at = m.attr_value(gimli::DW_AT_data_member_location)?.and_then(|v| v.udata_value());
+        let ty = match m.attr_value(gimli::DW_AT_type)? {
+            Some(AttributeValue::UnitRef(t)) => Some(t),
+            _ => None,
+        };
+        if let Some(n) = name {
+            out.push((n, at.or(union.then_some(0)).zip(ty)));
+        }
+        Ok(true)
+    })?;
+    Ok(out)
 }
 
 /// A type's size in bytes: its `DW_AT_byte_size`, or an array's element

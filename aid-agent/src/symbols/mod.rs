@@ -26,7 +26,7 @@ use std::{
 };
 
 pub use debuginfo::DebugSearch;
-pub use dwarf::member_of;
+pub use dwarf::{member_at, member_of};
 pub use elf::{Module, Origin, Symbol, demangle, names_of};
 use globset::{Glob, GlobMatcher};
 

@@ -10,6 +10,7 @@ mod attach;
 mod cases;
 mod cli;
 mod common;
+mod corpus;
 mod ebpf_log;
 mod examples;
 mod explain;

@@ -110,6 +110,24 @@ fn a_member_of_a_global_is_placed_from_dwarf() {
     assert_eq!(g.place("nowhere.balance"), Ok(None));
 }
 
+/// The reverse: which member holds some bytes of a global, for `watch`'s
+/// words about the word it chose (ledger_fields.c: `savings` = {lock,
+/// balance}, `totals` = {count, sum}). Bytes that span two members, or a
+/// global that is no record, have no member.
+#[test]
+fn the_member_that_holds_some_bytes_of_a_global_comes_from_dwarf() {
+    let exe = c_fixture("ledger_fields.c", "ledger_fields", &[]);
+    let g = Globals::load(&exe).unwrap();
+    assert_eq!(g.member_at("savings", 40, 8).as_deref(), Some("balance"));
+    assert_eq!(g.member_at("savings", 44, 4).as_deref(), Some("balance"));
+    assert_eq!(g.member_at("savings", 36, 8), None, "half the mutex, half the balance");
+    // Down to the smallest member: the mutex's union, then its `__data`.
+    assert_eq!(g.member_at("savings", 0, 40).as_deref(), Some("lock.__data"));
+    assert_eq!(g.member_at("totals", 8, 8).as_deref(), Some("sum"));
+    assert_eq!(g.member_at("totals", 4, 8), None);
+    assert_eq!(g.member_at("nowhere", 0, 8), None);
+}
+
 /// Which bytes of a global the executable's code touches, from its
 /// instructions, at -O0 and -O2 (ledger_fields.c): `savings`' balance
 /// (+40, 8 bytes) read and written directly, its mutex (+0) only passed to

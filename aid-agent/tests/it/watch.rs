@@ -155,7 +155,8 @@ fn a_member_of_a_global_is_watched_by_its_c_name() {
 /// word its code touches outside lock calls (issue 23: `watch --object
 /// savings` watched the mutex that opens the record and never saw
 /// apply_interest's read). In ledger_fields.c that is savings' balance,
-/// bytes 40-47: every deposit and the interest call read and write it.
+/// bytes 40-47: every deposit and the interest call read and write it,
+/// and the words name the member (`savings.balance`, from DWARF).
 /// `shared`, whose address is passed to bump(), is still watched on its
 /// first word, and says so. The order of the calls depends on the
 /// schedule, so they are compared as a set.
@@ -199,13 +200,14 @@ fn a_record_is_watched_on_the_word_its_code_touches() {
         "{run:#}"
     );
     assert_eq!(run["touched"], serde_json::json!({"savings": [40, 8, 48]}), "{run:#}");
+    assert_eq!(run["members"], serde_json::json!({"savings": "balance"}), "{run:#}");
     assert_eq!(run["partial"], serde_json::json!({}), "{run:#}");
     let text = String::from_utf8(run_ok(&mut watch("shared", "shared", false)).stdout).unwrap();
     assert!(text.contains(" (its first 8 of 48 bytes)\n"), "{text}");
     let text = String::from_utf8(run_ok(&mut watch("savings", "again", false)).stdout).unwrap();
     assert!(
         text.contains(
-            " (bytes 40-47 of 48: the only ones the program's code touches outside lock calls)\n"
+            " (bytes 40-47 of 48, savings.balance: the only ones the program's code touches outside lock calls)\n"
         ),
         "{text}"
     );
