@@ -73,7 +73,7 @@ fn session(p: &Program) -> Result<String, String> {
         .output()
         .expect("running aid-agent");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let made = std::fs::read_dir(&sessions).ok().and_then(|mut d| d.find_map(|e| e.ok()));
+    let made = std::fs::read_dir(&sessions).ok().and_then(|mut d| d.find_map(Result::ok));
     let report = made.and_then(|d| last_report(&d.path()));
     let Some(report) = report else {
         return Err(format!("no report ({}): {}", output.status, last_line(&stderr)));
