@@ -31,7 +31,11 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::{agent_binary, root};
+use crate::{
+    agent_binary,
+    corpus_rule::{last_report, names_cause, root_cause_functions},
+    root,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -235,10 +239,7 @@ fn session(
         let why = if status.code() == Some(130) { "interrupted" } else { "nothing confirmed" };
         return Ok(Outcome { verdict: Verdict::NoCause, runs, wall, what: why.into() });
     };
-    let named: Vec<String> = report["path"][0]["structured"]["functions"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default();
+    let named: Vec<String> = root_cause_functions(&report).into_iter().map(str::to_owned).collect();
     let verdict = judge(&named, &p.cause_functions);
     if verdict == Verdict::Wrong {
         // The next session empties aid-sessions/: a wrong answer's session
@@ -255,36 +256,10 @@ fn session(
 /// Right when the root cause names at least two of the cause's functions
 /// (the one, when only one is listed).
 fn judge(named: &[String], cause: &[String]) -> Verdict {
-    let hits = cause.iter().filter(|c| named.iter().any(|n| same_function(n, c))).count();
-    if hits >= cause.len().min(2) { Verdict::Right } else { Verdict::Wrong }
-}
-
-/// Two names of one function: equal, or equal without a C++ parameter
-/// list.
-fn same_function(a: &str, b: &str) -> bool {
-    let bare = |s: &str| s.split('(').next().unwrap_or(s).trim().to_owned();
-    a == b || bare(a) == bare(b)
-}
-
-/// The report of the session, or of the last session `debug` went on to
-/// (`left-out-N` or `callers-N` below it): the answer it printed last.
-/// Before 2026-11-29 the `left-out-N` sessions were not followed, and a
-/// cause confirmed there counted as none.
-fn last_report(session: &Path) -> Option<serde_json::Value> {
-    // In the order `debug` makes them (debug/campaign.rs): the default
-    // set, the shares of functions left out for cost, the climb to callers.
-    let mut dirs = vec![session.to_owned()];
-    for kind in ["left-out", "callers"] {
-        let mut k = 1;
-        while session.join(format!("{kind}-{k}")).is_dir() {
-            dirs.push(session.join(format!("{kind}-{k}")));
-            k += 1;
-        }
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
     }
-    dirs.iter().rev().find_map(|d| {
-        let text = std::fs::read_to_string(d.join("report.json")).ok()?;
-        serde_json::from_str(&text).ok()
-    })
+    if names_cause(&strs(named), &strs(cause)) { Verdict::Right } else { Verdict::Wrong }
 }
 
 /// Runs of the program the session made: lines of every `runs.jsonl`

@@ -9,6 +9,7 @@ mod bench;
 #[path = "../../examples/cases.rs"]
 mod cases;
 mod corpus;
+mod corpus_rule;
 mod setup;
 
 use std::{path::PathBuf, process::Command};

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::common::{agent, alone, sessions_right};
+use crate::corpus_rule::{last_report, names_cause, root_cause_functions};
 
 /// The most a session may take (the scoreboard's `--session-timeout`).
 const SESSION_SECS: &str = "300";
@@ -81,39 +82,13 @@ fn session(p: &Program) -> Result<String, String> {
     let Some(text) = report["root_cause"].as_str() else {
         return Err(format!("nothing confirmed: {}", last_line(&stderr)));
     };
-    let named: Vec<&str> = report["path"][0]["structured"]["functions"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str()).collect())
-        .unwrap_or_default();
-    let hits = p.cause.iter().filter(|c| named.iter().any(|n| same_function(n, c))).count();
+    let named = root_cause_functions(&report);
+    let cause: Vec<&str> = p.cause.iter().map(String::as_str).collect();
     assert!(
-        hits >= p.cause.len().min(2),
-        "a wrong root cause: {text} (names {named:?}; the cause's functions are {:?})",
-        p.cause
+        names_cause(&named, &cause),
+        "a wrong root cause: {text} (names {named:?}; the cause's functions are {cause:?})"
     );
     Ok(text.to_owned())
-}
-
-/// The report of the session, or of the last one `debug` went on to
-/// (`left-out-N`, then `callers-N`, below it), as the scoreboard reads it.
-fn last_report(session: &Path) -> Option<serde_json::Value> {
-    let mut dirs = vec![session.to_owned()];
-    for kind in ["left-out", "callers"] {
-        let mut k = 1;
-        while session.join(format!("{kind}-{k}")).is_dir() {
-            dirs.push(session.join(format!("{kind}-{k}")));
-            k += 1;
-        }
-    }
-    dirs.iter().rev().find_map(|d| {
-        serde_json::from_str(&std::fs::read_to_string(d.join("report.json")).ok()?).ok()
-    })
-}
-
-/// Two names of one function: equal, or equal without a C++ parameter list.
-fn same_function(a: &str, b: &str) -> bool {
-    let bare = |s: &str| s.split('(').next().unwrap_or(s).trim().to_owned();
-    a == b || bare(a) == bare(b)
 }
 
 fn last_line(text: &str) -> &str {

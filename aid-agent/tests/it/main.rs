@@ -11,6 +11,8 @@ mod cases;
 mod cli;
 mod common;
 mod corpus;
+#[path = "../../../xtask/src/corpus_rule.rs"]
+mod corpus_rule;
 mod ebpf_log;
 mod examples;
 mod explain;

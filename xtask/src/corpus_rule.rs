@@ -1,0 +1,52 @@
+//! The corpus scoreboard's rule, one copy for `cargo xtask corpus`
+//! (`corpus.rs`) and the corpus integration tests
+//! (`aid-agent/tests/it/corpus.rs` includes this file by path): which
+//! report a session's answer is read from, and whether its root cause
+//! names the true cause's functions.
+
+use std::path::Path;
+
+/// Whether a root cause naming the functions `named` names the cause:
+/// at least two of the cause's functions (the one, when only one is
+/// listed). A confirmed cause that does not is wrong.
+pub fn names_cause(named: &[&str], cause: &[&str]) -> bool {
+    let hits = cause.iter().filter(|c| named.iter().any(|n| same_function(n, c))).count();
+    hits >= cause.len().min(2)
+}
+
+/// Two names of one function: equal, or equal without a C++ parameter
+/// list.
+fn same_function(a: &str, b: &str) -> bool {
+    let bare = |s: &str| s.split('(').next().unwrap_or(s).trim().to_owned();
+    a == b || bare(a) == bare(b)
+}
+
+/// The report of the session, or of the last session `debug` went on to
+/// (`left-out-N` or `callers-N` below it): the answer it printed last.
+/// Before 2026-11-29 the `left-out-N` sessions were not followed, and a
+/// cause confirmed there counted as none.
+pub fn last_report(session: &Path) -> Option<serde_json::Value> {
+    // In the order `debug` makes them (debug/campaign.rs): the default
+    // set, the shares of functions left out for cost, the climb to callers.
+    let mut dirs = vec![session.to_owned()];
+    for kind in ["left-out", "callers"] {
+        let mut k = 1;
+        while session.join(format!("{kind}-{k}")).is_dir() {
+            dirs.push(session.join(format!("{kind}-{k}")));
+            k += 1;
+        }
+    }
+    dirs.iter().rev().find_map(|d| {
+        let text = std::fs::read_to_string(d.join("report.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    })
+}
+
+/// The functions a report's root cause names: its structured
+/// `functions`.
+pub fn root_cause_functions(report: &serde_json::Value) -> Vec<&str> {
+    report["path"][0]["structured"]["functions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str()).collect())
+        .unwrap_or_default()
+}
