@@ -219,7 +219,44 @@ pub(super) fn sections(idx: &RunIndex<'_>, ops: &[LockOp]) -> Vec<Section> {
             }
         }
     }
+    exclusive(&mut out);
     out
+}
+
+/// Moves each section's start to when its thread can first have held
+/// the lock. The probes see a lock call's entry, not its return: a call
+/// that entered while another thread held the lock (blocked in it, or
+/// held there by noise) took it only once that thread let it go, as the
+/// lock is exclusive. Per lock, in release order, a section starts no
+/// earlier than the latest release of another thread's section before
+/// it (a section the run ended inside releases nothing). Without this a
+/// reader that blocked on a writer's lock counted as taking it before
+/// the writer's call began, although it read what the writer wrote.
+fn exclusive(sections: &mut [Section]) {
+    let mut by_lock: FxMap<i64, Vec<usize>> = FxMap::default();
+    for (i, s) in sections.iter().enumerate() {
+        by_lock.entry(s.lock).or_default().push(i);
+    }
+    for mut list in by_lock.into_values() {
+        list.sort_by_key(|&i| (sections[i].release_ns, sections[i].acquire_ns));
+        // The two latest releases so far, of two different threads.
+        let mut latest: [Option<(u64, Role)>; 2] = [None, None];
+        for i in list {
+            let s = &mut sections[i];
+            let other = latest.iter().flatten().find(|(_, role)| *role != s.role);
+            if let Some(&(release, _)) = other {
+                s.acquire_ns = s.acquire_ns.max(release);
+            }
+            if s.open {
+                continue;
+            }
+            let mine = (s.release_ns, s.role);
+            latest = match latest {
+                [Some(a), b] if a.1 == s.role => [Some(mine), b],
+                [a, _] => [Some(mine), a],
+            };
+        }
+    }
 }
 
 /// (the first call's group, the other call's group, place): a call of
@@ -574,8 +611,54 @@ mod tests {
         let got: Vec<(u32, u64, u64, bool)> =
             s.iter().map(|s| (s.call, s.acquire_ns / US, s.release_ns / US, s.open)).collect();
         // check: taken at 12, let go by the wait at 15, taken again after
-        // it and let go at 30; stop: taken at 25, held until the end (90).
-        assert_eq!(got, vec![(0, 12, 15, false), (0, 15, 30, false), (3, 25, 90, true)]);
+        // it and let go at 30; stop: asked for at 25 while check held it,
+        // so taken at 30, and held until the end (90).
+        assert_eq!(got, vec![(0, 12, 15, false), (0, 15, 30, false), (3, 30, 90, true)]);
+    }
+
+    /// A two-stage update: `stop` writes under LOCK and then under a
+    /// second lock; `check` entered first and asked for LOCK before
+    /// `stop` began, but got it only when `stop` let it go (so it read
+    /// the first stage), and then read the second stage before `stop`
+    /// wrote it. Its section on LOCK starts at `stop`'s release, inside
+    /// `stop`'s call, before `stop`'s section on the second lock.
+    #[test]
+    fn a_lock_call_that_waited_takes_the_lock_when_the_other_thread_lets_it_go() {
+        const SECOND: i64 = 0x5100;
+        let ops = lock_ops(&functions());
+        let calls = vec![
+            call(0, 1, 1, 5 * US, Some(40 * US), Some(0)),
+            call(2, 1, 1, 6 * US, None, None).with_args([LOCK, 0, 0]),
+            call(1, 0, 1, 10 * US, Some(50 * US), None),
+            call(2, 0, 1, 11 * US, None, None).with_args([LOCK, 0, 0]),
+            call(3, 0, 1, 20 * US, None, None).with_args([LOCK, 0, 0]),
+            call(3, 1, 1, 25 * US, None, None).with_args([LOCK, 0, 0]),
+            call(2, 1, 1, 26 * US, None, None).with_args([SECOND, 0, 0]),
+            call(3, 1, 1, 27 * US, None, None).with_args([SECOND, 0, 0]),
+            call(2, 0, 1, 30 * US, None, None).with_args([SECOND, 0, 0]),
+            call(3, 0, 1, 31 * US, None, None).with_args([SECOND, 0, 0]),
+        ];
+        let r = run(1, Label::Fail, calls, 90 * US)
+            .with_threads(vec![thread(0, "stop"), thread(1, "check")]);
+        let classes = Classes::learn([&r]);
+        let idx = RunIndex::with_groups(&r, |f| f < 2, &classes, &FxSet::default());
+        let s = sections(&idx, &ops);
+        let got: Vec<(u32, i64, u64, u64)> =
+            s.iter().map(|s| (s.call, s.lock, s.acquire_ns / US, s.release_ns / US)).collect();
+        assert_eq!(
+            got,
+            vec![(0, LOCK, 20, 25), (2, LOCK, 11, 20), (0, SECOND, 26, 27), (2, SECOND, 30, 31)]
+        );
+        let early = early_sections(&idx, &s, &|_| 0);
+        let (gs, gc) = (idx.group[2].unwrap(), idx.group[0].unwrap());
+        // check's section came inside stop's call before stop's first
+        // section on the second lock (its 2nd), not before its 1st; and
+        // stop took LOCK inside check's call before check first did.
+        let mut keys: Vec<Early> = early.into_keys().collect();
+        keys.sort_unstable();
+        let mut want = vec![(gs, gc, 0), (gs, gc, 2), (gc, gs, 0), (gc, gs, 1)];
+        want.sort_unstable();
+        assert_eq!(keys, want);
     }
 
     /// A producer that hands over under its caller's lock (`stop` calls
