@@ -18,10 +18,18 @@ use crate::{
 /// A stop at a synchronisation point names the thread's rank there (its
 /// k-th sync point of any kind), not the call's instance: its row is the
 /// thread's k-th sync-point row, of the stop's function.
+///
+/// A thread still held when the run ended (another thread's assertion
+/// killed the process around it) never went on: the agent lets it go
+/// only once it notices the death, after the run's end (`end_ns`, on the
+/// rows' clock), and its row stays at that end. Moved past it, a lock
+/// call held there would fall outside the call that made it (which the
+/// run ended inside), and that call's lock would go unseen.
 pub(super) fn shift_held_rows(
     rows: &mut [EventRow],
     stops: &[StopRecord],
     start_ns: u64,
+    end_ns: u64,
     functions: &[Function],
 ) {
     let probe = |f: FuncId| functions.get(f as usize).map(|f| f.probe);
@@ -52,7 +60,7 @@ pub(super) fn shift_held_rows(
             }
         };
         if let Some(row) = row.map(|i| &mut rows[i]) {
-            row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns));
+            row.t_ns = row.t_ns.max(stop.released_ns.saturating_sub(start_ns).min(end_ns));
         }
     }
 }
@@ -229,13 +237,19 @@ mod tests {
         // Released at 1,900 ns, 900 ns after the run's start.
         let held = StopRecord { released_ns: 1_900, ..stop(1, 1, 3, 0) };
         let call = StopRecord { released_ns: 1_950, ..stop(0, 1, 2, 0) };
-        shift_held_rows(&mut rows, &[held, call], 1_000, &functions);
+        shift_held_rows(&mut rows, &[held, call], 1_000, 2_000, &functions);
         let times: Vec<u64> = rows.iter().map(|r| r.t_ns).collect();
         assert_eq!(times, [10, 20, 30, 35, 900, 950]);
         // A rank whose row is of another function moves nothing.
         let wrong = StopRecord { released_ns: 5_000, ..stop(1, 1, 2, 0) };
-        shift_held_rows(&mut rows, &[wrong], 1_000, &functions);
+        shift_held_rows(&mut rows, &[wrong], 1_000, 2_000, &functions);
         assert_eq!(rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(), times);
+        // Let go only after the run ended at 1,200 ns (the agent noticed
+        // the process had died): the row stays at the run's end.
+        let mut rows = vec![row(10, 101, 0, 1), row(20, 101, 1, 1)];
+        let died = StopRecord { released_ns: 4_000, ..stop(1, 1, 1, 0) };
+        shift_held_rows(&mut rows, &[died], 1_000, 1_200, &functions);
+        assert_eq!(rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(), [10, 1_200]);
     }
 
     /// A statement point with both a thread's own noise (its 2nd arrival
