@@ -230,7 +230,13 @@ impl<S: Symbolize> Tracer<S> {
         hook.ended(&mut self.probes);
         let stops = served.stops;
         let mut rec = self.finish(id, pid, exit, policy)?;
-        stops::shift_held_rows(&mut rec.rows, &stops, rec.start_ns, rec.run.end_ns, &self.functions);
+        stops::shift_held_rows(
+            &mut rec.rows,
+            &stops,
+            rec.start_ns,
+            rec.run.end_ns,
+            &self.functions,
+        );
         stops::record_forced_returns(&mut rec.rows, &stops, &self.functions);
         rec.run.noise = stops::noise_outcome(plan, &stops, &self.functions);
         if pin_failed {
