@@ -244,6 +244,13 @@ pub fn calls_on(s: &Session, run: usize, role: u32) -> Vec<(String, u32, [i64; 3
 /// Runtime address of `symbol` (an exact ELF symbol name of `exe`) in
 /// process `pid`.
 pub fn runtime_address(pid: u32, exe: &Path, symbol: &str) -> u64 {
+    mapped_address(pid, exe, symbol).unwrap_or_else(|| panic!("{symbol} not mapped in {pid}"))
+}
+
+/// Runtime address of `symbol` in `pid`, or None while the segment holding
+/// it is not mapped there (a process in the middle of its exec has mapped
+/// the executable's first segment before its code).
+pub fn mapped_address(pid: u32, exe: &Path, symbol: &str) -> Option<u64> {
     let data = std::fs::read(exe).unwrap();
     let file = object::File::parse(&*data).unwrap();
     use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
@@ -254,7 +261,7 @@ pub fn runtime_address(pid: u32, exe: &Path, symbol: &str) -> u64 {
         .expect("segment");
     let file_offset = sym.address() - seg.address() + seg.file_range().0;
     let exe = exe.canonicalize().unwrap();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     for line in maps.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() < 6 || Path::new(f[5]) != exe {
@@ -264,10 +271,10 @@ pub fn runtime_address(pid: u32, exe: &Path, symbol: &str) -> u64 {
         let (lo, hi) = (u64::from_str_radix(lo, 16).unwrap(), u64::from_str_radix(hi, 16).unwrap());
         let off = u64::from_str_radix(f[2], 16).unwrap();
         if file_offset >= off && file_offset < off + (hi - lo) {
-            return lo + (file_offset - off);
+            return Some(lo + (file_offset - off));
         }
     }
-    panic!("{symbol} not mapped in {pid}");
+    None
 }
 
 /// The first byte of the code at `addr` in `pid`: 0xcc while a uprobe is

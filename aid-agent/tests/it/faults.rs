@@ -51,28 +51,25 @@ fn finish(child: Child) -> (Option<i32>, String, String) {
     )
 }
 
-/// The target of a run in progress: the agent's child once it has exec'd
-/// the fixture (before that, the child is the agent's copy).
-fn target_of(agent: &Child, exe: &Path) -> u32 {
-    let exe = exe.canonicalize().unwrap();
-    let mut found = 0;
+/// The target of a run in progress and where `symbol` is in it: the
+/// agent's child once it has exec'd the fixture (before that, the child is
+/// the agent's copy) and mapped its code.
+fn target_of(agent: &Child, exe: &Path, symbol: &str) -> (u32, u64) {
+    let mut found = None;
     assert!(
         wait_for(20, || {
-            // The run under way, not the previous one's process on its
-            // way out (its exe link outlives its mappings).
+            // The run under way, once its code is mapped: not the previous
+            // run's process on its way out (its exe link outlives its
+            // mappings), nor this one halfway through its exec (the first
+            // segment is mapped before the one holding the code).
             found = children_of(agent.id())
                 .into_iter()
-                .find(|c| {
-                    std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e == exe)
-                        && std::fs::read_to_string(format!("/proc/{c}/maps"))
-                            .is_ok_and(|m| m.contains(&*exe.to_string_lossy()))
-                })
-                .unwrap_or(0);
-            found != 0
+                .find_map(|c| mapped_address(c, exe, symbol).map(|a| (c, a)));
+            found.is_some()
         }),
         "the agent never started the target"
     );
-    found
+    found.unwrap()
 }
 
 /// A `debug` killed by `timeout` (SIGKILL) while a run it had started hung
@@ -94,8 +91,7 @@ fn agent_sigkill_during_observation_ends_the_target_it_started() {
     );
     assert!(wait_for(30, || load_quietly(&out).is_some_and(|s| s.runs.len() == 2)));
     let mut agent_proc = agent_proc;
-    let target = target_of(&agent_proc, &exe);
-    let addr = runtime_address(target, &exe, "add3");
+    let (target, addr) = target_of(&agent_proc, &exe, "add3");
     assert!(wait_for(5, || code_byte(target, addr) == 0xcc), "probed while observed");
     agent_proc.kill().unwrap();
     agent_proc.wait().unwrap();
@@ -189,7 +185,7 @@ fn ctrl_c_during_a_run_keeps_it_marked_interrupted() {
         &out,
         &[exe.as_os_str(), "chatty".as_ref(), progress.as_os_str()],
     );
-    let target = target_of(&agent_proc, &exe);
+    let (target, _) = target_of(&agent_proc, &exe, "add3");
     assert!(wait_for(20, || read_count(&progress) >= 20));
     signal(agent_proc.id(), Signal::SIGINT);
     let (code, stdout, stderr) = finish(agent_proc);
