@@ -153,4 +153,8 @@ pub enum Condition {
     KeyRepeats {
         same: SameField,
     },
+    /// Groups: some call of the first group started when no more calls of
+    /// the second group had returned than calls of the first had started
+    /// before it.
+    AheadOfProducer,
 }

@@ -8,7 +8,7 @@ use super::{
     Calls, Catalog, Condition, Expected, Kind, ObjectName, PairMember, PredId, PredKey, Predicate,
     RunTruth, SameField, deadlock, groups,
     index::{GroupKey, RunIndex, callees, end_of, pointers, share_pointer},
-    locks, objects, sections, statements,
+    locks, objects, outrun, sections, statements,
 };
 use crate::util::fxhash::{FxMap, FxSet};
 use crate::{
@@ -150,6 +150,7 @@ impl Evaluator<'_, '_> {
             Condition::SectionsInOrder => self.sections_in_order(key),
             Condition::RunsBetweenStatements => self.between_statements(key),
             Condition::LockCycle { .. } => self.cycle(key),
+            Condition::AheadOfProducer => self.ahead(key),
             Condition::KeyRepeats { same } => match group_of(key.func, key.calls) {
                 Some(g) => {
                     let seen = self.idx.by_group.contains_key(&g);
@@ -517,6 +518,19 @@ impl Evaluator<'_, '_> {
 impl Evaluator<'_, '_> {
     /// Some call of the key's group and some call of the other group, on
     /// two threads, each held a lock the other asked for.
+    /// [`Condition::AheadOfProducer`]: observed where both groups ran.
+    fn ahead(&self, key: &PredKey) -> (bool, Option<u64>) {
+        let (Some(c), Some(p)) =
+            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
+        else {
+            return (false, None);
+        };
+        if !self.idx.by_group.contains_key(&c) || !self.idx.by_group.contains_key(&p) {
+            return (false, None);
+        }
+        (true, outrun::outrun_at(&self.idx, &p, &c))
+    }
+
     fn cycle(&mut self, key: &PredKey) -> (bool, Option<u64>) {
         let (Some(ga), Some(gb)) =
             (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))

@@ -30,6 +30,7 @@ use super::{
     groups::{self, GroupBase},
     index::{RunIndex, callers, end_of, pointer_mask},
     locks::{self, LockBase},
+    outrun,
     pairs::{self, PairBase},
     sections::{self, SectionBase},
     statements::{self, StatementBase},
@@ -112,6 +113,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     let mut stcands = statements::Candidates::default();
     let mut ccands = deadlock::Candidates::default();
     let mut acands = after_all::Candidates::default();
+    let mut ocands = outrun::Candidates::default();
     for run in &failing {
         let idx = funcs.index(run);
         site_candidates(&idx, &funcs, &base, config, &mut keys, &mut extremes);
@@ -122,12 +124,14 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         statements::candidates(&idx, &funcs, &stbase, &mut stcands);
         deadlock::candidates(&idx, &funcs, &cbase, &mut ccands);
         after_all::candidates(&idx, &funcs, &mut acands);
+        outrun::candidates(&idx, &mut ocands);
     }
 
     // Pass 3.
     let pairs = pairs::filter(&passing, &funcs, pcands);
     sections::vet(&passing, &funcs, &mut scands);
     statements::vet(&passing, &funcs, &mut stcands);
+    outrun::vet(&passing, &funcs, &mut ocands);
     let after = after_all::vet(&passing, &funcs, acands);
 
     // Pass 4.
@@ -146,6 +150,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
     out.extend(sections::predicates(&funcs, &scands));
     out.extend(statements::predicates(&funcs, &stcands));
     out.extend(deadlock::predicates(&funcs, &ccands));
+    out.extend(outrun::predicates(&funcs, &ocands));
     out.extend(after);
     out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);

@@ -41,6 +41,7 @@ mod learn;
 mod locks;
 pub mod merge;
 mod objects;
+mod outrun;
 mod pairs;
 mod races;
 mod sections;
@@ -159,6 +160,11 @@ pub enum Kind {
     /// to: the same SKU added twice); learned when a failing run shows it
     /// and not every passing run does.
     RepeatedKey,
+    /// Some call of a function started when no more calls of a function
+    /// on another thread had returned than calls of the first had started
+    /// before it (a consumer ahead of its producer: a pop before the push
+    /// it needs has returned, `outrun.rs`), which no passing run showed.
+    Outruns,
 }
 
 impl Kind {
@@ -185,6 +191,7 @@ impl Kind {
             Kind::LockCycle => "lock_cycle",
             Kind::RepeatedKey => "repeated_key",
             Kind::AfterAll => "after_all",
+            Kind::Outruns => "outruns",
         }
     }
 
@@ -220,6 +227,7 @@ impl Kind {
                 | Kind::BetweenStatements
                 | Kind::LockCycle
                 | Kind::AfterAll
+                | Kind::Outruns
         )
     }
 }
@@ -647,6 +655,8 @@ mod tests;
 mod tests_deadlock;
 #[cfg(test)]
 pub(crate) mod tests_groups;
+#[cfg(test)]
+mod tests_outrun;
 #[cfg(test)]
 mod tests_pairs;
 #[cfg(test)]
