@@ -154,7 +154,7 @@ pub(crate) fn callees(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Vec<FuncI
 
 /// The innermost kept call that encloses each kept call on its own
 /// thread, by index in `run.calls`.
-fn enclosing(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<u32>> {
+pub(crate) fn enclosing(run: &Run, keep: impl Fn(FuncId) -> bool) -> Vec<Option<u32>> {
     let mut stacks: FxMap<Role, Vec<(u64, u32)>> = FxMap::default();
     run.calls
         .iter()

@@ -124,7 +124,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
         statements::candidates(&idx, &funcs, &stbase, &mut stcands);
         deadlock::candidates(&idx, &funcs, &cbase, &mut ccands);
         after_all::candidates(&idx, &funcs, &mut acands);
-        outrun::candidates(&idx, &mut ocands);
+        outrun::candidates(&idx, &funcs, &mut ocands);
     }
 
     // Pass 3.

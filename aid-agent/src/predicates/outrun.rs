@@ -25,9 +25,9 @@ use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
     base::{Funcs, Learned},
     calls::call_set,
-    index::{GroupKey, RunIndex, end_of},
+    index::{GroupKey, RunIndex, enclosing},
 };
-use crate::model::{Intervention, Run};
+use crate::model::{FuncId, Intervention, Run};
 use crate::util::fxhash::FxMap;
 
 /// (producer's group, consumer's group).
@@ -55,45 +55,45 @@ pub(super) fn outrun_at(
     None
 }
 
-/// The group of the outermost traced call on the thread of call `i` that
-/// contains it (the call itself when none does).
-fn outermost(idx: &RunIndex<'_>, i: u32) -> Option<GroupKey> {
-    let run: &Run = idx.run;
-    let c = &run.calls[i as usize];
-    let end = end_of(c, run);
-    run.calls
-        .iter()
-        .enumerate()
-        .filter(|(j, d)| {
-            d.role == c.role
-                && d.entry_ns <= c.entry_ns
-                && end_of(d, run) >= end
-                && idx.group[*j].is_some()
-        })
-        .min_by_key(|(_, d)| d.entry_ns)
-        .and_then(|(j, _)| idx.group[j])
-}
-
 /// Pairs the failing runs show, with where their intervention acts (the
 /// outermost calls around C and around P; None when failing runs
-/// disagreed), and how many passing runs called both.
+/// disagreed), and how many passing runs called both; and each group's
+/// innermost traced caller, when every call of it the failing runs made
+/// had the same one.
 #[derive(Default)]
 pub(super) struct Candidates {
     found: FxMap<Pair, (Option<Pair>, u32)>,
+    caller: FxMap<GroupKey, Option<FuncId>>,
 }
 
-pub(super) fn candidates(idx: &RunIndex<'_>, out: &mut Candidates) {
+pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates) {
+    let run = idx.run;
+    let up = enclosing(run, |f| funcs.keep(f));
     let busy: Vec<(&GroupKey, &Vec<u32>)> =
         idx.by_group.iter().filter(|(_, calls)| calls.len() >= 2).collect();
+    // The group of the outermost traced call around call `i` on its
+    // thread (its own when none encloses it).
+    let outermost = |mut i: u32| {
+        while let Some(j) = up[i as usize].filter(|&j| idx.group[j as usize].is_some()) {
+            i = j;
+        }
+        idx.group[i as usize]
+    };
+    for &(g, calls) in &busy {
+        let mut by = calls.iter().map(|&i| up[i as usize].map(|j| run.calls[j as usize].func));
+        let first = by.next().flatten();
+        let same = if by.all(|f| f == first) { first } else { None };
+        let e = out.caller.entry(*g).or_insert(same);
+        if *e != same {
+            *e = None;
+        }
+    }
     for &(p, pcalls) in &busy {
-        for &(c, _) in busy.iter().filter(|(c, _)| c.1 != p.1) {
+        for &(c, ccalls) in busy.iter().filter(|(c, _)| c.1 != p.1) {
             let Some(at) = outrun_at(idx, p, c) else { continue };
-            let first_c =
-                idx.by_group[c].iter().copied().find(|&i| idx.run.calls[i as usize].entry_ns == at);
-            let around = first_c
-                .and_then(|i| outermost(idx, i))
-                .zip(outermost(idx, pcalls[0]))
-                .map(|(ec, ep)| (ep, ec));
+            let ahead = ccalls.iter().copied().find(|&i| run.calls[i as usize].entry_ns == at);
+            let around =
+                ahead.and_then(outermost).zip(outermost(pcalls[0])).map(|(ec, ep)| (ep, ec));
             let e = out.found.entry((*p, *c)).or_insert((around, 0));
             if e.0 != around {
                 e.0 = None;
@@ -121,8 +121,22 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
     cands.found.retain(|_, (_, co)| *co > 0);
 }
 
+/// Whether another pair names, in place of one side, the traced call
+/// every call of that side ran inside (same thread class): "pop runs
+/// ahead of push" says what "pop runs ahead of inc_top" (push's last
+/// step) says, in the words of the program's interface, and is kept.
+fn has_outer(cands: &Candidates, (p, c): Pair) -> bool {
+    let outer = |g: &GroupKey| match cands.caller.get(g) {
+        Some(Some(f)) => Some((*f, g.1)),
+        _ => None,
+    };
+    let any = |test: &dyn Fn(&Pair) -> bool| cands.found.keys().any(test);
+    outer(&p).is_some_and(|(f, class)| any(&|k| k.1 == c && (k.0.0, k.0.1) == (f, class)))
+        || outer(&c).is_some_and(|(f, class)| any(&|k| k.0 == p && (k.1.0, k.1.1) == (f, class)))
+}
+
 pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
-    let mut found: Vec<_> = cands.found.iter().collect();
+    let mut found: Vec<_> = cands.found.iter().filter(|(k, _)| !has_outer(cands, **k)).collect();
     found.sort_unstable_by_key(|e| e.0);
     found
         .into_iter()

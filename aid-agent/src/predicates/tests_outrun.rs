@@ -160,3 +160,34 @@ fn only_pushes_that_returned_before_a_pop_started_count_for_it() {
     let after = mk(6, true, &[(11, Some(13))], &[(14, Some(15))], 20);
     assert_eq!(at(&after), None);
 }
+
+/// Every push increments the stack's top in a traced call of its own, the
+/// push's last step: "pop runs ahead of inc_top" holds in the same runs,
+/// and the pair is named by the call the program's threads make, push.
+#[test]
+fn the_producer_is_named_by_the_call_around_its_last_step() {
+    const INC: u32 = 4;
+    let mut s = session(Vec::new());
+    s.functions.push(function(INC, "inc_top"));
+    for r in &mut s.runs {
+        let steps: Vec<Call> = r
+            .calls
+            .iter()
+            .filter(|c| c.func == PUSH)
+            .map(|c| {
+                let exit = c.exit_ns.map(|x| x - 100);
+                call(INC, c.role, c.instance, c.entry_ns + 100, exit, exit.map(|_| 0))
+            })
+            .collect();
+        r.calls.extend(steps);
+        r.calls.sort_by_key(|c| c.entry_ns);
+    }
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let outruns: Vec<String> = c
+        .predicates
+        .iter()
+        .filter(|p| p.key.kind == Kind::Outruns)
+        .map(|p| p.key.to_string())
+        .collect();
+    assert_eq!(outruns, ["outruns:f3/c2+f2/c1"]);
+}
