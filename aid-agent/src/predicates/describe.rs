@@ -397,17 +397,20 @@ impl<'c> Names<'c> {
             (_, Condition::LockCycle { held, takes }) => {
                 self.lock_cycle(key, &some, &other, *held, *takes)
             }
-            (_, Condition::AheadOfProducer) => {
-                let (p, p_on) =
-                    key.other.map(|o| self.function_on(o.func, o.calls)).unwrap_or_default();
-                format!(
-                    "{some} starts when no more calls of {p} on {p_on} have returned than calls of {who} on {on} have started before it: {who} runs ahead of {p}, which no passing run shows"
-                )
-            }
+            (_, Condition::AheadOfProducer) => self.ahead_of_producer(key, &some, &who, &on),
             (_, Condition::GroupOverlap { shared, object, same }) => {
                 self.group_overlap(key, &some, &other, *shared, object.as_ref(), same.as_ref())
             }
         }
+    }
+
+    /// A [`Condition::AheadOfProducer`] in words: the consumer's calls
+    /// (`some`, `who` on `on`) against the producer's (`key.other`).
+    fn ahead_of_producer(&self, key: &PredKey, some: &str, who: &str, on: &str) -> String {
+        let (p, p_on) = key.other.map(|o| self.function_on(o.func, o.calls)).unwrap_or_default();
+        format!(
+            "{some} starts when no more calls of {p} on {p_on} have returned than calls of {who} on {on} have started before it: {who} runs ahead of {p}, which no passing run shows"
+        )
     }
 
     /// An [`Condition::InterleavedSections`] in words; its form (`arg`,

@@ -7,9 +7,9 @@
 //! pop of one run is the 3rd, of another the 7th).
 //!
 //! Learned over pairs of groups (function, thread class, caller) on two
-//! different thread classes, both called at least twice in a failing run
+//! different thread classes, C called at least twice in a failing run
 //! that shows it, when no passing run shows it and some passing run calls
-//! both. Every C is counted, the first too: a pair whose first C starts
+//! both, C at least twice (and so, not showing it, P at least twice). Every C is counted, the first too: a pair whose first C starts
 //! before any P has returned in passing runs is no producer and consumer,
 //! and is not learned.
 //!
@@ -41,15 +41,27 @@ pub(super) fn outrun_at(
     producer: &GroupKey,
     consumer: &GroupKey,
 ) -> Option<u64> {
-    let mut exits: Vec<u64> = idx.group_calls(producer).filter_map(|c| c.exit_ns).collect();
+    first_ahead(&returns(idx, producer), idx.group_calls(consumer).map(|c| c.entry_ns))
+}
+
+/// The returns of a group's calls, in time order (a call the run ended
+/// inside never returned).
+fn returns(idx: &RunIndex<'_>, g: &GroupKey) -> Vec<u64> {
+    let mut exits: Vec<u64> = idx.group_calls(g).filter_map(|c| c.exit_ns).collect();
     exits.sort_unstable();
+    exits
+}
+
+/// [`outrun_at`] over the producer's sorted returns and the consumer's
+/// entries in order.
+fn first_ahead(exits: &[u64], entries: impl Iterator<Item = u64>) -> Option<u64> {
     let mut done = 0;
-    for (k, c) in idx.group_calls(consumer).enumerate() {
-        while done < exits.len() && exits[done] < c.entry_ns {
+    for (k, at) in entries.enumerate() {
+        while done < exits.len() && exits[done] < at {
             done += 1;
         }
         if done <= k {
-            return Some(c.entry_ns);
+            return Some(at);
         }
     }
     None
@@ -69,8 +81,7 @@ pub(super) struct Candidates {
 pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates) {
     let run = idx.run;
     let up = enclosing(run, |f| funcs.keep(f));
-    let busy: Vec<(&GroupKey, &Vec<u32>)> =
-        idx.by_group.iter().filter(|(_, calls)| calls.len() >= 2).collect();
+    let all: Vec<(&GroupKey, &Vec<u32>)> = idx.by_group.iter().collect();
     // The group of the outermost traced call around call `i` on its
     // thread (its own when none encloses it).
     let outermost = |mut i: u32| {
@@ -79,7 +90,7 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
         }
         idx.group[i as usize]
     };
-    for &(g, calls) in &busy {
+    for &(g, calls) in &all {
         let mut by = calls.iter().map(|&i| up[i as usize].map(|j| run.calls[j as usize].func));
         let first = by.next().flatten();
         let same = if by.all(|f| f == first) { first } else { None };
@@ -88,9 +99,13 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
             *e = None;
         }
     }
-    for &(p, pcalls) in &busy {
-        for &(c, ccalls) in busy.iter().filter(|(c, _)| c.1 != p.1) {
-            let Some(at) = outrun_at(idx, p, c) else { continue };
+    for &(p, pcalls) in &all {
+        let exits = returns(idx, p);
+        // A consumer called twice at least: ahead at its first call is
+        // the order of two calls (`order`), not a count.
+        for &(c, ccalls) in all.iter().filter(|(c, calls)| c.1 != p.1 && calls.len() >= 2) {
+            let entries = ccalls.iter().map(|&i| run.calls[i as usize].entry_ns);
+            let Some(at) = first_ahead(&exits, entries) else { continue };
             let ahead = ccalls.iter().copied().find(|&i| run.calls[i as usize].entry_ns == at);
             let around =
                 ahead.and_then(outermost).zip(outermost(pcalls[0])).map(|(ec, ep)| (ep, ec));
@@ -103,7 +118,11 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
 }
 
 /// Drops the pairs a passing run shows; counts the passing runs that
-/// called both.
+/// called both, C at least twice: only there did a passing run keep a
+/// count (its 2nd C after two Ps had returned), and a pair no passing
+/// run kept one for is not learned (a function called once per run,
+/// `empty` before the first enqueue, is no producer of dequeues because
+/// the passing runs dequeued once).
 pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
     for run in passing {
         if cands.found.is_empty() {
@@ -111,7 +130,8 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
         }
         let idx = funcs.index(run);
         cands.found.retain(|(p, c), (_, co)| {
-            if !idx.by_group.contains_key(p) || !idx.by_group.contains_key(c) {
+            let twice = idx.by_group.get(c).is_some_and(|calls| calls.len() >= 2);
+            if !idx.by_group.contains_key(p) || !twice {
                 return true;
             }
             *co += 1;

@@ -191,3 +191,19 @@ fn the_producer_is_named_by_the_call_around_its_last_step() {
         .collect();
     assert_eq!(outruns, ["outruns:f3/c2+f2/c1"]);
 }
+
+/// Passing runs that pop once only kept no count: the failing runs' 2nd
+/// pop ahead of the pushes is not learned from them.
+#[test]
+fn a_count_no_passing_run_kept_is_not_learned() {
+    let pushes = [(11, Some(12)), (20, Some(21)), (30, Some(31))];
+    let runs = vec![
+        mk(0, false, &pushes, &[(14, Some(15))], 50),
+        mk(1, false, &pushes, &[(25, Some(26))], 50),
+        mk(2, true, &[(11, Some(12)), (16, None)], &[(14, Some(15)), (17, None)], 19),
+    ];
+    let functions =
+        vec![function(T1, "t1"), function(T2, "t2"), function(PUSH, "push"), function(POP, "pop")];
+    let c = learn(&Session { functions, runs }, &ExtractConfig::default()).unwrap();
+    assert!(c.predicates.iter().all(|p| p.key.kind != Kind::Outruns));
+}
