@@ -17,13 +17,17 @@
 //! lock the outermost traced call around C takes on its thread waits while
 //! the outermost traced call around P runs on another thread. A hold at
 //! C's entry could not do it: C runs inside a critical section of the lock
-//! P needs, so P could not return while C waited. Where C does not run
-//! under a lock its call takes, the hold leaves C as it was, the predicate
-//! still holds in the intervened runs, and nothing is confirmed.
+//! P needs, so P could not return while C waited. The hold is the
+//! predicate's intervention only where, in every failing run that showed
+//! it, the call of C that ran ahead began while its thread held a lock it
+//! had taken inside that outermost call: elsewhere it would leave C as it
+//! was (a pool of checkers that take no lock, ahead of a pool of setters,
+//! is no producer and consumer to wait on), and the predicate is learned
+//! with no intervention, untested.
 
 use super::{
     Anchor, Calls, Condition, Kind, Other, PredKey,
-    base::{Funcs, Learned},
+    base::{Funcs, Learned, LockOp},
     calls::call_set,
     index::{GroupKey, RunIndex, enclosing},
 };
@@ -82,13 +86,13 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
     let run = idx.run;
     let up = enclosing(run, |f| funcs.keep(f));
     let all: Vec<(&GroupKey, &Vec<u32>)> = idx.by_group.iter().collect();
-    // The group of the outermost traced call around call `i` on its
-    // thread (its own when none encloses it).
-    let outermost = |mut i: u32| {
+    // The outermost traced call around call `i` on its thread (`i` when
+    // none encloses it).
+    let top = |mut i: u32| {
         while let Some(j) = up[i as usize].filter(|&j| idx.group[j as usize].is_some()) {
             i = j;
         }
-        idx.group[i as usize]
+        i
     };
     for &(g, calls) in &all {
         let mut by = calls.iter().map(|&i| up[i as usize].map(|j| run.calls[j as usize].func));
@@ -107,14 +111,43 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
             let entries = ccalls.iter().map(|&i| run.calls[i as usize].entry_ns);
             let Some(at) = first_ahead(&exits, entries) else { continue };
             let ahead = ccalls.iter().copied().find(|&i| run.calls[i as usize].entry_ns == at);
-            let around =
-                ahead.and_then(outermost).zip(outermost(pcalls[0])).map(|(ec, ep)| (ep, ec));
+            // Where the hold acts: only a call of C its thread's outer
+            // call made holding a lock it took can be made to wait there.
+            let around = ahead
+                .map(|i| (i, top(i)))
+                .filter(|&(i, t)| under_lock(run, &funcs.lock_ops, i, t))
+                .and_then(|(_, t)| idx.group[t as usize])
+                .zip(idx.group[top(pcalls[0]) as usize])
+                .map(|(ec, ep)| (ep, ec));
             let e = out.found.entry((*p, *c)).or_insert((around, 0));
             if e.0 != around {
                 e.0 = None;
             }
         }
     }
+}
+
+/// Whether call `i`'s thread held an exclusive lock when the call began,
+/// one it took since call `from` (the outermost traced call around `i`)
+/// began: the lock calls a [`Intervention::HoldLocks`] on `from`'s
+/// function makes wait. A run without lock events shows none.
+fn under_lock(run: &Run, ops: &[LockOp], i: u32, from: u32) -> bool {
+    let c = &run.calls[i as usize];
+    let since = run.calls[from as usize].entry_ns;
+    let mut held: Vec<i64> = Vec::new();
+    let mine = run.calls.iter().filter(|d| d.role == c.role);
+    for d in mine.filter(|d| d.entry_ns >= since && d.entry_ns < c.entry_ns) {
+        match ops.get(d.func as usize) {
+            Some(LockOp::Acquire) => held.push(d.args[0]),
+            Some(LockOp::Release) => {
+                if let Some(k) = held.iter().rposition(|&a| a == d.args[0]) {
+                    held.remove(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    !held.is_empty()
 }
 
 /// Drops the pairs a passing run shows; counts the passing runs that

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::model::{
-    Call, CallSet, Label, Run, Session,
+    Call, CallSet, Function, Label, Probe, Run, Session,
     testing::{call, function, run, thread},
 };
 
@@ -14,9 +14,28 @@ const T1: u32 = 0;
 const T2: u32 = 1;
 const PUSH: u32 = 2;
 const POP: u32 = 3;
+const LOCK: u32 = 5;
+const UNLOCK: u32 = 6;
+const M: i64 = 0x5581_a022_3060;
 
-/// t1 (role 1) from `t1.0` to `t1.1` pushing at the given (entry, exit)
-/// times, t2 (role 2) likewise popping; µs, None: never returned.
+fn sync(id: u32, name: &str) -> Function {
+    Function { internal: true, probe: Probe::Sync, ..function(id, name) }
+}
+
+/// The functions of these runs; ids 4 (inc_top, one test's) left free.
+fn functions() -> Vec<Function> {
+    let mut f =
+        vec![function(T1, "t1"), function(T2, "t2"), function(PUSH, "push"), function(POP, "pop")];
+    f.push(function(4, "inc_top"));
+    f.push(sync(LOCK, "pthread_mutex_lock@@GLIBC_2.2.5"));
+    f.push(sync(UNLOCK, "pthread_mutex_unlock@@GLIBC_2.2.5"));
+    f
+}
+
+/// t1 (role 1) pushing at the given (entry, exit) times, t2 (role 2)
+/// likewise popping, each push and pop inside a critical section of one
+/// mutex (locked 300 ns before it, unlocked 300 ns after it returned);
+/// µs, None: never returned.
 fn mk(
     id: u32,
     fail: bool,
@@ -31,9 +50,15 @@ fn mk(
         call(T2, 2, 1, 6 * US, done, done.map(|_| 0)),
     ];
     for (func, role, list) in [(PUSH, 1, pushes), (POP, 2, pops)] {
+        let mut unlocks = 0;
         for (k, &(a, b)) in list.iter().enumerate() {
-            let exit = b.map(|b| b * US);
-            calls.push(call(func, role, k as u32 + 1, a * US, exit, exit.map(|_| 0)));
+            let (n, exit) = (k as u32 + 1, b.map(|b| b * US));
+            calls.push(call(func, role, n, a * US, exit, exit.map(|_| 0)));
+            calls.push(call(LOCK, role, n, a * US - 300, None, None).with_args([M, 0, 0]));
+            if let Some(x) = exit {
+                unlocks += 1;
+                calls.push(call(UNLOCK, role, unlocks, x + 300, None, None).with_args([M, 0, 0]));
+            }
         }
     }
     calls.sort_by_key(|c| c.entry_ns);
@@ -74,15 +99,7 @@ fn session(extra: Vec<Run>) -> Session {
         ),
     ];
     runs.extend(extra);
-    Session {
-        functions: vec![
-            function(T1, "t1"),
-            function(T2, "t2"),
-            function(PUSH, "push"),
-            function(POP, "pop"),
-        ],
-        runs,
-    }
+    Session { functions: functions(), runs }
 }
 
 fn outrun_key() -> PredKey {
@@ -168,7 +185,6 @@ fn only_pushes_that_returned_before_a_pop_started_count_for_it() {
 fn the_producer_is_named_by_the_call_around_its_last_step() {
     const INC: u32 = 4;
     let mut s = session(Vec::new());
-    s.functions.push(function(INC, "inc_top"));
     for r in &mut s.runs {
         let steps: Vec<Call> = r
             .calls
@@ -202,8 +218,20 @@ fn a_count_no_passing_run_kept_is_not_learned() {
         mk(1, false, &pushes, &[(25, Some(26))], 50),
         mk(2, true, &[(11, Some(12)), (16, None)], &[(14, Some(15)), (17, None)], 19),
     ];
-    let functions =
-        vec![function(T1, "t1"), function(T2, "t2"), function(PUSH, "push"), function(POP, "pop")];
-    let c = learn(&Session { functions, runs }, &ExtractConfig::default()).unwrap();
+    let c = learn(&Session { functions: functions(), runs }, &ExtractConfig::default()).unwrap();
     assert!(c.predicates.iter().all(|p| p.key.kind != Kind::Outruns));
+}
+
+/// The same runs without lock events (the pops not under a lock the
+/// thread took, as far as the runs show): holding t2's locks would not
+/// hold its pops, so the predicate is learned with no intervention.
+#[test]
+fn a_consumer_not_seen_under_a_lock_gets_no_intervention() {
+    let mut s = session(Vec::new());
+    for r in &mut s.runs {
+        r.calls.retain(|c| c.func != LOCK && c.func != UNLOCK);
+    }
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let id = c.find(&outrun_key()).expect("pop ahead of push is learned");
+    assert_eq!(c.predicates[id.0 as usize].intervention, None);
 }
