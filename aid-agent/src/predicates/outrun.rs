@@ -31,7 +31,7 @@ use super::{
     calls::call_set,
     index::{GroupKey, RunIndex, enclosing},
 };
-use crate::model::{FuncId, Intervention, Run};
+use crate::model::{FuncId, Intervention, Role, Run};
 use crate::util::fxhash::FxMap;
 
 /// (producer's group, consumer's group).
@@ -94,6 +94,7 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
         }
         i
     };
+    let held = latest_held(run, &funcs.lock_ops);
     for &(g, calls) in &all {
         let mut by = calls.iter().map(|&i| up[i as usize].map(|j| run.calls[j as usize].func));
         let first = by.next().flatten();
@@ -115,7 +116,9 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
             // call made holding a lock it took can be made to wait there.
             let around = ahead
                 .map(|i| (i, top(i)))
-                .filter(|&(i, t)| under_lock(run, &funcs.lock_ops, i, t))
+                .filter(|&(i, t)| {
+                    held[i as usize].is_some_and(|at| at >= run.calls[t as usize].entry_ns)
+                })
                 .and_then(|(_, t)| idx.group[t as usize])
                 .zip(idx.group[top(pcalls[0]) as usize])
                 .map(|(ec, ep)| (ep, ec));
@@ -127,27 +130,31 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
     }
 }
 
-/// Whether call `i`'s thread held an exclusive lock when the call began,
-/// one it took since call `from` (the outermost traced call around `i`)
-/// began: the lock calls a [`Intervention::HoldLocks`] on `from`'s
-/// function makes wait. A run without lock events shows none.
-fn under_lock(run: &Run, ops: &[LockOp], i: u32, from: u32) -> bool {
-    let c = &run.calls[i as usize];
-    let since = run.calls[from as usize].entry_ns;
-    let mut held: Vec<i64> = Vec::new();
-    let mine = run.calls.iter().filter(|d| d.role == c.role);
-    for d in mine.filter(|d| d.entry_ns >= since && d.entry_ns < c.entry_ns) {
-        match ops.get(d.func as usize) {
-            Some(LockOp::Acquire) => held.push(d.args[0]),
-            Some(LockOp::Release) => {
-                if let Some(k) = held.iter().rposition(|&a| a == d.args[0]) {
-                    held.remove(k);
+/// Per call of the run: the latest entry of a lock call whose exclusive
+/// lock the call's thread held when the call began (None: it held none).
+/// A call of C began under a lock its outer call took when that entry is
+/// no earlier than the outer call's: the lock calls a
+/// [`Intervention::HoldLocks`] on the outer call's function makes wait.
+/// A run without lock events shows none.
+fn latest_held(run: &Run, ops: &[LockOp]) -> Vec<Option<u64>> {
+    let mut held: FxMap<Role, Vec<(i64, u64)>> = FxMap::default();
+    run.calls
+        .iter()
+        .map(|d| {
+            let mine = held.entry(d.role).or_default();
+            let latest = mine.iter().map(|h| h.1).max();
+            match ops.get(d.func as usize) {
+                Some(LockOp::Acquire) => mine.push((d.args[0], d.entry_ns)),
+                Some(LockOp::Release) => {
+                    if let Some(k) = mine.iter().rposition(|h| h.0 == d.args[0]) {
+                        mine.remove(k);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
-        }
-    }
-    !held.is_empty()
+            latest
+        })
+        .collect()
 }
 
 /// Drops the pairs a passing run shows; counts the passing runs that
