@@ -105,6 +105,11 @@ fn group_of(func: u32, calls: Calls) -> Option<GroupKey> {
     }
 }
 
+/// The groups of a group-pair key: its own calls', then the other's.
+fn group_pair(key: &PredKey) -> Option<(GroupKey, GroupKey)> {
+    group_of(key.func, key.calls).zip(key.other.and_then(|o| group_of(o.func, o.calls)))
+}
+
 fn expected_at(expected: &[Expected], c: &Call) -> Option<i64> {
     expected
         .binary_search_by_key(&(c.role, c.instance), |&(r, i, _)| (r, i))
@@ -333,11 +338,7 @@ impl Evaluator<'_, '_> {
         object: Option<ObjectName>,
         same: Option<&SameField>,
     ) -> (bool, Option<u64>) {
-        let (Some(ga), Some(gb)) =
-            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
-        else {
-            return (false, None);
-        };
+        let Some((ga, gb)) = group_pair(key) else { return (false, None) };
         let idx = &self.idx;
         let run = idx.run;
         let (la, lb) = (idx.by_group.get(&ga), idx.by_group.get(&gb));
@@ -520,11 +521,7 @@ impl Evaluator<'_, '_> {
     /// two threads, each held a lock the other asked for.
     /// [`Condition::AheadOfProducer`]: observed where both groups ran.
     fn ahead(&self, key: &PredKey) -> (bool, Option<u64>) {
-        let (Some(c), Some(p)) =
-            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
-        else {
-            return (false, None);
-        };
+        let Some((c, p)) = group_pair(key) else { return (false, None) };
         if !self.idx.by_group.contains_key(&c) || !self.idx.by_group.contains_key(&p) {
             return (false, None);
         }
@@ -532,11 +529,7 @@ impl Evaluator<'_, '_> {
     }
 
     fn cycle(&mut self, key: &PredKey) -> (bool, Option<u64>) {
-        let (Some(ga), Some(gb)) =
-            (group_of(key.func, key.calls), key.other.and_then(|o| group_of(o.func, o.calls)))
-        else {
-            return (false, None);
-        };
+        let Some((ga, gb)) = group_pair(key) else { return (false, None) };
         let seen = self.idx.by_group.contains_key(&ga) && self.idx.by_group.contains_key(&gb);
         if !seen {
             return (false, None);

@@ -9,9 +9,10 @@
 //! Learned over pairs of groups (function, thread class, caller) on two
 //! different thread classes, C called at least twice in a failing run
 //! that shows it, when no passing run shows it and some passing run calls
-//! both, C at least twice (and so, not showing it, P at least twice). Every C is counted, the first too: a pair whose first C starts
-//! before any P has returned in passing runs is no producer and consumer,
-//! and is not learned.
+//! both, C at least twice (and so, not showing it, P at least twice).
+//! Every C is counted, the first too: a pair whose first C starts before
+//! any P has returned in passing runs is no producer and consumer, and is
+//! not learned.
 //!
 //! The negating intervention acts where the two sides synchronise: every
 //! lock the outermost traced call around C takes on its thread waits while
@@ -46,6 +47,7 @@ pub(super) fn outrun_at(
     consumer: &GroupKey,
 ) -> Option<u64> {
     first_ahead(&returns(idx, producer), idx.group_calls(consumer).map(|c| c.entry_ns))
+        .map(|(_, at)| at)
 }
 
 /// The returns of a group's calls, in time order (a call the run ended
@@ -57,15 +59,16 @@ fn returns(idx: &RunIndex<'_>, g: &GroupKey) -> Vec<u64> {
 }
 
 /// [`outrun_at`] over the producer's sorted returns and the consumer's
-/// entries in order.
-fn first_ahead(exits: &[u64], entries: impl Iterator<Item = u64>) -> Option<u64> {
+/// entries in order: the position of the consumer's call that ran ahead,
+/// and its entry.
+fn first_ahead(exits: &[u64], entries: impl Iterator<Item = u64>) -> Option<(usize, u64)> {
     let mut done = 0;
     for (k, at) in entries.enumerate() {
         while done < exits.len() && exits[done] < at {
             done += 1;
         }
         if done <= k {
-            return Some(at);
+            return Some((k, at));
         }
     }
     None
@@ -106,22 +109,17 @@ pub(super) fn candidates(idx: &RunIndex<'_>, funcs: &Funcs, out: &mut Candidates
     }
     for &(p, pcalls) in &all {
         let exits = returns(idx, p);
+        let ep = idx.group[top(pcalls[0]) as usize];
         // A consumer called twice at least: ahead at its first call is
         // the order of two calls (`order`), not a count.
         for &(c, ccalls) in all.iter().filter(|(c, calls)| c.1 != p.1 && calls.len() >= 2) {
             let entries = ccalls.iter().map(|&i| run.calls[i as usize].entry_ns);
-            let Some(at) = first_ahead(&exits, entries) else { continue };
-            let ahead = ccalls.iter().copied().find(|&i| run.calls[i as usize].entry_ns == at);
+            let Some((k, _)) = first_ahead(&exits, entries) else { continue };
+            let (i, t) = (ccalls[k], top(ccalls[k]));
             // Where the hold acts: only a call of C its thread's outer
             // call made holding a lock it took can be made to wait there.
-            let around = ahead
-                .map(|i| (i, top(i)))
-                .filter(|&(i, t)| {
-                    held[i as usize].is_some_and(|at| at >= run.calls[t as usize].entry_ns)
-                })
-                .and_then(|(_, t)| idx.group[t as usize])
-                .zip(idx.group[top(pcalls[0]) as usize])
-                .map(|(ec, ep)| (ep, ec));
+            let locked = held[i as usize].is_some_and(|at| at >= run.calls[t as usize].entry_ns);
+            let around = ep.zip(idx.group[t as usize].filter(|_| locked));
             let e = out.found.entry((*p, *c)).or_insert((around, 0));
             if e.0 != around {
                 e.0 = None;
