@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::source::RunSource;
 use crate::{
     causal::{Observation, Oracle},
-    intervene::{Plan, noise::NoiseSource},
+    intervene::{Plan, noise::NoiseSource, plan::wait_on_each_other},
     model::{Function, Intervention, RecordedRun, Run},
     predicates::{Catalog, PredId, RunTruth},
     record::progress::Progress,
@@ -75,9 +75,12 @@ fn interventions(catalog: &Catalog, group: &BTreeSet<PredId>) -> Vec<Interventio
 
 /// Whether the interventions on `group` can all be installed in one run:
 /// none wants an action at a call site where another acts in a way the
-/// two cannot share ([`Plan`]'s conflicts, which depend on nothing else).
+/// two cannot share ([`Plan`]'s conflicts, which depend on nothing else),
+/// and no two hold threads that each wait for the other's
+/// ([`wait_on_each_other`]).
 pub fn installable(catalog: &Catalog, functions: &[Function], group: &BTreeSet<PredId>) -> bool {
-    Plan::new(&interventions(catalog, group), Duration::ZERO, functions).conflicts.is_empty()
+    let ivs = interventions(catalog, group);
+    Plan::new(&ivs, Duration::ZERO, functions).conflicts.is_empty() && !wait_on_each_other(&ivs)
 }
 
 pub struct SourceOracle<'a> {

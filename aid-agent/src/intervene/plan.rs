@@ -7,7 +7,7 @@
 //! an intervention on a class of threads installs one key per role of the
 //! class. The probes prefer a call's own key to its function's.
 
-use std::time::Duration;
+use std::{collections::BTreeSet, time::Duration};
 
 use aid_common::{
     ANY_INSTANCE, Action, ActionKind, GroupMember, GroupSlot, RetTest, SiteKey, SitePoint,
@@ -16,7 +16,7 @@ use aid_common::{
 use crate::{
     intervene::control::StopRecord,
     model::{
-        AppliedIntervention, CallSet, Function, Intervention, Noise, Point, Site, ValueKind,
+        AppliedIntervention, CallSet, Function, Intervention, Noise, Point, Role, Site, ValueKind,
         ValueTest,
     },
 };
@@ -301,6 +301,67 @@ fn merge(have: &Action, new: &Action) -> Option<Action> {
     }
 }
 
+/// The roles an intervention's parts hold threads of while they wait for
+/// calls on other roles, and those roles: a hold until an event (the
+/// held role waits on the event's), locks held while a group runs (the
+/// takers' roles wait on the group's); a serialisation waits both ways.
+/// `directed`: some part waits one way only (a hold, not a
+/// serialisation).
+struct Waits {
+    held: BTreeSet<Role>,
+    on: BTreeSet<Role>,
+    directed: bool,
+}
+
+fn waits(iv: &Intervention) -> Waits {
+    let mut w = Waits { held: BTreeSet::new(), on: BTreeSet::new(), directed: false };
+    for part in iv.parts() {
+        match part {
+            Intervention::HoldUntil { site, until, .. } => {
+                w.held.insert(site.role);
+                w.on.insert(until.role);
+                w.directed = true;
+            }
+            Intervention::HoldLocks { calls, while_running } => {
+                w.held.extend(&calls.roles);
+                w.on.extend(&while_running.roles);
+                w.directed = true;
+            }
+            Intervention::Serialize { a, b } => {
+                w.held.extend([a.role, b.role]);
+                w.on.extend([a.role, b.role]);
+            }
+            Intervention::SerializeGroups { a, b, .. } => {
+                let roles = a.roles.iter().chain(&b.roles);
+                w.held.extend(roles.clone());
+                w.on.extend(roles);
+            }
+            _ => {}
+        }
+    }
+    w
+}
+
+/// Whether two of `interventions` can hold threads that each wait for the
+/// other's: one holds a thread of a role the other waits on while the
+/// other holds one of a role it waits on, and at least one of them waits
+/// one way only (a hold until an event, locks held while a group runs).
+/// Run together, a thread held until a call that the second one holds
+/// back waits out its timeout, and the round would count a failure that
+/// the holds, not the program, decided ("erase's locks wait while append
+/// runs" and "append's `length` waits until erase has returned" hold each
+/// other's thread). Two serialisations alone are left to the holds'
+/// own way out (`control.rs`: a group hold waiting on held threads only
+/// is let go).
+pub fn wait_on_each_other(interventions: &[Intervention]) -> bool {
+    let w: Vec<Waits> = interventions.iter().map(waits).collect();
+    w.iter().enumerate().any(|(i, x)| {
+        w[i + 1..].iter().any(|y| {
+            (x.directed || y.directed) && !x.held.is_disjoint(&y.on) && !y.held.is_disjoint(&x.on)
+        })
+    })
+}
+
 impl Plan {
     /// `hold_timeout` bounds every hold, so a forced order that cannot be
     /// satisfied never hangs the target; `functions` give the widths of
@@ -485,6 +546,41 @@ mod tests {
         assert_eq!([pair_at(a1), pair_at(b1), pair_at(a2), pair_at(b2)], [1, 1, 2, 2]);
         assert_eq!(plan.actions.len(), 4);
         assert_eq!(plan.shared.len(), 2);
+    }
+
+    /// Holds that wait on each other's roles cannot share a run; a hold
+    /// and a serialisation of other roles can, and two serialisations
+    /// are left to the holds' own way out.
+    #[test]
+    fn holds_waiting_on_each_other_are_told_apart() {
+        let calls = |func, role| CallSet { func, roles: vec![role], instance: 0, within: None };
+        // stringbuffer-jdk1.4's pair: erase (role 1) waits while append
+        // (role 0) runs; length (role 0) waits until erase has returned.
+        let locks = Intervention::HoldLocks { calls: calls(9, 1), while_running: calls(7, 0) };
+        let until = Intervention::HoldUntil {
+            site: site(5, 0, 1),
+            point: Point::Entry,
+            until: site(9, 1, 1),
+            until_point: Point::Exit,
+        };
+        assert!(wait_on_each_other(&[locks.clone(), until.clone()]));
+        assert!(wait_on_each_other(&[until.clone(), Intervention::All { each: vec![locks] }]));
+        // Both wait on role 1: neither holds what the other waits for.
+        let same_way = Intervention::HoldUntil {
+            site: site(6, 0, 1),
+            point: Point::Entry,
+            until: site(8, 1, 1),
+            until_point: Point::Entry,
+        };
+        assert!(!wait_on_each_other(&[until.clone(), same_way]));
+        let ser = |role_a, role_b| Intervention::Serialize {
+            a: site(2, role_a, 1),
+            b: site(3, role_b, 1),
+        };
+        assert!(wait_on_each_other(&[until.clone(), ser(0, 1)]));
+        assert!(!wait_on_each_other(&[until.clone(), ser(2, 3)]));
+        assert!(!wait_on_each_other(&[ser(0, 1), ser(0, 1)]));
+        assert!(!wait_on_each_other(&[until]));
     }
 
     #[test]
