@@ -342,23 +342,36 @@ fn waits(iv: &Intervention) -> Waits {
     w
 }
 
-/// Whether two of `interventions` can hold threads that each wait for the
-/// other's: one holds a thread of a role the other waits on while the
-/// other holds one of a role it waits on, and at least one of them waits
-/// one way only (a hold until an event, locks held while a group runs).
-/// Run together, a thread held until a call that the second one holds
-/// back waits out its timeout, and the round would count a failure that
-/// the holds, not the program, decided ("erase's locks wait while append
-/// runs" and "append's `length` waits until erase has returned" hold each
-/// other's thread). Two serialisations alone are left to the holds'
-/// own way out (`control.rs`: a group hold waiting on held threads only
-/// is let go).
+/// Whether some of `interventions` can hold threads that wait for one
+/// another's in a ring: each waits on a role whose threads the next holds
+/// back, and one of them waits one way only (a hold until an event, locks
+/// held while a group runs). Run together, a thread held until a call
+/// that another hold keeps back waits out its timeout, and the round
+/// would count a failure that the holds, not the program, decided
+/// (stringbuffer-jdk1.4: "erase's locks wait while append runs" and
+/// "append's `length` waits until erase has returned" held each other's
+/// thread). A ring of serialisations alone is left to the holds' own way
+/// out (`control.rs`: a group hold waiting on held threads only is let
+/// go), and an intervention that holds a role it waits on itself (a
+/// pool kept apart from its own class) is its own matter.
 pub fn wait_on_each_other(interventions: &[Intervention]) -> bool {
     let w: Vec<Waits> = interventions.iter().map(waits).collect();
-    w.iter().enumerate().any(|(i, x)| {
-        w[i + 1..].iter().any(|y| {
-            (x.directed || y.directed) && !x.held.is_disjoint(&y.on) && !y.held.is_disjoint(&x.on)
-        })
+    // next[i]: the j whose held threads i's held threads wait on.
+    let next: Vec<Vec<usize>> = (0..w.len())
+        .map(|i| (0..w.len()).filter(|&j| j != i && !w[i].on.is_disjoint(&w[j].held)).collect())
+        .collect();
+    (0..w.len()).filter(|&d| w[d].directed).any(|d| {
+        let mut seen = vec![false; w.len()];
+        let mut stack = next[d].clone();
+        while let Some(j) = stack.pop() {
+            if j == d {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[j], true) {
+                stack.extend(&next[j]);
+            }
+        }
+        false
     })
 }
 
@@ -580,7 +593,17 @@ mod tests {
         assert!(wait_on_each_other(&[until.clone(), ser(0, 1)]));
         assert!(!wait_on_each_other(&[until.clone(), ser(2, 3)]));
         assert!(!wait_on_each_other(&[ser(0, 1), ser(0, 1)]));
-        assert!(!wait_on_each_other(&[until]));
+        assert!(!wait_on_each_other(&[until.clone()]));
+        // A ring of three: role 0 waits on 1, 1 on 2, 2 on 0.
+        let hold = |held, on| Intervention::HoldUntil {
+            site: site(1, held, 1),
+            point: Point::Entry,
+            until: site(2, on, 1),
+            until_point: Point::Exit,
+        };
+        assert!(wait_on_each_other(&[hold(0, 1), hold(1, 2), hold(2, 0)]));
+        assert!(!wait_on_each_other(&[hold(0, 1), hold(1, 2), hold(0, 2)]));
+        assert!(wait_on_each_other(&[hold(0, 1), ser(1, 2), hold(2, 0)]));
     }
 
     #[test]
