@@ -593,7 +593,7 @@ mod tests {
         assert!(wait_on_each_other(&[until.clone(), ser(0, 1)]));
         assert!(!wait_on_each_other(&[until.clone(), ser(2, 3)]));
         assert!(!wait_on_each_other(&[ser(0, 1), ser(0, 1)]));
-        assert!(!wait_on_each_other(&[until.clone()]));
+        assert!(!wait_on_each_other(&[until]));
         // A ring of three: role 0 waits on 1, 1 on 2, 2 on 0.
         let hold = |held, on| Intervention::HoldUntil {
             site: site(1, held, 1),
