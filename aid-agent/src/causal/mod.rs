@@ -279,7 +279,7 @@ pub enum Unused {
     Ineffective { failing_held: u32 },
     /// The group's interventions act at one call site in ways a single
     /// stop cannot combine (a delay and a hold, holds until different
-    /// calls), or hold threads that each wait for the other's
+    /// calls), or hold threads that wait for one another's in a ring
     /// (`intervene::plan::wait_on_each_other`): known before any run, so
     /// none was made and the round is no intervention.
     NotInstallable,

@@ -76,7 +76,7 @@ fn interventions(catalog: &Catalog, group: &BTreeSet<PredId>) -> Vec<Interventio
 /// Whether the interventions on `group` can all be installed in one run:
 /// none wants an action at a call site where another acts in a way the
 /// two cannot share ([`Plan`]'s conflicts, which depend on nothing else),
-/// and no two hold threads that each wait for the other's
+/// and none hold threads that wait for one another's in a ring
 /// ([`wait_on_each_other`]).
 pub fn installable(catalog: &Catalog, functions: &[Function], group: &BTreeSet<PredId>) -> bool {
     let ivs = interventions(catalog, group);

@@ -453,7 +453,7 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
             )
         }
         Some(Unused::NotInstallable) => format!(
-            "{what} was not run: its interventions cannot work in one run (they act at one call site in ways a single stop cannot combine, or hold threads that each wait for the other's), so its predicates were tested in smaller groups (not counted as an intervention)"
+            "{what} was not run: its interventions cannot work in one run (they act at one call site in ways a single stop cannot combine, or hold threads that wait for one another's), so its predicates were tested in smaller groups (not counted as an intervention)"
         ),
         Some(Unused::NotApplied) if r.group.len() > 1 => format!(
             "{what} was not used: its interventions could not all be applied in the same {noun} ({} tries), so its predicates were tested in smaller groups",
