@@ -10,12 +10,15 @@
 //! explains, the runs do not differ in a traced call); none of them can
 //! fail `debug`: a part that cannot be computed says why in one line.
 
-use std::path::Path;
+use std::{collections::BTreeSet, path::Path};
 
 use anyhow::Context as _;
 use serde::Serialize;
 
+use super::Diagnosis;
 use crate::{
+    analysis::{Analysis, Exclusion},
+    causal::{Discovery, Reason},
     explain::{
         AccessSpec, Substrate,
         compare::{self, Inputs, Options as CompareOptions, Target, minimize::Offline},
@@ -26,8 +29,8 @@ use crate::{
         objects::Globals,
     },
     intervene::SafeList,
-    model::Session,
-    predicates::PredId,
+    model::{FuncId, Session},
+    predicates::{Kind, PredId},
     stats::{Counts, Totals, score},
 };
 
@@ -52,7 +55,92 @@ pub struct TopPattern {
     pub failing_total: usize,
     pub passing_runs: usize,
     pub passing_total: usize,
+    /// How its threads meet on an object (None: no two of its threads
+    /// touch one object).
+    pub shape: Option<Shape>,
+    /// The predicates that state how its calls meet, with what the
+    /// rounds did with each, best decided first.
+    pub tested: Vec<TestedAs>,
+    /// "run" or "unit", for the words.
+    #[serde(skip)]
+    pub noun: &'static str,
+    /// The function pairs of its threads that meet on an object: for
+    /// [`Shape::Between`] unordered, for [`Shape::Before`] the earlier
+    /// thread's function first.
+    #[serde(skip)]
+    pub pairs: BTreeSet<(FuncId, FuncId)>,
 }
+
+/// How the threads of a mined pattern meet on an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// Another thread's accesses come between two of one thread's (an
+    /// atomicity violation when those read and then write).
+    Between,
+    /// One thread's accesses come before another thread's.
+    Before,
+}
+
+/// A predicate of the session about the calls of the top pattern, and what
+/// became of it (issue 23: what is shown beside the causal path is tested
+/// or says why it was not).
+#[derive(Clone, Debug, Serialize)]
+pub struct TestedAs {
+    pub pred: PredId,
+    pub description: String,
+    pub fate: Fate,
+}
+
+/// What became of a predicate: its rounds' verdict, or why none tested it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "fate")]
+pub enum Fate {
+    /// Confirmed, the first link of the path.
+    RootCause,
+    /// Confirmed, a later link (or a timing in front of the root cause).
+    OnPath,
+    /// Ruled out by a round.
+    Pruned { reason: Reason },
+    /// Every round that could test it was confounded.
+    SetAside,
+    /// Contradictory evidence left it undecided.
+    Unresolved,
+    /// A candidate that no round decided (no round started, or the session
+    /// ended first).
+    NotReached,
+    /// Fully discriminative, but not a node of the AC-DAG.
+    Excluded { why: Exclusion },
+    /// It held in the same runs as a predicate that stands for it.
+    SameRunsAs { id: PredId },
+    /// It does not separate the failing runs from the passing ones.
+    NotSeparating { failing_true: u32, failing: u32, passing_true: u32, passing: u32 },
+}
+
+impl Fate {
+    /// A round decided it (or found its evidence contradictory).
+    pub fn tested(&self) -> bool {
+        matches!(self, Fate::RootCause | Fate::OnPath | Fate::Pruned { .. } | Fate::Unresolved)
+    }
+
+    /// Decided ones first: what the rounds said, then why none could.
+    fn rank(&self) -> u8 {
+        match self {
+            Fate::RootCause => 0,
+            Fate::OnPath => 1,
+            Fate::Pruned { .. } => 2,
+            Fate::SetAside => 3,
+            Fate::Unresolved => 4,
+            Fate::NotReached => 5,
+            Fate::Excluded { .. } => 6,
+            Fate::SameRunsAs { .. } => 7,
+            Fate::NotSeparating { .. } => 8,
+        }
+    }
+}
+
+/// At most this many predicates are kept per pattern in `beside.json`.
+const TESTED_KEPT: usize = 20;
 
 /// One failing run against the passing run most like it.
 #[derive(Clone, Debug, Serialize)]
@@ -110,11 +198,12 @@ pub fn load_patterns(path: &Path) -> anyhow::Result<PatternFile> {
 /// The parts beside the causal path, on the observation runs of `session`
 /// (complete, made without interventions).
 pub fn beside(
-    session: &Session,
+    diagnosis: &Diagnosis,
     program: &Path,
     safe: &SafeList,
     patterns: Option<(&Path, &PatternFile)>,
 ) -> Beside {
+    let session = &diagnosis.session;
     let mut b = Beside::default();
     let calls: usize = session.runs.iter().map(|r| r.calls.len()).sum();
     if calls > CALL_CAP {
@@ -139,7 +228,11 @@ pub fn beside(
             "no mined pattern: {events} access events are more than mining handles quickly; run `aid-agent mine` on the session"
         ));
     } else {
-        b.pattern = top_pattern(&substrate, &spec, typed);
+        b.pattern = top_pattern(&substrate, &spec, typed).map(|mut p| {
+            p.noun = if diagnosis.observed.noun == "unit" { "unit" } else { "run" };
+            p.tested = tested_as(&p, &diagnosis.analysis, diagnosis.discovery.as_ref());
+            p
+        });
     }
     match chain(session, globals.as_ref(), &spec, safe) {
         Ok(c) => b.chain = c,
@@ -168,6 +261,7 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
     let mined = mine::mine(&data, &MineOptions::default());
     let group = mined.groups.first()?;
     let found = group.patterns.first()?;
+    let (shape, pairs) = meetings(&data, &found.macros);
     Some(TopPattern {
         text: data.pattern_text(found),
         deps: if typed {
@@ -180,7 +274,153 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
         failing_total,
         passing_runs: found.passing.len(),
         passing_total,
+        shape,
+        tested: Vec::new(),
+        noun: "run",
+        pairs,
     })
+}
+
+/// How the threads of a pattern (its macros, each on one thread) meet on
+/// an object, and the pairs of their functions (each access's function
+/// and its traced caller) that do: another thread's
+/// macro between two macros of one thread ([`Shape::Between`]) where one
+/// exists, else one thread's macro before another's ([`Shape::Before`]);
+/// a pair counts only when the two macros touch a common object.
+fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(FuncId, FuncId)>) {
+    let key = |e: &u32| &data.keys[*e as usize];
+    let role = |m: &Vec<u32>| m.first().map(|e| key(e).role);
+    // An access made inside a traced callee is made during its caller
+    // too: both calls meet the other thread's (stringbuffer-jdk1.4's
+    // `length` inside `append(StringBuffer*)`, the call that erase's
+    // lock section comes between).
+    let funcs = |m: &Vec<u32>| {
+        m.iter().flat_map(|e| [Some(key(e).func), key(e).caller]).flatten().collect::<BTreeSet<_>>()
+    };
+    let objects = |m: &Vec<u32>| m.iter().map(|e| key(e).object).collect::<BTreeSet<_>>();
+    let share = |a: &Vec<u32>, b: &Vec<u32>| !objects(a).is_disjoint(&objects(b));
+    let mut between = BTreeSet::new();
+    for (i, a) in macros.iter().enumerate() {
+        for (k, c) in macros.iter().enumerate().skip(i + 2) {
+            if role(a) != role(c) {
+                continue;
+            }
+            for b in &macros[i + 1..k] {
+                if role(b) == role(a) || !(share(a, b) || share(c, b)) {
+                    continue;
+                }
+                for f in funcs(a).union(&funcs(c)) {
+                    for g in funcs(b) {
+                        between.insert(((*f).min(g), (*f).max(g)));
+                    }
+                }
+            }
+        }
+    }
+    if !between.is_empty() {
+        return (Some(Shape::Between), between);
+    }
+    let mut before = BTreeSet::new();
+    for (i, a) in macros.iter().enumerate() {
+        for b in &macros[i + 1..] {
+            if role(a) != role(b) && share(a, b) {
+                for f in funcs(a) {
+                    for g in funcs(b) {
+                        before.insert((f, g));
+                    }
+                }
+            }
+        }
+    }
+    if before.is_empty() { (None, before) } else { (Some(Shape::Before), before) }
+}
+
+/// The kinds that state a pattern's shape between two calls on different
+/// threads: for [`Shape::Between`], one call's work meeting the other's
+/// while it runs; for [`Shape::Before`], one call (or its section) before
+/// the other.
+fn states(shape: Shape, kind: Kind) -> bool {
+    match shape {
+        Shape::Between => matches!(
+            kind,
+            Kind::Overlap
+                | Kind::DataRace
+                | Kind::Concurrent
+                | Kind::Interleaved
+                | Kind::BetweenStatements
+                | Kind::BeforeFirstSection
+        ),
+        Shape::Before => {
+            matches!(kind, Kind::Order | Kind::StartsBefore | Kind::SectionOrder | Kind::Outruns)
+        }
+    }
+}
+
+/// The session's predicates that state the pattern's shape between a pair
+/// of its functions, each with what became of it, decided ones first,
+/// then in ranking order.
+fn tested_as(p: &TopPattern, a: &Analysis, d: Option<&Discovery>) -> Vec<TestedAs> {
+    let Some(shape) = p.shape else { return Vec::new() };
+    let about = |f: FuncId, g: FuncId| match shape {
+        Shape::Between => p.pairs.contains(&(f.min(g), f.max(g))),
+        Shape::Before => p.pairs.contains(&(f, g)),
+    };
+    let position = |id: PredId| a.ranking.iter().position(|&r| r == id).unwrap_or(usize::MAX);
+    let mut out: Vec<(u8, usize, TestedAs)> = a
+        .catalog
+        .predicates
+        .iter()
+        .filter(|x| states(shape, x.key.kind))
+        .filter(|x| x.key.other.is_some_and(|o| about(x.key.func, o.func)))
+        .map(|x| {
+            let fate = fate(x.id, a, d);
+            (
+                fate.rank(),
+                position(x.id),
+                TestedAs { pred: x.id, description: x.description.clone(), fate },
+            )
+        })
+        .collect();
+    out.sort_by_key(|(rank, position, t)| (*rank, *position, t.pred));
+    out.into_iter().take(TESTED_KEPT).map(|(_, _, t)| t).collect()
+}
+
+/// What became of predicate `id`: the rounds' verdict where a round
+/// decided it, else why no round did.
+fn fate(id: PredId, a: &Analysis, d: Option<&Discovery>) -> Fate {
+    if let Some(d) = d {
+        if d.root_cause == Some(id) {
+            return Fate::RootCause;
+        }
+        if d.chain().contains(&id) {
+            return Fate::OnPath;
+        }
+        if let Some(x) = d.rounds.iter().flat_map(|r| &r.pruned).find(|x| x.pred == id) {
+            return Fate::Pruned { reason: x.reason.clone() };
+        }
+        if d.untestable.contains(&id) {
+            return Fate::SetAside;
+        }
+        if d.unresolved.contains(&id) {
+            return Fate::Unresolved;
+        }
+    }
+    if a.candidates.contains(&id) {
+        return Fate::NotReached;
+    }
+    if let Some((_, why)) = a.excluded.iter().find(|(p, _)| *p == id) {
+        return Fate::Excluded { why: *why };
+    }
+    if let Some(&(_, rep)) = a.merged.iter().find(|(p, _)| *p == id) {
+        return Fate::SameRunsAs { id: rep };
+    }
+    let c = a.scores.get(id.0 as usize).map(|s| s.counts).unwrap_or_default();
+    Fate::NotSeparating {
+        failing_true: c.failing_true,
+        failing: a.totals.failing,
+        passing_true: c.passing_true,
+        passing: a.totals.passing,
+    }
 }
 
 /// The dual slice's chain (no re-runs) from the first failing observation
@@ -267,4 +507,81 @@ fn pattern_truth(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::{access::Access, mine::EventKey};
+
+    /// Events (role, func, access, object) as a dataset, and the macros
+    /// of a pattern over them: each macro a list of event ids.
+    fn dataset(events: &[(u32, FuncId, Access, u32)]) -> Dataset {
+        Dataset {
+            keys: events
+                .iter()
+                .map(|&(role, func, access, object)| EventKey {
+                    role,
+                    func,
+                    caller: None,
+                    access,
+                    object,
+                })
+                .collect(),
+            ..Dataset::default()
+        }
+    }
+
+    /// Another thread between two of one thread's accesses to a common
+    /// object: the pairs are unordered, and only the between-thread's
+    /// functions pair with the surrounding thread's.
+    #[test]
+    fn a_thread_between_two_of_another_s_accesses() {
+        use Access::{R, W};
+        // 0: T0 f1 reads o1; 1: T1 f2 writes o1; 2: T0 f3 writes o1;
+        // 3: T1 f4 writes o9 (no common object).
+        let d = dataset(&[(0, 1, R, 1), (1, 2, W, 1), (0, 3, W, 1), (1, 4, W, 9)]);
+        let (shape, pairs) = meetings(&d, &[vec![0], vec![1], vec![2]]);
+        assert_eq!(shape, Some(Shape::Between));
+        assert_eq!(pairs, BTreeSet::from([(1, 2), (2, 3)]));
+        // The middle thread touching none of the objects: no meeting
+        // between, and none before either.
+        let (shape, pairs) = meetings(&d, &[vec![0], vec![3], vec![2]]);
+        assert_eq!((shape, pairs.len()), (None, 0));
+    }
+
+    /// One thread's accesses before another's: ordered pairs, earlier
+    /// thread first; the same thread twice is no meeting.
+    #[test]
+    fn one_thread_before_another() {
+        use Access::{R, W};
+        let d = dataset(&[(0, 5, R, 1), (1, 6, W, 1), (0, 7, W, 1)]);
+        let (shape, pairs) = meetings(&d, &[vec![1], vec![0]]);
+        assert_eq!(shape, Some(Shape::Before));
+        assert_eq!(pairs, BTreeSet::from([(6, 5)]));
+        let (shape, _) = meetings(&d, &[vec![0], vec![2]]);
+        assert_eq!(shape, None);
+        // A macro of two calls pairs each of them.
+        let (shape, pairs) = meetings(&d, &[vec![0, 2], vec![1]]);
+        assert_eq!(shape, Some(Shape::Before));
+        assert_eq!(pairs, BTreeSet::from([(5, 6), (7, 6)]));
+        // An access inside a traced callee pairs its caller as well.
+        let mut d = d;
+        d.keys[1].caller = Some(8);
+        let (_, pairs) = meetings(&d, &[vec![0], vec![1]]);
+        assert_eq!(pairs, BTreeSet::from([(5, 6), (5, 8)]));
+    }
+
+    /// Each shape is stated by the kinds that say it, and by no other.
+    #[test]
+    fn the_kinds_that_state_each_shape() {
+        assert!(states(Shape::Between, Kind::Overlap));
+        assert!(states(Shape::Between, Kind::Interleaved));
+        assert!(!states(Shape::Between, Kind::Order));
+        assert!(states(Shape::Before, Kind::Order));
+        assert!(states(Shape::Before, Kind::SectionOrder));
+        assert!(!states(Shape::Before, Kind::Overlap));
+        assert!(!states(Shape::Before, Kind::TooSlow));
+        assert!(!states(Shape::Between, Kind::RetDiffers));
+    }
 }

@@ -510,7 +510,7 @@ fn debug_phase(
     // Beside the path, from the runs the analysis used (already in memory;
     // the session on disk also holds every intervened run).
     let beside = beside::beside(
-        &diagnosis.session,
+        &diagnosis,
         &target.program,
         &req.options.safe,
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),

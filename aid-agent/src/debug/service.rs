@@ -368,7 +368,7 @@ pub fn debug_service(
     drop(source);
     drop(tracer);
     let beside = beside::beside(
-        &diagnosis.session,
+        &diagnosis,
         &program,
         &req.options.safe,
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),

@@ -8,17 +8,32 @@ use std::{fmt::Write as _, path::Path};
 
 use anyhow::Context as _;
 
-use crate::debug::beside::Beside;
+use super::{confirmed_because, exclusion_words};
+use crate::{
+    analysis::Exclusion,
+    causal::Reason,
+    debug::beside::{Beside, Fate, Shape},
+};
 
 /// The section's lines, each at its depth (0: an item, 1: its detail),
 /// for the words and for report.html alike (empty: nothing to add).
 pub fn lines(b: &Beside) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     if let Some(p) = &b.pattern {
+        let how = match p.shape {
+            None => format!("{UNTESTED_PATTERN}; no two of its threads touch one object"),
+            Some(_) if p.tested.is_empty() => {
+                format!("{UNTESTED_PATTERN}; no predicate of the session states how its calls meet")
+            }
+            Some(shape) if p.tested.iter().any(|t| t.fate.tested()) => {
+                format!("{}, {TESTED_PATTERN}", shape_words(shape))
+            }
+            Some(shape) => format!("{}, {UNREACHED_PATTERN}", shape_words(shape)),
+        };
         out.push((
             0,
             format!(
-                "Mined pattern (in {} of {} failing and {} of {} passing runs), {UNTESTED_PATTERN}: {}",
+                "Mined pattern (in {} of {} failing and {} of {} passing runs), {how}: {}",
                 p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
             ),
         ));
@@ -28,6 +43,12 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
                 n => format!(" (and {} more)", n - 1),
             };
             out.push((1, format!("dependence: {d}{more}")));
+        }
+        for t in p.tested.iter().take(TESTED_SHOWN) {
+            out.push((1, format!("{} {}: {}", t.pred, t.description, fate_words(&t.fate, p.noun))));
+        }
+        if p.tested.len() > TESTED_SHOWN {
+            out.push((1, format!("(and {} more in beside.json)", p.tested.len() - TESTED_SHOWN)));
         }
     }
     if let Some(c) = &b.chain {
@@ -69,6 +90,57 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
 /// Why a mined pattern beside the path was not tested (issue 23: what is
 /// shown beside the causal path is tested or says why it was not).
 pub const UNTESTED_PATTERN: &str = "untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test)";
+
+/// How a mined pattern was tested: through the session's predicates that
+/// state how its calls meet, listed under it with their verdicts.
+pub const TESTED_PATTERN: &str =
+    "tested through the predicates that state how its calls meet (below, with what became of each)";
+
+/// How a mined pattern was not tested although predicates state how its
+/// calls meet: no round decided any of them.
+pub const UNREACHED_PATTERN: &str =
+    "untested: no round decided a predicate that states how its calls meet (below, with why)";
+
+/// The predicates shown under a mined pattern (`beside.json` keeps more).
+const TESTED_SHOWN: usize = 3;
+
+/// How a pattern's threads meet, in words.
+fn shape_words(shape: Shape) -> &'static str {
+    match shape {
+        Shape::Between => "another thread's accesses come between two of one thread's",
+        Shape::Before => "one thread's accesses come before another thread's",
+    }
+}
+
+/// What became of a predicate under a mined pattern, in words.
+fn fate_words(fate: &Fate, noun: &str) -> String {
+    match fate {
+        Fate::RootCause => "the root cause, confirmed".into(),
+        Fate::OnPath => "confirmed, on the causal path".into(),
+        // A round that stopped the failure confirms; a pruned predicate
+        // never carries that reason, but the words stay true if one did.
+        Fate::Pruned { reason: Reason::StoppedFailure { round } } => {
+            format!("round {}: intervening on it stopped the failure", round + 1)
+        }
+        Fate::Pruned { reason } => format!("ruled out ({})", confirmed_because(reason, &[], noun)),
+        Fate::SetAside => "set aside: every round that could test it was confounded".into(),
+        Fate::Unresolved => "left undecided by contradictory evidence".into(),
+        Fate::NotReached => "a candidate that no round decided before the session ended".into(),
+        Fate::Excluded { why } => match exclusion_words(*why) {
+            Some((_, hint)) => format!("not tested ({hint})"),
+            None => match why {
+                Exclusion::SameAs { id } => {
+                    format!("not tested on its own: the same event as the better-ranked {id}")
+                }
+                _ => "not tested".into(),
+            },
+        },
+        Fate::SameRunsAs { id } => format!("not a candidate: it held in the same {noun}s as {id}"),
+        Fate::NotSeparating { failing_true, failing, passing_true, passing } => format!(
+            "not a candidate: it held in {failing_true} of {failing} failing and {passing_true} of {passing} passing {noun}s"
+        ),
+    }
+}
 
 /// The section's heading, in words and in report.html.
 pub const HEADING: &str = "Beside the causal path";
@@ -135,7 +207,10 @@ pub fn save(dir: &Path, b: &Beside) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::debug::beside::{Chain, PatternTruth, TopPattern};
+    use crate::{
+        debug::beside::{Chain, PatternTruth, TestedAs, TopPattern},
+        predicates::PredId,
+    };
 
     /// The section, exactly; nothing at all when there is nothing to add.
     #[test]
@@ -150,6 +225,10 @@ mod tests {
                 failing_total: 10,
                 passing_runs: 0,
                 passing_total: 12,
+                shape: None,
+                tested: Vec::new(),
+                noun: "run",
+                pairs: Default::default(),
             }),
             chain: Some(Chain {
                 fail: 4,
@@ -177,7 +256,7 @@ mod tests {
         assert_eq!(
             render(&b),
             "\nBeside the causal path:\n\
-             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test): ⟨w2:load(c) | w1:store(c)⟩\n\
+             \x20 Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test); no two of its threads touch one object: ⟨w2:load(c) | w1:store(c)⟩\n\
              \x20   dependence: R w2:load(c) → W w1:store(c) (anti)\n\
              \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested (`aid-agent compare --fail 4 --pass 1` tests the links it can force, with re-runs):\n\
              \x20   order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS) ⇒ the run fails\n\
@@ -185,6 +264,72 @@ mod tests {
              \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
              \x20 (no comparison chain: why)\n"
         );
+    }
+
+    /// A pattern's line says whether a round tested a predicate stating
+    /// how its calls meet, and each such predicate says what became of it.
+    #[test]
+    fn a_pattern_says_how_it_was_tested() {
+        let tested = |pred: u32, fate: Fate| TestedAs {
+            pred: PredId(pred),
+            description: format!("d{pred}"),
+            fate,
+        };
+        let mut p = TopPattern {
+            text: "⟨a | b | a⟩".into(),
+            deps: Vec::new(),
+            rel_supp: 1.0,
+            failing_runs: 5,
+            failing_total: 5,
+            passing_runs: 1,
+            passing_total: 8,
+            shape: Some(Shape::Between),
+            tested: vec![
+                tested(3, Fate::RootCause),
+                tested(4, Fate::Pruned { reason: Reason::HeldWithoutFailure { round: 1 } }),
+                tested(5, Fate::Excluded { why: Exclusion::SameAs { id: PredId(3) } }),
+                tested(6, Fate::SetAside),
+            ],
+            noun: "unit",
+            pairs: Default::default(),
+        };
+        let b = |p: &TopPattern| Beside { pattern: Some(p.clone()), ..Beside::default() };
+        assert_eq!(
+            render(&b(&p)),
+            "\nBeside the causal path:\n\
+             \x20 Mined pattern (in 5 of 5 failing and 1 of 8 passing runs), another thread's accesses come between two of one thread's, tested through the predicates that state how its calls meet (below, with what became of each): ⟨a | b | a⟩\n\
+             \x20   P3 d3: the root cause, confirmed\n\
+             \x20   P4 d4: ruled out (round 2: it held in a unit that did not fail)\n\
+             \x20   P5 d5: not tested on its own: the same event as the better-ranked P3\n\
+             \x20   (and 1 more in beside.json)\n"
+        );
+        // No round decided any: the pattern is untested, and each says why.
+        p.shape = Some(Shape::Before);
+        p.noun = "run";
+        p.tested = vec![
+            tested(7, Fate::NotReached),
+            tested(8, Fate::Excluded { why: Exclusion::NoIntervention }),
+            tested(9, Fate::SameRunsAs { id: PredId(2) }),
+        ];
+        assert_eq!(
+            render(&b(&p)),
+            "\nBeside the causal path:\n\
+             \x20 Mined pattern (in 5 of 5 failing and 1 of 8 passing runs), one thread's accesses come before another thread's, untested: no round decided a predicate that states how its calls meet (below, with why): ⟨a | b | a⟩\n\
+             \x20   P7 d7: a candidate that no round decided before the session ended\n\
+             \x20   P8 d8: not tested (no intervention can force it)\n\
+             \x20   P9 d9: not a candidate: it held in the same runs as P2\n"
+        );
+        p.tested = vec![tested(
+            1,
+            Fate::NotSeparating { failing_true: 4, failing: 5, passing_true: 2, passing: 8 },
+        )];
+        assert!(render(&b(&p)).ends_with(
+            "P1 d1: not a candidate: it held in 4 of 5 failing and 2 of 8 passing runs\n"
+        ));
+        p.tested.clear();
+        assert!(render(&b(&p)).contains(
+            "untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test); no predicate of the session states how its calls meet: ⟨"
+        ));
     }
 
     /// A long chain of long steps is shortened to a readable line.

@@ -346,24 +346,31 @@ fn causal_links(
     path
 }
 
+/// Why a fully-discriminative predicate was not tested, as a tag and a
+/// hint of what would make it testable; None for one excluded as the same
+/// as another (its twin speaks for it).
+pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, &'static str)> {
+    Some(match why {
+        Exclusion::Unsafe => (
+            "unsafe",
+            "needs a return-value intervention: declare the function --safe if forcing it is harmless",
+        ),
+        Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
+        Exclusion::OutOfReach => (
+            "not_live",
+            "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
+        ),
+        Exclusion::SameAs { .. } => return None,
+    })
+}
+
 /// The fully-discriminative predicates no intervention was tried on, with
 /// why and a hint of what would make them testable; predicates excluded as
 /// the same as another are left out (their twin speaks for them).
 fn untested(a: &Analysis, facts: &Facts<'_>) -> Vec<Untested> {
     let mut untested = Vec::new();
     for &(p, why) in &a.excluded {
-        let (why, hint) = match why {
-            Exclusion::Unsafe => (
-                "unsafe",
-                "needs a return-value intervention: declare the function --safe if forcing it is harmless",
-            ),
-            Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
-            Exclusion::OutOfReach => (
-                "not_live",
-                "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
-            ),
-            Exclusion::SameAs { .. } => continue,
-        };
+        let Some((why, hint)) = exclusion_words(why) else { continue };
         if let Some(v) = facts.view(p) {
             untested.push(Untested { predicate: v, why, hint: hint.to_owned() });
         }

@@ -23,7 +23,7 @@ use crate::{
     causal::{Config, Observation, Oracle, Strategy, discover, estimate_tagt},
     debug::{
         Diagnosis, MAX_FIRST_ROUND_RUNS, Observed,
-        beside::{Beside, Chain, TopPattern},
+        beside::{Beside, Chain, Fate, Shape, TestedAs, TopPattern},
         oracle::{Control, NotStarted, OracleRun},
     },
     intervene::SafeList,

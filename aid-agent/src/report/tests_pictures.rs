@@ -139,6 +139,14 @@ fn beside_example() -> Beside {
             failing_total: 10,
             passing_runs: 0,
             passing_total: 12,
+            shape: Some(Shape::Before),
+            tested: vec![TestedAs {
+                pred: PredId(2),
+                description: "use_cache<1> ends before fetch starts".into(),
+                fate: Fate::RootCause,
+            }],
+            noun: "run",
+            pairs: Default::default(),
         }),
         chain: Some(Chain {
             fail: 4,
@@ -165,7 +173,7 @@ fn html_has_the_beside_section_of_report_txt() {
     assert_eq!(
         section,
         "<h2>Beside the causal path</h2>\n<ul class=\"beside\" id=\"beside\">\n\
-         <li>Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test): ⟨w2:use_cache(c) | w1:fetch(c)⟩<ul><li>dependence: R w2:use_cache(c) → W w1:fetch(c) (anti) (and 1 more)</li></ul></li>\n\
+         <li>Mined pattern (in 9 of 10 failing and 0 of 12 passing runs), one thread&#39;s accesses come before another thread&#39;s, tested through the predicates that state how its calls meet (below, with what became of each): ⟨w2:use_cache(c) | w1:fetch(c)⟩<ul><li>dependence: R w2:use_cache(c) → W w1:fetch(c) (anti) (and 1 more)</li><li>P2 use_cache&lt;1&gt; ends before fetch starts: the root cause, confirmed</li></ul></li>\n\
          <li>Run 4 (failed) against run 1 (passed), from the dual slice, untested (`aid-agent compare --fail 4 --pass 1` tests the links it can force, with re-runs):<ul><li>order &lt;a&gt; &amp; b ⇒ the run fails</li></ul></li>\n\
          <li>(no watched runs: why)</li>\n</ul>\n"
     );
@@ -181,6 +189,7 @@ fn html_has_the_beside_section_of_report_txt() {
                 .unwrap()
                 .replace("&lt;", "<")
                 .replace("&gt;", ">")
+                .replace("&#39;", "'")
                 .replace("&amp;", "&")
         })
         .collect();

@@ -443,7 +443,8 @@ fn mine_with_watchpoints_finds_the_anti_dependence() {
 }
 
 /// The section beside the causal path in `debug`'s report: the top mined
-/// pattern, the comparison chain of a failing/passing pair (the order of
+/// pattern with the predicates that state how its calls meet and what
+/// became of each (checked against report.json's rounds), the comparison chain of a failing/passing pair (the order of
 /// the racing calls first, the failure last), and the pattern predicates
 /// loaded with `--patterns`, scored on the observed runs.
 ///
@@ -497,39 +498,82 @@ fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
     let section =
         text.split("\nBeside the causal path:\n").nth(1).unwrap_or_else(|| panic!("{text}"));
     let lines: Vec<&str> = section.lines().collect();
+    let beside: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("beside.json")).unwrap()).unwrap();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(lines[0].starts_with("  Mined pattern (in "), "{section}");
-    assert!(
-        lines[0].contains(&format!(" passing runs), {}: ⟨", aid::report::beside::UNTESTED_PATTERN)),
-        "{section}"
-    );
     assert!(lines[0].contains(" of 10 failing and "), "{section}");
     assert!(
         lines[0].contains("load_counter(events)") && lines[0].contains("store_counter(events)"),
         "{section}"
     );
     assert!(lines[1].starts_with("    dependence: "), "{section}");
+    // The predicates that state how the pattern's calls meet (one thread's
+    // load before the other's store, or their callers), each with what became of it, as
+    // report.json's rounds say; the pattern is "tested" exactly when a
+    // round decided one of them.
+    let tested = beside["pattern"]["tested"].as_array().unwrap();
+    assert!(!tested.is_empty(), "{section}");
+    assert_eq!(beside["pattern"]["shape"], "before", "{section}");
+    let d = &report["discovery"];
+    let rounds = d["rounds"].as_array().unwrap();
+    let in_list = |list: &Value, p: &Value| list.as_array().is_some_and(|l| l.contains(p));
+    let mut decided = false;
+    for t in tested {
+        let (p, fate) = (&t["pred"], t["fate"]["fate"].as_str().unwrap());
+        let desc = t["description"].as_str().unwrap();
+        // About two calls of the pattern's functions or their traced
+        // caller (increment calls both).
+        let named: usize = ["load_counter", "store_counter", "increment"]
+            .iter()
+            .map(|f| desc.matches(&format!(" of {f} on ")).count())
+            .sum();
+        assert_eq!(named, 2, "{desc}");
+        let pruned =
+            rounds.iter().flat_map(|r| r["pruned"].as_array().unwrap()).find(|x| &x["pred"] == p);
+        match fate {
+            "root_cause" => assert_eq!(&d["root_cause"], p),
+            "on_path" => assert!(in_list(&d["path"], p) || in_list(&d["triggers"], p)),
+            "pruned" => assert_eq!(pruned.map(|x| &x["reason"]), Some(&t["fate"]["reason"])),
+            "set_aside" => assert!(in_list(&d["untestable"], p)),
+            "unresolved" => assert!(in_list(&d["unresolved"], p)),
+            _ => assert!(pruned.is_none() && &d["root_cause"] != p, "{t}"),
+        }
+        decided |= matches!(fate, "root_cause" | "on_path" | "pruned" | "unresolved");
+    }
+    let how = if decided {
+        aid::report::beside::TESTED_PATTERN
+    } else {
+        aid::report::beside::UNREACHED_PATTERN
+    };
+    assert!(lines[0].contains(&format!(", {how}: ⟨")), "{section}");
+    let shown = tested.len().min(3);
+    for (line, t) in lines[2..2 + shown].iter().zip(tested) {
+        let head = format!("    P{} {}: ", t["pred"], t["description"].as_str().unwrap());
+        assert!(line.starts_with(&head), "{head} / {section}");
+    }
+    let k = 2 + shown + usize::from(tested.len() > 3);
     assert!(
-        lines[2].contains("(failed) against run")
-            && lines[2]
+        lines[k].contains("(failed) against run")
+            && lines[k]
                 .contains("(passed), from the dual slice, untested (`aid-agent compare --fail ")
-            && lines[2].ends_with(" tests the links it can force, with re-runs):"),
+            && lines[k].ends_with(" tests the links it can force, with re-runs):"),
         "{section}"
     );
     assert!(
-        lines[3].starts_with("    order ")
-            && lines[3].ends_with("⇒ the run fails: exit code 1 vs exit code 0"),
+        lines[k + 1].starts_with("    order ")
+            && lines[k + 1].ends_with("⇒ the run fails: exit code 1 vs exit code 0"),
         "{section}"
     );
-    assert_eq!(lines[4], format!("  Pattern predicates from {}:", patterns.display()));
-    assert!(lines[5].starts_with("    mine:1.1 holds in "), "{section}");
-    assert!(lines[5].contains(" of 10 failing and "), "{section}");
+    assert_eq!(lines[k + 2], format!("  Pattern predicates from {}:", patterns.display()));
+    assert!(lines[k + 3].starts_with("    mine:1.1 holds in "), "{section}");
+    assert!(lines[k + 3].contains(" of 10 failing and "), "{section}");
     // Saved beside the report, as words and as data.
     let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
     assert!(report.contains("Beside the causal path:"));
-    let beside: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("beside.json")).unwrap()).unwrap();
     let p = &beside["pattern_predicates"][0];
     let said =
         format!("holds in {} of 10 failing and {} of ", p["failing_true"], p["passing_true"]);
-    assert!(lines[5].contains(&said), "{said} / {section}");
+    assert!(lines[k + 3].contains(&said), "{said} / {section}");
 }
