@@ -491,7 +491,8 @@ pub const MAX_FIRST_ROUND_RUNS: u32 = 2_000;
 /// source that can amplify), a control failure rate below it is
 /// [`Calibration::Rare`]: as rare as a failure the observation would have
 /// amplified (a thread pool whose workers start staggered under ptrace
-/// overlaps less). Otherwise, with no control run failing, or the first
+/// overlaps less), on the first control runs or once the control has
+/// gone on. Otherwise, with no control run failing, or the first
 /// round needing more than [`MAX_FIRST_ROUND_RUNS`] when no round can be
 /// witnessed (`witnessed`), [`Calibration::TooRare`] — once the control
 /// has [`oracle::CONTROL_FAILURES`] failures or [`oracle::CONTROL_MAX_RUNS`]
@@ -528,6 +529,14 @@ fn calibrate(
             break needed;
         }
         control = oracle.control(control, CONTROL_MAX_RUNS)?;
+        // Gone on, the control can show the failure as rare as one the
+        // observation would have amplified, where its first runs did not
+        // (a deadlock under ptrace: 2 of the first 39 control runs failed,
+        // then none of the next 161): amplify first, as when the first
+        // runs say so, rather than start no round.
+        if amplify_below.is_some_and(|below| control.rate() < below) {
+            return Ok(Calibration::Rare(control));
+        }
     };
     if needed.is_none_or(|n| n > MAX_FIRST_ROUND_RUNS && !witnessed) {
         let not_started = NotStarted { control, needed, limit: MAX_FIRST_ROUND_RUNS };

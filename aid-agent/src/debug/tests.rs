@@ -234,6 +234,77 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     assert!(described.contains("call 1 of read on main returns"), "{described}");
 }
 
+/// A program whose failure shows in every other observed run, and in
+/// control runs (made as intervened runs are, nothing intervened on)
+/// without noise only at the 10th and the 20th: enough of the first
+/// control runs fail not to call the failure rare, and then none does (a
+/// deadlock whose threads the agent, as tracer, starts apart). With
+/// noise every fifth control run fails. A run that forces `read`'s
+/// return passes.
+struct RareOnceGoneOn {
+    functions: Vec<Function>,
+    runs: u32,
+    control_plain: u32,
+    control_noisy: u32,
+    observed_noisy: u32,
+}
+
+impl Program for RareOnceGoneOn {
+    fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    fn observed(&mut self, noise: &[Noise]) -> RecordedRun {
+        if !noise.is_empty() {
+            self.observed_noisy += 1;
+        }
+        let fails = (self.runs + 1).is_multiple_of(2);
+        make_read_run(&mut self.runs, fails, Vec::new())
+    }
+
+    fn intervened(&mut self, plan: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
+        let fails = if !applied.is_empty() {
+            false
+        } else if plan.noise.is_empty() {
+            self.control_plain += 1;
+            matches!(self.control_plain, 10 | 20)
+        } else {
+            self.control_noisy += 1;
+            self.control_noisy.is_multiple_of(5)
+        };
+        make_read_run(&mut self.runs, fails, applied)
+    }
+}
+
+/// The first control runs (sized by the observed rate) fail often enough
+/// not to be called rare, but too rarely to start a round, so the control
+/// goes on to [`CONTROL_MAX_RUNS`], where the failure has become as rare
+/// as one observation amplifies: `debug` observes again with noise, as
+/// when the first control runs say so, and confirms the cause against a
+/// control with noise. Before, it started no round (deadlock01_bad in a
+/// corpus pass: 2 of 200 control runs failed, no round, no cause).
+#[test]
+fn a_failure_found_rare_once_the_control_went_on_is_amplified() {
+    let functions = vec![function(0, "read").with_ret(ValueKind::Signed)];
+    let mut source = Scripted(RareOnceGoneOn {
+        functions: functions.clone(),
+        runs: 0,
+        control_plain: 0,
+        control_noisy: 0,
+        observed_noisy: 0,
+    });
+    let d = debug_safe_read(&mut source, &functions);
+    assert_eq!(source.0.control_plain, CONTROL_MAX_RUNS);
+    assert!(source.0.observed_noisy > 0);
+    assert!(d.observed.amplified.is_some());
+    assert!(d.not_started.is_none(), "{:?}", d.not_started);
+    let control = d.control.expect("rounds judged against control runs with noise");
+    assert_eq!(control.failing, CONTROL_FAILURES, "{control:?}");
+    let root = d.discovery.expect("a path").root_cause.expect("a root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
+
 /// A program whose observed runs fail one in three, with noise or
 /// without, while a run made as intervened runs are, nothing intervened
 /// on, fails when `control_fails` says so of its number among them. A run
