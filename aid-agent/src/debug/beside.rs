@@ -21,6 +21,7 @@ use crate::{
     causal::{Discovery, Reason},
     explain::{
         AccessSpec, Substrate,
+        access::{Access, ObjId},
         compare::{self, Inputs, Options as CompareOptions, Target, minimize::Offline},
         mine::{
             self, Dataset, Options as MineOptions,
@@ -75,9 +76,13 @@ pub struct TopPattern {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
-    /// Another thread's accesses come between two of one thread's (an
-    /// atomicity violation when those read and then write).
+    /// Another thread's accesses come between two of one thread's.
     Between,
+    /// An atomicity violation: another thread writes an object between
+    /// one thread's read of it and its write (R … remote W … W), as the
+    /// declared access types say (without them every call reads at its
+    /// entry and writes at its exit, and any `Between` would look so).
+    Atomicity,
     /// One thread's accesses come before another thread's.
     Before,
 }
@@ -195,8 +200,9 @@ pub fn load_patterns(path: &Path) -> anyhow::Result<PatternFile> {
     Ok(file)
 }
 
-/// The parts beside the causal path, on the observation runs of `session`
-/// (complete, made without interventions).
+/// The parts beside the causal path, on the observation runs of the
+/// diagnosis's session (complete, made without interventions), the top
+/// pattern with what the diagnosis did with the predicates on its calls.
 pub fn beside(
     diagnosis: &Diagnosis,
     program: &Path,
@@ -261,7 +267,7 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
     let mined = mine::mine(&data, &MineOptions::default());
     let group = mined.groups.first()?;
     let found = group.patterns.first()?;
-    let (shape, pairs) = meetings(&data, &found.macros);
+    let (shape, pairs) = meetings(&data, &found.macros, typed);
     Some(TopPattern {
         text: data.pattern_text(found),
         deps: if typed {
@@ -286,8 +292,14 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
 /// and its traced caller) that do: another thread's
 /// macro between two macros of one thread ([`Shape::Between`]) where one
 /// exists, else one thread's macro before another's ([`Shape::Before`]);
-/// a pair counts only when the two macros touch a common object.
-fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(FuncId, FuncId)>) {
+/// a pair counts only when the two macros touch a common object. With
+/// declared access types (`typed`), a read, another thread's write and the
+/// first thread's write of one object make it [`Shape::Atomicity`].
+fn meetings(
+    data: &Dataset,
+    macros: &[Vec<u32>],
+    typed: bool,
+) -> (Option<Shape>, BTreeSet<(FuncId, FuncId)>) {
     let key = |e: &u32| &data.keys[*e as usize];
     let role = |m: &Vec<u32>| m.first().map(|e| key(e).role);
     // An access made inside a traced callee is made during its caller
@@ -299,7 +311,16 @@ fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(Fu
     };
     let objects = |m: &Vec<u32>| m.iter().map(|e| key(e).object).collect::<BTreeSet<_>>();
     let share = |a: &Vec<u32>, b: &Vec<u32>| !objects(a).is_disjoint(&objects(b));
+    let touches = |m: &Vec<u32>, access: Access, object: ObjId| {
+        m.iter().any(|e| key(e).access == access && key(e).object == object)
+    };
+    let violates = |a: &Vec<u32>, b: &Vec<u32>, c: &Vec<u32>| {
+        objects(a).into_iter().any(|o| {
+            touches(a, Access::R, o) && touches(b, Access::W, o) && touches(c, Access::W, o)
+        })
+    };
     let mut between = BTreeSet::new();
+    let mut atomicity = false;
     for (i, a) in macros.iter().enumerate() {
         for (k, c) in macros.iter().enumerate().skip(i + 2) {
             if role(a) != role(c) {
@@ -309,6 +330,7 @@ fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(Fu
                 if role(b) == role(a) || !(share(a, b) || share(c, b)) {
                     continue;
                 }
+                atomicity |= typed && violates(a, b, c);
                 for f in funcs(a).union(&funcs(c)) {
                     for g in funcs(b) {
                         between.insert(((*f).min(g), (*f).max(g)));
@@ -318,7 +340,8 @@ fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(Fu
         }
     }
     if !between.is_empty() {
-        return (Some(Shape::Between), between);
+        let shape = if atomicity { Shape::Atomicity } else { Shape::Between };
+        return (Some(shape), between);
     }
     let mut before = BTreeSet::new();
     for (i, a) in macros.iter().enumerate() {
@@ -341,7 +364,7 @@ fn meetings(data: &Dataset, macros: &[Vec<u32>]) -> (Option<Shape>, BTreeSet<(Fu
 /// the other.
 fn states(shape: Shape, kind: Kind) -> bool {
     match shape {
-        Shape::Between => matches!(
+        Shape::Between | Shape::Atomicity => matches!(
             kind,
             Kind::Overlap
                 | Kind::DataRace
@@ -362,7 +385,7 @@ fn states(shape: Shape, kind: Kind) -> bool {
 fn tested_as(p: &TopPattern, a: &Analysis, d: Option<&Discovery>) -> Vec<TestedAs> {
     let Some(shape) = p.shape else { return Vec::new() };
     let about = |f: FuncId, g: FuncId| match shape {
-        Shape::Between => p.pairs.contains(&(f.min(g), f.max(g))),
+        Shape::Between | Shape::Atomicity => p.pairs.contains(&(f.min(g), f.max(g))),
         Shape::Before => p.pairs.contains(&(f, g)),
     };
     let position = |id: PredId| a.ranking.iter().position(|&r| r == id).unwrap_or(usize::MAX);
@@ -512,7 +535,7 @@ fn pattern_truth(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::{access::Access, mine::EventKey};
+    use crate::explain::mine::EventKey;
 
     /// Events (role, func, access, object) as a dataset, and the macros
     /// of a pattern over them: each macro a list of event ids.
@@ -541,12 +564,24 @@ mod tests {
         // 0: T0 f1 reads o1; 1: T1 f2 writes o1; 2: T0 f3 writes o1;
         // 3: T1 f4 writes o9 (no common object).
         let d = dataset(&[(0, 1, R, 1), (1, 2, W, 1), (0, 3, W, 1), (1, 4, W, 9)]);
-        let (shape, pairs) = meetings(&d, &[vec![0], vec![1], vec![2]]);
+        let (shape, pairs) = meetings(&d, &[vec![0], vec![1], vec![2]], false);
         assert_eq!(shape, Some(Shape::Between));
         assert_eq!(pairs, BTreeSet::from([(1, 2), (2, 3)]));
+        // Typed, that is a read, a remote write and a write: an atomicity
+        // violation, on the same pairs.
+        let (shape, typed) = meetings(&d, &[vec![0], vec![1], vec![2]], true);
+        assert_eq!((shape, typed), (Some(Shape::Atomicity), pairs));
+        // Not when the outer thread writes first and reads after.
+        let d2 = dataset(&[(0, 1, W, 1), (1, 2, W, 1), (0, 3, R, 1)]);
+        let (shape, _) = meetings(&d2, &[vec![0], vec![1], vec![2]], true);
+        assert_eq!(shape, Some(Shape::Between));
+        // Nor when the remote thread only reads.
+        let d3 = dataset(&[(0, 1, R, 1), (1, 2, R, 1), (0, 3, W, 1)]);
+        let (shape, _) = meetings(&d3, &[vec![0], vec![1], vec![2]], true);
+        assert_eq!(shape, Some(Shape::Between));
         // The middle thread touching none of the objects: no meeting
         // between, and none before either.
-        let (shape, pairs) = meetings(&d, &[vec![0], vec![3], vec![2]]);
+        let (shape, pairs) = meetings(&d, &[vec![0], vec![3], vec![2]], true);
         assert_eq!((shape, pairs.len()), (None, 0));
     }
 
@@ -556,19 +591,19 @@ mod tests {
     fn one_thread_before_another() {
         use Access::{R, W};
         let d = dataset(&[(0, 5, R, 1), (1, 6, W, 1), (0, 7, W, 1)]);
-        let (shape, pairs) = meetings(&d, &[vec![1], vec![0]]);
+        let (shape, pairs) = meetings(&d, &[vec![1], vec![0]], false);
         assert_eq!(shape, Some(Shape::Before));
         assert_eq!(pairs, BTreeSet::from([(6, 5)]));
-        let (shape, _) = meetings(&d, &[vec![0], vec![2]]);
+        let (shape, _) = meetings(&d, &[vec![0], vec![2]], false);
         assert_eq!(shape, None);
         // A macro of two calls pairs each of them.
-        let (shape, pairs) = meetings(&d, &[vec![0, 2], vec![1]]);
+        let (shape, pairs) = meetings(&d, &[vec![0, 2], vec![1]], false);
         assert_eq!(shape, Some(Shape::Before));
         assert_eq!(pairs, BTreeSet::from([(5, 6), (7, 6)]));
         // An access inside a traced callee pairs its caller as well.
         let mut d = d;
         d.keys[1].caller = Some(8);
-        let (_, pairs) = meetings(&d, &[vec![0], vec![1]]);
+        let (_, pairs) = meetings(&d, &[vec![0], vec![1]], false);
         assert_eq!(pairs, BTreeSet::from([(5, 6), (5, 8)]));
     }
 
@@ -577,6 +612,8 @@ mod tests {
     fn the_kinds_that_state_each_shape() {
         assert!(states(Shape::Between, Kind::Overlap));
         assert!(states(Shape::Between, Kind::Interleaved));
+        assert!(states(Shape::Atomicity, Kind::DataRace));
+        assert!(!states(Shape::Atomicity, Kind::Order));
         assert!(!states(Shape::Between, Kind::Order));
         assert!(states(Shape::Before, Kind::Order));
         assert!(states(Shape::Before, Kind::SectionOrder));

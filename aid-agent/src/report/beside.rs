@@ -108,6 +108,9 @@ const TESTED_SHOWN: usize = 3;
 fn shape_words(shape: Shape) -> &'static str {
     match shape {
         Shape::Between => "another thread's accesses come between two of one thread's",
+        Shape::Atomicity => {
+            "an atomicity violation: another thread writes an object between one thread's read of it and its write"
+        }
         Shape::Before => "one thread's accesses come before another thread's",
     }
 }
@@ -325,6 +328,10 @@ mod tests {
         )];
         assert!(render(&b(&p)).ends_with(
             "P1 d1: not a candidate: it held in 4 of 5 failing and 2 of 8 passing runs\n"
+        ));
+        p.shape = Some(Shape::Atomicity);
+        assert!(render(&b(&p)).contains(
+            "runs), an atomicity violation: another thread writes an object between one thread's read of it and its write, untested: no round decided"
         ));
         p.tested.clear();
         assert!(render(&b(&p)).contains(
