@@ -138,6 +138,14 @@ fn debug_read(source: &mut dyn RunSource, functions: &[Function]) -> Diagnosis {
     debug(source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap()
 }
 
+/// The diagnosis confirmed a root cause, and it is `read`'s return value
+/// (the failure of every scripted program here).
+fn assert_root_cause_is_reads_return(d: &Diagnosis) {
+    let root = d.discovery.as_ref().and_then(|x| x.root_cause).expect("a confirmed root cause");
+    let described = &d.analysis.catalog.get(root).unwrap().description;
+    assert!(described.contains("call 1 of read on main returns"), "{described}");
+}
+
 /// Run `id` of a program whose failure is `read` returning -1 and exit
 /// code 1 (0 and exit code 0 when it passes).
 fn read_run(id: u32, fails: bool) -> Run {
@@ -228,10 +236,7 @@ fn a_failure_rare_under_the_agents_control_is_observed_again_with_noise() {
     assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (100, 20, 80));
     let control = d.control.expect("rounds were judged against control runs with noise");
     assert!(control.failing > 0, "{control:?}");
-    let discovery = d.discovery.expect("a path");
-    let root = discovery.root_cause.expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
 }
 
 /// A program whose failure shows in every other observed run, and in
@@ -300,9 +305,7 @@ fn a_failure_found_rare_once_the_control_went_on_is_amplified() {
     assert!(d.not_started.is_none(), "{:?}", d.not_started);
     let control = d.control.expect("rounds judged against control runs with noise");
     assert_eq!(control.failing, CONTROL_FAILURES, "{control:?}");
-    let root = d.discovery.expect("a path").root_cause.expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
 }
 
 /// A program whose observed runs fail one in three, with noise or
@@ -405,10 +408,7 @@ fn a_control_too_short_to_judge_the_failure_rare_goes_on() {
     assert!(d.not_started.is_none());
     assert_eq!(d.control, Some(Control { runs: 95, failing: CONTROL_FAILURES }));
     assert_eq!(source.0.control, 45 + 95);
-    let discovery = d.discovery.expect("a round was started");
-    let root = discovery.root_cause.expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
     assert!(source.0.intervened >= 564, "{}", source.0.intervened);
 }
 
@@ -434,10 +434,7 @@ fn control_runs_and_rounds_are_made_as_many_at_once_as_the_source_makes() {
     assert_eq!((batches[22], batches[45]), (1, 1));
     let made: usize = batches.iter().sum();
     assert_eq!(made as u32, source.0.control + source.0.intervened);
-    let discovery = d.discovery.expect("a round was started");
-    let root = discovery.root_cause.expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
     let intervened = d.oracle_runs.iter().filter(|r| !r.group.is_empty()).count();
     assert_eq!(intervened as u32, source.0.intervened);
     assert!(intervened.is_multiple_of(2), "{intervened}");
@@ -520,9 +517,7 @@ fn failures_of_the_first_block_only_are_judged_rare_later_and_left_out() {
     assert_eq!(d.session.runs.len(), 30, "the first 30 runs with noise");
     assert!(d.session.runs.iter().all(|r| !r.noise.is_empty()), "only runs with noise analysed");
     assert_eq!((d.observed.failing, d.observed.passing, d.observed.analysed), (14, 136, 30));
-    let root = d.discovery.and_then(|x| x.root_cause).expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
 }
 
 /// A program that fails only when its worker (role 1) is held at its 2nd
@@ -614,9 +609,7 @@ fn noise_that_provoked_the_failure_is_replayed_minimised_and_kept() {
     // stayed within its budget.
     assert!(source.0.noise[..40].iter().all(Vec::is_empty));
     assert!(d.observed.runs <= 40 + amplify::SEARCH_RUNS + 200);
-    let root = d.discovery.and_then(|x| x.root_cause).expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
 }
 
 /// A program whose `read` returns -1 in every failing run and in three
@@ -757,10 +750,7 @@ fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
     assert!(d.session.runs.iter().all(|r| r.noise.is_empty()));
     let control = d.control.expect("rounds were judged against control runs");
     assert!(control.failing > 0 && control.rate() < 0.05, "{control:?}");
-    let discovery = d.discovery.expect("a path");
-    let root = discovery.root_cause.expect("a root cause");
-    let described = &d.analysis.catalog.get(root).unwrap().description;
-    assert!(described.contains("call 1 of read on main returns"), "{described}");
+    assert_root_cause_is_reads_return(&d);
 }
 
 /// A program that fails in every run (as a deadlock in each run would,

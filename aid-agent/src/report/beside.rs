@@ -129,15 +129,12 @@ fn fate_words(fate: &Fate, noun: &str) -> String {
         Fate::SetAside => "set aside: every round that could test it was confounded".into(),
         Fate::Unresolved => "left undecided by contradictory evidence".into(),
         Fate::NotReached => "a candidate that no round decided before the session ended".into(),
-        Fate::Excluded { why } => match exclusion_words(*why) {
-            Some((_, hint)) => format!("not tested ({hint})"),
-            None => match why {
-                Exclusion::SameAs { id } => {
-                    format!("not tested on its own: the same event as the better-ranked {id}")
-                }
-                _ => "not tested".into(),
-            },
-        },
+        Fate::Excluded { why: Exclusion::SameAs { id } } => {
+            format!("not tested on its own: the same event as the better-ranked {id}")
+        }
+        Fate::Excluded { why } => {
+            format!("not tested ({})", exclusion_words(*why).map_or("", |(_, hint)| hint))
+        }
         Fate::SameRunsAs { id } => format!("not a candidate: it held in the same {noun}s as {id}"),
         Fate::NotSeparating { failing_true, failing, passing_true, passing } => format!(
             "not a candidate: it held in {failing_true} of {failing} failing and {passing_true} of {passing} passing {noun}s"
