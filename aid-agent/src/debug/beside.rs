@@ -65,11 +65,6 @@ pub struct TopPattern {
     /// "run" or "unit", for the words.
     #[serde(skip)]
     pub noun: &'static str,
-    /// The function pairs of its threads that meet on an object: for
-    /// [`Shape::Between`] unordered, for [`Shape::Before`] the earlier
-    /// thread's function first.
-    #[serde(skip)]
-    pub pairs: BTreeSet<(FuncId, FuncId)>,
 }
 
 /// How the threads of a mined pattern meet on an object.
@@ -234,11 +229,7 @@ pub fn beside(
             "no mined pattern: {events} access events are more than mining handles quickly; run `aid-agent mine` on the session"
         ));
     } else {
-        b.pattern = top_pattern(&substrate, &spec, typed).map(|mut p| {
-            p.noun = if diagnosis.observed.noun == "unit" { "unit" } else { "run" };
-            p.tested = tested_as(&p, &diagnosis.analysis, diagnosis.discovery.as_ref());
-            p
-        });
+        b.pattern = top_pattern(&substrate, &spec, typed, diagnosis);
     }
     match chain(session, globals.as_ref(), &spec, safe) {
         Ok(c) => b.chain = c,
@@ -256,8 +247,14 @@ pub fn beside(
 
 /// The top group's first pattern; its dependences only when the access
 /// types were declared (a call typed read-write shows a write at its exit
-/// whether or not it wrote, so dependence kinds mean little without).
-fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<TopPattern> {
+/// whether or not it wrote, so dependence kinds mean little without); the
+/// predicates on its calls with what `diagnosis` did with each.
+fn top_pattern(
+    substrate: &Substrate,
+    spec: &AccessSpec,
+    typed: bool,
+    diagnosis: &Diagnosis,
+) -> Option<TopPattern> {
     let failing_total = substrate.runs.iter().filter(|r| r.failed).count();
     let passing_total = substrate.runs.len() - failing_total;
     if failing_total == 0 {
@@ -268,6 +265,9 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
     let group = mined.groups.first()?;
     let found = group.patterns.first()?;
     let (shape, pairs) = meetings(&data, &found.macros, typed);
+    let tested = shape.map_or_else(Vec::new, |shape| {
+        tested_as(shape, &pairs, &diagnosis.analysis, diagnosis.discovery.as_ref())
+    });
     Some(TopPattern {
         text: data.pattern_text(found),
         deps: if typed {
@@ -281,9 +281,8 @@ fn top_pattern(substrate: &Substrate, spec: &AccessSpec, typed: bool) -> Option<
         passing_runs: found.passing.len(),
         passing_total,
         shape,
-        tested: Vec::new(),
-        noun: "run",
-        pairs,
+        tested,
+        noun: if diagnosis.observed.noun == "unit" { "unit" } else { "run" },
     })
 }
 
@@ -379,14 +378,18 @@ fn states(shape: Shape, kind: Kind) -> bool {
     }
 }
 
-/// The session's predicates that state the pattern's shape between a pair
-/// of its functions, each with what became of it, decided ones first,
-/// then in ranking order.
-fn tested_as(p: &TopPattern, a: &Analysis, d: Option<&Discovery>) -> Vec<TestedAs> {
-    let Some(shape) = p.shape else { return Vec::new() };
+/// The session's predicates that state a pattern's `shape` between one of
+/// its function `pairs` ([`meetings`]), each with what became of it,
+/// decided ones first, then in ranking order.
+fn tested_as(
+    shape: Shape,
+    pairs: &BTreeSet<(FuncId, FuncId)>,
+    a: &Analysis,
+    d: Option<&Discovery>,
+) -> Vec<TestedAs> {
     let about = |f: FuncId, g: FuncId| match shape {
-        Shape::Between | Shape::Atomicity => p.pairs.contains(&(f.min(g), f.max(g))),
-        Shape::Before => p.pairs.contains(&(f, g)),
+        Shape::Between | Shape::Atomicity => pairs.contains(&(f.min(g), f.max(g))),
+        Shape::Before => pairs.contains(&(f, g)),
     };
     let position = |id: PredId| a.ranking.iter().position(|&r| r == id).unwrap_or(usize::MAX);
     let mut out: Vec<(u8, usize, TestedAs)> = a

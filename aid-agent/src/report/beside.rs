@@ -228,7 +228,6 @@ mod tests {
                 shape: None,
                 tested: Vec::new(),
                 noun: "run",
-                pairs: Default::default(),
             }),
             chain: Some(Chain {
                 fail: 4,
@@ -291,7 +290,6 @@ mod tests {
                 tested(6, Fate::SetAside),
             ],
             noun: "unit",
-            pairs: Default::default(),
         };
         let b = |p: &TopPattern| Beside { pattern: Some(p.clone()), ..Beside::default() };
         assert_eq!(

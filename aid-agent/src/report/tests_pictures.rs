@@ -146,7 +146,6 @@ fn beside_example() -> Beside {
                 fate: Fate::RootCause,
             }],
             noun: "run",
-            pairs: Default::default(),
         }),
         chain: Some(Chain {
             fail: 4,
