@@ -207,7 +207,9 @@ impl Tracer {
     }
 
     /// Adds the C library's synchronisation points (aid's entry-only
-    /// probes for noise, `intervene/noise.rs`) to the function table.
+    /// probes for noise, `intervene/noise.rs`) to the function table,
+    /// with the points where the executable resumes after a join or a
+    /// condition wait ([`Resolver::return_points`]).
     /// Runs of a program only ([`Scope::Target`]): they are attached to the
     /// runs whose plan amplifies, and to every run once
     /// [`Tracer::set_sync_in_every_run`] says so. Returns how many were
@@ -226,6 +228,10 @@ impl Tracer {
                 n += 1;
             }
         }
+        // Where the executable resumes after a join or a condition wait:
+        // sync points of their own (the C library's are entry-only).
+        let returns = self.resolver.return_points(self.functions.len() as FuncId);
+        n += append_probeable(&mut self.probes, &mut self.functions, returns)?;
         let statements = self.resolver.statement_points(&self.functions);
         let kept = append_probeable(&mut self.probes, &mut self.functions, statements)?;
         log::info!("{kept} statement points inside the traced functions ready for amplification");

@@ -17,6 +17,7 @@ mod elf;
 pub mod enclosure;
 mod libs;
 pub mod own;
+pub mod returns;
 pub mod runtime;
 pub mod touches;
 
@@ -383,6 +384,56 @@ impl Resolver {
         out
     }
 
+    /// Where the executable's own code resumes after a join or a
+    /// condition wait ([`returns::return_sites`]), numbered from `first`:
+    /// aid's own entry-only probes on the instruction after each call,
+    /// synchronisation points like the C library's ([`Probe::Sync`],
+    /// named "pthread_join returned to main at prog.c:42"), at most
+    /// [`MAX_RETURN_POINTS`]. One whose instruction a uprobe may not take
+    /// is left out, as a statement point is.
+    pub fn return_points(&self, first: FuncId) -> Vec<Function> {
+        let mut out: Vec<Function> = Vec::new();
+        let Ok(bytes) = std::fs::read(&self.exe.path) else { return out };
+        let Ok(file) = object::File::parse(&*bytes) else { return out };
+        for site in returns::return_sites(&file) {
+            if out.len() == MAX_RETURN_POINTS {
+                break;
+            }
+            let Some(sym) = self
+                .exe
+                .symbols
+                .iter()
+                .find(|s| s.address <= site.call && site.call < s.address + s.size)
+            else {
+                continue;
+            };
+            let offset = sym.offset + (site.after - sym.address);
+            if bytes.get(offset as usize).is_none_or(|b| NOT_PROBED.contains(b)) {
+                continue;
+            }
+            let source = self.exe.source(site.call);
+            let at = source.as_ref().map_or_else(String::new, |loc| {
+                let file = loc.file.rsplit('/').next().unwrap_or(&loc.file);
+                format!(" at {file}:{}", loc.line)
+            });
+            out.push(Function {
+                id: first + out.len() as FuncId,
+                name: format!("{} returned to {}{at}", site.callee, sym.name),
+                symbol: format!("{}+{:#x}", sym.raw, site.after - sym.address),
+                module: self.exe.path.clone(),
+                address: site.after,
+                offset,
+                source,
+                ret: ValueType::UNKNOWN,
+                params: vec![ValueType::UNKNOWN; 3],
+                internal: true,
+                probe: Probe::Sync,
+                pointee: None,
+            });
+        }
+        out
+    }
+
     /// Where the program's exceptions begin to unwind ([`Probe::Throw`]:
     /// `UNWIND_ENTRIES`) and where they are caught ([`Probe::Catch`]:
     /// `is_catch_entry`), in the executable (linked statically) or
@@ -526,6 +577,8 @@ impl Names {
 pub const STATEMENTS_PER_FUNCTION: usize = 16;
 /// Statement points in all.
 pub const MAX_STATEMENTS: usize = 128;
+/// Return points in all ([`Resolver::return_points`]).
+pub const MAX_RETURN_POINTS: usize = 64;
 /// First bytes of instructions a statement point is not put at: the lock
 /// prefix, VEX (0xc4, 0xc5), EVEX (0x62) and XOP (0x8f) encodings, and
 /// traps (int3, int n, int1, hlt), which x86 uprobes refuse or which

@@ -279,7 +279,7 @@ const CALLER_SAVED: [Register; 9] = [
 
 /// Names of call targets: the executable's functions, and its PLT stubs
 /// by the relocation of the GOT slot each jumps through.
-struct Callees {
+pub(super) struct Callees {
     /// GOT slot → imported name.
     slots: HashMap<u64, String>,
     /// (start, end) of the PLT sections, with their bytes.
@@ -289,7 +289,7 @@ struct Callees {
 }
 
 impl Callees {
-    fn new(file: &object::File<'_>) -> Callees {
+    pub(super) fn new(file: &object::File<'_>) -> Callees {
         let mut slots = HashMap::new();
         if let (Some(relocs), Some(dynsyms)) =
             (file.dynamic_relocations(), file.dynamic_symbol_table())
@@ -316,8 +316,14 @@ impl Callees {
         Callees { slots, plt, own }
     }
 
+    /// The imported name whose GOT slot is at `slot` (a `call [rip+slot]`
+    /// of code built without a PLT).
+    pub(super) fn slot(&self, slot: u64) -> Option<&str> {
+        self.slots.get(&slot).map(String::as_str)
+    }
+
     /// The name of the function a call to `target` reaches.
-    fn name(&self, target: u64) -> Option<&str> {
+    pub(super) fn name(&self, target: u64) -> Option<&str> {
         if let Some(n) = self.own.get(&target) {
             return Some(n);
         }

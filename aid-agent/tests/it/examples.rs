@@ -725,6 +725,87 @@ fn exit_noise_keeps_a_thread_main_never_joined_alive() {
     );
 }
 
+/// The main thread held where its join returns (issue 24: noise at a
+/// `pthread_join` return). after_join.c's main joins `first` and then
+/// checks that `second`, which works for about a millisecond once
+/// `first` has ended, has not published yet: a hold of main after the
+/// join has returned and before the check lets it publish, while a hold
+/// before the join ends long before `first`'s 20 ms do. The point is
+/// aid's own probe on the instruction after each of main's calls of
+/// `pthread_join`, named by the call's line, and random delays draw it as
+/// any other synchronisation point of main's.
+///
+/// Exact: the two points and their names; in every run that reached the
+/// first one, main reached it after `first` had returned and after main
+/// entered `pthread_join`. Acceptance rule: at least [`JOIN_HELD_RUNS`]
+/// of the 40 amplified runs hold main at one of the two. Measured
+/// 2026-12-04 with the change that made the points: 9 to 11 of 40 in six
+/// sessions. The traced runs also fail without such a hold (5 of the 40
+/// observed runs of one session): the tracer delays main's wake from the
+/// join by about as much, so which runs fail is not asserted.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn noise_after_a_join_returns_holds_the_joiner_before_its_check() {
+    let _alone = alone();
+    let exe = c_fixture("after_join.c", "after_join", &[]);
+    let (_tmp, out, output) =
+        debug_session(&exe, &["--amplify", "random", "--amplify-below", "50%", "--runs", "80"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let loaded = aid::store::load_full(&out).unwrap();
+    let s = &loaded.session;
+    let id_of = |pred: &dyn Fn(&aid::model::Function) -> bool| -> Vec<u32> {
+        s.functions.iter().filter(|f| pred(f)).map(|f| f.id).collect()
+    };
+    let returns: Vec<(u32, &str)> = s
+        .functions
+        .iter()
+        .filter(|f| f.internal && f.probe == Probe::Sync && f.name.contains(" returned to "))
+        .map(|f| (f.id, f.name.as_str()))
+        .collect();
+    let names: Vec<&str> = returns.iter().map(|r| r.1).collect();
+    assert_eq!(
+        names,
+        [
+            "pthread_join returned to main at after_join.c:42",
+            "pthread_join returned to main at after_join.c:45"
+        ],
+        "{:?}",
+        s.functions
+    );
+    let first = id_of(&|f| !f.internal && f.name == "first");
+    let join = id_of(&|f| f.internal && f.probe == Probe::Sync && f.name == "pthread_join");
+    assert_eq!((first.len(), join.len()), (1, 1), "{:?}", s.functions);
+    let mut reached = 0;
+    for r in &s.runs {
+        let call = |func: u32| r.calls.iter().find(|c| c.func == func && c.instance == 1);
+        let Some(back) = call(returns[0].0) else { continue };
+        reached += 1;
+        let first_ret = call(first[0]).and_then(|c| c.exit_ns).expect("first returned");
+        let join_entry = call(join[0]).expect("main entered pthread_join").entry_ns;
+        assert_eq!(back.role, 0, "run {}", r.id);
+        assert!(back.entry_ns > first_ret && back.entry_ns > join_entry, "run {}: {back:?}", r.id);
+    }
+    assert!(reached > 0, "no run recorded the point\n{stderr}");
+    let returned: Vec<u32> = returns.iter().map(|r| r.0).collect();
+    let amplified: Vec<&aid::model::Run> =
+        s.runs.iter().filter(|r| !r.noise.is_empty() && r.interventions.is_empty()).collect();
+    let held = amplified
+        .iter()
+        .filter(|r| {
+            r.noise.iter().any(|n| n.func.is_some_and(|f| returned.contains(&f)) && n.held_ns > 0)
+        })
+        .count();
+    assert!(
+        held >= JOIN_HELD_RUNS,
+        "{held} of {} amplified runs held after a join\n{stderr}",
+        amplified.len()
+    );
+}
+
+/// Amplified runs of [`noise_after_a_join_returns_holds_the_joiner_before_its_check`]
+/// held after a join, at least.
+const JOIN_HELD_RUNS: usize = 4;
+
 /// Noise is never a cause (issue 10). `noise_only.c` fails only when the
 /// critical section inside `work` takes longer than 300 µs, which on its
 /// own it practically never does; amplification injects noise, and the
