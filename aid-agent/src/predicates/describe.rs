@@ -417,10 +417,12 @@ impl<'c> Names<'c> {
     /// `locks.rs`) says which of the other call's sections came between.
     fn interleaved(&self, key: &PredKey, some: &str, other: &str) -> String {
         let split = self.second(key, some);
-        let last = if key.arg == super::locks::LAST {
-            ", the last to hold it before that call took it again"
-        } else {
-            ""
+        let last = match key.arg {
+            super::locks::LAST => ", the last to hold it before that call took it again",
+            super::locks::OUT_OF_TURN => {
+                ", the first of the two taken with no section of the other's since its own previous one or its start (a turn out of order)"
+            }
+            _ => "",
         };
         let takes = match super::locks::nth_of(key.arg) {
             Some(n) => format!("takes a lock for the {} time in its call", ordinal(n.into())),

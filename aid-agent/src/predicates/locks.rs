@@ -34,7 +34,12 @@
 //! the consumer's polls in passing runs too ([`nth`] in `arg`). And,
 //! where the wide form is not, B a turn ahead: calls of B took the lock at
 //! least twice between A's two sections ([`TWICE`]), which threads meant
-//! to take turns (a hand-off for every poll) never do in passing runs.
+//! to take turns (a hand-off for every poll) never do in passing runs;
+//! or A out of turn: B took the lock between A's two sections, the first
+//! of which A took with no section of B since its own previous one
+//! ([`OUT_OF_TURN`]) — A polled twice running and polls again after B's
+//! hand-off, where passing runs that end one loop with turns of its own
+//! never poll again.
 //! The negating intervention makes every lock B's calls take wait while
 //! a call of A runs on another thread ([`hold_sections`]), which leaves
 //! no room between A's sections; for two calls of one function, it
@@ -78,6 +83,15 @@ pub(super) const fn nth(n: u8) -> u8 {
 /// protocol that wants them to take turns (a pop for every push).
 pub(super) const TWICE: u8 = 0x40;
 
+/// The `arg` of an [`Kind::Interleaved`] key whose A took the first of
+/// its two sections with no section of B's calls since its own previous
+/// one (or since the run began), and B took the lock before A's second:
+/// A took two turns running and went on after B's — a poll out of turn
+/// in a protocol of turns, whose next poll finds B's hand-off with its
+/// own counter a turn ahead. Passing runs where one side ends its loop
+/// with turns of its own, the other no longer polling, do not show it.
+pub(super) const OUT_OF_TURN: u8 = 0x20;
+
 /// The place of an `arg` made by [`nth`], if it is one.
 pub(super) fn nth_of(arg: u8) -> Option<u8> {
     (arg > LAST && arg - LAST <= NTH_SECTIONS).then(|| arg - LAST)
@@ -109,7 +123,7 @@ pub(super) fn interleavings(
             place.push(*n);
         }
         for own in mine.values() {
-            for w in own.windows(2) {
+            for (j, w) in own.windows(2).enumerate() {
                 let (first, second) = (list[w[0]], list[w[1]]);
                 if second.after_wait {
                     continue;
@@ -117,6 +131,10 @@ pub(super) fn interleavings(
                 let Some(a) = innermost_common(&first.stack, &second.stack) else { continue };
                 let Some(ga) = idx.group[a as usize] else { continue };
                 let between = &list[w[0] + 1..w[1]];
+                // The sections of other threads since this thread's
+                // previous one on the lock (since the run began, before
+                // its first).
+                let since = &list[if j == 0 { 0 } else { own[j - 1] + 1 }..w[0]];
                 for (k, other) in between.iter().enumerate() {
                     if other.open {
                         continue;
@@ -128,6 +146,9 @@ pub(super) fn interleavings(
                     seen.keep(&mut out, (ga, gb, 0));
                     if last {
                         seen.keep(&mut out, (ga, gb, LAST));
+                    }
+                    if !since.iter().any(|o| idx.group[o.call as usize] == Some(gb)) {
+                        seen.keep(&mut out, (ga, gb, OUT_OF_TURN));
                     }
                     let n = place[w[0] + 1 + k];
                     if n <= NTH_SECTIONS {
@@ -208,7 +229,7 @@ pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
             let has = |form| cands.found.contains_key(&(k.0, k.1, form));
             match k.2 {
                 0 => true,
-                LAST | TWICE => !has(0),
+                LAST | TWICE | OUT_OF_TURN => !has(0),
                 _ => !has(0) && !has(LAST),
             }
         })

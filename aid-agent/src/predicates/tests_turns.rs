@@ -356,6 +356,70 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
     }
 }
 
+/// A sender and a receiver that must take turns (the receiver compares
+/// what it takes with its own loop counter), where neither "a turn
+/// ahead" separates the runs: a receiver that ends its loop polling
+/// after the sender's last turn has polled twice between two of the
+/// sender's sections, and a sender that ends its loop with empty turns
+/// has taken two between the receiver's. A run fails when the receiver
+/// polled twice running (or first, before any turn of the sender's) and
+/// polls again after the sender's next turn: its counter is then a turn
+/// ahead of what it takes out.
+#[test]
+fn a_poll_out_of_turn_followed_by_another_is_a_predicate() {
+    let s = two_loops_session(
+        ["send", "recv"],
+        ["sender", "receiver"],
+        &[
+            // Strict turns; the sender's last turns empty after a turn of
+            // the receiver's; the receiver's last polls after the
+            // sender's last turn; the receiver wholly first.
+            (false, &[10, 30, 50], &[20, 40, 60]),
+            (false, &[10, 30, 40], &[20, 50, 60]),
+            (false, &[10, 60], &[20, 30, 40]),
+            (false, &[40, 50, 60], &[10, 20, 30]),
+            // A poll before any turn of the sender's, and one after.
+            (true, &[10], &[5, 20]),
+            // A turn, a poll, a poll, a turn, a poll.
+            (true, &[5, 30], &[10, 20, 40]),
+        ],
+    );
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
+    let interleaved = |form: u8| PredKey {
+        kind: Kind::Interleaved,
+        func: 1,
+        calls: Calls::Group { class: 1, within: None },
+        other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
+        arg: form,
+        callee: None,
+    };
+    let fd = fd(&c, &s);
+    let out_of_turn = interleaved(locks::OUT_OF_TURN);
+    assert!(fd.contains(&out_of_turn), "{fd:?}");
+    // Passing run 1 shows a turn between two polls, and two turns
+    // between two polls; passing run 2 two polls between two turns.
+    assert!(c.find(&interleaved(0)).is_none());
+    assert!(c.find(&interleaved(locks::TWICE)).is_none());
+    let p = &c.predicates[c.find(&out_of_turn).unwrap().0 as usize];
+    assert_eq!(
+        p.description,
+        "some call of send on sender takes a lock while some call of recv on receiver is between two critical sections on it (released it, to take it again), the first of the two taken with no section of the other's since its own previous one or its start (a turn out of order), which no passing run shows"
+    );
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldLocks {
+            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+        })
+    );
+    for pass in &s.runs[..4] {
+        assert!(!c.evaluate(pass).holds(p.id), "run {}", pass.id);
+    }
+    for fail in &s.runs[4..] {
+        assert!(c.evaluate(fail).holds(p.id), "run {}", fail.id);
+    }
+}
+
 /// A two-stage update (SCTBench's twostage): `write` sets a field under
 /// lock 1, then another under lock 2; `read` takes lock 1, returns at
 /// once when the first field is unset, else reads the second under lock 2

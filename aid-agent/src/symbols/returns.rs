@@ -12,23 +12,32 @@
 //! The executable's sections of code are decoded in one linear sweep
 //! (iced-x86, as [`super::touches`] does); a call reaches the function
 //! through its PLT stub (`call pthread_join@plt`) or, built without a
-//! PLT, through its GOT slot (`call [rip+pthread_join@GOTPCREL]`). Calls
-//! a library makes (`std::thread::join` inside libstdc++) are not found.
+//! PLT, through its GOT slot (`call [rip+pthread_join@GOTPCREL]`). A C++
+//! program's calls of `std::thread::join` and
+//! `std::condition_variable::wait` count as the waits they make; calls
+//! another library makes on its own are not found.
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 use object::{Object as _, ObjectSection as _, SectionKind};
 
 use super::touches::Callees;
 
-/// The C library's waits whose return is a point of its own: a thread
-/// waited for another's end, or was woken with its mutex taken again.
-pub const RETURNS_FROM: &[&str] = &[
-    "pthread_join",
-    "pthread_timedjoin_np",
-    "pthread_clockjoin_np",
-    "pthread_cond_wait",
-    "pthread_cond_timedwait",
-    "pthread_cond_clockwait",
+/// The waits whose return is a point of its own, each with the name the
+/// point shows: a thread waited for another's end, or was woken with its
+/// mutex taken again. The C library's, and the C++ library's two that
+/// call them (`std::thread::join` calls `pthread_join`;
+/// `std::condition_variable::wait` jumps to `pthread_cond_wait`, so it
+/// returns straight to its caller; its timed forms are inline templates
+/// that call `pthread_cond_clockwait` from the program's own code).
+pub const RETURNS_FROM: &[(&str, &str)] = &[
+    ("pthread_join", "pthread_join"),
+    ("pthread_timedjoin_np", "pthread_timedjoin_np"),
+    ("pthread_clockjoin_np", "pthread_clockjoin_np"),
+    ("pthread_cond_wait", "pthread_cond_wait"),
+    ("pthread_cond_timedwait", "pthread_cond_timedwait"),
+    ("pthread_cond_clockwait", "pthread_cond_clockwait"),
+    ("_ZNSt6thread4joinEv", "std::thread::join"),
+    ("_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE", "std::condition_variable::wait"),
 ];
 
 /// One call of a [`RETURNS_FROM`] function by the executable's code.
@@ -38,8 +47,8 @@ pub struct ReturnSite {
     pub call: u64,
     /// ELF address of the instruction after it: where the caller resumes.
     pub after: u64,
-    /// The function called, without a symbol version.
-    pub callee: String,
+    /// The function called, as [`RETURNS_FROM`] shows it.
+    pub callee: &'static str,
 }
 
 /// The calls of [`RETURNS_FROM`] functions in `file`'s code, in address
@@ -68,12 +77,8 @@ pub fn return_sites(file: &object::File<'_>) -> Vec<ReturnSite> {
                 _ => None,
             };
             let Some(callee) = callee.map(|n| n.split('@').next().unwrap_or(n)) else { continue };
-            if RETURNS_FROM.contains(&callee) {
-                out.push(ReturnSite {
-                    call: ins.ip(),
-                    after: ins.next_ip(),
-                    callee: callee.to_owned(),
-                });
+            if let Some(&(_, shown)) = RETURNS_FROM.iter().find(|(name, _)| *name == callee) {
+                out.push(ReturnSite { call: ins.ip(), after: ins.next_ip(), callee: shown });
             }
         }
     }
@@ -107,10 +112,17 @@ mod tests {
           return 0;\n\
         }\n";
 
-    /// The callees found, each with the bytes of its call instruction.
-    fn found(flags: &[&str]) -> Vec<(String, Vec<u8>)> {
-        let (_dir, exe) = crate::symbols::compiled("cc", "w.c", SOURCE, flags)
-            .expect("the C compiler (cc) is needed: `cargo xtask setup` installs it");
+    /// The callees found in `source` compiled by `compiler`, each with the
+    /// bytes of its call instruction.
+    fn found_in(
+        compiler: &str,
+        file: &str,
+        source: &str,
+        flags: &[&str],
+    ) -> Vec<(String, Vec<u8>)> {
+        let (_dir, exe) = crate::symbols::compiled(compiler, file, source, flags).expect(
+            "the C and C++ compilers (cc, c++) are needed: `cargo xtask setup` installs them",
+        );
         let data = std::fs::read(&exe).unwrap();
         let file = object::File::parse(&*data).unwrap();
         let text = file.section_by_name(".text").unwrap();
@@ -119,7 +131,7 @@ mod tests {
             .into_iter()
             .map(|s| {
                 let at = (s.call - text.address()) as usize;
-                (s.callee, bytes[at..at + (s.after - s.call) as usize].to_vec())
+                (s.callee.to_owned(), bytes[at..at + (s.after - s.call) as usize].to_vec())
             })
             .collect()
     }
@@ -128,6 +140,10 @@ mod tests {
     /// through the GOT slot (`call [rip+disp32]`, six bytes): the wait in
     /// the worker and the join in main, nothing else (not the lock, the
     /// signal or the thread's creation).
+    fn found(flags: &[&str]) -> Vec<(String, Vec<u8>)> {
+        found_in("cc", "w.c", SOURCE, flags)
+    }
+
     #[test]
     fn the_calls_of_a_join_and_a_condition_wait_are_found_with_or_without_a_plt() {
         let plt = found(&["-O0", "-pthread"]);
@@ -138,5 +154,29 @@ mod tests {
         let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["pthread_cond_wait", "pthread_join"]);
         assert!(got.iter().all(|(_, b)| b[..2] == [0xff, 0x15]), "{got:x?}");
+    }
+
+    /// C++: `std::thread::join` and `std::condition_variable::wait` (called
+    /// by the predicate form's inline loop) are the waits.
+    #[test]
+    fn a_cxx_join_and_condition_wait_are_found_by_their_library_calls() {
+        let source = "#include <condition_variable>\n\
+            #include <mutex>\n\
+            #include <thread>\n\
+            std::mutex m;\n\
+            std::condition_variable cv;\n\
+            bool ready;\n\
+            int main() {\n\
+              std::thread t([] { std::unique_lock<std::mutex> l(m); cv.wait(l, [] { return ready; }); });\n\
+              { std::lock_guard<std::mutex> g(m); ready = true; }\n\
+              cv.notify_one();\n\
+              t.join();\n\
+            }\n";
+        let mut names: Vec<String> = found_in("c++", "w.cpp", source, &["-O0", "-pthread"])
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["std::condition_variable::wait", "std::thread::join"]);
     }
 }
