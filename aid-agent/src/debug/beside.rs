@@ -25,7 +25,7 @@ use crate::{
         compare::{self, Inputs, Options as CompareOptions, Target, minimize::Offline},
         mine::{
             self, Dataset, Options as MineOptions,
-            predicates::{FORMAT, PatternFile, VERSION},
+            predicates::{FORMAT, MinedPredicate, PatternEvent, PatternFile, VERSION},
         },
         objects::Globals,
     },
@@ -164,6 +164,14 @@ pub struct PatternTruth {
     pub recall: f64,
     pub importance: f64,
     pub fully_discriminative: bool,
+    /// How its threads meet on an object, read from the session's own
+    /// access traces as for the top pattern ([`meetings`]); None when no
+    /// two of them touch one object, or when an event of the pattern is
+    /// in none of the session's traces.
+    pub shape: Option<Shape>,
+    /// The session's predicates that state that meeting, with what became
+    /// of each (as the top pattern's).
+    pub tested: Vec<TestedAs>,
 }
 
 /// Everything beside the causal path; `notes` say why a part is missing
@@ -237,7 +245,7 @@ pub fn beside(
     }
     if let Some((path, file)) = patterns {
         b.patterns_file = Some(path.display().to_string());
-        match pattern_truth(session, globals.as_ref(), file) {
+        match pattern_truth(diagnosis, globals.as_ref(), file) {
             Ok(t) => b.pattern_predicates = t,
             Err(e) => b.notes.push(format!("pattern predicates not evaluated: {e:#}")),
         }
@@ -489,16 +497,18 @@ fn chain(
 
 /// "Pattern π occurs" on every observation run, with AID's scores.
 fn pattern_truth(
-    session: &Session,
+    diagnosis: &Diagnosis,
     globals: Option<&Globals>,
     file: &PatternFile,
 ) -> anyhow::Result<Vec<PatternTruth>> {
     let spec = AccessSpec::new(&file.reads, &file.writes)?;
-    let substrate = Substrate::build(session, globals, &spec, &[]);
+    let substrate = Substrate::build(&diagnosis.session, globals, &spec, &[]);
     let totals = Totals {
         failing: substrate.runs.iter().filter(|r| r.failed).count() as u32,
         passing: substrate.runs.iter().filter(|r| !r.failed).count() as u32,
     };
+    let data = Dataset::from_substrate(&substrate, &spec);
+    let typed = !file.reads.is_empty() || !file.writes.is_empty();
     Ok(file
         .predicates
         .iter()
@@ -519,6 +529,13 @@ fn pattern_truth(
                 }
             }
             let s = score(PredId(i as u32), c, totals);
+            let (shape, tested) = match linked(&data, p, typed) {
+                Some((shape, pairs)) => (
+                    Some(shape),
+                    tested_as(shape, &pairs, &diagnosis.analysis, diagnosis.discovery.as_ref()),
+                ),
+                None => (None, Vec::new()),
+            };
             PatternTruth {
                 id: p.id.clone(),
                 description: p.description.clone(),
@@ -530,9 +547,33 @@ fn pattern_truth(
                 recall: s.recall,
                 importance: s.importance,
                 fully_discriminative: s.fully_discriminative,
+                shape,
+                tested,
             }
         })
         .collect())
+}
+
+/// How a loaded pattern's threads meet, and the pairs of functions that
+/// do ([`meetings`]), with its events found among `data`'s by their
+/// names; None when one of them is in no trace of these runs or no two
+/// of its threads touch one object.
+fn linked(
+    data: &Dataset,
+    p: &MinedPredicate,
+    typed: bool,
+) -> Option<(Shape, BTreeSet<(FuncId, FuncId)>)> {
+    let id_of =
+        |e: &PatternEvent| (0..data.keys.len() as u32).find(|&i| PatternEvent::of(data, i) == *e);
+    let ids: Vec<u32> = p.events.iter().map(id_of).collect::<Option<_>>()?;
+    let mut macros = Vec::with_capacity(p.macro_lengths.len());
+    let mut at = 0;
+    for &n in &p.macro_lengths {
+        macros.push(ids.get(at..at + n)?.to_vec());
+        at += n;
+    }
+    let (shape, pairs) = meetings(data, &macros, typed);
+    Some((shape?, pairs))
 }
 
 #[cfg(test)]
@@ -586,6 +627,39 @@ mod tests {
         // between, and none before either.
         let (shape, pairs) = meetings(&d, &[vec![0], vec![3], vec![2]], true);
         assert_eq!((shape, pairs.len()), (None, 0));
+    }
+
+    /// A loaded pattern's events are found among the session's by their
+    /// names and cut into macros by their lengths; an event no trace has,
+    /// or lengths past its events, leave it unlinked.
+    #[test]
+    fn a_loaded_pattern_is_linked_by_its_event_names() {
+        use Access::{R, W};
+        let mut d = dataset(&[(0, 1, R, 0), (1, 2, W, 0), (0, 3, W, 0)]);
+        d.role_names = vec!["t0".into(), "t1".into()];
+        d.func_names = vec!["f0".into(), "load".into(), "store".into(), "save".into()];
+        d.object_names = vec!["c".into()];
+        let event = |i: u32| PatternEvent::of(&d, i);
+        let p = MinedPredicate {
+            id: "mine:1.1".into(),
+            description: "pattern occurs".into(),
+            rel_supp: 1.0,
+            events: vec![event(0), event(1), event(2)],
+            macro_lengths: vec![1, 1, 1],
+            deps: Vec::new(),
+            failing_runs: Vec::new(),
+            passing_runs: Vec::new(),
+        };
+        let atomicity = Some((Shape::Atomicity, BTreeSet::from([(1, 2), (2, 3)])));
+        assert_eq!(linked(&d, &p, true), atomicity);
+        let untyped = Some((Shape::Between, BTreeSet::from([(1, 2), (2, 3)])));
+        assert_eq!(linked(&d, &p, false), untyped);
+        let mut absent = p.clone();
+        absent.events[1].function = "other".into();
+        assert_eq!(linked(&d, &absent, true), None);
+        let mut long = p.clone();
+        long.macro_lengths = vec![1, 1, 2];
+        assert_eq!(linked(&d, &long, true), None);
     }
 
     /// One thread's accesses before another's: ordered pairs, earlier

@@ -12,7 +12,7 @@ use super::{confirmed_because, exclusion_words};
 use crate::{
     analysis::Exclusion,
     causal::Reason,
-    debug::beside::{Beside, Fate, Shape},
+    debug::beside::{Beside, Fate, Shape, TestedAs},
 };
 
 /// The section's lines, each at its depth (0: an item, 1: its detail),
@@ -20,21 +20,16 @@ use crate::{
 pub fn lines(b: &Beside) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     if let Some(p) = &b.pattern {
-        let how = match p.shape {
-            None => format!("{UNTESTED_PATTERN}; no two of its threads touch one object"),
-            Some(_) if p.tested.is_empty() => {
-                format!("{UNTESTED_PATTERN}; no predicate of the session states how its calls meet")
-            }
-            Some(shape) if p.tested.iter().any(|t| t.fate.tested()) => {
-                format!("{}, {TESTED_PATTERN}", shape_words(shape))
-            }
-            Some(shape) => format!("{}, {UNREACHED_PATTERN}", shape_words(shape)),
-        };
         out.push((
             0,
             format!(
-                "Mined pattern (in {} of {} failing and {} of {} passing runs), {how}: {}",
-                p.failing_runs, p.failing_total, p.passing_runs, p.passing_total, p.text
+                "Mined pattern (in {} of {} failing and {} of {} passing runs), {}: {}",
+                p.failing_runs,
+                p.failing_total,
+                p.passing_runs,
+                p.passing_total,
+                how_tested(p.shape, &p.tested),
+                p.text
             ),
         ));
         if let Some(d) = p.deps.first() {
@@ -44,12 +39,7 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
             };
             out.push((1, format!("dependence: {d}{more}")));
         }
-        for t in p.tested.iter().take(TESTED_SHOWN) {
-            out.push((1, format!("{} {}: {}", t.pred, t.description, fate_words(&t.fate, p.noun))));
-        }
-        if p.tested.len() > TESTED_SHOWN {
-            out.push((1, format!("(and {} more in beside.json)", p.tested.len() - TESTED_SHOWN)));
-        }
+        tested_lines(&p.tested, p.noun, 1, &mut out);
     }
     if let Some(c) = &b.chain {
         out.push((
@@ -68,7 +58,7 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
             out.push((
                 1,
                 format!(
-                    "{} holds in {} of {} failing and {} of {} passing runs (precision {:.2}, recall {:.2}{tag}): {}",
+                    "{} holds in {} of {} failing and {} of {} passing runs (precision {:.2}, recall {:.2}{tag}): {}; {}",
                     p.id,
                     p.failing_true,
                     p.failing,
@@ -76,15 +66,43 @@ pub fn lines(b: &Beside) -> Vec<(usize, String)> {
                     p.passing,
                     p.precision,
                     p.recall,
-                    p.description
+                    p.description,
+                    how_tested(p.shape, &p.tested)
                 ),
             ));
+            tested_lines(&p.tested, "run", 2, &mut out);
         }
     }
     for n in &b.notes {
         out.push((0, format!("({n})")));
     }
     out
+}
+
+/// Whether a mined pattern was tested, through the predicates of the
+/// session that state how its calls meet (`tested`), in words.
+fn how_tested(shape: Option<Shape>, tested: &[TestedAs]) -> String {
+    match shape {
+        None => format!("{UNTESTED_PATTERN}; no two of its threads touch one object"),
+        Some(_) if tested.is_empty() => {
+            format!("{UNTESTED_PATTERN}; no predicate of the session states how its calls meet")
+        }
+        Some(shape) if tested.iter().any(|t| t.fate.tested()) => {
+            format!("{}, {TESTED_PATTERN}", shape_words(shape))
+        }
+        Some(shape) => format!("{}, {UNREACHED_PATTERN}", shape_words(shape)),
+    }
+}
+
+/// The predicates that test a pattern, each with what became of it, at
+/// `depth` (the first [`TESTED_SHOWN`], then how many more).
+fn tested_lines(tested: &[TestedAs], noun: &str, depth: usize, out: &mut Vec<(usize, String)>) {
+    for t in tested.iter().take(TESTED_SHOWN) {
+        out.push((depth, format!("{} {}: {}", t.pred, t.description, fate_words(&t.fate, noun))));
+    }
+    if tested.len() > TESTED_SHOWN {
+        out.push((depth, format!("(and {} more in beside.json)", tested.len() - TESTED_SHOWN)));
+    }
 }
 
 /// Why a mined pattern beside the path was not tested (issue 23: what is
@@ -249,6 +267,8 @@ mod tests {
                 recall: 1.0,
                 importance: 1.0,
                 fully_discriminative: true,
+                shape: None,
+                tested: Vec::new(),
             }],
             notes: vec!["no comparison chain: why".into()],
         };
@@ -260,7 +280,7 @@ mod tests {
              \x20 Run 4 (failed) against run 1 (passed), from the dual slice, untested (`aid-agent compare --fail 4 --pass 1` tests the links it can force, with re-runs):\n\
              \x20   order w2.load#1 ≺ w1.store#1 (FAIL) vs ≻ (PASS) ⇒ the run fails\n\
              \x20 Pattern predicates from p.json:\n\
-             \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs\n\
+             \x20   mine:1.1 holds in 10 of 10 failing and 0 of 12 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨…⟩ occurs; untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test); no two of its threads touch one object\n\
              \x20 (no comparison chain: why)\n"
         );
     }
@@ -332,6 +352,41 @@ mod tests {
         assert!(render(&b(&p)).contains(
             "untested (aid has no intervention that keeps a pattern of accesses from occurring; the predicates of its calls are what the rounds test); no predicate of the session states how its calls meet: ⟨"
         ));
+    }
+
+    /// A loaded pattern predicate says how it was tested, and lists the
+    /// predicates that state how its calls meet under it.
+    #[test]
+    fn a_loaded_pattern_predicate_says_how_it_was_tested() {
+        let b = Beside {
+            patterns_file: Some("p.json".into()),
+            pattern_predicates: vec![PatternTruth {
+                id: "mine:1.1".into(),
+                description: "pattern ⟨a | b | a⟩ occurs".into(),
+                failing_true: 5,
+                failing: 5,
+                passing_true: 0,
+                passing: 8,
+                precision: 1.0,
+                recall: 1.0,
+                importance: 1.0,
+                fully_discriminative: true,
+                shape: Some(Shape::Between),
+                tested: vec![TestedAs {
+                    pred: PredId(3),
+                    description: "d3".into(),
+                    fate: Fate::RootCause,
+                }],
+            }],
+            ..Beside::default()
+        };
+        assert_eq!(
+            render(&b),
+            "\nBeside the causal path:\n\
+             \x20 Pattern predicates from p.json:\n\
+             \x20   mine:1.1 holds in 5 of 5 failing and 0 of 8 passing runs (precision 1.00, recall 1.00, fully discriminative): pattern ⟨a | b | a⟩ occurs; another thread's accesses come between two of one thread's, tested through the predicates that state how its calls meet (below, with what became of each)\n\
+             \x20     P3 d3: the root cause, confirmed\n"
+        );
     }
 
     /// A long chain of long steps is shortened to a readable line.

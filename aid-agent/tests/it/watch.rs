@@ -542,17 +542,9 @@ fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
         }
         decided |= matches!(fate, "root_cause" | "on_path" | "pruned" | "unresolved");
     }
-    let how = if decided {
-        aid::report::beside::TESTED_PATTERN
-    } else {
-        aid::report::beside::UNREACHED_PATTERN
-    };
-    assert!(lines[0].contains(&format!(", {how}: ⟨")), "{section}");
+    assert!(lines[0].contains(&format!(", {}: ⟨", how_tested(decided))), "{section}");
     let shown = tested.len().min(3);
-    for (line, t) in lines[2..2 + shown].iter().zip(tested) {
-        let head = format!("    P{} {}: ", t["pred"], t["description"].as_str().unwrap());
-        assert!(line.starts_with(&head), "{head} / {section}");
-    }
+    assert_listed(&lines[2..2 + shown], tested, "    ", section);
     let k = 2 + shown + usize::from(tested.len() > 3);
     assert!(
         lines[k].contains("(failed) against run")
@@ -576,4 +568,37 @@ fn debug_reports_the_pattern_and_the_chain_beside_the_path() {
     let said =
         format!("holds in {} of 10 failing and {} of ", p["failing_true"], p["passing_true"]);
     assert!(lines[k + 3].contains(&said), "{said} / {section}");
+    // The loaded predicate is linked as the top pattern is: the
+    // predicates that state how its calls meet, under it, each with its
+    // fate, and its line says whether a round decided one.
+    let loaded = p["tested"].as_array().unwrap();
+    assert!(!loaded.is_empty(), "{section}");
+    let decided = loaded.iter().any(|t| {
+        matches!(
+            t["fate"]["fate"].as_str(),
+            Some("root_cause" | "on_path" | "pruned" | "unresolved")
+        )
+    });
+    assert!(lines[k + 3].ends_with(&format!(", {}", how_tested(decided))), "{section}");
+    let shown = loaded.len().min(3);
+    assert_listed(&lines[k + 4..k + 4 + shown], loaded, "      ", section);
+}
+
+/// How a pattern's line says it was tested: through a predicate a round
+/// decided, or by none.
+fn how_tested(decided: bool) -> &'static str {
+    if decided {
+        aid::report::beside::TESTED_PATTERN
+    } else {
+        aid::report::beside::UNREACHED_PATTERN
+    }
+}
+
+/// Each of `lines` names the predicate of `tested` at its place, indented
+/// by `indent`.
+fn assert_listed(lines: &[&str], tested: &[Value], indent: &str, section: &str) {
+    for (line, t) in lines.iter().zip(tested) {
+        let head = format!("{indent}P{} {}: ", t["pred"], t["description"].as_str().unwrap());
+        assert!(line.starts_with(&head), "{head} / {section}");
+    }
 }

@@ -82,9 +82,9 @@ impl MinedPredicate {
     }
 }
 
-/// The predicates of every pattern of every group.
-pub fn export(data: &Dataset, mined: &Mined, reads: &[String], writes: &[String]) -> PatternFile {
-    let event = |e: u32| {
+impl PatternEvent {
+    /// Event `e` of `data`, by its names.
+    pub fn of(data: &Dataset, e: u32) -> PatternEvent {
         let j = data.event_json(e);
         PatternEvent {
             role: j.role,
@@ -93,7 +93,12 @@ pub fn export(data: &Dataset, mined: &Mined, reads: &[String], writes: &[String]
             access: j.access,
             object: j.object,
         }
-    };
+    }
+}
+
+/// The predicates of every pattern of every group.
+pub fn export(data: &Dataset, mined: &Mined, reads: &[String], writes: &[String]) -> PatternFile {
+    let event = |e: u32| PatternEvent::of(data, e);
     let mut predicates = Vec::new();
     for (g, group) in mined.groups.iter().enumerate() {
         for (p, found) in group.patterns.iter().enumerate() {
