@@ -135,6 +135,9 @@ pub(super) fn interleavings(
                 // previous one on the lock (since the run began, before
                 // its first).
                 let since = &list[if j == 0 { 0 } else { own[j - 1] + 1 }..w[0]];
+                // Whether `since` has a section of a group, looked up once
+                // per group of the window (a window has one or two).
+                let mut since_has: Vec<(GroupKey, bool)> = Vec::new();
                 for (k, other) in between.iter().enumerate() {
                     if other.open {
                         continue;
@@ -147,7 +150,15 @@ pub(super) fn interleavings(
                     if last {
                         seen.keep(&mut out, (ga, gb, LAST));
                     }
-                    if !since.iter().any(|o| idx.group[o.call as usize] == Some(gb)) {
+                    let had = match since_has.iter().find(|(g, _)| *g == gb) {
+                        Some(&(_, had)) => had,
+                        None => {
+                            let had = since.iter().any(|o| idx.group[o.call as usize] == Some(gb));
+                            since_has.push((gb, had));
+                            had
+                        }
+                    };
+                    if !had {
                         seen.keep(&mut out, (ga, gb, OUT_OF_TURN));
                     }
                     let n = place[w[0] + 1 + k];
