@@ -462,7 +462,9 @@ fn debug_phase(
                     (census, left_ns)
                 });
             let sync = tracer.add_sync_points()?;
-            log::info!("{sync} synchronisation points of the C library ready for amplification");
+            log::info!(
+                "{sync} synchronisation points (the C library's, and where the program resumes after a join or a condition wait) ready for amplification"
+            );
             if let Some((census, left_ns)) = measured
                 && sync > 0
             {
