@@ -157,6 +157,8 @@ fn a_worker_killed_mid_batch_loses_no_run_and_none_counts_twice() {
     workers[0].take();
     let status = ended(&mut debug, 300, &coordinator_log);
     let said = std::fs::read_to_string(&coordinator_log).unwrap();
+    // Exit 2 would be "no run failed": the fixture fails a run on a coin,
+    // so 12 runs all pass once in 4096 sessions (`fleet.c`).
     assert!(
         status.success() || status.code() == Some(1),
         "debug --fleet ended with {status:?}:\n{said}"
