@@ -192,28 +192,38 @@ pub fn analyze_timed(
     }
     time.statistics = t.elapsed();
     let t = Instant::now();
-    let dag = AcDag::build(
-        &candidates,
-        f,
-        truths.iter().filter(|t| t.failed).map(|t| t.held.as_slice()),
-    )?
-    .with_necessary(&necessary)
-    .with_sufficient(&sufficient)
-    .with_mechanisms(
+    let folded: Vec<(PredId, PredId)> = excluded
+        .iter()
+        .filter_map(|&(dup, why)| match why {
+            Exclusion::SameAs { id } => Some((dup, id)),
+            _ => None,
+        })
+        .collect();
+    let acting: Vec<Vec<(PredId, u64)>> =
+        failing.iter().map(|t| acting_anchors(t, &folded)).collect();
+    let kind_is = |test: fn(Kind) -> bool| {
+        let catalog = &catalog;
         candidates
             .iter()
             .copied()
-            .filter(|&id| catalog.get(id).is_some_and(|p| p.key.kind.is_mechanism())),
-    )
-    .with_implied(&implied::implied(
-        &candidates
-            .iter()
-            .filter_map(|&id| catalog.get(id).map(|p| (id, p.key.kind, p.intervention.as_ref())))
-            .collect::<Vec<_>>(),
-        &implied::Nesting::of(&session.runs, &|f| {
-            session.functions.get(f as usize).is_some_and(|x| x.internal)
-        }),
-    ));
+            .filter(move |&id| catalog.get(id).is_some_and(|p| test(p.key.kind)))
+    };
+    let dag = AcDag::build(&candidates, f, acting.iter().map(Vec::as_slice))?
+        .with_necessary(&necessary)
+        .with_sufficient(&sufficient)
+        .with_mechanisms(kind_is(Kind::is_mechanism))
+        .with_incidental(kind_is(Kind::is_incidental))
+        .with_implied(&implied::implied(
+            &candidates
+                .iter()
+                .filter_map(|&id| {
+                    catalog.get(id).map(|p| (id, p.key.kind, p.intervention.as_ref()))
+                })
+                .collect::<Vec<_>>(),
+            &implied::Nesting::of(&session.runs, &|f| {
+                session.functions.get(f as usize).is_some_and(|x| x.internal)
+            }),
+        ));
     time.dag = t.elapsed();
     let failure_rate =
         if truths.is_empty() { 0.0 } else { f64::from(totals.failing) / truths.len() as f64 };
@@ -235,6 +245,27 @@ pub fn analyze_timed(
         },
         time,
     ))
+}
+
+/// One failing run's anchors as the AC-DAG places them: a candidate that
+/// stands for others (`folded`: same intervention, or same moment) is at
+/// the earliest of its own anchor and theirs in that run. Their
+/// intervention is one, and it acts no later than the earliest of them
+/// (docs/predicates.md, "Anchors and intervention points"): rare.c's
+/// "consume ends before publish starts" is anchored at consume's exit, but
+/// its hold, the same as "consume starts before publish starts", acts at
+/// consume's entry. Placed at the exit, it had "consume starts while
+/// prepare runs", anchored at that entry, for an ancestor; the hold made
+/// that ancestor impossible, so no round on it could be used, and the
+/// overlap with `prepare` was confirmed the root cause.
+fn acting_anchors(t: &RunTruth, folded: &[(PredId, PredId)]) -> Vec<(PredId, u64)> {
+    let mut held = t.held.clone();
+    for &(dup, rep) in folded {
+        if let (Some(d), Ok(i)) = (t.anchor(dup), held.binary_search_by_key(&rep, |&(p, _)| p)) {
+            held[i].1 = held[i].1.min(d);
+        }
+    }
+    held
 }
 
 /// What the candidates beyond the fully-discriminative ones are chosen

@@ -55,6 +55,10 @@ pub struct AcDag {
     /// unordered nodes of equal depth they are tried first
     /// ([`AcDag::with_mechanisms`]).
     mechanism: BitSet,
+    /// Nodes that say only that two calls sharing no object ran at once
+    /// ([`AcDag::with_incidental`]): among unordered nodes of equal depth
+    /// they are tried last.
+    incidental: BitSet,
     /// `implied[i]`: nodes the intervention of `i` makes impossible (two
     /// calls it keeps apart said to run at the same time,
     /// [`AcDag::with_implied`]): like tied nodes, they change with it
@@ -279,6 +283,7 @@ impl AcDag {
         let necessary = BitSet::new(total);
         let sufficient = BitSet::new(total);
         let mechanism = BitSet::new(total);
+        let incidental = BitSet::new(total);
         let implied = vec![BitSet::new(total); total];
         AcDag {
             ids,
@@ -291,6 +296,7 @@ impl AcDag {
             necessary,
             sufficient,
             mechanism,
+            incidental,
             implied,
         }
     }
@@ -318,6 +324,15 @@ impl AcDag {
     pub fn with_mechanisms(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
         for i in self.nodes_of(ids) {
             self.mechanism.insert(i);
+        }
+        self
+    }
+
+    /// Marks these candidates as incidental (see [`AcDag::incidental`]);
+    /// ids that are not nodes are ignored.
+    pub fn with_incidental(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
+        for i in self.nodes_of(ids) {
+            self.incidental.insert(i);
         }
         self
     }
@@ -360,6 +375,18 @@ impl AcDag {
     /// with a cause, is not the one the report names.
     pub fn mechanism(&self, i: usize) -> bool {
         self.mechanism.contains(i)
+    }
+
+    /// Whether node `i` says only that two calls which share no object
+    /// ran at the same time ([`crate::predicates::Kind::is_incidental`]).
+    /// Of two facets of one instant, "consume starts while prepare runs"
+    /// and "consume starts before publish starts" (rare.c: the reader's
+    /// read, the writer still preparing what it publishes), the second
+    /// names the call the held one waits for and the first only what ran
+    /// then; tried last, it is confirmed only when no facet that says
+    /// more stops the failure.
+    pub fn incidental(&self, i: usize) -> bool {
+        self.incidental.contains(i)
     }
 
     /// Nodes that are necessary but not sufficient for the failure: they

@@ -212,6 +212,14 @@ impl Kind {
         )
     }
 
+    /// Kinds that say only that two calls sharing no object ran at the
+    /// same time: of the facets of one instant, the one that says least
+    /// about how the failure comes about; the causal search tries them
+    /// last among unordered candidates ([`crate::causal::AcDag::incidental`]).
+    pub fn is_incidental(self) -> bool {
+        self == Kind::Concurrent
+    }
+
     /// Kinds about a pair of calls.
     pub fn is_pairwise(self) -> bool {
         matches!(
