@@ -192,27 +192,11 @@ pub fn analyze_timed(
     }
     time.statistics = t.elapsed();
     let t = Instant::now();
-    let folded: Vec<(PredId, PredId)> = excluded
-        .iter()
-        .filter_map(|&(dup, why)| match why {
-            Exclusion::SameAs { id } => Some((dup, id)),
-            _ => None,
-        })
-        .collect();
-    let acting: Vec<Vec<(PredId, u64)>> =
-        failing.iter().map(|t| acting_anchors(t, &folded)).collect();
-    let kind_is = |test: fn(Kind) -> bool| {
-        let catalog = &catalog;
-        candidates
-            .iter()
-            .copied()
-            .filter(move |&id| catalog.get(id).is_some_and(|p| test(p.key.kind)))
-    };
+    let acting = acting_anchors(&failing, &excluded);
     let dag = AcDag::build(&candidates, f, acting.iter().map(Vec::as_slice))?
         .with_necessary(&necessary)
         .with_sufficient(&sufficient)
-        .with_mechanisms(kind_is(Kind::is_mechanism))
-        .with_incidental(kind_is(Kind::is_incidental))
+        .with_says(candidates.iter().filter_map(|&id| Some((id, catalog.get(id)?.key.kind.says()))))
         .with_implied(&implied::implied(
             &candidates
                 .iter()
@@ -247,9 +231,9 @@ pub fn analyze_timed(
     ))
 }
 
-/// One failing run's anchors as the AC-DAG places them: a candidate that
-/// stands for others (`folded`: same intervention, or same moment) is at
-/// the earliest of its own anchor and theirs in that run. Their
+/// The failing runs' anchors as the AC-DAG places them: a candidate that
+/// stands for others (`excluded` as the same: same intervention, or same
+/// moment) is at the earliest of its own anchor and theirs in each run. Their
 /// intervention is one, and it acts no later than the earliest of them
 /// (docs/predicates.md, "Anchors and intervention points"): rare.c's
 /// "consume ends before publish starts" is anchored at consume's exit, but
@@ -258,14 +242,28 @@ pub fn analyze_timed(
 /// prepare runs", anchored at that entry, for an ancestor; the hold made
 /// that ancestor impossible, so no round on it could be used, and the
 /// overlap with `prepare` was confirmed the root cause.
-fn acting_anchors(t: &RunTruth, folded: &[(PredId, PredId)]) -> Vec<(PredId, u64)> {
-    let mut held = t.held.clone();
-    for &(dup, rep) in folded {
-        if let (Some(d), Ok(i)) = (t.anchor(dup), held.binary_search_by_key(&rep, |&(p, _)| p)) {
-            held[i].1 = held[i].1.min(d);
+fn acting_anchors(
+    failing: &[&RunTruth],
+    excluded: &[(PredId, Exclusion)],
+) -> Vec<Vec<(PredId, u64)>> {
+    let folded: Vec<(PredId, PredId)> = excluded
+        .iter()
+        .filter_map(|&(dup, why)| match why {
+            Exclusion::SameAs { id } => Some((dup, id)),
+            _ => None,
+        })
+        .collect();
+    let acting = |t: &RunTruth| {
+        let mut held = t.held.clone();
+        for &(dup, rep) in &folded {
+            let at = held.binary_search_by_key(&rep, |&(p, _)| p);
+            if let (Some(d), Ok(i)) = (t.anchor(dup), at) {
+                held[i].1 = held[i].1.min(d);
+            }
         }
-    }
-    held
+        held
+    };
+    failing.iter().map(|t| acting(t)).collect()
 }
 
 /// What the candidates beyond the fully-discriminative ones are chosen

@@ -50,15 +50,11 @@ pub struct AcDag {
     /// candidates"). A failing run without one failed another way, so
     /// its absence from a failing run is no evidence against it.
     sufficient: BitSet,
-    /// Nodes that name how the failure comes about (a lock-order cycle,
-    /// a race on one object) rather than only when calls ran: among
-    /// unordered nodes of equal depth they are tried first
-    /// ([`AcDag::with_mechanisms`]).
-    mechanism: BitSet,
-    /// Nodes that say only that two calls sharing no object ran at once
-    /// ([`AcDag::with_incidental`]): among unordered nodes of equal depth
-    /// they are tried last.
-    incidental: BitSet,
+    /// `says[i]`: how much node `i` says about how the failure comes
+    /// about ([`crate::predicates::Kind::says`], lowest first): among
+    /// unordered nodes of equal depth, the order rounds try them in
+    /// ([`AcDag::says`]).
+    says: Vec<u8>,
     /// `implied[i]`: nodes the intervention of `i` makes impossible (two
     /// calls it keeps apart said to run at the same time,
     /// [`AcDag::with_implied`]): like tied nodes, they change with it
@@ -282,23 +278,9 @@ impl AcDag {
         let tied = vec![BitSet::new(total); total];
         let necessary = BitSet::new(total);
         let sufficient = BitSet::new(total);
-        let mechanism = BitSet::new(total);
-        let incidental = BitSet::new(total);
+        let says = vec![crate::predicates::Kind::Order.says(); total];
         let implied = vec![BitSet::new(total); total];
-        AcDag {
-            ids,
-            index,
-            f: fi,
-            reach,
-            back,
-            depth,
-            tied,
-            necessary,
-            sufficient,
-            mechanism,
-            incidental,
-            implied,
-        }
+        AcDag { ids, index, f: fi, reach, back, depth, tied, necessary, sufficient, says, implied }
     }
 
     /// Marks these candidates necessary-only (see [`AcDag::necessary`]);
@@ -319,20 +301,19 @@ impl AcDag {
         self
     }
 
-    /// Marks these candidates as naming a mechanism (see
-    /// [`AcDag::mechanism`]); ids that are not nodes are ignored.
-    pub fn with_mechanisms(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
-        for i in self.nodes_of(ids) {
-            self.mechanism.insert(i);
-        }
-        self
+    /// Marks these candidates as naming a mechanism (rank 0 of
+    /// [`AcDag::says`]); ids that are not nodes are ignored.
+    pub fn with_mechanisms(self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
+        self.with_says(ids.into_iter().map(|p| (p, 0)))
     }
 
-    /// Marks these candidates as incidental (see [`AcDag::incidental`]);
+    /// Sets how much each of these candidates says ([`AcDag::says`]);
     /// ids that are not nodes are ignored.
-    pub fn with_incidental(mut self, ids: impl IntoIterator<Item = PredId>) -> AcDag {
-        for i in self.nodes_of(ids) {
-            self.incidental.insert(i);
+    pub fn with_says(mut self, ranks: impl IntoIterator<Item = (PredId, u8)>) -> AcDag {
+        for (p, rank) in ranks {
+            if let Some(i) = self.index_of(p).filter(|&i| i != self.f) {
+                self.says[i] = rank;
+            }
         }
         self
     }
@@ -366,27 +347,20 @@ impl AcDag {
             .collect()
     }
 
-    /// Whether node `i` names how the failure comes about, not only when
-    /// calls ran. The order of unordered nodes is free (AID Sec. 5.4
-    /// breaks such ties at random); trying these first means that of two
-    /// facets of one instant (a lock-order cycle and the overlap of the
-    /// same two calls, anchored at the same entry), the one that says more
-    /// is the one a round confirms, and the other, pruned as unordered
-    /// with a cause, is not the one the report names.
-    pub fn mechanism(&self, i: usize) -> bool {
-        self.mechanism.contains(i)
-    }
-
-    /// Whether node `i` says only that two calls which share no object
-    /// ran at the same time ([`crate::predicates::Kind::is_incidental`]).
-    /// Of two facets of one instant, "consume starts while prepare runs"
-    /// and "consume starts before publish starts" (rare.c: the reader's
-    /// read, the writer still preparing what it publishes), the second
-    /// names the call the held one waits for and the first only what ran
-    /// then; tried last, it is confirmed only when no facet that says
-    /// more stops the failure.
-    pub fn incidental(&self, i: usize) -> bool {
-        self.incidental.contains(i)
+    /// How much node `i` says about how the failure comes about, lowest
+    /// first ([`crate::predicates::Kind::says`]). The order of unordered
+    /// nodes is free (AID Sec. 5.4 breaks such ties at random); of two
+    /// facets of one instant, the one tried first is the one a round
+    /// confirms, and the other, pruned as unordered with a cause, is not
+    /// the one the report names. So a lock-order cycle goes before the
+    /// overlap of the same two calls, anchored at the same entry;
+    /// counter-atomicity's race of `increment` with `load_counter` on one
+    /// object before "load_counter ends before store_counter starts"; and
+    /// rare.c's "consume starts before publish starts" before "consume
+    /// starts while prepare runs", two calls that share nothing, which
+    /// names only what the writer was doing when the reader started.
+    pub fn says(&self, i: usize) -> u8 {
+        self.says[i]
     }
 
     /// Nodes that are necessary but not sufficient for the failure: they

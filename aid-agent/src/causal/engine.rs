@@ -125,9 +125,8 @@ impl<'a> Experiment<'a> {
     }
 
     /// Sorts node indices into topological order (depth in the DAG), ties
-    /// broken by mechanism first ([`AcDag::mechanism`]) and incidental
-    /// last ([`AcDag::incidental`]), then at random or by id as configured
-    /// (Sec. 5.4).
+    /// broken by what each says, most first ([`AcDag::says`]), then at
+    /// random or by id as configured (Sec. 5.4).
     pub fn topo_sort(&mut self, nodes: &mut [usize]) {
         let keys: Vec<(usize, (usize, u8, u64))> = nodes
             .iter()
@@ -136,14 +135,7 @@ impl<'a> Experiment<'a> {
                     Ties::Random => self.rng.random::<u64>(),
                     Ties::ById => u64::from(self.dag.id(i).0),
                 };
-                let says = if self.dag.mechanism(i) {
-                    0
-                } else if self.dag.incidental(i) {
-                    2
-                } else {
-                    1
-                };
-                (i, (self.dag.depth(i), says, tie))
+                (i, (self.dag.depth(i), self.dag.says(i), tie))
             })
             .collect();
         let mut keyed = keys;

@@ -212,12 +212,20 @@ impl Kind {
         )
     }
 
-    /// Kinds that say only that two calls sharing no object ran at the
-    /// same time: of the facets of one instant, the one that says least
-    /// about how the failure comes about; the causal search tries them
-    /// last among unordered candidates ([`crate::causal::AcDag::incidental`]).
-    pub fn is_incidental(self) -> bool {
-        self == Kind::Concurrent
+    /// How much a kind says about how the failure comes about, for the
+    /// order in which the causal search tries unordered candidates of
+    /// equal depth ([`crate::causal::AcDag::says`]), lowest first: 0 a
+    /// mechanism ([`Kind::is_mechanism`]); 1 two calls at once on one
+    /// object (`overlap`: the object is named); 2 when or how often calls
+    /// ran, a value, and the rest; 3 two calls that share no object at
+    /// once (`concurrent`: neither an object nor which call came first).
+    pub fn says(self) -> u8 {
+        match self {
+            k if k.is_mechanism() => 0,
+            Kind::Overlap => 1,
+            Kind::Concurrent => 3,
+            _ => 2,
+        }
     }
 
     /// Kinds about a pair of calls.

@@ -265,18 +265,33 @@ fn hand_off_session() -> Session {
     )
 }
 
-#[test]
-fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
-    let s = hand_off_session();
-    let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let interleaved = |form: u8| PredKey {
+/// The interleaving of two loops' sections of the given form: a call of
+/// function 0 (class 0) takes a lock while a call of function 1 (class
+/// 1) is between two of its sections.
+fn interleaved(form: u8) -> PredKey {
+    PredKey {
         kind: Kind::Interleaved,
         func: 1,
         calls: Calls::Group { class: 1, within: None },
         other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
         arg: form,
         callee: None,
-    };
+    }
+}
+
+/// What negates [`interleaved`]: function 0's locks wait while a call of
+/// function 1 runs.
+fn first_locks_held_while_second_runs() -> Intervention {
+    Intervention::HoldLocks {
+        calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
+        while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
+    }
+}
+
+#[test]
+fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
+    let s = hand_off_session();
+    let c = learn(&s, &ExtractConfig::default()).unwrap();
     let fd = fd(&c, &s);
     let hand_off = interleaved(locks::nth(2));
     assert!(fd.contains(&hand_off), "{fd:?}");
@@ -290,13 +305,7 @@ fn a_hand_off_between_two_polls_is_a_predicate_by_its_place_in_its_call() {
         p.description,
         "some call of produce on producer takes a lock for the 2nd time in its call while some call of consume on consumer is between two critical sections on it (released it, to take it again), which no passing run shows"
     );
-    assert_eq!(
-        p.intervention,
-        Some(Intervention::HoldLocks {
-            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-        })
-    );
+    assert_eq!(p.intervention, Some(first_locks_held_while_second_runs()));
     // Anchored at the later entry: the consumer's (19 µs) in run 3.
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(19 * US));
     assert!(!c.evaluate(&s.runs[2]).holds(p.id));
@@ -324,14 +333,6 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
         ],
     );
     let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let interleaved = |form: u8| PredKey {
-        kind: Kind::Interleaved,
-        func: 1,
-        calls: Calls::Group { class: 1, within: None },
-        other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
-        arg: form,
-        callee: None,
-    };
     let fd = fd(&c, &s);
     let twice = interleaved(locks::TWICE);
     assert!(fd.contains(&twice), "{fd:?}");
@@ -342,13 +343,7 @@ fn a_turn_taken_twice_while_the_other_waits_is_a_predicate() {
         p.description,
         "some call of send on sender takes a lock twice while some call of recv on receiver is between two critical sections on it (released it, to take it again), which no passing run shows"
     );
-    assert_eq!(
-        p.intervention,
-        Some(Intervention::HoldLocks {
-            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-        })
-    );
+    assert_eq!(p.intervention, Some(first_locks_held_while_second_runs()));
     // Anchored at the later entry: the sender's (19 µs) in run 3.
     assert_eq!(c.evaluate(&s.runs[3]).anchor(p.id), Some(19 * US));
     for pass in &s.runs[..3] {
@@ -385,14 +380,6 @@ fn a_poll_out_of_turn_followed_by_another_is_a_predicate() {
         ],
     );
     let c = learn(&s, &ExtractConfig::default()).unwrap();
-    let interleaved = |form: u8| PredKey {
-        kind: Kind::Interleaved,
-        func: 1,
-        calls: Calls::Group { class: 1, within: None },
-        other: Some(Other { func: 0, calls: Calls::Group { class: 0, within: None } }),
-        arg: form,
-        callee: None,
-    };
     let fd = fd(&c, &s);
     let out_of_turn = interleaved(locks::OUT_OF_TURN);
     assert!(fd.contains(&out_of_turn), "{fd:?}");
@@ -405,13 +392,7 @@ fn a_poll_out_of_turn_followed_by_another_is_a_predicate() {
         p.description,
         "some call of send on sender takes a lock while some call of recv on receiver is between two critical sections on it (released it, to take it again), the first of the two taken with no section of the other's since its own previous one or its start (a turn out of order), which no passing run shows"
     );
-    assert_eq!(
-        p.intervention,
-        Some(Intervention::HoldLocks {
-            calls: CallSet { func: 0, roles: vec![0], instance: 0, within: None },
-            while_running: CallSet { func: 1, roles: vec![1], instance: 0, within: None },
-        })
-    );
+    assert_eq!(p.intervention, Some(first_locks_held_while_second_runs()));
     for pass in &s.runs[..4] {
         assert!(!c.evaluate(pass).holds(p.id), "run {}", pass.id);
     }
