@@ -72,8 +72,8 @@ fn config() -> Config {
 /// between them, anchored at the same entry): whatever the random
 /// tie-break, the facet that names the mechanism is the one a round
 /// confirms and the report names; the other is pruned as unordered
-/// with a cause. Before `AcDag::mechanism` each won about half the
-/// seeds.
+/// with a cause. Before mechanisms were ranked first (`AcDag::says`),
+/// each won about half the seeds.
 #[test]
 fn of_two_facets_of_one_instant_the_mechanism_is_the_root_cause() {
     struct Either;

@@ -199,7 +199,7 @@ impl Kind {
     /// an interleaving inside a critical section, a race on one object, a
     /// check before its lock) rather than only when or how often calls
     /// ran; the causal search tries them first among unordered candidates
-    /// ([`crate::causal::AcDag::mechanism`]).
+    /// ([`crate::causal::AcDag::says`]).
     pub fn is_mechanism(self) -> bool {
         matches!(
             self,
