@@ -193,10 +193,7 @@ struct ProgramOracle<'a> {
 
 impl Oracle for ProgramOracle<'_> {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
-        let ivs: Vec<Intervention> = group
-            .iter()
-            .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
-            .collect();
+        let ivs = self.catalog.interventions(group);
         let slow = self.rng.random_bool(self.p);
         self.next_id += 1;
         let run = execute(self.next_id, slow, &ivs, &mut self.rng);
@@ -368,10 +365,7 @@ fn an_order_stands_where_its_hold_acts_and_the_overlap_of_calls_sharing_nothing_
     }
     impl Oracle for Rerun<'_> {
         fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
-            let ivs: Vec<Intervention> = group
-                .iter()
-                .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
-                .collect();
+            let ivs = self.catalog.interventions(group);
             self.next_id += 1;
             // Every re-run has the slow writer and the early reader.
             let run = writer_reader(self.next_id, true, false, &ivs);

@@ -508,6 +508,8 @@ fn pattern_truth(
         passing: substrate.runs.iter().filter(|r| !r.failed).count() as u32,
     };
     let data = Dataset::from_substrate(&substrate, &spec);
+    let named: Vec<PatternEvent> =
+        (0..data.keys.len() as u32).map(|e| PatternEvent::of(&data, e)).collect();
     let typed = !file.reads.is_empty() || !file.writes.is_empty();
     Ok(file
         .predicates
@@ -529,7 +531,7 @@ fn pattern_truth(
                 }
             }
             let s = score(PredId(i as u32), c, totals);
-            let (shape, tested) = match linked(&data, p, typed) {
+            let (shape, tested) = match linked(&data, &named, p, typed) {
                 Some((shape, pairs)) => (
                     Some(shape),
                     tested_as(shape, &pairs, &diagnosis.analysis, diagnosis.discovery.as_ref()),
@@ -556,15 +558,16 @@ fn pattern_truth(
 
 /// How a loaded pattern's threads meet, and the pairs of functions that
 /// do ([`meetings`]), with its events found among `data`'s by their
-/// names; None when one of them is in no trace of these runs or no two
-/// of its threads touch one object.
+/// names (`named`: `data`'s events by id, [`PatternEvent::of`]); None
+/// when one of them is in no trace of these runs or no two of its
+/// threads touch one object.
 fn linked(
     data: &Dataset,
+    named: &[PatternEvent],
     p: &MinedPredicate,
     typed: bool,
 ) -> Option<(Shape, BTreeSet<(FuncId, FuncId)>)> {
-    let id_of =
-        |e: &PatternEvent| (0..data.keys.len() as u32).find(|&i| PatternEvent::of(data, i) == *e);
+    let id_of = |e: &PatternEvent| named.iter().position(|n| n == e).map(|i| i as u32);
     let ids: Vec<u32> = p.events.iter().map(id_of).collect::<Option<_>>()?;
     let mut macros = Vec::with_capacity(p.macro_lengths.len());
     let mut at = 0;
@@ -639,7 +642,9 @@ mod tests {
         d.role_names = vec!["t0".into(), "t1".into()];
         d.func_names = vec!["f0".into(), "load".into(), "store".into(), "save".into()];
         d.object_names = vec!["c".into()];
-        let event = |i: u32| PatternEvent::of(&d, i);
+        let named: Vec<PatternEvent> =
+            (0..d.keys.len() as u32).map(|i| PatternEvent::of(&d, i)).collect();
+        let event = |i: u32| named[i as usize].clone();
         let p = MinedPredicate {
             id: "mine:1.1".into(),
             description: "pattern occurs".into(),
@@ -651,15 +656,15 @@ mod tests {
             passing_runs: Vec::new(),
         };
         let atomicity = Some((Shape::Atomicity, BTreeSet::from([(1, 2), (2, 3)])));
-        assert_eq!(linked(&d, &p, true), atomicity);
+        assert_eq!(linked(&d, &named, &p, true), atomicity);
         let untyped = Some((Shape::Between, BTreeSet::from([(1, 2), (2, 3)])));
-        assert_eq!(linked(&d, &p, false), untyped);
+        assert_eq!(linked(&d, &named, &p, false), untyped);
         let mut absent = p.clone();
         absent.events[1].function = "other".into();
-        assert_eq!(linked(&d, &absent, true), None);
+        assert_eq!(linked(&d, &named, &absent, true), None);
         let mut long = p.clone();
         long.macro_lengths = vec![1, 1, 2];
-        assert_eq!(linked(&d, &long, true), None);
+        assert_eq!(linked(&d, &named, &long, true), None);
     }
 
     /// One thread's accesses before another's: ordered pairs, earlier

@@ -17,7 +17,7 @@ use super::source::RunSource;
 use crate::{
     causal::{Observation, Oracle},
     intervene::{Plan, noise::NoiseSource, plan::wait_on_each_other},
-    model::{Function, Intervention, RecordedRun, Run},
+    model::{Function, RecordedRun, Run},
     predicates::{Catalog, PredId, RunTruth},
     record::progress::Progress,
     store::Writer,
@@ -68,18 +68,13 @@ pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> boo
     run.complete && installed && evidence
 }
 
-/// The interventions that negate the predicates of `group`.
-fn interventions(catalog: &Catalog, group: &BTreeSet<PredId>) -> Vec<Intervention> {
-    group.iter().filter_map(|p| catalog.get(*p)?.intervention.clone()).collect()
-}
-
 /// Whether the interventions on `group` can all be installed in one run:
 /// none wants an action at a call site where another acts in a way the
 /// two cannot share ([`Plan`]'s conflicts, which depend on nothing else),
 /// and none hold threads that wait for one another's in a ring
 /// ([`wait_on_each_other`]).
 pub fn installable(catalog: &Catalog, functions: &[Function], group: &BTreeSet<PredId>) -> bool {
-    let ivs = interventions(catalog, group);
+    let ivs = catalog.interventions(group);
     Plan::new(&ivs, Duration::ZERO, functions).conflicts.is_empty() && !wait_on_each_other(&ivs)
 }
 
@@ -194,15 +189,14 @@ impl<'a> SourceOracle<'a> {
         std::mem::take(&mut self.log)
     }
 
-    fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
-        interventions(self.catalog, group)
-    }
-
     /// A run's plan: the group's interventions, with the amplifying
     /// noise's next draw.
     fn plan(&mut self, group: &BTreeSet<PredId>) -> Plan {
-        let plan =
-            Plan::new(&self.interventions(group), self.hold_timeout, self.source.functions());
+        let plan = Plan::new(
+            &self.catalog.interventions(group),
+            self.hold_timeout,
+            self.source.functions(),
+        );
         match self.noise.as_mut() {
             Some(noise) => plan.with_noise(&noise.draw()),
             None => plan,
@@ -360,7 +354,7 @@ impl Oracle for SourceOracle<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AppliedIntervention, Label, Site, testing::run};
+    use crate::model::{AppliedIntervention, Intervention, Label, Site, testing::run};
 
     /// A run is evidence when it is complete and the intervened predicates
     /// did not hold, whatever the actions' bookkeeping says.

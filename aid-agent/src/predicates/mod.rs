@@ -611,6 +611,12 @@ impl Catalog {
         self.predicates.get(id.0 as usize)
     }
 
+    /// The interventions that negate the predicates of `group` (those that
+    /// have one): what a round on the group installs.
+    pub fn interventions(&self, group: &BTreeSet<PredId>) -> Vec<Intervention> {
+        group.iter().filter_map(|&p| self.get(p)?.intervention.clone()).collect()
+    }
+
     /// The predicate with this key, if it was learned.
     pub fn find(&self, key: &PredKey) -> Option<PredId> {
         if self.index.is_empty() && !self.predicates.is_empty() {

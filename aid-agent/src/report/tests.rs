@@ -109,10 +109,7 @@ struct Replay<'a> {
 
 impl Oracle for Replay<'_> {
     fn run(&mut self, group: &BTreeSet<PredId>) -> anyhow::Result<Observation> {
-        let ivs: Vec<Intervention> = group
-            .iter()
-            .filter_map(|&p| self.catalog.get(p).and_then(|x| x.intervention.clone()))
-            .collect();
+        let ivs = self.catalog.interventions(group);
         self.next_id += 1;
         let slow = self.rng.random_bool(0.4);
         let run = execute(self.next_id, slow, &ivs, &mut self.rng);
