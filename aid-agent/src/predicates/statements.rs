@@ -37,9 +37,9 @@ use super::{
 use crate::model::{CallSet, FuncId, Intervention, Point, Role, Run, Site};
 use crate::util::fxhash::{FxMap, FxSet};
 
-/// Windows of other threads paired with one window, those that began
-/// last before its end first, among twice as many: keeps the pairs linear
-/// in the statement events.
+/// Windows of other threads paired with one window (those still open when
+/// it begins, one a thread, the latest begun first): keeps the pairs
+/// linear in the statement events.
 const PER_WINDOW: usize = 8;
 
 /// Two overlapping statement windows: (the call whose window began
@@ -117,18 +117,30 @@ pub(super) fn windows(
     }
     spans.sort_by_key(|s| s.from);
     let mut out = Vec::new();
+    // A thread's window ends where its next one begins, so the windows of
+    // other threads that still hold when one begins are, each, their
+    // thread's latest: one held by a thread stopped at a statement (a
+    // hold, a preemption) stays among them however many short windows
+    // other threads open and close meanwhile.
+    let mut latest: Vec<(Role, usize)> = Vec::new();
+    let mut holding: Vec<usize> = Vec::new();
     for (i, b) in spans.iter().enumerate() {
-        // Windows of other threads that began before this one and still
-        // held when it began.
-        for a in spans[..i]
-            .iter()
-            .rev()
-            .filter(|a| a.role != b.role)
-            .take(2 * PER_WINDOW)
-            .filter(|a| a.until > b.from)
-            .take(PER_WINDOW)
-        {
+        holding.clear();
+        holding.extend(
+            latest
+                .iter()
+                .filter(|&&(r, k)| r != b.role && spans[k].until > b.from)
+                .map(|&(_, k)| k),
+        );
+        // The latest begun first, as many as a window keeps.
+        holding.sort_unstable_by(|x, y| y.cmp(x));
+        for &k in holding.iter().take(PER_WINDOW) {
+            let a = &spans[k];
             out.push(((a.call, a.point, b.call, b.point, false), b.from));
+        }
+        match latest.iter_mut().find(|(r, _)| *r == b.role) {
+            Some(slot) => slot.1 = i,
+            None => latest.push((b.role, i)),
         }
     }
     // Pools' windows: per group of calls on threads that are not one
@@ -300,13 +312,6 @@ mod tests {
     /// set_pair's at lines 10 and 11 (2, 3), check_pair's at 16 and 17
     /// (4, 5).
     fn functions() -> Vec<Function> {
-        let point = |id: u32, parent: &str, off: u32, line: u32| {
-            let mut f = function(id, &format!("{parent} at t.c:{line}"))
-                .with_symbol(&format!("{parent}+{off:#x}"));
-            f.internal = true;
-            f.probe = Probe::Statement;
-            f
-        };
         vec![
             function(0, "set_pair"),
             function(1, "check_pair"),
@@ -315,6 +320,14 @@ mod tests {
             point(4, "check_pair", 8, 16),
             point(5, "check_pair", 0x10, 17),
         ]
+    }
+
+    fn point(id: u32, parent: &str, off: u32, line: u32) -> Function {
+        let mut f = function(id, &format!("{parent} at t.c:{line}"))
+            .with_symbol(&format!("{parent}+{off:#x}"));
+        f.internal = true;
+        f.probe = Probe::Statement;
+        f
     }
 
     /// A run: set_pair on thread 1 from 10 µs, past line 10 at 12 µs and
@@ -394,6 +407,48 @@ mod tests {
         let mut plain = s.runs[0].clone();
         plain.calls.retain(|c| c.func < 2);
         assert!(!c.evaluate(&plain).observed(p.id));
+    }
+
+    /// `run` with 24 bystander threads, each running log_line (6) with a
+    /// short window at its line 40 (7), one every 250 ns from 13 µs: all
+    /// begun after set_pair's window from line 10 (12 µs) and before
+    /// check_pair's from line 16 (from 22 µs).
+    fn with_bystanders(mut run: Run) -> Run {
+        for k in 0..24u32 {
+            let role = 3 + k;
+            let at = 13 * US + u64::from(k) * 250;
+            run.calls.push(call(6, role, 1, at, Some(at + 200), None));
+            run.calls.push(call(7, role, 1, at + 100, None, None));
+            run.threads.push(thread(role, "log_line"));
+        }
+        run.calls.sort_by_key(|c| c.entry_ns);
+        run
+    }
+
+    /// Bystanders that open and close many short windows while set_pair
+    /// is held past line 10 do not hide that check_pair read then: a
+    /// thread's window that still holds is its latest, however many
+    /// others began since.
+    #[test]
+    fn a_long_window_is_seen_past_many_short_ones_of_other_threads() {
+        let mut fns = functions();
+        fns.extend([function(6, "log_line"), point(7, "log_line", 8, 40)]);
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(with_bystanders(pair_run(i, Label::Fail, 50, 20 + u64::from(i))));
+            runs.push(with_bystanders(pair_run(10 + i, Label::Pass, 14, 70)));
+        }
+        let s = Session { functions: fns, runs };
+        let c = learn(&s, &ExtractConfig::default()).unwrap();
+        let a = Site { func: 0, role: 1, instance: 1 };
+        let b = Site { func: 1, role: 2, instance: 1 };
+        let key =
+            PredKey { callee: Some(2), arg: 0, ..PredKey::pair(Kind::BetweenStatements, a, b) };
+        let p = &c.predicates[c.find(&key).expect("learned").0 as usize];
+        for r in &s.runs {
+            assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
+        }
+        assert_eq!(c.evaluate(&s.runs[0]).anchor(p.id), Some(22 * US));
     }
 
     /// A run of a pool: set_pair on threads 1 and 3 (one class, two
