@@ -265,7 +265,8 @@ impl<'c> Names<'c> {
             )
         };
         let pool = key.arg & super::statements::POOL != 0;
-        let rank = key.arg & !super::statements::POOL;
+        let wide = key.arg & super::statements::WIDE != 0;
+        let rank = key.arg & !super::statements::FORM;
         let at_a = line(key.callee);
         let at_b = line(key.other.and_then(|o| self.points.of_rank(o.func, rank)));
         if pool {
@@ -274,8 +275,9 @@ impl<'c> Names<'c> {
                 "{other} is between {at_b} and its next statement while calls of {who} on {on} have reached {at_a} and none has gone past its next statement (the two ran at the same time), which no passing run shows"
             );
         }
+        let until = if wide { "the end of the statement after it" } else { "its next" };
         format!(
-            "{other} is between {at_b} and its next statement while {some} is between {at_a} and its next (the two ran at the same time), which no passing run shows"
+            "{other} is between {at_b} and its next statement while {some} is between {at_a} and {until} (the two ran at the same time), which no passing run shows"
         )
     }
 

@@ -455,8 +455,8 @@ impl Evaluator<'_, '_> {
     /// Not observed in a run without the statement points.
     fn between_statements(&mut self, key: &PredKey) -> (bool, Option<u64>) {
         let (Some(other), Some(pa)) = (key.other, key.callee) else { return (false, None) };
-        let pool = key.arg & statements::POOL != 0;
-        let rank = key.arg & !statements::POOL;
+        let form = key.arg & statements::FORM;
+        let rank = key.arg & !statements::FORM;
         let Some(pb) = self.cat.points.of_rank(other.func, rank) else { return (false, None) };
         let idx = &self.idx;
         let classes = &self.cat.classes;
@@ -488,7 +488,7 @@ impl Evaluator<'_, '_> {
                 .filter(|((ia, qa, ib, qb, p), _)| {
                     *qa == pa
                         && *qb == pb
-                        && *p == pool
+                        && *p & statements::FORM == form
                         && statements::side(idx, &single, *ia) == Some(a)
                         && statements::side(idx, &single, *ib) == Some(b)
                 })

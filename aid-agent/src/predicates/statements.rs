@@ -43,19 +43,37 @@ use crate::util::fxhash::{FxMap, FxSet};
 const PER_WINDOW: usize = 8;
 
 /// Two overlapping statement windows: (the call whose window began
-/// first, its statement point, the other call, its statement point,
-/// whether the first is a pool's window), by index in `run.calls` for the
-/// calls. A pool's window at a point runs from the first of its calls
+/// first, its statement point, the other call, its statement point, the
+/// first window's form: [`POOL`], [`WIDE`] or neither), by index in
+/// `run.calls` for the calls. A pool's window at a point runs from the first of its calls
 /// reaching the point to the first leaving it (to its next statement or
 /// its return): while it lasts, some thread of the pool is past the
 /// point and none is past the statement after it (four setters of
 /// `a = 1; b = -1;`: some stored `a`, none stored `b`); its call is the
-/// first to reach the point.
-pub(super) type Window = (u32, FuncId, u32, FuncId, bool);
+/// first to reach the point. A wide window is a call's window at a point
+/// and its next one in the same call, one after the other: a read at one
+/// statement and its check at the next ("x = v; v++; if (v != x + 1)")
+/// leave a gap that a write of another thread lands in on either side
+/// of the statement between them, and the failing runs are then split
+/// between two narrow pairs, neither of which holds in all of them.
+pub(super) type Window = (u32, FuncId, u32, FuncId, u8);
 
 /// [`PredKey::arg`] bit of a pair whose first window is a pool's (the
 /// rest of `arg` is the second point's rank).
 pub const POOL: u8 = 0x80;
+
+/// [`PredKey::arg`] bit of a pair whose first window is a wide one: from
+/// its point to the end of the call's next window (a function has at
+/// most [`crate::symbols::STATEMENTS_PER_FUNCTION`] points, so a rank
+/// never reaches this bit).
+pub const WIDE: u8 = 0x40;
+
+/// The form bits of [`PredKey::arg`].
+pub const FORM: u8 = POOL | WIDE;
+
+/// [`Window`] bit of a wide pair whose other window began in the second
+/// of its two windows (never in a key's `arg`).
+const SECOND: u8 = 0x20;
 
 /// Pairs kept per pool window (the first windows of other threads to
 /// begin inside it).
@@ -122,6 +140,20 @@ pub(super) fn windows(
     // thread's latest: one held by a thread stopped at a statement (a
     // hold, a preemption) stays among them however many short windows
     // other threads open and close meanwhile.
+    // Each window's predecessor in its call, where it began as that one
+    // ended: the two make a wide window.
+    let mut prev: Vec<Option<usize>> = vec![None; spans.len()];
+    let mut next: Vec<Option<usize>> = vec![None; spans.len()];
+    let mut last: FxMap<Role, usize> = FxMap::default();
+    for (i, sp) in spans.iter().enumerate() {
+        if let Some(k) = last.insert(sp.role, i)
+            && spans[k].call == sp.call
+            && spans[k].until == sp.from
+        {
+            prev[i] = Some(k);
+            next[k] = Some(i);
+        }
+    }
     let mut latest: Vec<(Role, usize)> = Vec::new();
     let mut holding: Vec<usize> = Vec::new();
     for (i, b) in spans.iter().enumerate() {
@@ -136,7 +168,15 @@ pub(super) fn windows(
         holding.sort_unstable_by(|x, y| y.cmp(x));
         for &k in holding.iter().take(PER_WINDOW) {
             let a = &spans[k];
-            out.push(((a.call, a.point, b.call, b.point, false), b.from));
+            out.push(((a.call, a.point, b.call, b.point, 0), b.from));
+            // The wide windows that hold: from the one before (b began
+            // in its second), and from this one when the call went on to
+            // a next.
+            let wide = [prev[k].map(|w| (w, WIDE | SECOND)), next[k].map(|_| (k, WIDE))];
+            for (w, form) in wide.into_iter().flatten() {
+                let a = &spans[w];
+                out.push(((a.call, a.point, b.call, b.point, form), b.from));
+            }
         }
         match latest.iter_mut().find(|(r, _)| *r == b.role) {
             Some(slot) => slot.1 = i,
@@ -160,7 +200,7 @@ pub(super) fn windows(
             .filter(|b| idx.group.get(b.call as usize).copied().flatten() != Some(*g))
             .take(PER_POOL_WINDOW)
         {
-            out.push(((pool.call, pool.point, b.call, b.point, true), b.from));
+            out.push(((pool.call, pool.point, b.call, b.point, POOL), b.from));
         }
     }
     out
@@ -170,8 +210,8 @@ pub(super) fn windows(
 pub(super) type Side = (FuncId, Calls);
 
 /// A window pair by its sides: (calls, its point, other calls, its point,
-/// whether the first is a pool's window).
-type Key = (Side, FuncId, Side, FuncId, bool);
+/// the first window's form, [`FORM`] bits).
+type Key = (Side, FuncId, Side, FuncId, u8);
 
 /// The side call `i` stands on: itself on a thread that is one of its
 /// class, its group on a pool's.
@@ -189,8 +229,8 @@ fn keys(idx: &RunIndex<'_>, funcs: &Funcs) -> FxSet<Key> {
     let single = |r: Role| funcs.single(idx, r);
     windows(idx, &funcs.points, &single)
         .into_iter()
-        .filter_map(|((a, pa, b, pb, pool), _)| {
-            Some((side(idx, &single, a)?, pa, side(idx, &single, b)?, pb, pool))
+        .filter_map(|((a, pa, b, pb, form), _)| {
+            Some((side(idx, &single, a)?, pa, side(idx, &single, b)?, pb, form))
         })
         .collect()
 }
@@ -211,7 +251,7 @@ pub(super) struct StatementBase {
 
 pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut StatementBase) {
     if funcs.points.any() {
-        base.seen.extend(keys(idx, funcs));
+        base.seen.extend(keys(idx, funcs).into_iter().map(|k| (k.0, k.1, k.2, k.3, k.4 & FORM)));
     }
 }
 
@@ -219,6 +259,10 @@ pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut StatementBa
 #[derive(Default)]
 pub(super) struct Candidates {
     found: FxSet<Key>,
+    /// Per wide pair, which of its two windows the other window began in,
+    /// over the failing runs (bit 1 the first, 2 the second): one that
+    /// was always the same says no more than the narrow pair there.
+    halves: FxMap<Key, u8>,
 }
 
 pub(super) fn candidates(
@@ -228,7 +272,15 @@ pub(super) fn candidates(
     out: &mut Candidates,
 ) {
     if funcs.points.any() {
-        out.found.extend(keys(idx, funcs).into_iter().filter(|k| !base.seen.contains(k)));
+        for k in keys(idx, funcs) {
+            let key = (k.0, k.1, k.2, k.3, k.4 & FORM);
+            if key.4 & WIDE != 0 {
+                *out.halves.entry(key).or_default() |= if k.4 & SECOND != 0 { 2 } else { 1 };
+            }
+            if !base.seen.contains(&key) {
+                out.found.insert(key);
+            }
+        }
     }
 }
 
@@ -254,17 +306,18 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
 }
 
 pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
-    let mut found: Vec<&Key> = cands.found.iter().collect();
+    let mut found: Vec<&Key> =
+        cands.found.iter().filter(|k| k.4 & WIDE == 0 || cands.halves.get(k) == Some(&3)).collect();
     found.sort_unstable();
     found
         .into_iter()
-        .map(|&((fa, ca), pa, (fb, cb), pb, pool)| {
+        .map(|&((fa, ca), pa, (fb, cb), pb, form)| {
             let key = PredKey {
                 kind: Kind::BetweenStatements,
                 func: fa,
                 calls: ca,
                 other: Some(Other { func: fb, calls: cb }),
-                arg: funcs.points.rank(pb) | if pool { POOL } else { 0 },
+                arg: funcs.points.rank(pb) | form,
                 callee: Some(pa),
             };
             let iv = match (key.site(), key.other_site()) {
@@ -449,6 +502,103 @@ mod tests {
             assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
         }
         assert_eq!(c.evaluate(&s.runs[0]).anchor(p.id), Some(22 * US));
+    }
+
+    /// read_check on thread 1 from 10 µs to its return at 40 µs: past
+    /// line 19 (`x = v`) at 12 µs, line 20 (`v++`) at 20 µs, line 21
+    /// (`v != x + 1`) at 30 µs; bump on thread 2 from `bump` µs for 4 µs,
+    /// past its line 32 (`v++`) 1 µs in.
+    fn read_check_run(id: u32, label: Label, bump: u64) -> Run {
+        let mut calls = vec![
+            call(0, 1, 1, 10 * US, Some(40 * US), None),
+            call(2, 1, 1, 12 * US, None, None),
+            call(3, 1, 1, 20 * US, None, None),
+            call(4, 1, 1, 30 * US, None, None),
+            call(1, 2, 1, bump * US, Some((bump + 4) * US), None),
+            call(5, 2, 1, (bump + 1) * US, None, None),
+        ];
+        calls.sort_by_key(|c| c.entry_ns);
+        run(id, label, calls, 100 * US).with_threads(vec![
+            thread(0, "main"),
+            thread(1, "read_check"),
+            thread(2, "bump"),
+        ])
+    }
+
+    /// A write that lands between a read and its check fails the run on
+    /// either side of the statement between them: half the failing runs
+    /// have bump's window begin in read_check's window from line 20, half
+    /// in its window from line 21. Each narrow pair holds in half of
+    /// them; the wide window from line 20 (it and the next) in all, and
+    /// in no passing run (bump before read_check began or after it
+    /// returned).
+    #[test]
+    fn a_write_on_either_side_of_the_statement_between_a_read_and_its_check_is_one_predicate() {
+        let fns = vec![
+            function(0, "read_check"),
+            function(1, "bump"),
+            point(2, "read_check", 8, 19),
+            point(3, "read_check", 0x10, 20),
+            point(4, "read_check", 0x18, 21),
+            point(5, "bump", 8, 32),
+        ];
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(read_check_run(i, Label::Fail, if i % 2 == 0 { 22 } else { 32 }));
+            runs.push(read_check_run(10 + i, Label::Pass, if i % 2 == 0 { 2 } else { 50 }));
+        }
+        let s = Session { functions: fns, runs };
+        let c = learn(&s, &ExtractConfig::default()).unwrap();
+        let a = Site { func: 0, role: 1, instance: 1 };
+        let b = Site { func: 1, role: 2, instance: 1 };
+        let at = |point: u32, arg: u8| {
+            let key = PredKey {
+                callee: Some(point),
+                arg,
+                ..PredKey::pair(Kind::BetweenStatements, a, b)
+            };
+            &c.predicates[c.find(&key).expect("learned").0 as usize]
+        };
+        let wide = at(3, WIDE);
+        assert_eq!(
+            wide.description,
+            "call 1 of bump on bump is between t.c:32 and its next statement while call 1 of read_check on read_check is between t.c:20 and the end of the statement after it (the two ran at the same time), which no passing run shows"
+        );
+        assert_eq!(
+            wide.intervention,
+            Some(Intervention::HoldUntil {
+                site: b,
+                point: Point::Entry,
+                until: a,
+                until_point: Point::Exit
+            })
+        );
+        let (line20, line21) = (at(3, 0), at(4, 0));
+        for r in &s.runs {
+            let t = c.evaluate(r);
+            assert_eq!(t.holds(wide.id), r.failed(), "run {}", r.id);
+            let early = r.failed() && r.id % 2 == 0;
+            assert_eq!(t.holds(line20.id), early, "run {}", r.id);
+            assert_eq!(t.holds(line21.id), r.failed() && !early, "run {}", r.id);
+        }
+        // Placed where bump's window began.
+        assert_eq!(c.evaluate(&s.runs[2]).anchor(wide.id), Some(33 * US));
+        // Where one narrow pair holds in every failing run, the wide one
+        // says nothing more and is not learned.
+        let narrow: Vec<Run> = (0..4)
+            .flat_map(|i| {
+                [read_check_run(i, Label::Fail, 22), read_check_run(10 + i, Label::Pass, 50)]
+            })
+            .collect();
+        let s = Session { functions: s.functions, runs: narrow };
+        let c = learn(&s, &ExtractConfig::default()).unwrap();
+        let wide: Vec<u8> = c
+            .predicates
+            .iter()
+            .filter(|p| p.key.kind == Kind::BetweenStatements && p.key.arg & WIDE != 0)
+            .map(|p| p.key.arg)
+            .collect();
+        assert_eq!(wide, Vec::<u8>::new());
     }
 
     /// A run of a pool: set_pair on threads 1 and 3 (one class, two
