@@ -45,12 +45,12 @@ const PER_WINDOW: usize = 8;
 /// Two overlapping statement windows: (the call whose window began
 /// first, its statement point, the other call, its statement point, the
 /// first window's form: [`POOL`], [`WIDE`] or neither), by index in
-/// `run.calls` for the calls. A pool's window at a point runs from the first of its calls
-/// reaching the point to the first leaving it (to its next statement or
-/// its return): while it lasts, some thread of the pool is past the
-/// point and none is past the statement after it (four setters of
-/// `a = 1; b = -1;`: some stored `a`, none stored `b`); its call is the
-/// first to reach the point. A wide window is a call's window at a point
+/// `run.calls` for the calls. A pool's window at a point runs from the
+/// first of its calls reaching the point to the first leaving it (to its
+/// next statement or its return): while it lasts, some thread of the
+/// pool is past the point and none is past the statement after it (four
+/// setters of `a = 1; b = -1;`: some stored `a`, none stored `b`); its
+/// call is the first to reach the point. A wide window is a call's window at a point
 /// and its next one in the same call, one after the other: a read at one
 /// statement and its check at the next ("x = v; v++; if (v != x + 1)")
 /// leave a gap that a write of another thread lands in on either side
@@ -135,11 +135,6 @@ pub(super) fn windows(
     }
     spans.sort_by_key(|s| s.from);
     let mut out = Vec::new();
-    // A thread's window ends where its next one begins, so the windows of
-    // other threads that still hold when one begins are, each, their
-    // thread's latest: one held by a thread stopped at a statement (a
-    // hold, a preemption) stays among them however many short windows
-    // other threads open and close meanwhile.
     // Each window's predecessor in its call, where it began as that one
     // ended: the two make a wide window.
     let mut prev: Vec<Option<usize>> = vec![None; spans.len()];
@@ -154,6 +149,11 @@ pub(super) fn windows(
             next[k] = Some(i);
         }
     }
+    // A thread's window ends where its next one begins, so the windows of
+    // other threads that still hold when one begins are, each, their
+    // thread's latest: one held by a thread stopped at a statement (a
+    // hold, a preemption) stays among them however many short windows
+    // other threads open and close meanwhile.
     let mut latest: Vec<(Role, usize)> = Vec::new();
     let mut holding: Vec<usize> = Vec::new();
     for (i, b) in spans.iter().enumerate() {

@@ -190,6 +190,18 @@ pub fn debug_session<S: AsRef<std::ffi::OsStr>>(
     (tmp, out, output)
 }
 
+/// The session `debug` went on in: `out`, or, where the untraced runs
+/// failed more often than the traced ones and `debug` went on with fewer
+/// probes in a session of its own, the last of those (`fewer-probes-N`
+/// inside `out`), where the runs made after it are.
+pub fn last_session(out: &Path) -> PathBuf {
+    (1..=aid::debug::campaign::FEWER_PROBE_SESSIONS)
+        .rev()
+        .map(|k| out.join(format!("fewer-probes-{k}")))
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| out.to_path_buf())
+}
+
 /// The "Root cause: …" line of `debug`'s output, or "" when it printed
 /// none.
 pub fn root_cause_line(stdout: &str) -> &str {
