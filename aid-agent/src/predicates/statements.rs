@@ -403,6 +403,29 @@ mod tests {
         ])
     }
 
+    /// Four failing runs (set_pair held past line 10 while check_pair
+    /// reads) and four passing ones, each through `wrap`, learned with
+    /// `functions`; with the predicate "check_pair between line 16 while
+    /// set_pair between line 10", and the two calls.
+    fn torn_pair(
+        functions: Vec<Function>,
+        wrap: impl Fn(Run) -> Run,
+    ) -> (Session, crate::predicates::Catalog, crate::predicates::PredId, Site, Site) {
+        let mut runs = Vec::new();
+        for i in 0..4 {
+            runs.push(wrap(pair_run(i, Label::Fail, 50, 20 + u64::from(i))));
+            runs.push(wrap(pair_run(10 + i, Label::Pass, 14, 70)));
+        }
+        let s = Session { functions, runs };
+        let c = learn(&s, &ExtractConfig::default()).unwrap();
+        let a = Site { func: 0, role: 1, instance: 1 };
+        let b = Site { func: 1, role: 2, instance: 1 };
+        let key =
+            PredKey { callee: Some(2), arg: 0, ..PredKey::pair(Kind::BetweenStatements, a, b) };
+        let p = c.predicates[c.find(&key).expect("learned").0 as usize].id;
+        (s, c, p, a, b)
+    }
+
     #[test]
     fn points_know_their_function_and_rank() {
         let p = Points::new(&functions());
@@ -419,18 +442,8 @@ mod tests {
     /// window check_pair only touches after line 11 (run 5) is another.
     #[test]
     fn a_read_between_two_stores_is_a_predicate() {
-        let mut runs = Vec::new();
-        for i in 0..4 {
-            runs.push(pair_run(i, Label::Fail, 50, 20 + u64::from(i)));
-            runs.push(pair_run(10 + i, Label::Pass, 14, 70));
-        }
-        let s = Session { functions: functions(), runs };
-        let c = learn(&s, &ExtractConfig::default()).unwrap();
-        let a = Site { func: 0, role: 1, instance: 1 };
-        let b = Site { func: 1, role: 2, instance: 1 };
-        let key =
-            PredKey { callee: Some(2), arg: 0, ..PredKey::pair(Kind::BetweenStatements, a, b) };
-        let p = &c.predicates[c.find(&key).expect("learned").0 as usize];
+        let (s, c, p, a, b) = torn_pair(functions(), |r| r);
+        let p = &c.predicates[p.0 as usize];
         assert_eq!(p.condition, Condition::RunsBetweenStatements);
         assert_eq!(p.anchor, Anchor::LaterEntry);
         assert_eq!(
@@ -486,22 +499,11 @@ mod tests {
     fn a_long_window_is_seen_past_many_short_ones_of_other_threads() {
         let mut fns = functions();
         fns.extend([function(6, "log_line"), point(7, "log_line", 8, 40)]);
-        let mut runs = Vec::new();
-        for i in 0..4 {
-            runs.push(with_bystanders(pair_run(i, Label::Fail, 50, 20 + u64::from(i))));
-            runs.push(with_bystanders(pair_run(10 + i, Label::Pass, 14, 70)));
-        }
-        let s = Session { functions: fns, runs };
-        let c = learn(&s, &ExtractConfig::default()).unwrap();
-        let a = Site { func: 0, role: 1, instance: 1 };
-        let b = Site { func: 1, role: 2, instance: 1 };
-        let key =
-            PredKey { callee: Some(2), arg: 0, ..PredKey::pair(Kind::BetweenStatements, a, b) };
-        let p = &c.predicates[c.find(&key).expect("learned").0 as usize];
+        let (s, c, p, ..) = torn_pair(fns, with_bystanders);
         for r in &s.runs {
-            assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
+            assert_eq!(c.evaluate(r).holds(p), r.failed(), "run {}", r.id);
         }
-        assert_eq!(c.evaluate(&s.runs[0]).anchor(p.id), Some(22 * US));
+        assert_eq!(c.evaluate(&s.runs[0]).anchor(p), Some(22 * US));
     }
 
     /// read_check on thread 1 from 10 µs to its return at 40 µs: past
