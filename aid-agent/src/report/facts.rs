@@ -185,18 +185,30 @@ impl<'a> Facts<'a> {
     }
 
     /// For each function the predicate names (at its call site when it
-    /// has one, on its class's threads when it is a group's), once, the
-    /// chain of traced callers its calls are made within in every failing
-    /// run, innermost first; functions without one are left out.
+    /// has one, on its class's threads when it is a group's), once per
+    /// calls of it the key names, the chain of traced callers its calls
+    /// are made within in every failing run, innermost first; functions
+    /// without one are left out. A function the key names on both sides
+    /// (main's call 3 of `readV` against the stealers' calls of it) has a
+    /// chain for each: their callers differ.
     fn callers(&self, p: &Predicate) -> Vec<Chain> {
         let k = p.key;
         let own = [(k.func, k.calls)].into_iter().chain(k.other.map(|o| (o.func, o.calls)));
-        let scopes: Vec<(FuncId, Calls)> = own.collect();
+        let mut scopes: Vec<(FuncId, Option<Calls>)> = Vec::new();
+        for (f, c) in own {
+            if !scopes.contains(&(f, Some(c))) {
+                scopes.push((f, Some(c)));
+            }
+        }
+        // Any other function named: its calls wherever they are.
+        for f in named(p) {
+            if !scopes.iter().any(|(g, _)| *g == f) {
+                scopes.push((f, None));
+            }
+        }
         let mut out: Vec<Chain> = Vec::new();
-        let mut seen = BTreeSet::new();
-        // A function's scope is the key's calls of it: one chain per function.
-        for f in named(p).into_iter().filter(|f| seen.insert(*f)) {
-            let scope = match scopes.iter().find(|(g, _)| *g == f).map(|&(_, c)| c) {
+        for (f, calls) in scopes {
+            let scope = match calls {
                 Some(Calls::Site { role, instance }) => {
                     Scope::Site(Site { func: f, role, instance })
                 }
