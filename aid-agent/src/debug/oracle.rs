@@ -68,6 +68,25 @@ pub fn is_evidence(run: &Run, truth: &RunTruth, group: &BTreeSet<PredId>) -> boo
     run.complete && installed && evidence
 }
 
+/// Whether a run passed without noise the control runs had: an
+/// intervention acted where a point of the amplifying noise would have
+/// (the noise focused on a call of a function the intervention holds at
+/// every call), so the point was left out ([`Plan::displaced`]). The
+/// missing noise alone may have kept the failure away, so such a run is
+/// not evidence that the intervention stopped it; an intervention that
+/// did nothing but displace the noise would otherwise look confirmed
+/// (SCTBench's work-stealing queue: a serialisation of the stealers'
+/// `readV` against main's `SyncPop` displaced the hold in the stealer's
+/// `readV` that provoked the failure, and 77 runs passed). The point
+/// counts in the runs where a focused plan is off too: counting only the
+/// runs where it is on would leave the runs without noise, which fail
+/// less often than the control (the same queue: 16 such runs passed, and
+/// the session confirmed a wrong cause). A run that failed all the same
+/// is evidence against it, as any failing run is.
+pub fn passed_without_its_noise(plan: &Plan, run: &Run) -> bool {
+    plan.displaced > 0 && !run.failed()
+}
+
 /// Whether the interventions on `group` can all be installed in one run:
 /// none wants an action at a call site where another acts in a way the
 /// two cannot share ([`Plan`]'s conflicts, which depend on nothing else),
@@ -218,7 +237,9 @@ impl<'a> SourceOracle<'a> {
         // One record per intervention of the plan (a service's units
         // record their live form of each: the same count).
         let carried = rec.run.interventions.len() == plan.interventions.len();
-        let valid = carried && is_evidence(&rec.run, &truth, group);
+        let valid = carried
+            && is_evidence(&rec.run, &truth, group)
+            && !passed_without_its_noise(plan, &rec.run);
         let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
         let id = rec.run.id;
         self.log.push(OracleRun {
@@ -414,5 +435,38 @@ mod tests {
         let mut cut = r(7, Label::Pass, 0);
         cut.complete = false;
         assert!(!judged(cut, true, false, false));
+    }
+
+    /// A run made without a noise point because the intervention acts
+    /// where it would (the noise held call 1 of `steal` on role 1; the
+    /// intervention serialises every call of `steal` there) counts only if
+    /// it failed: passing, the missing noise may be why. Without a
+    /// displaced point, a passing run counts.
+    #[test]
+    fn a_run_that_passed_without_noise_the_intervention_displaced_is_not_evidence() {
+        use crate::model::{CallSet, Noise, NoiseAction, NoiseAt};
+        let noise = |func| Noise {
+            at: NoiseAt::Call { site: Site { func, role: 1, instance: 1 } },
+            action: NoiseAction::Delay { us: 1_000 },
+            held_ns: 0,
+            func: None,
+            near_miss: false,
+        };
+        let calls = |func, role| CallSet { func, roles: vec![role], instance: 0, within: None };
+        let serialise =
+            Intervention::SerializeGroups { a: calls(0, 1), b: calls(1, 0), object: None };
+        let plan = || Plan::new(std::slice::from_ref(&serialise), Duration::from_millis(500), &[]);
+        let displacing = plan().with_noise(&[noise(0)]);
+        let beside = plan().with_noise(&[noise(2)]);
+        assert_eq!((displacing.displaced, beside.displaced), (1, 0));
+        // A focused plan off in this run still counts: the round's runs
+        // left would be those without the noise.
+        let off = plan().with_noise(&[Noise { action: NoiseAction::Skip, ..noise(0) }]);
+        assert_eq!(off.displaced, 1);
+        let passed = run(1, Label::Pass, Vec::new(), 100);
+        let failed = run(2, Label::Fail, Vec::new(), 100);
+        assert!(passed_without_its_noise(&displacing, &passed));
+        assert!(!passed_without_its_noise(&displacing, &failed));
+        assert!(!passed_without_its_noise(&beside, &passed));
     }
 }

@@ -53,6 +53,12 @@ pub struct Plan {
     pub shared: Vec<(SiteKey, usize)>,
     /// Noise installed (its actions carry index `usize::MAX`).
     pub noise: Vec<Noise>,
+    /// Noise points left out because an intervention acts where they
+    /// would (`Plan::with_noise`), acting in this run or not (a focused
+    /// plan off in this run): the round's runs are made without noise the
+    /// control runs had, so a passing one may pass for that alone
+    /// (`debug/oracle.rs` does not count it).
+    pub displaced: usize,
     /// The run needs the synchronisation-point probes (it amplifies).
     pub sync_points: bool,
     /// The longest hold of its interventions (what it was made with).
@@ -818,6 +824,7 @@ mod tests {
             noise(site(1, 3, 1)),
         ]);
         assert_eq!(plan.noise.len(), 1);
+        assert_eq!(plan.displaced, 2);
         assert!(plan.is_noise(&site_key(site(1, 3, 1), Point::Entry)));
         let at = |role, instance| {
             let key = site_key(site(1, role, instance), Point::Entry);

@@ -143,7 +143,7 @@ fn confirmed_because(reason: &Reason, rounds: &[Round], noun: &str) -> String {
         let skipped = match r.invalid_runs {
             0 => String::new(),
             n => format!(
-                " ({} more not counted: the intervention could not be applied)",
+                " ({} more not counted: the intervention could not be applied, or it acted where the noise that provokes the failure would have and the {noun} passed)",
                 count(n, noun)
             ),
         };
@@ -480,7 +480,7 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
                 )
             };
             format!(
-                "{what} was not used: the intervention did not take effect in {runs} (its call site was not reached, the predicate held in spite of it, or the {noun} was cut short), so the predicate was left untested"
+                "{what} was not used: the intervention did not take effect in {runs} (its call site was not reached, the predicate held in spite of it, the {noun} was cut short, or it acted where the noise that provokes the failure would have and the {noun} passed), so the predicate was left untested"
             )
         }
         Some(Unused::Ineffective { failing_held }) => format!(

@@ -336,14 +336,14 @@ mod unused {
         );
         assert_eq!(
             unused_words(&round(Some(Unused::NotApplied)), &desc, "run"),
-            "round 3 (intervening on P3) was not used: the intervention did not take effect in 20 runs in a row (its call site was not reached, the predicate held in spite of it, or the run was cut short), so the predicate was left untested"
+            "round 3 (intervening on P3) was not used: the intervention did not take effect in 20 runs in a row (its call site was not reached, the predicate held in spite of it, the run was cut short, or it acted where the noise that provokes the failure would have and the run passed), so the predicate was left untested"
         );
         // Runs where it took effect came between: the words say so.
         let gaps =
             Round { invalid_runs: 181, invalid_streak: 20, ..round(Some(Unused::NotApplied)) };
         assert_eq!(
             unused_words(&gaps, &desc, "run"),
-            "round 3 (intervening on P3) was not used: the intervention did not take effect in 181 of the round's 190 runs, the last 20 in a row (its call site was not reached, the predicate held in spite of it, or the run was cut short), so the predicate was left untested"
+            "round 3 (intervening on P3) was not used: the intervention did not take effect in 181 of the round's 190 runs, the last 20 in a row (its call site was not reached, the predicate held in spite of it, the run was cut short, or it acted where the noise that provokes the failure would have and the run passed), so the predicate was left untested"
         );
         let pair = Round {
             group: BTreeSet::from([PredId(3), PredId(4)]),
@@ -569,6 +569,55 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
     let outer = view(3);
     assert!(outer.callers.is_empty(), "{:?}", outer.callers);
     assert_eq!(outer.functions, ["popper"]);
+}
+
+/// A predicate naming one function on both of its sides names that
+/// function's callers on each: `read_v` is called by `push` on main and by
+/// `steal` on the thief, and the two calls overlap in failing runs only.
+/// Before, the function was named once, with the first side's callers
+/// only, so the cause never named `steal`.
+#[test]
+fn a_function_on_both_sides_of_a_predicate_is_named_with_each_sides_callers() {
+    let functions = vec![function(0, "push"), function(1, "steal"), function(2, "read_v")];
+    let runs: Vec<Run> = (1..=20u32)
+        .map(|i| {
+            let fail = i % 2 == 0;
+            // The thief's read_v runs inside main's in failing runs, after
+            // it in passing ones.
+            let at = if fail { 130 * US } else { 400 * US };
+            let calls = vec![
+                call(0, 0, 1, 100 * US, Some(300 * US), Some(0)),
+                call(2, 0, 1, 110 * US, Some(200 * US), Some(0)),
+                call(1, 1, 1, at - 10 * US, Some(at + 50 * US), Some(0)),
+                call(2, 1, 1, at, Some(at + 20 * US), Some(0)),
+            ];
+            let label = if fail { Label::Fail } else { Label::Pass };
+            run(i, label, calls, 600 * US).with_threads(vec![thread(0, "main"), thread(1, "thief")])
+        })
+        .collect();
+    let session = Session { functions, runs };
+    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
+    let facts = Facts::new(&session, &catalog);
+    let p = catalog
+        .predicates
+        .iter()
+        .find(|p| {
+            p.key.func == 2
+                && p.key.other.is_some_and(|o| o.func == 2)
+                && p.key.site().is_some_and(|s| s.role == 0)
+                && p.key.other_site().is_some_and(|s| s.role == 1)
+        })
+        .unwrap_or_else(|| panic!("no predicate on both read_v calls: {:?}", catalog.predicates));
+    let view = facts.view(p.id).unwrap();
+    assert_eq!(
+        view.callers,
+        vec![
+            facts::CallerView { function: "read_v".into(), callers: vec!["push".into()] },
+            facts::CallerView { function: "read_v".into(), callers: vec!["steal".into()] },
+        ]
+    );
+    assert_eq!(view.functions, ["read_v", "push", "steal"]);
+    assert_eq!(view.called().as_deref(), Some("read_v from push; read_v from steal"));
 }
 
 /// A cause stated on a class of threads names the callers its calls have
