@@ -286,7 +286,26 @@ fn svc_compaction_without_trace_sees_the_compaction_but_tests_no_cause() {
                 && !r.interventions.is_empty()
                 && r.calls.iter().any(|c| c.role == 0 && c.func == other)
         });
-        assert!(through_other, "no intervened unit failed through the other function\n{text}");
+        // What each intervened failing unit called, for a miss to be read.
+        let intervened: Vec<String> = session
+            .runs
+            .iter()
+            .filter(|r| r.label == aid::model::Label::Fail && !r.interventions.is_empty())
+            .map(|r| {
+                let called = |f| r.calls.iter().any(|c| c.role == 0 && c.func == f);
+                format!(
+                    "unit {}: get {}, put {}, interventions {:?}",
+                    r.id,
+                    called(get),
+                    called(put),
+                    r.interventions
+                )
+            })
+            .collect();
+        assert!(
+            through_other,
+            "no intervened unit failed through the other function: {intervened:#?}\n{text}"
+        );
     }
     assert_still_serving(svc, &["handle_request", "compact_segment"], "svc-compaction");
 }
