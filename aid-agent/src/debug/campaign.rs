@@ -114,6 +114,10 @@ pub fn debug_program(
     let (mut done, first_phase) = first_session(req, &measured, cancel, ui)?;
     let Phase { mut callers, left_out } = first_phase;
     let first = done.out.clone();
+    if let Some((next, phase)) = provoked_again(req, &done, &first, &measured, cancel, ui) {
+        done = next_session(done, next);
+        callers = phase.callers;
+    }
     // The functions to climb from: those that saw a key twice, then the
     // callers added last.
     let mut from = repeated_keys(&done.diagnosis);
@@ -274,6 +278,59 @@ fn first_session(
         traced = Some(keep);
     }
     debug_phase(&this, false, note.as_deref(), measured, cancel, ui)
+}
+
+/// Without `--trace`, when the first session confirmed no cause and its
+/// failure was more frequent under aid's probes than without them beyond
+/// chance (they provoke part of it: SCTBench's circular_buffer_bad failed
+/// in 0 of 100 untraced runs and 14 of 24 traced ones, in more ways than
+/// its bug, and no predicate separated the runs), the program is debugged
+/// again without the functions called most often, in a session of its
+/// own (`fewer-probes-1` under the first one's directory), so that the
+/// failure is closer to what it is untraced, made more frequent by noise
+/// if it is rare. None when nothing is left to trace or that session
+/// could not be made (said).
+fn provoked_again(
+    req: &ProgramRequest,
+    done: &Debugged,
+    first: &std::path::Path,
+    measured: &RefCell<Measured>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> Option<(Debugged, Phase)> {
+    let observed = &done.diagnosis.observed;
+    let noun = if observed.noun.is_empty() { "run" } else { observed.noun.as_str() };
+    let ((uf, un), (tf, tn)) = observed.provoked?;
+    if !req.trace.is_empty() || settled(done, cancel) {
+        return None;
+    }
+    let (keep, dropped) = without_most_called(&measured.borrow().calls);
+    if keep.is_empty() {
+        return None;
+    }
+    let out = first.join("fewer-probes-1");
+    let left: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
+    ui.say(&format!(
+        "no cause confirmed, and aid's probes provoke part of the failure: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
+        dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
+        crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
+        out.display()
+    ));
+    let note = format!(
+        "with {} traced too, the failure was more frequent under aid's probes ({uf} of {un} {noun}s made without them failed, {tf} of the first {tn} traced ones, beyond chance) and no cause was confirmed: this session leaves {} out",
+        crate::util::human::summarize(&left),
+        if left.len() == 1 { "it" } else { "them" }
+    );
+    let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
+    let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
+    let this = ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) };
+    match debug_phase(&this, false, Some(&note), measured, cancel, ui) {
+        Ok(next) => Some(next),
+        Err(e) => {
+            ui.say(&format!("debugging with fewer probes stopped: {e:#}"));
+            None
+        }
+    }
 }
 
 /// `traced` (function, calls per run) split into what stays and what is

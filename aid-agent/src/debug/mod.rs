@@ -147,6 +147,11 @@ pub struct Observed {
     /// without them, when it does beyond chance ([`tracer_effect`]).
     #[serde(default)]
     pub tracer: Option<String>,
+    /// When the failure was more frequent under aid's probes than without
+    /// them, beyond chance (what [`Observed::tracer`] says then): the
+    /// untraced runs and the traced ones compared, (failed, made) each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provoked: Option<((u32, u32), (u32, u32))>,
     /// Observed runs made at once (`--jobs`), when more than one (0 or 1:
     /// one at a time). Interventions and their control runs are made one
     /// at a time.
@@ -193,6 +198,7 @@ impl Observed {
         self.incomplete += earlier.incomplete;
         if self.tracer.is_none() {
             self.tracer.clone_from(&earlier.tracer);
+            self.provoked = earlier.provoked;
         }
     }
 }
@@ -301,7 +307,7 @@ pub fn debug(
                 }
             }
             Debugging::RareUnderControl { observed: earlier, plain, control } => {
-                natural = Some((earlier.clone(), plain.clone()));
+                natural = Some(((*earlier).clone(), plain.clone()));
                 let noun = source.noun();
                 ui.say(&format!(
                     "under the agent's control the failure is rare ({} of {} control {noun}s failed, against {:.0}% of observed {noun}s): observing again with noise, so that interventions are judged where the failure is frequent",
@@ -326,7 +332,7 @@ enum Debugging {
     /// runs observed so far, which the noise is planned from). Never
     /// returned for runs that carry noise.
     RareUnderControl {
-        observed: Observed,
+        observed: Box<Observed>,
         plain: Vec<Run>,
         control: Control,
     },
@@ -396,7 +402,11 @@ fn debug_observed(
         Ok(Calibration::Rare(control)) => {
             let _ = oracle.finish();
             source.end_interventions();
-            return Ok(Debugging::RareUnderControl { observed, plain: session.runs, control });
+            return Ok(Debugging::RareUnderControl {
+                observed: Box::new(observed),
+                plain: session.runs,
+                control,
+            });
         }
         Ok(Calibration::TooRare(not_started)) => {
             let oracle_runs = oracle.finish();

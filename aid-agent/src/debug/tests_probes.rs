@@ -119,6 +119,9 @@ fn a_failure_the_probes_provoke_is_said_when_observing_ends_early() {
             "the failure is more frequent under aid's probes: 0 of 40 runs made without them before the session failed, 10 of the first 20 traced runs without noise (Fisher's exact test, p = 2.5e-6): the probes provoke part of it, and what the traced runs show is about the failure as it is under them"
         )
     );
+    // Kept for the campaign, which debugs again with fewer probes when no
+    // cause is confirmed (`campaign.rs`, `provoked_again`).
+    assert_eq!(d.observed.provoked, Some(((0, 40), (10, 20))));
 }
 
 /// Where fewer functions could be traced, observing ends with
@@ -179,5 +182,7 @@ fn a_failure_the_probes_make_less_frequent_but_not_rare_is_debugged_as_it_is() {
     let d = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet).unwrap();
     let said = d.observed.tracer.as_deref().unwrap_or_default();
     assert!(said.starts_with("the failure is rarer under aid's probes: 99 of 100 "), "{said}");
+    // Rarer is not provoked: no session with fewer probes follows for it.
+    assert_eq!(d.observed.provoked, None);
     assert!(d.analysis.totals.passing > 0 && d.analysis.totals.failing > 0);
 }

@@ -170,6 +170,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         noise: None,
         analysed: 40,
         tracer: None,
+        provoked: None,
         jobs: 0,
         fleet: None,
     };
