@@ -258,23 +258,10 @@ fn first_session(
         }
         let first = first_out.get_or_insert_with(|| m.out.clone().unwrap_or_default()).clone();
         let out = first.join(format!("fewer-probes-{}", k + 1));
-        let left: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
-        ui.say(&format!(
-            "aid's probes hide the failure: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
-            dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
-            crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
-            out.display()
-        ));
-        let ((uf, un), (tf, tn)) = (hid.untraced, hid.traced);
+        this = without_them(req, &keep, &dropped, out, "aid's probes hide the failure", ui);
         let earlier = note.map(|n| format!("; before that, {n}")).unwrap_or_default();
-        note = Some(format!(
-            "with {} traced too, the failure was rarer under aid's probes ({uf} of {un} runs made without them failed, {tf} of the first {tn} traced ones, beyond chance): this session leaves {} out{earlier}",
-            crate::util::human::summarize(&left),
-            if left.len() == 1 { "it" } else { "them" }
-        ));
-        let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
-        let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
-        this = ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) };
+        note =
+            Some(left_out_note(&dropped, "rarer", "run", hid.untraced, hid.traced, "", &earlier));
         traced = Some(keep);
     }
     debug_phase(&this, false, note.as_deref(), measured, cancel, ui)
@@ -300,7 +287,7 @@ fn provoked_again(
 ) -> Option<(Debugged, Phase)> {
     let observed = &done.diagnosis.observed;
     let noun = if observed.noun.is_empty() { "run" } else { observed.noun.as_str() };
-    let ((uf, un), (tf, tn)) = observed.provoked?;
+    let (untraced, traced) = observed.provoked?;
     if !req.trace.is_empty() || settled(done, cancel) {
         return None;
     }
@@ -309,21 +296,10 @@ fn provoked_again(
         return None;
     }
     let out = first.join("fewer-probes-1");
-    let left: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
-    ui.say(&format!(
-        "no cause confirmed, and aid's probes provoke part of the failure: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
-        dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
-        crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
-        out.display()
-    ));
-    let note = format!(
-        "with {} traced too, the failure was more frequent under aid's probes ({uf} of {un} {noun}s made without them failed, {tf} of the first {tn} traced ones, beyond chance) and no cause was confirmed: this session leaves {} out",
-        crate::util::human::summarize(&left),
-        if left.len() == 1 { "it" } else { "them" }
-    );
-    let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
-    let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
-    let this = ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) };
+    let why = "no cause confirmed, and aid's probes provoke part of the failure";
+    let this = without_them(req, &keep, &dropped, out, why, ui);
+    let confirmed = " and no cause was confirmed";
+    let note = left_out_note(&dropped, "more frequent", noun, untraced, traced, confirmed, "");
     match debug_phase(&this, false, Some(&note), measured, cancel, ui) {
         Ok(next) => Some(next),
         Err(e) => {
@@ -331,6 +307,48 @@ fn provoked_again(
             None
         }
     }
+}
+
+/// `req` again, tracing `keep` (without `dropped`, the functions called
+/// most often) in `out`, said to the user after `why`.
+fn without_them(
+    req: &ProgramRequest,
+    keep: &Calls,
+    dropped: &Calls,
+    out: PathBuf,
+    why: &str,
+    ui: &mut dyn Progress,
+) -> ProgramRequest {
+    ui.say(&format!(
+        "{why}: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
+        dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
+        crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
+        out.display()
+    ));
+    let trace = keep.iter().map(|(n, _)| globset::escape(n)).collect();
+    let names: Vec<&String> = keep.iter().map(|(n, _)| n).collect();
+    ProgramRequest { safe: safe_within(&req.safe, &names), ..again(req, trace, out) }
+}
+
+/// What the report of a session without `dropped` says of why: the
+/// failure was `how` (rarer, more frequent) under aid's probes, with the
+/// counts (failed, made) of the `noun`s made without them and of the first
+/// traced ones; `also` after the counts, `earlier` at the end.
+fn left_out_note(
+    dropped: &Calls,
+    how: &str,
+    noun: &str,
+    (uf, un): (u32, u32),
+    (tf, tn): (u32, u32),
+    also: &str,
+    earlier: &str,
+) -> String {
+    let left: Vec<&str> = dropped.iter().map(|(n, _)| n.as_str()).collect();
+    format!(
+        "with {} traced too, the failure was {how} under aid's probes ({uf} of {un} {noun}s made without them failed, {tf} of the first {tn} traced ones, beyond chance){also}: this session leaves {} out{earlier}",
+        crate::util::human::summarize(&left),
+        if left.len() == 1 { "it" } else { "them" }
+    )
 }
 
 /// `traced` (function, calls per run) split into what stays and what is

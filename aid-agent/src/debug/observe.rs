@@ -275,12 +275,12 @@ fn compare_untraced(
         return Ok(());
     }
     observed.tracer = tracer_effect(untraced, traced, source.noun());
-    observed.provoked = (observed.tracer.is_some() && !rarer_traced(untraced, traced))
-        .then_some((untraced, traced));
+    let rarer = rarer_traced(untraced, traced);
+    observed.provoked = (observed.tracer.is_some() && !rarer).then_some((untraced, traced));
     let Some(line) = &observed.tracer else { return Ok(()) };
     ui.say(line);
     let rare = f64::from(traced.0) < rare_below * f64::from(traced.1);
-    if rarer_traced(untraced, traced) && rare && source.may_trace_fewer() {
+    if rarer && rare && source.may_trace_fewer() {
         return Err(ProbesHideIt { line: line.clone(), untraced, traced }.into());
     }
     Ok(())

@@ -512,6 +512,39 @@ fn timing_in_front_of_the_root_cause_is_shown_apart_with_its_evidence() {
     assert!(graph.contains(&format!("n{} -> n0 [color=red, penwidth=2.5];", last.0)), "{graph}");
 }
 
+/// The facts' view of the first predicate learnt from `session` that
+/// `pick` chooses; panics naming `what` (and the catalog) when none is.
+fn view_of(
+    session: &Session,
+    what: &str,
+    pick: impl Fn(&crate::predicates::Predicate) -> bool,
+) -> PredicateView {
+    keyed_view_of(session, what, pick).1
+}
+
+/// [`view_of`], with the predicate's key.
+fn keyed_view_of(
+    session: &Session,
+    what: &str,
+    pick: impl Fn(&crate::predicates::Predicate) -> bool,
+) -> (crate::predicates::PredKey, PredicateView) {
+    let catalog = crate::predicates::learn(session, &Default::default()).unwrap();
+    let p = catalog
+        .predicates
+        .iter()
+        .find(|p| pick(p))
+        .unwrap_or_else(|| panic!("no predicate {what}: {:?}", catalog.predicates));
+    (p.key, Facts::new(session, &catalog).view(p.id).unwrap())
+}
+
+/// Chooses the too-slow predicate on call 1 of `func` on `role`.
+fn too_slow_at(func: u32, role: u32) -> impl Fn(&crate::predicates::Predicate) -> bool {
+    move |p| {
+        p.key.kind == crate::predicates::Kind::TooSlow
+            && p.key.site() == Some(Site { func, role, instance: 1 })
+    }
+}
+
 /// A cause stated on a helper names the traced functions it is called
 /// within: `lock_slot` (called by `push` on the pusher, by `pop` within
 /// `popper` on the popper) is slow on the popper in failing runs.
@@ -543,19 +576,7 @@ fn a_helper_in_a_predicate_is_named_with_its_callers() {
         })
         .collect();
     let session = Session { functions, runs };
-    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-    let facts = Facts::new(&session, &catalog);
-    let view = |func: u32| {
-        let p = catalog
-            .predicates
-            .iter()
-            .find(|p| {
-                p.key.kind == crate::predicates::Kind::TooSlow
-                    && p.key.site() == Some(Site { func, role: 2, instance: 1 })
-            })
-            .unwrap_or_else(|| panic!("no too-slow predicate on function {func}"));
-        facts.view(p.id).unwrap()
-    };
+    let view = |func: u32| view_of(&session, "too-slow on the popper", too_slow_at(func, 2));
     let helper = view(2);
     assert_eq!(
         helper.callers,
@@ -597,19 +618,12 @@ fn a_function_on_both_sides_of_a_predicate_is_named_with_each_sides_callers() {
         })
         .collect();
     let session = Session { functions, runs };
-    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-    let facts = Facts::new(&session, &catalog);
-    let p = catalog
-        .predicates
-        .iter()
-        .find(|p| {
-            p.key.func == 2
-                && p.key.other.is_some_and(|o| o.func == 2)
-                && p.key.site().is_some_and(|s| s.role == 0)
-                && p.key.other_site().is_some_and(|s| s.role == 1)
-        })
-        .unwrap_or_else(|| panic!("no predicate on both read_v calls: {:?}", catalog.predicates));
-    let view = facts.view(p.id).unwrap();
+    let view = view_of(&session, "on both read_v calls", |p| {
+        p.key.func == 2
+            && p.key.other.is_some_and(|o| o.func == 2)
+            && p.key.site().is_some_and(|s| s.role == 0)
+            && p.key.other_site().is_some_and(|s| s.role == 1)
+    });
     assert_eq!(
         view.callers,
         vec![
@@ -652,15 +666,10 @@ fn a_helper_called_on_a_pool_is_named_with_its_callers_there() {
         })
         .collect();
     let session = Session { functions, runs };
-    let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-    let facts = Facts::new(&session, &catalog);
-    let p = catalog
-        .predicates
-        .iter()
-        .find(|p| p.key.kind == crate::predicates::Kind::TooSlow && p.key.func == 2)
-        .unwrap_or_else(|| panic!("no too-slow predicate on lock_slot: {:?}", catalog.predicates));
-    assert!(p.key.is_group(), "{:?}", p.key);
-    let view = facts.view(p.id).unwrap();
+    let (key, view) = keyed_view_of(&session, "too-slow on lock_slot", |p| {
+        p.key.kind == crate::predicates::Kind::TooSlow && p.key.func == 2
+    });
+    assert!(key.is_group(), "{key:?}");
     assert_eq!(
         view.callers,
         vec![facts::CallerView { function: "lock_slot".into(), callers: vec!["work".into()] }]
@@ -708,19 +717,7 @@ fn an_outermost_call_is_named_within_main_or_its_start_routine() {
             })
             .collect();
         let session = Session { functions, runs };
-        let catalog = crate::predicates::learn(&session, &Default::default()).unwrap();
-        let facts = Facts::new(&session, &catalog);
-        let view = |func: u32, role: u32| {
-            let p = catalog
-                .predicates
-                .iter()
-                .find(|p| {
-                    p.key.kind == crate::predicates::Kind::TooSlow
-                        && p.key.site() == Some(Site { func, role, instance: 1 })
-                })
-                .unwrap_or_else(|| panic!("no too-slow predicate on function {func}"));
-            facts.view(p.id).unwrap()
-        };
+        let view = |func, role| view_of(&session, "too-slow", too_slow_at(func, role));
         (view(0, 0), view(1, 1))
     };
     let (push, pop) = views(&plain);

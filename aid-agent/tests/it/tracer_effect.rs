@@ -1,5 +1,6 @@
 //! The tracer's own effect on the failure (issue 24, part 2): a program
-//! whose failure aid's probes hide is debugged again with fewer of them.
+//! whose failure aid's probes hide, or provoke, is debugged again with
+//! fewer of them.
 
 use std::path::Path;
 
@@ -54,4 +55,52 @@ fn a_failure_the_probes_hide_is_debugged_with_fewer_probes() {
     let _alone = alone();
     let exe = c_fixture("probe_hidden.c", "probe_hidden", &[]);
     sessions_right("probe_hidden", HIDDEN_SESSIONS, HIDDEN_NEEDED, || hidden_session(&exe));
+}
+
+/// Acceptance: 2 of 3 sessions ([`PROVOKED_SESSIONS`]). Measured with the
+/// dev agent (`debug ./probe_provoked`, 2026-12-05, alone): 5 sessions of
+/// 5 right, 0 of the 100 untraced runs failing against 10 to 20 of the
+/// first 22 to 30 traced ones; with the release agent, 1 of 1. In each,
+/// the session with `mix` traced confirmed nothing: the probes on `mix`
+/// make its 150 calls a clock, and the orders of main's check against
+/// each of them were confounded with one another.
+const PROVOKED_SESSIONS: usize = 3;
+const PROVOKED_NEEDED: usize = 2;
+
+/// One session; Ok when the probes on `mix` were found to provoke the
+/// failure, the session with them confirmed nothing, and the one without
+/// them named main's check against the worker's publication.
+fn provoked_session(exe: &Path) -> Result<String, String> {
+    let (_tmp, _out, output) = debug_session(exe, &[] as &[&str]);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    let root = root_cause_line(&text).to_owned();
+    let right = output.status.success()
+        && said.contains("aid: the failure is more frequent under aid's probes: 0 of 100 runs made without them before the session failed, ")
+        && said.contains("no cause confirmed, and aid's probes provoke part of the failure: debugging again without the functions called most often (mix: 150 calls a run), so that the probes change the schedule less: meet, publish, check, pin, worker traced")
+        && text.contains("\nWith mix traced too, the failure was more frequent under aid's probes (0 of 100 runs made without them failed, ")
+        && text.contains(" beyond chance) and no cause was confirmed: this session leaves it out.\n")
+        && text.contains("\nEarlier sessions, which confirmed no cause (each with its report): ")
+        && root.contains("check on main")
+        && root.contains("publish on worker")
+        && !root.contains("mix");
+    if right {
+        Ok(root)
+    } else {
+        Err(format!("exit {:?}, root cause line {root:?}\n{text}\n{said}", output.status))
+    }
+}
+
+/// fixtures/probe_provoked.c fails in none of its untraced runs and in
+/// about half with its hot helper `mix` traced (the probes slow the
+/// worker past main's earliest check). With no flags, the session says
+/// so with both rates; when it confirms no cause, the program is debugged
+/// again without `mix`, the report says why, and the cause is found in
+/// the runs that noise makes fail as the program does untraced.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_failure_the_probes_provoke_is_debugged_again_with_fewer_probes() {
+    let _alone = alone();
+    let exe = c_fixture("probe_provoked.c", "probe_provoked", &[]);
+    sessions_right("probe_provoked", PROVOKED_SESSIONS, PROVOKED_NEEDED, || provoked_session(&exe));
 }
