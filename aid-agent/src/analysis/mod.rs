@@ -3,8 +3,11 @@
 //! filters (Sec. 3.2) and the AC-DAG (Sec. 4). `aid-agent analyze` prints
 //! it; `debug` continues from it with interventions.
 
+mod aside;
 mod implied;
 pub mod triggers;
+
+pub use aside::AsideTally;
 
 use std::{
     collections::BTreeSet,
@@ -17,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     causal::{AcDag, CausalError},
     intervene::{Reach, SafeList},
-    model::{Intervention, Session},
+    model::{Intervention, Run, Session},
     predicates::{
         Catalog, Condition, ExtractConfig, Kind, PredId, Predicate, PredicateError, RunTruth,
         learn, merge,
@@ -58,6 +61,12 @@ pub enum Exclusion {
     /// The run source cannot carry out its intervention (another thread or
     /// a hold, on the units of a live service).
     OutOfReach,
+    /// It held in no analysed passing run, but among the session's
+    /// observed runs that were not analysed (made without noise, or with
+    /// noise the amplifier left) in `failing` failing and `passing`
+    /// passing ones: more passing ones beyond chance
+    /// ([`stats::mostly_passing`], `aside.rs`).
+    Contradicted { failing: u32, passing: u32 },
 }
 
 #[derive(Clone, Debug)]
@@ -93,6 +102,9 @@ pub struct Analysis {
     /// or better-ranked one (`predicates::merge::same_runs`).
     pub merged: Vec<(PredId, PredId)>,
     pub dag: AcDag,
+    /// The session's observed runs that were not analysed: how many, by
+    /// label, and how often the candidates held in them.
+    pub aside: AsideTally,
 }
 
 /// Wall time of each stage of [`analyze`] (for `cargo xtask bench extract`).
@@ -128,6 +140,18 @@ pub fn analyze_timed(
     session: &Session,
     opts: &AnalysisOptions,
 ) -> Result<(Analysis, Timings), AnalysisError> {
+    analyze_beside(session, opts, &[])
+}
+
+/// [`analyze_timed`], checking the candidates against the session's
+/// observed runs that are not analysed (`aside`): one that held in a
+/// passing run among them is not a candidate
+/// ([`Exclusion::Contradicted`]).
+pub fn analyze_beside(
+    session: &Session,
+    opts: &AnalysisOptions,
+    aside: &[Run],
+) -> Result<(Analysis, Timings), AnalysisError> {
     let mut time = Timings::default();
     let t = Instant::now();
     let catalog = learn(session, &opts.extract)?;
@@ -144,6 +168,17 @@ pub fn analyze_timed(
     let ranking: Vec<PredId> = rank(&scores).into_iter().filter(|&p| p != f).collect();
     let fd = |p: PredId| scores[p.0 as usize].fully_discriminative;
     let merged = merge::same_runs(&catalog, &truths, &ranking, fd);
+    // What may become a candidate held in no analysed passing run (fully
+    // discriminative, or sufficient only): checked against the runs aside.
+    let suspects: BTreeSet<PredId> = ranking
+        .iter()
+        .copied()
+        .filter(|p| {
+            let c = scores[p.0 as usize].counts;
+            c.passing_true == 0 && c.failing_true > 0
+        })
+        .collect();
+    let aside = AsideTally::of(&catalog, aside, &suspects);
     let mut candidates = Vec::new();
     let mut excluded = Vec::new();
     let mut seen: Vec<(&Intervention, PredId)> = Vec::new();
@@ -164,6 +199,10 @@ pub fn analyze_timed(
             excluded.push((id, Exclusion::OutOfReach));
             continue;
         }
+        if let Some(why) = aside.contradicts(id) {
+            excluded.push((id, why));
+            continue;
+        }
         if admit(&mut seen, &mut excluded, iv, id) {
             candidates.push(id);
         }
@@ -171,8 +210,15 @@ pub fn analyze_timed(
     // Necessary-only candidates, after every fully-discriminative one, so
     // that one stands for both where they are the same event; then
     // sufficient-only ones when no fully-discriminative one.
-    let pick =
-        Pick { catalog: &catalog, scores: &scores, ranking: &ranking, totals, opts, session };
+    let pick = Pick {
+        catalog: &catalog,
+        scores: &scores,
+        ranking: &ranking,
+        totals,
+        opts,
+        session,
+        aside: &aside,
+    };
     let mut undecided = Vec::new();
     let mut necessary =
         pick.necessary(Admitted { seen: &mut seen, excluded: &mut excluded }, &mut undecided);
@@ -226,6 +272,7 @@ pub fn analyze_timed(
             excluded,
             merged,
             dag,
+            aside,
         },
         time,
     ))
@@ -275,6 +322,7 @@ struct Pick<'a> {
     totals: Totals,
     opts: &'a AnalysisOptions,
     session: &'a Session,
+    aside: &'a AsideTally,
 }
 
 impl<'a> Pick<'a> {
@@ -337,6 +385,10 @@ impl<'a> Pick<'a> {
                 }
                 continue;
             }
+            if let Some(why) = self.aside.contradicts(id) {
+                admitted.excluded.push((id, why));
+                continue;
+            }
             if admit(admitted.seen, admitted.excluded, iv, id) {
                 out.push(id);
             }
@@ -376,8 +428,9 @@ pub struct RankedRow {
     pub kind: Kind,
     pub description: String,
     pub scores: Scores,
-    /// "candidate", "no_intervention", "unsafe", "same_as", or
-    /// "not_discriminative".
+    /// "candidate", "no_intervention", "unsafe", "same_as", "not_live",
+    /// "contradicted" (`debug` only: `analyze` analyses every observed
+    /// run), or "not_discriminative".
     pub status: String,
     pub intervention: Option<Intervention>,
     /// Predicates that held in exactly the same runs, folded into this row.
@@ -414,6 +467,7 @@ impl Analysis {
             Some((_, Exclusion::Unsafe)) => "unsafe".into(),
             Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
             Some((_, Exclusion::OutOfReach)) => "not_live".into(),
+            Some((_, Exclusion::Contradicted { .. })) => "contradicted".into(),
             None => "not_discriminative".into(),
         }
     }

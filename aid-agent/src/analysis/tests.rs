@@ -182,6 +182,57 @@ fn unsafe_value_changes_are_left_out_of_the_dag() {
     assert_eq!(unsafe_ids, BTreeSet::from(expect));
 }
 
+/// The runs set aside (observed, not analysed) leave the candidates as
+/// they are while a candidate holds in them mostly where runs fail; one
+/// that held in more passing runs than failing ones there, beyond chance,
+/// is not a candidate (`aside.rs`): a slow fetch the reader waited for
+/// passed in five runs, and the slow fetch is no longer tested, while the
+/// overlap and the wrong value it brings are.
+#[test]
+fn a_candidate_held_mostly_in_passing_runs_set_aside_is_not_tested() {
+    let sess = session(60, 0.4, 11);
+    let safe = SafeList::new(&["fetch", "use_cache"]).unwrap();
+    let opts = AnalysisOptions { safe, ..AnalysisOptions::default() };
+    let without = analyze(&sess, &opts).unwrap();
+    let mut aside = session(40, 0.4, 12).runs;
+    let (a, _) = analyze_beside(&sess, &opts, &aside).unwrap();
+    assert_eq!(a.candidates, without.candidates);
+    assert_eq!(a.excluded, without.excluded);
+    let failing = aside.iter().filter(|r| r.failed()).count() as u32;
+    assert_eq!((a.aside.failing, a.aside.passing), (failing, 40 - failing));
+    let slow = find(&a, Kind::TooSlow, 1, 1, None);
+    let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
+    let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
+    assert_eq!(a.aside.held(slow), (failing, 0));
+    assert_eq!(a.aside.held(race), (failing, 0));
+    // Five slow fetches the reader waited for (as if serialised): each
+    // passed.
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let wait = [Intervention::Serialize { a: s(1, 1), b: s(2, 2) }];
+    for i in 0..5 {
+        let waited = execute(100 + i, true, &wait, &mut rng);
+        assert_eq!(waited.label, Label::Pass);
+        aside.push(waited);
+    }
+    let (a, _) = analyze_beside(&sess, &opts, &aside).unwrap();
+    assert_eq!(a.aside.held(slow), (failing, 5));
+    // Failing runs still outnumber the passing ones where it held.
+    assert!(failing > 5, "{failing}");
+    assert_eq!(a.candidates, without.candidates);
+    // Without the failing runs set aside, five passing runs against none.
+    aside.retain(|r| !r.failed());
+    let (a, _) = analyze_beside(&sess, &opts, &aside).unwrap();
+    assert_eq!(a.aside.held(slow), (0, 5));
+    assert_eq!(a.candidates, vec![wrong, race]);
+    assert!(
+        a.excluded.contains(&(slow, Exclusion::Contradicted { failing: 0, passing: 5 })),
+        "{:?}",
+        a.excluded
+    );
+    let table = render_table(&a, 10);
+    assert!(table.contains("contradicted"), "{table}");
+}
+
 /// Re-runs the program with the interventions of the intervened predicates
 /// and reports what the catalog sees in the new run.
 struct ProgramOracle<'a> {

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::observe::{ProbesHideIt, TRACER_EFFECT_P, UNDECIDED_FAILING, tracer_effect};
 use self::{
-    observe::{observe, observe_more, undecided_line},
+    observe::{Aside, Observation, observe, observe_more, undecided_line},
     oracle::{CONTROL_FAILURES, CONTROL_MAX_RUNS, Control, NotStarted, OracleRun, SourceOracle},
     source::RunSource,
 };
@@ -40,10 +40,7 @@ pub use crate::record::progress::{Progress, Quiet};
 use crate::{
     analysis::{self, Analysis, triggers},
     causal::{self, Config, Discovery, Strategy, TagtEstimate},
-    intervene::{
-        Reach, SafeList,
-        noise::{NoiseSource, Schedule},
-    },
+    intervene::{Reach, SafeList, noise::Schedule},
     model::{Label, Run, Session},
     predicates::{ExtractConfig, PredId},
     store::{Settings, Writer},
@@ -270,7 +267,7 @@ pub fn debug(
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Diagnosis> {
     writer.set_settings(opts.settings())?;
-    let mut observed = observe(source, writer, opts, None, cancel, ui)?;
+    let mut observed = observe(source, writer, opts, None, Aside::default(), cancel, ui)?;
     // The runs observed without noise, kept while the ones observed again
     // with noise are analysed (see below).
     let mut natural: Option<(Observed, Vec<Run>)> = None;
@@ -280,7 +277,7 @@ pub fn debug(
     let mut may_amplify = true;
     loop {
         match debug_observed(source, writer, opts, observed, may_amplify, cancel, ui)? {
-            Debugging::Done(d) => {
+            Debugging::Done(d, noisy_aside) => {
                 // With noise, no predicate could be intervened on, where
                 // the runs observed without it had one: that one is
                 // tested after all, its rounds judged against control
@@ -300,13 +297,22 @@ pub fn debug(
                             d.observed.failing.saturating_sub(earlier.failing),
                             plain.len(),
                         ));
-                        observed = (earlier, plain, None);
+                        // The runs observed with noise are set aside now,
+                        // and those without it are analysed again.
+                        let analysed: BTreeSet<u32> = plain.iter().map(|r| r.id).collect();
+                        let mut aside = Aside::default();
+                        aside.extend(
+                            noisy_aside.runs.into_iter().filter(|r| !analysed.contains(&r.id)),
+                        );
+                        aside.extend(d.session.runs);
+                        observed =
+                            Observation { observed: earlier, basis: plain, aside, noise: None };
                         may_amplify = false;
                     }
                     _ => return Ok(*d),
                 }
             }
-            Debugging::RareUnderControl { observed: earlier, plain, control } => {
+            Debugging::RareUnderControl { observed: earlier, plain, aside, control } => {
                 natural = Some(((*earlier).clone(), plain.clone()));
                 let noun = source.noun();
                 ui.say(&format!(
@@ -315,10 +321,12 @@ pub fn debug(
                     control.runs,
                     earlier.rate() * 100.0
                 ));
-                let (mut again, basis, noise) =
-                    observe(source, writer, opts, Some(plain), cancel, ui)?;
-                again.add_earlier(&earlier);
-                observed = (again, basis, noise);
+                // The runs observed without noise are set aside now.
+                let mut aside = aside;
+                aside.extend(plain.iter().cloned());
+                let mut again = observe(source, writer, opts, Some(plain), aside, cancel, ui)?;
+                again.observed.add_earlier(&earlier);
+                observed = again;
             }
         }
     }
@@ -326,16 +334,13 @@ pub fn debug(
 
 /// Where [`debug_observed`] ended.
 enum Debugging {
-    Done(Box<Diagnosis>),
+    /// The diagnosis, and the runs observed but not analysed.
+    Done(Box<Diagnosis>, Aside),
     /// The control runs showed the failure rare, though observed runs
     /// made without noise did not: observe again with noise (`plain`: the
     /// runs observed so far, which the noise is planned from). Never
     /// returned for runs that carry noise.
-    RareUnderControl {
-        observed: Box<Observed>,
-        plain: Vec<Run>,
-        control: Control,
-    },
+    RareUnderControl { observed: Box<Observed>, plain: Vec<Run>, aside: Aside, control: Control },
 }
 
 /// Analyse the observed runs, intervene, conclude.
@@ -345,14 +350,14 @@ fn debug_observed(
     source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
-    (mut observed, basis, mut noise): (Observed, Vec<Run>, Option<NoiseSource>),
+    Observation { mut observed, basis, aside, mut noise }: Observation,
     may_amplify: bool,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Debugging> {
     let mut session = Session { functions: source.functions().to_vec(), runs: basis };
     ui.begin(&format!("learning predicates from {} {}s", session.runs.len(), source.noun()), None);
-    let analysis = analyse(&session, opts, source.reach(), ui);
+    let analysis = analyse(&session, &aside, opts, source.reach(), ui);
     ui.end();
     let mut analysis = analysis?;
     if analysis.candidates.is_empty() && !analysis.undecided.is_empty() && opts.runs.is_none() {
@@ -371,7 +376,7 @@ fn debug_observed(
                 &format!("learning predicates from {} {}s", session.runs.len(), source.noun()),
                 None,
             );
-            let again = analyse(&session, opts, source.reach(), ui);
+            let again = analyse(&session, &aside, opts, source.reach(), ui);
             ui.end();
             analysis = again?;
         }
@@ -381,7 +386,7 @@ fn debug_observed(
     let interrupted = cancel.load(Ordering::Relaxed).then_some("analysing");
     if analysis.candidates.is_empty() || interrupted.is_some() {
         let d = Diagnosis::untested(observed, session, analysis, Vec::new(), interrupted);
-        return Ok(Debugging::Done(Box::new(d)));
+        return Ok(Debugging::Done(Box::new(d), aside));
     }
     let mut config = engine_config(&analysis, opts, source.noun(), ui)?;
     let may_amplify = may_amplify && noise.is_none() && source.can_amplify();
@@ -405,6 +410,7 @@ fn debug_observed(
             return Ok(Debugging::RareUnderControl {
                 observed: Box::new(observed),
                 plain: session.runs,
+                aside,
                 control,
             });
         }
@@ -414,7 +420,7 @@ fn debug_observed(
             let mut d = Diagnosis::untested(observed, session, analysis, oracle_runs, None);
             d.control = Some(not_started.control);
             d.not_started = Some(not_started);
-            return Ok(Debugging::Done(Box::new(d)));
+            return Ok(Debugging::Done(Box::new(d), aside));
         }
         Err(e) => {
             let oracle_runs = oracle.finish();
@@ -425,7 +431,7 @@ fn debug_observed(
             // Interrupted: what the analysis found, untested.
             let interrupted = Some("measuring the control");
             let d = Diagnosis::untested(observed, session, analysis, oracle_runs, interrupted);
-            return Ok(Debugging::Done(Box::new(d)));
+            return Ok(Debugging::Done(Box::new(d), aside));
         }
     };
     let discovery = causal::discover_or_partial(&analysis.dag, opts.strategy, &mut oracle, &config);
@@ -436,7 +442,7 @@ fn debug_observed(
         // Interrupted: what the finished rounds established.
         Err((_, Some(partial))) if cancel.load(Ordering::Relaxed) => {
             let partial = timing_apart(&analysis, *partial);
-            return Ok(Debugging::Done(Box::new(Diagnosis {
+            let d = Diagnosis {
                 observed,
                 session,
                 analysis,
@@ -446,7 +452,8 @@ fn debug_observed(
                 interrupted: Some("intervening"),
                 control: Some(control),
                 not_started: None,
-            })));
+            };
+            return Ok(Debugging::Done(Box::new(d), aside));
         }
         Err((e, _)) => return Err(anyhow::Error::new(e).context("causal path discovery")),
     };
@@ -457,7 +464,7 @@ fn debug_observed(
     ui.end();
     let (discovery, tagt) = concluded?;
     let discovery = timing_apart(&analysis, discovery);
-    Ok(Debugging::Done(Box::new(Diagnosis {
+    let d = Diagnosis {
         observed,
         session,
         analysis,
@@ -467,7 +474,8 @@ fn debug_observed(
         interrupted: None,
         control: Some(control),
         not_started: None,
-    })))
+    };
+    Ok(Debugging::Done(Box::new(d), aside))
 }
 
 /// What the control runs decided.
@@ -573,13 +581,15 @@ fn calibrate(
 /// user.
 fn analyse(
     session: &Session,
+    aside: &Aside,
     opts: &DebugOptions,
     reach: Reach,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<Analysis> {
     let options =
         analysis::AnalysisOptions { extract: opts.extract.clone(), safe: opts.safe.clone(), reach };
-    let analysis = analysis::analyze(session, &options).context("analysing the observed runs")?;
+    let (analysis, _) = analysis::analyze_beside(session, &options, &aside.runs)
+        .context("analysing the observed runs")?;
     let fd = analysis
         .scores
         .iter()
@@ -590,6 +600,52 @@ fn analyse(
         analysis.catalog.len() - 1,
         analysis.candidates.len()
     ));
+    let contradicted: Vec<String> = analysis
+        .excluded
+        .iter()
+        .filter_map(|&(p, why)| match why {
+            analysis::Exclusion::Contradicted { failing, passing } => {
+                Some(format!("P{} ({passing} passing, {failing} failing)", p.0))
+            }
+            _ => None,
+        })
+        .collect();
+    if !contradicted.is_empty() {
+        ui.say(&format!(
+            "not candidates: {} held in no analysed passing run, but in more passing runs than failing ones beyond chance among the {} observed apart from them ({} passing)",
+            crate::util::human::summarize(&contradicted),
+            analysis.aside.failing + analysis.aside.passing,
+            analysis.aside.passing,
+        ));
+    }
+    if std::env::var_os("AID_ASIDE_DEBUG").is_some() {
+        for &(c, why) in &analysis.excluded {
+            if let analysis::Exclusion::Contradicted { .. } = why {
+                let (f, p) = analysis.aside.held(c);
+                let d = analysis.catalog.get(c).map(|x| x.description.clone()).unwrap_or_default();
+                eprintln!(
+                    "ASIDE-X P{} failing {f}/{} passing {p}/{} basis {}/{} {d:.120}",
+                    c.0,
+                    analysis.aside.failing,
+                    analysis.aside.passing,
+                    analysis.totals.failing,
+                    analysis.totals.passing
+                );
+            }
+        }
+        for &c in &analysis.candidates {
+            let (f, p) = analysis.aside.held(c);
+            let d = analysis.catalog.get(c).map(|x| x.description.clone()).unwrap_or_default();
+            eprintln!(
+                "ASIDE P{} failing {f}/{} passing {p}/{} basis {}/{} {d:.120}",
+                c.0,
+                analysis.aside.failing,
+                analysis.aside.passing,
+                analysis.totals.failing,
+                analysis.totals.passing
+            );
+        }
+    }
     Ok(analysis)
 }
 

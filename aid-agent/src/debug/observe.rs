@@ -319,10 +319,59 @@ struct SaidOnce {
     noted: bool,
 }
 
+/// The observed runs that are not analysed (made without noise before
+/// the analysed ones were made with it, or with noise the amplifier tried
+/// and left): the analysis checks its candidates against them
+/// (`analysis/aside.rs`). Kept up to [`ASIDE_CALLS`] calls in all.
+#[derive(Clone, Debug, Default)]
+pub struct Aside {
+    pub runs: Vec<Run>,
+    calls: usize,
+    /// Complete runs not kept, past the bound.
+    pub dropped: u32,
+}
+
+/// The most calls the runs kept [`Aside`] may hold together (about
+/// 100 bytes each): the default set of functions is chosen to cost about
+/// a millisecond a run, a few hundred calls, so every run of a session
+/// (at most `--max-runs` and the amplifier's search) fits many times.
+pub const ASIDE_CALLS: usize = 4_000_000;
+
+impl Aside {
+    pub fn push(&mut self, run: Run) {
+        if !run.complete {
+            return;
+        }
+        if self.calls + run.calls.len() > ASIDE_CALLS {
+            self.dropped += 1;
+            return;
+        }
+        self.calls += run.calls.len();
+        self.runs.push(run);
+    }
+
+    pub fn extend(&mut self, runs: impl IntoIterator<Item = Run>) {
+        for run in runs {
+            self.push(run);
+        }
+    }
+}
+
+/// What observing ends with: how it went, the runs to analyse, the runs
+/// set aside, and the noise to keep injecting (when the failure had to be
+/// amplified).
+pub(super) struct Observation {
+    pub observed: Observed,
+    pub basis: Vec<Run>,
+    pub aside: Aside,
+    pub noise: Option<NoiseSource>,
+}
+
 /// The observation's state, as one run made is taken in.
 struct Taking<'a> {
     observed: &'a mut Observed,
     basis: &'a mut Vec<Run>,
+    aside: &'a mut Aside,
     amp: &'a mut amplify::Amplifier,
     plain: &'a mut Plain,
     said: &'a mut SaidOnce,
@@ -382,9 +431,12 @@ impl Taking<'_> {
             source.noise_at_statements();
         }
         if verdict.restart {
-            self.basis.clear();
+            self.aside.extend(self.basis.drain(..));
+            self.aside.push(rec.run);
         } else if verdict.basis {
             self.basis.push(rec.run);
+        } else {
+            self.aside.push(rec.run);
         }
         let (f, p) = counts(self.basis);
         ui.step(&format!("{f} failing, {p} passing{wanted}"));
@@ -402,19 +454,20 @@ impl Taking<'_> {
 }
 
 /// Takes runs from the source until enough failing and passing ones exist.
-/// Returns the runs to analyse and, when the failure had to be amplified,
-/// the noise to keep injecting during interventions (so the failure rate
-/// they are judged against stays the same). How the noise is chosen:
-/// `amplify.rs`.
-#[allow(clippy::type_complexity, reason = "a private helper returning three results at once")]
+/// Returns the runs to analyse, those set aside (`aside`: the runs of an
+/// earlier observation, then every run not analysed) and, when the
+/// failure had to be amplified, the noise to keep injecting during
+/// interventions (so the failure rate they are judged against stays the
+/// same). How the noise is chosen: `amplify.rs`.
 pub(super) fn observe(
     source: &mut dyn RunSource,
     writer: &mut Writer,
     opts: &DebugOptions,
     amplified_from: Option<Vec<Run>>,
+    mut aside: Aside,
     cancel: &AtomicBool,
     ui: &mut dyn Progress,
-) -> anyhow::Result<(Observed, Vec<Run>, Option<NoiseSource>)> {
+) -> anyhow::Result<Observation> {
     let noun = source.noun();
     let mut observed = Observed::default();
     let mut basis: Vec<Run> = Vec::new();
@@ -475,6 +528,7 @@ pub(super) fn observe(
             let mut t = Taking {
                 observed: &mut observed,
                 basis: &mut basis,
+                aside: &mut aside,
                 amp: &mut amp,
                 plain: &mut plain,
                 said: &mut said_once,
@@ -508,7 +562,7 @@ pub(super) fn observe(
         "observed {} {noun}s: {failing} failing and {passing} passing {noun}s analysed",
         observed.runs
     ));
-    Ok((observed, basis, amp.into_noise()))
+    Ok(Observation { observed, basis, aside, noise: amp.into_noise() })
 }
 
 #[cfg(test)]

@@ -679,7 +679,7 @@ fn an_undecided_predicate_is_not_a_candidate() {
     let runs: Vec<Run> = (0..22).map(|_| source.make(Vec::new()).run).collect();
     let session = Session { functions, runs };
     let opts = DebugOptions { safe: SafeList::new(&["read"]).unwrap(), ..DebugOptions::default() };
-    let a = analyse(&session, &opts, Reach::PROGRAM, &mut Quiet).unwrap();
+    let a = analyse(&session, &Aside::default(), &opts, Reach::PROGRAM, &mut Quiet).unwrap();
     assert!(a.candidates.is_empty(), "{:?}", a.candidates);
     assert_eq!(a.undecided.len(), 1);
 }
@@ -748,6 +748,14 @@ fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
     assert_eq!((d.observed.runs, d.observed.failing, d.observed.passing), (50, 10, 40));
     assert_eq!(d.session.runs.len(), 50);
     assert!(d.session.runs.iter().all(|r| r.noise.is_empty()));
+    // Every run observed with noise was set aside, and `read`'s -1 held
+    // in none of them.
+    let aside = &d.analysis.aside;
+    assert_eq!(aside.failing + aside.passing, source.0.observed_noisy);
+    assert!(aside.failing > 0 && aside.passing > 0, "{aside:?}");
+    for &c in &d.analysis.candidates {
+        assert_eq!(aside.held(c), (0, 0), "{c}");
+    }
     let control = d.control.expect("rounds were judged against control runs");
     assert!(control.failing > 0 && control.rate() < 0.05, "{control:?}");
     assert_root_cause_is_reads_return(&d);

@@ -151,7 +151,10 @@ fn fate_words(fate: &Fate, noun: &str) -> String {
             format!("not tested on its own: the same event as the better-ranked {id}")
         }
         Fate::Excluded { why } => {
-            format!("not tested ({})", exclusion_words(*why).map_or("", |(_, hint)| hint))
+            format!(
+                "not tested ({})",
+                exclusion_words(*why).map_or(String::new(), |(_, hint)| hint)
+            )
         }
         Fate::SameRunsAs { id } => format!("not a candidate: it held in the same {noun}s as {id}"),
         Fate::NotSeparating { failing_true, failing, passing_true, passing } => format!(

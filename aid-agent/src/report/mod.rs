@@ -64,7 +64,7 @@ pub struct Link {
 #[derive(Clone, Debug, Serialize)]
 pub struct Untested {
     pub predicate: PredicateView,
-    /// `unsafe`, `no_intervention` or `not_live`.
+    /// `unsafe`, `no_intervention`, `not_live` or `contradicted`.
     pub why: &'static str,
     /// What to do about it, in words.
     pub hint: String,
@@ -349,8 +349,8 @@ fn causal_links(
 /// Why a fully-discriminative predicate was not tested, as a tag and a
 /// hint of what would make it testable; None for one excluded as the same
 /// as another (its twin speaks for it).
-pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, &'static str)> {
-    Some(match why {
+pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, String)> {
+    let (tag, hint) = match why {
         Exclusion::Unsafe => (
             "unsafe",
             "needs a return-value intervention: declare the function --safe if forcing it is harmless",
@@ -360,8 +360,17 @@ pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, &'static 
             "not_live",
             "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
         ),
+        Exclusion::Contradicted { failing, passing } => {
+            return Some((
+                "contradicted",
+                format!(
+                    "of the runs observed apart from the analysed ones, without noise or with other noise, it held in {passing} that passed and {failing} that failed: it separates failing runs from passing ones only under the analysed runs' noise, so it was not tested"
+                ),
+            ));
+        }
         Exclusion::SameAs { .. } => return None,
-    })
+    };
+    Some((tag, hint.to_owned()))
 }
 
 /// The fully-discriminative predicates no intervention was tried on, with
@@ -372,7 +381,7 @@ fn untested(a: &Analysis, facts: &Facts<'_>) -> Vec<Untested> {
     for &(p, why) in &a.excluded {
         let Some((why, hint)) = exclusion_words(why) else { continue };
         if let Some(v) = facts.view(p) {
-            untested.push(Untested { predicate: v, why, hint: hint.to_owned() });
+            untested.push(Untested { predicate: v, why, hint });
         }
     }
     untested
