@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use crate::{
     model::Run,
     predicates::{Catalog, PredId},
-    stats,
+    stats::{self, Scores},
 };
 
 /// How often each predicate held in the runs set aside, by label.
@@ -36,8 +36,24 @@ pub struct AsideTally {
 }
 
 impl AsideTally {
-    /// Evaluates the predicates `ids` on the complete runs of `aside`.
-    pub fn of(catalog: &Catalog, aside: &[Run], ids: &BTreeSet<PredId>) -> AsideTally {
+    /// Evaluates on the complete runs of `aside` the predicates of
+    /// `ranking` that held in no analysed passing run and in some failing
+    /// one (those that may become fully-discriminative or sufficient-only
+    /// candidates).
+    pub fn of(
+        catalog: &Catalog,
+        aside: &[Run],
+        ranking: &[PredId],
+        scores: &[Scores],
+    ) -> AsideTally {
+        let ids: BTreeSet<PredId> = ranking
+            .iter()
+            .copied()
+            .filter(|p| {
+                let c = scores[p.0 as usize].counts;
+                c.passing_true == 0 && c.failing_true > 0
+            })
+            .collect();
         let mut t = AsideTally { held: vec![(0, 0); catalog.len()], ..AsideTally::default() };
         for run in aside.iter().filter(|r| r.complete) {
             if run.failed() {
@@ -48,7 +64,7 @@ impl AsideTally {
             if ids.is_empty() {
                 continue;
             }
-            let truth = catalog.evaluate_only(run, ids);
+            let truth = catalog.evaluate_only(run, &ids);
             for &(p, _) in &truth.held {
                 if let Some(h) = t.held.get_mut(p.0 as usize) {
                     if truth.failed {

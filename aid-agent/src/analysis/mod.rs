@@ -168,17 +168,7 @@ pub fn analyze_beside(
     let ranking: Vec<PredId> = rank(&scores).into_iter().filter(|&p| p != f).collect();
     let fd = |p: PredId| scores[p.0 as usize].fully_discriminative;
     let merged = merge::same_runs(&catalog, &truths, &ranking, fd);
-    // What may become a candidate held in no analysed passing run (fully
-    // discriminative, or sufficient only): checked against the runs aside.
-    let suspects: BTreeSet<PredId> = ranking
-        .iter()
-        .copied()
-        .filter(|p| {
-            let c = scores[p.0 as usize].counts;
-            c.passing_true == 0 && c.failing_true > 0
-        })
-        .collect();
-    let aside = AsideTally::of(&catalog, aside, &suspects);
+    let aside = AsideTally::of(&catalog, aside, &ranking, &scores);
     let mut candidates = Vec::new();
     let mut excluded = Vec::new();
     let mut seen: Vec<(&Intervention, PredId)> = Vec::new();
@@ -191,15 +181,7 @@ pub fn analyze_beside(
             excluded.push((id, Exclusion::NoIntervention));
             continue;
         };
-        if !opts.safe.allows(iv, &session.functions) {
-            excluded.push((id, Exclusion::Unsafe));
-            continue;
-        }
-        if !opts.reach.allows(iv) {
-            excluded.push((id, Exclusion::OutOfReach));
-            continue;
-        }
-        if let Some(why) = aside.contradicts(id) {
+        if let Some(why) = left_out(iv, id, opts, session, &aside) {
             excluded.push((id, why));
             continue;
         }
@@ -276,6 +258,25 @@ pub fn analyze_beside(
         },
         time,
     ))
+}
+
+/// Why a fully-discriminative candidate with intervention `iv` is left
+/// out, if it is: the function is not --safe, the source cannot carry the
+/// intervention out, or the runs set aside contradict it.
+fn left_out(
+    iv: &Intervention,
+    id: PredId,
+    opts: &AnalysisOptions,
+    session: &Session,
+    aside: &AsideTally,
+) -> Option<Exclusion> {
+    if !opts.safe.allows(iv, &session.functions) {
+        return Some(Exclusion::Unsafe);
+    }
+    if !opts.reach.allows(iv) {
+        return Some(Exclusion::OutOfReach);
+    }
+    aside.contradicts(id)
 }
 
 /// The failing runs' anchors as the AC-DAG places them: a candidate that

@@ -618,34 +618,6 @@ fn analyse(
             analysis.aside.passing,
         ));
     }
-    if std::env::var_os("AID_ASIDE_DEBUG").is_some() {
-        for &(c, why) in &analysis.excluded {
-            if let analysis::Exclusion::Contradicted { .. } = why {
-                let (f, p) = analysis.aside.held(c);
-                let d = analysis.catalog.get(c).map(|x| x.description.clone()).unwrap_or_default();
-                eprintln!(
-                    "ASIDE-X P{} failing {f}/{} passing {p}/{} basis {}/{} {d:.120}",
-                    c.0,
-                    analysis.aside.failing,
-                    analysis.aside.passing,
-                    analysis.totals.failing,
-                    analysis.totals.passing
-                );
-            }
-        }
-        for &c in &analysis.candidates {
-            let (f, p) = analysis.aside.held(c);
-            let d = analysis.catalog.get(c).map(|x| x.description.clone()).unwrap_or_default();
-            eprintln!(
-                "ASIDE P{} failing {f}/{} passing {p}/{} basis {}/{} {d:.120}",
-                c.0,
-                analysis.aside.failing,
-                analysis.aside.passing,
-                analysis.totals.failing,
-                analysis.totals.passing
-            );
-        }
-    }
     Ok(analysis)
 }
 

@@ -133,3 +133,70 @@ fn reorder_5_bad_is_diagnosed_with_no_flags() {
     let p = program("reorder_5_bad");
     sessions_right("reorder_5_bad", 2, 1, || session(&p));
 }
+
+/// stringbuffer-jdk1.4: main's `append(sb)` reads `sb->length()` and then
+/// calls `sb->getChars(0, len, ...)`, each under `sb`'s lock but not the
+/// pair; `thread_main`'s `erase` in between trips getChars' bounds check.
+/// Acceptance rule: right in 1 of at most 2 sessions, never wrong.
+/// Measured: right in 11 of 11 sessions on 9d83c37 (passes of 3 and 8);
+/// on 83066a3, before candidates were checked against the runs set
+/// aside, 1 of 3 sessions confirmed a start order (wrong: the test below).
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn stringbuffer_jdk1_4_is_diagnosed_with_no_flags() {
+    let _alone = alone();
+    let p = program("stringbuffer-jdk1.4");
+    sessions_right("stringbuffer-jdk1.4", 2, 1, || session(&p));
+}
+
+/// stringbuffer-jdk1.4's session that confirmed a wrong root cause
+/// (recorded on 83066a3, its runs made under interventions left out:
+/// `fixtures/sessions/stringbuffer-wrong65.tar.gz`). It analysed runs
+/// 208 to 227, made under noise focused on what provoked the failure; in
+/// all 10 passing ones `thread_main` started before main constructed its
+/// buffer, in all 10 failing ones after, and that start order was
+/// confirmed the root cause. Checked against the 169 other observed runs
+/// of the session, it is not a candidate: it held in 67 of their passing
+/// runs and 22 of their failing ones. The true interleaving (erase takes
+/// the lock while append is between `length` and `getChars`) stays one:
+/// it held in every failing run set aside and 10 passing ones.
+#[test]
+fn a_start_order_held_mostly_in_the_runs_set_aside_is_not_a_candidate() {
+    use aid::analysis::{AnalysisOptions, Exclusion, analyze, analyze_beside};
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sessions/stringbuffer-wrong65.tar.gz");
+    let unpacked = Command::new("tar").arg("xzf").arg(&fixture).arg("-C").arg(dir.path()).status();
+    assert!(unpacked.is_ok_and(|s| s.success()), "unpacking {}", fixture.display());
+    let session = aid::store::load(&dir.path().join("stringbuffer-wrong65")).unwrap();
+    assert_eq!(session.runs.len(), 189);
+    let (basis, aside): (Vec<_>, Vec<_>) =
+        session.runs.into_iter().partition(|r| (208..=227).contains(&r.id));
+    let basis = aid::model::Session { functions: session.functions, runs: basis };
+    let opts = AnalysisOptions { reach: aid::intervene::Reach::PROGRAM, ..Default::default() };
+    let find = |a: &aid::analysis::Analysis, text: &str| {
+        let found = (0..a.catalog.len() as u32)
+            .map(aid::predicates::PredId)
+            .find(|&p| a.catalog.get(p).is_some_and(|x| x.description.starts_with(text)));
+        found.unwrap_or_else(|| panic!("no predicate {text}"))
+    };
+    const START: &str = "call 1 of StringBuffer::StringBuffer() on main starts before call 1 of thread_main(void*) on thread_main(void*) starts";
+    const ERASE: &str = "some call of StringBuffer::erase(int, int) on thread_main(void*) takes a lock while some call of StringBuffer::append(StringBuffer*) on main is between two critical sections on it";
+    let without = analyze(&basis, &opts).unwrap();
+    assert_eq!((without.totals.failing, without.totals.passing), (10, 10));
+    let start = find(&without, START);
+    assert!(without.candidates.contains(&start), "the start order was a candidate");
+    let (with, _) = analyze_beside(&basis, &opts, &aside).unwrap();
+    assert_eq!((with.aside.failing, with.aside.passing), (23, 146));
+    let (start, erase) = (find(&with, START), find(&with, ERASE));
+    assert_eq!(with.aside.held(start), (22, 67));
+    assert!(!with.candidates.contains(&start));
+    assert!(
+        with.excluded.contains(&(start, Exclusion::Contradicted { failing: 22, passing: 67 })),
+        "{:?}",
+        with.excluded
+    );
+    assert!(with.candidates.contains(&erase), "{:?}", with.candidates);
+    // In 10 passing runs thread_main appended "abc" again before getChars.
+    assert_eq!(with.aside.held(erase), (23, 10));
+}
