@@ -611,8 +611,15 @@ fn analyse(
         })
         .collect();
     if !contradicted.is_empty() {
+        let unkept = match aside.dropped {
+            0 => String::new(),
+            n => format!(
+                "; {n} more observed runs were not kept, past {} calls",
+                observe::ASIDE_CALLS
+            ),
+        };
         ui.say(&format!(
-            "not candidates: {} held in no analysed passing run, but in more passing runs than failing ones beyond chance among the {} observed apart from them ({} passing)",
+            "not candidates: {} held in no analysed passing run, but in more passing runs than failing ones beyond chance among the {} observed apart from them ({} passing){unkept}",
             crate::util::human::summarize(&contradicted),
             analysis.aside.failing + analysis.aside.passing,
             analysis.aside.passing,
