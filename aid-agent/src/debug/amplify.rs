@@ -182,6 +182,26 @@ impl Amplifier {
         (a, said)
     }
 
+    /// From its first level on, the noise acts at the statement points too
+    /// (as the ladder's second pass does, [`Verdict::statements`]). False,
+    /// and nothing changes, when the functions have none.
+    pub fn at_statements_from_start(&mut self, functions: &[Function]) -> bool {
+        let statements = statement_points(functions, &self.plain);
+        if statements.is_empty() {
+            return false;
+        }
+        self.statements = true;
+        if let Some(noise) = self.noise.as_mut() {
+            noise.hold_every_at(statements);
+        }
+        true
+    }
+
+    /// Whether the noise acts at the statement points.
+    pub fn at_statements(&self) -> bool {
+        self.statements
+    }
+
     /// The noise source the rounds keep drawing from (None: no noise).
     pub fn into_noise(self) -> Option<NoiseSource> {
         self.noise

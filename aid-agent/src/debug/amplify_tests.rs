@@ -98,6 +98,42 @@ fn the_second_pass_adds_the_statement_points() {
     assert!(drawn[240..].iter().all(|n| every(n) == 1), "{:?}", &drawn[240..242]);
 }
 
+/// Asked to act at the statement points from the start (the campaign's
+/// session after one that provoked the failure without them), the first
+/// noisy level already holds every thread at one of them, and the ladder
+/// never says it adds them (nor tells the source again).
+#[test]
+fn statements_from_the_start_are_in_the_first_noisy_level() {
+    let mut point = function(1, "read at r.c:12");
+    point.internal = true;
+    point.probe = Probe::Statement;
+    let functions = [function(0, "read"), point];
+    let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+    assert!(!a.at_statements());
+    assert!(a.at_statements_from_start(&functions));
+    assert!(a.at_statements());
+    let (mut drawn, mut said, mut turned) = (Vec::new(), Vec::new(), 0);
+    for n in 1..=440 {
+        drawn.push(a.draw());
+        let r = run(n, Label::Pass, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+        let v = a.learn(&r, &[], &functions);
+        turned += u32::from(v.statements);
+        said.extend(v.say);
+    }
+    let every = |noise: &Vec<Noise>| {
+        noise.iter().filter(|n| matches!(n.at, NoiseAt::Every { func: 1, .. })).count()
+    };
+    assert!(drawn[..40].iter().all(Vec::is_empty), "the natural runs carry no noise");
+    assert!(drawn[40..].iter().all(|n| every(n) == 1), "{:?}", &drawn[40..42]);
+    assert_eq!(turned, 0);
+    assert!(!said.iter().any(|l| l.contains("now also at")), "{said:#?}");
+    // Without statement points there is nothing to act at.
+    let (mut b, _) =
+        Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &[function(0, "read")]);
+    assert!(!b.at_statements_from_start(&[function(0, "read")]));
+    assert!(!b.at_statements());
+}
+
 /// Every thread is held at statements of the functions the runs seen
 /// called: twostage_100_bad's points in `lock`, `unlock` and the
 /// `gnu_dev_*` helpers (never called) were 14 of its 40 and held

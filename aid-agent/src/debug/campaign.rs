@@ -118,6 +118,10 @@ pub fn debug_program(
         done = next_session(done, next);
         callers = phase.callers;
     }
+    if let Some((next, phase)) = at_statements(req, &done, &first, &measured, cancel, ui) {
+        done = next_session(done, next);
+        callers = phase.callers;
+    }
     // The functions to climb from: those that saw a key twice, then the
     // callers added last.
     let mut from = repeated_keys(&done.diagnosis);
@@ -304,6 +308,58 @@ fn provoked_again(
         Ok(next) => Some(next),
         Err(e) => {
             ui.say(&format!("debugging with fewer probes stopped: {e:#}"));
+            None
+        }
+    }
+}
+
+/// When a session provoked the failure with noise at calls and locks only
+/// (its analysed runs carry noise, none of it at statements) and confirmed
+/// no cause, the program is debugged again with the same functions traced
+/// and the noise acting at the statements inside them from its first level
+/// on, in a session of its own (`statements-1` under the first one's
+/// directory). A window between two statements of one function ("a call
+/// of f is between f.c:352 and its next statement while a call of g is
+/// between g.c:325 and its next") is a predicate only of runs that carry
+/// the statement probes, which the ladder adds only once its first pass
+/// provoked nothing; a race between statements of two functions has no
+/// call or lock to state it by. None when the session ran no noise, had
+/// it at statements already, has no statement points, or could not be
+/// made (said).
+fn at_statements(
+    req: &ProgramRequest,
+    done: &Debugged,
+    first: &std::path::Path,
+    measured: &RefCell<Measured>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> Option<(Debugged, Phase)> {
+    let d = &done.diagnosis;
+    let o = &d.observed;
+    if settled(done, cancel) || o.amplified.is_none() || o.statements || o.failing == 0 {
+        return None;
+    }
+    let functions = &d.session.functions;
+    let points = functions.iter().filter(|f| f.probe == crate::model::Probe::Statement).count();
+    if points == 0 {
+        return None;
+    }
+    let traced: Vec<&str> =
+        functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+    let out = first.join("statements-1");
+    ui.say(&format!(
+        "no cause confirmed: debugging again with the same {} traced and the noise also at the {} inside them from its first level on (a window between two statements of one function is a predicate only of runs that carry their probes), in {}",
+        crate::util::human::count(traced.len() as u64, "function"),
+        crate::util::human::count(points as u64, "statement"),
+        out.display()
+    ));
+    let trace = traced.iter().copied().map(globset::escape).collect();
+    let mut this = again(req, trace, out);
+    this.options.statements_from_start = true;
+    match debug_phase(&this, false, None, measured, cancel, ui) {
+        Ok(next) => Some(next),
+        Err(e) => {
+            ui.say(&format!("debugging with noise at statements stopped: {e:#}"));
             None
         }
     }

@@ -75,6 +75,11 @@ pub struct DebugOptions {
     pub seed: u64,
     /// TAGT replays for the comparison.
     pub tagt_seeds: u32,
+    /// Noise acts at the statements inside the traced functions from its
+    /// first level on, not only once the ladder's first pass provoked
+    /// nothing (the campaign's session after one that provoked the failure
+    /// without them and confirmed nothing: `campaign.rs`).
+    pub statements_from_start: bool,
 }
 
 impl Default for DebugOptions {
@@ -94,6 +99,7 @@ impl Default for DebugOptions {
             extract: ExtractConfig::default(),
             seed: 1,
             tagt_seeds: 20,
+            statements_from_start: false,
         }
     }
 }
@@ -140,6 +146,10 @@ pub struct Observed {
     pub noise: Option<String>,
     /// Runs the analysis used (those of the final noise level).
     pub analysed: u32,
+    /// The noise acted at the statements inside the traced functions too,
+    /// and the noisy runs carry their probes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub statements: bool,
     /// How the failure rate under aid's probes differs from the one
     /// without them, when it does beyond chance ([`tracer_effect`]).
     #[serde(default)]

@@ -488,6 +488,9 @@ pub(super) fn observe(
     if let Some(line) = said {
         ui.say(&line);
     }
+    if opts.statements_from_start && amp.at_statements_from_start(source.functions()) {
+        source.noise_at_statements();
+    }
     let mut said_once = SaidOnce::default();
     let mut plain = Plain { counts: first.then_some((0, 0)), noisy: false };
     // Why observing ended before its limit with every run failing.
@@ -561,6 +564,7 @@ pub(super) fn observe(
     enough(&observed, failing, passing, basis.len(), early.as_deref(), source, ui)?;
     observed.amplified = amp.amplified();
     observed.noise = amp.words();
+    observed.statements = amp.at_statements();
     observed.analysed = basis.len() as u32;
     ui.say(&format!(
         "observed {} {noun}s: {failing} failing and {passing} passing {noun}s analysed",

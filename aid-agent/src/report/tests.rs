@@ -169,6 +169,7 @@ fn diagnosis() -> (Diagnosis, Vec<Run>) {
         amplified: None,
         noise: None,
         analysed: 40,
+        statements: false,
         tracer: None,
         provoked: None,
         jobs: 0,
