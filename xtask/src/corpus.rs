@@ -338,4 +338,31 @@ mod tests {
         assert!(judge(&names(&["setThread"]), &names(&["setThread"])) == Verdict::Right);
         assert!(judge(&[], &names(&["setThread"])) == Verdict::Wrong);
     }
+
+    /// The answer is read from the session `debug` made last, in the
+    /// order its campaign makes them, whatever the order on disk.
+    #[test]
+    fn the_report_of_the_last_session_debug_went_on_to_is_read() -> anyhow::Result<()> {
+        let top = std::env::temp_dir().join(format!("xtask-last-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&top);
+        let report = |dir: &str, cause: &str| -> anyhow::Result<()> {
+            let d = top.join(dir);
+            std::fs::create_dir_all(&d)?;
+            std::fs::write(d.join("report.json"), format!("{{\"root_cause\": \"{cause}\"}}"))?;
+            Ok(())
+        };
+        let read = || last_report(&top).and_then(|r| r["root_cause"].as_str().map(str::to_owned));
+        report("", "first")?;
+        assert_eq!(read().as_deref(), Some("first"));
+        report("statements-1", "statements")?;
+        report("fewer-probes-1", "fewer")?;
+        assert_eq!(read().as_deref(), Some("statements"));
+        report("left-out-1", "left out 1")?;
+        report("left-out-2", "left out 2")?;
+        assert_eq!(read().as_deref(), Some("left out 2"));
+        report("callers-1", "callers")?;
+        assert_eq!(read().as_deref(), Some("callers"));
+        std::fs::remove_dir_all(&top)?;
+        Ok(())
+    }
 }

@@ -22,14 +22,16 @@ fn same_function(a: &str, b: &str) -> bool {
 }
 
 /// The report of the session, or of the last session `debug` went on to
-/// (`left-out-N` or `callers-N` below it): the answer it printed last.
-/// Before 2026-11-29 the `left-out-N` sessions were not followed, and a
-/// cause confirmed there counted as none.
+/// (`fewer-probes-N`, `statements-N`, `left-out-N` or `callers-N` below
+/// it): the answer it printed last. Before 2026-11-29 the `left-out-N`
+/// sessions were not followed, and before 2026-12-05 the `fewer-probes-N`
+/// ones: a cause confirmed there counted as none.
 pub fn last_report(session: &Path) -> Option<serde_json::Value> {
     // In the order `debug` makes them (debug/campaign.rs): the default
-    // set, the shares of functions left out for cost, the climb to callers.
+    // set, without the most called functions, with noise at statements,
+    // the shares of functions left out for cost, the climb to callers.
     let mut dirs = vec![session.to_owned()];
-    for kind in ["left-out", "callers"] {
+    for kind in ["fewer-probes", "statements", "left-out", "callers"] {
         let mut k = 1;
         while session.join(format!("{kind}-{k}")).is_dir() {
             dirs.push(session.join(format!("{kind}-{k}")));

@@ -377,7 +377,7 @@ fn without_them(
 ) -> ProgramRequest {
     ui.say(&format!(
         "{why}: debugging again without the functions called most often ({}), so that the probes change the schedule less: {} traced, in {}",
-        dropped.iter().map(|(n, c)| format!("{n}: {c} calls a run")).collect::<Vec<_>>().join(", "),
+        dropped.iter().map(|(n, c)| format!("{n}: {} a run", crate::util::human::count(*c, "call"))).collect::<Vec<_>>().join(", "),
         crate::util::human::summarize(&keep.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()),
         out.display()
     ));
