@@ -63,7 +63,13 @@ fn a_failure_the_probes_hide_is_debugged_with_fewer_probes() {
 /// first 22 to 30 traced ones; with the release agent, 1 of 1. In each,
 /// the session with `mix` traced confirmed nothing: the probes on `mix`
 /// make its 150 calls a clock, and the orders of main's check against
-/// each of them were confounded with one another.
+/// each of them were confounded with one another. On 2026-12-05
+/// (22:31–22:37, stop69, alone) 4 runs of this test made 9 sessions: 7
+/// right, 2 missed (in the same run, which failed). In both misses the
+/// session with `mix` confirmed "call 1 of check on main starts (ends)
+/// before call 143 of mix on worker starts" after 18 rounds, before any
+/// later session: a timing in front of the cause, found by rounds the
+/// clock of `mix` did not confound that time. Not investigated further.
 const PROVOKED_SESSIONS: usize = 3;
 const PROVOKED_NEEDED: usize = 2;
 
