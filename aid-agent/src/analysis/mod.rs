@@ -185,9 +185,13 @@ pub fn analyze_beside(
             excluded.push((id, why));
             continue;
         }
-        if admit(&mut seen, &mut excluded, iv, id) {
-            candidates.push(id);
-        }
+        admit_fully(
+            &catalog,
+            Admitted { seen: &mut seen, excluded: &mut excluded },
+            &mut candidates,
+            iv,
+            id,
+        );
     }
     // Necessary-only candidates, after every fully-discriminative one, so
     // that one stands for both where they are the same event; then
@@ -402,6 +406,42 @@ impl<'a> Pick<'a> {
 struct Admitted<'s, 'a> {
     seen: &'s mut Vec<(&'a Intervention, PredId)>,
     excluded: &'s mut Vec<(PredId, Exclusion)>,
+}
+
+/// [`admit`] for a fully-discriminative predicate, into `candidates`. One
+/// with the same intervention as a candidate admitted before it that says
+/// more about the same calls ([`crate::predicates::PredKey::narrows`])
+/// takes that candidate's place and stands for both: being fully
+/// discriminative, both held in the same runs (every failing one, no
+/// passing one), so the narrower one is as well supported and tells more.
+fn admit_fully<'a>(
+    catalog: &Catalog,
+    admitted: Admitted<'_, 'a>,
+    candidates: &mut Vec<PredId>,
+    iv: &'a Intervention,
+    id: PredId,
+) {
+    let narrows = |first: PredId| {
+        catalog.get(id).zip(catalog.get(first)).is_some_and(|(p, q)| p.key.narrows(&q.key))
+    };
+    let Some(slot) = admitted.seen.iter_mut().find(|(x, first)| *x == iv && narrows(*first)) else {
+        if admit(admitted.seen, admitted.excluded, iv, id) {
+            candidates.push(id);
+        }
+        return;
+    };
+    let first = std::mem::replace(&mut slot.1, id);
+    for c in candidates.iter_mut().filter(|c| **c == first) {
+        *c = id;
+    }
+    for (_, why) in admitted.excluded.iter_mut() {
+        if let Exclusion::SameAs { id: rep } = why {
+            if *rep == first {
+                *rep = id;
+            }
+        }
+    }
+    admitted.excluded.push((first, Exclusion::SameAs { id }));
 }
 
 /// Admits `id` as a candidate unless a candidate already admitted has the

@@ -314,6 +314,33 @@ fn an_overlap_for_the_same_key_that_passing_runs_show_is_a_necessary_candidate()
     assert_eq!(a.candidates, vec![]);
 }
 
+/// Clerks whose bookings overlap only in the failing runs: the plain
+/// overlap on the venue and the overlap for the same seat both separate
+/// every run, with the same intervention. The narrower one (it says which
+/// seat) is the candidate and stands for the other, which is ranked
+/// first (ties by id).
+#[test]
+fn of_two_overlaps_that_separate_alike_the_narrower_is_the_candidate() {
+    let same_seat = crate::predicates::tests_groups::same_seat();
+    let plain = PredKey { arg: 0, ..same_seat };
+    assert!(same_seat.narrows(&plain) && !plain.narrows(&same_seat));
+    let mut s = testing::clerks(30, &[]);
+    for r in s.runs.iter_mut().filter(|r| r.label == Label::Pass) {
+        // The second booking starts after the first ended.
+        r.calls[1].entry_ns = 120 * 1000;
+        r.calls[1].exit_ns = Some(130 * 1000);
+    }
+    let a = analyze(&s, &AnalysisOptions::default()).unwrap();
+    let (narrow, wide) = (a.catalog.find(&same_seat).unwrap(), a.catalog.find(&plain).unwrap());
+    assert!(a.scores[narrow.0 as usize].fully_discriminative);
+    assert!(a.scores[wide.0 as usize].fully_discriminative);
+    // Overlapping at all, on any object, is another candidate: it has
+    // another intervention (all the clerks' bookings kept apart).
+    let at_all = a.catalog.find(&PredKey { kind: Kind::Concurrent, ..plain }).unwrap();
+    assert_eq!(a.candidates, vec![narrow, at_all]);
+    assert!(a.excluded.contains(&(wide, Exclusion::SameAs { id: narrow })));
+}
+
 /// The overlap for the same seat in 19 of 20 failing runs and no passing
 /// one (the 20th failed another way): no predicate separates every run,
 /// and the overlap is a sufficient-only candidate (recall's lower end

@@ -347,6 +347,23 @@ impl PredKey {
     pub fn is_group(&self) -> bool {
         matches!(self.calls, Calls::Group { .. })
     }
+
+    /// Whether this key says all that `general` says about the same calls
+    /// and more: an overlap of two groups' calls on one object that adds
+    /// "both for the same field" to the plain overlap, or "and both call
+    /// g" to the same field. Whenever this one holds, `general` holds.
+    pub fn narrows(&self, general: &PredKey) -> bool {
+        let same_calls = self.kind == Kind::Overlap
+            && general.kind == Kind::Overlap
+            && self.is_group()
+            && (self.func, self.calls, self.other) == (general.func, general.calls, general.other);
+        let adds_field = general.arg == 0 && general.callee.is_none() && self.arg > 0;
+        let adds_callee = general.arg > 0
+            && general.arg == self.arg
+            && general.callee.is_none()
+            && self.callee.is_some();
+        same_calls && (adds_field || adds_callee)
+    }
 }
 
 impl fmt::Display for Calls {
