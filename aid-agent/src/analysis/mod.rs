@@ -435,10 +435,10 @@ fn admit_fully<'a>(
         *c = id;
     }
     for (_, why) in admitted.excluded.iter_mut() {
-        if let Exclusion::SameAs { id: rep } = why {
-            if *rep == first {
-                *rep = id;
-            }
+        if let Exclusion::SameAs { id: rep } = why
+            && *rep == first
+        {
+            *rep = id;
         }
     }
     admitted.excluded.push((first, Exclusion::SameAs { id }));

@@ -165,9 +165,7 @@ pub fn debug_program(
         if settled(&done, cancel) {
             break;
         }
-        let d = &done.diagnosis;
-        let traced: Vec<&str> =
-            d.session.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+        let traced = traced_names(&done.diagnosis);
         let added = callers_of_named(&from, &callers, &traced);
         if added.is_empty() {
             break;
@@ -304,13 +302,7 @@ fn provoked_again(
     let this = without_them(req, &keep, &dropped, out, why, ui);
     let confirmed = " and no cause was confirmed";
     let note = left_out_note(&dropped, "more frequent", noun, untraced, traced, confirmed, "");
-    match debug_phase(&this, false, Some(&note), measured, cancel, ui) {
-        Ok(next) => Some(next),
-        Err(e) => {
-            ui.say(&format!("debugging with fewer probes stopped: {e:#}"));
-            None
-        }
-    }
+    session_or_said(&this, Some(&note), "with fewer probes", measured, cancel, ui)
 }
 
 /// When a session provoked the failure with noise at calls and locks only
@@ -344,8 +336,7 @@ fn at_statements(
     if points == 0 {
         return None;
     }
-    let traced: Vec<&str> =
-        functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect();
+    let traced = traced_names(d);
     let out = first.join("statements-1");
     ui.say(&format!(
         "no cause confirmed: debugging again with the same {} traced and the noise also at the {} inside them from its first level on (a window between two statements of one function is a predicate only of runs that carry their probes), in {}",
@@ -356,10 +347,29 @@ fn at_statements(
     let trace = traced.iter().copied().map(globset::escape).collect();
     let mut this = again(req, trace, out);
     this.options.statements_from_start = true;
-    match debug_phase(&this, false, None, measured, cancel, ui) {
+    session_or_said(&this, None, "with noise at statements", measured, cancel, ui)
+}
+
+/// The functions a session traced, by name: those it was asked for, not
+/// the library functions it records on its own.
+fn traced_names(d: &super::Diagnosis) -> Vec<&str> {
+    d.session.functions.iter().filter(|f| !f.internal).map(|f| f.name.as_str()).collect()
+}
+
+/// One more session of `req`, or None when it could not be made, said as
+/// "debugging {what} stopped: ...".
+fn session_or_said(
+    req: &ProgramRequest,
+    note: Option<&str>,
+    what: &str,
+    measured: &RefCell<Measured>,
+    cancel: &AtomicBool,
+    ui: &mut dyn Progress,
+) -> Option<(Debugged, Phase)> {
+    match debug_phase(req, false, note, measured, cancel, ui) {
         Ok(next) => Some(next),
         Err(e) => {
-            ui.say(&format!("debugging with noise at statements stopped: {e:#}"));
+            ui.say(&format!("debugging {what} stopped: {e:#}"));
             None
         }
     }
