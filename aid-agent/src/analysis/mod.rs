@@ -61,6 +61,10 @@ pub enum Exclusion {
     /// The run source cannot carry out its intervention (another thread or
     /// a hold, on the units of a live service).
     OutOfReach,
+    /// Its intervention acts only once a live unit's outcome is decided
+    /// (a delay before the unit function returns: [`Reach::after_outcome`]),
+    /// so it cannot stop the failure.
+    AfterOutcome,
     /// It held in no analysed passing run, but among the session's
     /// observed runs that were not analysed (made without noise, or with
     /// noise the amplifier left) in `failing` failing and `passing`
@@ -279,6 +283,9 @@ fn left_out(
     }
     if !opts.reach.allows(iv) {
         return Some(Exclusion::OutOfReach);
+    }
+    if opts.reach.after_outcome(iv) {
+        return Some(Exclusion::AfterOutcome);
     }
     aside.contradicts(id)
 }
@@ -508,6 +515,7 @@ impl Analysis {
             Some((_, Exclusion::Unsafe)) => "unsafe".into(),
             Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
             Some((_, Exclusion::OutOfReach)) => "not_live".into(),
+            Some((_, Exclusion::AfterOutcome)) => "after_outcome".into(),
             Some((_, Exclusion::Contradicted { .. })) => "contradicted".into(),
             None => "not_discriminative".into(),
         }

@@ -341,6 +341,31 @@ fn of_two_overlaps_that_separate_alike_the_narrower_is_the_candidate() {
     assert!(a.excluded.contains(&(wide, Exclusion::SameAs { id: narrow })));
 }
 
+/// A live unit (`handle`, on the unit's thread) that fails by returning
+/// at once: "call 1 of handle runs too fast" separates every unit, and its
+/// intervention, a delay before `handle` returns, comes after the unit's
+/// outcome is decided. On the units of a service whose unit function is
+/// `handle` it is left out (`after_outcome`); for a program, whose failure
+/// a later call may still decide, it stays a candidate.
+#[test]
+fn a_delay_at_the_unit_functions_return_is_not_a_candidate_on_live_units() {
+    let functions = vec![func(0, "handle", ValueKind::Void, &[])];
+    let unit = |id: u32| {
+        let fail = id % 3 == 2;
+        let took = if fail { 2 * US } else { 40 * US };
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, vec![call(0, 0, 1, 0, Some(took), None)], took)
+    };
+    let s = Session { functions, runs: (0..30).map(unit).collect() };
+    let fast = |a: &Analysis| find(a, Kind::TooFast, 0, 0, None);
+    let program = analyze(&s, &AnalysisOptions::default()).unwrap();
+    assert_eq!(program.candidates, vec![fast(&program)]);
+    let reach = Reach { unit: Some(0), ..Reach::LIVE_UNITS };
+    let live = analyze(&s, &AnalysisOptions { reach, ..AnalysisOptions::default() }).unwrap();
+    assert_eq!(live.candidates, vec![]);
+    assert_eq!(live.excluded, vec![(fast(&live), Exclusion::AfterOutcome)]);
+}
+
 /// The overlap for the same seat in 19 of 20 failing runs and no passing
 /// one (the 20th failed another way): no predicate separates every run,
 /// and the overlap is a sufficient-only candidate (recall's lower end

@@ -99,7 +99,7 @@ impl RunSource for ServiceSource<'_> {
     }
 
     fn reach(&self) -> Reach {
-        Reach::LIVE_UNITS
+        Reach { unit: Some(self.unit), ..Reach::LIVE_UNITS }
     }
 
     fn can_amplify(&self) -> bool {

@@ -21,13 +21,27 @@ pub struct Reach {
     /// Live units: delays and serialisation may act on any thread, by
     /// function ([`super::live::for_units`]).
     pub live: bool,
+    /// Live units: the unit function. The unit ends at its return, so
+    /// everything that labels the unit has happened by then.
+    pub unit: Option<crate::model::FuncId>,
 }
 
 impl Reach {
     /// A program aid starts: everything.
-    pub const PROGRAM: Reach = Reach { any_thread: true, holds: true, live: false };
+    pub const PROGRAM: Reach = Reach { any_thread: true, holds: true, live: false, unit: None };
     /// The units of a running service.
-    pub const LIVE_UNITS: Reach = Reach { any_thread: false, holds: false, live: true };
+    pub const LIVE_UNITS: Reach = Reach { any_thread: false, holds: false, live: true, unit: None };
+
+    /// Whether `iv` acts only once the unit's outcome is decided: a delay
+    /// before the unit function returns on the unit's thread. Every call
+    /// and return value that labels the unit is in the past then, so it
+    /// cannot turn a failing unit into a passing one ("handle_request runs
+    /// too fast" on a unit that failed by returning early), and a round on
+    /// it could only show the failure persist.
+    pub fn after_outcome(self, iv: &Intervention) -> bool {
+        matches!(iv, Intervention::DelayExit { site, .. }
+            if site.role == 0 && Some(site.func) == self.unit)
+    }
 
     /// Can `iv` be carried out?
     pub fn allows(self, iv: &Intervention) -> bool {
@@ -66,6 +80,24 @@ impl Default for Reach {
 mod tests {
     use super::*;
     use crate::model::{CallSet, Point, Site, ValueTest};
+
+    #[test]
+    fn a_delay_at_the_unit_functions_return_acts_after_the_units_outcome() {
+        let s = |func, role| Site { func, role, instance: 1 };
+        let delay = |site| Intervention::DelayExit { site, delay_us: 5 };
+        let live = Reach { unit: Some(3), ..Reach::LIVE_UNITS };
+        assert!(live.after_outcome(&delay(s(3, 0))));
+        assert!(!live.after_outcome(&delay(s(3, 1))), "another thread's call of it");
+        assert!(!live.after_outcome(&delay(s(2, 0))), "a call inside the unit");
+        assert!(!Reach::PROGRAM.after_outcome(&delay(s(3, 0))));
+        let hold = Intervention::HoldUntil {
+            site: s(3, 0),
+            point: Point::Entry,
+            until: s(2, 1),
+            until_point: Point::Exit,
+        };
+        assert!(!live.after_outcome(&hold));
+    }
 
     #[test]
     fn a_service_unit_changes_values_on_its_own_thread_and_serialises_across_threads() {

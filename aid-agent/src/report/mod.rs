@@ -360,6 +360,10 @@ pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, String)> 
             "not_live",
             "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
         ),
+        Exclusion::AfterOutcome => (
+            "after_outcome",
+            "its intervention, a delay before the unit function returns, acts after the unit's outcome is decided and cannot stop the failure",
+        ),
         Exclusion::Contradicted { failing, passing } => {
             return Some((
                 "contradicted",
