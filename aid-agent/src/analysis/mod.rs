@@ -73,6 +73,20 @@ pub enum Exclusion {
     Contradicted { failing: u32, passing: u32 },
 }
 
+impl Exclusion {
+    /// Its name in report.json and `analyze`'s rows.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Exclusion::NoIntervention => "no_intervention",
+            Exclusion::Unsafe => "unsafe",
+            Exclusion::SameAs { .. } => "same_as",
+            Exclusion::OutOfReach => "not_live",
+            Exclusion::AfterOutcome => "after_outcome",
+            Exclusion::Contradicted { .. } => "contradicted",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Analysis {
     pub catalog: Catalog,
@@ -476,9 +490,9 @@ pub struct RankedRow {
     pub kind: Kind,
     pub description: String,
     pub scores: Scores,
-    /// "candidate", "no_intervention", "unsafe", "same_as", "not_live",
-    /// "contradicted" (`debug` only: `analyze` analyses every observed
-    /// run), or "not_discriminative".
+    /// "candidate", an [`Exclusion::tag`] ("contradicted" and
+    /// "after_outcome" in `debug` only: `analyze` analyses every observed
+    /// run, as a program's), or "not_discriminative".
     pub status: String,
     pub intervention: Option<Intervention>,
     /// Predicates that held in exactly the same runs, folded into this row.
@@ -511,12 +525,7 @@ impl Analysis {
             return "candidate".into();
         }
         match self.excluded.iter().find(|(p, _)| *p == id) {
-            Some((_, Exclusion::NoIntervention)) => "no_intervention".into(),
-            Some((_, Exclusion::Unsafe)) => "unsafe".into(),
-            Some((_, Exclusion::SameAs { .. })) => "same_as".into(),
-            Some((_, Exclusion::OutOfReach)) => "not_live".into(),
-            Some((_, Exclusion::AfterOutcome)) => "after_outcome".into(),
-            Some((_, Exclusion::Contradicted { .. })) => "contradicted".into(),
+            Some((_, why)) => why.tag().into(),
             None => "not_discriminative".into(),
         }
     }

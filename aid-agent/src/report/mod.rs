@@ -350,31 +350,19 @@ fn causal_links(
 /// hint of what would make it testable; None for one excluded as the same
 /// as another (its twin speaks for it).
 pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, String)> {
-    let (tag, hint) = match why {
-        Exclusion::Unsafe => (
-            "unsafe",
-            "needs a return-value intervention: declare the function --safe if forcing it is harmless",
-        ),
-        Exclusion::NoIntervention => ("no_intervention", "no intervention can force it"),
-        Exclusion::OutOfReach => (
-            "not_live",
-            "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`",
-        ),
-        Exclusion::AfterOutcome => (
-            "after_outcome",
-            "its intervention, a delay before the unit function returns, acts after the unit's outcome is decided and cannot stop the failure",
-        ),
-        Exclusion::Contradicted { failing, passing } => {
-            return Some((
-                "contradicted",
-                format!(
-                    "of the runs observed apart from the analysed ones, without noise or with other noise, it held in {passing} that passed and {failing} that failed: it separates failing runs from passing ones only under the analysed runs' noise, so it was not tested"
-                ),
-            ));
+    let hint = match why {
+        Exclusion::Unsafe => {
+            "needs a return-value intervention: declare the function --safe if forcing it is harmless".to_owned()
         }
+        Exclusion::NoIntervention => "no intervention can force it".to_owned(),
+        Exclusion::OutOfReach => "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`".to_owned(),
+        Exclusion::AfterOutcome => "its intervention, a delay before the unit function returns, acts after the unit's outcome is decided and cannot stop the failure".to_owned(),
+        Exclusion::Contradicted { failing, passing } => format!(
+            "of the runs observed apart from the analysed ones, without noise or with other noise, it held in {passing} that passed and {failing} that failed: it separates failing runs from passing ones only under the analysed runs' noise, so it was not tested"
+        ),
         Exclusion::SameAs { .. } => return None,
     };
-    Some((tag, hint.to_owned()))
+    Some((why.tag(), hint))
 }
 
 /// The fully-discriminative predicates no intervention was tried on, with
