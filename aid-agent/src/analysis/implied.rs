@@ -209,20 +209,32 @@ fn bodies(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxMap<Role, FuncId
 /// functions that enclosed every one of its calls so far.
 fn inside(runs: &[Run], internal: &dyn Fn(FuncId) -> bool) -> FxSet<(Role, FuncId, FuncId)> {
     let mut outers: FxMap<(Role, FuncId), Vec<FuncId>> = FxMap::default();
+    let mut around: Vec<FuncId> = Vec::new();
     for run in runs {
-        let mut calls: Vec<&Call> = run.calls.iter().filter(|c| !internal(c.func)).collect();
-        calls.sort_by_key(|c| (c.role, c.entry_ns, std::cmp::Reverse(end(c))));
-        let mut open: Vec<&Call> = Vec::new();
-        for c in calls {
-            open.retain(|o| o.role == c.role && o.entry_ns <= c.entry_ns && end(c) <= end(o));
-            let mut around: Vec<FuncId> = open.iter().map(|o| o.func).collect();
-            around.sort_unstable();
-            around.dedup();
-            outers
-                .entry((c.role, c.func))
-                .and_modify(|seen| seen.retain(|f| around.binary_search(f).is_ok()))
-                .or_insert(around);
-            open.push(c);
+        // Each thread's calls in entry order, an enclosing call before the
+        // calls it encloses when both start at once. The run lists calls
+        // in entry order, so each thread's list is nearly sorted already.
+        let mut threads: FxMap<Role, Vec<&Call>> = FxMap::default();
+        for c in run.calls.iter().filter(|c| !internal(c.func)) {
+            threads.entry(c.role).or_default().push(c);
+        }
+        for (_, mut calls) in threads {
+            calls.sort_by_key(|c| (c.entry_ns, std::cmp::Reverse(end(c))));
+            let mut open: Vec<&Call> = Vec::new();
+            for c in calls {
+                open.retain(|o| o.entry_ns <= c.entry_ns && end(c) <= end(o));
+                around.clear();
+                around.extend(open.iter().map(|o| o.func));
+                around.sort_unstable();
+                around.dedup();
+                match outers.get_mut(&(c.role, c.func)) {
+                    Some(seen) => seen.retain(|f| around.binary_search(f).is_ok()),
+                    None => {
+                        outers.insert((c.role, c.func), around.clone());
+                    }
+                }
+                open.push(c);
+            }
         }
     }
     outers

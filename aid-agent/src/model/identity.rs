@@ -265,6 +265,13 @@ impl<N, S: BuildHasher + Default> Default for FirstAppearances<N, S> {
     }
 }
 
+impl<N, S: BuildHasher + Default> FirstAppearances<N, S> {
+    /// Room for `n` objects before the table grows.
+    pub fn with_capacity(n: usize) -> Self {
+        FirstAppearances { live: HashMap::with_capacity_and_hasher(n, S::default()) }
+    }
+}
+
 impl<N, S: BuildHasher> FirstAppearances<N, S> {
     /// The name of the object at `address`; `first` names it when this is
     /// its first sighting since it was last freed.

@@ -46,18 +46,19 @@ impl<'r> RunIndex<'r> {
     ) -> Self {
         let mut idx = RunIndex::new(run, &keep);
         idx.class = classes.of_run(run);
-        let callers = callers(run, &keep);
+        // Callers matter only where calls are told apart by them.
+        let callers = if by_caller.is_empty() { Vec::new() } else { callers(run, &keep) };
         idx.group = run
             .calls
             .iter()
-            .zip(&callers)
-            .map(|(c, caller)| {
+            .enumerate()
+            .map(|(i, c)| {
                 if !keep(c.func) || c.instance == 0 {
                     return None;
                 }
                 let class = *idx.class.get(&c.role)?;
-                let within = if by_caller.contains(&(c.func, class)) { *caller } else { None };
-                Some((c.func, class, within))
+                let split = !callers.is_empty() && by_caller.contains(&(c.func, class));
+                Some((c.func, class, if split { callers[i] } else { None }))
             })
             .collect();
         for (i, g) in idx.group.iter().enumerate() {

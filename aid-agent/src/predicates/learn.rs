@@ -200,7 +200,7 @@ pub fn learn(session: &Session, config: &ExtractConfig) -> Result<Catalog, Predi
 /// masks, value types, whether it restates the failure, its lock
 /// operations) and the thread classes and callers learned from all
 /// complete runs: built once, before the passes.
-fn functions(
+pub(super) fn functions(
     session: &Session,
     config: &ExtractConfig,
     passing: &[&Run],

@@ -12,9 +12,14 @@ use super::index::{RunIndex, pointers};
 use crate::model::identity::{FirstAppearances, ObjectName};
 use crate::util::fxhash::FxMap;
 
+/// The most objects the name table has room for before it grows.
+const NAMES_ROOM: usize = 1 << 16;
+
 /// The canonical names of every pointer argument of a run's calls.
 pub(crate) fn names(idx: &RunIndex<'_>, masks: &[u8]) -> FxMap<i64, ObjectName> {
-    let mut objects = FirstAppearances::default();
+    // A run passes about one new object per call or fewer: sized for
+    // that (up to a bound), the table is not rebuilt as it grows.
+    let mut objects = FirstAppearances::with_capacity(idx.run.calls.len().min(NAMES_ROOM));
     for c in &idx.run.calls {
         let Some(&class) = idx.class.get(&c.role) else { continue };
         let mask = masks.get(c.func as usize).copied().unwrap_or(0);

@@ -27,7 +27,10 @@ use super::{
 };
 use crate::model::identity::ClassId;
 use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
-use crate::util::fxhash::{FxMap, FxSet};
+use crate::util::{
+    bitset::BitSet,
+    fxhash::{FxMap, FxSet},
+};
 
 /// One member of an aggregate pair predicate: sites A and B, whether it
 /// is anchored at A's entry, and whether some passing run ran B to
@@ -134,11 +137,46 @@ pub(super) struct Vetted {
 }
 
 pub(super) fn baseline(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut PairBase) {
+    baseline_within(idx, funcs, base, DENSE_GROUPS);
+}
+
+/// [`baseline`], with a table for runs of up to `dense_groups` groups.
+fn baseline_within(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut PairBase, dense_groups: usize) {
     base.overlaps.extend(site_overlaps(idx, funcs));
-    group_overlaps(idx, funcs, &mut |k, _, _| {
-        base.groups.insert(k);
+    // A passing run shows each pair of groups overlapping many times: the
+    // first sighting of a (group, group, shared or not) in the run is
+    // noted in a table of the run's groups by number, and only it reaches
+    // the set. Runs with more groups than the table holds go straight to
+    // the set.
+    let n = idx.by_group.len();
+    let mut dense = vec![u32::MAX; if n <= dense_groups { idx.run.calls.len() } else { 0 }];
+    if !dense.is_empty() {
+        for (g, calls) in idx.by_group.values().enumerate() {
+            for &i in calls {
+                dense[i as usize] = g as u32;
+            }
+        }
+    }
+    let mut seen = BitSet::new(if dense.is_empty() { 0 } else { n * n * 2 });
+    group_overlaps(idx, funcs, &mut |k, _, _, (a, b)| {
+        let plain = match k.2 {
+            Share::Nothing => Some(0),
+            Share::Object => Some(1),
+            Share::Field(_) | Share::FieldCalls(..) => None,
+        };
+        let first = match (plain, dense.get(a as usize), dense.get(b as usize)) {
+            (Some(s), Some(&ga), Some(&gb)) => seen.insert((ga as usize * n + gb as usize) * 2 + s),
+            _ => true,
+        };
+        if first {
+            base.groups.insert(k);
+        }
     });
 }
+
+/// The most groups a run may have for [`baseline`]'s table of the pairs
+/// it saw (n² × 2 bits: 256 KiB at this bound).
+const DENSE_GROUPS: usize = 1024;
 
 pub(super) fn candidates(
     idx: &RunIndex<'_>,
@@ -154,7 +192,7 @@ pub(super) fn candidates(
     }
     near(idx, funcs, config.order_window, out);
     let mut names: Option<FxMap<i64, ObjectName>> = None;
-    group_overlaps(idx, funcs, &mut |k, shared, sites| {
+    group_overlaps(idx, funcs, &mut |k, shared, sites, _| {
         // An overlap for the same key is kept even when passing runs show
         // it: two calls that both find the key already there are harmless,
         // so a check-then-act race on a key is a necessary condition of
@@ -235,7 +273,7 @@ fn site_overlaps(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Site, Site)> {
 fn group_overlaps(
     idx: &RunIndex<'_>,
     funcs: &Funcs,
-    f: &mut dyn FnMut(GroupPair, SharedArg, (Site, Site)),
+    f: &mut dyn FnMut(GroupPair, SharedArg, (Site, Site), (u32, u32)),
 ) {
     let run = idx.run;
     if idx.group.is_empty() {
@@ -254,21 +292,22 @@ fn group_overlaps(
             }
             let shared = shared_arg(d, funcs.mask(d.func), c, funcs.mask(c.func));
             let share = if shared.is_some() { Share::Object } else { Share::Nothing };
-            let (k, s, sites) = if gd <= gc {
-                ((gd, gc, share), shared, (site_of(d), site_of(c)))
+            let (k, s, sites, at) = if gd <= gc {
+                ((gd, gc, share), shared, (site_of(d), site_of(c)), (j, i as u32))
             } else {
-                ((gc, gd, share), shared.map(|(a, b, p)| (b, a, p)), (site_of(c), site_of(d)))
+                let s = shared.map(|(a, b, p)| (b, a, p));
+                ((gc, gd, share), s, (site_of(c), site_of(d)), (i as u32, j))
             };
-            f(k, s, sites);
+            f(k, s, sites, at);
             if shared.is_some() {
                 // Sharing an object implies overlapping at all.
-                f((k.0, k.1, Share::Nothing), None, sites);
+                f((k.0, k.1, Share::Nothing), None, sites, at);
                 for field in same_fields(funcs, d, c, shared.map_or(0, |x| x.0)) {
-                    f((k.0, k.1, Share::Field(field)), s, sites);
+                    f((k.0, k.1, Share::Field(field)), s, sites, at);
                     let inside = inside.get_or_insert_with(|| callees(run, |g| funcs.keep(g)));
                     let (ci, di) = (&inside[i], &inside[j as usize]);
                     for &g in ci.iter().filter(|g| di.contains(g)) {
-                        f((k.0, k.1, Share::FieldCalls(field, g)), s, sites);
+                        f((k.0, k.1, Share::FieldCalls(field, g)), s, sites, at);
                     }
                 }
             }
@@ -562,4 +601,33 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
 /// The class of a role, when it is the role of a single class.
 fn class_of(funcs: &Funcs, role: Role) -> Option<ClassId> {
     (0..funcs.classes.names.len() as ClassId).find(|&c| funcs.classes.single(c) == Some(role))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Session;
+
+    /// The table of the group pairs a passing run showed only spares the
+    /// set repeated sightings: the set is the one every sighting makes,
+    /// for overlaps on a shared object and overlaps at all.
+    #[test]
+    fn a_passing_runs_table_of_group_pairs_keeps_every_pair_it_saw() {
+        let mut s: Session = super::super::tests_groups::pool_session();
+        for c in s.runs.iter_mut().flat_map(|r| r.calls.iter_mut()) {
+            c.args = [0x7f00_0000_1000 + i64::from(c.func % 2) * 0x100, 0, 0];
+        }
+        let runs: Vec<&Run> = s.runs.iter().collect();
+        let funcs = super::super::learn::functions(&s, &ExtractConfig::default(), &runs, &[]);
+        let mut shares = FxSet::default();
+        for run in &s.runs {
+            let idx = funcs.index(run);
+            let (mut table, mut direct) = (PairBase::default(), PairBase::default());
+            baseline_within(&idx, &funcs, &mut table, DENSE_GROUPS);
+            baseline_within(&idx, &funcs, &mut direct, 0);
+            assert_eq!(table.groups, direct.groups);
+            shares.extend(direct.groups.iter().map(|k| k.2));
+        }
+        assert_eq!(shares, [Share::Nothing, Share::Object].into_iter().collect());
+    }
 }

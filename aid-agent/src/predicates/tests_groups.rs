@@ -82,7 +82,7 @@ fn pool_run(id: u32, seed: u64, fail: bool) -> Run {
     run(id, label, calls, end).with_threads(pool_threads())
 }
 
-fn pool_session() -> Session {
+pub(super) fn pool_session() -> Session {
     let functions = vec![
         func(0, "norm", ValueKind::Float, &[ValueKind::Pointer]),
         func(1, "lookup", ValueKind::Pointer, &[ValueKind::Pointer]),
