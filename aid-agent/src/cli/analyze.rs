@@ -1,7 +1,9 @@
 //! `aid-agent analyze [SESSION]`: the ranked predicate table (or
 //! `--json`), and optionally the AC-DAG as DOT. The session defaults to the
 //! newest one in `aid-sessions/`, and is judged with the options `debug`
-//! stored in it (`--safe` and the error class) unless given again. The
+//! stored in it (`--safe` and the error class) unless given again, and,
+//! when its runs are a live service's units, with what interventions can
+//! do there, as `debug` judged them. The
 //! analysis itself is [`crate::analysis::analyze`]; this file only reads
 //! arguments, loads the session and prints.
 
@@ -21,6 +23,7 @@ use crate::{
     intervene::{Reach, SafeList},
     model::Session,
     predicates::{ErrorClass, ExtractConfig},
+    record::start::targets,
     report,
     store::{self, Settings},
 };
@@ -60,6 +63,11 @@ pub struct Args {
     /// Explain the table's columns after it.
     #[arg(long)]
     pub explain: bool,
+    /// The unit function, when the session's runs are units of a live
+    /// service (`session.json`): what an intervention can do is judged as
+    /// `debug` judged it there ([`Reach::LIVE_UNITS`]).
+    #[arg(skip)]
+    pub unit: Option<String>,
 }
 
 /// What the columns of the table mean (`--explain`).
@@ -84,19 +92,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Reads and verifies a session directory (checksums, row counts), with
 /// the settings it was analysed with; a damaged run is named in a warning
 /// and left out.
-fn load_session(path: &Path) -> anyhow::Result<(Session, Option<Settings>)> {
+fn load_session(path: &Path) -> anyhow::Result<Loaded> {
     let loaded = store::load_full(path)?;
     for skipped in &loaded.skipped {
         eprintln!("aid: warning: {skipped}");
     }
-    Ok((loaded.session, loaded.header.settings))
+    Ok((loaded.session, loaded.header.settings, loaded.header.unit))
 }
+
+/// A session, the settings `debug` stored in it, and its unit function
+/// when its runs are a live service's units.
+type Loaded = (Session, Option<Settings>, Option<String>);
 
 /// `run` with the loader passed in, so tests drive the command on sessions
 /// built in memory.
 pub fn run_with(
     mut args: Args,
-    load: impl FnOnce(&Path) -> anyhow::Result<(Session, Option<Settings>)>,
+    load: impl FnOnce(&Path) -> anyhow::Result<Loaded>,
 ) -> anyhow::Result<ExitCode> {
     let dot_on_stdout = args.dot.as_deref().is_some_and(is_stdout);
     let table_to = args.out.clone().filter(|p| !is_stdout(p));
@@ -104,8 +116,9 @@ pub fn run_with(
         bail!("--dot - and -o - both write to standard output: give one of them a FILE");
     }
     let dir = session_dir(args.session.as_deref())?;
-    let (mut session, settings) = load(&dir)?;
+    let (mut session, settings, unit) = load(&dir)?;
     args.session = Some(dir);
+    args.unit = unit;
     let args = with_settings(args, settings);
     let intervened = keep_observations(&mut session);
     if intervened > 0 {
@@ -154,10 +167,19 @@ pub fn render(args: &Args, session: &Session) -> anyhow::Result<String> {
         zero: args.zero_is_error,
         ..ErrorClass::default()
     };
+    let reach = match &args.unit {
+        // A unit name the functions no longer resolve still makes the runs
+        // live units: only the unit's own return delay goes unrecognised.
+        Some(name) => Reach {
+            unit: targets(&session.functions, Some(name), &[]).ok().and_then(|(u, _)| u),
+            ..Reach::LIVE_UNITS
+        },
+        None => Reach::PROGRAM,
+    };
     let opts = AnalysisOptions {
         extract: ExtractConfig { error, ..ExtractConfig::default() },
         safe,
-        reach: Reach::PROGRAM,
+        reach,
     };
     let name = args.session.as_deref().unwrap_or(Path::new("the session"));
     let analysis =
@@ -201,6 +223,7 @@ mod tests {
             dot: None,
             out: None,
             explain: false,
+            unit: None,
         }
     }
 
@@ -238,6 +261,33 @@ mod tests {
         assert_eq!(json["rows"][0]["status"], "unsafe");
     }
 
+    /// A service's units that fail by returning at once: for a program,
+    /// delaying the unit function's return is a candidate; for the
+    /// session `debug -p --unit handle` wrote, it acts after the unit's
+    /// outcome and is left out, as `debug` left it out.
+    #[test]
+    fn a_live_units_session_is_judged_as_debug_judged_it() {
+        let f = function(0, "handle").in_module("/bin/t", 0);
+        let unit = |id: u32| {
+            let (label, took) =
+                if id % 3 == 2 { (Label::Fail, 2_000) } else { (Label::Pass, 40_000) };
+            run(id, label, vec![call(0, 0, 1, 0, Some(took), None)], took)
+        };
+        let s = Session { functions: vec![f], runs: (0..30).map(unit).collect() };
+        let status = |unit: Option<&str>| {
+            let load = |_: &Path| Ok((s.clone(), None, unit.map(str::to_owned)));
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out.json");
+            let a = Args { out: Some(out.clone()), ..args(true, &[]) };
+            run_with(a, load).unwrap();
+            let json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+            (json["rows"][0]["status"].clone(), json["candidates"].as_array().unwrap().len())
+        };
+        assert_eq!(status(None), (serde_json::json!("candidate"), 1));
+        assert_eq!(status(Some("handle")), (serde_json::json!("after_outcome"), 0));
+    }
+
     #[test]
     fn bad_sessions_and_patterns_are_one_line_errors() {
         let dir = tempfile::tempdir().unwrap();
@@ -247,7 +297,7 @@ mod tests {
         assert!(format!("{err:#}").starts_with("bad safe-function pattern"));
         let mut only_pass = session();
         only_pass.runs.pop();
-        let err = run_with(args(false, &[]), |_| Ok((only_pass, None))).unwrap_err();
+        let err = run_with(args(false, &[]), |_| Ok((only_pass, None, None))).unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             "cannot analyse mem: cannot extract predicates: no failing runs: record runs until the failure shows up at least once"
