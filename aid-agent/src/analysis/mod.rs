@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     causal::{AcDag, CausalError},
     intervene::{Reach, SafeList},
-    model::{Intervention, Run, Session},
+    model::{Intervention, Run, Session, Site},
     predicates::{
         Catalog, Condition, ExtractConfig, Kind, PredId, Predicate, PredicateError, RunTruth,
         learn, merge,
@@ -65,6 +65,13 @@ pub enum Exclusion {
     /// (a delay before the unit function returns: [`Reach::after_outcome`]),
     /// so it cannot stop the failure.
     AfterOutcome,
+    /// Its intervention delays a call's return, and predicate `id` says
+    /// that call returned an error in every failing run: the delay
+    /// comes after the value is decided and cannot make the call behave
+    /// as in passing runs (issue 23: "a delay at the return of a call
+    /// whose value is already wrong" is not testable by that
+    /// intervention).
+    ValueDecided { id: PredId },
     /// It held in no analysed passing run, but among the session's
     /// observed runs that were not analysed (made without noise, or with
     /// noise the amplifier left) in `failing` failing and `passing`
@@ -82,6 +89,7 @@ impl Exclusion {
             Exclusion::SameAs { .. } => "same_as",
             Exclusion::OutOfReach => "not_live",
             Exclusion::AfterOutcome => "after_outcome",
+            Exclusion::ValueDecided { .. } => "value_decided",
             Exclusion::Contradicted { .. } => "contradicted",
         }
     }
@@ -187,6 +195,7 @@ pub fn analyze_beside(
     let fd = |p: PredId| scores[p.0 as usize].fully_discriminative;
     let merged = merge::same_runs(&catalog, &truths, &ranking, fd);
     let aside = AsideTally::of(&catalog, aside, &ranking, &scores);
+    let decided = wrong_values(&catalog, &scores, &ranking, totals);
     let mut candidates = Vec::new();
     let mut excluded = Vec::new();
     let mut seen: Vec<(&Intervention, PredId)> = Vec::new();
@@ -199,7 +208,7 @@ pub fn analyze_beside(
             excluded.push((id, Exclusion::NoIntervention));
             continue;
         };
-        if let Some(why) = left_out(iv, id, opts, session, &aside) {
+        if let Some(why) = left_out(iv, opts, session, &decided).or_else(|| aside.contradicts(id)) {
             excluded.push((id, why));
             continue;
         }
@@ -222,6 +231,7 @@ pub fn analyze_beside(
         opts,
         session,
         aside: &aside,
+        decided: &decided,
     };
     let mut undecided = Vec::new();
     let mut necessary =
@@ -282,15 +292,15 @@ pub fn analyze_beside(
     ))
 }
 
-/// Why a fully-discriminative candidate with intervention `iv` is left
-/// out, if it is: the function is not --safe, the source cannot carry the
-/// intervention out, or the runs set aside contradict it.
+/// Why a candidate with intervention `iv` is left out whatever the runs
+/// say, if it is: the function is not --safe, the source cannot carry the
+/// intervention out, or it acts after the outcome it should change is
+/// decided (a live unit's, or its call's value: `decided`).
 fn left_out(
     iv: &Intervention,
-    id: PredId,
     opts: &AnalysisOptions,
     session: &Session,
-    aside: &AsideTally,
+    decided: &[(Site, PredId)],
 ) -> Option<Exclusion> {
     if !opts.safe.allows(iv, &session.functions) {
         return Some(Exclusion::Unsafe);
@@ -301,7 +311,34 @@ fn left_out(
     if opts.reach.after_outcome(iv) {
         return Some(Exclusion::AfterOutcome);
     }
-    aside.contradicts(id)
+    match iv {
+        Intervention::DelayExit { site, .. } => {
+            decided.iter().find(|(s, _)| s == site).map(|&(_, id)| Exclusion::ValueDecided { id })
+        }
+        _ => None,
+    }
+}
+
+/// The calls that returned an error in every failing run
+/// ([`Exclusion::ValueDecided`]), with the predicate that says so (the
+/// best-ranked first). A value that merely differs from the passing runs'
+/// is not enough: a call that returns how long it waited may fail the run
+/// by its timing, which a delay at its return does change.
+fn wrong_values(
+    catalog: &Catalog,
+    scores: &[Scores],
+    ranking: &[PredId],
+    totals: Totals,
+) -> Vec<(Site, PredId)> {
+    ranking
+        .iter()
+        .filter_map(|&id| catalog.get(id))
+        .filter(|p| p.key.kind == Kind::ErrorReturn)
+        .filter(|p| {
+            totals.failing > 0 && scores[p.id.0 as usize].counts.failing_true == totals.failing
+        })
+        .filter_map(|p| Some((p.key.site()?, p.id)))
+        .collect()
 }
 
 /// The failing runs' anchors as the AC-DAG places them: a candidate that
@@ -349,17 +386,20 @@ struct Pick<'a> {
     opts: &'a AnalysisOptions,
     session: &'a Session,
     aside: &'a AsideTally,
+    decided: &'a [(Site, PredId)],
 }
 
 impl<'a> Pick<'a> {
-    /// The ranked predicates with an intervention the source may apply.
+    /// The ranked predicates with an intervention the source may apply,
+    /// in time to change the outcome ([`left_out`]).
     fn applicable(
         &self,
     ) -> impl Iterator<Item = (PredId, &'a Scores, &'a Predicate, &'a Intervention)> + '_ {
         self.ranking.iter().filter_map(|&id| {
             let p = self.catalog.get(id)?;
             let iv = p.intervention.as_ref()?;
-            (self.opts.safe.allows(iv, &self.session.functions) && self.opts.reach.allows(iv))
+            left_out(iv, self.opts, self.session, self.decided)
+                .is_none()
                 .then(|| (id, &self.scores[id.0 as usize], p, iv))
         })
     }
@@ -490,9 +530,9 @@ pub struct RankedRow {
     pub kind: Kind,
     pub description: String,
     pub scores: Scores,
-    /// "candidate", an [`Exclusion::tag`] ("contradicted" and
-    /// "after_outcome" in `debug` only: `analyze` analyses every observed
-    /// run, as a program's), or "not_discriminative".
+    /// "candidate", an [`Exclusion::tag`] ("contradicted" in `debug`
+    /// only: `analyze` analyses every observed run), or
+    /// "not_discriminative".
     pub status: String,
     pub intervention: Option<Intervention>,
     /// Predicates that held in exactly the same runs, folded into this row.

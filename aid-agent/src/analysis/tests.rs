@@ -366,6 +366,40 @@ fn a_delay_at_the_unit_functions_return_is_not_a_candidate_on_live_units() {
     assert_eq!(live.excluded, vec![(fast(&live), Exclusion::AfterOutcome)]);
 }
 
+/// A lookup that fails by returning an error at once: "call 1 of
+/// segment_get runs too fast" and "returns an error" both separate every
+/// run. The delay before segment_get returns comes after its value is
+/// decided, so it is no candidate (`value_decided`, naming the error
+/// predicate), without `--safe` as with it; forcing the passing value is
+/// the candidate once the function is declared safe.
+#[test]
+fn a_delay_at_the_return_of_a_call_whose_value_is_wrong_is_not_a_candidate() {
+    let functions = vec![func(0, "segment_get", ValueKind::Signed, &[])];
+    let lookup = |id: u32| {
+        let fail = id % 3 == 2;
+        let (took, ret) = if fail { (2 * US, -11) } else { (40 * US, 0) };
+        let label = if fail { Label::Fail } else { Label::Pass };
+        run(id, label, vec![call(0, 0, 1, 0, Some(took), Some(ret))], took + US)
+    };
+    let s = Session { functions, runs: (0..30).map(lookup).collect() };
+    let plain = analyze(&s, &AnalysisOptions::default()).unwrap();
+    let fast = find(&plain, Kind::TooFast, 0, 0, None);
+    let error = find(&plain, Kind::ErrorReturn, 0, 0, None);
+    // "returns a value other than every passing run's" says it too, with
+    // the same intervention (return 0, as the passing runs did).
+    let other = find(&plain, Kind::RetDiffers, 0, 0, None);
+    let decided = |a: &Analysis| a.excluded.iter().find(|(p, _)| *p == fast).map(|&(_, why)| why);
+    assert!(plain.scores[fast.0 as usize].fully_discriminative);
+    assert_eq!(plain.candidates, vec![]);
+    assert_eq!(decided(&plain), Some(Exclusion::ValueDecided { id: error }));
+    assert!(plain.excluded.contains(&(error, Exclusion::Unsafe)));
+    let safe = SafeList::new(&["segment_get"]).unwrap();
+    let safe = analyze(&s, &AnalysisOptions { safe, ..AnalysisOptions::default() }).unwrap();
+    assert_eq!(safe.candidates, vec![other]);
+    assert!(safe.excluded.contains(&(error, Exclusion::SameAs { id: other })));
+    assert_eq!(decided(&safe), Some(Exclusion::ValueDecided { id: error }));
+}
+
 /// The overlap for the same seat in 19 of 20 failing runs and no passing
 /// one (the 20th failed another way): no predicate separates every run,
 /// and the overlap is a sufficient-only candidate (recall's lower end

@@ -357,6 +357,10 @@ pub(crate) fn exclusion_words(why: Exclusion) -> Option<(&'static str, String)> 
         Exclusion::NoIntervention => "no intervention can force it".to_owned(),
         Exclusion::OutOfReach => "its intervention needs another thread or a hold, not possible on a live service's units; reproduce with `aid-agent debug ./prog`".to_owned(),
         Exclusion::AfterOutcome => "its intervention, a delay before the unit function returns, acts after the unit's outcome is decided and cannot stop the failure".to_owned(),
+        Exclusion::ValueDecided { id } => format!(
+            "its intervention, a delay before the call returns, comes after the call's return value is decided, and P{} says it returned an error in every failing run: the delay cannot make the call behave as in passing runs (declare the function --safe to test its value instead)",
+            id.0
+        ),
         Exclusion::Contradicted { failing, passing } => format!(
             "of the runs observed apart from the analysed ones, without noise or with other noise, it held in {passing} that passed and {failing} that failed: it separates failing runs from passing ones only under the analysed runs' noise, so it was not tested"
         ),
