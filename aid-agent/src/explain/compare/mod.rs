@@ -192,10 +192,18 @@ pub fn check_runs(session: &Session, fail: u32, pass: Option<u32>) -> Result<(),
     }
 }
 
-/// The exit target: the last differing call, on the main thread when it
-/// has one; the outcome follows it.
-fn exit_target(fail: &View, pass: &View) -> Result<(CallKey, bool), ExplainError> {
-    let differs = |k: &&CallKey| differing_fields(fail, pass, k).is_some_and(|f| !f.is_empty());
+/// The exit target: the last call that differs in a value the passing
+/// runs agree on ([`Steady`]), on the main thread when it has one; the
+/// outcome follows it.
+fn exit_target(
+    fail: &View,
+    pass: &View,
+    steady: &Steady<'_>,
+) -> Result<(CallKey, bool), ExplainError> {
+    let differs = |k: &&CallKey| {
+        differing_fields(fail, pass, k)
+            .is_some_and(|f| f.iter().any(|(field, _, _)| !steady.varies(k, field)))
+    };
     let last = |main: bool| {
         fail.keys()
             .filter(differs)
@@ -206,7 +214,7 @@ fn exit_target(fail: &View, pass: &View) -> Result<(CallKey, bool), ExplainError
     last(true).or_else(|| last(false)).map(|k| (k, true)).ok_or_else(|| ExplainError::Criterion {
         text: "exit".into(),
         reason: format!(
-            "no traced call differs between runs {} and {}: trace the functions on the failure's path",
+            "no traced call differs between runs {} and {} in a value the passing runs agree on: trace the functions on the failure's path",
             fail.id, pass.id
         ),
     })
@@ -258,7 +266,9 @@ pub fn compare<R: Rerun>(
             views.into_iter().nth(i).expect("index from closest_pass")
         }
     };
-    let (key, outcome) = target_call_named(&fail, &pass, &inputs.target, functions)?;
+    let witnesses = witnesses(session, &pass, inputs, &mut objects);
+    let steady = Steady { pass: &pass, witnesses: &witnesses };
+    let (key, outcome) = target_call_named(&fail, &pass, &inputs.target, functions, &steady)?;
     let slice = dual::dual_slice(&fail, &pass, &key);
     let (graph, target) = dual::graph(&fail, &pass, &slice, &key, outcome);
     let pins = if opts.pin { pins(&fail, &pass, functions, &opts.safe) } else { Vec::new() };
@@ -282,15 +292,57 @@ pub fn compare<R: Rerun>(
     Ok(Comparison { fail, pass, slice, graph, target, chain, stopped, tests, reruns })
 }
 
+/// How many passing runs besides the chosen one say which values vary
+/// among passing runs ([`Steady`]).
+const WITNESSES: usize = 8;
+
+/// Up to [`WITNESSES`] complete passing runs made without interventions,
+/// other than `pass`, in id order.
+fn witnesses(
+    session: &Session,
+    pass: &View,
+    inputs: &Inputs<'_>,
+    objects: &mut Objects,
+) -> Vec<View> {
+    session
+        .runs
+        .iter()
+        .filter(|r| r.complete && r.interventions.is_empty() && !r.failed() && r.id != pass.id)
+        .take(WITNESSES)
+        .map(|r| {
+            let w = inputs.watched.and_then(|w| w.get(&r.id));
+            View::watched(r, &session.functions, inputs.globals, inputs.spec, objects, w)
+        })
+        .collect()
+}
+
+/// Which values the passing runs agree on: a value of the chosen passing
+/// run that another passing run's same call does not share (a return
+/// value no statement sets, a clock read) tells nothing of the failure,
+/// so a call that differs only in such values is not the exit target.
+struct Steady<'v> {
+    pass: &'v View,
+    witnesses: &'v [View],
+}
+
+impl Steady<'_> {
+    fn varies(&self, key: &CallKey, field: &Field) -> bool {
+        let value = |v: &View| v.values.get(key).and_then(|f| f.get(field)).cloned();
+        let Some(mine) = value(self.pass) else { return false };
+        self.witnesses.iter().any(|w| value(w).is_some_and(|x| x != mine))
+    }
+}
+
 /// `target_call` with function names resolved.
 fn target_call_named(
     fail: &View,
     pass: &View,
     target: &Target,
     functions: &[Function],
+    steady: &Steady<'_>,
 ) -> Result<(CallKey, bool), ExplainError> {
     match target {
-        Target::Exit | Target::Ret(Criterion::Exit) => exit_target(fail, pass),
+        Target::Exit | Target::Ret(Criterion::Exit) => exit_target(fail, pass, steady),
         Target::Ret(Criterion::Call { role, function, instance }) => {
             let hits: Vec<CallKey> = fail
                 .keys()

@@ -8,9 +8,9 @@ use super::{minimize::Observed, *};
 use crate::{
     explain::testkit::{
         bank::{self, A, CHECK, GET, SET},
-        scripted,
+        call, function, scripted,
     },
-    model::{Role, Run},
+    model::{Role, Run, ValueKind},
 };
 
 /// One step of a schedule: (role, function).
@@ -276,4 +276,53 @@ fn bad_run_choices_are_one_line_errors() {
         "run 7 is not in the session (it has runs 1, 2)"
     );
     assert!(Target::parse("check#1").is_err());
+}
+
+/// The bank runs, and a third (passing) one, each ending with a call on
+/// main of `init`, an `int` function with no return statement: what it
+/// returns is whatever its register held, `returned[k]` in run k + 1.
+fn with_garbage(returned: [i64; 3]) -> Session {
+    let mut s = session();
+    s.runs.push(execute(3, PASS_ORDER, &BTreeMap::new()));
+    s.functions.push(function(3, "init", &[], ValueKind::Signed));
+    for (run, ret) in s.runs.iter_mut().zip(returned) {
+        run.calls.push(call(3, 0, 1, 60, 65, [0; 3], ret));
+        run.end_ns = 70;
+    }
+    s
+}
+
+/// `compare --fail 2 --pass 1` with the exit as the target, untested.
+fn exit_chain(s: &Session) -> anyhow::Result<Comparison> {
+    let (globals, spec) = (bank::globals(), bank::spec());
+    let inputs = Inputs {
+        session: s,
+        globals: Some(&globals),
+        spec: &spec,
+        fail: 2,
+        pass: Some(1),
+        target: Target::Exit,
+        watched: None,
+    };
+    let opts =
+        Options { repeat: 0, theta: 0.8, pin: false, safe: SafeList::new::<&str>(&[]).unwrap() };
+    compare(&inputs, &opts, &mut Simulator { next_id: 100, log: Vec::new() })
+}
+
+/// The last call on main that differs between the two runs is `init`,
+/// whose value differs between the two passing runs too: it tells
+/// nothing of the failure, and the exit target is the check before it.
+/// When the passing runs agree on init's value, init is the target.
+#[test]
+fn a_value_the_passing_runs_disagree_on_is_not_the_exit_target() {
+    let c = exit_chain(&with_garbage([1_947_308_320, -19_742_432, 286_617_888])).unwrap();
+    assert!(
+        c.chain_line()
+            .ends_with("⇒ check#1 ret -1 vs 0 ⇒ the run fails: exit code 1 vs exit code 0"),
+        "{}",
+        c.chain_line()
+    );
+    assert!(!c.chain_line().contains("init"), "{}", c.chain_line());
+    let c = exit_chain(&with_garbage([7, -1, 7])).unwrap();
+    assert_eq!(c.chain_line(), "init#1 ret -1 vs 7 ⇒ the run fails: exit code 1 vs exit code 0");
 }
