@@ -105,6 +105,19 @@ impl ActionKind {
     /// = group id) runs on another thread; `value` is the group's function,
     /// whose call on this thread, if it is inside one, does not count.
     pub const HOLD_LOCK_WHILE_GROUP_RUNNING: ActionKind = ActionKind(12);
+    /// At entry, beside [`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`] on
+    /// the calls of its group: hold the thread while a thread whose locks
+    /// that action holds has begun to take one unheld (its lock call
+    /// found no call of the group running) and has not let it go
+    /// ([`lockers`] of the group in `other`'s [`SiteKey::func`]). The lock
+    /// call's check and its acquisition are apart: a thread preempted in
+    /// between would otherwise take the lock inside a call that entered
+    /// meanwhile.
+    pub const HOLD_WHILE_LOCKERS: ActionKind = ActionKind(13);
+    /// At a lock's release or a condition wait, on the threads whose locks
+    /// [`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`] holds: the thread no
+    /// longer counts among the [`lockers`] it was counted in. Never stops.
+    pub const LOCKERS_RELEASE: ActionKind = ActionKind(14);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
@@ -113,6 +126,7 @@ impl ActionKind {
             || self.0 == Self::HOLD_WHILE_RUNNING.0
             || self.0 == Self::HOLD_WHILE_GROUP_RUNNING.0
             || self.0 == Self::HOLD_LOCK_WHILE_GROUP_RUNNING.0
+            || self.0 == Self::HOLD_WHILE_LOCKERS.0
             || self.0 == Self::YIELD.0
     }
 }
@@ -133,6 +147,8 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::REPAIR_RETURNS => f.write_str("RepairReturns"),
             ActionKind::REARM_RETURNS => f.write_str("RearmReturns"),
             ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => f.write_str("HoldLockWhileGroupRunning"),
+            ActionKind::HOLD_WHILE_LOCKERS => f.write_str("HoldWhileLockers"),
+            ActionKind::LOCKERS_RELEASE => f.write_str("LockersRelease"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }
@@ -371,6 +387,19 @@ pub const SERIALIZED_PAIRS: u32 = u32::MAX - 1;
 pub const fn serialized_pair(id: u64) -> RunningKey {
     RunningKey { group: SERIALIZED_PAIRS, _pad: 0, object: id }
 }
+
+/// The running-calls key counting the threads that took a lock unheld
+/// while a hold of their locks waits on `group`
+/// ([`ActionKind::HOLD_WHILE_LOCKERS`]): counted at the lock call, before
+/// its check, and until the thread's next release or condition wait. No
+/// group's calls run on this object (a pointer argument of all ones).
+pub const fn lockers(group: u32) -> RunningKey {
+    RunningKey { group, _pad: 0, object: u64::MAX }
+}
+
+/// [`OpenMember::func`] of a thread counted among [`lockers`] (function
+/// ids never reach it): its key says which.
+pub const LOCKER_MEMBER: u32 = u32::MAX;
 
 /// Key of the open-member map: one group call running on a thread, so its
 /// exit can find the object its entry counted it under.

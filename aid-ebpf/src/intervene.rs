@@ -13,8 +13,8 @@
 
 use aid_common::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EVERY_ROLE, EntryRegs,
-    GroupMember, HELD_MARK, OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind, RetTest,
-    RunningKey, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState, serialized_pair,
+    GroupMember, HELD_MARK, LOCKER_MEMBER, OpenMember, PT_REGS_WORDS, Pending, ProbeErrorKind,
+    RetTest, RunningKey, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState, lockers, serialized_pair,
 };
 use aya_ebpf::{bindings::pt_regs, helpers::bpf_send_signal_thread};
 
@@ -201,7 +201,7 @@ pub fn try_enter(ts: u64, entered: Entered, ip: u64, regs: &pt_regs) -> Result<(
     // (a held entry has not started): marked as held, the time is the
     // agent's to set.
     match lookup(tid, &site) {
-        Some(action) if due_at_entry(&action, regs, own)? => {
+        Some(action) if due_at_entry(tid, &action, regs, own)? => {
             mark(&site, ts | HELD_MARK);
             stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
         }
@@ -296,6 +296,7 @@ fn mark(site: &SiteKey, ts: u64) {
 /// counted in a serialised group, if it is.
 #[inline(always)]
 fn due_at_entry(
+    tid: u32,
     action: &Action,
     regs: &pt_regs,
     own: Option<RunningKey>,
@@ -313,6 +314,14 @@ fn due_at_entry(
             let mine = u64::from(own.is_some_and(|k| k == key));
             // SAFETY: a read of a map value.
             unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > mine)
+        }
+        ActionKind::HOLD_WHILE_LOCKERS => {
+            let key = lockers(action.other.func);
+            let member = OpenMember { tid, func: LOCKER_MEMBER };
+            // SAFETY: reads of map values, copied out at once.
+            let mine = unsafe { AID_OPEN_MEMBER.get(member) }.copied().is_some_and(|k| k == key);
+            // SAFETY: as above.
+            unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > u64::from(mine))
         }
         _ => false,
     })
@@ -633,6 +642,38 @@ pub fn lock_hold_due(tid: u32, action: &Action) -> bool {
     let mine = unsafe { AID_OPEN_MEMBER.get(member) }.copied().is_some_and(|k| k == key);
     // SAFETY: as above.
     unsafe { AID_RUNNING.get(key) }.is_some_and(|n| *n > u64::from(mine))
+}
+
+/// A lock call the hold `action` applies to, before its check: the
+/// thread counts among the [`lockers`] of the awaited group until its next
+/// release or condition wait ([`leave_lockers`]), so that a call of the
+/// group entering after the check waits for the lock to be let go
+/// ([`ActionKind::HOLD_WHILE_LOCKERS`]). Counted first, the thread is
+/// either seen by that call or sees it running: the two counts are
+/// atomic adds, each before the other side's read. A thread already
+/// counted (a lock inside a lock) is not counted twice.
+#[inline(always)]
+pub fn enter_lockers(tid: u32, action: &Action) -> Result<(), ProbeErrorKind> {
+    let member = OpenMember { tid, func: LOCKER_MEMBER };
+    // SAFETY: a read of a map value.
+    if unsafe { AID_OPEN_MEMBER.get(member) }.is_some() {
+        return Ok(());
+    }
+    let key = lockers(action.other.func);
+    add(&key, 1)?;
+    AID_OPEN_MEMBER.insert(member, key, 0).map_err(|_| ProbeErrorKind::MapFull)
+}
+
+/// A release or condition wait ([`ActionKind::LOCKERS_RELEASE`]): the
+/// thread no longer counts among the lockers it was counted in.
+#[inline(always)]
+pub fn leave_lockers(tid: u32) {
+    let member = OpenMember { tid, func: LOCKER_MEMBER };
+    // SAFETY: a read of a map value, copied out at once.
+    if let Some(key) = (unsafe { AID_OPEN_MEMBER.get(member) }).copied() {
+        let _ = AID_OPEN_MEMBER.remove(member);
+        let _ = add(&key, u64::MAX); // -1, wrapping
+    }
 }
 
 /// Whether a lock hold acts at this thread's lock call at all: the thread

@@ -13,14 +13,15 @@
 //! [`aid_common::ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]).
 
 use aid_common::{
-    ANY_INSTANCE, EVERY_ROLE, EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC,
-    SiteKey, SitePoint, TargetFlags,
+    ANY_INSTANCE, ActionKind, EVERY_ROLE, EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD,
+    SYNC_SITE_FUNC, SiteKey, SitePoint, TargetFlags,
 };
 use aya_ebpf::bindings::pt_regs;
 
 use crate::{
     intervene::{
-        lock_hold_applies, lock_hold_due, replayed_entry, stop_for_agent, stop_for_noise_then,
+        enter_lockers, leave_lockers, lock_hold_applies, lock_hold_due, replayed_entry,
+        stop_for_agent, stop_for_noise_then,
     },
     maps::{AID_ACTIONS, AID_ROLES, AID_SYNC_STEPS},
     record::{emit, now},
@@ -79,7 +80,14 @@ pub fn try_sync_point(
     // are not running (an intervention on critical sections).
     let lock = SiteKey { func, role, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
     // SAFETY: as above.
-    let hold = unsafe { AID_ACTIONS.get(lock) }.copied().filter(|a| lock_hold_applies(tid, a));
+    let at_lock = unsafe { AID_ACTIONS.get(lock) }.copied();
+    if at_lock.is_some_and(|a| a.kind == ActionKind::LOCKERS_RELEASE) {
+        leave_lockers(tid);
+    }
+    let hold = at_lock.filter(|a| lock_hold_applies(tid, a));
+    if let Some(action) = hold {
+        enter_lockers(tid, &action)?;
+    }
     match (noise, hold) {
         // Noise first; the agent holds the thread on after it if the
         // other calls run then (they may have begun during the noise).

@@ -72,7 +72,8 @@ pub fn try_exec_seen() -> Result<(), ProbeErrorKind> {
     Ok(())
 }
 
-/// A thread of the target exits: report its final name.
+/// A thread of the target exits: report its final name (and forget its
+/// shadow stack and its place among the lockers of a lock hold).
 #[inline(always)]
 pub fn try_thread_exit() -> Result<(), ProbeErrorKind> {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -80,6 +81,8 @@ pub fn try_thread_exit() -> Result<(), ProbeErrorKind> {
         return Ok(());
     }
     crate::shadow::forget(pid_tgid as u32);
+    // A lock it took under a lock hold is no longer being taken.
+    crate::intervene::leave_lockers(pid_tgid as u32);
     let Ok(comm) = bpf_get_current_comm() else { return Ok(()) };
     let mut words = [0u64; 3];
     words[0] = u64::from_le_bytes([

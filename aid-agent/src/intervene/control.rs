@@ -16,7 +16,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aid_common::{Action, ActionKind, Pending, RunningKey, SiteKey, SitePoint};
+use aid_common::{
+    Action, ActionKind, LOCKER_MEMBER, Pending, RunningKey, SiteKey, SitePoint, lockers,
+};
 use nix::{
     errno::Errno,
     sys::{
@@ -474,7 +476,14 @@ impl Controller<'_> {
                 p.site.func
             );
         }
-        let own = self.probes.open_member(tid.as_raw() as u32, p.site.func);
+        // Where the stopped call is counted: its group, or, at a lock
+        // call a lock hold acts at, the lockers it was counted among
+        // before its check ([`aid_common::lockers`]).
+        let own = self.probes.open_member(tid.as_raw() as u32, p.site.func).or_else(|| {
+            (p.action.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING)
+                .then(|| self.probes.open_member(tid.as_raw() as u32, LOCKER_MEMBER))
+                .flatten()
+        });
         let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING).then_some(p.then);
         let hold = |release: Release,
                     deadline: Instant,
@@ -531,6 +540,16 @@ impl Controller<'_> {
                 let key = RunningKey { group: p.action.other.func, _pad: 0, object };
                 // The thread's own calls counted there (the held call, or
                 // one it is inside): a hold waits for other threads' calls.
+                let mine = counted(&self.probes.open_members(), tid, key);
+                if self.probes.running(&key) <= mine {
+                    record.applied = true;
+                    done(self.probes, record, stops);
+                } else {
+                    hold(Release::WhenIdle { key, mine }, deadline, holds, stops, record);
+                }
+            }
+            ActionKind::HOLD_WHILE_LOCKERS => {
+                let key = lockers(p.action.other.func);
                 let mine = counted(&self.probes.open_members(), tid, key);
                 if self.probes.running(&key) <= mine {
                     record.applied = true;

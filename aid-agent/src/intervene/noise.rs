@@ -785,7 +785,14 @@ impl Plan {
         self.sync_points = true;
         for n in noise {
             let key = site_key(n.at);
-            if self.key_of(&key).is_some() {
+            // An optional action (a held lock's entry wait) yields: the
+            // noise's own key is found first, or takes its place.
+            let taken = self.key_of(&key);
+            if let Some(k) = taken.filter(|k| self.optional.contains(k) && *k == key) {
+                self.optional.retain(|o| *o != k);
+                self.actions.retain(|(t, _, _)| *t != k);
+            }
+            if self.key_of(&key).is_some_and(|k| !self.optional.contains(&k)) {
                 // Counted whether or not it acts in this run: a focused
                 // plan is off in some runs (`Skip`), and passing runs
                 // left out only where it is on would leave the runs

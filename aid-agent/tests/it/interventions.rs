@@ -584,3 +584,45 @@ fn a_call_serialised_against_the_call_it_runs_inside_is_not_held_to_its_timeout(
     let iv = &r.interventions[0];
     assert_eq!((iv.applied, iv.timed_out), (false, false), "applied, timed out");
 }
+
+/// A lock call checked before a call of the group began, and taking the
+/// lock only after (its thread waited in it: another thread held the
+/// mutex): `window` begins while the taker waits in
+/// `pthread_mutex_lock`, and main lets the mutex go once `window` has
+/// begun or its thread is held. Without intervention the taker's critical
+/// section comes inside `window`. With its locks held while `window`
+/// runs, `window` waits at its entry until the taker has let the lock go
+/// (its entry is dated when it went on): the section is before it, not
+/// inside it, and the hold is applied.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_lock_checked_before_a_held_call_began_is_let_go_before_it_runs() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("taken_lock.c", "taken_lock", &[]);
+    // (window's entry, the taker's release of the lock).
+    let times = |s: &Session| {
+        let window = call(s, "window", 2).entry_ns;
+        let unlock = s.functions.iter().find(|f| f.name.starts_with("pthread_mutex_unlock"));
+        let release = s.runs[0]
+            .calls
+            .iter()
+            .find(|c| Some(c.func) == unlock.map(|f| f.id) && c.role == 1)
+            .map(|c| c.entry_ns)
+            .expect("the taker let the lock go");
+        (window, release)
+    };
+    let plan = r#"[{"kind":"hold_locks",
+        "calls":{"func":0,"roles":[1],"instance":0},
+        "while_running":{"func":1,"roles":[2],"instance":0}}]"#;
+    let untouched = plan.replace(r#""roles":[2]"#, r#""roles":[3]"#);
+    let s = intervene(&exe, &[], &["taker", "window"], &untouched, &[]);
+    assert_eq!(s.runs[0].label, Label::Pass, "{:?}", s.runs[0].outcome);
+    let (window, release) = times(&s);
+    assert!(window < release, "the fixture takes the lock inside window");
+    let s = intervene(&exe, &[], &["taker", "window"], plan, &[]);
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Pass, "{:?}", r.outcome);
+    assert!(r.interventions[0].applied && !r.interventions[0].timed_out, "{:?}", r.interventions);
+    let (window, release) = times(&s);
+    assert!(release < window, "window waited for the lock to be let go: {release} vs {window}");
+}
