@@ -149,15 +149,16 @@ fn baseline_within(idx: &RunIndex<'_>, funcs: &Funcs, base: &mut PairBase, dense
     // the set. Runs with more groups than the table holds go straight to
     // the set.
     let n = idx.by_group.len();
-    let mut dense = vec![u32::MAX; if n <= dense_groups { idx.run.calls.len() } else { 0 }];
-    if !dense.is_empty() {
+    let table = n <= dense_groups;
+    let mut dense = vec![u32::MAX; if table { idx.run.calls.len() } else { 0 }];
+    if table {
         for (g, calls) in idx.by_group.values().enumerate() {
             for &i in calls {
                 dense[i as usize] = g as u32;
             }
         }
     }
-    let mut seen = BitSet::new(if dense.is_empty() { 0 } else { n * n * 2 });
+    let mut seen = BitSet::new(if table { n * n * 2 } else { 0 });
     group_overlaps(idx, funcs, &mut |k, _, _, (a, b)| {
         let plain = match k.2 {
             Share::Nothing => Some(0),

@@ -134,7 +134,7 @@ impl FailRule {
                 .signal
                 .filter(|s| want.is_none_or(|w| w == *s))
                 .map(|s| format!("killed by {}", signal_name(s))),
-            FailRule::Timeout => exit.timed_out.then(|| "timed out".to_owned()),
+            FailRule::Timeout => exit.timed_out.then(|| TIMED_OUT.to_owned()),
             FailRule::Hang => exit.hung.is_some().then(|| HANG.to_owned()),
             FailRule::Stdout(r) => {
                 r.is_match(&exit.stdout.text).then(|| format!("stdout matched /{r}/"))
@@ -161,13 +161,16 @@ pub fn signal_name(sig: i32) -> String {
 /// The reason of a run labelled failing because it hung.
 pub const HANG: &str = "hang";
 
+/// The reason of a run labelled failing because it reached `--timeout`.
+pub const TIMED_OUT: &str = "timed out";
+
 /// Judges a finished run: fail if any rule says so (the first one's reason
 /// is kept), pass otherwise.
 pub fn judge(exit: &Exit, rules: &[FailRule]) -> (Label, String) {
     // A timed-out or hung run is killed by us; it never counts as a clean
     // pass.
     if exit.timed_out {
-        return (Label::Fail, "timed out".to_owned());
+        return (Label::Fail, TIMED_OUT.to_owned());
     }
     if exit.hung.is_some() {
         return (Label::Fail, HANG.to_owned());

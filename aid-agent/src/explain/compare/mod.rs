@@ -29,7 +29,7 @@ use std::{
 use serde::Serialize;
 
 use self::{
-    align::{CallKey, Field, View, differing_fields},
+    align::{CallKey, Field, Val, View, differing_fields},
     dual::{Diff, DualSlice, Graph, Side},
     minimize::{Context, Replacement, Rerun, Test, Tester},
 };
@@ -44,6 +44,7 @@ use super::{
 use crate::{
     intervene::SafeList,
     model::{Function, Session},
+    record::fail::{HANG, TIMED_OUT},
 };
 
 /// What the chain ends at.
@@ -194,15 +195,21 @@ pub fn check_runs(session: &Session, fail: u32, pass: Option<u32>) -> Result<(),
 
 /// The exit target: the last call that differs in a value the passing
 /// runs agree on ([`Steady`]), on the main thread when it has one; the
-/// outcome follows it.
+/// outcome follows it. A call the failing run's end cut short (it had not
+/// returned when another thread's assertion ended the process) differs
+/// because the run ended, not as a cause of it, unless aid ended the run
+/// itself: a run that timed out or hung failed by what its calls still
+/// waited for.
 fn exit_target(
     fail: &View,
     pass: &View,
     steady: &Steady<'_>,
 ) -> Result<(CallKey, bool), ExplainError> {
+    let waited = fail.reason == TIMED_OUT || fail.reason == HANG;
     let differs = |k: &&CallKey| {
-        differing_fields(fail, pass, k)
-            .is_some_and(|f| f.iter().any(|(field, _, _)| !steady.varies(k, field)))
+        differing_fields(fail, pass, k).is_some_and(|f| {
+            f.iter().any(|(field, x, _)| (waited || *x != Val::Missing) && !steady.varies(k, field))
+        })
     };
     let last = |main: bool| {
         fail.keys()
@@ -250,10 +257,17 @@ pub fn compare<R: Rerun>(
         View::watched(run, functions, inputs.globals, inputs.spec, objects, w)
     };
     let fail = view(inputs.fail, &mut objects);
-    let pass = match inputs.pass {
-        Some(p) => view(p, &mut objects),
+    // Only the exit target asks which values the passing runs agree on.
+    let exit = matches!(inputs.target, Target::Exit | Target::Ret(Criterion::Exit));
+    let (pass, witnesses) = match inputs.pass {
+        Some(p) => {
+            let pass = view(p, &mut objects);
+            let witnesses =
+                if exit { witnesses(session, &pass, inputs, &mut objects) } else { Vec::new() };
+            (pass, witnesses)
+        }
         None => {
-            let views: Vec<View> = session
+            let mut views: Vec<View> = session
                 .runs
                 .iter()
                 .filter(|r| r.complete && r.interventions.is_empty() && !r.failed())
@@ -263,10 +277,13 @@ pub fn compare<R: Rerun>(
                 })
                 .collect();
             let i = closest_pass(&views, &fail).ok_or(ExplainError::NoPassingRuns)?;
-            views.into_iter().nth(i).expect("index from closest_pass")
+            let pass = views.remove(i);
+            // The others, in id order, are the witnesses `witnesses`
+            // would build again.
+            views.truncate(if exit { WITNESSES } else { 0 });
+            (pass, views)
         }
     };
-    let witnesses = witnesses(session, &pass, inputs, &mut objects);
     let steady = Steady { pass: &pass, witnesses: &witnesses };
     let (key, outcome) = target_call_named(&fail, &pass, &inputs.target, functions, &steady)?;
     let slice = dual::dual_slice(&fail, &pass, &key);

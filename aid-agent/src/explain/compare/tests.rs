@@ -326,3 +326,33 @@ fn a_value_the_passing_runs_disagree_on_is_not_the_exit_target() {
     let c = exit_chain(&with_garbage([7, -1, 7])).unwrap();
     assert_eq!(c.chain_line(), "init#1 ret -1 vs 7 ⇒ the run fails: exit code 1 vs exit code 0");
 }
+
+/// The failing run's `init` on main never returned: another thread's
+/// assertion ended the process while it ran. That says the run ended, not
+/// why: the exit target is the check before it. When aid ended the run
+/// (it timed out, or hung), what its calls still waited for is what it
+/// failed by, and `init` is the target.
+#[test]
+fn a_call_the_failing_runs_end_cut_short_is_not_the_exit_target() {
+    let cut_short = |reason: &str| {
+        let mut s = with_garbage([7, 7, 7]);
+        let fail = s.runs.iter_mut().find(|r| r.id == 2).unwrap();
+        let init = fail.calls.last_mut().unwrap();
+        (init.exit_ns, init.ret) = (None, None);
+        fail.outcome.reason = reason.to_owned();
+        s
+    };
+    let c = exit_chain(&cut_short("killed by SIGABRT")).unwrap();
+    assert!(
+        c.chain_line()
+            .ends_with("⇒ check#1 ret -1 vs 0 ⇒ the run fails: killed by SIGABRT vs exit code 0"),
+        "{}",
+        c.chain_line()
+    );
+    assert!(!c.chain_line().contains("init"), "{}", c.chain_line());
+    for reason in [TIMED_OUT, HANG] {
+        let c = exit_chain(&cut_short(reason)).unwrap();
+        let want = format!("init#1 ret (no return) vs 7 ⇒ the run fails: {reason} vs exit code 0");
+        assert_eq!(c.chain_line(), want);
+    }
+}
