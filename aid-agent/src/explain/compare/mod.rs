@@ -196,8 +196,9 @@ pub fn check_runs(session: &Session, fail: u32, pass: Option<u32>) -> Result<(),
 /// The exit target: the last call that differs in a value the passing
 /// runs agree on ([`Steady`]), on the main thread when it has one; the
 /// outcome follows it. A call the failing run's end cut short (it had not
-/// returned when another thread's assertion ended the process) differs
-/// because the run ended, not as a cause of it, unless aid ended the run
+/// returned when an assertion, in it or on another thread, ended the
+/// process) differs because the run ended, not as a cause of it, unless
+/// aid ended the run
 /// itself: a run that timed out or hung failed by what its calls still
 /// waited for.
 fn exit_target(
