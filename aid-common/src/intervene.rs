@@ -118,6 +118,13 @@ impl ActionKind {
     /// [`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`] holds: the thread no
     /// longer counts among the [`lockers`] it was counted in. Never stops.
     pub const LOCKERS_RELEASE: ActionKind = ActionKind(14);
+    /// Installed by the agent at the site a held thread waits for
+    /// ([`ActionKind::HOLD_UNTIL`], a serialisation's exit), while it
+    /// waits: the thread reaching it stops, so that the agent dates the
+    /// event, lets the waiting threads go and only then this one. Without
+    /// it, the agent sees the event when it next looks, and the thread
+    /// that made it has gone on meanwhile.
+    pub const RELEASE_WAITERS: ActionKind = ActionKind(15);
 
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
@@ -149,6 +156,7 @@ impl core::fmt::Debug for ActionKind {
             ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => f.write_str("HoldLockWhileGroupRunning"),
             ActionKind::HOLD_WHILE_LOCKERS => f.write_str("HoldWhileLockers"),
             ActionKind::LOCKERS_RELEASE => f.write_str("LockersRelease"),
+            ActionKind::RELEASE_WAITERS => f.write_str("ReleaseWaiters"),
             ActionKind(other) => write!(f, "ActionKind({other})"),
         }
     }

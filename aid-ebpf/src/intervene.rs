@@ -203,6 +203,7 @@ pub fn try_enter(ts: u64, entered: Entered, ip: u64, regs: &pt_regs) -> Result<(
     match lookup(tid, &site) {
         Some(action) if due_at_entry(tid, &action, regs, own)? => {
             mark(&site, ts | HELD_MARK);
+            announce_wait(&action);
             stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
         }
         _ => mark(&site, ts),
@@ -277,11 +278,29 @@ pub fn try_exit(
     match action {
         Some(action) if due_at_exit(&action, rax) => {
             mark(&site, ts | HELD_MARK);
+            announce_wait(&action);
             stop_for_agent(tid, action, site, 0, ts, None)?;
         }
         _ => mark(&site, ts),
     }
     Ok(())
+}
+
+/// A thread about to be held until a site happens: the thread reaching
+/// that site will stop for the agent too
+/// ([`ActionKind::RELEASE_WAITERS`], where no action is), so that the
+/// agent lets this one go at once, before that thread goes on. Put there
+/// before this thread stops: a site reached after the hold was decided
+/// finds it.
+#[inline(always)]
+fn announce_wait(action: &Action) {
+    let site = match action.kind {
+        ActionKind::HOLD_UNTIL => action.other,
+        ActionKind::HOLD_WHILE_RUNNING => SiteKey { point: SitePoint::EXIT, ..action.other },
+        _ => return,
+    };
+    let release = Action { kind: ActionKind::RELEASE_WAITERS, ..Action::default() };
+    let _ = AID_ACTIONS.insert(site, release, NOEXIST);
 }
 
 #[inline(always)]
@@ -302,7 +321,10 @@ fn due_at_entry(
     own: Option<RunningKey>,
 ) -> Result<bool, ProbeErrorKind> {
     Ok(match action.kind {
-        ActionKind::DELAY | ActionKind::YIELD | ActionKind::RETURN_EARLY => true,
+        ActionKind::DELAY
+        | ActionKind::YIELD
+        | ActionKind::RETURN_EARLY
+        | ActionKind::RELEASE_WAITERS => true,
         ActionKind::HOLD_UNTIL => awaited(&action.other),
         ActionKind::HOLD_WHILE_RUNNING => {
             let exit = SiteKey { point: SitePoint::EXIT, ..action.other };
@@ -379,7 +401,7 @@ fn due_at_exit(action: &Action, rax: u64) -> bool {
         ActionKind::DELAY | ActionKind::OVERRIDE_RETURN => {
             action.test.passes(rax, action.test_value)
         }
-        ActionKind::REEXECUTE_EXHAUSTED => true,
+        ActionKind::REEXECUTE_EXHAUSTED | ActionKind::RELEASE_WAITERS => true,
         ActionKind::HOLD_UNTIL => awaited(&action.other),
         _ => false,
     }

@@ -3,7 +3,7 @@
 //! groups, replays, and the lost-event and error counters.
 
 use aid_common::{
-    Action, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, HELD_MARK, LostSlot,
+    Action, ActionKind, CallKey, CallStack, EntryRegs, GroupMember, GroupSlot, HELD_MARK, LostSlot,
     MAP_ACTIONS, MAP_CALLS, MAP_ENTRY_REGS, MAP_ERRORS, MAP_GROUPS, MAP_LIVE_UNIT, MAP_LOST,
     MAP_OPEN_MEMBERS, MAP_PENDING, MAP_REPLAY, MAP_ROLE_POOL, MAP_ROLES, MAP_RUNNING, MAP_SHADOW,
     MAP_STAMPS, MAP_SYNC_STEPS, MAP_TARGET, MAP_UNIT_STATE, OpenMember, Pending, ProbeErrorKind,
@@ -190,6 +190,19 @@ impl Probes {
         match actions.remove(&site) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(map_err(MAP_ACTIONS, e)),
+        }
+    }
+
+    /// Nothing waits for `site` any more: the stop the probe of the held
+    /// thread put there ([`ActionKind::RELEASE_WAITERS`]), if any, is
+    /// taken out.
+    pub fn forget_event(&mut self, site: SiteKey) {
+        let Ok(mut actions) = map::<BpfHashMap<_, SiteKey, Action>>(&mut self.ebpf, MAP_ACTIONS)
+        else {
+            return;
+        };
+        if actions.get(&site, 0).is_ok_and(|a| a.kind == ActionKind::RELEASE_WAITERS) {
+            let _ = actions.remove(&site);
         }
     }
 

@@ -388,6 +388,9 @@ impl Controller<'_> {
                     true
                 } else if done || expired || unblocked {
                     release(self.probes, &mut stops[h.record], h, now, done, expired);
+                    if let Release::WhenHappened(site) = h.release {
+                        self.probes.forget_event(site);
+                    }
                     false
                 } else {
                     true
@@ -530,6 +533,25 @@ impl Controller<'_> {
                 } else {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
+            }
+            ActionKind::RELEASE_WAITERS => {
+                // The event happens now: dated first, then the threads
+                // waiting for it go on, then the thread that made it. A
+                // waiting thread's call is thus dated after the event, and
+                // starts before the thread that made it goes on.
+                self.probes.forget_event(p.site);
+                record.released_ns = crate::bpf::monotonic_ns();
+                self.probes.let_go(&p.site, record.released_ns);
+                let now = Instant::now();
+                holds.retain(|h| {
+                    let waits = matches!(h.release, Release::WhenHappened(s) if s == p.site);
+                    if waits && h.then.is_none() {
+                        release(self.probes, &mut stops[h.record], h, now, true, false);
+                    }
+                    !(waits && h.then.is_none())
+                });
+                resume(tid, None);
+                stops.push(record);
             }
             ActionKind::HOLD_WHILE_GROUP_RUNNING | ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => {
                 let object = if p.action.other.role != 0 {

@@ -626,3 +626,25 @@ fn a_lock_checked_before_a_held_call_began_is_let_go_before_it_runs() {
     let (window, release) = times(&s);
     assert!(release < window, "window waited for the lock to be let go: {release} vs {window}");
 }
+
+/// A thread held until an event goes on when the event happens, before
+/// the thread that made it does: main, held at `check`'s entry until the
+/// worker's `mark` has begun, begins `check` before the worker's first
+/// `tick`, which follows `mark` at once (each call dated when it went on).
+/// The worker starts `mark` only once main is held.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_held_thread_goes_on_when_its_event_happens_before_the_thread_that_made_it() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("release_waiters.c", "release_waiters", &[]);
+    let plan = r#"[{"kind":"hold_until",
+        "site":{"func":1,"role":0,"instance":1},"point":"entry",
+        "until":{"func":0,"role":1,"instance":1},"until_point":"entry"}]"#;
+    let s = intervene(&exe, &[], &["mark", "check", "tick"], plan, &[]);
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Pass, "{:?}", r.outcome);
+    assert!(r.interventions[0].applied && !r.interventions[0].timed_out, "{:?}", r.interventions);
+    let (check, mark) = (call(&s, "check", 0).entry_ns, call(&s, "mark", 1).entry_ns);
+    let tick = call(&s, "tick", 1).entry_ns;
+    assert!(mark < check && check < tick, "mark {mark}, check {check}, first tick {tick}");
+}

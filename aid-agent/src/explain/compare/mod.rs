@@ -417,7 +417,7 @@ fn pins(fail: &View, pass: &View, functions: &[Function], safe: &SafeList) -> Ve
             let v = vals.get(&Field::Ret)?;
             (pass.values.get(k)?.get(&Field::Ret) == Some(v)).then_some(())?;
             match v {
-                align::Val::Num(n) => Some(Replacement::Return { call: k.clone(), value: *n }),
+                Val::Num(n) => Some(Replacement::Return { call: k.clone(), value: *n }),
                 _ => None,
             }
         })
@@ -550,7 +550,7 @@ pub fn call_text(k: &CallKey, functions: &[Function]) -> String {
 pub fn diff_text(d: &Diff, functions: &[Function]) -> String {
     match d {
         Diff::Value { call, fields } => {
-            let args: Vec<&(Field, align::Val, align::Val)> =
+            let args: Vec<&(Field, Val, Val)> =
                 fields.iter().filter(|(f, _, _)| *f != Field::Ret).collect();
             let mut parts = Vec::new();
             if args.len() == 1 {
