@@ -291,7 +291,8 @@ pub fn try_exit(
 /// ([`ActionKind::RELEASE_WAITERS`], where no action is), so that the
 /// agent lets this one go at once, before that thread goes on. Put there
 /// before this thread stops: a site reached after the hold was decided
-/// finds it.
+/// finds it. Not where an action for every call of the site's function
+/// is (the call's own would hide it from the probe).
 #[inline(always)]
 fn announce_wait(action: &Action) {
     let site = match action.kind {
@@ -299,6 +300,15 @@ fn announce_wait(action: &Action) {
         ActionKind::HOLD_WHILE_RUNNING => SiteKey { point: SitePoint::EXIT, ..action.other },
         _ => return,
     };
+    // An action for every call there (a group's serialisation, noise for
+    // every thread) would be hidden by one for this call: that one's stop
+    // is left to the agent's look.
+    let any = SiteKey { instance: ANY_INSTANCE, ..site };
+    let every = SiteKey { role: EVERY_ROLE, ..any };
+    // SAFETY: reads of map values.
+    if unsafe { AID_ACTIONS.get(any).is_some() || AID_ACTIONS.get(every).is_some() } {
+        return;
+    }
     let release = Action { kind: ActionKind::RELEASE_WAITERS, ..Action::default() };
     let _ = AID_ACTIONS.insert(site, release, NOEXIST);
 }

@@ -482,8 +482,9 @@ impl Controller<'_> {
         // Where the stopped call is counted: its group, or, at a lock
         // call a lock hold acts at, the lockers it was counted among
         // before its check ([`aid_common::lockers`]).
+        let at_lock = |a: &Action| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING;
         let own = self.probes.open_member(tid.as_raw() as u32, p.site.func).or_else(|| {
-            (p.action.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING)
+            (at_lock(&p.action) || at_lock(&p.then))
                 .then(|| self.probes.open_member(tid.as_raw() as u32, LOCKER_MEMBER))
                 .flatten()
         });
