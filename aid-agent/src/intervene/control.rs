@@ -479,15 +479,7 @@ impl Controller<'_> {
                 p.site.func
             );
         }
-        // Where the stopped call is counted: its group, or, at a lock
-        // call a lock hold acts at, the lockers it was counted among
-        // before its check ([`aid_common::lockers`]).
-        let at_lock = |a: &Action| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING;
-        let own = self.probes.open_member(tid.as_raw() as u32, p.site.func).or_else(|| {
-            (at_lock(&p.action) || at_lock(&p.then))
-                .then(|| self.probes.open_member(tid.as_raw() as u32, LOCKER_MEMBER))
-                .flatten()
-        });
+        let own = self.own(tid, &p);
         let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING).then_some(p.then);
         let hold = |release: Release,
                     deadline: Instant,
@@ -535,44 +527,20 @@ impl Controller<'_> {
                     hold(Release::WhenHappened(exit), deadline, holds, stops, record);
                 }
             }
-            ActionKind::RELEASE_WAITERS => {
-                // The event happens now: dated first, then the threads
-                // waiting for it go on, then the thread that made it. A
-                // waiting thread's call is thus dated after the event, and
-                // starts before the thread that made it goes on.
-                self.probes.forget_event(p.site);
-                record.released_ns = crate::bpf::monotonic_ns();
-                self.probes.let_go(&p.site, record.released_ns);
-                let now = Instant::now();
-                holds.retain(|h| {
-                    let waits = matches!(h.release, Release::WhenHappened(s) if s == p.site);
-                    if waits && h.then.is_none() {
-                        release(self.probes, &mut stops[h.record], h, now, true, false);
-                    }
-                    !(waits && h.then.is_none())
-                });
-                resume(tid, None);
-                stops.push(record);
-            }
-            ActionKind::HOLD_WHILE_GROUP_RUNNING | ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING => {
-                let object = if p.action.other.role != 0 {
-                    argument(&p, p.action.other.instance)
+            ActionKind::RELEASE_WAITERS => self.release_waiters(tid, record, holds, stops),
+            ActionKind::HOLD_WHILE_GROUP_RUNNING
+            | ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
+            | ActionKind::HOLD_WHILE_LOCKERS => {
+                let key = if p.action.kind == ActionKind::HOLD_WHILE_LOCKERS {
+                    lockers(p.action.other.func)
+                } else if p.action.other.role != 0 {
+                    let object = argument(&p, p.action.other.instance);
+                    RunningKey { group: p.action.other.func, _pad: 0, object }
                 } else {
-                    0
+                    RunningKey { group: p.action.other.func, _pad: 0, object: 0 }
                 };
-                let key = RunningKey { group: p.action.other.func, _pad: 0, object };
                 // The thread's own calls counted there (the held call, or
                 // one it is inside): a hold waits for other threads' calls.
-                let mine = counted(&self.probes.open_members(), tid, key);
-                if self.probes.running(&key) <= mine {
-                    record.applied = true;
-                    done(self.probes, record, stops);
-                } else {
-                    hold(Release::WhenIdle { key, mine }, deadline, holds, stops, record);
-                }
-            }
-            ActionKind::HOLD_WHILE_LOCKERS => {
-                let key = lockers(p.action.other.func);
                 let mine = counted(&self.probes.open_members(), tid, key);
                 if self.probes.running(&key) <= mine {
                     record.applied = true;
@@ -620,6 +588,47 @@ impl Controller<'_> {
                 done(self.probes, record, stops);
             }
         }
+    }
+
+    /// Where a stopped call is counted: its group, or, at a lock call a
+    /// lock hold acts at, the lockers it was counted among before its
+    /// check ([`aid_common::lockers`]).
+    fn own(&self, tid: Pid, p: &Pending) -> Option<RunningKey> {
+        let tid = tid.as_raw() as u32;
+        let at_lock = |a: &Action| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING;
+        self.probes.open_member(tid, p.site.func).or_else(|| {
+            (at_lock(&p.action) || at_lock(&p.then))
+                .then(|| self.probes.open_member(tid, LOCKER_MEMBER))
+                .flatten()
+        })
+    }
+
+    /// A thread stopped where threads wait for it to be
+    /// ([`ActionKind::RELEASE_WAITERS`]): the event happens now, dated
+    /// first; then the threads waiting for it go on, then this one. A
+    /// waiting thread's call is thus dated after the event, and begins
+    /// before the thread that made it goes on.
+    fn release_waiters(
+        &mut self,
+        tid: Pid,
+        mut record: StopRecord,
+        holds: &mut Vec<Hold>,
+        stops: &mut Vec<StopRecord>,
+    ) {
+        let site = record.site;
+        self.probes.forget_event(site);
+        record.released_ns = crate::bpf::monotonic_ns();
+        self.probes.let_go(&site, record.released_ns);
+        let now = Instant::now();
+        holds.retain(|h| {
+            let waits = matches!(h.release, Release::WhenHappened(s) if s == site);
+            if waits && h.then.is_none() {
+                release(self.probes, &mut stops[h.record], h, now, true, false);
+            }
+            !(waits && h.then.is_none())
+        });
+        resume(tid, None);
+        stops.push(record);
     }
 
     /// Noise for every thread at a point: each arrival is held until the
