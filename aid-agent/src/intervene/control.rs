@@ -533,11 +533,10 @@ impl Controller<'_> {
             | ActionKind::HOLD_WHILE_LOCKERS => {
                 let key = if p.action.kind == ActionKind::HOLD_WHILE_LOCKERS {
                     lockers(p.action.other.func)
-                } else if p.action.other.role != 0 {
-                    let object = argument(&p, p.action.other.instance);
-                    RunningKey { group: p.action.other.func, _pad: 0, object }
                 } else {
-                    RunningKey { group: p.action.other.func, _pad: 0, object: 0 }
+                    let on_object = p.action.other.role != 0;
+                    let object = if on_object { argument(&p, p.action.other.instance) } else { 0 };
+                    RunningKey { group: p.action.other.func, _pad: 0, object }
                 };
                 // The thread's own calls counted there (the held call, or
                 // one it is inside): a hold waits for other threads' calls.
@@ -622,10 +621,11 @@ impl Controller<'_> {
         let now = Instant::now();
         holds.retain(|h| {
             let waits = matches!(h.release, Release::WhenHappened(s) if s == site);
-            if waits && h.then.is_none() {
+            let go = waits && h.then.is_none();
+            if go {
                 release(self.probes, &mut stops[h.record], h, now, true, false);
             }
-            !(waits && h.then.is_none())
+            !go
         });
         resume(tid, None);
         stops.push(record);

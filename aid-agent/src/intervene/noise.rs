@@ -786,12 +786,8 @@ impl Plan {
         for n in noise {
             let key = site_key(n.at);
             // An optional action (a held lock's entry wait) yields: the
-            // noise's own key is found first, or takes its place.
-            let taken = self.key_of(&key);
-            if let Some(k) = taken.filter(|k| self.optional.contains(k) && *k == key) {
-                self.optional.retain(|o| *o != k);
-                self.actions.retain(|(t, _, _)| *t != k);
-            }
+            // noise takes its key, or its own key is found first.
+            self.drop_optional(&key);
             if self.key_of(&key).is_some_and(|k| !self.optional.contains(&k)) {
                 // Counted whether or not it acts in this run: a focused
                 // plan is off in some runs (`Skip`), and passing runs

@@ -437,10 +437,7 @@ impl Plan {
             b.add(iv);
             // An optional action yields to one this intervention wants.
             for (k, _) in &b.wanted {
-                if let Some(j) = plan.optional.iter().position(|o| o == k) {
-                    plan.optional.swap_remove(j);
-                    plan.actions.retain(|(t, _, _)| t != k);
-                }
+                plan.drop_optional(k);
             }
             let member_taken = |m: &GroupMember, s: &GroupSlot| {
                 plan.groups.iter().any(|(t, ts)| t == m && ts != s)
@@ -490,6 +487,15 @@ impl Plan {
             .iter()
             .any(|(_, a, _)| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING);
         plan
+    }
+
+    /// Takes the optional action at `key` out, if one is there: another
+    /// (an intervention's, or noise's) wants that key.
+    pub(super) fn drop_optional(&mut self, key: &SiteKey) {
+        if let Some(j) = self.optional.iter().position(|o| o == key) {
+            self.optional.swap_remove(j);
+            self.actions.retain(|(t, _, _)| t != key);
+        }
     }
 
     /// The key of the action a stop at `site` served (the one the kernel

@@ -211,6 +211,20 @@ fn group_serialisation_counts_both_groups_and_holds_both_ways() {
     assert_eq!((on_a.other.func, on_a.other.role, on_a.other.instance), (2, 1, 1));
 }
 
+/// Two traced functions, send and recv, and the C library's lock calls
+/// (ids 2 to 5): a lock, its unlock, a condition wait, a write lock.
+fn send_recv() -> Vec<Function> {
+    let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
+    vec![
+        function(0, "send"),
+        function(1, "recv"),
+        sync(2, "pthread_mutex_lock"),
+        sync(3, "pthread_mutex_unlock"),
+        sync(4, "pthread_cond_wait"),
+        sync(5, "pthread_rwlock_wrlock"),
+    ]
+}
+
 /// Every lock a call of send takes waits while a call of recv runs:
 /// one action per role of send at each C library function that takes
 /// a mutex or write lock, applying inside send only, waiting on recv's
@@ -220,15 +234,7 @@ fn group_serialisation_counts_both_groups_and_holds_both_ways() {
 /// at a lock function, at any rank, is the intervention's.
 #[test]
 fn held_locks_wait_at_every_acquisition_inside_the_calls() {
-    let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
-    let functions = vec![
-        function(0, "send"),
-        function(1, "recv"),
-        sync(2, "pthread_mutex_lock"),
-        sync(3, "pthread_mutex_unlock"),
-        sync(4, "pthread_cond_wait"),
-        sync(5, "pthread_rwlock_wrlock"),
-    ];
+    let functions = send_recv();
     let calls = CallSet { func: 0, roles: vec![1, 2], instance: 0, within: None };
     let while_running = CallSet { func: 1, roles: vec![3], instance: 0, within: None };
     let iv = Intervention::HoldLocks { calls, while_running };
@@ -343,13 +349,7 @@ fn noise_on_one_call_of_an_intervened_group_is_dropped() {
 /// displaces nothing.
 #[test]
 fn the_entry_wait_of_held_locks_yields_to_any_other_action() {
-    let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
-    let functions = vec![
-        function(0, "send"),
-        function(1, "recv"),
-        sync(2, "pthread_mutex_lock"),
-        sync(3, "pthread_mutex_unlock"),
-    ];
+    let functions = send_recv();
     let calls = CallSet { func: 0, roles: vec![1], instance: 0, within: None };
     let while_running = CallSet { func: 1, roles: vec![3], instance: 0, within: None };
     let locks = Intervention::HoldLocks { calls, while_running };

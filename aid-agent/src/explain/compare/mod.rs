@@ -43,7 +43,7 @@ use super::{
 };
 use crate::{
     intervene::SafeList,
-    model::{Function, Session},
+    model::{Function, Run, Session},
     record::fail::{HANG, TIMED_OUT},
 };
 
@@ -147,29 +147,32 @@ pub fn pick_pass_watched(
     watched: &BTreeMap<u32, Watched>,
 ) -> Result<u32, ExplainError> {
     let mut objects = Objects::default();
-    let usable = |r: &&crate::model::Run| r.complete && r.interventions.is_empty();
     let f =
-        session.runs.iter().filter(usable).find(|r| r.id == fail).ok_or_else(|| {
+        session.runs.iter().filter(|r| usable(r)).find(|r| r.id == fail).ok_or_else(|| {
             ExplainError::NoSuchRun(fail, id_list(session.runs.iter().map(|r| r.id)))
         })?;
-    let view = |r: &crate::model::Run, objects: &mut Objects| {
+    let view = |r: &Run, objects: &mut Objects| {
         View::watched(r, &session.functions, globals, spec, objects, watched.get(&r.id))
     };
     let fv = view(f, &mut objects);
     let views: Vec<View> = session
         .runs
         .iter()
-        .filter(usable)
-        .filter(|r| !r.failed())
+        .filter(|r| usable(r) && !r.failed())
         .map(|r| view(r, &mut objects))
         .collect();
     closest_pass(&views, &fv).map(|i| views[i].id).ok_or(ExplainError::NoPassingRuns)
 }
 
+/// A run `compare` may use: complete, and made without interventions.
+fn usable(r: &Run) -> bool {
+    r.complete && r.interventions.is_empty()
+}
+
 /// Checks the runs: `fail` must be a failing run and `pass`, if given, a
 /// passing one (both complete and made without interventions).
 pub fn check_runs(session: &Session, fail: u32, pass: Option<u32>) -> Result<(), ExplainError> {
-    let runs = || session.runs.iter().filter(|r| r.complete && r.interventions.is_empty());
+    let runs = || session.runs.iter().filter(|r| usable(r));
     let find = |id: u32| {
         runs()
             .find(|r| r.id == id)
@@ -198,9 +201,8 @@ pub fn check_runs(session: &Session, fail: u32, pass: Option<u32>) -> Result<(),
 /// outcome follows it. A call the failing run's end cut short (it had not
 /// returned when an assertion, in it or on another thread, ended the
 /// process) differs because the run ended, not as a cause of it, unless
-/// aid ended the run
-/// itself: a run that timed out or hung failed by what its calls still
-/// waited for.
+/// aid ended the run itself: a run that timed out or hung failed by what
+/// its calls still waited for.
 fn exit_target(
     fail: &View,
     pass: &View,
@@ -252,36 +254,29 @@ pub fn compare<R: Rerun>(
     let functions = &session.functions;
     check_runs(session, inputs.fail, inputs.pass)?;
     let mut objects = Objects::default();
-    let view = |id: u32, objects: &mut Objects| {
-        let run = session.runs.iter().find(|r| r.id == id).expect("chosen run exists");
-        let w = inputs.watched.and_then(|w| w.get(&id));
-        View::watched(run, functions, inputs.globals, inputs.spec, objects, w)
+    let view = |r: &Run, objects: &mut Objects| {
+        let w = inputs.watched.and_then(|w| w.get(&r.id));
+        View::watched(r, functions, inputs.globals, inputs.spec, objects, w)
     };
-    let fail = view(inputs.fail, &mut objects);
-    // Only the exit target asks which values the passing runs agree on.
+    let run = |id: u32| session.runs.iter().find(|r| r.id == id).expect("checked run exists");
+    let fail = view(run(inputs.fail), &mut objects);
+    // Only the exit target asks which values the passing runs agree on:
+    // up to `WITNESSES` passing runs besides the chosen one, in id order.
     let exit = matches!(inputs.target, Target::Exit | Target::Ret(Criterion::Exit));
+    let keep = if exit { WITNESSES } else { 0 };
+    let passing = session.runs.iter().filter(|r| usable(r) && !r.failed());
     let (pass, witnesses) = match inputs.pass {
         Some(p) => {
-            let pass = view(p, &mut objects);
-            let witnesses =
-                if exit { witnesses(session, &pass, inputs, &mut objects) } else { Vec::new() };
-            (pass, witnesses)
+            let pass = view(run(p), &mut objects);
+            let others = passing.filter(|r| r.id != p).take(keep);
+            let others = others.map(|r| view(r, &mut objects)).collect();
+            (pass, others)
         }
         None => {
-            let mut views: Vec<View> = session
-                .runs
-                .iter()
-                .filter(|r| r.complete && r.interventions.is_empty() && !r.failed())
-                .map(|r| {
-                    let w = inputs.watched.and_then(|w| w.get(&r.id));
-                    View::watched(r, functions, inputs.globals, inputs.spec, &mut objects, w)
-                })
-                .collect();
+            let mut views: Vec<View> = passing.map(|r| view(r, &mut objects)).collect();
             let i = closest_pass(&views, &fail).ok_or(ExplainError::NoPassingRuns)?;
             let pass = views.remove(i);
-            // The others, in id order, are the witnesses `witnesses`
-            // would build again.
-            views.truncate(if exit { WITNESSES } else { 0 });
+            views.truncate(keep);
             (pass, views)
         }
     };
@@ -313,26 +308,6 @@ pub fn compare<R: Rerun>(
 /// How many passing runs besides the chosen one say which values vary
 /// among passing runs ([`Steady`]).
 const WITNESSES: usize = 8;
-
-/// Up to [`WITNESSES`] complete passing runs made without interventions,
-/// other than `pass`, in id order.
-fn witnesses(
-    session: &Session,
-    pass: &View,
-    inputs: &Inputs<'_>,
-    objects: &mut Objects,
-) -> Vec<View> {
-    session
-        .runs
-        .iter()
-        .filter(|r| r.complete && r.interventions.is_empty() && !r.failed() && r.id != pass.id)
-        .take(WITNESSES)
-        .map(|r| {
-            let w = inputs.watched.and_then(|w| w.get(&r.id));
-            View::watched(r, &session.functions, inputs.globals, inputs.spec, objects, w)
-        })
-        .collect()
-}
 
 /// Which values the passing runs agree on: a value of the chosen passing
 /// run that another passing run's same call does not share (a return
