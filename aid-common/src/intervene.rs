@@ -247,7 +247,9 @@ pub struct Action {
     pub other: SiteKey,
     /// Exit actions: which return values they apply to.
     pub test: RetTest,
-    /// [`ActionKind::REEXECUTE`]: most re-executions of one call.
+    /// [`ActionKind::REEXECUTE`]: most re-executions of one call;
+    /// [`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]: [`LOCK_DOES_NOT_WAIT`]
+    /// or 0.
     pub retries: u32,
     /// The reference value of [`RetTest::NOT_EQUAL`].
     pub test_value: u64,
@@ -408,6 +410,16 @@ pub const fn lockers(group: u32) -> RunningKey {
 /// [`OpenMember::func`] of a thread counted among [`lockers`] (function
 /// ids never reach it): its key says which.
 pub const LOCKER_MEMBER: u32 = u32::MAX;
+
+/// [`Action::retries`] of an [`ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]
+/// at a lock call that does not wait for the lock (a try-lock): held like
+/// the others, but not counted among the [`lockers`]. It takes the lock
+/// at once or fails, so no call of the group can begin between its check
+/// and its acquisition but by a preemption a few instructions long, and
+/// one that fails holds no lock to let go: counted, the thread would
+/// stay among the lockers until its next release, and every call of the
+/// group would wait for it.
+pub const LOCK_DOES_NOT_WAIT: u32 = 1;
 
 /// Key of the open-member map: one group call running on a thread, so its
 /// exit can find the object its entry counted it under.

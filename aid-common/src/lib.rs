@@ -26,9 +26,9 @@ pub use error::ProbeErrorKind;
 pub use event::{Event, EventKind, LostSlot, POINTEE_BYTES, PointeeSpec};
 pub use intervene::{
     ANY_INSTANCE, Action, ActionKind, CALL_STACK_DEPTH, CallKey, CallStack, EntryRegs, GroupMember,
-    GroupSlot, HELD_MARK, LOCKER_MEMBER, OpenMember, PT_REGS_WORDS, Pending, Replay, RetTest,
-    RunningKey, SERIALIZED_PAIRS, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState, lockers,
-    serialized_pair,
+    GroupSlot, HELD_MARK, LOCK_DOES_NOT_WAIT, LOCKER_MEMBER, OpenMember, PT_REGS_WORDS, Pending,
+    Replay, RetTest, RunningKey, SERIALIZED_PAIRS, SiteKey, SitePoint, UNITS_IN_FLIGHT, UnitState,
+    lockers, serialized_pair,
 };
 pub use maps::*;
 pub use noise::{EVERY_ROLE, SYNC_COOKIE_BIT, SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC};

@@ -13,8 +13,8 @@
 //! [`aid_common::ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING`]).
 
 use aid_common::{
-    ANY_INSTANCE, ActionKind, EVERY_ROLE, EventKind, ProbeErrorKind, SYNC_EVENTS_PER_THREAD,
-    SYNC_SITE_FUNC, SiteKey, SitePoint, TargetFlags,
+    ANY_INSTANCE, ActionKind, EVERY_ROLE, EventKind, LOCK_DOES_NOT_WAIT, ProbeErrorKind,
+    SYNC_EVENTS_PER_THREAD, SYNC_SITE_FUNC, SiteKey, SitePoint, TargetFlags,
 };
 use aya_ebpf::bindings::pt_regs;
 
@@ -85,7 +85,7 @@ pub fn try_sync_point(
         leave_lockers(tid);
     }
     let hold = at_lock.filter(|a| lock_hold_applies(tid, a));
-    if let Some(action) = hold {
+    if let Some(action) = hold.filter(|a| a.retries != LOCK_DOES_NOT_WAIT) {
         enter_lockers(tid, &action)?;
     }
     match (noise, hold) {

@@ -255,7 +255,10 @@ impl Builder<'_> {
     /// ([`ActionKind::LOCKERS_RELEASE`]), and each call of the group waits
     /// at its entry while a taker that found the group idle has not let
     /// its lock go ([`ActionKind::HOLD_WHILE_LOCKERS`]). That wait is
-    /// optional: where another action wants the same entry, it yields.
+    /// optional: where another action wants the same entry, it yields. A
+    /// try-lock is held but not counted among the takers
+    /// ([`aid_common::LOCK_DOES_NOT_WAIT`]): one that fails has no lock to
+    /// let go.
     fn hold_locks(&mut self, calls: &CallSet, while_running: &CallSet) {
         let group = self.group(while_running, 0);
         let other = SiteKey { func: group, role: 0, instance: 0, point: SitePoint::ENTRY };
@@ -278,7 +281,10 @@ impl Builder<'_> {
         for &role in &calls.roles {
             let at = |func| SiteKey { func, role, instance: ANY_INSTANCE, point: SitePoint::ENTRY };
             for &func in &locks {
-                self.want(at(func), action);
+                let f = &self.functions[func as usize];
+                let tries = crate::predicates::takes_without_waiting(f);
+                let retries = if tries { aid_common::LOCK_DOES_NOT_WAIT } else { 0 };
+                self.want(at(func), Action { retries, ..action });
             }
             for &func in &lets_go {
                 self.want(at(func), released);

@@ -290,6 +290,28 @@ fn held_locks_wait_at_every_acquisition_inside_the_calls() {
     assert!(!none.outcome(&[])[0].applied);
 }
 
+/// A try-lock of the held calls is held like the other lock calls, but
+/// its thread is not counted among the lockers: it never waits for the
+/// lock, and one that fails has none to let go.
+#[test]
+fn a_try_lock_is_held_but_not_counted_among_the_lockers() {
+    let mut functions = send_recv();
+    let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
+    functions.push(sync(6, "pthread_mutex_trylock"));
+    let calls = CallSet { func: 0, roles: vec![1], instance: 0, within: None };
+    let while_running = CallSet { func: 1, roles: vec![3], instance: 0, within: None };
+    let iv = Intervention::HoldLocks { calls, while_running };
+    let plan = Plan::new(&[iv], Duration::from_millis(500), &functions);
+    let mut held: Vec<(u32, u32)> = plan
+        .actions
+        .iter()
+        .filter(|(_, a, _)| a.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING)
+        .map(|(k, a, _)| (k.func, a.retries))
+        .collect();
+    held.sort_unstable();
+    assert_eq!(held, [(2, 0), (5, 0), (6, aid_common::LOCK_DOES_NOT_WAIT)]);
+}
+
 /// Noise delaying the call at `site` by `us`.
 fn delay_at(site: Site, us: u64) -> Noise {
     use crate::model::{NoiseAction, NoiseAt};

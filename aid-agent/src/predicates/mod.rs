@@ -55,7 +55,7 @@ pub(crate) use index::callers;
 pub use learn::learn;
 pub use pairs::PairMember;
 pub use races::{RaceEvidence, RaceVerdict};
-pub use sections::lock_ops;
+pub use sections::{lock_ops, takes_without_waiting};
 
 /// Index of a predicate in a [`Catalog`]; also the node id in the causal
 /// engine.

@@ -90,6 +90,18 @@ const ACQUIRES: &[&str] = &[
 const RELEASES: &[&str] = &["pthread_mutex_unlock", "pthread_rwlock_unlock"];
 const WAITS: &[&str] = &["pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait"];
 
+/// The acquisitions that never wait for the lock: they take it at once or
+/// fail.
+const TRIES: &[&str] = &["pthread_mutex_trylock", "pthread_rwlock_trywrlock"];
+
+/// Whether `f` is one of aid's sync points that takes a lock without
+/// waiting for it (a try-lock).
+pub fn takes_without_waiting(f: &Function) -> bool {
+    f.internal
+        && f.probe == Probe::Sync
+        && TRIES.contains(&f.name.split('@').next().unwrap_or(&f.name))
+}
+
 /// What each function of the session does to a lock (by id): only aid's
 /// own sync-point probes do anything.
 pub fn lock_ops(functions: &[Function]) -> Vec<LockOp> {

@@ -627,6 +627,33 @@ fn a_lock_checked_before_a_held_call_began_is_let_go_before_it_runs() {
     assert!(release < window, "window waited for the lock to be let go: {release} vs {window}");
 }
 
+/// A try-lock that fails inside a call whose locks are held leaves no
+/// lock taken: its thread is not counted among the lockers, and a call of
+/// the awaited group that begins after the failed try does not wait for
+/// it. `taker` tries the mutex main holds, fails, and stays inside its
+/// call for 300 ms; `window` begins at once, before `taker` returns.
+/// Counted, the taker stayed a locker until its thread exited, and
+/// `window` waited for it.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn a_failed_try_lock_of_a_held_call_does_not_keep_the_awaited_call_waiting() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("failed_trylock.c", "failed_trylock", &[]);
+    let plan = r#"[{"kind":"hold_locks",
+        "calls":{"func":0,"roles":[1],"instance":0},
+        "while_running":{"func":1,"roles":[2],"instance":0}}]"#;
+    let s = intervene(&exe, &[], &["taker", "window"], plan, &[]);
+    let r = &s.runs[0];
+    assert_eq!(r.label, Label::Pass, "{:?}", r.outcome);
+    let (taker, window) = (call(&s, "taker", 1), call(&s, "window", 2));
+    let returned = taker.exit_ns.expect("taker returned");
+    assert!(
+        window.entry_ns < returned,
+        "window began at {}, taker returned at {returned}",
+        window.entry_ns
+    );
+}
+
 /// A thread held until an event goes on when the event happens, before
 /// the thread that made it does: main, held at `check`'s entry until the
 /// worker's `mark` has begun, begins `check` before the worker's first
