@@ -15,6 +15,7 @@ pub mod debuginfo;
 mod dwarf;
 mod elf;
 pub mod enclosure;
+pub mod entry_step;
 mod libs;
 pub mod own;
 pub mod returns;
@@ -369,6 +370,9 @@ impl Resolver {
                 if seen.insert((module.path.clone(), sym.address)) {
                     let mut f = function(module, sym, first + out.len() as FuncId, true);
                     f.probe = Probe::Sync;
+                    let args = entry_step::args_read(&sym.name);
+                    f.offset +=
+                        entry_step::step_of(&module.path, sym.offset, sym.address, sym.size, args);
                     if f.params.iter().all(|p| p.kind == ValueKind::Unknown)
                         && sym.matched_by(|n| n.starts_with("pthread_") || n.starts_with("sem_"))
                     {

@@ -654,6 +654,47 @@ fn a_failed_try_lock_of_a_held_call_does_not_keep_the_awaited_call_waiting() {
     );
 }
 
+/// The C library's lock probes sit on the first instruction of the
+/// function the kernel emulates rather than single-steps
+/// (`symbols/entry_step.rs`; BENCHMARKS.md, "Where a lock probe sits"):
+/// on this machine kind's glibc, `pthread_mutex_lock`'s and
+/// `pthread_mutex_unlock`'s are past their entries (its text's file
+/// offsets are its addresses). Moved, each still fires once a call and
+/// records the caller's mutex: 100 locks and 100 unlocks of one mutex on
+/// the worker. The held locks of `work` wait on `idle` on a thread that
+/// never runs it, so the sync points are attached and nothing waits.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn the_c_library_lock_probes_sit_where_the_kernel_emulates_and_see_every_call() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("lock_loop.c", "lock_loop", &[]);
+    let plan = r#"[{"kind":"hold_locks",
+        "calls":{"func":0,"roles":[1],"instance":0},
+        "while_running":{"func":1,"roles":[3],"instance":0}}]"#;
+    let s = intervene(&exe, &[], &["work", "idle"], plan, &[]);
+    assert_eq!(s.runs[0].label, Label::Pass, "{:?}", s.runs[0].outcome);
+    for name in ["pthread_mutex_lock", "pthread_mutex_unlock"] {
+        let f = s.functions.iter().find(|f| f.name == name).expect(name);
+        assert!(
+            f.offset > f.address,
+            "{name} probed at {:#x}, its entry {:#x}",
+            f.offset,
+            f.address
+        );
+    }
+    let calls: Vec<(&str, i64)> = s.runs[0]
+        .calls
+        .iter()
+        .filter(|c| c.role == 1)
+        .map(|c| (s.functions[c.func as usize].name.as_str(), c.args[0]))
+        .collect();
+    let mutexes =
+        |name: &str| -> Vec<i64> { calls.iter().filter(|c| c.0 == name).map(|c| c.1).collect() };
+    let (locked, unlocked) = (mutexes("pthread_mutex_lock"), mutexes("pthread_mutex_unlock"));
+    assert_eq!((locked.len(), unlocked.len()), (100, 100), "{calls:?}");
+    assert!(locked[0] != 0 && locked.iter().chain(&unlocked).all(|m| *m == locked[0]), "{calls:?}");
+}
+
 /// A thread held until an event goes on when the event happens, before
 /// the thread that made it does: main, held at `check`'s entry until the
 /// worker's `mark` has begun, begins `check` before the worker's first
