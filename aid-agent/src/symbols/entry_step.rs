@@ -143,13 +143,14 @@ fn jumped_into(code: &[u8], address: u64, step: u64) -> bool {
 fn emulated(ins: &Instruction, code: &[u8], address: u64) -> bool {
     let at = (ins.ip() - address) as usize;
     let bytes = &code[at..at + ins.len()];
-    match bytes {
-        [0xeb, _] | [0x70..=0x7f, _] => true,
-        [0xe9 | 0xe8, _, _, _, _] => true,
-        [0x0f, 0x80..=0x8f, _, _, _, _] => true,
-        [0x50..=0x57] | [0x41, 0x50..=0x57] => true,
-        _ => false,
-    }
+    matches!(
+        bytes,
+        [0xeb | 0x70..=0x7f, _]
+            | [0xe9 | 0xe8, _, _, _, _]
+            | [0x0f, 0x80..=0x8f, _, _, _, _]
+            | [0x50..=0x57]
+            | [0x41, 0x50..=0x57]
+    )
 }
 
 /// Whether the probe may move past `ins`: it goes on to the next
