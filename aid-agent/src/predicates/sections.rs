@@ -94,12 +94,16 @@ const WAITS: &[&str] = &["pthread_cond_wait", "pthread_cond_timedwait", "pthread
 /// fail.
 const TRIES: &[&str] = &["pthread_mutex_trylock", "pthread_rwlock_trywrlock"];
 
+/// The C library function `f` is, without its symbol version, when it is
+/// one of aid's own sync-point probes.
+fn sync_name(f: &Function) -> Option<&str> {
+    (f.internal && f.probe == Probe::Sync).then(|| f.name.split('@').next().unwrap_or(&f.name))
+}
+
 /// Whether `f` is one of aid's sync points that takes a lock without
 /// waiting for it (a try-lock).
 pub fn takes_without_waiting(f: &Function) -> bool {
-    f.internal
-        && f.probe == Probe::Sync
-        && TRIES.contains(&f.name.split('@').next().unwrap_or(&f.name))
+    sync_name(f).is_some_and(|name| TRIES.contains(&name))
 }
 
 /// What each function of the session does to a lock (by id): only aid's
@@ -108,10 +112,7 @@ pub fn lock_ops(functions: &[Function]) -> Vec<LockOp> {
     functions
         .iter()
         .map(|f| {
-            if !(f.internal && f.probe == Probe::Sync) {
-                return LockOp::None;
-            }
-            let name = f.name.split('@').next().unwrap_or(&f.name);
+            let Some(name) = sync_name(f) else { return LockOp::None };
             if ACQUIRES.contains(&name) {
                 LockOp::Acquire
             } else if RELEASES.contains(&name) {

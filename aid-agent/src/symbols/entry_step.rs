@@ -8,7 +8,7 @@
 //! machine kind that trap is the whole cost: a probe on
 //! `pthread_mutex_lock`'s first instruction (`mov 0x10(%rdi),%eax`) cost
 //! about 15 µs a call, one on its first conditional jump, 14 bytes on,
-//! about 0.25 µs (BENCHMARKS.md, "Where a lock probe sits"). Locks are
+//! about 0.4 µs (BENCHMARKS.md, "Where a lock probe sits"). Locks are
 //! the calls a program makes most often, and a probe that slows each by
 //! 15 µs changes the schedule it is meant to watch.
 //!
