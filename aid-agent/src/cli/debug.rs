@@ -205,9 +205,26 @@ fn print_report(
     explain: bool,
 ) -> anyhow::Result<ExitCode> {
     // Each session's report next to its runs: sessions before the last
-    // (callers traced since), then the last.
+    // (callers traced since), those after it, then the one reported.
+    let mut unconfirmed = Vec::new();
+    let mut others = String::new();
     for earlier in &debugged.earlier {
-        save_session(earlier, svg)?;
+        let dir = earlier.out.display();
+        match save_session(earlier, svg)?.0.root_cause {
+            None => unconfirmed.push(dir.to_string()),
+            Some(root) => {
+                others += &format!(
+                    "Confirmed in an earlier session, under probes that provoke part of the failure (its report: {dir}): {root}\n"
+                );
+            }
+        }
+    }
+    for later in &debugged.later {
+        save_session(later, svg)?;
+        others += &format!(
+            "Debugged again with fewer probes, so that they change the schedule less (its report: {}): no cause confirmed there; the cause above is the failure's as aid's probes make it.\n",
+            later.out.display()
+        );
     }
     let (report, saved) = save_session(debugged, svg)?;
     if saved.no_graphviz {
@@ -217,9 +234,7 @@ fn print_report(
     }
     let text = report::render(&report, &report_layout(verbose, explain))
         + &report::beside::render(&debugged.beside);
-    let earlier: Vec<String> =
-        debugged.earlier.iter().map(|d| d.out.display().to_string()).collect();
-    let earlier = match earlier.as_slice() {
+    let earlier = match unconfirmed.as_slice() {
         [] => String::new(),
         dirs => format!(
             "Earlier sessions, which confirmed no cause (each with its report): {}\n",
@@ -227,10 +242,12 @@ fn print_report(
         ),
     };
     emit(&format!(
-        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n{earlier}",
+        "{text}\nSession and report (report.html, report.json, dag.dot): {}\n{earlier}{others}",
         debugged.out.display()
     ))?;
-    if let Some(phase) = debugged.diagnosis.interrupted {
+    let interrupted =
+        std::iter::once(debugged).chain(&debugged.later).find_map(|d| d.diagnosis.interrupted);
+    if let Some(phase) = interrupted {
         eprintln!(
             "aid: interrupted while {phase}: the report above holds only what was confirmed before; every run is saved in {}",
             debugged.out.display()

@@ -115,8 +115,14 @@ pub fn debug_program(
     let Phase { mut callers, left_out } = first_phase;
     let first = done.out.clone();
     if let Some((next, phase)) = provoked_again(req, &done, &first, &measured, cancel, ui) {
-        done = next_session(done, next);
-        callers = phase.callers;
+        if confirmed(&done) && !confirmed(&next) {
+            // The cause confirmed under the probes stands, said to be
+            // theirs; the session without them is reported after it.
+            done.later.push(next);
+        } else {
+            done = next_session(done, next);
+            callers = phase.callers;
+        }
     }
     if let Some((next, phase)) = at_statements(req, &done, &first, &measured, cancel, ui) {
         done = next_session(done, next);
@@ -269,15 +275,19 @@ fn first_session(
     debug_phase(&this, false, note.as_deref(), measured, cancel, ui)
 }
 
-/// Without `--trace`, when the first session confirmed no cause and its
-/// failure was more frequent under aid's probes than without them beyond
-/// chance (they provoke part of it: SCTBench's circular_buffer_bad failed
-/// in 0 of 100 untraced runs and 14 of 24 traced ones, in more ways than
-/// its bug, and no predicate separated the runs), the program is debugged
-/// again without the functions called most often, in a session of its
-/// own (`fewer-probes-1` under the first one's directory), so that the
-/// failure is closer to what it is untraced, made more frequent by noise
-/// if it is rare. None when nothing is left to trace or that session
+/// Without `--trace`, when the first session's failure was more frequent
+/// under aid's probes than without them beyond chance (they provoke part
+/// of it: SCTBench's circular_buffer_bad failed in 0 of 100 untraced runs
+/// and 14 of 24 traced ones, in more ways than its bug, and no predicate
+/// separated the runs), the program is debugged again without the
+/// functions called most often, in a session of its own (`fewer-probes-1`
+/// under the first one's directory), so that the failure is closer to
+/// what it is untraced, made more frequent by noise if it is rare. This
+/// happens whether or not the first session confirmed a cause: one
+/// confirmed under those probes may be a timing they make (the order of
+/// a call against call 149 of a helper whose probes slow its thread), and
+/// the caller prefers a cause confirmed without them. None when the
+/// first session was cut short, nothing is left to trace or that session
 /// could not be made (said).
 fn provoked_again(
     req: &ProgramRequest,
@@ -290,7 +300,9 @@ fn provoked_again(
     let observed = &done.diagnosis.observed;
     let noun = if observed.noun.is_empty() { "run" } else { observed.noun.as_str() };
     let (untraced, traced) = observed.provoked?;
-    if !req.trace.is_empty() || settled(done, cancel) {
+    let d = &done.diagnosis;
+    let cut_short = d.interrupted.is_some() || d.not_started.is_some();
+    if !req.trace.is_empty() || cut_short || cancel.load(Ordering::Relaxed) {
         return None;
     }
     let (keep, dropped) = without_most_called(&measured.borrow().calls);
@@ -298,10 +310,19 @@ fn provoked_again(
         return None;
     }
     let out = first.join("fewer-probes-1");
-    let why = "no cause confirmed, and aid's probes provoke part of the failure";
+    let (why, also) = if confirmed(done) {
+        (
+            "a cause is confirmed, but aid's probes provoke part of the failure",
+            ", and the cause confirmed with them is the failure's as they make it",
+        )
+    } else {
+        (
+            "no cause confirmed, and aid's probes provoke part of the failure",
+            " and no cause was confirmed",
+        )
+    };
     let this = without_them(req, &keep, &dropped, out, why, ui);
-    let confirmed = " and no cause was confirmed";
-    let note = left_out_note(&dropped, "more frequent", noun, untraced, traced, confirmed, "");
+    let note = left_out_note(&dropped, "more frequent", noun, untraced, traced, also, "");
     session_or_said(&this, Some(&note), "with fewer probes", measured, cancel, ui)
 }
 
@@ -436,12 +457,17 @@ fn without_most_called(traced: &[(String, u64)]) -> (Calls, Calls) {
     (keep, dropped)
 }
 
+/// Whether the session confirmed a root cause.
+fn confirmed(done: &Debugged) -> bool {
+    done.diagnosis.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
+}
+
 /// Whether the search ends here: a cause confirmed, the session cut
 /// short, or the failure too rare under the agent's control for any round
 /// (another traced set is judged the same way).
 fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
     let d = &done.diagnosis;
-    d.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
+    confirmed(done)
         || d.interrupted.is_some()
         || d.not_started.is_some()
         || cancel.load(Ordering::Relaxed)
@@ -660,7 +686,7 @@ fn debug_phase(
     );
     let out = writer.dir().to_owned();
     let phase = Phase { callers: callers.into_inner(), left_out: left_out.into_inner() };
-    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new() }, phase))
+    Ok((Debugged { diagnosis, out, beside, earlier: Vec::new(), later: Vec::new() }, phase))
 }
 
 /// For each of `functions` in the executable, those of `own` (the

@@ -265,6 +265,10 @@ pub struct Debugged {
     /// to trace callers (`campaign::debug_program`): each keeps its runs
     /// in its own directory, and its report is written there too.
     pub earlier: Vec<Debugged>,
+    /// Sessions made after this one that confirmed no cause, when this
+    /// one's stands (`campaign::debug_program`: one with fewer probes
+    /// after a cause confirmed under probes that provoke the failure).
+    pub later: Vec<Debugged>,
 }
 
 /// Observe, analyse, intervene, conclude. Every run is stored with

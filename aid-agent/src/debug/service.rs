@@ -373,7 +373,13 @@ pub fn debug_service(
         &req.options.safe,
         patterns.as_ref().map(|(p, f)| (p.as_path(), f)),
     );
-    Ok(Debugged { diagnosis, out: writer.dir().to_owned(), beside, earlier: Vec::new() })
+    Ok(Debugged {
+        diagnosis,
+        out: writer.dir().to_owned(),
+        beside,
+        earlier: Vec::new(),
+        later: Vec::new(),
+    })
 }
 
 /// Without `--trace`: the program's own functions (not `main`, error

@@ -69,7 +69,14 @@ fn a_failure_the_probes_hide_is_debugged_with_fewer_probes() {
 /// session with `mix` confirmed "call 1 of check on main starts (ends)
 /// before call 143 of mix on worker starts" after 18 rounds, before any
 /// later session: a timing in front of the cause, found by rounds the
-/// clock of `mix` did not confound that time. Not investigated further.
+/// clock of `mix` did not confound that time. With the C library's lock
+/// probes made cheap (stop 74), the first session confirmed a cause in 4
+/// of 12 sessions (2026-12-06, dev agent, alone): twice such a timing
+/// ("call 1 of check on main ends before call 149 of mix on worker
+/// starts"), twice main's check against the publication, and the CI on
+/// record missed 2 of 3. Since a session whose probes provoke the failure
+/// is debugged again without the hot ones whatever it confirmed, 12 of
+/// 12 sessions were right (4 of them after a first confirmation).
 const PROVOKED_SESSIONS: usize = 3;
 const PROVOKED_NEEDED: usize = 2;
 
@@ -81,12 +88,26 @@ fn provoked_session(exe: &Path) -> Result<String, String> {
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     let said = String::from_utf8_lossy(&output.stderr).into_owned();
     let root = root_cause_line(&text).to_owned();
+    // The first session, with `mix` traced, confirmed a cause or none;
+    // either way the program is debugged again without `mix`.
+    let again = ": debugging again without the functions called most often (mix: 150 calls a run), so that the probes change the schedule less: meet, publish, check, pin, worker traced";
+    let first = if said.contains(&format!(
+        "aid: a cause is confirmed, but aid's probes provoke part of the failure{again}"
+    )) {
+        text.contains(" beyond chance), and the cause confirmed with them is the failure's as they make it: this session leaves it out.\n")
+            && text.contains("\nConfirmed in an earlier session, under probes that provoke part of the failure (its report: ")
+    } else {
+        said.contains(&format!(
+            "aid: no cause confirmed, and aid's probes provoke part of the failure{again}"
+        )) && text
+            .contains(" beyond chance) and no cause was confirmed: this session leaves it out.\n")
+            && text
+                .contains("\nEarlier sessions, which confirmed no cause (each with its report): ")
+    };
     let right = output.status.success()
         && said.contains("aid: the failure is more frequent under aid's probes: 0 of 100 runs made without them before the session failed, ")
-        && said.contains("no cause confirmed, and aid's probes provoke part of the failure: debugging again without the functions called most often (mix: 150 calls a run), so that the probes change the schedule less: meet, publish, check, pin, worker traced")
+        && first
         && text.contains("\nWith mix traced too, the failure was more frequent under aid's probes (0 of 100 runs made without them failed, ")
-        && text.contains(" beyond chance) and no cause was confirmed: this session leaves it out.\n")
-        && text.contains("\nEarlier sessions, which confirmed no cause (each with its report): ")
         && root.contains("check on main")
         && root.contains("publish on worker")
         && !root.contains("mix");
@@ -100,9 +121,9 @@ fn provoked_session(exe: &Path) -> Result<String, String> {
 /// fixtures/probe_provoked.c fails in none of its untraced runs and in
 /// about half with its hot helper `mix` traced (the probes slow the
 /// worker past main's earliest check). With no flags, the session says
-/// so with both rates; when it confirms no cause, the program is debugged
-/// again without `mix`, the report says why, and the cause is found in
-/// the runs that noise makes fail as the program does untraced.
+/// so with both rates; whether or not it confirms a cause, the program is
+/// debugged again without `mix`, the report says why, and the cause is
+/// found in the runs that noise makes fail as the program does untraced.
 #[test]
 #[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
 fn a_failure_the_probes_provoke_is_debugged_again_with_fewer_probes() {
