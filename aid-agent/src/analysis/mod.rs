@@ -250,6 +250,11 @@ pub fn analyze_beside(
         sufficient.retain(|&c| c != dup);
         excluded.push((dup, Exclusion::SameAs { id: rep }));
     }
+    for (old, new) in named_by_interleavings(&catalog, &mut candidates, &mut excluded) {
+        for c in necessary.iter_mut().chain(sufficient.iter_mut()).filter(|c| **c == old) {
+            *c = new;
+        }
+    }
     time.statistics = t.elapsed();
     let t = Instant::now();
     let acting = acting_anchors(&failing, &excluded);
@@ -505,7 +510,47 @@ fn admit_fully<'a>(
     admitted.excluded.push((first, Exclusion::SameAs { id }));
 }
 
-/// Admits `id` as a candidate unless a candidate already admitted has the
+/// Each of `candidates` that is the plain overlap of two groups' calls,
+/// where an interleaving of the same calls' critical sections was set
+/// aside as the same event ([`Exclusion::SameAs`]) with the same
+/// intervention, is replaced by that interleaving, which stands for it
+/// and for what it stood for: the runs could not tell them apart, one
+/// round tests both, and the interleaving says how the calls met (a
+/// check and an act of one call on either side of the other's section)
+/// where the overlap says only that they did. Returns (replaced, by).
+fn named_by_interleavings(
+    catalog: &Catalog,
+    candidates: &mut [PredId],
+    excluded: &mut [(PredId, Exclusion)],
+) -> Vec<(PredId, PredId)> {
+    let mut replaced = Vec::new();
+    let iv = |id: PredId| catalog.get(id).and_then(|p| p.intervention.as_ref());
+    for c in candidates.iter_mut() {
+        let Some(general) = catalog.get(*c) else { continue };
+        let narrower = excluded.iter().find_map(|&(d, ref why)| {
+            let same = matches!(why, Exclusion::SameAs { id } if id == c);
+            let p = catalog.get(d)?;
+            (same && p.key.interleaves(&general.key) && iv(d).is_some() && iv(d) == iv(*c))
+                .then_some(d)
+        });
+        let Some(d) = narrower else { continue };
+        let old = std::mem::replace(c, d);
+        for (x, why) in excluded.iter_mut() {
+            if let Exclusion::SameAs { id } = why
+                && *id == old
+            {
+                // The interleaving's own entry now sets the overlap aside.
+                if *x == d {
+                    *x = old;
+                }
+                *id = d;
+            }
+        }
+        replaced.push((old, d));
+    }
+    replaced
+}
+
 /// same intervention (then `id` is excluded as the same event seen twice).
 fn admit<'a>(
     seen: &mut Vec<(&'a Intervention, PredId)>,

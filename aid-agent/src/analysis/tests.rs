@@ -341,6 +341,48 @@ fn of_two_overlaps_that_separate_alike_the_narrower_is_the_candidate() {
     assert!(a.excluded.contains(&(wide, Exclusion::SameAs { id: narrow })));
 }
 
+/// Two withdrawals whose calls overlap only in the failing runs: the
+/// overlap on the account and the interleaving of their critical
+/// sections (the other's check between one's check and its debit) both
+/// separate every run, and serialising the withdrawals on the account
+/// tests both. The interleaving, which says how the calls met, is the
+/// candidate and stands for the overlap (and for running at the same
+/// time, anchored where the overlap is).
+#[test]
+fn an_interleaving_of_sections_names_the_overlap_it_cannot_be_told_from() {
+    let mut s = crate::predicates::tests_sections::withdraw_session();
+    // Passing runs 1 and 2 overlap too: without them only run 0, one
+    // withdrawal after the other, passes.
+    s.runs.retain(|r| ![1, 2].contains(&r.id));
+    let a = analyze(&s, &AnalysisOptions::default()).unwrap();
+    let workers = crate::predicates::Calls::Group { class: 1, within: None };
+    let key = |kind| PredKey {
+        kind,
+        func: 0,
+        calls: workers,
+        other: Some(crate::predicates::Other { func: 0, calls: workers }),
+        arg: 0,
+        callee: None,
+    };
+    let interleaved = a.catalog.find(&key(Kind::Interleaved)).unwrap();
+    let overlap = a.catalog.find(&key(Kind::Overlap)).unwrap();
+    assert!(key(Kind::Interleaved).interleaves(&key(Kind::Overlap)));
+    assert!(!key(Kind::Overlap).interleaves(&key(Kind::Interleaved)));
+    for id in [interleaved, overlap] {
+        assert!(a.scores[id.0 as usize].fully_discriminative, "{:?}", a.catalog.get(id));
+    }
+    assert_eq!(a.candidates, vec![interleaved], "{:?}", a.excluded);
+    assert!(
+        a.excluded.contains(&(overlap, Exclusion::SameAs { id: interleaved })),
+        "{:?}",
+        a.excluded
+    );
+    assert!(
+        a.excluded.iter().all(|(x, why)| *x == interleaved
+            || !matches!(why, Exclusion::SameAs { id } if *id == overlap))
+    );
+}
+
 /// A live unit (`handle`, on the unit's thread) that fails by returning
 /// at once: "call 1 of handle runs too fast" separates every unit, and its
 /// intervention, a delay before `handle` returns, comes after the unit's

@@ -364,6 +364,27 @@ impl PredKey {
             && self.callee.is_some();
         same_calls && (adds_field || adds_callee)
     }
+
+    /// Whether this key, an interleaving of two groups' critical sections
+    /// (a call of one took the lock between two sections of a call of
+    /// the other), says all that `general` says and more: `general` is
+    /// the plain overlap of the same two groups' calls (at the same time,
+    /// or on the same object, with no field or callee added). A call that
+    /// holds the lock between two sections of another call runs while
+    /// that call runs.
+    pub fn interleaves(&self, general: &PredKey) -> bool {
+        let ends = |k: &PredKey| {
+            let o = k.other?;
+            let (a, b) = ((k.func, k.calls), (o.func, o.calls));
+            Some(if a <= b { (a, b) } else { (b, a) })
+        };
+        self.kind == Kind::Interleaved
+            && matches!(general.kind, Kind::Overlap | Kind::Concurrent)
+            && self.is_group()
+            && general.arg == 0
+            && general.callee.is_none()
+            && ends(self).is_some_and(|e| Some(e) == ends(general))
+    }
 }
 
 impl fmt::Display for Calls {
@@ -699,6 +720,6 @@ mod tests_outrun;
 #[cfg(test)]
 mod tests_pairs;
 #[cfg(test)]
-mod tests_sections;
+pub(crate) mod tests_sections;
 #[cfg(test)]
 mod tests_turns;

@@ -30,7 +30,7 @@ pub(super) fn sync(id: u32, name: &str) -> Function {
 /// withdrawal inside its call), so no overlap predicate separates the
 /// runs: the interleaving of the lock sections does. Times in µs; the
 /// releases are aid's sync-point probes on `pthread_mutex_unlock`.
-fn withdraw_session() -> Session {
+pub(crate) fn withdraw_session() -> Session {
     let functions = vec![
         func(0, "withdraw", ValueKind::Signed, &[ValueKind::Pointer, ValueKind::Signed]),
         func(1, "balance", ValueKind::Signed, &[ValueKind::Pointer]),
