@@ -33,7 +33,7 @@ use anyhow::{Context as _, bail};
 
 use crate::{
     agent_binary,
-    corpus_rule::{last_report, names_cause, root_cause_functions},
+    corpus_rule::{last_report, names_cause, printed_report, root_cause_functions},
     root,
 };
 
@@ -224,12 +224,16 @@ fn session(
         .with_context(|| format!("running {}", agent.display()))?;
     let wall = started.elapsed();
     // The session aid wrote: the one directory under aid-sessions/ (the
-    // folder was emptied before), followed to the last climbing session.
+    // folder was emptied before); its answer is the report of the session
+    // the log names as reported, else of the last climbing session.
     let made = std::fs::read_dir(&sessions)
         .ok()
         .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())));
     let runs = made.as_deref().map_or(0, count_runs);
-    let report = made.as_deref().and_then(last_report);
+    let printed = std::fs::read_to_string(&log_path).ok();
+    let report = printed
+        .and_then(|log| printed_report(&log, dir))
+        .or_else(|| made.as_deref().and_then(last_report));
     let Some(report) = report else {
         let why = last_line(&log_path).unwrap_or_else(|| format!("no report ({status})"));
         return Ok(Outcome { verdict: Verdict::NoCause, runs, wall, what: why });
@@ -362,6 +366,26 @@ mod tests {
         assert_eq!(read().as_deref(), Some("left out 2"));
         report("callers-1", "callers")?;
         assert_eq!(read().as_deref(), Some("callers"));
+        std::fs::remove_dir_all(&top)?;
+        Ok(())
+    }
+
+    /// The session debug printed is read, wherever it is among those it
+    /// made; a log with no such line names none.
+    #[test]
+    fn the_report_debug_printed_is_read() -> anyhow::Result<()> {
+        let top = std::env::temp_dir().join(format!("xtask-printed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&top);
+        for (dir, cause) in [("s", "first"), ("s/fewer-probes-1", "none")] {
+            std::fs::create_dir_all(top.join(dir))?;
+            std::fs::write(
+                top.join(dir).join("report.json"),
+                format!("{{\"root_cause\": \"{cause}\"}}"),
+            )?;
+        }
+        let log = "Root cause: first\n\nSession and report (report.html, report.json, dag.dot): s\nDebugged again with fewer probes ...\n";
+        assert_eq!(printed_report(log, &top).unwrap()["root_cause"], "first");
+        assert!(printed_report("aid: no report\n", &top).is_none());
         std::fs::remove_dir_all(&top)?;
         Ok(())
     }

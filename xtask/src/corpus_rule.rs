@@ -44,6 +44,20 @@ pub fn last_report(session: &Path) -> Option<serde_json::Value> {
     })
 }
 
+/// The report of the session `debug` printed, named on its line
+/// "Session and report (report.html, report.json, dag.dot): DIR" in
+/// `log` (DIR relative to `cwd`, where debug ran); None when no such
+/// line names a report. A session with fewer probes after a cause
+/// confirmed under probes that provoke the failure is made after the
+/// one reported and confirms nothing: the last directory made is then
+/// not the answer.
+pub fn printed_report(log: &str, cwd: &Path) -> Option<serde_json::Value> {
+    const LINE: &str = "Session and report (report.html, report.json, dag.dot): ";
+    let dir = log.lines().rev().find_map(|l| l.strip_prefix(LINE))?;
+    let text = std::fs::read_to_string(cwd.join(dir.trim()).join("report.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// The functions a report's root cause names: its structured
 /// `functions`.
 pub fn root_cause_functions(report: &serde_json::Value) -> Vec<&str> {
