@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::common::{agent, alone, sessions_right};
-use crate::corpus_rule::{last_report, names_cause, root_cause_functions};
+use crate::corpus_rule::{last_report, names_cause, printed_report, root_cause_functions};
 
 /// The most a session may take (the scoreboard's `--session-timeout`).
 const SESSION_SECS: &str = "300";
@@ -75,7 +75,9 @@ fn session(p: &Program) -> Result<String, String> {
         .expect("running aid-agent");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let made = std::fs::read_dir(&sessions).ok().and_then(|mut d| d.find_map(Result::ok));
-    let report = made.and_then(|d| last_report(&d.path()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report =
+        printed_report(&stdout, p.dir.path()).or_else(|| made.and_then(|d| last_report(&d.path())));
     let Some(report) = report else {
         return Err(format!("no report ({}): {}", output.status, last_line(&stderr)));
     };
