@@ -244,17 +244,8 @@ pub fn analyze_beside(
         candidates.extend(&sufficient);
     }
     let failing: Vec<&RunTruth> = truths.iter().filter(|t| t.failed).collect();
-    for (dup, rep) in merge::same_moment(&catalog, &candidates, &failing) {
-        candidates.retain(|&c| c != dup);
-        necessary.retain(|&c| c != dup);
-        sufficient.retain(|&c| c != dup);
-        excluded.push((dup, Exclusion::SameAs { id: rep }));
-    }
-    for (old, new) in named_by_interleavings(&catalog, &mut candidates, &mut excluded) {
-        for c in necessary.iter_mut().chain(sufficient.iter_mut()).filter(|c| **c == old) {
-            *c = new;
-        }
-    }
+    let lists = [&mut candidates, &mut necessary, &mut sufficient];
+    merge_same_events(&catalog, lists, &failing, &mut excluded);
     time.statistics = t.elapsed();
     let t = Instant::now();
     let acting = acting_anchors(&failing, &excluded);
@@ -508,6 +499,31 @@ fn admit_fully<'a>(
         }
     }
     admitted.excluded.push((first, Exclusion::SameAs { id }));
+}
+
+/// Sets aside the candidates anchored at the same moment as a better one
+/// about the same calls (`merge::same_moment`), then names each overlap
+/// by the interleaving that stands for it ([`named_by_interleavings`]);
+/// `lists` are the candidates, then the necessary and sufficient ones
+/// among them.
+fn merge_same_events(
+    catalog: &Catalog,
+    lists: [&mut Vec<PredId>; 3],
+    failing: &[&RunTruth],
+    excluded: &mut Vec<(PredId, Exclusion)>,
+) {
+    let [candidates, necessary, sufficient] = lists;
+    for (dup, rep) in merge::same_moment(catalog, candidates, failing) {
+        for list in [&mut *candidates, &mut *necessary, &mut *sufficient] {
+            list.retain(|&c| c != dup);
+        }
+        excluded.push((dup, Exclusion::SameAs { id: rep }));
+    }
+    for (old, new) in named_by_interleavings(catalog, candidates, excluded) {
+        for c in necessary.iter_mut().chain(sufficient.iter_mut()).filter(|c| **c == old) {
+            *c = new;
+        }
+    }
 }
 
 /// Each of `candidates` that is the plain overlap of two groups' calls,
