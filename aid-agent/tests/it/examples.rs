@@ -58,7 +58,16 @@ const SUITE: &[&str] = &[
 /// next CI 0 of 2: not reproduced here; the CI of 797d700 stopped on a
 /// session that started no round, 2 of 39 control runs failing (an error
 /// here, as any outcome outside the two no-cause reports is): the control
-/// now goes on before judging; 0 of 10 on d21a9b2's build, 2026-11-29),
+/// now goes on before judging; 0 of 10 on d21a9b2's build, 2026-11-29;
+/// since stop 74's cheap lock probes the failure needs more noise: on
+/// 2026-12-06 a fresh-clone CI missed 2 of 2, and 20 sessions of the
+/// dev agent with interleavings naming the overlaps they stand for
+/// (b0153bd, 701754e) missed 4, each the same way: the focused noise held
+/// a withdrawal at its entry, serialising the withdrawals displaced that
+/// hold in every intervened run, the round was left untested ("it acted
+/// where the noise that provokes the failure would have"), and the
+/// session with noise at statements added a statement window after the
+/// cause; 1 in 10 CI runs of this case fails at that rate, not fixed),
 /// rust_spawn_closures_with_no_flags 0 of 3
 /// (2026-11-24). Under a load of 15 on 2 CPUs (five engineers building,
 /// 2026-11-27) commit_after_close missed 2 of 2 (`prepare_batch` was no
