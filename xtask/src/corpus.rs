@@ -230,12 +230,10 @@ fn session(
         .ok()
         .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())));
     let runs = made.as_deref().map_or(0, count_runs);
-    let printed = std::fs::read_to_string(&log_path).ok();
-    let report = printed
-        .and_then(|log| printed_report(&log, dir))
-        .or_else(|| made.as_deref().and_then(last_report));
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let report = printed_report(&log, dir).or_else(|| made.as_deref().and_then(last_report));
     let Some(report) = report else {
-        let why = last_line(&log_path).unwrap_or_else(|| format!("no report ({status})"));
+        let why = last_line(&log).unwrap_or_else(|| format!("no report ({status})"));
         return Ok(Outcome { verdict: Verdict::NoCause, runs, wall, what: why });
     };
     let root_cause = report["root_cause"].as_str().map(str::to_owned);
@@ -282,8 +280,7 @@ fn count_runs(session: &Path) -> u64 {
     n
 }
 
-fn last_line(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+fn last_line(text: &str) -> Option<String> {
     text.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned)
 }
 

@@ -287,7 +287,7 @@ fn first_session(
 /// confirmed under those probes may be a timing they make (the order of
 /// a call against call 149 of a helper whose probes slow its thread), and
 /// the caller prefers a cause confirmed without them. None when the
-/// first session was cut short, nothing is left to trace or that session
+/// first session [`stopped`], nothing is left to trace or that session
 /// could not be made (said).
 fn provoked_again(
     req: &ProgramRequest,
@@ -300,9 +300,7 @@ fn provoked_again(
     let observed = &done.diagnosis.observed;
     let noun = if observed.noun.is_empty() { "run" } else { observed.noun.as_str() };
     let (untraced, traced) = observed.provoked?;
-    let d = &done.diagnosis;
-    let cut_short = d.interrupted.is_some() || d.not_started.is_some();
-    if !req.trace.is_empty() || cut_short || cancel.load(Ordering::Relaxed) {
+    if !req.trace.is_empty() || stopped(done, cancel) {
         return None;
     }
     let (keep, dropped) = without_most_called(&measured.borrow().calls);
@@ -462,15 +460,17 @@ fn confirmed(done: &Debugged) -> bool {
     done.diagnosis.discovery.as_ref().is_some_and(|x| x.root_cause.is_some())
 }
 
-/// Whether the search ends here: a cause confirmed, the session cut
-/// short, or the failure too rare under the agent's control for any round
-/// (another traced set is judged the same way).
+/// Whether the search ends here: a cause confirmed, or [`stopped`].
 fn settled(done: &Debugged, cancel: &AtomicBool) -> bool {
+    confirmed(done) || stopped(done, cancel)
+}
+
+/// Whether the session was cut short, or the failure was too rare under
+/// the agent's control for any round (another traced set is judged the
+/// same way).
+fn stopped(done: &Debugged, cancel: &AtomicBool) -> bool {
     let d = &done.diagnosis;
-    confirmed(done)
-        || d.interrupted.is_some()
-        || d.not_started.is_some()
-        || cancel.load(Ordering::Relaxed)
+    d.interrupted.is_some() || d.not_started.is_some() || cancel.load(Ordering::Relaxed)
 }
 
 /// The `--safe` patterns that name one of `names`: a share of the

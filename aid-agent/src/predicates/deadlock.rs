@@ -52,14 +52,10 @@ const RELEASES: &[&str] = &["pthread_mutex_unlock"];
 pub(super) fn lock_calls(functions: &[Function]) -> Vec<u8> {
     functions
         .iter()
-        .map(|f| {
-            let name = f.name.split('@').next().unwrap_or(&f.name);
-            let sync = f.internal && f.probe == crate::model::Probe::Sync;
-            match () {
-                () if sync && TAKES.contains(&name) => 1,
-                () if sync && RELEASES.contains(&name) => 2,
-                () => 0,
-            }
+        .map(|f| match super::sections::sync_name(f) {
+            Some(name) if TAKES.contains(&name) => 1,
+            Some(name) if RELEASES.contains(&name) => 2,
+            _ => 0,
         })
         .collect()
 }

@@ -96,7 +96,7 @@ const TRIES: &[&str] = &["pthread_mutex_trylock", "pthread_rwlock_trywrlock"];
 
 /// The C library function `f` is, without its symbol version, when it is
 /// one of aid's own sync-point probes.
-fn sync_name(f: &Function) -> Option<&str> {
+pub(super) fn sync_name(f: &Function) -> Option<&str> {
     (f.internal && f.probe == Probe::Sync).then(|| f.name.split('@').next().unwrap_or(&f.name))
 }
 
