@@ -148,6 +148,31 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
     Some(action)
 }
 
+/// Noise at a call's own key (a delay, or a priority change) hides the
+/// action for every call of its function there from [`lookup`]: when that
+/// is an intervention's wait on a group (a serialisation, or the wait for
+/// lock takers), the agent goes on to it after the noise, if it is due
+/// then, so that an intervened run keeps the noise the others have
+/// (`Action::default()`: none).
+#[inline(always)]
+fn hold_after_noise(tid: u32, site: &SiteKey, noise: &Action) -> Action {
+    if noise.kind != ActionKind::DELAY && noise.kind != ActionKind::YIELD {
+        return Action::default();
+    }
+    let every_call = SiteKey { instance: ANY_INSTANCE, ..*site };
+    // SAFETY: a read of a map value, copied out at once.
+    match unsafe { AID_ACTIONS.get(every_call) }.copied() {
+        Some(a)
+            if (a.kind == ActionKind::HOLD_WHILE_GROUP_RUNNING
+                || a.kind == ActionKind::HOLD_WHILE_LOCKERS)
+                && (a.within == 0 || running(tid, a.within - 1)) =>
+        {
+            a
+        }
+        _ => Action::default(),
+    }
+}
+
 /// An entry of a call of an intervened run, before its time is taken and
 /// its event emitted.
 pub struct Entered {
@@ -204,7 +229,8 @@ pub fn try_enter(ts: u64, entered: Entered, ip: u64, regs: &pt_regs) -> Result<(
         Some(action) if due_at_entry(tid, &action, regs, own)? => {
             mark(&site, ts | HELD_MARK);
             announce_wait(&action);
-            stop_for_agent(tid, action, site, ip, ts, Some(regs))?;
+            let then = hold_after_noise(tid, &site, &action);
+            stop_with(tid, action, site, ip, ts, Some(regs), then)?;
         }
         _ => mark(&site, ts),
     }

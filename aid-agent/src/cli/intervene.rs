@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     bpf::Programs,
-    model::Intervention,
+    model::{Intervention, Noise},
     record::{
         program::{RecordRequest, record},
         progress::Progress,
@@ -29,6 +29,11 @@ pub struct Args {
     /// JSON file: a list of interventions (see model::Intervention).
     #[arg(long, value_name = "FILE")]
     pub plan: PathBuf,
+    /// JSON file: noise made in every run with the interventions, as a
+    /// debug round's intervened runs have it (a list of noise points, as
+    /// `runs.jsonl` records a run's `noise`).
+    #[arg(long, value_name = "FILE")]
+    pub noise: Option<PathBuf>,
     /// Longest any hold may last.
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub hold_timeout: String,
@@ -66,6 +71,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("reading {}", args.plan.display()))?;
     let interventions: Vec<Intervention> = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
+    let noise: Vec<Noise> = match &args.noise {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a list of noise points", path.display()))?
+        }
+        None => Vec::new(),
+    };
     let req = RecordRequest {
         noise: None,
         policy,
@@ -76,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         store: args.out.store()?,
         out: args.out.out,
         programs: Programs::Record,
-        plan: Some((interventions, hold_timeout)),
+        plan: Some((interventions, noise, hold_timeout)),
         debug: crate::symbols::DebugSearch::default(),
         jobs: args.run.jobs()?,
     };

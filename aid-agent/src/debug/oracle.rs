@@ -439,12 +439,12 @@ mod tests {
 
     /// A run made without a noise point because the intervention acts
     /// where it would (the noise held call 1 of `steal` on role 1; the
-    /// intervention serialises every call of `steal` there) counts only if
-    /// it failed: passing, the missing noise may be why. Without a
-    /// displaced point, a passing run counts.
+    /// intervention holds every call of `steal` there until another call
+    /// has ended) counts only if it failed: passing, the missing noise may
+    /// be why. Without a displaced point, a passing run counts.
     #[test]
     fn a_run_that_passed_without_noise_the_intervention_displaced_is_not_evidence() {
-        use crate::model::{CallSet, Noise, NoiseAction, NoiseAt};
+        use crate::model::{Noise, NoiseAction, NoiseAt, Point};
         let noise = |func| Noise {
             at: NoiseAt::Call { site: Site { func, role: 1, instance: 1 } },
             action: NoiseAction::Delay { us: 1_000 },
@@ -452,10 +452,13 @@ mod tests {
             func: None,
             near_miss: false,
         };
-        let calls = |func, role| CallSet { func, roles: vec![role], instance: 0, within: None };
-        let serialise =
-            Intervention::SerializeGroups { a: calls(0, 1), b: calls(1, 0), object: None };
-        let plan = || Plan::new(std::slice::from_ref(&serialise), Duration::from_millis(500), &[]);
+        let hold = Intervention::HoldUntil {
+            site: Site { func: 0, role: 1, instance: 0 },
+            point: Point::Entry,
+            until: Site { func: 1, role: 0, instance: 1 },
+            until_point: Point::Exit,
+        };
+        let plan = || Plan::new(std::slice::from_ref(&hold), Duration::from_millis(500), &[]);
         let displacing = plan().with_noise(&[noise(0)]);
         let beside = plan().with_noise(&[noise(2)]);
         assert_eq!((displacing.displaced, beside.displaced), (1, 0));

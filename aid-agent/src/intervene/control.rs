@@ -155,6 +155,18 @@ pub struct Controller<'a> {
     pub state: &'a mut StopState,
 }
 
+/// The group whose running calls a hold of kind `action` waits out, for
+/// the call a thread stopped at: the takers of a lock, or the group's
+/// calls (those on the call's object, when the hold is on one).
+fn awaited_group(action: &Action, p: &Pending) -> RunningKey {
+    if action.kind == ActionKind::HOLD_WHILE_LOCKERS {
+        return lockers(action.other.func);
+    }
+    let on_object = action.other.role != 0;
+    let object = if on_object { argument(p, action.other.instance) } else { 0 };
+    RunningKey { group: action.other.func, _pad: 0, object }
+}
+
 /// Argument `position` (1-based) of the call a stopped thread entered.
 fn argument(p: &Pending, position: u32) -> u64 {
     match position {
@@ -180,20 +192,20 @@ fn release(
     proceed(probes, rec, h.tid);
 }
 
-/// Noise at a lock call has let its thread go, and an intervention holds
-/// that lock call while the calls of a group run ([`Hold::then`]): when
-/// one runs on another thread now (it may have begun during the noise),
-/// the thread stays held, now for the intervention, under a stop record
-/// of its own (the noise's ends here). True when it stays.
-fn hold_lock_after_noise(
+/// Noise has let its thread go where an intervention holds it while the
+/// calls of a group run ([`Hold::then`]: at a lock call, or at the entry
+/// of a call the intervention serialises): when one runs on another
+/// thread now (it may have begun during the noise), the thread stays
+/// held, now for the intervention, under a stop record of its own (the
+/// noise's ends here). True when it stays.
+fn hold_after_noise(
     probes: &Probes,
     members: &[(u32, RunningKey)],
     h: &mut Hold,
-    then: Action,
+    (then, key): (Action, RunningKey),
     stops: &mut Vec<StopRecord>,
     now: Instant,
 ) -> bool {
-    let key = RunningKey { group: then.other.func, _pad: 0, object: 0 };
     let mine = counted(members, h.tid, key);
     if probes.running(&key) <= mine {
         return false;
@@ -383,7 +395,7 @@ impl Controller<'_> {
                 let expired = !done && (now >= h.deadline || futile == Some(h.tid));
                 if (done || expired || unblocked)
                     && let Some(then) = h.then.take()
-                    && hold_lock_after_noise(self.probes, &members, h, then, &mut stops, now)
+                    && hold_after_noise(self.probes, &members, h, then, &mut stops, now)
                 {
                     true
                 } else if done || expired || unblocked {
@@ -480,7 +492,13 @@ impl Controller<'_> {
             );
         }
         let own = self.own(tid, &p);
-        let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING).then_some(p.then);
+        let then = matches!(
+            p.then.kind,
+            ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
+                | ActionKind::HOLD_WHILE_GROUP_RUNNING
+                | ActionKind::HOLD_WHILE_LOCKERS
+        )
+        .then(|| (p.then, awaited_group(&p.then, &p)));
         let hold = |release: Release,
                     deadline: Instant,
                     holds: &mut Vec<Hold>,
@@ -531,13 +549,7 @@ impl Controller<'_> {
             ActionKind::HOLD_WHILE_GROUP_RUNNING
             | ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
             | ActionKind::HOLD_WHILE_LOCKERS => {
-                let key = if p.action.kind == ActionKind::HOLD_WHILE_LOCKERS {
-                    lockers(p.action.other.func)
-                } else {
-                    let on_object = p.action.other.role != 0;
-                    let object = if on_object { argument(&p, p.action.other.instance) } else { 0 };
-                    RunningKey { group: p.action.other.func, _pad: 0, object }
-                };
+                let key = awaited_group(&p.action, &p);
                 // The thread's own calls counted there (the held call, or
                 // one it is inside): a hold waits for other threads' calls.
                 let mine = counted(&self.probes.open_members(), tid, key);

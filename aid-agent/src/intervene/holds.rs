@@ -35,9 +35,10 @@ pub(super) struct Hold {
     pub(super) record: usize,
     /// Where the held call is itself counted in a serialised group.
     pub(super) own: Option<RunningKey>,
-    /// Noise at a lock call an intervention holds: its hold, to go on
-    /// with when the noise ends, if due then ([`Pending::then`]).
-    pub(super) then: Option<Action>,
+    /// Noise where an intervention holds the thread too (a lock call, or
+    /// a call of a serialised group): its hold and the group it waits on,
+    /// to go on with when the noise ends, if due then ([`Pending::then`]).
+    pub(super) then: Option<(Action, RunningKey)>,
 }
 
 /// A thread whose call runs again from its entry backs off first, as

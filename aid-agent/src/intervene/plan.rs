@@ -516,17 +516,43 @@ impl Plan {
         own.or_else(any).map(|(k, _, _)| *k)
     }
 
+    /// Whether the action at `key` is a wait on a group that the kernel
+    /// goes on to after noise at one of its calls (`hold_after_noise`).
+    pub(super) fn waits_after_noise(&self, key: &SiteKey) -> bool {
+        key.instance == ANY_INSTANCE
+            && self.actions.iter().any(|(k, a, _)| {
+                k == key
+                    && matches!(
+                        a.kind,
+                        ActionKind::HOLD_WHILE_GROUP_RUNNING | ActionKind::HOLD_WHILE_LOCKERS
+                    )
+            })
+    }
+
     /// The intervention a stop served (the one that installed its action).
     pub fn owner(&self, site: &SiteKey) -> Option<usize> {
         let key = self.key_of(site)?;
-        self.actions.iter().find(|(k, _, _)| *k == key).map(|(_, _, owner)| *owner)
+        self.owner_at(&key)
     }
 
-    /// Whether a stop at `site` served intervention `i` (its own action,
-    /// or one it shares).
-    fn served(&self, site: &SiteKey, i: usize) -> bool {
-        let Some(key) = self.key_of(site) else { return false };
-        self.owner(site) == Some(i) || self.shared.contains(&(key, i))
+    fn owner_at(&self, key: &SiteKey) -> Option<usize> {
+        self.actions.iter().find(|(k, _, _)| k == key).map(|(_, _, owner)| *owner)
+    }
+
+    /// Whether `stop` served intervention `i` (its own action, or one it
+    /// shares). A wait on a group after noise at the same call was
+    /// installed for every call of its function.
+    fn served(&self, stop: &StopRecord, i: usize) -> bool {
+        let Some(mut key) = self.key_of(&stop.site) else { return false };
+        let every_call = SiteKey { instance: ANY_INSTANCE, ..key };
+        if self.owner_at(&key) == Some(usize::MAX)
+            && stop.action != ActionKind::DELAY
+            && stop.action != ActionKind::YIELD
+            && self.waits_after_noise(&every_call)
+        {
+            key = every_call;
+        }
+        self.owner_at(&key) == Some(i) || self.shared.contains(&(key, i))
     }
 
     /// Whether a stop at `site` served one of the random delays.
@@ -550,8 +576,7 @@ impl Plan {
                         held_at_end: false,
                     };
                 }
-                let mine: Vec<&StopRecord> =
-                    stops.iter().filter(|s| self.served(&s.site, i)).collect();
+                let mine: Vec<&StopRecord> = stops.iter().filter(|s| self.served(s, i)).collect();
                 AppliedIntervention {
                     intervention: iv.clone(),
                     applied: mine.iter().all(|s| s.applied),

@@ -337,14 +337,17 @@ fn noise_is_told_apart_from_interventions() {
     assert!(!plan.is_noise(&site_key(s, Point::Entry)));
 }
 
-/// Noise focused on one call of a function an intervention acts on at
-/// every call (a serialisation of two groups) is dropped: installed at
-/// that call, the kernel would find the delay first and the call would
-/// not be serialised (a lock-order cycle then still formed under its
-/// own intervention, in 22 failing runs of a CI round). Noise on another
-/// role's calls of the function stays.
+/// Noise focused on one call of a function a serialisation of two groups
+/// holds at every call is kept: the kernel finds the delay at the call's
+/// own key first and goes on to the serialisation after it
+/// (`hold_after_noise`), so the intervened run keeps the noise the
+/// control runs had. The wait that follows the noise at that call is the
+/// intervention's (it gave up: the intervention timed out); the noise's
+/// own stop is not. Noise where an intervention on every call does not
+/// wait on a group (a hold until another call) is dropped: installed
+/// there, it would stand in for the intervention.
 #[test]
-fn noise_on_one_call_of_an_intervened_group_is_dropped() {
+fn noise_on_one_call_of_a_serialised_group_comes_before_the_serialisation() {
     let noise = |site| delay_at(site, 1860);
     let a = CallSet { func: 1, roles: vec![1], instance: 0, within: None };
     let b = CallSet { func: 1, roles: vec![2], instance: 0, within: None };
@@ -354,14 +357,29 @@ fn noise_on_one_call_of_an_intervened_group_is_dropped() {
         noise(site(1, 2, 3)),
         noise(site(1, 3, 1)),
     ]);
-    assert_eq!(plan.noise.len(), 1);
-    assert_eq!(plan.displaced, 2);
-    assert!(plan.is_noise(&site_key(site(1, 3, 1), Point::Entry)));
-    let at = |role, instance| {
-        let key = site_key(site(1, role, instance), Point::Entry);
-        plan.actions.iter().filter(|(k, _, _)| *k == key).count()
+    assert_eq!((plan.noise.len(), plan.displaced), (3, 0));
+    let own = site_key(site(1, 1, 1), Point::Entry);
+    let at = |key: SiteKey| plan.actions.iter().filter(|(k, _, _)| *k == key).count();
+    let every = SiteKey { instance: ANY_INSTANCE, ..own };
+    assert_eq!((at(own), at(every)), (1, 1));
+    assert!(plan.is_noise(&own));
+    let noise_stop = StopRecord { action: ActionKind::DELAY, ..stop(own, true, false) };
+    let gave_up =
+        StopRecord { action: ActionKind::HOLD_WHILE_GROUP_RUNNING, ..stop(own, false, true) };
+    assert!(!plan.outcome(&[noise_stop.clone()])[0].timed_out);
+    assert!(plan.outcome(&[noise_stop, gave_up])[0].timed_out);
+
+    let every_call = Site { func: 1, role: 1, instance: 0 };
+    let until = Point::Exit;
+    let hold = Intervention::HoldUntil {
+        site: every_call,
+        point: Point::Entry,
+        until: site(2, 2, 1),
+        until_point: until,
     };
-    assert_eq!((at(1, 1), at(2, 3), at(3, 1)), (0, 0, 1));
+    let held = self::plan(&[hold]).with_noise(&[noise(site(1, 1, 1)), noise(site(1, 3, 1))]);
+    assert_eq!((held.noise.len(), held.displaced), (1, 1));
+    assert_eq!(held.actions.iter().filter(|(k, _, _)| *k == own).count(), 0);
 }
 
 /// The entry wait of held locks is optional: another intervention that

@@ -17,7 +17,7 @@ use crate::{
         Plan,
         noise::{NoiseSource, Schedule},
     },
-    model::{Function, Intervention, Label, RecordedRun},
+    model::{Function, Intervention, Label, Noise, NoiseAt, RecordedRun},
     record::{
         fail::RunPolicy,
         jobs::{Done, Feed, Job, Jobs},
@@ -42,8 +42,10 @@ pub struct RecordRequest {
     pub load: LoadOptions,
     pub programs: Programs,
     /// Interventions applied to every run (function ids count from 0 in
-    /// the order the patterns match), and the longest any hold may last.
-    pub plan: Option<(Vec<Intervention>, Duration)>,
+    /// the order the patterns match), the noise made with them in every
+    /// run (as a debug round's intervened runs have it), and the longest
+    /// any hold may last.
+    pub plan: Option<(Vec<Intervention>, Vec<Noise>, Duration)>,
     /// Where separate debug files of a stripped program are looked for.
     pub debug: crate::symbols::DebugSearch,
     /// Noise in every run after the first (`record --noise`), which is
@@ -132,31 +134,44 @@ pub fn record(
             } else {
                 r.resolve(&req.trace)?
             };
-            for iv in req.plan.iter().flat_map(|(ivs, _)| ivs) {
-                for site in iv.acting_sites() {
-                    ensure!(
-                        (site.func as usize) < functions.len(),
-                        "plan names function id {} but only {} are traced",
-                        site.func,
-                        functions.len()
-                    );
-                }
+            let noise =
+                req.plan.iter().flat_map(|(_, noise, _)| noise).filter_map(|n| match n.at {
+                    NoiseAt::Call { site } => Some(site.func),
+                    NoiseAt::Every { func, .. } => Some(func),
+                    NoiseAt::Sync { .. } | NoiseAt::Process => None,
+                });
+            let ivs = req.plan.iter().flat_map(|(ivs, _, _)| ivs);
+            for func in ivs.flat_map(|iv| iv.acting_sites()).map(|s| s.func).chain(noise) {
+                ensure!(
+                    (func as usize) < functions.len(),
+                    "plan names function id {func} but only {} are traced",
+                    functions.len()
+                );
             }
             Ok(functions)
         },
         |tracer, _, _| {
-            // Locks held by a plan are held at the C library's lock calls.
+            // Locks held by a plan are held at the C library's lock calls,
+            // and noise there is made there.
             let holds_locks =
-                req.plan.iter().flat_map(|(ivs, _)| ivs).any(|iv| {
+                req.plan.iter().flat_map(|(ivs, _, _)| ivs).any(|iv| {
                     iv.parts().iter().any(|p| matches!(p, Intervention::HoldLocks { .. }))
                 });
-            if holds_locks {
+            let sync_noise = req
+                .plan
+                .iter()
+                .flat_map(|(_, noise, _)| noise)
+                .any(|n| matches!(n.at, NoiseAt::Sync { .. }));
+            if holds_locks || sync_noise {
                 tracer.add_sync_points()?;
             }
             Ok(())
         },
     )?;
-    let plan = req.plan.as_ref().map(|(ivs, hold)| Plan::new(ivs, *hold, tracer.functions()));
+    let plan = req.plan.as_ref().map(|(ivs, noise, hold)| {
+        let plan = Plan::new(ivs, *hold, tracer.functions());
+        if noise.is_empty() { plan } else { plan.with_noise(noise) }
+    });
     if plan.is_none() {
         let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
         ui.say(&format!(

@@ -3,6 +3,8 @@
 //! that were overhead or noise as pauses, each noise's hold, and the
 //! values forced at returns.
 
+use aid_common::ActionKind;
+
 use crate::{
     intervene::{Plan, control::StopRecord, noise},
     model::{EventRow, FuncId, Function, Noise, NoiseAt, Point, Probe},
@@ -132,8 +134,9 @@ pub(super) fn is_noise(plan: &Plan, stop: &StopRecord, functions: &[Function]) -
 /// Whether noise at `at` is what stopped the thread at `stop` (a stop at
 /// a synchronisation point is keyed by the thread's rank there).
 fn serves(at: NoiseAt, stop: &StopRecord, functions: &[Function]) -> bool {
-    // An intervention's hold after noise at a lock call is not the noise.
-    if stop.action == aid_common::ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING {
+    // Noise delays or demotes; an intervention's hold after noise at the
+    // same stop (a lock call, a serialised call) is not the noise.
+    if !matches!(stop.action, ActionKind::DELAY | ActionKind::YIELD) {
         return false;
     }
     let sync = functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());

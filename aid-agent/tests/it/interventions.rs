@@ -517,6 +517,41 @@ fn group_serialisation_keeps_the_two_groups_apart() {
     assert!(call(&s, "get", 2).entry_ns >= call(&s, "put", 1).exit_ns.unwrap());
 }
 
+/// Noise at one call of a serialised group comes first, and the
+/// serialisation after it: the get is delayed 5 ms at its entry (as a
+/// debug round's focused noise would), and then, the put still running,
+/// waits until the put has returned. Left out (as it was: the kernel finds
+/// the noise at the call's own key first), the intervened run would lack
+/// the noise its control runs had; made alone, it would stand in for the
+/// serialisation, and the get would overlap the put.
+#[test]
+#[ignore = "needs root and eBPF: `cargo xtask test` runs it"]
+fn noise_at_a_serialised_call_comes_before_the_serialisation() {
+    let _bpf = require_bpf();
+    let exe = c_fixture("groups.c", "groups", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let noise = tmp.path().join("noise.json");
+    std::fs::write(
+        &noise,
+        r#"[{"at":{"kind":"call","site":{"func":1,"role":2,"instance":1}},
+            "action":{"kind":"delay","us":5000}}]"#,
+    )
+    .unwrap();
+    let plan = r#"[{"kind":"serialize_groups",
+        "a":{"func":0,"roles":[1,2],"instance":0},
+        "b":{"func":1,"roles":[1,2],"instance":0},"object":[1,1]}]"#;
+    let noise_arg = noise.to_str().unwrap();
+    let s = intervene(&exe, &[], &["put", "get"], plan, &["--noise", noise_arg]);
+    let r = &s.runs[0];
+    let [n] = &r.noise[..] else { panic!("one noise point: {:?}", r.noise) };
+    assert!(n.held_ns >= 5_000_000, "the get was delayed 5 ms: {n:?}");
+    assert!(r.interventions[0].applied && !r.interventions[0].timed_out);
+    assert!(
+        call(&s, "get", 2).entry_ns >= call(&s, "put", 1).exit_ns.unwrap(),
+        "get waited for put"
+    );
+}
+
 /// A thread's locks held while another thread's call runs: the taker's
 /// start routine runs for its whole life (no entry to hold it at), and
 /// takes its lock about 20 times inside `window` without intervention;
