@@ -779,12 +779,10 @@ impl Plan {
     /// needs. Noise is dropped where an intervention already acts, on
     /// that call or on every call it is one of: the kernel looks the
     /// exact call up first, and a delay installed there would stand in
-    /// for the intervention (a delay of every call of a function on a
-    /// role, not applied to the one call the noise had focused on). Not
-    /// where the intervention on every call is a wait on a group (a
-    /// serialisation, or the wait for a lock's takers): the kernel finds
-    /// that one after the noise and the agent goes on to it, so the run
-    /// keeps its noise and the intervention both.
+    /// for the intervention. Not where the intervention on every call is
+    /// a wait on a group (a serialisation, the wait for a lock's takers):
+    /// the agent goes on to it after the noise (the kernel's
+    /// `hold_after_noise`), and the run keeps both.
     pub fn with_noise(mut self, noise: &[Noise]) -> Plan {
         self.sync_points = true;
         for n in noise {
@@ -792,10 +790,6 @@ impl Plan {
             // An optional action (a held lock's entry wait) yields: the
             // noise takes its key, or its own key is found first.
             self.drop_optional(&key);
-            // Noise at a call's own key, where an intervention waits on a
-            // group at every call of its function, is kept: the thread
-            // goes on to that wait after the noise (the kernel's
-            // `hold_after_noise`).
             let covering = self.key_of(&key).filter(|k| !self.optional.contains(k));
             if covering.is_some_and(|k| k == key || !self.waits_after_noise(&k)) {
                 // Counted whether or not it acts in this run: a focused

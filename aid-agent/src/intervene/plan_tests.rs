@@ -366,7 +366,7 @@ fn noise_on_one_call_of_a_serialised_group_comes_before_the_serialisation() {
     let noise_stop = StopRecord { action: ActionKind::DELAY, ..stop(own, true, false) };
     let gave_up =
         StopRecord { action: ActionKind::HOLD_WHILE_GROUP_RUNNING, ..stop(own, false, true) };
-    assert!(!plan.outcome(&[noise_stop.clone()])[0].timed_out);
+    assert!(!plan.outcome(std::slice::from_ref(&noise_stop))[0].timed_out);
     assert!(plan.outcome(&[noise_stop, gave_up])[0].timed_out);
 
     let every_call = Site { func: 1, role: 1, instance: 0 };

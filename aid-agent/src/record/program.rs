@@ -107,6 +107,36 @@ impl RecordSummary {
     }
 }
 
+/// Refuses a plan that names a function beyond the `traced` ones, in an
+/// intervention or in its noise.
+fn check_plan(req: &RecordRequest, traced: usize) -> anyhow::Result<()> {
+    let noise = req.plan.iter().flat_map(|(_, noise, _)| noise).filter_map(|n| match n.at {
+        NoiseAt::Call { site } => Some(site.func),
+        NoiseAt::Every { func, .. } => Some(func),
+        NoiseAt::Sync { .. } | NoiseAt::Process => None,
+    });
+    let ivs = req.plan.iter().flat_map(|(ivs, _, _)| ivs);
+    for func in ivs.flat_map(Intervention::acting_sites).map(|s| s.func).chain(noise) {
+        ensure!(
+            (func as usize) < traced,
+            "plan names function id {func} but only {traced} are traced"
+        );
+    }
+    Ok(())
+}
+
+/// Whether a plan acts at the C library's lock calls: locks it holds are
+/// held there, and noise at a thread's synchronisation points is made
+/// there.
+fn plan_acts_at_sync_points(req: &RecordRequest) -> bool {
+    req.plan.iter().any(|(ivs, noise, _)| {
+        let holds_locks = |iv: &Intervention| {
+            iv.parts().iter().any(|p| matches!(p, Intervention::HoldLocks { .. }))
+        };
+        ivs.iter().any(holds_locks) || noise.iter().any(|n| matches!(n.at, NoiseAt::Sync { .. }))
+    })
+}
+
 /// Runs `req.command` `req.runs` times (fewer when `cancel` is set: the
 /// runs made so far are kept). Each step of the "recording" phase reports
 /// the tally — or, with a plan, what became of that run's interventions.
@@ -134,43 +164,19 @@ pub fn record(
             } else {
                 r.resolve(&req.trace)?
             };
-            let noise =
-                req.plan.iter().flat_map(|(_, noise, _)| noise).filter_map(|n| match n.at {
-                    NoiseAt::Call { site } => Some(site.func),
-                    NoiseAt::Every { func, .. } => Some(func),
-                    NoiseAt::Sync { .. } | NoiseAt::Process => None,
-                });
-            let ivs = req.plan.iter().flat_map(|(ivs, _, _)| ivs);
-            for func in ivs.flat_map(|iv| iv.acting_sites()).map(|s| s.func).chain(noise) {
-                ensure!(
-                    (func as usize) < functions.len(),
-                    "plan names function id {func} but only {} are traced",
-                    functions.len()
-                );
-            }
+            check_plan(req, functions.len())?;
             Ok(functions)
         },
         |tracer, _, _| {
-            // Locks held by a plan are held at the C library's lock calls,
-            // and noise there is made there.
-            let holds_locks =
-                req.plan.iter().flat_map(|(ivs, _, _)| ivs).any(|iv| {
-                    iv.parts().iter().any(|p| matches!(p, Intervention::HoldLocks { .. }))
-                });
-            let sync_noise = req
-                .plan
-                .iter()
-                .flat_map(|(_, noise, _)| noise)
-                .any(|n| matches!(n.at, NoiseAt::Sync { .. }));
-            if holds_locks || sync_noise {
+            if plan_acts_at_sync_points(req) {
                 tracer.add_sync_points()?;
             }
             Ok(())
         },
     )?;
-    let plan = req.plan.as_ref().map(|(ivs, noise, hold)| {
-        let plan = Plan::new(ivs, *hold, tracer.functions());
-        if noise.is_empty() { plan } else { plan.with_noise(noise) }
+    let plan = req.plan.as_ref().map(|(ivs, noise, hold)| match noise[..] {
+        [] => Plan::new(ivs, *hold, tracer.functions()),
+        _ => Plan::new(ivs, *hold, tracer.functions()).with_noise(noise),
     });
     if plan.is_none() {
         let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();
