@@ -138,7 +138,7 @@ pub fn debug_program(
         }
         let out = first.join(format!("left-out-{}", k + 1));
         ui.say(&format!(
-            "no cause confirmed: debugging again with {} traced, left out of the default set for cost (share {} of {shares}, each within the budget beside the functions called at most {} times a run), in {}",
+            "no cause confirmed: debugging again with {} traced, left out of the default set for cost (share {} of {shares}: each within the budget beside the functions called at most {} times a run, or one function alone that costs up to twice the room), in {}",
             crate::util::human::summarize(&share.iter().map(String::as_str).collect::<Vec<_>>()),
             k + 1,
             census::CARRY_CALLS,
