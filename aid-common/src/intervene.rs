@@ -126,6 +126,19 @@ impl ActionKind {
     /// that made it has gone on meanwhile.
     pub const RELEASE_WAITERS: ActionKind = ActionKind(15);
 
+    /// A kind noise installs (a delay, or a PCT priority demotion); an
+    /// intervention's delay is one too.
+    pub const fn is_noise_kind(self) -> bool {
+        self.0 == Self::DELAY.0 || self.0 == Self::YIELD.0
+    }
+
+    /// A wait on a group that the kernel goes on to after noise at the
+    /// same entry (`Pending::then`): a serialisation's, or the wait for a
+    /// lock's takers.
+    pub const fn waits_after_noise(self) -> bool {
+        self.0 == Self::HOLD_WHILE_GROUP_RUNNING.0 || self.0 == Self::HOLD_WHILE_LOCKERS.0
+    }
+
     /// Holds the thread (as opposed to editing its registers).
     pub const fn is_hold(self) -> bool {
         self.0 == Self::DELAY.0

@@ -156,19 +156,13 @@ fn lookup(tid: u32, site: &SiteKey) -> Option<Action> {
 /// (`Action::default()`: none).
 #[inline(always)]
 fn hold_after_noise(tid: u32, site: &SiteKey, noise: &Action) -> Action {
-    if noise.kind != ActionKind::DELAY && noise.kind != ActionKind::YIELD {
+    if !noise.kind.is_noise_kind() {
         return Action::default();
     }
     let every_call = SiteKey { instance: ANY_INSTANCE, ..*site };
     // SAFETY: a read of a map value, copied out at once.
     match unsafe { AID_ACTIONS.get(every_call) }.copied() {
-        Some(a)
-            if (a.kind == ActionKind::HOLD_WHILE_GROUP_RUNNING
-                || a.kind == ActionKind::HOLD_WHILE_LOCKERS)
-                && (a.within == 0 || running(tid, a.within - 1)) =>
-        {
-            a
-        }
+        Some(a) if a.kind.waits_after_noise() && (a.within == 0 || running(tid, a.within - 1)) => a,
         _ => Action::default(),
     }
 }

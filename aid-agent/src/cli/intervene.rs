@@ -3,7 +3,11 @@
 //! and for trying an intervention by hand; `debug` chooses interventions
 //! itself.
 
-use std::{ffi::OsString, path::PathBuf, process::ExitCode};
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::Context as _;
 
@@ -47,6 +51,13 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
+/// A JSON file's contents, or a one-line error saying what it should be.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not {what}", path.display()))
+}
+
 /// One line on stdout per run: what became of its interventions.
 struct RunLines;
 
@@ -67,17 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::args::check_patterns(&args.trace)?;
     let policy = args.run.policy()?;
     let hold_timeout = positive("--hold-timeout", parse_duration(&args.hold_timeout)?)?;
-    let text = std::fs::read_to_string(&args.plan)
-        .with_context(|| format!("reading {}", args.plan.display()))?;
-    let interventions: Vec<Intervention> = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a list of interventions", args.plan.display()))?;
+    let interventions: Vec<Intervention> = read_json(&args.plan, "a list of interventions")?;
     let noise: Vec<Noise> = match &args.noise {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a list of noise points", path.display()))?
-        }
+        Some(path) => read_json(path, "a list of noise points")?,
         None => Vec::new(),
     };
     let req = RecordRequest {

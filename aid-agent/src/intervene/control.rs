@@ -492,12 +492,8 @@ impl Controller<'_> {
             );
         }
         let own = self.own(tid, &p);
-        let then = matches!(
-            p.then.kind,
-            ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
-                | ActionKind::HOLD_WHILE_GROUP_RUNNING
-                | ActionKind::HOLD_WHILE_LOCKERS
-        )
+        let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING
+            || p.then.kind.waits_after_noise())
         .then(|| (p.then, awaited_group(&p.then, &p)));
         let hold = |release: Release,
                     deadline: Instant,

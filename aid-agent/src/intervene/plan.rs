@@ -520,13 +520,7 @@ impl Plan {
     /// goes on to after noise at one of its calls (`hold_after_noise`).
     pub(super) fn waits_after_noise(&self, key: &SiteKey) -> bool {
         key.instance == ANY_INSTANCE
-            && self.actions.iter().any(|(k, a, _)| {
-                k == key
-                    && matches!(
-                        a.kind,
-                        ActionKind::HOLD_WHILE_GROUP_RUNNING | ActionKind::HOLD_WHILE_LOCKERS
-                    )
-            })
+            && self.actions.iter().any(|(k, a, _)| k == key && a.kind.waits_after_noise())
     }
 
     /// The intervention a stop served (the one that installed its action).
@@ -546,8 +540,7 @@ impl Plan {
         let Some(mut key) = self.key_of(&stop.site) else { return false };
         let every_call = SiteKey { instance: ANY_INSTANCE, ..key };
         if self.owner_at(&key) == Some(usize::MAX)
-            && stop.action != ActionKind::DELAY
-            && stop.action != ActionKind::YIELD
+            && !stop.action.is_noise_kind()
             && self.waits_after_noise(&every_call)
         {
             key = every_call;

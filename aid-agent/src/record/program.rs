@@ -174,9 +174,10 @@ pub fn record(
             Ok(())
         },
     )?;
-    let plan = req.plan.as_ref().map(|(ivs, noise, hold)| match noise[..] {
-        [] => Plan::new(ivs, *hold, tracer.functions()),
-        _ => Plan::new(ivs, *hold, tracer.functions()).with_noise(noise),
+    // `with_noise` asks for the synchronisation points even with no noise.
+    let plan = req.plan.as_ref().map(|(ivs, noise, hold)| {
+        let plan = Plan::new(ivs, *hold, tracer.functions());
+        if noise.is_empty() { plan } else { plan.with_noise(noise) }
     });
     if plan.is_none() {
         let names: Vec<&str> = tracer.user_functions().map(|f| f.name.as_str()).collect();

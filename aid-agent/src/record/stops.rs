@@ -3,8 +3,6 @@
 //! that were overhead or noise as pauses, each noise's hold, and the
 //! values forced at returns.
 
-use aid_common::ActionKind;
-
 use crate::{
     intervene::{Plan, control::StopRecord, noise},
     model::{EventRow, FuncId, Function, Noise, NoiseAt, Point, Probe},
@@ -136,7 +134,7 @@ pub(super) fn is_noise(plan: &Plan, stop: &StopRecord, functions: &[Function]) -
 fn serves(at: NoiseAt, stop: &StopRecord, functions: &[Function]) -> bool {
     // Noise delays or demotes; an intervention's hold after noise at the
     // same stop (a lock call, a serialised call) is not the noise.
-    if !matches!(stop.action, ActionKind::DELAY | ActionKind::YIELD) {
+    if !stop.action.is_noise_kind() {
         return false;
     }
     let sync = functions.get(stop.site.func as usize).is_some_and(|f| f.probe.is_sync_point());
