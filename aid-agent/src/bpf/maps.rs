@@ -227,6 +227,18 @@ impl Probes {
         }
     }
 
+    /// Marks a stamped `site` as happened at `ns` (monotonic), whatever
+    /// it was: for an event no probe reaches, which the agent itself
+    /// brings about (a watched object armed).
+    pub fn set_happened(&mut self, site: &SiteKey, ns: u64) {
+        let Ok(mut stamps) = map::<BpfHashMap<_, SiteKey, u64>>(&mut self.ebpf, MAP_STAMPS) else {
+            return;
+        };
+        if stamps.get(site, 0).is_ok() {
+            let _ = stamps.insert(site, ns & !HELD_MARK, 0);
+        }
+    }
+
     /// When `site` happened (monotonic ns), if it has: a thread reached it
     /// and, if the agent held it there, was let go.
     pub fn happened(&self, site: &SiteKey) -> Option<u64> {

@@ -31,7 +31,8 @@
 //!
 //! A plan that does not reproduce sends the ladder on. The search has a
 //! budget of its own ([`SEARCH_RUNS`]), so a session never starts rounds it
-//! cannot finish without having tried. Failures of the ladder's last
+//! cannot finish without having tried, and more ([`MORE_SEARCH_RUNS`])
+//! once some run of the session has failed. Failures of the ladder's last
 //! block are replayed too, on a reserve of [`LAST_REPLAY_RUNS`] beyond it.
 //!
 //! Noise is never a cause: a focused plan is the environment every run of
@@ -64,6 +65,14 @@ pub const REPLAY_MIN: u32 = 2;
 pub const MAX_REPLAYED: usize = 4;
 /// Runs the search may take beyond the observation's own `max_runs`.
 pub const SEARCH_RUNS: u32 = 400;
+/// Runs beyond [`SEARCH_RUNS`] once the session has seen the failure
+/// (some run of it failed, with noise or without): two more passes of the
+/// ladder. A failure the probes let happen can be provoked; one that
+/// showed in no run in 440 is not drawn out by more of the same. In the
+/// corpus, qsort_mt's failure showed in about 1 block of 40 noisy runs in
+/// 8 (3 of 24 blocks in three sessions, 2026-12-06): the 10 blocks of
+/// [`SEARCH_RUNS`] miss it in about 1 session in 4, 20 blocks in 1 in 14.
+pub const MORE_SEARCH_RUNS: u32 = 400;
 /// Runs beyond [`SEARCH_RUNS`] for replaying (and minimising) the noise
 /// of failures the ladder's last block showed, when the budget left
 /// cannot hold a replay; then the ladder ends. Without it such a failure
@@ -128,6 +137,10 @@ pub struct Amplifier {
     level: Vec<bool>,
     /// Runs left for the search.
     budget: u32,
+    /// [`MORE_SEARCH_RUNS`] until drawn on.
+    more: u32,
+    /// Runs of the session that failed, in any phase.
+    failed_runs: u32,
     /// [`LAST_REPLAY_RUNS`] until drawn on (then 0: the ladder ends
     /// after its replays, [`Amplifier::on_reserve`]).
     reserve: u32,
@@ -164,6 +177,8 @@ impl Amplifier {
             plain: Vec::new(),
             level: Vec::new(),
             budget: SEARCH_RUNS,
+            more: MORE_SEARCH_RUNS,
+            failed_runs: 0,
             reserve: LAST_REPLAY_RUNS,
             tried: BTreeSet::new(),
             names: Vec::new(),
@@ -210,6 +225,11 @@ impl Amplifier {
     /// Whether the runs carry noise.
     pub fn noisy(&self) -> bool {
         self.noise.is_some()
+    }
+
+    /// Runs the search has added to its budget ([`MORE_SEARCH_RUNS`]).
+    pub fn more_runs(&self) -> u32 {
+        MORE_SEARCH_RUNS - self.more
     }
 
     /// Whether there is nothing more to try.
@@ -268,8 +288,8 @@ impl Amplifier {
     }
 
     /// Learns from a finished, complete run.
-    /// Long (about 130 lines): one arm per phase of the ladder, each a few
-    /// lines of its own bookkeeping.
+    /// One arm per phase of the ladder, each a few lines of its own
+    /// bookkeeping (the focused runs' in `after_focused_run`).
     pub fn learn(
         &mut self,
         run: &Run,
@@ -285,7 +305,13 @@ impl Amplifier {
             }
         }
         let failed = run.failed();
+        self.failed_runs += u32::from(failed);
         let mut v = Verdict::default();
+        // A replay or a minimising step is not cut short for want of runs
+        // while the search can go on.
+        if matches!(self.phase, Phase::Replay { .. } | Phase::Minimise { .. }) {
+            self.search_on(REPLAYS + 1, &mut v);
+        }
         match &mut self.phase {
             Phase::Natural => {
                 v.basis = true;
@@ -363,39 +389,53 @@ impl Amplifier {
                 }
             }
             Phase::Focused { rate } => {
-                v.basis = true;
-                self.level.push(failed);
                 let rate = *rate;
-                let n = self.level.len() as u32;
-                if n == self.after {
-                    let f = self.level.iter().filter(|&&x| x).count() as u32;
-                    let r = f64::from(f) / f64::from(n);
-                    if r < self.below {
-                        v.say.push(format!(
-                            "with the focused noise only {f} of {n} {}s failed (its replays: {:.0} %): back to random noise",
-                            self.noun,
-                            rate * 100.0
-                        ));
-                        self.unfocus(functions, &mut v);
-                    } else if f == n
-                        && let Some(noise) = self.noise.as_mut()
-                        && let Some(focused) = noise.focused().cloned()
-                    {
-                        let on = focused.on / 2.0;
-                        noise.focus(&focused.plan, on);
-                        self.level.clear();
-                        v.restart = true;
-                        v.say.push(format!(
-                            "every one of {n} {}s with the focused noise failed: it is now on in {:.0} % of them",
-                            self.noun,
-                            on * 100.0
-                        ));
-                    }
-                }
+                self.after_focused_run(failed, rate, functions, &mut v);
             }
             Phase::Exhausted => v.basis = true,
         }
         v
+    }
+
+    /// A run with the focused plan: after a block, the plan is dropped when
+    /// it failed too rarely, or put on in half as many runs when every run
+    /// failed.
+    fn after_focused_run(
+        &mut self,
+        failed: bool,
+        rate: f64,
+        functions: &[Function],
+        v: &mut Verdict,
+    ) {
+        v.basis = true;
+        self.level.push(failed);
+        let n = self.level.len() as u32;
+        if n != self.after {
+            return;
+        }
+        let f = self.level.iter().filter(|&&x| x).count() as u32;
+        let r = f64::from(f) / f64::from(n);
+        if r < self.below {
+            v.say.push(format!(
+                "with the focused noise only {f} of {n} {}s failed (its replays: {:.0} %): back to random noise",
+                self.noun,
+                rate * 100.0
+            ));
+            self.unfocus(functions, v);
+        } else if f == n
+            && let Some(noise) = self.noise.as_mut()
+            && let Some(focused) = noise.focused().cloned()
+        {
+            let on = focused.on / 2.0;
+            noise.focus(&focused.plan, on);
+            self.level.clear();
+            v.restart = true;
+            v.say.push(format!(
+                "every one of {n} {}s with the focused noise failed: it is now on in {:.0} % of them",
+                self.noun,
+                on * 100.0
+            ));
+        }
     }
 
     /// A block of natural runs is over, and all of them so far failed too
@@ -449,6 +489,9 @@ impl Amplifier {
                 plans.push(p.clone());
             }
         }
+        if !plans.is_empty() {
+            self.search_on(REPLAYS, v);
+        }
         // The budget left cannot hold a replay: the ladder is at its end,
         // and its failures are replayed on the reserve.
         if !plans.is_empty() && self.budget < REPLAYS && self.reserve > 0 {
@@ -474,7 +517,22 @@ impl Amplifier {
         self.reserve == 0
     }
 
+    /// The budget cannot hold `need` more runs: when the session has
+    /// seen the failure, the search goes on with [`MORE_SEARCH_RUNS`].
+    fn search_on(&mut self, need: u32, v: &mut Verdict) {
+        if self.budget >= need || self.more == 0 || self.failed_runs == 0 || self.on_reserve() {
+            return;
+        }
+        v.say.push(format!(
+            "{} of this session failed so far: the failure happens under aid's probes, so the search goes on for up to {} more",
+            count(self.failed_runs, self.noun),
+            count(self.more, self.noun)
+        ));
+        self.budget += std::mem::take(&mut self.more);
+    }
+
     fn next_level(&mut self, f: u32, n: u32, functions: &[Function], v: &mut Verdict) {
+        self.search_on(self.after, v);
         let stronger = self.noise.as_ref().and_then(|s| s.level.stronger());
         match stronger {
             Some(level) if self.budget > 0 && !self.on_reserve() => {

@@ -72,6 +72,38 @@ fn the_ladder_is_climbed_again_while_the_budget_holds_a_level() {
     assert_eq!(said.len(), 1 + 9, "rare, 4 stronger, again, 4 stronger: {said:#?}");
 }
 
+/// A program that failed once, in a run without noise: the failure
+/// happens under the probes, so when the 400 runs of [`SEARCH_RUNS`] are
+/// spent the ladder goes around twice more ([`MORE_SEARCH_RUNS`]), said
+/// once; a program that never failed stops at 440 (above).
+#[test]
+fn a_session_that_saw_the_failure_searches_longer() {
+    let functions = [function(0, "read")];
+    let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+    let (mut n, mut said) = (0, Vec::new());
+    while !a.exhausted() && n < 2000 {
+        n += 1;
+        let _ = a.draw();
+        let label = if n == 5 { Label::Fail } else { Label::Pass };
+        let r = run(n, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
+        said.extend(a.learn(&r, &[], &functions).say.into_iter().map(|l| (n, l)));
+    }
+    assert_eq!(n, 40 + SEARCH_RUNS + MORE_SEARCH_RUNS, "{said:#?}");
+    let more: Vec<&(u32, String)> =
+        said.iter().filter(|(_, l)| l.contains("the search goes on")).collect();
+    assert_eq!(
+        more,
+        vec![&(
+            40 + SEARCH_RUNS,
+            "1 run of this session failed so far: the failure happens under aid's probes, so the search goes on for up to 400 runs more".to_owned()
+        )]
+    );
+    assert_eq!(a.more_runs(), MORE_SEARCH_RUNS);
+    let again: Vec<u32> =
+        said.iter().filter(|(_, l)| l.contains("the ladder again")).map(|e| e.0).collect();
+    assert_eq!(again, vec![240, 440, 640], "{said:#?}");
+}
+
 /// With statement points in the session, the ladder's second pass
 /// also acts at them, said once, and the verdict tells the source
 /// (it attaches them to the noisy runs from then on).
@@ -158,16 +190,16 @@ fn statement_points_are_those_of_the_functions_called() {
     assert_eq!(statement_points(&functions, &[]), vec![2, 3, 4]);
 }
 
-/// A program that fails only under one plan of noise, first drawn in
-/// the last block of the ladder (run `first` of the 440 it has): what
-/// was said at which run, and the runs made, until the ladder is done
-/// or focused (at most 1000 runs). `replays_fail`: whether the plan
-/// fails when replayed.
-fn fails_late(first: u32, replays_fail: bool) -> (u32, Vec<(u32, String)>) {
+/// A program that fails only under one plan of noise, first drawn at
+/// run `first` (and, when `natural` is given, once in that run of the
+/// natural ones, which carries no noise): what was said at which run,
+/// and the runs made, until the ladder is done or focused (at most 2000
+/// runs). `replays_fail`: whether the plan fails when replayed.
+fn fails_late(natural: Option<u32>, first: u32, replays_fail: bool) -> (u32, Vec<(u32, String)>) {
     let functions = [function(0, "read")];
     let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
     let (mut said, mut plan, mut n) = (Vec::new(), None::<Vec<Noise>>, 0);
-    while !a.exhausted() && n < 1000 {
+    while !a.exhausted() && n < 2000 {
         n += 1;
         let drawn: Vec<Noise> = a
             .draw()
@@ -177,7 +209,9 @@ fn fails_late(first: u32, replays_fail: bool) -> (u32, Vec<(u32, String)>) {
         if n == first {
             plan = Some(drawn.clone());
         }
-        let failed = n == first || (replays_fail && n > first && plan.as_ref() == Some(&drawn));
+        let failed = n == first
+            || natural == Some(n)
+            || (replays_fail && n > first && plan.as_ref() == Some(&drawn));
         let label = if failed { Label::Fail } else { Label::Pass };
         let mut r = run(n, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
         r.noise = drawn;
@@ -194,11 +228,13 @@ fn fails_late(first: u32, replays_fail: bool) -> (u32, Vec<(u32, String)>) {
 /// A failure in the ladder's last block, with no budget left for a
 /// replay: its noise is replayed on the reserve
 /// ([`LAST_REPLAY_RUNS`]), and focused on when it reproduces; when it
-/// does not, the ladder ends after the replay, not a level later.
+/// does not, the ladder ends after the replay, not a level later. The
+/// session failed once before, without noise, so its search had
+/// [`MORE_SEARCH_RUNS`] too and its last block ends at run 840.
 #[test]
 fn a_failure_in_the_last_block_is_replayed_on_the_reserve() {
-    let last = 40 + SEARCH_RUNS;
-    let (n, said) = fails_late(last - 3, true);
+    let last = 40 + SEARCH_RUNS + MORE_SEARCH_RUNS;
+    let (n, said) = fails_late(Some(5), last - 3, true);
     let at = |text: &str| said.iter().find(|(_, l)| l.starts_with(text)).map(|e| e.0);
     assert_eq!(
         at(
@@ -209,12 +245,41 @@ fn a_failure_in_the_last_block_is_replayed_on_the_reserve() {
     );
     assert_eq!(at("focusing the noise on"), Some(n));
     assert!(n > last && n <= last + LAST_REPLAY_RUNS, "{n} runs: {said:#?}");
-    let (n, said) = fails_late(last - 3, false);
+    let (n, said) = fails_late(Some(5), last - 3, false);
     assert_eq!(n, last + REPLAYS, "{said:#?}");
     assert_eq!(
         said.last().map(|e| e.1.as_str()),
         Some("no replayed noise failed in 2 or more of 8 runs: the failures were not its doing")
     );
+}
+
+/// The first failure of a session in the last block of [`SEARCH_RUNS`]:
+/// the search goes on ([`MORE_SEARCH_RUNS`]), its noise is replayed on
+/// those runs and the reserve is kept for the end; when the replays do
+/// not reproduce it, the ladder goes around again.
+#[test]
+fn a_first_failure_in_the_last_block_makes_the_search_go_on() {
+    let last = 40 + SEARCH_RUNS;
+    let (n, said) = fails_late(None, last - 3, false);
+    let at = |text: &str| said.iter().find(|(_, l)| l.starts_with(text)).map(|e| e.0);
+    assert_eq!(
+        at(
+            "1 run of this session failed so far: the failure happens under aid's probes, so the search goes on for up to 400 runs more"
+        ),
+        Some(last),
+        "{said:#?}"
+    );
+    assert_eq!(at("the failure showed in 1 of 40 runs with that noise"), Some(last));
+    assert_eq!(at("no replayed noise failed"), Some(last + REPLAYS));
+    assert_eq!(
+        at("still rare with that noise (1 of 40 runs): the ladder again from its start"),
+        Some(last + REPLAYS),
+        "{said:#?}"
+    );
+    // The replay's 8 runs, then ten levels of 40 (the last one begun
+    // with 32 runs of the budget left, and made whole); the reserve was
+    // not drawn on.
+    assert_eq!(n, last + REPLAYS + MORE_SEARCH_RUNS, "{said:#?}");
 }
 
 /// `--amplify starve`: the first noisy runs already starve a thread

@@ -497,9 +497,9 @@ pub(super) fn observe(
     let mut early: Option<String> = None;
     // The search for a noise that provokes the failure has runs of its
     // own beyond `max_runs`; `--runs N` is exactly N, whatever they are.
-    let limit = opts.runs.unwrap_or_else(|| {
-        opts.max_runs + if source.can_amplify() { amplify::SEARCH_RUNS } else { 0 }
-    });
+    // It grows when the search draws on more runs (`Amplifier::more_runs`).
+    let base = opts.max_runs + if source.can_amplify() { amplify::SEARCH_RUNS } else { 0 };
+    let mut limit = opts.runs.unwrap_or(base);
     observed.noun = noun.to_owned();
     observed.jobs = source.jobs();
     // The bar's length is the most runs it may take.
@@ -545,6 +545,11 @@ pub(super) fn observe(
         }
         if stop {
             break;
+        }
+        if opts.runs.is_none() && base + amp.more_runs() > limit {
+            limit = base + amp.more_runs();
+            ui.begin(&format!("observing {noun}s"), Some(u64::from(limit)));
+            ui.step_to(u64::from(observed.runs), "");
         }
     }
     ui.end();

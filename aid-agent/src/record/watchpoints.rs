@@ -5,10 +5,10 @@
 //! An object's address is only known in the run itself (address space
 //! randomisation, a heap that depends on timing), so each object names
 //! where to learn it — the entry or exit of a call of the base run — and
-//! the run is an intervened one: that call's thread is stopped there for a
-//! moment (a 1 ms delay, the intervention mechanism's), the agent reads
-//! the address from its registers (an argument, the return value) or adds
-//! the load bias to a global's ELF address, and opens the two breakpoints
+//! the run is an intervened one: that call's thread is stopped there (a
+//! hold, the intervention mechanism's) until the agent has read
+//! the address from its registers (an argument, the return value) or added
+//! the load bias to a global's ELF address, and opened the two breakpoints
 //! of the address on every thread of the target. Threads created later
 //! inherit them. A global is armed at the first traced call of the main
 //! thread, before other threads exist.
@@ -50,9 +50,10 @@ use crate::{
 /// Objects one run can watch: 4 debug registers, 2 per address.
 pub const MAX_OBJECTS: usize = 2;
 
-/// How long the thread that learns an address is held while the agent
-/// arms it (the agent arms at once; the hold only has to outlast that).
-const ARM_HOLD_US: u64 = 1000;
+/// Longest hold of the thread that learns an address: it is let go as
+/// soon as the agent has armed the object (microseconds, tens on a busy
+/// machine); this only bounds a hold the agent cannot end (it is stuck).
+const ARM_HOLD_MAX_US: u64 = 1_000_000;
 
 /// How often hits are drained during the run (the buffer holds ~130,000).
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
@@ -201,27 +202,44 @@ impl Watcher {
     }
 
     /// `plan` plus the holds that arm each object (not interventions: the
-    /// run records none for them).
+    /// run records none for them): the thread that reaches an object's
+    /// arming site is held until the agent marks the object armed
+    /// (`armed_site`).
     pub fn plan(&self, plan: &Plan) -> Plan {
         let mut plan = plan.clone();
-        for o in &self.objects {
+        for (i, o) in self.objects.iter().enumerate() {
             let key = site_key(o.arm_at, o.arm_point);
-            if !plan.stamp.contains(&key) {
-                plan.stamp.push(key);
+            for site in [key, armed_site(i)] {
+                if !plan.stamp.contains(&site) {
+                    plan.stamp.push(site);
+                }
             }
             if plan.actions.iter().any(|(k, _, _)| *k == key) {
                 continue;
             }
             let action = aid_common::Action {
-                kind: ActionKind::DELAY,
-                value: ARM_HOLD_US,
-                timeout_us: ARM_HOLD_US,
+                kind: ActionKind::HOLD_UNTIL,
+                other: armed_site(i),
+                timeout_us: ARM_HOLD_MAX_US,
                 ..aid_common::Action::default()
             };
             plan.actions.push((key, action, usize::MAX));
         }
         plan.stamp.sort();
         plan
+    }
+}
+
+/// The event "object `i` is armed": no probe reaches it; the agent marks
+/// it happened once it has armed the object (or given up), which lets go
+/// of the thread held at the arming site. Function ids count up from 0;
+/// these count down from the largest.
+fn armed_site(i: usize) -> aid_common::SiteKey {
+    aid_common::SiteKey {
+        func: u32::MAX - i as u32,
+        role: 0,
+        instance: 0,
+        point: aid_common::SitePoint::ENTRY,
     }
 }
 
@@ -278,6 +296,7 @@ pub fn watched_run(
             .map(|o| Armed { name: o.name.clone(), object: o.object.clone(), ..Armed::default() })
             .collect(),
         armed_ns: vec![None; watcher.objects.len()],
+        not_stopped: vec![None; watcher.objects.len()],
         breakpoints: Vec::new(),
         hits: Vec::new(),
         lost: 0,
@@ -294,12 +313,22 @@ pub fn watched_run(
     Ok(WatchedRun { rec, accesses, armed, lost_hits: lost, stray_hits })
 }
 
+/// Why an object's address is not known (yet).
+enum Unlocated {
+    /// Its thread is not stopped at the arming site: it may still be on
+    /// its way to the stop.
+    NotStopped(String),
+    Never(String),
+}
+
 /// The run hook that arms the objects.
 struct Arming<'w> {
     watcher: &'w Watcher,
     armed: Vec<Armed>,
     /// Monotonic time each object was armed.
     armed_ns: Vec<Option<u64>>,
+    /// Why the thread at an object's reached site could not be read yet.
+    not_stopped: Vec<Option<String>>,
     breakpoints: Vec<Breakpoints>,
     hits: Vec<WatchHit>,
     lost: u64,
@@ -319,20 +348,31 @@ impl Arming<'_> {
     }
 
     /// Arms object `i` if its site has been reached: its thread is held
-    /// there now.
+    /// there now, and let go once the object is armed (or cannot be).
     fn arm(&mut self, i: usize, probes: &mut Probes, pid: u32) {
         let o = &self.watcher.objects[i];
-        if probes.reached(&site_key(o.arm_at, o.arm_point)).is_none() {
+        let site = site_key(o.arm_at, o.arm_point);
+        if probes.reached(&site).is_none() {
             return;
         }
-        self.armed_ns[i] = Some(crate::bpf::monotonic_ns());
+        let started = crate::bpf::monotonic_ns();
         let addr = match self.locate(i, probes, pid) {
             Ok(a) => a,
-            Err(e) => {
+            // The probe marks the site before its thread stops for the
+            // agent: until the thread is let go (the site happened), a
+            // thread not stopped yet is on its way to the stop.
+            Err(Unlocated::NotStopped(e)) if probes.happened(&site).is_none() => {
+                self.not_stopped[i] = Some(e);
+                return;
+            }
+            Err(Unlocated::NotStopped(e) | Unlocated::Never(e)) => {
+                self.armed_ns[i] = Some(started);
                 self.armed[i].errors.push(e);
+                probes.set_happened(&armed_site(i), crate::bpf::monotonic_ns());
                 return;
             }
         };
+        self.armed_ns[i] = Some(started);
         self.armed[i].addr = Some(addr);
         self.armed[i].base = Some(addr.wrapping_sub(o.offset));
         let len = o.len;
@@ -347,29 +387,35 @@ impl Arming<'_> {
                 Err(e) => self.armed[i].errors.push(e.to_string()),
             }
         }
+        probes.set_happened(&armed_site(i), crate::bpf::monotonic_ns());
     }
 
     /// The object's address, read from the held thread's registers or
     /// placed with the load bias.
-    fn locate(&self, i: usize, probes: &Probes, pid: u32) -> Result<u64, String> {
+    fn locate(&self, i: usize, probes: &Probes, pid: u32) -> Result<u64, Unlocated> {
         let o = &self.watcher.objects[i];
         if let Locate::Global { elf_addr } = o.locate {
-            let bias = self.watcher.bias(pid).ok_or("the executable is not mapped")?;
+            let bias = self
+                .watcher
+                .bias(pid)
+                .ok_or_else(|| Unlocated::Never("the executable is not mapped".into()))?;
             return Ok(elf_addr.wrapping_add(bias));
         }
-        let tid = probes
-            .thread_of_role(o.arm_at.role)
-            .ok_or_else(|| format!("no thread has role {} in this run", o.arm_at.role))?;
+        let tid = probes.thread_of_role(o.arm_at.role).ok_or_else(|| {
+            Unlocated::Never(format!("no thread has role {} in this run", o.arm_at.role))
+        })?;
         // Only a stopped thread's registers can be read: this also checks
-        // the thread is still held at the site.
+        // the thread is held at the site.
         let regs = ptrace::getregs(Pid::from_raw(tid as i32)).map_err(|e| {
-            format!("thread {tid} was not stopped at the arming site (it ran on: {e}); its accesses until then are not seen")
+            Unlocated::NotStopped(format!("thread {tid} was not stopped at the arming site (it ran on: {e}); its accesses until then are not seen"))
         })?;
         let start = match o.locate {
             Locate::Arg { arg: 0 } => regs.rdi,
             Locate::Arg { arg: 1 } => regs.rsi,
             Locate::Arg { arg: 2 } => regs.rdx,
-            Locate::Arg { arg } => return Err(format!("argument {arg} is not recorded")),
+            Locate::Arg { arg } => {
+                return Err(Unlocated::Never(format!("argument {arg} is not recorded")));
+            }
             Locate::Ret => regs.rax,
             Locate::Global { .. } => unreachable!("handled above"),
         };
@@ -408,9 +454,10 @@ impl RunHook for Arming<'_> {
         self.drain(probes);
         self.breakpoints.clear();
         let _ = probes.set_watch_config(WatchConfig::default());
-        for (a, t) in self.armed.iter_mut().zip(&self.armed_ns) {
+        for ((a, t), why) in self.armed.iter_mut().zip(&self.armed_ns).zip(&mut self.not_stopped) {
             if t.is_none() && a.errors.is_empty() {
-                a.errors.push("its arming site was not reached".into());
+                let why = why.take().unwrap_or_else(|| "its arming site was not reached".into());
+                a.errors.push(why);
             }
         }
     }
