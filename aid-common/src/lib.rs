@@ -36,4 +36,4 @@ pub use target::{TargetFlags, TargetState};
 pub use unwind::{
     CATCH_COOKIE_BIT, RETURN_COOKIE_BIT, SHADOW_DEPTH, ShadowFrame, ShadowStack, THROW_COOKIE_BIT,
 };
-pub use watch::{DelayOn, HitKind, WATCH_DELAY_FUNC, WatchConfig, WatchHit};
+pub use watch::{DelayOn, HitKind, WATCH_ARMED_FUNC, WATCH_DELAY_FUNC, WatchConfig, WatchHit};

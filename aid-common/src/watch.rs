@@ -90,3 +90,10 @@ const _: () = assert!(size_of::<WatchConfig>() == 16);
 /// (no traced function has it), with the point `EXIT`: the agent then
 /// holds the thread where it is, without rewinding it.
 pub const WATCH_DELAY_FUNC: u32 = u32::MAX;
+
+/// The function id of the events "watched object `role` is armed" (the
+/// site `(WATCH_ARMED_FUNC, object, 0, ENTRY)`): no probe reaches them;
+/// the agent marks one happened once it has armed that object, which lets
+/// go of the thread held at the object's arming site. No traced function
+/// has the id, nor does any other site the agent or the kernel use.
+pub const WATCH_ARMED_FUNC: u32 = u32::MAX - 1;

@@ -230,14 +230,13 @@ impl Watcher {
     }
 }
 
-/// The event "object `i` is armed": no probe reaches it; the agent marks
-/// it happened once it has armed the object (or given up), which lets go
-/// of the thread held at the arming site. Function ids count up from 0;
-/// these count down from the largest.
+/// The event "object `i` is armed" ([`aid_common::WATCH_ARMED_FUNC`]):
+/// the agent marks it happened once it has armed the object (or given
+/// up), which lets go of the thread held at the arming site.
 fn armed_site(i: usize) -> aid_common::SiteKey {
     aid_common::SiteKey {
-        func: u32::MAX - i as u32,
-        role: 0,
+        func: aid_common::WATCH_ARMED_FUNC,
+        role: i as u32,
         instance: 0,
         point: aid_common::SitePoint::ENTRY,
     }
