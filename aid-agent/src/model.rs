@@ -572,6 +572,12 @@ pub struct AppliedIntervention {
     /// against its candidate, whatever the predicates say).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held_at_end: bool,
+    /// When it first acted in the run, on the run's clock: a thread
+    /// stopped for it (a value it changes, from the run's start). None:
+    /// it never did. What the run showed before then, the intervention
+    /// cannot have caused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acted_ns: Option<u64>,
 }
 
 /// Noise injected into a run to make a rare failure more frequent

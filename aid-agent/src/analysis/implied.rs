@@ -101,10 +101,10 @@ fn held_until_returned(iv: &Intervention) -> Vec<(CallSet, CallSet)> {
 }
 
 /// Kinds that say one call (the site its intervention holds) came before
-/// another (the one it waits for): ended, started or took its first
-/// critical section first.
+/// another (the one it waits for): ended before the other started,
+/// started first, ended first, or took its first critical section first.
 fn ordered(kind: Kind) -> bool {
-    matches!(kind, Kind::Order | Kind::StartsBefore | Kind::SectionOrder)
+    matches!(kind, Kind::Order | Kind::StartsBefore | Kind::EndsFirst | Kind::SectionOrder)
 }
 
 /// Each part of an intervention that holds one side's locks while the

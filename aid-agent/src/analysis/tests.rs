@@ -12,7 +12,7 @@ use super::*;
 use crate::{
     causal::{Config, Observation, Oracle, Strategy, discover},
     model::{
-        Function, Label, Outcome, Run, Site, ValueKind,
+        Function, Label, Outcome, Point, Run, Site, ValueKind,
         testing::{self, call, function, run, thread},
     },
     predicates::PredKey,
@@ -56,6 +56,7 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
     let mut use_s = 300 * US + j(rng);
     let mut use_len = 20 * US + j(rng);
     let mut use_ret: Option<i64> = None;
+    let mut hold_reader_exit = false;
     for iv in interventions {
         match *iv {
             Intervention::ReturnEarly { site, .. } if site == s(1, 1) => fetch_e = fetch_s + US,
@@ -71,11 +72,24 @@ fn execute(id: u32, slow: bool, interventions: &[Intervention], rng: &mut ChaCha
             Intervention::DelayExit { site, delay_us } if site == s(2, 2) => {
                 use_len += delay_us * 1000;
             }
+            // The reader's return waits for fetch's: its value is already
+            // the one it had.
+            Intervention::HoldUntil {
+                site,
+                point: Point::Exit,
+                until,
+                until_point: Point::Exit,
+            } if (site, until) == (s(2, 2), s(1, 1)) => {
+                hold_reader_exit = true;
+            }
             _ => {}
         }
     }
     // The cache is filled when fetch returns.
     let ret = use_ret.unwrap_or(if fetch_e <= use_s { 0 } else { -1 });
+    if hold_reader_exit && use_s + use_len < fetch_e {
+        use_len = fetch_e + US - use_s;
+    }
     let report_s = use_s.max(fetch_e) + 50 * US + j(rng);
     let calls = vec![
         call(0, 0, 1, init_s, Some(init_e), Some(0)).with_args([CACHE, 0, 0]),
@@ -123,28 +137,31 @@ fn analysis_ranks_filters_and_orders_the_race() {
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
     let wrong = find(&a, Kind::RetDiffers, 2, 2, None);
     let error = find(&a, Kind::ErrorReturn, 2, 2, None);
-    // Exactly these four hold in every failing run and no passing one.
+    // The reader returns while the slow fetch still runs.
+    let ends = find(&a, Kind::EndsFirst, 2, 2, Some(s(1, 1)));
+    // Exactly these five hold in every failing run and no passing one.
     let fd: BTreeSet<PredId> = a
         .scores
         .iter()
         .filter(|x| x.fully_discriminative && x.id != a.catalog.failure())
         .map(|x| x.id)
         .collect();
-    assert_eq!(fd, BTreeSet::from([slow, race, wrong, error]));
-    for id in [slow, race, wrong, error] {
+    assert_eq!(fd, BTreeSet::from([slow, race, wrong, error, ends]));
+    for id in [slow, race, wrong, error, ends] {
         let sc = a.scores[id.0 as usize];
         assert_eq!((sc.precision, sc.recall), (1.0, 1.0));
         assert!(sc.importance > 0.0);
     }
     // Equal scores rank by id (keys sort by kind: wrong value, error,
-    // too slow, overlap). The error return forces the same value as the
-    // wrong-value predicate, so it is left out.
-    assert_eq!(a.ranking[..4], [wrong, error, slow, race]);
-    assert_eq!(a.candidates, vec![wrong, slow, race]);
+    // too slow, overlap, ends first). The error return forces the same
+    // value as the wrong-value predicate, so it is left out.
+    assert_eq!(a.ranking[..5], [wrong, error, slow, race, ends]);
+    assert_eq!(a.candidates, vec![wrong, slow, race, ends]);
     assert_eq!(a.excluded, vec![(error, Exclusion::SameAs { id: wrong })]);
     // The slow fetch overruns before the reader starts, which is before the
-    // reader returns -1.
-    let mut edges = vec![(slow, race), (race, wrong), (wrong, a.catalog.failure())];
+    // reader returns -1, when it also returns before fetch does.
+    let f = a.catalog.failure();
+    let mut edges = vec![(slow, race), (race, wrong), (wrong, f), (race, ends), (ends, f)];
     edges.sort();
     assert_eq!(a.dag.reduction(), edges);
     let table = render_table(&a, 10);
@@ -162,7 +179,7 @@ fn analysis_ranks_filters_and_orders_the_race() {
     );
     assert!(table.contains(&format!("same as {wrong}")), "{table}");
     let json = serde_json::to_value(a.report(0)).unwrap();
-    assert_eq!(json["candidates"].as_array().unwrap().len(), 3);
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 4);
     assert!(a.dot(&BTreeSet::from([race])).contains("color=red"));
 }
 
@@ -171,7 +188,9 @@ fn unsafe_value_changes_are_left_out_of_the_dag() {
     let sess = session(60, 0.4, 11);
     let a = analyze(&sess, &AnalysisOptions::default()).unwrap();
     let race = find(&a, Kind::Overlap, 1, 1, Some(s(2, 2)));
-    assert_eq!(a.candidates, vec![race]);
+    let ends = find(&a, Kind::EndsFirst, 2, 2, Some(s(1, 1)));
+    // Holds change no value: both stay.
+    assert_eq!(a.candidates, vec![race, ends]);
     let unsafe_ids: BTreeSet<PredId> =
         a.excluded.iter().filter(|(_, e)| *e == Exclusion::Unsafe).map(|(p, _)| *p).collect();
     let expect = [
@@ -223,7 +242,8 @@ fn a_candidate_held_mostly_in_passing_runs_set_aside_is_not_tested() {
     aside.retain(|r| !r.failed());
     let (a, _) = analyze_beside(&sess, &opts, &aside).unwrap();
     assert_eq!(a.aside.held(slow), (0, 5));
-    assert_eq!(a.candidates, vec![wrong, race]);
+    let ends = find(&a, Kind::EndsFirst, 2, 2, Some(s(1, 1)));
+    assert_eq!(a.candidates, vec![wrong, race, ends]);
     assert!(
         a.excluded.contains(&(slow, Exclusion::Contradicted { failing: 0, passing: 5 })),
         "{:?}",
@@ -283,8 +303,10 @@ fn interventions_on_the_recorded_program_find_the_causal_path() {
         assert_eq!(d.path, vec![slow, race, wrong], "{strategy}");
         assert_eq!(d.root_cause, Some(slow));
         if strategy == Strategy::Aid {
-            // One round per link: the frontier is a single predicate each time.
-            assert_eq!(d.interventions, 3);
+            // One round per link, and one on "use_cache ends before fetch
+            // ends" (beside the wrong value at use_cache's return), which
+            // its hold of the return does not stop: the value was read.
+            assert_eq!(d.interventions, 4);
         }
     }
 }
@@ -480,20 +502,25 @@ fn writer_reader(id: u32, slow: bool, late: bool, holds: &[Intervention]) -> Run
     let prepare_end = if slow { 4000 * US } else { 2000 * US } + u64::from(id % 7) * US;
     let publish = (prepare_end + 10 * US, prepare_end + 20 * US);
     let mut read = if late { 6000 * US } else { 3000 * US } + u64::from(id % 5) * US;
+    // A hold of consume's return comes after its read.
+    let mut returns = 0;
     for iv in holds {
-        if let Intervention::HoldUntil { until, .. } = iv {
+        if let Intervention::HoldUntil { until, point, .. } = iv {
             let returned = if until.func == 0 { prepare_end } else { publish.1 };
-            read = read.max(returned + 50 * US);
+            match point {
+                Point::Entry => read = read.max(returned + 50 * US),
+                Point::Exit => returns = returns.max(returned + 50 * US),
+            }
         }
     }
     let ret = if read > publish.1 { 7 } else { 0 };
     let calls = vec![
         call(0, 1, 1, 0, Some(prepare_end), Some(7)),
         call(1, 1, 1, publish.0, Some(publish.1), Some(0)).with_args([SLOT, 7, 0]),
-        call(2, 2, 1, read, Some(read + 2 * US), Some(ret)).with_args([SLOT, 0, 0]),
+        call(2, 2, 1, read, Some(returns.max(read + 2 * US)), Some(ret)).with_args([SLOT, 0, 0]),
     ];
     let label = if ret == 7 { Label::Pass } else { Label::Fail };
-    let end = read.max(publish.1) + 10 * US;
+    let end = returns.max(read).max(publish.1) + 10 * US;
     run(id, label, calls, end)
         .with_threads(vec![thread(0, "main"), thread(1, "writer"), thread(2, "reader")])
         .with_outcome(Outcome {
@@ -531,10 +558,14 @@ fn an_order_stands_where_its_hold_acts_and_the_overlap_of_calls_sharing_nothing_
     let order = a.catalog.find(&PredKey::pair(Kind::Order, consume, publish)).unwrap();
     let starts = a.catalog.find(&PredKey::pair(Kind::StartsBefore, consume, publish)).unwrap();
     let during = a.catalog.find(&PredKey::pair(Kind::Concurrent, prepare, consume)).unwrap();
-    assert_eq!(a.candidates, vec![order, during]);
+    // The reader also returns before a slow prepare does; holding its
+    // return changes nothing it read.
+    let ends = a.catalog.find(&PredKey::pair(Kind::EndsFirst, consume, prepare)).unwrap();
+    assert_eq!(a.candidates, vec![order, during, ends]);
     assert!(a.excluded.contains(&(starts, Exclusion::SameAs { id: order })), "{:?}", a.excluded);
     let f = a.catalog.failure();
-    assert_eq!(a.dag.reduction(), vec![(order, f), (during, f)]);
+    // The reader's return comes after its start.
+    assert_eq!(a.dag.reduction(), vec![(order, ends), (during, ends), (ends, f)]);
     let (o, d) = (a.dag.index_of(order).unwrap(), a.dag.index_of(during).unwrap());
     assert!(a.dag.tied(o).contains(d));
     assert_eq!((a.dag.says(o), a.dag.says(d)), (2, 3));

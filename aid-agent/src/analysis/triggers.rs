@@ -54,7 +54,10 @@ use crate::{
 /// Kinds that say only when calls of two threads ran, relative to each
 /// other.
 fn timing(kind: Kind) -> bool {
-    matches!(kind, Kind::Order | Kind::StartsBefore | Kind::Concurrent | Kind::Overlap)
+    matches!(
+        kind,
+        Kind::Order | Kind::StartsBefore | Kind::EndsFirst | Kind::Concurrent | Kind::Overlap
+    )
 }
 
 /// How many links at the front of `path` (a confirmed chain, root first)

@@ -178,8 +178,11 @@ impl<'a> Experiment<'a> {
             self.ledger.blind_runs_needed().max(10).saturating_mul(10)
         };
         // A blind round is judged by its number of runs, against a lower
-        // bound on the failure rate.
-        let p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
+        // bound on the failure rate; so is one whose upstream candidates
+        // held only once its intervention had acted (they witness
+        // nothing), from its first such run on, while no run is witnessed.
+        let mut p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
+        let mut by_length = scope.blind;
         let mut t = Tally::new(self.dag.nodes());
         self.oracle.round_begins(&ids, cap);
         // Runs made at once (a fleet's workers) are all counted, in the
@@ -212,9 +215,14 @@ impl<'a> Experiment<'a> {
                     BitSet::from_iter(self.dag.nodes(), self.dag.nodes_of(ids.iter().copied()))
                 };
                 let (held, undecided) = (bits(&obs.held), bits(&obs.undecided));
-                t.count(&held, &undecided, obs.failed, &scope, self.dag);
+                t.count(&held, &undecided, &bits(&obs.late), obs.failed, &scope, self.dag);
             }
-            if counted && let Some(verdict) = self.verdict(&t, &scope, cap, alpha, p_lo) {
+            if !by_length && t.late_only > 0 && t.witnessed_pass + t.witnessed_fail == 0 {
+                by_length = true;
+                p_lo = self.ledger.rate_lower_bound();
+            }
+            let p = by_length.then_some(p_lo);
+            if counted && let Some(verdict) = self.verdict(&t, cap, alpha, p) {
                 break verdict;
             }
             if t.streak >= self.max_invalid {
@@ -250,14 +258,15 @@ impl<'a> Experiment<'a> {
 
     /// The stopping rules, after each valid run of a round: confounded,
     /// the failure persisted, it stopped (at the risk the round then
-    /// carries), or the round's cap reached. None: run again.
+    /// carries), or the round's cap reached. None: run again. `p_lo`:
+    /// the round is judged by its length too, against that lower bound on
+    /// the failure rate.
     fn verdict(
         &self,
         t: &Tally,
-        scope: &Scope,
         cap: u32,
         alpha: f64,
-        p_lo: f64,
+        p_lo: Option<f64>,
     ) -> Option<(Outcome, Option<Unused>, Option<f64>)> {
         if !t.missing_all.is_empty() && t.evident >= self.confound_runs {
             let changed = t.missing_all.iter().map(|i| self.dag.id(i)).collect();
@@ -274,7 +283,7 @@ impl<'a> Experiment<'a> {
             }
         } else if t.missing_all.is_empty() {
             let mut risk = self.ledger.witnessed_risk(t.witnessed_pass);
-            if scope.blind {
+            if let Some(p_lo) = p_lo {
                 risk = risk.min((1.0 - p_lo).powf(f64::from(t.valid)));
             }
             if risk <= alpha {
@@ -483,6 +492,9 @@ struct Tally {
     fails: u32,
     witnessed_pass: u32,
     witnessed_fail: u32,
+    /// Runs in which upstream candidates held, all of them only once the
+    /// intervention had acted (witnessing nothing).
+    late_only: u32,
     /// Runs in which the failure was under way (it failed, or a
     /// sufficient predicate held).
     evident: u32,
@@ -504,6 +516,7 @@ impl Tally {
             fails: 0,
             witnessed_pass: 0,
             witnessed_fail: 0,
+            late_only: 0,
             evident: 0,
             held_no_fail: BitSet::new(n),
             held_any: BitSet::new(n),
@@ -512,21 +525,29 @@ impl Tally {
         }
     }
 
-    /// Counts one valid run, in which `held` held, `undecided` were left
-    /// undecided (neither held nor missing) and the failure showed or not.
+    /// Counts one valid run, in which `held` held (`late` of them only
+    /// after the intervention acted), `undecided` were left undecided
+    /// (neither held nor missing) and the failure showed or not.
     fn count(
         &mut self,
         held: &BitSet,
         undecided: &BitSet,
+        late: &BitSet,
         failed: bool,
         scope: &Scope,
         dag: &AcDag,
     ) {
         self.held_any.union_with(held);
         // A necessary-only candidate holds in passing runs too: its
-        // holding does not show that the failure was under way.
+        // holding does not show that the failure was under way; nor does
+        // one the intervention may have brought about.
         let mut witness = held.clone();
         witness.difference_with(dag.necessary());
+        let some = !witness.is_empty();
+        witness.difference_with(late);
+        if some && witness.is_empty() {
+            self.late_only += 1;
+        }
         if failed || !witness.is_empty() {
             self.evident += 1;
             let mut missing = scope.upstream.clone();

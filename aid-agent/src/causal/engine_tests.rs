@@ -250,6 +250,30 @@ fn a_necessary_candidate_upstream_witnesses_nothing() {
     assert_eq!(d.path, vec![PredId(2)]);
 }
 
+/// The witnessed runs above with 1 settled only after the intervention
+/// acted (a hold on B's entry made "A ends before B starts" true while B
+/// waited): the intervention may have made it hold, so it witnesses
+/// nothing and the round is blind, as with nothing upstream. The same
+/// runs with 1 settled before the intervention acted are witnessed.
+#[test]
+fn a_candidate_the_intervention_may_have_brought_about_witnesses_nothing() {
+    let dag = chain();
+    let mut probe = Ledger::new(0.99, 20, 20);
+    let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+    let late = || Observation { late: [PredId(1)].into(), ..obs(false, &[1], true) };
+    let mut o = script((0..4 * n).map(|_| late()).collect());
+    let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (n, 0));
+    assert!(n > 3, "{n}");
+    let mut o = script((0..n).map(|_| obs(false, &[1], true)).collect());
+    let mut ex = Experiment::new(&dag, &mut o, &config(), Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (3, 3));
+}
+
 /// Upstream 1 is what 2's intervention makes impossible (two calls it
 /// keeps apart, said to run at the same time): it never holds in the
 /// round, witnesses nothing, and its absence is the intervention

@@ -26,6 +26,11 @@ pub struct Observation {
     /// intervention changed them.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub undecided: BTreeSet<PredId>,
+    /// Candidates of `held` settled (anchored) only once an intervention
+    /// had acted in the run: it may have made them hold, so they do not
+    /// show that the failure was under way (they witness nothing).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub late: BTreeSet<PredId>,
 }
 
 impl Observation {
@@ -35,7 +40,32 @@ impl Observation {
     /// intervention due in the run was applied and no hold timed out.
     pub fn from_truth(truth: &RunTruth, failure: PredId, valid: bool) -> Observation {
         let held = truth.held.iter().map(|&(p, _)| p).filter(|&p| p != failure).collect();
-        Observation { failed: truth.failed, held, valid, undecided: truth.undecided_ids() }
+        Observation {
+            failed: truth.failed,
+            held,
+            valid,
+            undecided: truth.undecided_ids(),
+            late: BTreeSet::new(),
+        }
+    }
+
+    /// Marks `late` the held candidates whose anchor in the run is not
+    /// before `acted`, the moment an intervention first acted in it
+    /// (None: none did). A hold at B's entry makes "A ends before B
+    /// starts" true for any A that ends while B waits; anchored at A's
+    /// exit, that order stands upstream of the hold in the failing runs,
+    /// and held in a passing round it would look like a failure under way
+    /// that the intervention stopped.
+    pub fn acted_from(mut self, truth: &RunTruth, acted: Option<u64>) -> Observation {
+        if let Some(acted) = acted {
+            self.late = truth
+                .held
+                .iter()
+                .filter(|&&(p, at)| at >= acted && self.held.contains(&p))
+                .map(|&(p, _)| p)
+                .collect();
+        }
+        self
     }
 }
 

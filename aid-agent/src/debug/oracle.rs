@@ -240,7 +240,9 @@ impl<'a> SourceOracle<'a> {
         let valid = carried
             && is_evidence(&rec.run, &truth, group)
             && !passed_without_its_noise(plan, &rec.run);
-        let obs = Observation::from_truth(&truth, self.catalog.failure(), valid);
+        let acted = rec.run.interventions.iter().filter_map(|a| a.acted_ns).min();
+        let obs = Observation::from_truth(&truth, self.catalog.failure(), valid)
+            .acted_from(&truth, acted);
         let id = rec.run.id;
         self.log.push(OracleRun {
             run: id,
@@ -377,24 +379,33 @@ mod tests {
     use super::*;
     use crate::model::{AppliedIntervention, Intervention, Label, Site, testing::run};
 
+    /// A run of `read`, entered at 10, returning `v` at 20.
+    fn read_run(id: u32, label: Label, v: i64) -> Run {
+        use crate::model::testing::call;
+        run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(v))], 100)
+    }
+
+    /// The catalog of two passing runs of `read` returning 0 and one
+    /// failing that returns -1: P1 "read returns -1" and its error.
+    fn read_catalog() -> Catalog {
+        use crate::{
+            model::{Session, ValueKind, testing::function},
+            predicates::{ExtractConfig, learn},
+        };
+        let r = read_run;
+        let s = Session {
+            functions: vec![function(0, "read").with_ret(ValueKind::Signed)],
+            runs: vec![r(1, Label::Pass, 0), r(2, Label::Pass, 0), r(3, Label::Fail, -1)],
+        };
+        learn(&s, &ExtractConfig::default()).unwrap()
+    }
+
     /// A run is evidence when it is complete and the intervened predicates
     /// did not hold, whatever the actions' bookkeeping says.
     #[test]
     fn evidence_is_a_complete_run_where_the_intervened_predicates_are_false() {
-        use crate::{
-            model::{
-                Function, Session, ValueKind,
-                testing::{call, function},
-            },
-            predicates::{ExtractConfig, learn},
-        };
-        let functions: Vec<Function> = vec![function(0, "read").with_ret(ValueKind::Signed)];
-        let r = |id, label, v| run(id, label, vec![call(0, 0, 1, 10, Some(20), Some(v))], 100);
-        let s = Session {
-            functions,
-            runs: vec![r(1, Label::Pass, 0), r(2, Label::Pass, 0), r(3, Label::Fail, -1)],
-        };
-        let catalog = learn(&s, &ExtractConfig::default()).unwrap();
+        let r = read_run;
+        let catalog = read_catalog();
         let group = BTreeSet::from([PredId(1)]);
         let iv =
             Intervention::DelayExit { site: Site { func: 0, role: 0, instance: 1 }, delay_us: 1 };
@@ -404,6 +415,7 @@ mod tests {
                 applied,
                 timed_out,
                 held_at_end,
+                acted_ns: None,
             }];
             let truth = catalog.evaluate(&run);
             is_evidence(&run, &truth, &group)
@@ -435,6 +447,27 @@ mod tests {
         let mut cut = r(7, Label::Pass, 0);
         cut.complete = false;
         assert!(!judged(cut, true, false, false));
+    }
+
+    /// A candidate that held is late when the run settled it (its
+    /// anchor) no earlier than the moment an intervention first acted:
+    /// "read returns -1" is settled at read's return (20).
+    #[test]
+    fn a_candidate_settled_once_an_intervention_acted_is_late() {
+        let catalog = read_catalog();
+        let truth = catalog.evaluate(&read_run(4, Label::Fail, -1));
+        let late = |acted| {
+            Observation::from_truth(&truth, catalog.failure(), true).acted_from(&truth, acted).late
+        };
+        // The value and the error it is, both at read's return.
+        let held: BTreeSet<PredId> =
+            truth.held.iter().map(|h| h.0).filter(|&p| p != catalog.failure()).collect();
+        assert_eq!(held, BTreeSet::from([PredId(1), PredId(2)]));
+        assert!(truth.held.iter().all(|h| h.0 == catalog.failure() || h.1 == 20));
+        assert_eq!(late(Some(20)), held);
+        assert_eq!(late(Some(10)), held);
+        assert!(late(Some(21)).is_empty());
+        assert!(late(None).is_empty());
     }
 
     /// A run made without a noise point because the intervention acts

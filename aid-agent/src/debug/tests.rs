@@ -83,6 +83,7 @@ impl<P: Program> RunSource for Scripted<P> {
                 applied: true,
                 timed_out: false,
                 held_at_end: false,
+                acted_ns: None,
             })
             .collect();
         Ok(self.0.intervened(plan, applied))

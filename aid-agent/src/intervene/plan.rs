@@ -553,10 +553,13 @@ impl Plan {
         self.owner(site) == Some(usize::MAX)
     }
 
-    /// What became of each intervention, given the stops the run had. An
+    /// What became of each intervention, given the stops the run had
+    /// (`start_ns`: the run's start, on the stops' clock). An
     /// intervention whose site was never reached, or whose wanted order
-    /// already held (no stop was needed), counts as applied.
-    pub fn outcome(&self, stops: &[StopRecord]) -> Vec<AppliedIntervention> {
+    /// already held (no stop was needed), counts as applied. One acts
+    /// from its first stop; one that changes a value may do so in the
+    /// kernel without a stop, and counts as acting from the start.
+    pub fn outcome(&self, stops: &[StopRecord], start_ns: u64) -> Vec<AppliedIntervention> {
         self.interventions
             .iter()
             .enumerate()
@@ -567,14 +570,17 @@ impl Plan {
                         applied: false,
                         timed_out: false,
                         held_at_end: false,
+                        acted_ns: None,
                     };
                 }
                 let mine: Vec<&StopRecord> = stops.iter().filter(|s| self.served(s, i)).collect();
+                let first_stop = mine.iter().map(|s| s.probe_ns.saturating_sub(start_ns)).min();
                 AppliedIntervention {
                     intervention: iv.clone(),
                     applied: mine.iter().all(|s| s.applied),
                     timed_out: mine.iter().any(|s| s.timed_out),
                     held_at_end: mine.iter().any(|s| s.cut_short),
+                    acted_ns: if iv.changes_values() { Some(0) } else { first_stop },
                 }
             })
             .collect()

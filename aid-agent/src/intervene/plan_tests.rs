@@ -106,7 +106,7 @@ fn conflicting_interventions_are_not_installed() {
         Intervention::DelayExit { site: s, delay_us: 10 },
     ]);
     assert_eq!(plan.conflicts, vec![1]);
-    let outcome = plan.outcome(&[]);
+    let outcome = plan.outcome(&[], 0);
     assert!(outcome[0].applied && !outcome[1].applied);
 }
 
@@ -119,8 +119,30 @@ fn timed_out_hold_is_not_applied() {
         until_point: Point::Exit,
     };
     let plan = plan(&[iv]);
-    let o = plan.outcome(&[stop(site_key(site(1, 2, 1), Point::Entry), false, true)]);
+    let o = plan.outcome(&[stop(site_key(site(1, 2, 1), Point::Entry), false, true)], 0);
     assert!(!o[0].applied && o[0].timed_out);
+}
+
+/// An intervention acts from its first stop, on the run's clock; one
+/// whose site was never reached never acted; one that changes a value
+/// may act in the kernel without a stop, so it counts from the start.
+#[test]
+fn an_intervention_acts_from_its_first_stop() {
+    let hold = Intervention::HoldUntil {
+        site: site(1, 2, 1),
+        point: Point::Entry,
+        until: site(0, 1, 1),
+        until_point: Point::Exit,
+    };
+    let value = Intervention::OverrideReturn { site: site(3, 0, 1), value: 0 };
+    let plan = plan(&[hold, value]);
+    let at = |probe_ns| StopRecord {
+        probe_ns,
+        ..stop(site_key(site(1, 2, 1), Point::Entry), true, false)
+    };
+    let o = plan.outcome(&[at(1_500), at(1_200)], 1_000);
+    assert_eq!((o[0].acted_ns, o[1].acted_ns), (Some(200), Some(0)));
+    assert_eq!(plan.outcome(&[], 1_000)[0].acted_ns, None);
 }
 
 /// A class of threads gets one key per role, for every instance, in
@@ -190,7 +212,7 @@ fn holds_of_one_intervention_at_one_site_wait_for_the_later_call() {
     assert_eq!(two.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
     let mut held = stop(site_key(site(5, 1, 1), Point::Entry), false, true);
     held.action = ActionKind::HOLD_UNTIL;
-    let o = two.outcome(&[held]);
+    let o = two.outcome(&[held], 0);
     assert!(o.iter().all(|a| !a.applied && a.timed_out));
 }
 
@@ -281,13 +303,13 @@ fn held_locks_wait_at_every_acquisition_inside_the_calls() {
         site: SiteKey { func: 5, role: 2, instance: 7, point: SitePoint::ENTRY },
         ..stop(SiteKey::default(), false, true)
     };
-    let out = plan.outcome(&[stop]);
+    let out = plan.outcome(&[stop], 0);
     assert!(!out[0].applied && out[0].timed_out);
     // With no lock function traced there is nothing to hold at: the
     // intervention is never installed as if it had been.
     let none = Plan::new(&[iv], Duration::from_millis(500), &functions[..2]);
     assert_eq!(none.conflicts, [0]);
-    assert!(!none.outcome(&[])[0].applied);
+    assert!(!none.outcome(&[], 0)[0].applied);
 }
 
 /// A try-lock of the held calls is held like the other lock calls, but
@@ -366,8 +388,8 @@ fn noise_on_one_call_of_a_serialised_group_comes_before_the_serialisation() {
     let noise_stop = StopRecord { action: ActionKind::DELAY, ..stop(own, true, false) };
     let gave_up =
         StopRecord { action: ActionKind::HOLD_WHILE_GROUP_RUNNING, ..stop(own, false, true) };
-    assert!(!plan.outcome(std::slice::from_ref(&noise_stop))[0].timed_out);
-    assert!(plan.outcome(&[noise_stop, gave_up])[0].timed_out);
+    assert!(!plan.outcome(std::slice::from_ref(&noise_stop), 0)[0].timed_out);
+    assert!(plan.outcome(&[noise_stop, gave_up], 0)[0].timed_out);
 
     let every_call = Site { func: 1, role: 1, instance: 0 };
     let until = Point::Exit;

@@ -362,6 +362,9 @@ impl<'c> Names<'c> {
             (_, Condition::EntersBefore) => {
                 format!("{some} starts before {other} starts, which no passing run shows")
             }
+            (_, Condition::ExitsBefore) => {
+                format!("{some} ends before {other} ends, which no passing run shows")
+            }
             (_, Condition::Intersect) => {
                 format!("{other} starts while {some} runs, which no passing run shows")
             }
@@ -452,14 +455,15 @@ impl<'c> Names<'c> {
     /// alternatives, then how many more. Apart from [`Names::describe`]
     /// because it lists pairs of calls rather than naming one or two.
     fn any_pair(&self, relation: &Condition, pairs: &[super::PairMember]) -> String {
-        let verb = match *relation {
-            Condition::EntersBefore => "starts before",
-            _ => "ends before",
+        let (verb, then) = match *relation {
+            Condition::EntersBefore => ("starts before", "starts"),
+            Condition::ExitsBefore => ("ends before", "ends"),
+            _ => ("ends before", "starts"),
         };
         let mut alts: Vec<String> = pairs
             .iter()
             .take(3)
-            .map(|m| format!("{} {verb} {} starts", self.call(m.a), self.call(m.b)))
+            .map(|m| format!("{} {verb} {} {then}", self.call(m.a), self.call(m.b)))
             .collect();
         if pairs.len() > 3 {
             alts.push(format!("{} more such pairs", pairs.len() - 3));

@@ -133,6 +133,7 @@ impl Evaluator<'_, '_> {
             }
             Condition::EndsBefore
             | Condition::EntersBefore
+            | Condition::ExitsBefore
             | Condition::OverlapSamePointer
             | Condition::DataRace { .. }
             | Condition::Intersect => {
@@ -218,6 +219,7 @@ impl Evaluator<'_, '_> {
                 a.exit_ns.filter(|&x| x < b.entry_ns).map(|x| if at_entry { a.entry_ns } else { x })
             }
             Condition::EntersBefore => (a.entry_ns < b.entry_ns).then_some(a.entry_ns),
+            Condition::ExitsBefore => super::pairs::ends_first(a, b, run),
             Condition::Intersect => {
                 (a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run)).then_some(b.entry_ns)
             }

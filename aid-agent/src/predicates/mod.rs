@@ -165,6 +165,12 @@ pub enum Kind {
     /// before it (a consumer ahead of its producer: a pop before the push
     /// it needs has returned, `outrun.rs`), which no passing run showed.
     Outruns,
+    /// One call ended before another on a different thread ended, the
+    /// other still running (a thread that goes on past its call, to a
+    /// check, before another thread has finished its own: `main` asserts
+    /// what a worker it never joined has not yet done), which no passing
+    /// run showed.
+    EndsFirst,
 }
 
 impl Kind {
@@ -192,6 +198,7 @@ impl Kind {
             Kind::RepeatedKey => "repeated_key",
             Kind::AfterAll => "after_all",
             Kind::Outruns => "outruns",
+            Kind::EndsFirst => "ends_first",
         }
     }
 
@@ -244,6 +251,7 @@ impl Kind {
                 | Kind::LockCycle
                 | Kind::AfterAll
                 | Kind::Outruns
+                | Kind::EndsFirst
         )
     }
 }

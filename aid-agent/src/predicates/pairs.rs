@@ -3,6 +3,7 @@
 //!
 //! - `Order`: A ends before B starts;
 //! - `StartsBefore`: A starts before B starts (B starting while A runs);
+//! - `EndsFirst`: A ends before B ends (A ending while B runs);
 //! - `Concurrent`: B starts while A runs, the two sharing no object;
 //! - `Overlap`: A and B run at the same time on the same object (a data
 //!   race, Fig. 2 row 1).
@@ -26,7 +27,7 @@ use super::{
     objects,
 };
 use crate::model::identity::ClassId;
-use crate::model::{FuncId, Intervention, Point, Role, Run, Site};
+use crate::model::{Call, FuncId, Intervention, Point, Role, Run, Site};
 use crate::util::{
     bitset::BitSet,
     fxhash::{FxMap, FxSet},
@@ -64,7 +65,7 @@ impl Passing {
     pub const NONE: Passing = Passing { reversed: false, b_returns_first: true };
 
     /// What one passing run's calls `a` and `b` add.
-    pub fn see(&mut self, a: &crate::model::Call, b: &crate::model::Call) {
+    pub fn see(&mut self, a: &Call, b: &Call) {
         if b.exit_ns.is_some_and(|x| x < a.entry_ns) {
             self.reversed = true;
         }
@@ -117,6 +118,8 @@ pub(super) struct Candidates {
     orders: FxSet<(Site, Site)>,
     /// (A, B): B started while A ran.
     during: FxSet<(Site, Site)>,
+    /// (A, B): A ended while B ran, B ending later.
+    ends: FxSet<(Site, Site)>,
     /// Group overlaps: shared object or not, and for shared ones the
     /// argument positions and the object's name where the failing runs
     /// agree (None when they do not).
@@ -132,6 +135,7 @@ pub(super) struct Vetted {
     overlaps: Vec<(Site, Site)>,
     orders: Vec<(Site, Site, Passing)>,
     starts: Vec<(Site, Site, Passing)>,
+    ends: Vec<(Site, Site, Passing)>,
     concurrent: Vec<(Site, Site)>,
     groups: Vec<(GroupPair, SharedAt)>,
 }
@@ -321,25 +325,49 @@ fn group_overlaps(
 /// the pointee is not the shared object itself (argument `object`).
 fn same_fields<'a>(
     funcs: &'a Funcs,
-    a: &'a crate::model::Call,
-    b: &'a crate::model::Call,
+    a: &'a Call,
+    b: &'a Call,
     object: u8,
 ) -> impl Iterator<Item = u8> + 'a {
     let fields = funcs.pointee(a.func).filter(|p| p.arg != object).map(|p| p.fields.iter());
     fields.into_iter().flatten().enumerate().filter(|(_, f)| f.agrees(a, b)).map(|(k, _)| k as u8)
 }
 
+/// How much earlier one call's return must come than another's for
+/// "ends before" to hold: a return is dated when its probe fires, and
+/// the thread is back in its caller a few microseconds later (the probe's
+/// own cost), so two returns closer than this are not ordered by their
+/// dates. FFT of SPLASH-2 (outside the corpus): 9 failing runs had
+/// main's `SlaveStart` return 6–28 µs before the worker's; one passing
+/// run had it return first by under 1 µs (the worker counted itself done
+/// while main's return probe ran) and, counted, kept the order from
+/// being learned.
+pub const EXIT_TIE_NS: u64 = 2_000;
+
+/// When call `a` returned before `b` ended ([`EXIT_TIE_NS`] earlier at
+/// least; a call that never returned ends with the run): its return.
+pub(super) fn ends_first(a: &Call, b: &Call, run: &Run) -> Option<u64> {
+    a.exit_ns.filter(|&x| x.saturating_add(EXIT_TIE_NS) < end_of(b, run))
+}
+
+/// Calls of another role that end after one ended, looked at per call
+/// for the `w` that ran through its end ([`near`]): the calls begun
+/// after its end and ended before those (a loop of short calls inside
+/// them) are passed over up to this many.
+const ENDS_SCAN: usize = 64;
+
 /// Order and start candidates of one failing run: for each call of a
 /// single class, the `w` calls per other single role that ended last
-/// before it started, the `w` that started first after it ended, and the
-/// `w` that started first while it ran.
+/// before it started, the `w` that started first after it ended, the
+/// `w` that started first while it ran, and the `w` that ran through its
+/// end and ended first after it (a call that never returned ends with
+/// the run).
 fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
     let run = idx.run;
     if w == 0 {
         return;
     }
-    let ok =
-        |c: &crate::model::Call| funcs.keep(c.func) && c.instance > 0 && single(idx, funcs, c.role);
+    let ok = |c: &Call| funcs.keep(c.func) && c.instance > 0 && single(idx, funcs, c.role);
     let mut roles: Vec<Role> = run.calls.iter().filter(|c| ok(c)).map(|c| c.role).collect();
     roles.sort_unstable();
     roles.dedup();
@@ -351,9 +379,7 @@ fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
             continue;
         }
         entries[slot(c.role)].push((c.entry_ns, i as u32));
-        if let Some(x) = c.exit_ns {
-            exits[slot(c.role)].push((x, i as u32));
-        }
+        exits[slot(c.role)].push((end_of(c, run), i as u32));
     }
     for v in exits.iter_mut().chain(entries.iter_mut()) {
         v.sort_unstable();
@@ -367,8 +393,20 @@ fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
             }
             let ex = &exits[other];
             let p = ex.partition_point(|e| e.0 < c.entry_ns);
+            // A call that never returned ends with the run: never before
+            // another call started.
             for e in &ex[p.saturating_sub(w)..p] {
                 out.orders.insert((site_of(&run.calls[e.1 as usize]), site_of(c)));
+            }
+            if let Some(x) = c.exit_ns {
+                let q = ex.partition_point(|e| e.0 <= x.saturating_add(EXIT_TIE_NS));
+                let through = ex[q..(q + ENDS_SCAN).min(ex.len())]
+                    .iter()
+                    .filter(|e| run.calls[e.1 as usize].entry_ns < x)
+                    .take(w);
+                for e in through {
+                    out.ends.insert((site_of(c), site_of(&run.calls[e.1 as usize])));
+                }
             }
             let en = &entries[other];
             if let Some(x) = c.exit_ns {
@@ -402,28 +440,29 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
     let mut starts = live(cands.during.iter().chain(&cands.orders).copied().collect());
     let mut orders = live(cands.orders);
     let mut concurrent = live(cands.during);
+    let mut ends = live(cands.ends);
     for run in passing {
-        if orders.is_empty() && starts.is_empty() && concurrent.is_empty() {
+        if orders.is_empty() && starts.is_empty() && concurrent.is_empty() && ends.is_empty() {
             break;
         }
         let idx = funcs.index(run);
-        let vet =
-            |list: &mut Live, shows: &dyn Fn(&crate::model::Call, &crate::model::Call) -> bool| {
-                list.retain_mut(|(pair, co, seen)| {
-                    let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
-                        return true;
-                    };
-                    *co += 1;
-                    if shows(a, b) {
-                        return false;
-                    }
-                    seen.see(a, b);
-                    true
-                });
-            };
+        let vet = |list: &mut Live, shows: &dyn Fn(&Call, &Call) -> bool| {
+            list.retain_mut(|(pair, co, seen)| {
+                let (Some(a), Some(b)) = (idx.call(pair.0), idx.call(pair.1)) else {
+                    return true;
+                };
+                *co += 1;
+                if shows(a, b) {
+                    return false;
+                }
+                seen.see(a, b);
+                true
+            });
+        };
         vet(&mut orders, &|a, b| a.exit_ns.is_some_and(|x| x < b.entry_ns));
         vet(&mut starts, &|a, b| a.entry_ns < b.entry_ns);
         vet(&mut concurrent, &|a, b| a.entry_ns < b.entry_ns && b.entry_ns < end_of(a, run));
+        vet(&mut ends, &|a, b| ends_first(a, b, run).is_some());
     }
     let kept = |l: Live| -> Vec<(Site, Site, Passing)> {
         l.into_iter().filter(|e| e.1 > 0).map(|(p, _, seen)| (p.0, p.1, seen)).collect()
@@ -447,7 +486,14 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
         .filter(|(k, _)| single_sites.get(k).is_none_or(|sites| sites.len() > 1))
         .collect();
     groups.sort_unstable_by_key(|g| g.0);
-    Vetted { overlaps, orders: kept(orders), starts: kept(starts), concurrent, groups }
+    Vetted {
+        overlaps,
+        orders: kept(orders),
+        starts: kept(starts),
+        ends: kept(ends),
+        concurrent,
+        groups,
+    }
 }
 
 /// The hold that negates "A ends before B starts" (or "starts before"),
@@ -472,8 +518,16 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
 /// B merely starts would let what follows A on its thread run beside B's
 /// body, which no passing run showed), else for B's start. For "A starts
 /// before B starts", A's start waits for B's.
+///
+/// "A ends before B ends" is negated by A's return waiting for B's: what
+/// A's thread does after A then comes after all of B, as in the passing
+/// runs; what A's body did stays where it was (the predicate says
+/// nothing of it). Placed at A's exit, where it is settled.
 pub(super) fn hold(kind: Kind, a: Site, b: Site, seen: Passing) -> (Anchor, Intervention) {
     let at = |point, until_point| Intervention::HoldUntil { site: a, point, until: b, until_point };
+    if kind == Kind::EndsFirst {
+        return (Anchor::FirstExit, at(Point::Exit, Point::Exit));
+    }
     match (kind, seen.reversed) {
         (Kind::Order, true) => (Anchor::FirstExit, at(Point::Entry, Point::Exit)),
         (Kind::Order, false) if seen.b_returns_first => {
@@ -498,6 +552,7 @@ pub(super) fn predicates(funcs: &Funcs, v: &Vetted) -> Vec<Learned> {
     for (kind, list, relation) in [
         (Kind::Order, &v.orders, Condition::EndsBefore),
         (Kind::StartsBefore, &v.starts, Condition::EntersBefore),
+        (Kind::EndsFirst, &v.ends, Condition::ExitsBefore),
     ] {
         // Each member with the hold that negates it, for the aggregate's.
         let mut by_groups: FxMap<GroupFuncs, Vec<(PairMember, Intervention)>> = FxMap::default();

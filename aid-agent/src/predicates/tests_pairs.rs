@@ -1,8 +1,8 @@
 //! Extraction on hand-built runs, pairwise kinds of two calls on two
 //! threads: orders (flipped, held at the exit, the entry or until a
-//! return, joined into `after_all`), start orders, calls at the same time,
-//! and overlaps on the same pointer (helpers: `tests.rs`; group kinds:
-//! `tests_groups.rs`).
+//! return, joined into `after_all`), start orders, end orders, calls at
+//! the same time, and overlaps on the same pointer (helpers: `tests.rs`;
+//! group kinds: `tests_groups.rs`).
 
 use super::{
     tests::{US, func, keys, learn_default, site, with_args},
@@ -365,6 +365,8 @@ fn starts_before_and_concurrent() {
             PredKey::failure(),
             PredKey::pair(Kind::StartsBefore, hb, login),
             PredKey::pair(Kind::Concurrent, hb, login),
+            // And it returned while login ran.
+            PredKey::pair(Kind::EndsFirst, hb, login),
         ]
     );
     let starts = &c.predicates[1];
@@ -392,8 +394,89 @@ fn starts_before_and_concurrent() {
         during.description,
         "call 1 of login on main starts while call 1 of heartbeat on beat runs, which no passing run shows"
     );
-    // Anchors: the heartbeat's entry (5 µs), login's entry (10 µs).
+    let ends = &c.predicates[3];
+    assert_eq!((ends.condition.clone(), ends.anchor), (Condition::ExitsBefore, Anchor::FirstExit));
+    // The heartbeat's return waits for login's.
+    assert_eq!(
+        ends.intervention,
+        Some(Intervention::HoldUntil {
+            site: hb,
+            point: Point::Exit,
+            until: login,
+            until_point: Point::Exit
+        })
+    );
+    assert_eq!(
+        ends.description,
+        "call 1 of heartbeat on beat ends before call 1 of login on main ends, which no passing run shows"
+    );
+    // Anchors: the heartbeat's entry (5 µs), login's entry (10 µs), the
+    // heartbeat's exit (20 µs).
     let t = c.evaluate(&s.runs[2]);
-    assert_eq!((t.anchor(PredId(1)), t.anchor(PredId(2))), (Some(5 * US), Some(10 * US)));
+    assert_eq!(
+        (t.anchor(PredId(1)), t.anchor(PredId(2)), t.anchor(PredId(3))),
+        (Some(5 * US), Some(10 * US), Some(20 * US))
+    );
     assert!(!c.evaluate(&s.runs[0]).holds(PredId(1)));
+    assert!(!c.evaluate(&s.runs[0]).holds(PredId(3)));
+}
+
+/// SPLASH-2's LU in miniature: main and a worker it never joins each run
+/// `solve`; main checks, right after its own, that the worker's has
+/// returned. Failing runs have main's `solve` return first (the worker's
+/// still running, or cut off by the failing check); passing runs the
+/// worker's, or returned less than `EXIT_TIE_NS` (2 µs) before it (the
+/// worker counted itself done while main's return probe ran). No call
+/// starts after another ended, and both start in either order: only the
+/// order of the two returns separates the runs.
+#[test]
+fn a_call_that_returns_while_another_threads_call_runs_is_ends_first() {
+    let functions = vec![func(0, "solve", ValueKind::Void, &[])];
+    let r = |id, label, main: (u64, Option<u64>), worker: (u64, Option<u64>), end: u64| {
+        run(
+            id,
+            label,
+            vec![
+                call(0, 0, 1, main.0 * US, main.1.map(|x| x * US), None),
+                call(0, 1, 1, worker.0 * US, worker.1.map(|x| x * US), None),
+            ],
+            end * US,
+        )
+        .with_threads(vec![thread(0, "main"), thread(1, "worker")])
+    };
+    let s = Session {
+        functions,
+        runs: vec![
+            r(0, Label::Pass, (0, Some(50)), (5, Some(48)), 60),
+            r(1, Label::Pass, (6, Some(52)), (1, Some(49)), 60),
+            r(2, Label::Fail, (0, Some(45)), (5, Some(48)), 60),
+            // The check killed the process inside the worker's call.
+            r(3, Label::Fail, (4, Some(40)), (2, None), 45),
+            r(4, Label::Pass, (0, Some(50)), (5, Some(51)), 60),
+        ],
+    };
+    let c = learn_default(&s);
+    let (main, worker) = (site(0, 0, 1), site(0, 1, 1));
+    let ends = PredKey::pair(Kind::EndsFirst, main, worker);
+    assert_eq!(keys(&c), vec![PredKey::failure(), ends]);
+    let p = &c.predicates[1];
+    assert_eq!(
+        p.intervention,
+        Some(Intervention::HoldUntil {
+            site: main,
+            point: Point::Exit,
+            until: worker,
+            until_point: Point::Exit
+        })
+    );
+    assert_eq!(
+        p.description,
+        "call 1 of solve on main ends before call 1 of solve on worker ends, which no passing run shows"
+    );
+    for (run, at) in [(2, Some(45 * US)), (3, Some(40 * US)), (0, None), (1, None), (4, None)] {
+        assert_eq!(c.evaluate(&s.runs[run]).anchor(PredId(1)), at, "run {run}");
+    }
+    // More than two microseconds apart, the returns are ordered.
+    let apart = r(5, Label::Pass, (0, Some(50)), (5, Some(53)), 60);
+    assert_eq!(c.evaluate(&apart).anchor(PredId(1)), Some(50 * US));
 }

@@ -92,6 +92,7 @@ fn execute(id: u32, slow: bool, ivs: &[Intervention], rng: &mut ChaCha8Rng) -> R
             applied: true,
             timed_out: false,
             held_at_end: false,
+            acted_ns: None,
         })
         .collect();
     r

@@ -76,6 +76,7 @@ fn write_session(dir: &Path, created: u64) {
                 applied: true,
                 timed_out: false,
                 held_at_end: false,
+                acted_ns: None,
             }];
         }
         if id == 8 {
