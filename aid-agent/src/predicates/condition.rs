@@ -82,9 +82,9 @@ pub enum Condition {
     EndsBefore,
     /// the first call's entry precedes the second call's entry.
     EntersBefore,
-    /// the first call's exit precedes the second call's end (its exit, or
-    /// the run's end when it never returned), by `pairs::EXIT_TIE_NS` at
-    /// least.
+    /// the first call's exit comes while the second runs: after its entry
+    /// and before its end (its exit, or the run's end when it never
+    /// returned), by `pairs::EXIT_TIE_NS` at least.
     ExitsBefore,
     /// the two calls' intervals intersect and they share a pointer-like
     /// argument.

@@ -363,7 +363,7 @@ impl<'c> Names<'c> {
                 format!("{some} starts before {other} starts, which no passing run shows")
             }
             (_, Condition::ExitsBefore) => {
-                format!("{some} ends before {other} ends, which no passing run shows")
+                format!("{some} ends while {other} runs, which no passing run shows")
             }
             (_, Condition::Intersect) => {
                 format!("{other} starts while {some} runs, which no passing run shows")
@@ -457,7 +457,7 @@ impl<'c> Names<'c> {
     fn any_pair(&self, relation: &Condition, pairs: &[super::PairMember]) -> String {
         let (verb, then) = match *relation {
             Condition::EntersBefore => ("starts before", "starts"),
-            Condition::ExitsBefore => ("ends before", "ends"),
+            Condition::ExitsBefore => ("ends while", "runs"),
             _ => ("ends before", "starts"),
         };
         let mut alts: Vec<String> = pairs

@@ -408,7 +408,7 @@ fn starts_before_and_concurrent() {
     );
     assert_eq!(
         ends.description,
-        "call 1 of heartbeat on beat ends before call 1 of login on main ends, which no passing run shows"
+        "call 1 of heartbeat on beat ends while call 1 of login on main runs, which no passing run shows"
     );
     // Anchors: the heartbeat's entry (5 µs), login's entry (10 µs), the
     // heartbeat's exit (20 µs).
@@ -471,7 +471,7 @@ fn a_call_that_returns_while_another_threads_call_runs_is_ends_first() {
     );
     assert_eq!(
         p.description,
-        "call 1 of solve on main ends before call 1 of solve on worker ends, which no passing run shows"
+        "call 1 of solve on main ends while call 1 of solve on worker runs, which no passing run shows"
     );
     for (run, at) in [(2, Some(45 * US)), (3, Some(40 * US)), (0, None), (1, None), (4, None)] {
         assert_eq!(c.evaluate(&s.runs[run]).anchor(PredId(1)), at, "run {run}");
@@ -479,4 +479,8 @@ fn a_call_that_returns_while_another_threads_call_runs_is_ends_first() {
     // More than two microseconds apart, the returns are ordered.
     let apart = r(5, Label::Pass, (0, Some(50)), (5, Some(53)), 60);
     assert_eq!(c.evaluate(&apart).anchor(PredId(1)), Some(50 * US));
+    // A worker's call begun only after main's returned is an order, not
+    // this.
+    let after = r(6, Label::Pass, (0, Some(50)), (51, Some(60)), 70);
+    assert_eq!(c.evaluate(&after).anchor(PredId(1)), None);
 }
