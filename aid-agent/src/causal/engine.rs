@@ -178,9 +178,12 @@ impl<'a> Experiment<'a> {
             self.ledger.blind_runs_needed().max(10).saturating_mul(10)
         };
         // A blind round is judged by its number of runs, against a lower
-        // bound on the failure rate; so is one whose upstream candidates
-        // held only once its intervention had acted (they witness
-        // nothing), from its first such run on, while no run is witnessed.
+        // bound on the failure rate. One whose upstream candidates held
+        // only once its intervention had acted (they witness nothing) is
+        // judged by the number of those runs (the ones that were witnessed
+        // before that rule), from the first on, while no run is
+        // witnessed: in a round with upstream candidates, a run in which
+        // none held shows nothing, as before.
         let mut p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
         let mut by_length = scope.blind;
         let mut t = Tally::new(self.dag.nodes());
@@ -221,7 +224,11 @@ impl<'a> Experiment<'a> {
                 by_length = true;
                 p_lo = self.ledger.rate_lower_bound();
             }
-            let p = by_length.then_some(p_lo);
+            let p = match (scope.blind, by_length) {
+                (true, _) => Some((p_lo, t.valid)),
+                (false, true) => Some((p_lo, t.late_only)),
+                _ => None,
+            };
             if counted && let Some(verdict) = self.verdict(&t, cap, alpha, p) {
                 break verdict;
             }
@@ -258,15 +265,15 @@ impl<'a> Experiment<'a> {
 
     /// The stopping rules, after each valid run of a round: confounded,
     /// the failure persisted, it stopped (at the risk the round then
-    /// carries), or the round's cap reached. None: run again. `p_lo`:
-    /// the round is judged by its length too, against that lower bound on
-    /// the failure rate.
+    /// carries), or the round's cap reached. None: run again. `by_length`
+    /// (p_lo, n): the round is judged by its length too, n runs against
+    /// that lower bound on the failure rate.
     fn verdict(
         &self,
         t: &Tally,
         cap: u32,
         alpha: f64,
-        p_lo: Option<f64>,
+        by_length: Option<(f64, u32)>,
     ) -> Option<(Outcome, Option<Unused>, Option<f64>)> {
         if !t.missing_all.is_empty() && t.evident >= self.confound_runs {
             let changed = t.missing_all.iter().map(|i| self.dag.id(i)).collect();
@@ -283,8 +290,8 @@ impl<'a> Experiment<'a> {
             }
         } else if t.missing_all.is_empty() {
             let mut risk = self.ledger.witnessed_risk(t.witnessed_pass);
-            if let Some(p_lo) = p_lo {
-                risk = risk.min((1.0 - p_lo).powf(f64::from(t.valid)));
+            if let Some((p_lo, n)) = by_length {
+                risk = risk.min((1.0 - p_lo).powf(f64::from(n)));
             }
             if risk <= alpha {
                 // Failing runs left out because the predicate still held:
@@ -492,8 +499,8 @@ struct Tally {
     fails: u32,
     witnessed_pass: u32,
     witnessed_fail: u32,
-    /// Runs in which upstream candidates held, all of them only once the
-    /// intervention had acted (witnessing nothing).
+    /// Runs in which nothing witnessed and some upstream candidate held,
+    /// only once the intervention had acted.
     late_only: u32,
     /// Runs in which the failure was under way (it failed, or a
     /// sufficient predicate held).
@@ -543,9 +550,11 @@ impl Tally {
         // one the intervention may have brought about.
         let mut witness = held.clone();
         witness.difference_with(dag.necessary());
-        let some = !witness.is_empty();
+        let mut late_upstream = witness.clone();
+        late_upstream.intersect_with(late);
+        late_upstream.intersect_with(&scope.upstream);
         witness.difference_with(late);
-        if some && witness.is_empty() {
+        if witness.is_empty() && !late_upstream.is_empty() {
             self.late_only += 1;
         }
         if failed || !witness.is_empty() {

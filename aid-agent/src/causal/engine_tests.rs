@@ -272,6 +272,17 @@ fn a_candidate_the_intervention_may_have_brought_about_witnesses_nothing() {
     assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Stopped);
     let d = ex.finish(Strategy::Aid);
     assert_eq!((d.rounds[0].runs, d.rounds[0].witnessed), (3, 3));
+    // Runs in which nothing upstream held at all show nothing, as before
+    // (one late run, then only such runs: the round reaches its cap
+    // without a conclusion).
+    let cfg = Config { max_round_runs: 4 * n, ..config() };
+    let mut answers = vec![late()];
+    answers.extend((1..4 * n).map(|_| obs(false, &[], true)));
+    let mut o = script(answers);
+    let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[2]), Phase::Giwp).unwrap(), Outcome::Unused);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!(d.rounds[0].runs, 4 * n);
 }
 
 /// Upstream 1 is what 2's intervention makes impossible (two calls it

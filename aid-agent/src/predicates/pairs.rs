@@ -355,8 +355,7 @@ pub const EXIT_TIE_NS: u64 = 2_000;
 /// could only fail, tested instead of observing the runs that decide
 /// the order.
 pub(super) fn ends_first(a: &Call, b: &Call, run: &Run) -> Option<u64> {
-    a.exit_ns
-        .filter(|&x| b.entry_ns < x && x.saturating_add(EXIT_TIE_NS) < end_of(b, run))
+    a.exit_ns.filter(|&x| b.entry_ns < x && x.saturating_add(EXIT_TIE_NS) < end_of(b, run))
 }
 
 /// Calls of another role that end after one ended, looked at per call
