@@ -184,8 +184,7 @@ impl<'a> Experiment<'a> {
         // before that rule), from the first on, while no run is
         // witnessed: in a round with upstream candidates, a run in which
         // none held shows nothing, as before.
-        let mut p_lo = if scope.blind { self.ledger.rate_lower_bound() } else { 0.0 };
-        let mut by_length = scope.blind;
+        let mut p_lo = scope.blind.then(|| self.ledger.rate_lower_bound());
         let mut t = Tally::new(self.dag.nodes());
         self.oracle.round_begins(&ids, cap);
         // Runs made at once (a fleet's workers) are all counted, in the
@@ -220,15 +219,10 @@ impl<'a> Experiment<'a> {
                 let (held, undecided) = (bits(&obs.held), bits(&obs.undecided));
                 t.count(&held, &undecided, &bits(&obs.late), obs.failed, &scope, self.dag);
             }
-            if !by_length && t.late_only > 0 && t.witnessed_pass + t.witnessed_fail == 0 {
-                by_length = true;
-                p_lo = self.ledger.rate_lower_bound();
+            if p_lo.is_none() && t.late_only > 0 && t.witnessed_pass + t.witnessed_fail == 0 {
+                p_lo = Some(self.ledger.rate_lower_bound());
             }
-            let p = match (scope.blind, by_length) {
-                (true, _) => Some((p_lo, t.valid)),
-                (false, true) => Some((p_lo, t.late_only)),
-                _ => None,
-            };
+            let p = p_lo.map(|p| (p, if scope.blind { t.valid } else { t.late_only }));
             if counted && let Some(verdict) = self.verdict(&t, cap, alpha, p) {
                 break verdict;
             }
