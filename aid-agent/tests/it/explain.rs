@@ -439,8 +439,8 @@ fn compare_with_watchpoints_takes_reads_from_real_writes() {
 /// returning inside early's held withdraw is what brings late's withdraw
 /// into the window), placed at serve's return, before the race, and
 /// negated by holding that return until early's withdraw has returned:
-/// the root cause is that, and the race link 2 (2 of 2 sessions on
-/// e18191c).
+/// the root cause is that, and the race link 2 (the whole suite on
+/// e18191c, and the test alone on the build after it).
 ///
 /// Acceptance: without the hold a run fails only if `early` is preempted
 /// for 2 ms between two adjacent instructions: at most 1 of 16 recorded
