@@ -153,6 +153,7 @@ fn sides(iv: &Intervention) -> Option<(CallSet, CallSet)> {
 }
 
 /// How the traced calls of the learning runs nest, thread by thread.
+#[derive(Clone, Debug, Default)]
 pub(super) struct Nesting {
     /// Per thread, the function whose first call encloses every other
     /// traced call of that thread, in every run that has the thread (its
@@ -165,6 +166,15 @@ pub(super) struct Nesting {
 }
 
 impl Nesting {
+    /// Whether, on thread `role`, every call of one of `f` and `g` ran
+    /// inside a call of the other in every run, or one of them is the
+    /// thread's body.
+    pub(super) fn nested(&self, role: Role, f: FuncId, g: FuncId) -> bool {
+        self.inside.contains(&(role, f, g))
+            || self.inside.contains(&(role, g, f))
+            || self.bodies.get(&role).is_some_and(|&b| b == f || b == g)
+    }
+
     /// Reads it from `runs`. aid's own probes (`internal`: the C library's
     /// lock calls, statement points), which record entries only, are not
     /// calls here.

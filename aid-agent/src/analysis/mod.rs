@@ -131,6 +131,8 @@ pub struct Analysis {
     /// The session's observed runs that were not analysed: how many, by
     /// label, and how often the candidates held in them.
     pub aside: AsideTally,
+    /// How the traced calls of the learning runs nest, thread by thread.
+    nesting: implied::Nesting,
 }
 
 /// Wall time of each stage of [`analyze`] (for `cargo xtask bench extract`).
@@ -248,6 +250,9 @@ pub fn analyze_beside(
     merge_same_events(&catalog, lists, &failing, &mut excluded);
     time.statistics = t.elapsed();
     let t = Instant::now();
+    let nesting = implied::Nesting::of(&session.runs, &|f| {
+        session.functions.get(f as usize).is_some_and(|x| x.internal)
+    });
     let acting = acting_anchors(&failing, &excluded);
     let dag = AcDag::build(&candidates, f, acting.iter().map(Vec::as_slice))?
         .with_necessary(&necessary)
@@ -260,9 +265,7 @@ pub fn analyze_beside(
                     catalog.get(id).map(|p| (id, p.key.kind, p.intervention.as_ref()))
                 })
                 .collect::<Vec<_>>(),
-            &implied::Nesting::of(&session.runs, &|f| {
-                session.functions.get(f as usize).is_some_and(|x| x.internal)
-            }),
+            &nesting,
         ));
     time.dag = t.elapsed();
     let failure_rate =
@@ -283,6 +286,7 @@ pub fn analyze_beside(
             merged,
             dag,
             aside,
+            nesting,
         },
         time,
     ))

@@ -23,7 +23,10 @@
 //! they were, and the mechanism is named the root cause. Only when every
 //! link before the first mechanism is a timing link between threads the
 //! mechanism itself relates, and between calls of functions the mechanism
-//! does not name (landmarks): a duration, a value or an error in front of
+//! does not name (landmarks), or between a landmark and one of the
+//! mechanism's own calls (race_window.c: "serve on late ends while
+//! withdraw on early runs", in front of the race of the two withdrawals,
+//! was its root cause on e18191c): a duration, a value or an error in front of
 //! it stays the root cause, as does timing that involves another thread,
 //! and timing of the mechanism's own calls — another statement of the
 //! same interaction (counter-atomicity: "increment on second_worker starts
@@ -46,9 +49,10 @@
 
 use std::collections::BTreeSet;
 
+use super::Analysis;
 use crate::{
     model::{FuncId, Role},
-    predicates::{Calls, Catalog, ClassId, Kind, PredId, PredKey},
+    predicates::{Calls, ClassId, Kind, PredId, PredKey},
 };
 
 /// Kinds that say only when calls of two threads ran, relative to each
@@ -63,14 +67,27 @@ fn timing(kind: Kind) -> bool {
 /// How many links at the front of `path` (a confirmed chain, root first)
 /// are timing the first mechanism on it needs; 0 when the chain's first
 /// link stays its root cause.
-pub fn leading(catalog: &Catalog, path: &[PredId]) -> usize {
+pub fn leading(analysis: &Analysis, path: &[PredId]) -> usize {
+    let catalog = &analysis.catalog;
     let keys: Option<Vec<PredKey>> = path.iter().map(|&p| catalog.get(p).map(|x| x.key)).collect();
-    keys.map_or(0, |keys| leading_keys(&keys, &|c| catalog.classes.roles(c).to_vec()))
+    let class_roles = |c| catalog.classes.roles(c).to_vec();
+    let nested = |r, f, g| analysis.nesting.nested(r, f, g);
+    keys.map_or(0, |keys| {
+        leading_keys(&keys, &Threads { class_roles: &class_roles, nested: &nested })
+    })
 }
 
-/// [`leading`] on the chain's keys; `class_roles` gives the roles a class
-/// had in the learning runs.
-fn leading_keys(keys: &[PredKey], class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> usize {
+/// What the learning runs say of threads: the roles a class had, and
+/// whether two functions' calls nest on a thread
+/// ([`super::implied::Nesting::nested`]).
+struct Threads<'a> {
+    class_roles: &'a dyn Fn(ClassId) -> Vec<Role>,
+    nested: &'a dyn Fn(Role, FuncId, FuncId) -> bool,
+}
+
+/// [`leading`] on the chain's keys.
+fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
+    let class_roles = threads_of.class_roles;
     let Some(m) = keys.iter().position(|k| k.kind.is_mechanism()) else { return 0 };
     let threads = roles(&keys[m], class_roles);
     let acting = functions(&keys[m]);
@@ -79,11 +96,59 @@ fn leading_keys(keys: &[PredKey], class_roles: &dyn Fn(ClassId) -> Vec<Role>) ->
     // mechanism is timing that landmark led to.
     let landmark = |k: &PredKey| functions(k).is_disjoint(&acting);
     let symmetric = keys[m].kind == Kind::LockCycle || keys[..m].first().is_some_and(landmark);
+    let mechanism = sides(&keys[m]);
+    let landmark_to = |k: &PredKey| {
+        landmark_to(k, &mechanism, &acting, &|far| {
+            // A landmark is a call of its own on its thread, neither inside
+            // the mechanism's call there nor around it.
+            let (g, calls) = far;
+            mechanism.iter().any(|&(f, on)| {
+                let on = side_roles(on, class_roles);
+                side_roles(calls, class_roles)
+                    .iter()
+                    .any(|&r| on.contains(&r) && (threads_of.nested)(r, f, g))
+            })
+        })
+    };
     let all_timing = keys[..m].iter().all(|k| {
         let own = roles(k, class_roles);
-        timing(k.kind) && !own.is_empty() && own.is_subset(&threads) && (symmetric || landmark(k))
+        timing(k.kind)
+            && !own.is_empty()
+            && own.is_subset(&threads)
+            && (symmetric || landmark(k) || landmark_to(k))
     });
     if all_timing { m } else { 0 }
+}
+
+/// Whether a timing link relates a landmark to one of the mechanism's
+/// own calls: one side is exactly a side of the mechanism (its function
+/// and calls), the other a call of a function the mechanism does not
+/// name. race_window.c's "serve on late ends while withdraw on early
+/// runs", in front of the race of early's and late's withdrawals, says
+/// when late's landmark came against a call of the race: timing the
+/// race needs. Timing between calls of the mechanism's functions at
+/// another grain (counter-atomicity's "increment on second_worker starts
+/// before store_counter on first_worker starts", in front of the race of
+/// first_worker's increment with second_worker's load_counter) has
+/// neither side a landmark nor a side of the mechanism, and stays the
+/// root cause.
+fn landmark_to(
+    key: &PredKey,
+    mechanism: &[(FuncId, Calls)],
+    acting: &BTreeSet<FuncId>,
+    nested: &dyn Fn((FuncId, Calls)) -> bool,
+) -> bool {
+    let Some(other) = key.other else { return false };
+    let (a, b) = ((key.func, key.calls), (other.func, other.calls));
+    let anchored = |own: (FuncId, Calls), far: (FuncId, Calls)| {
+        mechanism.contains(&own) && !acting.contains(&far.0) && !nested(far)
+    };
+    anchored(a, b) || anchored(b, a)
+}
+
+/// A pairwise predicate's two sides: (function, calls).
+fn sides(key: &PredKey) -> Vec<(FuncId, Calls)> {
+    std::iter::once((key.func, key.calls)).chain(key.other.map(|o| (o.func, o.calls))).collect()
 }
 
 /// The functions a predicate's calls are calls of (both sides).
@@ -94,18 +159,19 @@ fn functions(key: &PredKey) -> BTreeSet<FuncId> {
 /// The thread roles a predicate's calls run on (both sides of a pairwise
 /// one); a class stands for the roles it had in the learning runs.
 fn roles(key: &PredKey, class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> BTreeSet<Role> {
-    let mut out = BTreeSet::new();
-    let mut add = |calls: &Calls| match *calls {
-        Calls::Site { role, .. } => {
-            out.insert(role);
-        }
-        Calls::Group { class, .. } => out.extend(class_roles(class)),
-    };
-    add(&key.calls);
+    let mut out: BTreeSet<Role> = side_roles(key.calls, class_roles).into_iter().collect();
     if let Some(o) = &key.other {
-        add(&o.calls);
+        out.extend(side_roles(o.calls, class_roles));
     }
     out
+}
+
+/// The thread roles one side's calls run on.
+fn side_roles(calls: Calls, class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> Vec<Role> {
+    match calls {
+        Calls::Site { role, .. } => vec![role],
+        Calls::Group { class, .. } => class_roles(class),
+    }
 }
 
 #[cfg(test)]
@@ -132,8 +198,12 @@ mod tests {
     }
 
     /// Class 7 is the pool of roles 1 and 2.
+    /// length() (5) is only ever called inside append(StringBuffer*) (3)
+    /// on thread 0.
     fn leading_of(keys: &[PredKey]) -> usize {
-        leading_keys(keys, &|c| if c == 7 { vec![1, 2] } else { Vec::new() })
+        let class_roles = |c| if c == 7 { vec![1, 2] } else { Vec::new() };
+        let nested = |r, f, g| r == 0 && matches!((f, g), (3, 5) | (5, 3));
+        leading_keys(keys, &Threads { class_roles: &class_roles, nested: &nested })
     }
 
     #[test]
@@ -201,6 +271,39 @@ mod tests {
         // Timing that involves another thread still keeps the root.
         let third = key(Kind::StartsBefore, site(0), site(2));
         assert_eq!(leading_of(&[landmark, third, mechanism]), 0);
+    }
+
+    /// race_window.c's chain: serve on late (function 1) ends while
+    /// withdraw on early (3) runs, then the race of early's and late's
+    /// withdrawals (3 and 3). One side is a call of the race, the other a
+    /// landmark: timing the race needs. A side that is the mechanism's
+    /// function on another thread, or a landmark against a call of the
+    /// mechanism's functions that is not one of its sides, keeps the
+    /// root.
+    #[test]
+    fn a_landmark_against_one_of_the_mechanisms_own_calls_is_its_timing() {
+        let early = Other { func: 3, calls: site(0) };
+        let race = PredKey { func: 3, other: Some(early), ..key(Kind::DataRace, site(1), site(0)) };
+        let serve_ends = PredKey { other: Some(early), ..key(Kind::EndsFirst, site(1), site(0)) };
+        assert_eq!(leading_of(&[serve_ends, race]), 1);
+        let late = Other { func: 3, calls: site(1) };
+        let against_late = PredKey { other: Some(late), ..key(Kind::Order, site(0), site(1)) };
+        assert_eq!(leading_of(&[against_late, race]), 1);
+        // Withdraw's second call on early is not a side of the race.
+        let later = Other { func: 3, calls: Calls::Site { role: 0, instance: 2 } };
+        let not_a_side = PredKey { other: Some(later), ..serve_ends };
+        assert_eq!(leading_of(&[not_a_side, race]), 0);
+        // counter-atomicity: increment (3) on second_worker (1) starts
+        // before store_counter (5) on first_worker (0), in front of the
+        // race of first_worker's increment with second_worker's
+        // load_counter (4).
+        let load = Other { func: 4, calls: site(1) };
+        let counter =
+            PredKey { func: 3, other: Some(load), ..key(Kind::DataRace, site(0), site(1)) };
+        let store = Other { func: 5, calls: site(0) };
+        let grain =
+            PredKey { func: 3, other: Some(store), ..key(Kind::StartsBefore, site(1), site(0)) };
+        assert_eq!(leading_of(&[grain, counter]), 0);
     }
 
     #[test]

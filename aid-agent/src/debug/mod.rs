@@ -698,6 +698,6 @@ fn conclude(
 /// The discovery with the timing in front of its first mechanism told
 /// apart from the root cause (`analysis::triggers`).
 fn timing_apart(analysis: &Analysis, mut discovery: Discovery) -> Discovery {
-    discovery.lead_with(triggers::leading(&analysis.catalog, &discovery.path));
+    discovery.lead_with(triggers::leading(analysis, &discovery.path));
     discovery
 }
