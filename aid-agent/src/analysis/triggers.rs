@@ -97,25 +97,12 @@ fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
     let landmark = |k: &PredKey| functions(k).is_disjoint(&acting);
     let symmetric = keys[m].kind == Kind::LockCycle || keys[..m].first().is_some_and(landmark);
     let mechanism = sides(&keys[m]);
-    let landmark_to = |k: &PredKey| {
-        landmark_to(k, &mechanism, &acting, &|far| {
-            // A landmark is a call of its own on its thread, neither inside
-            // the mechanism's call there nor around it.
-            let (g, calls) = far;
-            mechanism.iter().any(|&(f, on)| {
-                let on = side_roles(on, class_roles);
-                side_roles(calls, class_roles)
-                    .iter()
-                    .any(|&r| on.contains(&r) && (threads_of.nested)(r, f, g))
-            })
-        })
-    };
     let all_timing = keys[..m].iter().all(|k| {
         let own = roles(k, class_roles);
         timing(k.kind)
             && !own.is_empty()
             && own.is_subset(&threads)
-            && (symmetric || landmark(k) || landmark_to(k))
+            && (symmetric || landmark(k) || landmark_to(k, &mechanism, &acting, threads_of))
     });
     if all_timing { m } else { 0 }
 }
@@ -136,14 +123,30 @@ fn landmark_to(
     key: &PredKey,
     mechanism: &[(FuncId, Calls)],
     acting: &BTreeSet<FuncId>,
-    nested: &dyn Fn((FuncId, Calls)) -> bool,
+    threads_of: &Threads<'_>,
 ) -> bool {
-    let Some(other) = key.other else { return false };
-    let (a, b) = ((key.func, key.calls), (other.func, other.calls));
+    let [a, b] = sides(key)[..] else { return false };
     let anchored = |own: (FuncId, Calls), far: (FuncId, Calls)| {
-        mechanism.contains(&own) && !acting.contains(&far.0) && !nested(far)
+        mechanism.contains(&own)
+            && !acting.contains(&far.0)
+            && !nested_with(far, mechanism, threads_of)
     };
     anchored(a, b) || anchored(b, a)
+}
+
+/// Whether the calls of `far` nest with a side of the mechanism on a
+/// thread they share: inside the mechanism's call there, or around it. A
+/// landmark is a call of its own on its thread.
+fn nested_with(
+    (g, calls): (FuncId, Calls),
+    mechanism: &[(FuncId, Calls)],
+    threads_of: &Threads<'_>,
+) -> bool {
+    let far = side_roles(calls, threads_of.class_roles);
+    mechanism.iter().any(|&(f, on)| {
+        let on = side_roles(on, threads_of.class_roles);
+        far.iter().any(|&r| on.contains(&r) && (threads_of.nested)(r, f, g))
+    })
 }
 
 /// A pairwise predicate's two sides: (function, calls).
@@ -153,17 +156,13 @@ fn sides(key: &PredKey) -> Vec<(FuncId, Calls)> {
 
 /// The functions a predicate's calls are calls of (both sides).
 fn functions(key: &PredKey) -> BTreeSet<FuncId> {
-    std::iter::once(key.func).chain(key.other.map(|o| o.func)).collect()
+    sides(key).into_iter().map(|(f, _)| f).collect()
 }
 
 /// The thread roles a predicate's calls run on (both sides of a pairwise
 /// one); a class stands for the roles it had in the learning runs.
 fn roles(key: &PredKey, class_roles: &dyn Fn(ClassId) -> Vec<Role>) -> BTreeSet<Role> {
-    let mut out: BTreeSet<Role> = side_roles(key.calls, class_roles).into_iter().collect();
-    if let Some(o) = &key.other {
-        out.extend(side_roles(o.calls, class_roles));
-    }
-    out
+    sides(key).into_iter().flat_map(|(_, calls)| side_roles(calls, class_roles)).collect()
 }
 
 /// The thread roles one side's calls run on.

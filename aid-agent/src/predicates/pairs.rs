@@ -410,10 +410,11 @@ fn near(idx: &RunIndex<'_>, funcs: &Funcs, w: usize, out: &mut Candidates) {
                 let q = ex.partition_point(|e| e.0 <= x.saturating_add(EXIT_TIE_NS));
                 let through = ex[q..(q + ENDS_SCAN).min(ex.len())]
                     .iter()
-                    .filter(|e| run.calls[e.1 as usize].entry_ns < x)
+                    .map(|e| &run.calls[e.1 as usize])
+                    .filter(|b| ends_first(c, b, run).is_some())
                     .take(w);
-                for e in through {
-                    out.ends.insert((site_of(c), site_of(&run.calls[e.1 as usize])));
+                for b in through {
+                    out.ends.insert((site_of(c), site_of(b)));
                 }
             }
             let en = &entries[other];
@@ -527,7 +528,7 @@ pub(super) fn filter(passing: &[&Run], funcs: &Funcs, cands: Candidates) -> Vett
 /// body, which no passing run showed), else for B's start. For "A starts
 /// before B starts", A's start waits for B's.
 ///
-/// "A ends before B ends" is negated by A's return waiting for B's: what
+/// "A ends while B runs" is negated by A's return waiting for B's: what
 /// A's thread does after A then comes after all of B, as in the passing
 /// runs; what A's body did stays where it was (the predicate says
 /// nothing of it). Placed at A's exit, where it is settled.
