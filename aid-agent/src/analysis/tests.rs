@@ -303,8 +303,8 @@ fn interventions_on_the_recorded_program_find_the_causal_path() {
         assert_eq!(d.path, vec![slow, race, wrong], "{strategy}");
         assert_eq!(d.root_cause, Some(slow));
         if strategy == Strategy::Aid {
-            // One round per link, and one on "use_cache ends before fetch
-            // ends" (beside the wrong value at use_cache's return), which
+            // One round per link, and one on "use_cache ends while fetch
+            // runs" (beside the wrong value at use_cache's return), which
             // its hold of the return does not stop: the value was read.
             assert_eq!(d.interventions, 4);
         }
