@@ -550,6 +550,36 @@ impl Intervention {
         }
     }
 
+    /// The earliest moment a value-changing intervention can have acted
+    /// in a run with `calls` (ns from the run's start): the return of the
+    /// first call whose value it overrides, the entry of the first call it
+    /// returns from early or runs again. None when it changes no value or
+    /// none of its calls was made (or, for an override, returned).
+    pub fn changes_values_from(&self, calls: &[Call]) -> Option<u64> {
+        let first = |sites: &[Site], at: fn(&Call) -> Option<u64>| {
+            calls
+                .iter()
+                .filter(|c| {
+                    sites.iter().any(|s| {
+                        c.func == s.func
+                            && c.role == s.role
+                            && (s.instance == 0 || c.instance == s.instance)
+                    })
+                })
+                .filter_map(at)
+                .min()
+        };
+        match self {
+            Intervention::OverrideReturn { site, .. } => first(&[*site], |c| c.exit_ns),
+            Intervention::ReturnEarly { site, .. } => first(&[*site], |c| Some(c.entry_ns)),
+            Intervention::Reexecute { calls: set, .. } => first(&set.sites(), |c| Some(c.entry_ns)),
+            Intervention::All { each } => {
+                each.iter().filter_map(|iv| iv.changes_values_from(calls)).min()
+            }
+            _ => None,
+        }
+    }
+
     /// The interventions it is made of (itself, unless it is `All`).
     pub fn parts(&self) -> Vec<&Intervention> {
         match self {

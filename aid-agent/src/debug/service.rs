@@ -271,7 +271,7 @@ impl RunSource for ServiceSource<'_> {
         let (lo, hi) = (rec.start_ns, rec.start_ns + rec.run.end_ns);
         let stops: Vec<_> =
             served.stops.into_iter().filter(|s| s.probe_ns >= lo && s.probe_ns <= hi).collect();
-        rec.run.interventions = plan.outcome(&stops, rec.start_ns);
+        rec.run.interventions = plan.outcome(&stops, rec.start_ns, &rec.run);
         if record_forced_returns(&mut rec, &stops, self.running.functions()) {
             self.running.follower().rejudge(&mut rec.run);
         }

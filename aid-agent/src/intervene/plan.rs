@@ -16,8 +16,8 @@ use aid_common::{
 use crate::{
     intervene::control::StopRecord,
     model::{
-        AppliedIntervention, CallSet, Function, Intervention, Noise, Point, Role, Site, ValueKind,
-        ValueTest,
+        AppliedIntervention, CallSet, Function, Intervention, Noise, Point, Role, Run, Site,
+        ValueKind, ValueTest,
     },
     predicates::LockOp,
 };
@@ -557,9 +557,16 @@ impl Plan {
     /// (`start_ns`: the run's start, on the stops' clock). An
     /// intervention whose site was never reached, or whose wanted order
     /// already held (no stop was needed), counts as applied. One acts
-    /// from its first stop; one that changes a value may do so in the
-    /// kernel without a stop, and counts as acting from the start.
-    pub fn outcome(&self, stops: &[StopRecord], start_ns: u64) -> Vec<AppliedIntervention> {
+    /// from its first stop. One that changes a value may do so in the
+    /// kernel without a stop: it acts from the first call of `run` it
+    /// changes ([`Intervention::changes_values_from`]), or from the start
+    /// when the run lost events (that call may be among them).
+    pub fn outcome(
+        &self,
+        stops: &[StopRecord],
+        start_ns: u64,
+        run: &Run,
+    ) -> Vec<AppliedIntervention> {
         self.interventions
             .iter()
             .enumerate()
@@ -580,7 +587,13 @@ impl Plan {
                     applied: mine.iter().all(|s| s.applied),
                     timed_out: mine.iter().any(|s| s.timed_out),
                     held_at_end: mine.iter().any(|s| s.cut_short),
-                    acted_ns: if iv.changes_values() { Some(0) } else { first_stop },
+                    acted_ns: if !iv.changes_values() {
+                        first_stop
+                    } else if run.complete {
+                        first_stop.into_iter().chain(iv.changes_values_from(&run.calls)).min()
+                    } else {
+                        Some(0)
+                    },
                 }
             })
             .collect()

@@ -1,7 +1,10 @@
 //! Tests of `plan.rs`: interventions as kernel actions.
 
 use super::*;
-use crate::model::{Probe, ValueType, testing::function};
+use crate::model::{
+    Label, Probe, ValueType,
+    testing::{call, function, run},
+};
 
 fn site(func: u32, role: u32, instance: u32) -> Site {
     Site { func, role, instance }
@@ -9,6 +12,11 @@ fn site(func: u32, role: u32, instance: u32) -> Site {
 
 fn plan(ivs: &[Intervention]) -> Plan {
     Plan::new(ivs, Duration::from_millis(500), &[])
+}
+
+/// A run that made no traced call.
+fn no_calls() -> Run {
+    run(1, Label::Pass, Vec::new(), 0)
 }
 
 fn stop(site: SiteKey, applied: bool, timed_out: bool) -> StopRecord {
@@ -106,7 +114,7 @@ fn conflicting_interventions_are_not_installed() {
         Intervention::DelayExit { site: s, delay_us: 10 },
     ]);
     assert_eq!(plan.conflicts, vec![1]);
-    let outcome = plan.outcome(&[], 0);
+    let outcome = plan.outcome(&[], 0, &no_calls());
     assert!(outcome[0].applied && !outcome[1].applied);
 }
 
@@ -119,13 +127,15 @@ fn timed_out_hold_is_not_applied() {
         until_point: Point::Exit,
     };
     let plan = plan(&[iv]);
-    let o = plan.outcome(&[stop(site_key(site(1, 2, 1), Point::Entry), false, true)], 0);
+    let o =
+        plan.outcome(&[stop(site_key(site(1, 2, 1), Point::Entry), false, true)], 0, &no_calls());
     assert!(!o[0].applied && o[0].timed_out);
 }
 
 /// An intervention acts from its first stop, on the run's clock; one
 /// whose site was never reached never acted; one that changes a value
-/// may act in the kernel without a stop, so it counts from the start.
+/// may act in the kernel without a stop: it counts from the return it
+/// overrides, or from the run's start when events were lost.
 #[test]
 fn an_intervention_acts_from_its_first_stop() {
     let hold = Intervention::HoldUntil {
@@ -140,9 +150,46 @@ fn an_intervention_acts_from_its_first_stop() {
         probe_ns,
         ..stop(site_key(site(1, 2, 1), Point::Entry), true, false)
     };
-    let o = plan.outcome(&[at(1_500), at(1_200)], 1_000);
-    assert_eq!((o[0].acted_ns, o[1].acted_ns), (Some(200), Some(0)));
-    assert_eq!(plan.outcome(&[], 1_000)[0].acted_ns, None);
+    // Function 3's first call on main returns at 900, its second at 700
+    // (an earlier entry of another instance is not the one overridden).
+    let calls =
+        vec![call(3, 0, 2, 100, Some(700), Some(1)), call(3, 0, 1, 400, Some(900), Some(1))];
+    let made = run(1, Label::Pass, calls, 1_000);
+    let o = plan.outcome(&[at(1_500), at(1_200)], 1_000, &made);
+    assert_eq!((o[0].acted_ns, o[1].acted_ns), (Some(200), Some(900)));
+    assert_eq!(plan.outcome(&[], 1_000, &made)[0].acted_ns, None);
+    // The overridden call never made: it never acted.
+    assert_eq!(plan.outcome(&[], 1_000, &no_calls())[1].acted_ns, None);
+    let lost = Run { complete: false, lost_events: 3, ..made };
+    assert_eq!(plan.outcome(&[], 1_000, &lost)[1].acted_ns, Some(0));
+}
+
+/// A premature return and a re-execution act from the entry of the first
+/// call they act on; an override of every call, from the first return;
+/// several at once, from the earliest of them.
+#[test]
+fn a_value_change_acts_from_the_first_call_it_changes() {
+    let calls = [call(3, 1, 1, 100, Some(300), Some(0)), call(3, 1, 2, 500, Some(600), Some(0))];
+    let every = Site { func: 3, role: 1, instance: 0 };
+    let second = Site { func: 3, role: 1, instance: 2 };
+    let at = |iv: Intervention| iv.changes_values_from(&calls);
+    assert_eq!(at(Intervention::OverrideReturn { site: every, value: 1 }), Some(300));
+    assert_eq!(at(Intervention::ReturnEarly { site: second, value: 1 }), Some(500));
+    let again = Intervention::Reexecute {
+        calls: CallSet::site(second),
+        test: ValueTest::NotEqual { value: 1 },
+        retries: 1,
+        fallback: None,
+    };
+    assert_eq!(at(again.clone()), Some(500));
+    let both = Intervention::All {
+        each: vec![again, Intervention::OverrideReturn { site: every, value: 1 }],
+    };
+    assert_eq!(at(both), Some(300));
+    assert_eq!(at(Intervention::DelayExit { site: every, delay_us: 1 }), None);
+    // Another role's calls are not its calls.
+    let other = Site { func: 3, role: 2, instance: 0 };
+    assert_eq!(at(Intervention::OverrideReturn { site: other, value: 1 }), None);
 }
 
 /// A class of threads gets one key per role, for every instance, in
@@ -212,7 +259,7 @@ fn holds_of_one_intervention_at_one_site_wait_for_the_later_call() {
     assert_eq!(two.actions[0].1.other, site_key(site(5, 0, 2), Point::Exit));
     let mut held = stop(site_key(site(5, 1, 1), Point::Entry), false, true);
     held.action = ActionKind::HOLD_UNTIL;
-    let o = two.outcome(&[held], 0);
+    let o = two.outcome(&[held], 0, &no_calls());
     assert!(o.iter().all(|a| !a.applied && a.timed_out));
 }
 
@@ -303,13 +350,13 @@ fn held_locks_wait_at_every_acquisition_inside_the_calls() {
         site: SiteKey { func: 5, role: 2, instance: 7, point: SitePoint::ENTRY },
         ..stop(SiteKey::default(), false, true)
     };
-    let out = plan.outcome(&[stop], 0);
+    let out = plan.outcome(&[stop], 0, &no_calls());
     assert!(!out[0].applied && out[0].timed_out);
     // With no lock function traced there is nothing to hold at: the
     // intervention is never installed as if it had been.
     let none = Plan::new(&[iv], Duration::from_millis(500), &functions[..2]);
     assert_eq!(none.conflicts, [0]);
-    assert!(!none.outcome(&[], 0)[0].applied);
+    assert!(!none.outcome(&[], 0, &no_calls())[0].applied);
 }
 
 /// A try-lock of the held calls is held like the other lock calls, but
@@ -388,8 +435,8 @@ fn noise_on_one_call_of_a_serialised_group_comes_before_the_serialisation() {
     let noise_stop = StopRecord { action: ActionKind::DELAY, ..stop(own, true, false) };
     let gave_up =
         StopRecord { action: ActionKind::HOLD_WHILE_GROUP_RUNNING, ..stop(own, false, true) };
-    assert!(!plan.outcome(std::slice::from_ref(&noise_stop), 0)[0].timed_out);
-    assert!(plan.outcome(&[noise_stop, gave_up], 0)[0].timed_out);
+    assert!(!plan.outcome(std::slice::from_ref(&noise_stop), 0, &no_calls())[0].timed_out);
+    assert!(plan.outcome(&[noise_stop, gave_up], 0, &no_calls())[0].timed_out);
 
     let every_call = Site { func: 1, role: 1, instance: 0 };
     let until = Point::Exit;

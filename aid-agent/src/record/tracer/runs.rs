@@ -247,7 +247,7 @@ impl<S: Symbolize> Tracer<S> {
             stops::is_noise(plan, s, &self.functions)
         });
         rec.run.calls = paired_calls(&rec.rows, &rec.run.pauses);
-        rec.run.interventions = plan.outcome(&stops, rec.start_ns);
+        rec.run.interventions = plan.outcome(&stops, rec.start_ns, &rec.run);
         if sync != SyncProbes::None {
             rec.sync_steps = self.sync_steps(&rec.run.threads);
         }
