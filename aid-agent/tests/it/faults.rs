@@ -82,10 +82,13 @@ fn agent_sigkill_during_observation_ends_the_target_it_started() {
     let exe = faults();
     let (tmp, out) = temp_session();
     let progress = tmp.path().join("progress");
-    // Two runs that time out (and are kept), then the third, which would
-    // go on for two minutes, is cut short by the agent's death.
+    // Two runs that time out (and are kept), then the third is cut short
+    // by the agent's death. Each run has 3 s: the test finds the third
+    // run's target, sees it probed and kills the agent within that. With
+    // 700 ms, a CI run of afb11ea on a loaded machine saw the third run
+    // time out and its target end before the test read its code (EIO).
     let agent_proc = spawn_agent(
-        &["record", "-t", "add3", "--runs", "3", "--timeout", "700ms"],
+        &["record", "-t", "add3", "--runs", "3", "--timeout", "3s"],
         &out,
         &[exe.as_os_str(), "chatty".as_ref(), progress.as_os_str()],
     );
