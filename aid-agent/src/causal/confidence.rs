@@ -120,11 +120,27 @@ impl Ledger {
     /// failing runs are that likely says nothing: its counted runs may be
     /// the ones that would have passed anyway.
     pub fn left_out_failures(&self, failed_held: u32, valid: u32) -> (f64, f64) {
+        let n = u64::from(failed_held) + u64::from(valid);
+        self.at_most(failed_held, n)
+    }
+
+    /// A round's `fails` failing runs among its `valid` ones: the
+    /// probability of so few if the intervention changed nothing (the
+    /// failure as frequent as it comes at all, the low estimate of
+    /// [`Ledger::left_out_failures`]), and that rate. Spends nothing: it
+    /// only ever keeps a round from ruling its group out
+    /// ([`RARER_LEVEL`]).
+    pub fn failures_as_rare(&self, fails: u32, valid: u32) -> (f64, f64) {
+        self.at_most(fails, u64::from(valid))
+    }
+
+    /// P(at most `k` failing runs of `n`) at the low estimate of the
+    /// failure rate, and that rate.
+    fn at_most(&self, k: u32, n: u64) -> (f64, f64) {
         let failing = (self.p_fail - 1.0).round() as u64;
         let runs = failing + (self.p_pass - 1.0).round() as u64;
         let rate = clopper_pearson_lower(failing, runs, NULL_RATE_LEVEL);
-        let n = u64::from(failed_held) + u64::from(valid);
-        (1.0 - upper_tail(u64::from(failed_held) + 1, n, rate), rate)
+        (1.0 - upper_tail(u64::from(k) + 1, n, rate), rate)
     }
 
     /// Runs a round nothing can witness needs at the next α, with the
@@ -182,6 +198,19 @@ pub(crate) fn runs_for(p: f64, alpha: f64) -> u32 {
 /// The level of the low estimate of the failure rate a round's left-out
 /// failing runs are judged against ([`Ledger::left_out_failures`]).
 pub const NULL_RATE_LEVEL: f64 = 0.05;
+
+/// A round whose failing runs are this unlikely to be so few with nothing
+/// intervened on ([`Ledger::failures_as_rare`]) is no evidence against its
+/// group: the intervention made the failure far rarer without stopping
+/// it, as a true cause's does when forcing it brings a failure of its own
+/// (counter-atomicity: the stale read forced to 1 while worker 1 has not
+/// stored yet, and worker 1 delayed past worker 2's whole increment,
+/// overwrites worker 2's 2 with its 1: 1 run of 722, against 10 % with
+/// nothing intervened on). A group with no cause fails as often as the
+/// failure comes: its first failing run comes so late with probability
+/// at most this, so it is left untested rather than ruled out that
+/// rarely. Nothing is ever confirmed by it.
+pub const RARER_LEVEL: f64 = 0.001;
 
 /// One-sided Clopper–Pearson lower bound on a binomial proportion: the p
 /// at which `k` or more successes in `n` trials have probability `level`.

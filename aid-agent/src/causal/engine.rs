@@ -50,7 +50,7 @@ use rand_chacha::ChaCha8Rng;
 use super::{
     AcDag, CausalError, Config, Decision, Discovery, Oracle, Phase, Reason, Round, Strategy, Ties,
     Unused,
-    confidence::Ledger,
+    confidence::{Ledger, RARER_LEVEL},
     knowledge::{Evidence, Knowledge, Rules, Status},
 };
 use crate::{bitset::BitSet, predicates::PredId};
@@ -280,7 +280,7 @@ impl<'a> Experiment<'a> {
             let settled =
                 t.fails >= self.absence_runs || pending.is_empty() || !self.kb.uses_absences();
             if t.missing_all.is_empty() && settled {
-                return Some((Outcome::Persisted, None, None));
+                return Some(self.persisted(t));
             }
         } else if t.missing_all.is_empty() {
             let mut risk = self.ledger.witnessed_risk(t.witnessed_pass);
@@ -315,7 +315,7 @@ impl<'a> Experiment<'a> {
                 return Some((Outcome::Unused, Some(Unused::Unsettled { missing }), None));
             }
             if t.fails > 0 {
-                return Some((Outcome::Persisted, None, None));
+                return Some(self.persisted(t));
             }
             if t.failed_held > 0 {
                 let failing_held = t.failed_held;
@@ -324,6 +324,17 @@ impl<'a> Experiment<'a> {
             return Some((Outcome::Unused, Some(Unused::NoWitness), None));
         }
         None
+    }
+
+    /// A round in which the failure persisted: evidence against its
+    /// group, unless its failing runs were far fewer than with nothing
+    /// intervened on ([`RARER_LEVEL`]).
+    fn persisted(&self, t: &Tally) -> (Outcome, Option<Unused>, Option<f64>) {
+        let (chance, _) = self.ledger.failures_as_rare(t.fails, t.valid);
+        if chance <= RARER_LEVEL {
+            return (Outcome::Unused, Some(Unused::Rarer { failing: t.fails }), None);
+        }
+        (Outcome::Persisted, None, None)
     }
 
     /// Records a finished round, with what its evidence confirmed and

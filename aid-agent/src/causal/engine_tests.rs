@@ -130,6 +130,40 @@ fn a_blind_round_takes_the_runs_the_budget_needs_and_invalid_runs_do_not_count()
     assert!(d.confidence.achieved >= 0.99 && d.confidence.achieved < 1.0);
 }
 
+/// The failure that persists under an intervention, but far more rarely
+/// than it comes at all, rules nothing out (`RARER_LEVEL`): in the
+/// chain 1 → 2, P1 confirmed by a blind round, the round on P2 sees 150
+/// passing runs (none witnessed, below the round's cap of 250) before
+/// one fails; P2 is left untested, neither pruned
+/// nor confirmed. One failing run after 5 is the failure as it comes
+/// (half of the baseline runs fail): P2 is ruled out.
+#[test]
+fn a_failure_far_rarer_under_the_intervention_rules_nothing_out() {
+    let mut probe = Ledger::new(0.99, 20, 20);
+    let n = confidence::runs_for(probe.rate_lower_bound(), probe.alpha());
+    let session = |passing: usize| {
+        let mut answers: Vec<Observation> = (0..n).map(|_| obs(false, &[], true)).collect();
+        answers.extend((0..passing).map(|_| obs(false, &[], true)));
+        answers.push(obs(true, &[1], true));
+        discover(&chain(), Strategy::Aid, &mut script(answers), &config()).unwrap()
+    };
+    let rare = session(150);
+    assert_eq!(rare.path, vec![PredId(1)]);
+    let round = &rare.rounds[1];
+    assert_eq!(round.group, BTreeSet::from([PredId(2)]));
+    assert_eq!((round.runs, round.failing_runs), (151, 1));
+    assert_eq!(round.unused, Some(Unused::Rarer { failing: 1 }));
+    assert!(round.pruned.is_empty(), "{:?}", round.pruned);
+    assert_eq!(rare.untestable, vec![PredId(2)]);
+    let usual = session(5);
+    assert_eq!((usual.rounds[1].unused.clone(), usual.rounds[1].runs), (None, 6));
+    assert_eq!(
+        usual.rounds[1].pruned,
+        vec![Decision { pred: PredId(2), reason: Reason::FailurePersisted { round: 1 } }]
+    );
+    assert!(usual.untestable.is_empty());
+}
+
 /// An intervention that changes nothing: the predicate holds in half
 /// the runs, as without it, and those fail and are left out (not
 /// negated); the other half pass. Counting only those, the round would

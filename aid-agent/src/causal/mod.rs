@@ -31,7 +31,7 @@ pub mod sim;
 mod soundness;
 mod tagt;
 
-pub use confidence::SessionConfidence;
+pub use confidence::{RARER_LEVEL, SessionConfidence};
 pub use dag::{AcDag, RunAnchors};
 pub use engine::some_round_witnessed;
 pub use oracle::{Observation, Oracle};
@@ -277,6 +277,12 @@ pub enum Unused {
     /// would leave out: the runs it counted may be those that would have
     /// passed anyway (`Ledger::left_out_failures`).
     Ineffective { failing_held: u32 },
+    /// The failure persisted, but in only `failing` of the round's runs,
+    /// far fewer than with nothing intervened on
+    /// (`confidence::RARER_LEVEL`): the intervention may have brought
+    /// about a failure of its own, so the round neither confirms nor
+    /// rules out its group.
+    Rarer { failing: u32 },
     /// The group's interventions act at one call site in ways a single
     /// stop cannot combine (a delay and a hold, holds until different
     /// calls), or hold threads that wait for one another's in a ring
