@@ -494,7 +494,7 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
             count(r.runs, noun)
         ),
         Some(Unused::Rarer { failing }) => format!(
-            "{what} was not used: the failure still came, but in only {failing} of its {}, far more rarely than with nothing intervened on (so few by chance less than once in {}), so the intervention may have brought about a failure of its own (a forced value the rest of the {noun} does not match, a thread held into another schedule) and the predicate was neither confirmed nor ruled out",
+            "{what} was not used: the failure still came, but in only {failing} of its {}, and with nothing intervened on so few would come less than once in {} rounds; the intervention may have brought about a failure of its own (a forced value the rest of the {noun} does not match, a thread held into another schedule), so the predicate was neither confirmed nor ruled out",
             count(r.runs, noun),
             (1.0 / crate::causal::RARER_LEVEL).round()
         ),
