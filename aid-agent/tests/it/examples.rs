@@ -74,8 +74,10 @@ const SUITE: &[&str] = &[
 /// round (an override of the load, counted as acting from the run's start,
 /// so with no witness) ran 343 to 930 runs, and one run failed in a
 /// schedule the forced value fails in itself; with a value change acting
-/// from the call it changes, 0 of 8 (6 sessions and the bench's 2, rounds
-/// of 7 to 37 runs),
+/// from the call it changes (rounds on the stale read of 7 to 45 runs),
+/// 1 of 47 (d39cd03 and 5b4017c: 43 sessions by hand, none missed; the
+/// bench's 4, one with the same two links and no stale read, its session
+/// not kept),
 /// rust_spawn_closures_with_no_flags 0 of 3
 /// (2026-11-24). Under a load of 15 on 2 CPUs (five engineers building,
 /// 2026-11-27) commit_after_close missed 2 of 2 (`prepare_batch` was no
