@@ -36,7 +36,10 @@ pub enum Which {
     /// The examples' scoreboard: `aid-agent debug` on every case of
     /// examples/cases.rs (each example debugged as its README or a test
     /// says), sessions with the expected path, with no cause and with
-    /// another; interventions and runs against TAGT, wall time.
+    /// another; interventions and runs against TAGT, wall time. A
+    /// session that missed is kept in
+    /// target/bench/examples/missed/CASE-N (the next miss of that case's
+    /// N-th session replaces it); the others are removed.
     Examples {
         /// Sessions per case.
         #[arg(long, default_value_t = 3)]
@@ -204,7 +207,9 @@ fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
         let mut rows: Vec<[f64; 5]> = Vec::new();
         let mut verdicts = [0usize; 4];
         for k in 1..=sessions {
-            let out = tempfile_dir()?;
+            // Beside where a miss is kept: moved there, not copied.
+            let out = dir.join(format!("session-{}-{}", std::process::id(), rand_suffix()));
+            std::fs::create_dir_all(&out)?;
             let started = std::time::Instant::now();
             let output = Command::new(agent_binary())
                 .arg("debug")
@@ -218,10 +223,10 @@ fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
             let wall = started.elapsed().as_secs_f64();
             let stdout = String::from_utf8_lossy(&output.stdout);
             let outcome = crate::cases::Outcome::read(&out.join("s"), &stdout);
-            let _ = std::fs::remove_dir_all(&out);
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
+                    let _ = std::fs::remove_dir_all(&out);
                     bail!("{}: session {k} wrote no report ({}): {e}", case.name, output.status)
                 }
             };
@@ -234,8 +239,19 @@ fn examples(sessions: usize, only: &[String]) -> anyhow::Result<()> {
             };
             verdicts[slot] += 1;
             if slot > 0 {
-                eprintln!("{}: session {k}: {verdict:?}", case.name);
+                // A miss keeps its session, one per case and session
+                // number (the next pass's miss replaces it).
+                let kept = dir.join("missed").join(format!("{}-{k}", case.name));
+                let _ = std::fs::remove_dir_all(&kept);
+                let moved = std::fs::create_dir_all(dir.join("missed"))
+                    .and_then(|()| std::fs::rename(out.join("s"), &kept));
+                let at = match moved {
+                    Ok(()) => format!(" (session kept in {})", kept.display()),
+                    Err(e) => format!(" (session not kept: {e})"),
+                };
+                eprintln!("{}: session {k}: {verdict:?}{at}", case.name);
             }
+            let _ = std::fs::remove_dir_all(&out);
             rows.push([
                 outcome.interventions,
                 outcome.tagt_mean,
