@@ -50,10 +50,24 @@ use rand_chacha::ChaCha8Rng;
 use super::{
     AcDag, CausalError, Config, Decision, Discovery, Oracle, Phase, Reason, Round, Strategy, Ties,
     Unused,
-    confidence::{Ledger, RARER_LEVEL},
+    confidence::{self, Ledger, RARER_LEVEL},
     knowledge::{Evidence, Knowledge, Rules, Status},
 };
 use crate::{bitset::BitSet, predicates::PredId};
+
+/// The most valid runs a round takes when [`Config::max_round_runs`] is 0
+/// (otherwise ten times what the session's first blind round needs, when
+/// less). A round nothing upstream can witness is judged by its length,
+/// against a lower bound on the failure rate: with 1 failing run in 200
+/// under the agent's control that is 380,783 runs, which no session
+/// finishes (one on a program outside the corpus ran 9,000 of them in
+/// 140 s and was interrupted with nothing tested). Past this the round
+/// ends unused, [`Unused::TooLong`] or [`Unused::NoWitness`], and the
+/// search goes on; a failure in its runs still rules its group out, as
+/// in any round. A blind round at 2 % with few failures seen needs up to
+/// about 4,000 (docs/causal.md); the corpus's longest rounds on this
+/// machine took about 400 runs.
+pub const MAX_ROUND_RUNS: u32 = 5_000;
 
 /// What a round showed, as far as the strategies are concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,7 +189,7 @@ impl<'a> Experiment<'a> {
         let cap = if self.max_round_runs > 0 {
             self.max_round_runs
         } else {
-            self.ledger.blind_runs_needed().max(10).saturating_mul(10)
+            self.ledger.blind_runs_needed().max(10).saturating_mul(10).min(MAX_ROUND_RUNS)
         };
         // A blind round is judged by its number of runs, against a lower
         // bound on the failure rate. One whose upstream candidates held
@@ -320,6 +334,14 @@ impl<'a> Experiment<'a> {
             if t.failed_held > 0 {
                 let failing_held = t.failed_held;
                 return Some((Outcome::Unused, Some(Unused::Ineffective { failing_held }), None));
+            }
+            // Judged by its length, the round could not have gone on long
+            // enough: the failure is too rare for a round to show it gone.
+            if let Some((p_lo, n)) = by_length
+                && n > 0
+            {
+                let needed = confidence::runs_for(p_lo, alpha);
+                return Some((Outcome::Unused, Some(Unused::TooLong { needed }), None));
             }
             return Some((Outcome::Unused, Some(Unused::NoWitness), None));
         }

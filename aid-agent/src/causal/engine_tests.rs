@@ -428,6 +428,33 @@ fn a_round_whose_upstream_never_shows_is_no_evidence() {
     assert_eq!(ex.finish(Strategy::Aid).rounds[0].unused, Some(Unused::NoWitness));
 }
 
+/// With 1 failing run in 200 a round nothing upstream can witness would
+/// need hundreds of thousands of runs without the failure: it ends after
+/// [`MAX_ROUND_RUNS`], unused and saying what it needed; a failure within
+/// them still rules its group out.
+#[test]
+fn a_round_the_failure_is_too_rare_for_ends_at_the_most_a_round_takes() {
+    let dag = chain();
+    let cfg = Config { baseline: Baseline { failing: 1, passing: 199 }, ..Config::default() };
+    let blind = cfg.first_round_runs().unwrap();
+    assert!(blind > 10 * MAX_ROUND_RUNS, "{blind}");
+    let mut o = script((0..MAX_ROUND_RUNS).map(|_| obs(false, &[], true)).collect());
+    let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[1]), Phase::Giwp).unwrap(), Outcome::Unused);
+    let d = ex.finish(Strategy::Aid);
+    assert_eq!(d.rounds[0].runs, MAX_ROUND_RUNS);
+    assert_eq!(d.rounds[0].unused, Some(Unused::TooLong { needed: blind }));
+    assert!(d.path.is_empty());
+
+    let mut answers: Vec<Observation> = (0..100).map(|_| obs(false, &[], true)).collect();
+    answers.push(obs(true, &[], true));
+    answers.push(obs(true, &[], true));
+    let mut o = script(answers);
+    let mut ex = Experiment::new(&dag, &mut o, &cfg, Strategy::Aid).unwrap();
+    assert_eq!(ex.intervene(&group(&dag, &[1]), Phase::Giwp).unwrap(), Outcome::Persisted);
+    assert!(!ex.kb.is_open(dag.index_of(PredId(1)).unwrap()));
+}
+
 #[test]
 fn a_predicate_whose_intervention_never_takes_effect_is_left_untested() {
     // {P1} never takes effect; the walk goes on to P2, whose first run

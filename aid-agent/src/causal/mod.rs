@@ -33,7 +33,7 @@ mod tagt;
 
 pub use confidence::{RARER_LEVEL, SessionConfidence};
 pub use dag::{AcDag, RunAnchors};
-pub use engine::some_round_witnessed;
+pub use engine::{MAX_ROUND_RUNS, some_round_witnessed};
 pub use oracle::{Observation, Oracle};
 pub use replay::{Installable, TagtEstimate, estimate_tagt};
 pub use sim::{example, simulate, synthetic};
@@ -261,6 +261,12 @@ pub enum Unused {
     /// Predicates upstream of the group never held in any of the round's
     /// runs, so nothing shows the failure was ever under way.
     NoWitness,
+    /// The round went without the failure for as many runs as a round may
+    /// take ([`MAX_ROUND_RUNS`]), but was judged by its length
+    /// (nothing upstream witnessed a run), and that needed `needed` runs
+    /// in a row: the failure is too rare where rounds are made for a
+    /// round to show it gone.
+    TooLong { needed: u32 },
     /// A predicate the group cannot affect was missing from the runs with
     /// the failure under way, and the round ended before it could be told
     /// apart from a missed observation.

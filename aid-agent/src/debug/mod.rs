@@ -511,7 +511,8 @@ enum Calibration {
 /// witness is judged by how many runs in a row go without the failure,
 /// against a lower bound on the control's failure rate: with 1 failing
 /// control run in 200 that is 380,783 runs. The first rounds of the other
-/// corpus sessions on this machine needed at most 295.
+/// corpus sessions on this machine needed at most 295. Below the most any
+/// round takes ([`causal::MAX_ROUND_RUNS`]).
 pub const MAX_FIRST_ROUND_RUNS: u32 = 2_000;
 
 /// Judges intervention rounds against the failure rate of control runs

@@ -456,6 +456,12 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
             "{what} was not used: in {} nothing upstream of the intervention held, so nothing shows the failure was ever under way",
             count(r.runs, noun)
         ),
+        Some(Unused::TooLong { needed }) => format!(
+            "{what} was not used: its {} went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs {} in a row without it, more than the {} a round may take (the failure is that rare where rounds are made), so the predicate was left untested",
+            count(r.runs, noun),
+            count(*needed, noun),
+            crate::causal::MAX_ROUND_RUNS
+        ),
         Some(Unused::Unsettled { missing }) => {
             let missing: Vec<String> = missing.iter().map(|&p| desc(p)).collect();
             format!(

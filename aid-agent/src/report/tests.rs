@@ -338,6 +338,10 @@ mod unused {
             "round 3 (intervening on P3) was not used: in 9 runs nothing upstream of the intervention held, so nothing shows the failure was ever under way"
         );
         assert_eq!(
+            unused_words(&round(Some(Unused::TooLong { needed: 380_783 })), &desc, "run"),
+            "round 3 (intervening on P3) was not used: its 9 runs went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs 380783 runs in a row without it, more than the 5000 a round may take (the failure is that rare where rounds are made), so the predicate was left untested"
+        );
+        assert_eq!(
             unused_words(&round(Some(Unused::NotApplied)), &desc, "run"),
             "round 3 (intervening on P3) was not used: the intervention did not take effect in 20 runs in a row (its call site was not reached, the predicate held in spite of it, the run was cut short, or it acted where the noise that provokes the failure would have and the run passed), so the predicate was left untested"
         );
