@@ -64,6 +64,10 @@ pub struct StopRecord {
     pub held: bool,
     /// The target ended while the thread was held here.
     pub cut_short: bool,
+    /// The thread was put back at the probed instruction before it was
+    /// held (`Controller::rewind`): it ran that instruction again when let
+    /// go, not before the hold.
+    pub rewound: bool,
     /// The value a return was forced to, if one was.
     pub value: Option<u64>,
     pub error: Option<String>,
@@ -84,6 +88,7 @@ impl StopRecord {
             probe_ns: p.ts_ns,
             held: false,
             cut_short: false,
+            rewound: false,
             value: None,
             error: None,
         }
@@ -482,14 +487,14 @@ impl Controller<'_> {
         // A hold or delay at an entry must come before the function does
         // anything: rewind the thread to its first instruction when that
         // instruction can safely run again.
-        if p.site.point == SitePoint::ENTRY
-            && p.action.kind.is_hold()
-            && let Err(e) = self.rewind(tid, &p)
-        {
-            log::debug!(
-                "holding {tid} after the first instruction of function {}: {e}",
-                p.site.func
-            );
+        if p.site.point == SitePoint::ENTRY && p.action.kind.is_hold() {
+            match self.rewind(tid, &p) {
+                Ok(()) => record.rewound = true,
+                Err(e) => log::debug!(
+                    "holding {tid} after the first instruction of function {}: {e}",
+                    p.site.func
+                ),
+            }
         }
         let own = self.own(tid, &p);
         let then = (p.then.kind == ActionKind::HOLD_LOCK_WHILE_GROUP_RUNNING

@@ -31,6 +31,7 @@ fn stop(site: SiteKey, applied: bool, timed_out: bool) -> StopRecord {
         probe_ns: 0,
         held: true,
         cut_short: false,
+        rewound: false,
         value: None,
         error: None,
     }

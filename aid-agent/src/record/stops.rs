@@ -10,10 +10,14 @@ use crate::{
 
 /// A held thread's probe fired before the hold: the call really proceeded
 /// (entered its body, or returned to its caller) only when released, at a
-/// time taken on the events' own clock. Not a statement point's: the
-/// instruction it is at has run when the hold begins (the kernel stops
-/// the thread on its way back to user space, after stepping over it), so
-/// the thread was past it at the probe's time.
+/// time taken on the events' own clock. A statement point's row moves only
+/// when the agent put the thread back at the probed instruction
+/// ([`StopRecord::rewound`]): the kernel stops the thread on its way back
+/// to user space, after stepping over the instruction, which then runs
+/// again when the thread is let go (a load reads what other threads
+/// stored during the hold: measured in BENCHMARKS.md, "A hold at a
+/// statement point"). Not rewound (the instruction may not run twice, a
+/// store), the thread was past it at the probe's time.
 ///
 /// A stop at a synchronisation point names the thread's rank there (its
 /// k-th sync point of any kind), not the call's instance: its row is the
@@ -35,8 +39,8 @@ pub(super) fn shift_held_rows(
     let probe = |f: FuncId| functions.get(f as usize).map(|f| f.probe);
     for stop in stops.iter().filter(|s| s.released_ns > 0) {
         let row = match probe(stop.site.func) {
-            Some(Probe::Statement) => continue,
-            Some(Probe::Sync) => rows
+            Some(Probe::Statement) if !stop.rewound => continue,
+            Some(Probe::Sync | Probe::Statement) => rows
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| {
@@ -203,6 +207,7 @@ mod tests {
             probe_ns: 1_000,
             held: true,
             cut_short: false,
+            rewound: true,
             value: None,
             error: None,
         }
@@ -251,6 +256,38 @@ mod tests {
         let died = StopRecord { released_ns: 4_000, ..stop(1, 1, 1, 0) };
         shift_held_rows(&mut rows, &[died], 1_000, 1_200, &functions);
         assert_eq!(rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(), [10, 1_200]);
+    }
+
+    /// A hold at a statement point (the thread's 2nd point of any kind)
+    /// moves its row to the release only when the thread was put back at
+    /// the probed instruction: it ran that instruction after the hold.
+    /// Not put back, the instruction ran before the hold and the row
+    /// keeps the probe's time.
+    #[test]
+    fn a_statement_row_moves_when_its_hold_was_rewound() {
+        let at = |id, name, probe| Function { probe, internal: true, ..function(id, name) };
+        let functions =
+            vec![function(0, "check"), at(1, "lock", Probe::Sync), at(2, "stmt", Probe::Statement)];
+        let row = |t_ns, func, instance| EventRow {
+            t_ns,
+            tid: 101,
+            role: 1,
+            func,
+            point: Point::Entry,
+            instance,
+            args: [0; 3],
+            ret: None,
+            content: None,
+        };
+        let rows = vec![row(10, 0, 1), row(20, 1, 1), row(30, 2, 1), row(600, 0, 2)];
+        let held = StopRecord { released_ns: 1_500, ..stop(2, 1, 2, 0) };
+        let mut moved = rows.clone();
+        shift_held_rows(&mut moved, std::slice::from_ref(&held), 1_000, 2_000, &functions);
+        assert_eq!(moved.iter().map(|r| r.t_ns).collect::<Vec<_>>(), [10, 20, 500, 600]);
+        let mut kept = rows.clone();
+        let past = StopRecord { rewound: false, ..held };
+        shift_held_rows(&mut kept, &[past], 1_000, 2_000, &functions);
+        assert_eq!(kept.iter().map(|r| r.t_ns).collect::<Vec<_>>(), [10, 20, 30, 600]);
     }
 
     /// A statement point with both a thread's own noise (its 2nd arrival
