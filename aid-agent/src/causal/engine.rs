@@ -335,10 +335,11 @@ impl<'a> Experiment<'a> {
                 let failing_held = t.failed_held;
                 return Some((Outcome::Unused, Some(Unused::Ineffective { failing_held }), None));
             }
-            // Judged by its length, the round could not have gone on long
-            // enough: the failure is too rare for a round to show it gone.
+            // Judged by the length of all its runs (blind), the round
+            // could not have gone on long enough: the failure is too rare
+            // for a round to show it gone.
             if let Some((p_lo, n)) = by_length
-                && n > 0
+                && n == t.valid
             {
                 let needed = confidence::runs_for(p_lo, alpha);
                 return Some((Outcome::Unused, Some(Unused::TooLong { needed }), None));

@@ -262,10 +262,10 @@ pub enum Unused {
     /// runs, so nothing shows the failure was ever under way.
     NoWitness,
     /// The round went without the failure for as many runs as a round may
-    /// take ([`MAX_ROUND_RUNS`]), but was judged by its length
-    /// (nothing upstream witnessed a run), and that needed `needed` runs
-    /// in a row: the failure is too rare where rounds are made for a
-    /// round to show it gone.
+    /// take (at most [`MAX_ROUND_RUNS`]), but nothing upstream of it can
+    /// witness a run, so it was judged by its length, and that needed
+    /// `needed` runs in a row: the failure is too rare where rounds are
+    /// made for a round to show it gone.
     TooLong { needed: u32 },
     /// A predicate the group cannot affect was missing from the runs with
     /// the failure under way, and the round ended before it could be told
