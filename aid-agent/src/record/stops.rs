@@ -213,15 +213,9 @@ mod tests {
         }
     }
 
-    /// A hold at a thread's 3rd synchronisation point (its 2nd lock, after
-    /// a lock and an unlock) moves that lock's row, not its 3rd lock's
-    /// (it has none) nor another thread's: a stop at a sync point names
-    /// the thread's rank there. A call's own stop names its instance.
-    #[test]
-    fn a_hold_at_a_sync_point_moves_the_threads_row_of_that_rank() {
-        let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
-        let functions = vec![function(0, "work"), sync(1, "lock"), sync(2, "unlock")];
-        let row = |t_ns, tid, func, instance| EventRow {
+    /// An entry row of thread `tid` (role `tid` − 100, as [`stop`]'s).
+    fn entry_row(t_ns: u64, tid: u32, func: u32, instance: u32) -> EventRow {
+        EventRow {
             t_ns,
             tid,
             role: tid - 100,
@@ -231,7 +225,18 @@ mod tests {
             args: [0; 3],
             ret: None,
             content: None,
-        };
+        }
+    }
+
+    /// A hold at a thread's 3rd synchronisation point (its 2nd lock, after
+    /// a lock and an unlock) moves that lock's row, not its 3rd lock's
+    /// (it has none) nor another thread's: a stop at a sync point names
+    /// the thread's rank there. A call's own stop names its instance.
+    #[test]
+    fn a_hold_at_a_sync_point_moves_the_threads_row_of_that_rank() {
+        let sync = |id, name| Function { probe: Probe::Sync, internal: true, ..function(id, name) };
+        let functions = vec![function(0, "work"), sync(1, "lock"), sync(2, "unlock")];
+        let row = entry_row;
         let mut rows = vec![
             row(10, 101, 0, 1),
             row(20, 101, 1, 1),
@@ -268,17 +273,7 @@ mod tests {
         let at = |id, name, probe| Function { probe, internal: true, ..function(id, name) };
         let functions =
             vec![function(0, "check"), at(1, "lock", Probe::Sync), at(2, "stmt", Probe::Statement)];
-        let row = |t_ns, func, instance| EventRow {
-            t_ns,
-            tid: 101,
-            role: 1,
-            func,
-            point: Point::Entry,
-            instance,
-            args: [0; 3],
-            ret: None,
-            content: None,
-        };
+        let row = |t_ns, func, instance| entry_row(t_ns, 101, func, instance);
         let rows = vec![row(10, 0, 1), row(20, 1, 1), row(30, 2, 1), row(600, 0, 2)];
         let held = StopRecord { released_ns: 1_500, ..stop(2, 1, 2, 0) };
         let mut moved = rows.clone();
