@@ -457,10 +457,9 @@ fn unused_words(r: &Round, desc: &dyn Fn(PredId) -> String, noun: &str) -> Strin
             count(r.runs, noun)
         ),
         Some(Unused::TooLong { needed }) => format!(
-            "{what} was not used: its {} went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs {} in a row without it, more than the {} a round may take here (the failure is that rare where rounds are made), so the predicate was left untested",
+            "{what} was not used: its {} went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs {} in a row without it, more than a round may take (the failure is that rare where rounds are made), so the predicate was left untested",
             count(r.runs, noun),
-            count(*needed, noun),
-            r.runs
+            count(*needed, noun)
         ),
         Some(Unused::Unsettled { missing }) => {
             let missing: Vec<String> = missing.iter().map(|&p| desc(p)).collect();

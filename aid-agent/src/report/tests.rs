@@ -339,7 +339,7 @@ mod unused {
         );
         assert_eq!(
             unused_words(&round(Some(Unused::TooLong { needed: 380_783 })), &desc, "run"),
-            "round 3 (intervening on P3) was not used: its 9 runs went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs 380783 runs in a row without it, more than the 9 a round may take here (the failure is that rare where rounds are made), so the predicate was left untested"
+            "round 3 (intervening on P3) was not used: its 9 runs went without the failure, but nothing upstream of the intervention could show the failure was under way in them, so only the round's length could show the failure gone, and that needs 380783 runs in a row without it, more than a round may take (the failure is that rare where rounds are made), so the predicate was left untested"
         );
         assert_eq!(
             unused_words(&round(Some(Unused::NotApplied)), &desc, "run"),
