@@ -370,13 +370,39 @@ pub const EVERY_MAX_US: u64 = 16_000;
 /// in a PCT run, and in every run of the starvation level
 /// ([`NoiseAction::Demote`]): the lowest of a change point.
 /// Each is let go only when no other thread of the target can run (or
-/// after the level's longest hold), so the whole pool stands inside the
+/// after [`every_demote_us`]), so the whole pool stands inside the
 /// window while the rest of the program goes as far as it can without it:
 /// a reader that checks a two-stage update needs every one of a hundred
 /// writers held between their stages until it has read, however long
 /// starting it takes, which a delay of a fixed length gives only when it
 /// outlasts all of that.
 pub const EVERY_PRIORITY: u32 = 1;
+
+/// How many whole runs without noise a thread held at one point with the
+/// rest of its pool ([`EVERY_PRIORITY`]) waits at most for the others to
+/// go as far as they can, beyond the level's longest hold.
+///
+/// twostage_100_bad (SCTBench, outside the corpus) fails only when its
+/// reader runs while each of a hundred writers stands between its two
+/// stages; `main` starts the reader after the hundred writers. Traced
+/// without noise a run took 7.7 ms; with every writer held at the point
+/// between the stages, the reader began 8.6 to 65 ms into the run (the
+/// stops slow `main` down), after the level's longest hold (2 to 16 ms)
+/// had let the first writer go: 0 of 12 such runs failed, and 2 sessions
+/// in 3 saw no failure in 440 runs (2026-12-07, on e74a29d).
+pub const EVERY_DEMOTE_RUNS: u64 = 8;
+
+/// The most a thread held with the rest of its pool at one point waits
+/// (its [`NoiseAction::Demote`] bound) at a level whose longest hold is
+/// `level_max_us`, after runs without noise of at most `natural_us`:
+/// [`EVERY_DEMOTE_RUNS`] such runs beyond the level's longest hold, and
+/// no more than the longer of that hold and [`EXIT_RUN_MAX_US`]. A hold is
+/// let go sooner once no other thread can run, so the bound costs time only
+/// in a program whose threads spin.
+pub fn every_demote_us(level_max_us: u64, natural_us: u64) -> u64 {
+    let bound = level_max_us.max(EXIT_RUN_MAX_US);
+    (level_max_us + EVERY_DEMOTE_RUNS * natural_us).min(bound)
+}
 
 /// The share of runs whose thread calling `exit` (the main thread
 /// returning from `main`) is held there until every other thread of the
@@ -463,7 +489,8 @@ pub struct NoiseSource {
     unjoined: bool,
     /// The longest run seen without noise, in microseconds (at most
     /// [`EXIT_RUN_MAX_US`]): what a held `exit` waits beyond the run's
-    /// other holds.
+    /// other holds, and the measure of a pool's hold at one point
+    /// ([`every_demote_us`]).
     natural_us: u64,
     roles: BTreeSet<Role>,
     /// The most threads one run seen had.
@@ -665,7 +692,8 @@ impl NoiseSource {
         };
         if let Some(&func) = self.every.choose(&mut self.rng) {
             let action = if kind == Kind::Pct || self.level.starve {
-                NoiseAction::Demote { priority: EVERY_PRIORITY, max_us: max }
+                let max_us = every_demote_us(max, self.natural_us);
+                NoiseAction::Demote { priority: EVERY_PRIORITY, max_us }
             } else {
                 NoiseAction::Delay { us: self.rng.random_range(50..=max.clamp(50, EVERY_MAX_US)) }
             };

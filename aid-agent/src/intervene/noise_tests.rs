@@ -336,6 +336,31 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
     assert!(!served_by(at, stop(7, 1, 3), true), "another point");
 }
 
+/// A thread held with its pool at one point in a PCT run waits for the
+/// others at most eight runs without noise beyond the level's longest
+/// hold (twostage_100_bad's reader starts 8.6 to 65 ms into a run of
+/// 7.7 ms without noise, once every writer is held), and never longer than
+/// a starvation level's hold.
+#[test]
+fn a_pool_held_at_one_point_waits_runs_not_the_levels_hold() {
+    assert_eq!(every_demote_us(2_000, 7_700), 2_000 + 8 * 7_700);
+    assert_eq!(every_demote_us(16_000, 500_000), EXIT_RUN_MAX_US);
+    assert_eq!(every_demote_us(1_000_000, 7_700), 1_000_000, "the starvation level's own");
+    assert_eq!(every_demote_us(2_000, 0), 2_000, "no run seen without noise");
+    let level = Level { sites: 1, max_delay_us: 2_000, starve: false };
+    let mut natural = seen();
+    natural.outcome.wall_ns = 7_700_000;
+    let mut source = NoiseSource::new(level, Schedule::Pct, &[natural], &[], 5);
+    source.hold_every_at(vec![5]);
+    for _ in 0..10 {
+        let noise = source.draw();
+        let [change, every] = &noise[..] else { panic!("{noise:?}") };
+        assert_eq!(change.action, NoiseAction::Demote { priority: 1, max_us: 2_000 });
+        let max_us = 2_000 + 8 * 7_700;
+        assert_eq!(every.action, NoiseAction::Demote { priority: EVERY_PRIORITY, max_us });
+    }
+}
+
 /// Noise for every thread at one point holds each thread of the largest
 /// pool a run showed once: reorder_10_bad's nine setters all stand
 /// before their stores (with eight, the ninth stores both values and no
