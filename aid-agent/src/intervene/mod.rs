@@ -11,6 +11,7 @@ pub mod live;
 pub mod noise;
 pub mod one_cpu;
 pub mod plan;
+mod pool;
 mod reach;
 pub mod returns;
 mod safe;

@@ -344,7 +344,8 @@ fn every_thread_is_held_at_one_statement_point_a_run() {
 #[test]
 fn a_pool_held_at_one_point_waits_runs_not_the_levels_hold() {
     assert_eq!(every_demote_us(2_000, 7_700), 2_000 + 8 * 7_700);
-    assert_eq!(every_demote_us(16_000, 500_000), EXIT_RUN_MAX_US);
+    assert_eq!(every_demote_us(16_000, 500_000), EVERY_DEMOTE_MAX_US);
+    assert_eq!(EVERY_DEMOTE_MAX_US, LADDER[4].max_delay_us, "the starvation level's hold");
     assert_eq!(every_demote_us(1_000_000, 7_700), 1_000_000, "the starvation level's own");
     assert_eq!(every_demote_us(2_000, 0), 2_000, "no run seen without noise");
     let level = Level { sites: 1, max_delay_us: 2_000, starve: false };
