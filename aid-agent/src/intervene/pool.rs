@@ -46,11 +46,12 @@ pub const EVERY_PRIORITY: u32 = 1;
 /// twostage_100_bad (SCTBench, outside the corpus) fails only when its
 /// reader runs while each of a hundred writers stands between its two
 /// stages; `main` starts the reader after the hundred writers. Traced
-/// without noise a run took 7.7 ms; with every writer held at the point
-/// between the stages, the reader began 8.6 to 65 ms into the run (the
-/// stops slow `main` down), after the level's longest hold (2 to 16 ms)
-/// had let the first writer go: 0 of 12 such runs failed, and 2 sessions
-/// in 3 saw no failure in 440 runs (2026-12-07, on e74a29d).
+/// without noise a run took 7.7 ms; in the 6 runs of a session that held
+/// every writer at the point between the stages, the reader began 8.6 to
+/// 65 ms into the run (the stops slow `main` down), after the first writer
+/// had been let go (a delay of at most 16 ms, or a demotion bound by the
+/// level's longest hold): none failed, and 3 sessions in 4 saw no failure
+/// in 440 runs (2026-12-07, on e74a29d).
 pub const EVERY_DEMOTE_RUNS: u64 = 8;
 
 /// The longest a pool's hold at one point lasts below the starvation
