@@ -43,7 +43,10 @@
 //! (lock_order.c, under focused noise that delayed one thread's
 //! `move_money` entry: "refund starts before payroll's move_money starts"
 //! and "refund's move_money starts before payroll's" confirmed in front
-//! of the cycle, 1 session of 10).
+//! of the cycle, 1 session of 10). An earlier statement window of one
+//! thread against the very same window of another, in front of a later
+//! window of that thread against it, is timing the later one needs
+//! ([`earlier_window`]).
 //! Nothing is confirmed or pruned here: every link keeps the round that
 //! confirmed it, so the rule cannot make a non-cause look confirmed.
 
@@ -88,7 +91,10 @@ struct Threads<'a> {
 /// [`leading`] on the chain's keys.
 fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
     let class_roles = threads_of.class_roles;
-    let Some(m) = keys.iter().position(|k| k.kind.is_mechanism()) else { return 0 };
+    let superseded = |i: usize| keys[i + 1..].iter().any(|k| earlier_window(&keys[i], k));
+    let Some(m) = (0..keys.len()).find(|&i| keys[i].kind.is_mechanism() && !superseded(i)) else {
+        return 0;
+    };
     let threads = roles(&keys[m], class_roles);
     let acting = functions(&keys[m]);
     // A cycle has no order of its own calls to restate; nor has a chain
@@ -97,14 +103,57 @@ fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
     let landmark = |k: &PredKey| functions(k).is_disjoint(&acting);
     let symmetric = keys[m].kind == Kind::LockCycle || keys[..m].first().is_some_and(landmark);
     let mechanism = sides(&keys[m]);
-    let all_timing = keys[..m].iter().all(|k| {
+    let all_timing = keys[..m].iter().enumerate().all(|(i, k)| {
         let own = roles(k, class_roles);
-        timing(k.kind)
-            && !own.is_empty()
-            && own.is_subset(&threads)
-            && (symmetric || landmark(k) || landmark_to(k, &mechanism, &acting, threads_of))
+        superseded(i)
+            || timing(k.kind)
+                && !own.is_empty()
+                && own.is_subset(&threads)
+                && (symmetric || landmark(k) || landmark_to(k, &mechanism, &acting, threads_of))
     });
     if all_timing { m } else { 0 }
+}
+
+/// Whether `early`, a window between two statements of one call against
+/// another call's window, is timing that `later`, further down the chain,
+/// needs: both are [`Kind::BetweenStatements`] with the side their holds
+/// wait for the very same window (function, call, statement point) and
+/// the held side a different window of a call on the same one thread.
+/// Holding `early`'s
+/// thread at its call's entry until the shared window's call has
+/// returned also holds every later call of that thread, `later`'s among
+/// them, so `early`'s round stops the failure whenever `later`'s does;
+/// `later`'s round held the thread only after `early`'s window had come
+/// and gone inside the shared one, and the failure still stopped. So
+/// `early` says only that the shared window was already open, and
+/// `later` where the thread met it. SCTBench's WorkStealQueue (chess,
+/// 3b7d55e, 2026-12-07): `Pop` at WorkStealQueue.h:248, then `Push` at
+/// :305 twice, each while a stealer's `Steal` was between :218 and its
+/// next statement, every link confirmed by its own round; its bug
+/// (`BUG3`) is `Push`'s bound, and the root cause was `Pop`'s window.
+fn earlier_window(early: &PredKey, later: &PredKey) -> bool {
+    if early.kind != Kind::BetweenStatements || later.kind != Kind::BetweenStatements {
+        return false;
+    }
+    let (Some(eo), Some(lo)) = (early.other, later.other) else { return false };
+    let one = |c: Calls| match c {
+        Calls::Site { role, .. } => Some(role),
+        Calls::Group { .. } => None,
+    };
+    // The shared window is the side the hold waits for (`calls`, at the
+    // point in `callee`); the held side (`other`, at the point of rank
+    // `arg`) is a call on one thread in both. With the shared window on
+    // the held side, the later link's hold is the one that moves both
+    // windows, and the earlier stays the root cause; with a pool on
+    // either side the intervention serialises the calls, no hold.
+    let same_shared =
+        (early.func, early.calls, early.callee) == (later.func, later.calls, later.callee);
+    let same_held = (eo.func, eo.calls, early.arg) == (lo.func, lo.calls, later.arg);
+    same_shared
+        && !same_held
+        && one(early.calls).is_some()
+        && one(eo.calls).is_some()
+        && one(eo.calls) == one(lo.calls)
 }
 
 /// Whether a timing link relates a landmark to one of the mechanism's
@@ -303,6 +352,60 @@ mod tests {
         let grain =
             PredKey { func: 3, other: Some(store), ..key(Kind::StartsBefore, site(1), site(0)) };
         assert_eq!(leading_of(&[grain, counter]), 0);
+    }
+
+    /// WorkStealQueue's chain: while a stealer's Steal (function 3 on
+    /// role 1) is between statement point 218 and its next, main's Pop
+    /// (function 4, its call 1) at point 248, then main's Push (function
+    /// 5, its calls 3 and 4) at point 305. The last window is the root
+    /// cause; the earlier ones say the stealer's window was already open.
+    /// Another stealer's window, or pools, keep the root.
+    #[test]
+    fn earlier_windows_of_one_thread_against_the_same_window_are_its_timing() {
+        let steal = |role| Calls::Site { role, instance: 1 };
+        let window = |f, instance, rank| PredKey {
+            kind: Kind::BetweenStatements,
+            func: 3,
+            calls: steal(1),
+            other: Some(Other { func: f, calls: Calls::Site { role: 0, instance } }),
+            arg: rank,
+            callee: Some(218),
+        };
+        let (pop, push3, push4) = (window(4, 1, 10), window(5, 3, 20), window(5, 4, 20));
+        assert_eq!(leading_of(&[pop, push3, push4]), 2);
+        assert_eq!(leading_of(&[pop, push3]), 1);
+        // The shared window on the held side, the thread on the other.
+        let flip = |k: PredKey| PredKey {
+            func: k.other.unwrap().func,
+            calls: k.other.unwrap().calls,
+            callee: Some(u32::from(k.arg)),
+            other: Some(Other { func: 3, calls: steal(1) }),
+            arg: 7,
+            ..k
+        };
+        // The held side's windows are then the shared one's: the later
+        // link's hold (the stealer until main's Push returns) moves both,
+        // and the earlier stays the root.
+        assert_eq!(leading_of(&[flip(pop), flip(push3)]), 0);
+        // A pool on the shared side is serialised, not held.
+        let pool_steal =
+            |k: PredKey| PredKey { calls: Calls::Group { class: 7, within: None }, ..k };
+        assert_eq!(leading_of(&[pool_steal(pop), pool_steal(push3)]), 0);
+        // Another stealer's window is another window.
+        let other_stealer = PredKey { calls: steal(2), ..push3 };
+        assert_eq!(leading_of(&[pop, other_stealer]), 0);
+        // Main's window against the same Steal window, and a pool's: not
+        // one thread's.
+        let pool = Calls::Group { class: 7, within: None };
+        let pooled =
+            |k: PredKey| PredKey { other: Some(Other { calls: pool, ..k.other.unwrap() }), ..k };
+        assert_eq!(leading_of(&[pooled(pop), pooled(push3)]), 0);
+        // The same window twice is not an earlier one.
+        assert_eq!(leading_of(&[push3, push3]), 0);
+        // Timing before a superseded window stays the root as before when
+        // it involves a third thread.
+        let third = key(Kind::StartsBefore, site(0), site(2));
+        assert_eq!(leading_of(&[third, pop, push3]), 0);
     }
 
     #[test]
