@@ -119,14 +119,13 @@ fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
 /// needs: both are [`Kind::BetweenStatements`] with the side their holds
 /// wait for the very same window (function, call, statement point) and
 /// the held side a different window of a call on the same one thread.
-/// Holding `early`'s
-/// thread at its call's entry until the shared window's call has
-/// returned also holds every later call of that thread, `later`'s among
-/// them, so `early`'s round stops the failure whenever `later`'s does;
-/// `later`'s round held the thread only after `early`'s window had come
-/// and gone inside the shared one, and the failure still stopped. So
-/// `early` says only that the shared window was already open, and
-/// `later` where the thread met it. SCTBench's WorkStealQueue (chess,
+/// Holding `early`'s thread at its call's entry until the shared window's
+/// call has returned also holds every later call of that thread,
+/// `later`'s among them, so `early`'s round stops the failure whenever
+/// `later`'s does; `later`'s round held the thread only after `early`'s
+/// window had come and gone inside the shared one, and the failure still
+/// stopped. So `early` says only that the shared window was already open,
+/// and `later` where the thread met it. SCTBench's WorkStealQueue (chess,
 /// 3b7d55e, 2026-12-07): `Pop` at WorkStealQueue.h:248, then `Push` at
 /// :305 twice, each while a stealer's `Steal` was between :218 and its
 /// next statement, every link confirmed by its own round; its bug
@@ -135,25 +134,20 @@ fn earlier_window(early: &PredKey, later: &PredKey) -> bool {
     if early.kind != Kind::BetweenStatements || later.kind != Kind::BetweenStatements {
         return false;
     }
-    let (Some(eo), Some(lo)) = (early.other, later.other) else { return false };
-    let one = |c: Calls| match c {
-        Calls::Site { role, .. } => Some(role),
-        Calls::Group { .. } => None,
+    // A hold only when both sides are single calls (`statements.rs`: with
+    // a pool on either side the calls are serialised): it keeps `other`
+    // (at the point of rank `arg`) at its entry until `calls` (at the
+    // point in `callee`) has returned. With the shared window on the held
+    // side, the later link's hold is the one that moves both windows, and
+    // the earlier stays the root cause.
+    let (Some(shared), Some(held)) = (early.site(), early.other_site()) else { return false };
+    let (Some(later_shared), Some(later_held)) = (later.site(), later.other_site()) else {
+        return false;
     };
-    // The shared window is the side the hold waits for (`calls`, at the
-    // point in `callee`); the held side (`other`, at the point of rank
-    // `arg`) is a call on one thread in both. With the shared window on
-    // the held side, the later link's hold is the one that moves both
-    // windows, and the earlier stays the root cause; with a pool on
-    // either side the intervention serialises the calls, no hold.
-    let same_shared =
-        (early.func, early.calls, early.callee) == (later.func, later.calls, later.callee);
-    let same_held = (eo.func, eo.calls, early.arg) == (lo.func, lo.calls, later.arg);
-    same_shared
-        && !same_held
-        && one(early.calls).is_some()
-        && one(eo.calls).is_some()
-        && one(eo.calls) == one(lo.calls)
+    shared == later_shared
+        && early.callee == later.callee
+        && held.role == later_held.role
+        && (held, early.arg) != (later_held, later.arg)
 }
 
 /// Whether a timing link relates a landmark to one of the mechanism's
