@@ -6,6 +6,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
     sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    time::{Duration, Instant},
 };
 
 use aid::{model::Session, store};
@@ -38,7 +39,71 @@ pub fn require_bpf() -> RwLockReadGuard<'static, ()> {
 #[must_use = "the guard keeps the other eBPF tests out while it lives"]
 pub fn alone() -> RwLockWriteGuard<'static, ()> {
     check_bpf();
-    BPF.write().unwrap_or_else(PoisonError::into_inner)
+    let guard = BPF.write().unwrap_or_else(PoisonError::into_inner);
+    settle();
+    guard
+}
+
+/// The CPUs count as quiet for a test that runs [`alone`] when they were
+/// idle this share of a [`QUIET_WINDOW`].
+const QUIET_IDLE: f64 = 0.9;
+
+/// How long the CPUs are watched at a time.
+const QUIET_WINDOW: Duration = Duration::from_millis(250);
+
+/// At most how long a test waits for the CPUs to be quiet.
+const QUIET_WAIT: Duration = Duration::from_secs(20);
+
+/// Before a test that runs alone: writes the dirty pages out (a test
+/// before it may have written a large session, whose writeback would
+/// otherwise share the CPUs with this one's runs) and waits, at most
+/// [`QUIET_WAIT`], for the CPUs to be quiet. What it found goes to the
+/// test's captured output, which a failing test shows: CI has seen
+/// failure rates of these tests' programs that sessions alone on the
+/// machine never had (two-lock-race failing in 10 of its first 38 runs
+/// against 0 to 4 of 40 here), and the load at their start is the first
+/// thing to rule out.
+fn settle() {
+    let began = Instant::now();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let dirty = meminfo.lines().find(|l| l.starts_with("Dirty:")).unwrap_or("Dirty: ?");
+    nix::unistd::sync();
+    let mut idle = idle_share(QUIET_WINDOW);
+    while idle < QUIET_IDLE && began.elapsed() < QUIET_WAIT {
+        idle = idle_share(QUIET_WINDOW);
+    }
+    eprintln!(
+        "alone: load average {} and {} before; then CPUs {:.0} % idle over the last {} ms after {} ms of settling",
+        load.trim(),
+        dirty.split_whitespace().collect::<Vec<_>>().join(" "),
+        idle * 100.0,
+        QUIET_WINDOW.as_millis(),
+        began.elapsed().as_millis(),
+    );
+}
+
+/// The share of `window` the machine's CPUs spent idle (or waiting for
+/// I/O), from `/proc/stat`; 1 when it cannot be read.
+fn idle_share(window: Duration) -> f64 {
+    let times = || -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+        Some((idle, fields.iter().sum()))
+    };
+    let before = times();
+    std::thread::sleep(window);
+    match (before, times()) {
+        (Some((i0, t0)), Some((i1, t1))) if t1 > t0 => (i1 - i0) as f64 / (t1 - t0) as f64,
+        _ => 1.0,
+    }
 }
 
 fn check_bpf() {
@@ -365,15 +430,15 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 
 /// Polls `cond` every 5 ms for up to `secs` seconds; true once it holds.
 pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if cond() {
             return true;
         }
-        if std::time::Instant::now() > deadline {
+        if Instant::now() > deadline {
             return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
