@@ -43,10 +43,12 @@
 //! (lock_order.c, under focused noise that delayed one thread's
 //! `move_money` entry: "refund starts before payroll's move_money starts"
 //! and "refund's move_money starts before payroll's" confirmed in front
-//! of the cycle, 1 session of 10). An earlier statement window of one
-//! thread against the very same window of another, in front of a later
-//! window of that thread against it, is timing the later one needs
-//! ([`earlier_window`]).
+//! of the cycle, 1 session of 10). A link whose round held one thread
+//! until a call of another had returned, in front of a link whose round
+//! acted on a later call of that thread against the very same call, is
+//! timing the later one needs, mechanism or not ([`earlier_hold`]: a
+//! statement window of WorkStealQueue's `Pop` against a stealer's `Steal`
+//! window, in front of `Push`'s against the same one).
 //! Nothing is confirmed or pruned here: every link keeps the round that
 //! confirmed it, so the rule cannot make a non-cause look confirmed.
 
@@ -54,7 +56,7 @@ use std::collections::BTreeSet;
 
 use super::Analysis;
 use crate::{
-    model::{FuncId, Role},
+    model::{FuncId, Intervention, Point, Role, Run, Site},
     predicates::{Calls, ClassId, Kind, PredId, PredKey},
 };
 
@@ -68,32 +70,52 @@ fn timing(kind: Kind) -> bool {
 }
 
 /// How many links at the front of `path` (a confirmed chain, root first)
-/// are timing the first mechanism on it needs; 0 when the chain's first
-/// link stays its root cause.
-pub fn leading(analysis: &Analysis, path: &[PredId]) -> usize {
+/// are timing the first mechanism on it needs, or holds a later link of
+/// the chain narrows ([`earlier_hold`]); 0 when the chain's first link
+/// stays its root cause. `runs` are the runs the predicates were learned
+/// from.
+pub fn leading(analysis: &Analysis, runs: &[Run], path: &[PredId]) -> usize {
     let catalog = &analysis.catalog;
-    let keys: Option<Vec<PredKey>> = path.iter().map(|&p| catalog.get(p).map(|x| x.key)).collect();
+    let links: Option<Vec<Link>> =
+        path.iter().map(|&p| catalog.get(p).map(|x| (x.key, x.intervention.clone()))).collect();
     let class_roles = |c| catalog.classes.roles(c).to_vec();
     let nested = |r, f, g| analysis.nesting.nested(r, f, g);
-    keys.map_or(0, |keys| {
-        leading_keys(&keys, &Threads { class_roles: &class_roles, nested: &nested })
+    let after = |early, point, later, at| reaches_after(runs, early, point, later, at);
+    links.map_or(0, |links| {
+        leading_links(
+            &links,
+            &Threads { class_roles: &class_roles, nested: &nested, after: &after },
+        )
     })
 }
 
-/// What the learning runs say of threads: the roles a class had, and
-/// whether two functions' calls nest on a thread
-/// ([`super::implied::Nesting::nested`]).
+/// A link of the chain: its predicate's key and the intervention its
+/// round applied.
+type Link = (PredKey, Option<Intervention>);
+
+/// What the learning runs say of threads: the roles a class had, whether
+/// two functions' calls nest on a thread
+/// ([`super::implied::Nesting::nested`]), and whether one call of a
+/// thread reaches a point only once another has reached one
+/// ([`reaches_after`]).
 struct Threads<'a> {
     class_roles: &'a dyn Fn(ClassId) -> Vec<Role>,
     nested: &'a dyn Fn(Role, FuncId, FuncId) -> bool,
+    after: &'a dyn Fn(Site, Point, Site, Point) -> bool,
 }
 
-/// [`leading`] on the chain's keys.
-fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
+/// [`leading`] on the chain's links.
+fn leading_links(links: &[Link], threads_of: &Threads<'_>) -> usize {
     let class_roles = threads_of.class_roles;
-    let superseded = |i: usize| keys[i + 1..].iter().any(|k| earlier_window(&keys[i], k));
+    let keys: Vec<PredKey> = links.iter().map(|l| l.0).collect();
+    let superseded = |i: usize| {
+        links[i + 1..]
+            .iter()
+            .any(|(_, iv)| earlier_hold(links[i].1.as_ref(), iv.as_ref(), threads_of.after))
+    };
     let Some(m) = (0..keys.len()).find(|&i| keys[i].kind.is_mechanism() && !superseded(i)) else {
-        return 0;
+        // No mechanism: the holds a later link narrows, if they lead.
+        return (0..keys.len()).take_while(|&i| superseded(i)).count();
     };
     let threads = roles(&keys[m], class_roles);
     let acting = functions(&keys[m]);
@@ -111,43 +133,111 @@ fn leading_keys(keys: &[PredKey], threads_of: &Threads<'_>) -> usize {
                 && own.is_subset(&threads)
                 && (symmetric || landmark(k) || landmark_to(k, &mechanism, &acting, threads_of))
     });
-    if all_timing { m } else { 0 }
+    if all_timing { m } else { (0..m).take_while(|&i| superseded(i)).count() }
 }
 
-/// Whether `early`, a window between two statements of one call against
-/// another call's window, is timing that `later`, further down the chain,
-/// needs: both are [`Kind::BetweenStatements`] with the side their holds
-/// wait for the very same window (function, call, statement point) and
-/// the held side a different window of a call on the same one thread.
-/// Holding `early`'s thread at its call's entry until the shared window's
-/// call has returned also holds every later call of that thread,
-/// `later`'s among them, so `early`'s round stops the failure whenever
-/// `later`'s does; `later`'s round held the thread only after `early`'s
-/// window had come and gone inside the shared one, and the failure still
-/// stopped. So `early` says only that the shared window was already open,
-/// and `later` where the thread met it. SCTBench's WorkStealQueue (chess,
-/// 3b7d55e, 2026-12-07): `Pop` at WorkStealQueue.h:248, then `Push` at
-/// :305 twice, each while a stealer's `Steal` was between :218 and its
-/// next statement, every link confirmed by its own round; its bug
-/// (`BUG3`) is `Push`'s bound, and the root cause was `Pop`'s window.
-fn earlier_window(early: &PredKey, later: &PredKey) -> bool {
-    if early.kind != Kind::BetweenStatements || later.kind != Kind::BetweenStatements {
+/// Whether `early`'s round held a thread that `later`'s round, further
+/// down the chain, acted on at a later point against the very same call of
+/// another thread: `early` held a call on thread T (at its entry or its
+/// return) until a call C of another thread had returned, and `later`
+/// held another call of T, at a point T reaches after that one, until C
+/// had returned too, or ran that call and C one after the other (acting
+/// at its entry). Holding T until C has returned also holds T's later
+/// points, `later`'s among them, so `early`'s round stops the failure
+/// whenever `later`'s does; `later`'s round left T alone up to its own
+/// point, after `early`'s had come and gone inside C, and the failure
+/// still stopped. So `early` says only that C was already running, and
+/// `later` where T met it. "After" is what the runs show
+/// ([`reaches_after`]), not the chain's order alone. A round of several
+/// holds (a link of "some pair of calls of f and g": `Intervention::All`)
+/// is narrowed when each of `later`'s holds has such a hold of `early`
+/// in front of it. SCTBench's WorkStealQueue (chess): on 3b7d55e `Pop`'s
+/// statement window against a stealer's `Steal` window, then `Push`'s
+/// (calls 3 and 4) against the same one; on 8f39df9 "`ObjType::Operation`
+/// on main ends while a stealer's `Steal` runs", then "call 7 of `readV`
+/// (in `Push`) on main ends while that `Steal` runs", then a data race of
+/// that `Steal` with call 8 of `readV` (in `Push`); on
+/// InterlockedWorkStealQueue "some call of `writeV` on main ends while
+/// `Steal` runs", then "call 3 or 4 of `Push` ends while it runs". Each
+/// link was confirmed by its own round; the bug (`BUG3`) is `Push`'s
+/// bound, which reads the head `Steal` moves, and the root cause was
+/// the first link.
+fn earlier_hold(
+    early: Option<&Intervention>,
+    later: Option<&Intervention>,
+    after: &dyn Fn(Site, Point, Site, Point) -> bool,
+) -> bool {
+    let (Some(early), Some(later)) = (early, later) else { return false };
+    let holds: Vec<(Site, Point, Site)> = early
+        .parts()
+        .into_iter()
+        .filter_map(|iv| match *iv {
+            Intervention::HoldUntil { site, point, until, until_point: Point::Exit }
+                if site.role != until.role =>
+            {
+                Some((site, point, until))
+            }
+            _ => None,
+        })
+        .collect();
+    let acts = |iv: &Intervention| -> Option<Vec<(Site, Point, Site)>> {
+        match *iv {
+            Intervention::HoldUntil { site, point, until, until_point: Point::Exit } => {
+                Some(vec![(site, point, until)])
+            }
+            Intervention::Serialize { a, b } => {
+                Some(vec![(a, Point::Entry, b), (b, Point::Entry, a)])
+            }
+            _ => None,
+        }
+    };
+    let parts = later.parts();
+    !holds.is_empty()
+        && !parts.is_empty()
+        && parts.into_iter().all(|iv| {
+            acts(iv).is_some_and(|ways| {
+                ways.into_iter().any(|(site, point, until)| {
+                    holds.iter().any(|&(held, at, shared)| {
+                        shared == until
+                            && held.role == site.role
+                            && held != site
+                            && after(held, at, site, point)
+                    })
+                })
+            })
+        })
+}
+
+/// Whether call `later` reaches `later_point` (its entry or its return)
+/// only once call `early` of the same thread has reached `point`, in
+/// every failing run of `runs` that has both, and at least one has; false
+/// for a site that is not one call.
+pub fn reaches_after(
+    runs: &[Run],
+    early: Site,
+    point: Point,
+    later: Site,
+    later_point: Point,
+) -> bool {
+    fn call(run: &Run, s: Site) -> Option<&crate::model::Call> {
+        run.calls.iter().find(|c| c.func == s.func && c.role == s.role && c.instance == s.instance)
+    }
+    let at = |c: &crate::model::Call, p: Point| match p {
+        Point::Entry => Some(c.entry_ns),
+        Point::Exit => c.exit_ns,
+    };
+    if early.instance == 0 || later.instance == 0 || early.role != later.role {
         return false;
     }
-    // A hold only when both sides are single calls (`statements.rs`: with
-    // a pool on either side the calls are serialised): it keeps `other`
-    // (at the point of rank `arg`) at its entry until `calls` (at the
-    // point in `callee`) has returned. With the shared window on the held
-    // side, the later link's hold is the one that moves both windows, and
-    // the earlier stays the root cause.
-    let (Some(shared), Some(held)) = (early.site(), early.other_site()) else { return false };
-    let (Some(later_shared), Some(later_held)) = (later.site(), later.other_site()) else {
-        return false;
-    };
-    shared == later_shared
-        && early.callee == later.callee
-        && held.role == later_held.role
-        && (held, early.arg) != (later_held, later.arg)
+    let mut seen = false;
+    for run in runs.iter().filter(|r| r.failed()) {
+        let (Some(e), Some(l)) = (call(run, early), call(run, later)) else { continue };
+        match (at(e, point), at(l, later_point)) {
+            (Some(a), Some(b)) if b >= a => seen = true,
+            _ => return false,
+        }
+    }
+    seen
 }
 
 /// Whether a timing link relates a landmark to one of the mechanism's
@@ -241,11 +331,64 @@ mod tests {
 
     /// Class 7 is the pool of roles 1 and 2.
     /// length() (5) is only ever called inside append(StringBuffer*) (3)
-    /// on thread 0.
+    /// on thread 0. A statement window's round holds as `statements.rs`
+    /// has it; the other keys' interventions play no part here.
     fn leading_of(keys: &[PredKey]) -> usize {
+        let links: Vec<Link> = keys
+            .iter()
+            .map(|k| {
+                let iv = match (k.kind, k.site(), k.other_site()) {
+                    (Kind::BetweenStatements, Some(a), Some(b)) => Some(Intervention::HoldUntil {
+                        site: b,
+                        point: Point::Entry,
+                        until: a,
+                        until_point: Point::Exit,
+                    }),
+                    _ => None,
+                };
+                (*k, iv)
+            })
+            .collect();
+        links_of(&links)
+    }
+
+    /// Main's calls (role 0) entering and returning in the order
+    /// WorkStealQueue.cpp makes them: Push (5) twice, Pop (4), Operation
+    /// (6), then Push twice more, the third with readV (8) calls 7 and 8
+    /// and writeV (9) call 6 in it, the fourth with writeV call 7.
+    const MAIN: [(FuncId, u32, Point); 20] = [
+        (5, 1, Point::Entry),
+        (5, 1, Point::Exit),
+        (5, 2, Point::Entry),
+        (5, 2, Point::Exit),
+        (4, 1, Point::Entry),
+        (4, 1, Point::Exit),
+        (6, 1, Point::Entry),
+        (6, 1, Point::Exit),
+        (5, 3, Point::Entry),
+        (8, 7, Point::Entry),
+        (8, 7, Point::Exit),
+        (8, 8, Point::Entry),
+        (8, 8, Point::Exit),
+        (9, 6, Point::Entry),
+        (9, 6, Point::Exit),
+        (5, 3, Point::Exit),
+        (5, 4, Point::Entry),
+        (9, 7, Point::Entry),
+        (9, 7, Point::Exit),
+        (5, 4, Point::Exit),
+    ];
+
+    fn links_of(links: &[Link]) -> usize {
         let class_roles = |c| if c == 7 { vec![1, 2] } else { Vec::new() };
         let nested = |r, f, g| r == 0 && matches!((f, g), (3, 5) | (5, 3));
-        leading_keys(keys, &Threads { class_roles: &class_roles, nested: &nested })
+        let at = |s: Site, p| MAIN.iter().position(|&c| c == (s.func, s.instance, p));
+        let after = |e: Site, p, l: Site, lp| {
+            e.role == 0
+                && l.role == 0
+                && matches!((at(e, p), at(l, lp)), (Some(x), Some(y)) if y > x)
+        };
+        leading_links(links, &Threads { class_roles: &class_roles, nested: &nested, after: &after })
     }
 
     #[test]
@@ -400,6 +543,95 @@ mod tests {
         // it involves a third thread.
         let third = key(Kind::StartsBefore, site(0), site(2));
         assert_eq!(leading_of(&[third, pop, push3]), 0);
+        // A window the runs do not show after the other is not a later one.
+        assert_eq!(leading_of(&[push3, pop]), 0);
+    }
+
+    /// WorkStealQueue's chain on 8f39df9: main's Operation (6) ends while
+    /// the stealer's Steal (3, role 1) runs, then main's readV call 7 (8)
+    /// ends while it runs (each held at its return until Steal returned),
+    /// then that Steal races readV's call 8 (serialised). The race is the
+    /// root cause, the two ends its timing; without the race, the last
+    /// end. The runs decide what is later: a hold that does not come
+    /// before the later call on its thread, a held side on the shared
+    /// call's own thread, another Steal, the same call held twice, or a
+    /// hold until the shared call only starts keep the root.
+    #[test]
+    fn a_hold_of_one_thread_in_front_of_a_later_call_against_the_same_call_is_its_timing() {
+        let on_main = |func, instance| Site { func, role: 0, instance };
+        let steal = Site { func: 3, role: 1, instance: 1 };
+        let ends = |held: Site, until: Site| {
+            let other = Other {
+                func: until.func,
+                calls: Calls::Site { role: until.role, instance: until.instance },
+            };
+            let key = PredKey {
+                kind: Kind::EndsFirst,
+                func: held.func,
+                calls: Calls::Site { role: held.role, instance: held.instance },
+                other: Some(other),
+                arg: 0,
+                callee: None,
+            };
+            let iv = Intervention::HoldUntil {
+                site: held,
+                point: Point::Exit,
+                until,
+                until_point: Point::Exit,
+            };
+            (key, Some(iv))
+        };
+        let race = |a: Site, b: Site| {
+            let key = PredKey {
+                kind: Kind::DataRace,
+                func: a.func,
+                calls: Calls::Site { role: a.role, instance: a.instance },
+                other: Some(Other {
+                    func: b.func,
+                    calls: Calls::Site { role: b.role, instance: b.instance },
+                }),
+                arg: 0,
+                callee: None,
+            };
+            (key, Some(Intervention::Serialize { a, b }))
+        };
+        let (operation, read7, read8) = (on_main(6, 1), on_main(8, 7), on_main(8, 8));
+        let chain = [ends(operation, steal), ends(read7, steal), race(steal, read8)];
+        assert_eq!(links_of(&chain), 2);
+        assert_eq!(links_of(&chain[..2]), 1);
+        assert_eq!(links_of(&[ends(operation, steal), race(read8, steal)]), 1);
+        // Pop (4) comes before Operation on main: no later call.
+        assert_eq!(links_of(&[ends(operation, steal), ends(on_main(4, 1), steal)]), 0);
+        // Held on the stealer's own thread.
+        let on_stealer = Site { func: 9, role: 1, instance: 1 };
+        assert_eq!(links_of(&[ends(on_stealer, steal), race(steal, on_stealer)]), 0);
+        // Against another Steal.
+        let other = Site { instance: 2, ..steal };
+        assert_eq!(links_of(&[ends(operation, steal), race(other, read8)]), 0);
+        // The same call held twice.
+        assert_eq!(links_of(&[ends(read7, steal), race(steal, read7)]), 0);
+        // Held only until the Steal started.
+        let (key, _) = ends(operation, steal);
+        let until_start = Intervention::HoldUntil {
+            site: operation,
+            point: Point::Exit,
+            until: steal,
+            until_point: Point::Entry,
+        };
+        assert_eq!(links_of(&[(key, Some(until_start)), ends(read7, steal)]), 0);
+        // InterlockedWorkStealQueue: some call of writeV (6 or 7) ends
+        // while the Steal runs, then Push's call 3 or 4 does: each of the
+        // later holds is at a return main reaches after one of the
+        // earlier's. With Push's first call among them it is not.
+        let all = |links: &[Link]| {
+            let each = links.iter().filter_map(|l| l.1.clone()).collect();
+            (links[0].0, Some(Intervention::All { each }))
+        };
+        let writes = all(&[ends(on_main(9, 6), steal), ends(on_main(9, 7), steal)]);
+        let pushes = all(&[ends(on_main(5, 3), steal), ends(on_main(5, 4), steal)]);
+        assert_eq!(links_of(&[writes.clone(), pushes]), 1);
+        let first = all(&[ends(on_main(5, 3), steal), ends(on_main(5, 1), steal)]);
+        assert_eq!(links_of(&[writes, first]), 0);
     }
 
     #[test]

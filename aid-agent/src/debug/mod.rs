@@ -455,7 +455,7 @@ fn debug_observed(
         Ok(d) => d,
         // Interrupted: what the finished rounds established.
         Err((_, Some(partial))) if cancel.load(Ordering::Relaxed) => {
-            let partial = timing_apart(&analysis, *partial);
+            let partial = timing_apart(&analysis, &session.runs, *partial);
             let d = Diagnosis {
                 observed,
                 session,
@@ -477,7 +477,7 @@ fn debug_observed(
     let concluded = conclude(&analysis, discovery, &config, opts, &installable);
     ui.end();
     let (discovery, tagt) = concluded?;
-    let discovery = timing_apart(&analysis, discovery);
+    let discovery = timing_apart(&analysis, &session.runs, discovery);
     let d = Diagnosis {
         observed,
         session,
@@ -697,8 +697,9 @@ fn conclude(
 }
 
 /// The discovery with the timing in front of its first mechanism told
-/// apart from the root cause (`analysis::triggers`).
-fn timing_apart(analysis: &Analysis, mut discovery: Discovery) -> Discovery {
-    discovery.lead_with(triggers::leading(analysis, &discovery.path));
+/// apart from the root cause (`analysis::triggers`); `runs` are the runs
+/// the analysis learned from.
+fn timing_apart(analysis: &Analysis, runs: &[Run], mut discovery: Discovery) -> Discovery {
+    discovery.lead_with(triggers::leading(analysis, runs, &discovery.path));
     discovery
 }
