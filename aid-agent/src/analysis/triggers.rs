@@ -46,7 +46,7 @@
 //! of the cycle, 1 session of 10). A link whose round held one thread
 //! until a call of another had returned, in front of a link whose round
 //! acted on a later call of that thread against the very same call, is
-//! timing the later one needs, mechanism or not ([`earlier_hold`]: a
+//! timing the later one needs, mechanism or not (`earlier_hold`: a
 //! statement window of WorkStealQueue's `Pop` against a stealer's `Steal`
 //! window, in front of `Push`'s against the same one).
 //! Nothing is confirmed or pruned here: every link keeps the round that
@@ -71,7 +71,7 @@ fn timing(kind: Kind) -> bool {
 
 /// How many links at the front of `path` (a confirmed chain, root first)
 /// are timing the first mechanism on it needs, or holds a later link of
-/// the chain narrows ([`earlier_hold`]); 0 when the chain's first link
+/// the chain narrows (`earlier_hold`); 0 when the chain's first link
 /// stays its root cause. `runs` are the runs the predicates were learned
 /// from.
 pub fn leading(analysis: &Analysis, runs: &[Run], path: &[PredId]) -> usize {

@@ -32,7 +32,8 @@
 //! A plan that does not reproduce sends the ladder on. The search has a
 //! budget of its own ([`SEARCH_RUNS`]), so a session never starts rounds it
 //! cannot finish without having tried, and more ([`MORE_SEARCH_RUNS`])
-//! once some run of the session has failed. Failures of the ladder's last
+//! once some run of the session has failed, or when its runs are short
+//! ([`SHORT_RUN_NS`]). Failures of the ladder's last
 //! block are replayed too, on a reserve of [`LAST_REPLAY_RUNS`] beyond it.
 //!
 //! Noise is never a cause: a focused plan is the environment every run of
@@ -66,13 +67,25 @@ pub const MAX_REPLAYED: usize = 4;
 /// Runs the search may take beyond the observation's own `max_runs`.
 pub const SEARCH_RUNS: u32 = 400;
 /// Runs beyond [`SEARCH_RUNS`] once the session has seen the failure
-/// (some run of it failed, with noise or without): two more passes of the
-/// ladder. A failure the probes let happen can be provoked; one that
-/// showed in no run in 440 is not drawn out by more of the same. In the
-/// corpus, qsort_mt's failure showed in about 1 block of 40 noisy runs in
-/// 8 (3 of 24 blocks in three sessions, 2026-12-06): the 10 blocks of
-/// [`SEARCH_RUNS`] miss it in about 1 session in 4, 20 blocks in 1 in 14.
+/// (some run of it failed, with noise or without), or when its runs are
+/// short ([`SHORT_RUN_NS`]): two more passes of the ladder. A failure the
+/// probes let happen can be provoked. In the corpus, qsort_mt's failure
+/// showed in about 1 block of 40 noisy runs in 8 (3 of 24 blocks in three
+/// sessions, 2026-12-06): the 10 blocks of [`SEARCH_RUNS`] miss it in
+/// about 1 session in 4, 20 blocks in 1 in 14; 3 of its 6 corpus sessions
+/// on 2026-12-07 saw no failure in 440 runs, and ended there while the
+/// search was granted more only after a failure.
 pub const MORE_SEARCH_RUNS: u32 = 400;
+/// The longest mean wall time of the session's runs (from the target's
+/// start to its end) at which a search that has seen no failure still
+/// goes on with [`MORE_SEARCH_RUNS`]: the 400 runs then cost about a
+/// minute here (each run also pays about 60 ms of starting, attaching and
+/// recording: qsort_mt's 4 ms runs took 64 ms each in a session of 1,208
+/// runs, 2026-12-07), which a program that never fails pays on top of its
+/// 440 runs (twice the session: 20 to 40 s more on SCTBench's fixed
+/// programs). Longer runs keep the search to [`SEARCH_RUNS`] unless the
+/// failure showed.
+pub const SHORT_RUN_NS: u64 = 100_000_000;
 /// Runs beyond [`SEARCH_RUNS`] for replaying (and minimising) the noise
 /// of failures the ladder's last block showed, when the budget left
 /// cannot hold a replay; then the ladder ends. Without it such a failure
@@ -141,6 +154,10 @@ pub struct Amplifier {
     more: u32,
     /// Runs of the session that failed, in any phase.
     failed_runs: u32,
+    /// Runs of the session learned from, and the sum of their wall times
+    /// (those that have one).
+    runs: u32,
+    wall_ns: u64,
     /// [`LAST_REPLAY_RUNS`] until drawn on (then 0: the ladder ends
     /// after its replays, [`Amplifier::on_reserve`]).
     reserve: u32,
@@ -179,6 +196,8 @@ impl Amplifier {
             budget: SEARCH_RUNS,
             more: MORE_SEARCH_RUNS,
             failed_runs: 0,
+            runs: 0,
+            wall_ns: 0,
             reserve: LAST_REPLAY_RUNS,
             tried: BTreeSet::new(),
             names: Vec::new(),
@@ -306,6 +325,10 @@ impl Amplifier {
         }
         let failed = run.failed();
         self.failed_runs += u32::from(failed);
+        if run.outcome.wall_ns > 0 {
+            self.runs += 1;
+            self.wall_ns += run.outcome.wall_ns;
+        }
         let mut v = Verdict::default();
         // A replay or a minimising step is not cut short for want of runs
         // while the search can go on.
@@ -517,17 +540,36 @@ impl Amplifier {
         self.reserve == 0
     }
 
+    /// The mean wall time of the session's runs, when it is known and
+    /// short enough for the search to go on without a failure
+    /// ([`SHORT_RUN_NS`]).
+    fn short_runs(&self) -> Option<u64> {
+        let mean = self.wall_ns.checked_div(u64::from(self.runs))?;
+        (mean > 0 && mean <= SHORT_RUN_NS).then_some(mean)
+    }
+
     /// The budget cannot hold `need` more runs: when the session has
-    /// seen the failure, the search goes on with [`MORE_SEARCH_RUNS`].
+    /// seen the failure, or its runs are short, the search goes on with
+    /// [`MORE_SEARCH_RUNS`].
     fn search_on(&mut self, need: u32, v: &mut Verdict) {
-        if self.budget >= need || self.more == 0 || self.failed_runs == 0 || self.on_reserve() {
+        if self.budget >= need || self.more == 0 || self.on_reserve() {
             return;
         }
-        v.say.push(format!(
-            "{} of this session failed so far: the failure happens under aid's probes, so the search goes on for up to {} more",
-            count(self.failed_runs, self.noun),
-            count(self.more, self.noun)
-        ));
+        let more = count(self.more, self.noun);
+        if self.failed_runs > 0 {
+            v.say.push(format!(
+                "{} of this session failed so far: the failure happens under aid's probes, so the search goes on for up to {more} more",
+                count(self.failed_runs, self.noun),
+            ));
+        } else if let Some(mean) = self.short_runs() {
+            v.say.push(format!(
+                "no {} has failed yet, and they are short ({} on average): the search goes on for up to {more} more",
+                self.noun,
+                duration(mean),
+            ));
+        } else {
+            return;
+        }
         self.budget += std::mem::take(&mut self.more);
     }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::{
     intervene::noise::STARVE_FROM_US,
     model::{
-        Label,
+        Label, Outcome,
         testing::{call, function, run},
     },
 };
@@ -78,30 +78,67 @@ fn the_ladder_is_climbed_again_while_the_budget_holds_a_level() {
 /// once; a program that never failed stops at 440 (above).
 #[test]
 fn a_session_that_saw_the_failure_searches_longer() {
-    let functions = [function(0, "read")];
-    let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
-    let (mut n, mut said) = (0, Vec::new());
-    while !a.exhausted() && n < 2000 {
-        n += 1;
-        let _ = a.draw();
-        let label = if n == 5 { Label::Fail } else { Label::Pass };
-        let r = run(n, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100);
-        said.extend(a.learn(&r, &[], &functions).say.into_iter().map(|l| (n, l)));
-    }
+    let (n, said, a) = searching(Some(5), 0);
     assert_eq!(n, 40 + SEARCH_RUNS + MORE_SEARCH_RUNS, "{said:#?}");
-    let more: Vec<&(u32, String)> =
-        said.iter().filter(|(_, l)| l.contains("the search goes on")).collect();
     assert_eq!(
-        more,
-        vec![&(
+        went_on(&said),
+        [(
             40 + SEARCH_RUNS,
-            "1 run of this session failed so far: the failure happens under aid's probes, so the search goes on for up to 400 runs more".to_owned()
+            "1 run of this session failed so far: the failure happens under aid's probes, so the search goes on for up to 400 runs more"
         )]
     );
     assert_eq!(a.more_runs(), MORE_SEARCH_RUNS);
     let again: Vec<u32> =
         said.iter().filter(|(_, l)| l.contains("the ladder again")).map(|e| e.0).collect();
     assert_eq!(again, vec![240, 440, 640], "{said:#?}");
+}
+
+/// The ladder until it is done (at most 2000 runs) on a program whose
+/// run `fails` (1-based) alone fails, its runs taking `wall_ns` each (0:
+/// not known): the runs made, what was said at which run, and the
+/// amplifier.
+fn searching(fails: Option<u32>, wall_ns: u64) -> (u32, Vec<(u32, String)>, Amplifier) {
+    let functions = [function(0, "read")];
+    let (mut a, _) = Amplifier::new(0.05, 40, Schedule::Random, 1, "run", None, &functions);
+    let (mut n, mut said) = (0, Vec::new());
+    while !a.exhausted() && n < 2000 {
+        n += 1;
+        let _ = a.draw();
+        let label = if fails == Some(n) { Label::Fail } else { Label::Pass };
+        let r = run(n, label, vec![call(0, 0, 1, 10, Some(20), Some(0))], 100)
+            .with_outcome(Outcome { wall_ns, ..Outcome::default() });
+        said.extend(a.learn(&r, &[], &functions).say.into_iter().map(|l| (n, l)));
+    }
+    (n, said, a)
+}
+
+/// What was said, at which run, of the search going on.
+fn went_on(said: &[(u32, String)]) -> Vec<(u32, &str)> {
+    said.iter()
+        .filter(|(_, l)| l.contains("the search goes on"))
+        .map(|(n, l)| (*n, l.as_str()))
+        .collect()
+}
+
+/// A program that never fails, its runs short (5 ms, at most
+/// [`SHORT_RUN_NS`]): when the 400 runs of [`SEARCH_RUNS`] are spent the
+/// ladder goes around twice more ([`MORE_SEARCH_RUNS`]), said once; with
+/// runs of 150 ms, or of no known wall time (the other tests here), it
+/// stops at 440.
+#[test]
+fn a_session_of_short_runs_searches_longer_without_a_failure() {
+    let (n, said, _) = searching(None, 5_000_000);
+    assert_eq!(n, 40 + SEARCH_RUNS + MORE_SEARCH_RUNS, "{said:#?}");
+    assert_eq!(
+        went_on(&said),
+        [(
+            40 + SEARCH_RUNS,
+            "no run has failed yet, and they are short (5 ms on average): the search goes on for up to 400 runs more"
+        )]
+    );
+    let (n, said, _) = searching(None, 150_000_000);
+    assert_eq!(n, 40 + SEARCH_RUNS, "{said:#?}");
+    assert!(went_on(&said).is_empty(), "{said:#?}");
 }
 
 /// With statement points in the session, the ladder's second pass
