@@ -110,7 +110,7 @@ fn enough(
     failing: u32,
     passing: u32,
     basis: usize,
-    early: Option<&str>,
+    Ends { early, hung }: Ends<'_>,
     source: &dyn RunSource,
     ui: &mut dyn Progress,
 ) -> anyhow::Result<()> {
@@ -154,12 +154,25 @@ fn enough(
             }
             _ => String::new(),
         };
+        // A hang in every run is not intermittent: what it waited for is
+        // the lead, not the failure condition or the timeout.
+        let hint = hung.map_or_else(
+            || source.hint_all_failed().to_owned(),
+            |graph| format!("; every one of them hung, the first this way: {graph} (each hung {noun}'s record keeps its wait-for graph)"),
+        );
         bail!(
-            "every one of {basis} {noun}s failed{all_untraced}: aid needs passing {noun}s to compare with{rare}{}",
-            source.hint_all_failed()
+            "every one of {basis} {noun}s failed{all_untraced}: aid needs passing {noun}s to compare with{rare}{hint}"
         );
     }
     Ok(())
+}
+
+/// How observing ended, for [`enough`]'s words: why it ended early with
+/// every run failing, and, when every failing run hung, the first one's
+/// wait-for graph in words.
+struct Ends<'a> {
+    early: Option<&'a str>,
+    hung: Option<&'a str>,
 }
 
 /// Observing stops early when every run so far failed and passing runs,
@@ -315,7 +328,10 @@ fn counts(runs: &[Run]) -> (u32, u32) {
 /// with notes.
 #[derive(Default)]
 struct SaidOnce {
-    hung: bool,
+    /// The first hung run's wait-for graph in words, and how many runs
+    /// hung.
+    first_hang: Option<String>,
+    hangs: u32,
     noted: bool,
 }
 
@@ -398,14 +414,17 @@ impl Taking<'_> {
     ) -> anyhow::Result<bool> {
         let noun = source.noun();
         writer.append(&rec, source.functions())?;
-        if let Some(graph) = rec.hang.as_ref().filter(|_| !self.said.hung) {
-            self.said.hung = true;
-            ui.say(&format!(
-                "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {} (said once; each hung {noun}'s record keeps its wait-for graph)",
-                rec.run.id,
-                crate::util::human::duration(graph.waited_ns),
-                graph.describe()
-            ));
+        if let Some(graph) = rec.hang.as_ref() {
+            self.said.hangs += 1;
+            if self.said.first_hang.is_none() {
+                let words = graph.describe();
+                ui.say(&format!(
+                    "{noun} {} hung (every thread waited for another, with no progress, for {}) and was ended: {words} (said once; each hung {noun}'s record keeps its wait-for graph)",
+                    rec.run.id,
+                    crate::util::human::duration(graph.waited_ns),
+                ));
+                self.said.first_hang = Some(words);
+            }
         }
         if !rec.notes.is_empty() && !self.said.noted {
             self.said.noted = true;
@@ -566,7 +585,9 @@ pub(super) fn observe(
         compare_untraced(source, traced, opts.amplify_below, &mut observed, ui)?;
     }
     let (failing, passing) = counts(&basis);
-    enough(&observed, failing, passing, basis.len(), early.as_deref(), source, ui)?;
+    let hung = said_once.first_hang.as_deref().filter(|_| said_once.hangs >= observed.failing);
+    let ends = Ends { early: early.as_deref(), hung };
+    enough(&observed, failing, passing, basis.len(), ends, source, ui)?;
     observed.amplified = amp.amplified();
     observed.noise = amp.words();
     observed.statements = amp.at_statements();

@@ -764,11 +764,12 @@ fn a_candidate_noise_lost_is_tested_on_the_runs_observed_without_it() {
 
 /// A program that fails in every run (as a deadlock in each run would,
 /// or an assertion no order passes); a pass comes at run `passes_at`
-/// (0: never).
+/// (0: never); each observed run hangs as `hang` says, if it does.
 struct AlwaysFails {
     functions: Vec<Function>,
     runs: u32,
     passes_at: u32,
+    hang: Option<crate::model::WaitGraph>,
 }
 
 impl Program for AlwaysFails {
@@ -778,7 +779,9 @@ impl Program for AlwaysFails {
 
     fn observed(&mut self, _: &[Noise]) -> RecordedRun {
         let fails = self.runs + 1 != self.passes_at;
-        make_read_run(&mut self.runs, fails, Vec::new())
+        let mut rec = make_read_run(&mut self.runs, fails, Vec::new());
+        rec.hang.clone_from(&self.hang);
+        rec
     }
 
     fn intervened(&mut self, _: &Plan, applied: Vec<AppliedIntervention>) -> RecordedRun {
@@ -786,34 +789,55 @@ impl Program for AlwaysFails {
     }
 }
 
+/// `debug` on [`AlwaysFails`]: the runs it made, and the error it ended
+/// with (empty when it ended otherwise).
+fn always_failing(passes_at: u32, hang: Option<crate::model::WaitGraph>) -> (u32, String) {
+    let functions = vec![function(0, "read")];
+    let dir = tempfile::tempdir().unwrap();
+    let header = test_header(Mode::Debug, functions.clone());
+    let mut writer = Writer::create(&dir.path().join("s"), &header).unwrap();
+    let mut source = Scripted(AlwaysFails { functions, runs: 0, passes_at, hang });
+    let opts = DebugOptions::default();
+    let ended = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet);
+    (source.0.runs, ended.err().map(|e| e.to_string()).unwrap_or_default())
+}
+
 /// Every run failing: observing ends at the 150th run (where not even one
 /// passing run would come in the 50 --max-runs leaves, even at the 95 %
 /// bound of 1 in 50), saying so, instead of at the 600 the search for a
-/// rare failure may take; one pass in the first runs keeps it going.
+/// rare failure may take; one pass in the first runs keeps it going (what
+/// it ends with then, one passing run being too few, is not the point).
 #[test]
 fn observing_ends_early_when_every_run_failed() {
-    let functions = vec![function(0, "read")];
-    let dir = tempfile::tempdir().unwrap();
-    let mut writer =
-        Writer::create(&dir.path().join("s"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let mut source = Scripted(AlwaysFails { functions: functions.clone(), runs: 0, passes_at: 0 });
-    let opts = DebugOptions::default();
-    let Err(err) = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet)
-    else {
-        panic!("a diagnosis with no passing run")
+    let all = "every one of 150 runs failed: aid needs passing runs to compare with, and if any pass they are rarer than 1 in 50 (95 % bound), too rare to give one in the 50 runs --max-runs leaves";
+    assert_eq!(always_failing(0, None), (150, all.to_owned()));
+    let (runs, _) = always_failing(3, None);
+    assert!(runs > 150, "{runs} runs");
+    // Every run hanging the same way (phase01_bad of SCTBench: a thread
+    // returns holding a lock the other waits for): the words end with the
+    // first hang's wait-for graph, not with advice about --fail-on.
+    use crate::model::{Wait, WaitGraph, Waiter};
+    let waiter = |tid, name: &str, waits| Waiter {
+        tid,
+        role: Some(tid - 100),
+        name: name.into(),
+        waits,
+        holds: Vec::new(),
+        in_call: Some("thread1".into()),
     };
-    assert_eq!(source.0.runs, 150);
-    assert_eq!(
-        err.to_string(),
-        "every one of 150 runs failed: aid needs passing runs to compare with, and if any pass they are rarer than 1 in 50 (95 % bound), too rare to give one in the 50 runs --max-runs leaves"
+    let lock =
+        Wait::Lock { addr: "0x4060".into(), holder: None, left_by: Some("thread1#1".into()) };
+    let graph = WaitGraph {
+        waited_ns: 1_010_000_000,
+        threads: vec![
+            waiter(100, "main", Wait::Join { thread: 102 }),
+            waiter(102, "thread1#2", lock),
+        ],
+        cycle: Vec::new(),
+    };
+    let hung = format!(
+        "{all}; every one of them hung, the first this way: {} (each hung run's record keeps its wait-for graph)",
+        graph.describe()
     );
-    let mut writer =
-        Writer::create(&dir.path().join("t"), &test_header(Mode::Debug, functions.clone()))
-            .unwrap();
-    let mut source = Scripted(AlwaysFails { functions, runs: 0, passes_at: 3 });
-    // What it ends with (one passing run is too few to compare with) is
-    // not the point here: it went on looking for more.
-    let _ended = debug(&mut source, &mut writer, &opts, &AtomicBool::new(false), &mut Quiet);
-    assert!(source.0.runs > 150, "{} runs", source.0.runs);
+    assert_eq!(always_failing(0, Some(graph)), (150, hung));
 }
