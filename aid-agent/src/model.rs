@@ -355,6 +355,14 @@ impl Run {
         self.label == Label::Fail
     }
 
+    /// The call `site` names in this run (its function, thread and
+    /// instance), if the run made it.
+    pub fn call(&self, site: Site) -> Option<&Call> {
+        self.calls
+            .iter()
+            .find(|c| c.func == site.func && c.role == site.role && c.instance == site.instance)
+    }
+
     /// Which part of a session the run belongs to: intervened runs are
     /// experiments, runs with random delays amplified a rare failure, the
     /// rest are plain observations.

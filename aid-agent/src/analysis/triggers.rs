@@ -219,9 +219,6 @@ pub fn reaches_after(
     later: Site,
     later_point: Point,
 ) -> bool {
-    fn call(run: &Run, s: Site) -> Option<&crate::model::Call> {
-        run.calls.iter().find(|c| c.func == s.func && c.role == s.role && c.instance == s.instance)
-    }
     let at = |c: &crate::model::Call, p: Point| match p {
         Point::Entry => Some(c.entry_ns),
         Point::Exit => c.exit_ns,
@@ -231,7 +228,7 @@ pub fn reaches_after(
     }
     let mut seen = false;
     for run in runs.iter().filter(|r| r.failed()) {
-        let (Some(e), Some(l)) = (call(run, early), call(run, later)) else { continue };
+        let (Some(e), Some(l)) = (run.call(early), run.call(later)) else { continue };
         match (at(e, point), at(l, later_point)) {
             (Some(a), Some(b)) if b >= a => seen = true,
             _ => return false,

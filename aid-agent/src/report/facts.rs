@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::{
     model::{
-        FuncId, Label, Role, Run, Session, Site, ValueKind,
+        FuncId, Label, Role, Session, Site, ValueKind,
         identity::{MAIN, RoleNames},
     },
     predicates::{self, Calls, Catalog, Condition, Kind, PredId, Predicate},
@@ -468,7 +468,7 @@ fn measure(session: &Session, p: &Predicate) -> Option<Values> {
         Kind::RetDiffers | Kind::ErrorReturn => {
             for run in runs {
                 let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
-                match find(run, site) {
+                match run.call(site) {
                     Some(c) if c.ret.is_some() => t.add(c.ret.unwrap_or(0)),
                     Some(_) => t.unfinished += 1,
                     None => {}
@@ -479,7 +479,7 @@ fn measure(session: &Session, p: &Predicate) -> Option<Values> {
         Kind::TooSlow | Kind::TooFast => {
             for run in runs {
                 let t = if run.label == Label::Fail { &mut failing } else { &mut passing };
-                if let Some(c) = find(run, site) {
+                if let Some(c) = run.call(site) {
                     match c.exit_ns {
                         Some(_) => t.add(c.duration_ns().unwrap_or(0) as i64),
                         None => {
@@ -505,10 +505,6 @@ fn measure(session: &Session, p: &Predicate) -> Option<Values> {
     let pointer =
         measure == "return_value" && ret_type.is_some_and(|t| t.kind == ValueKind::Pointer);
     Some(Values { measure, pointer, failing: failing.seen(), passing: passing.seen() })
-}
-
-fn find(run: &Run, s: Site) -> Option<&crate::model::Call> {
-    run.calls.iter().find(|c| c.func == s.func && c.role == s.role && c.instance == s.instance)
 }
 
 #[derive(Default)]

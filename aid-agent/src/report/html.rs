@@ -410,13 +410,10 @@ fn marks(d: &Diagnosis, run: &Run, names: &BTreeMap<PredId, String>) -> Vec<Mark
         });
     }
     let at = |site: crate::model::Site, point: Point| {
-        run.calls
-            .iter()
-            .find(|c| c.func == site.func && c.role == site.role && c.instance == site.instance)
-            .map(|c| match point {
-                Point::Entry => c.entry_ns,
-                Point::Exit => c.exit_ns.unwrap_or(c.entry_ns),
-            })
+        run.call(site).map(|c| match point {
+            Point::Entry => c.entry_ns,
+            Point::Exit => c.exit_ns.unwrap_or(c.entry_ns),
+        })
     };
     for iv in run.interventions.iter().filter(|i| i.applied) {
         for site in iv.intervention.acting_sites() {

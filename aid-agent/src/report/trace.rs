@@ -146,13 +146,10 @@ fn process<'a>(
         tracks[i].items.push(Item::Slice { call: c, end_ns: c.exit_ns.unwrap_or(run.end_ns) });
     }
     let at = |site: crate::model::Site, point: Point| {
-        run.calls
-            .iter()
-            .find(|c| c.func == site.func && c.role == site.role && c.instance == site.instance)
-            .map(|c| match point {
-                Point::Entry => c.entry_ns,
-                Point::Exit => c.exit_ns.unwrap_or(run.end_ns),
-            })
+        run.call(site).map(|c| match point {
+            Point::Entry => c.entry_ns,
+            Point::Exit => c.exit_ns.unwrap_or(run.end_ns),
+        })
     };
     for a in &run.interventions {
         let point = match a.intervention {
