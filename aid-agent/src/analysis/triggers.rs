@@ -56,7 +56,7 @@ use std::collections::BTreeSet;
 
 use super::Analysis;
 use crate::{
-    model::{FuncId, Intervention, Point, Role, Run, Site},
+    model::{Call, CallSet, FuncId, Intervention, Point, Role, Run, Site},
     predicates::{Calls, ClassId, Kind, PredId, PredKey},
 };
 
@@ -80,7 +80,8 @@ pub fn leading(analysis: &Analysis, runs: &[Run], path: &[PredId]) -> usize {
         path.iter().map(|&p| catalog.get(p).map(|x| (x.key, x.intervention.clone()))).collect();
     let class_roles = |c| catalog.classes.roles(c).to_vec();
     let nested = |r, f, g| analysis.nesting.nested(r, f, g);
-    let after = |early, point, later, at| reaches_after(runs, early, point, later, at);
+    let after =
+        |early, point, later, at, against| reaches_after(runs, early, point, later, at, against);
     links.map_or(0, |links| {
         leading_links(
             &links,
@@ -101,7 +102,7 @@ type Link = (PredKey, Option<Intervention>);
 struct Threads<'a> {
     class_roles: &'a dyn Fn(ClassId) -> Vec<Role>,
     nested: &'a dyn Fn(Role, FuncId, FuncId) -> bool,
-    after: &'a dyn Fn(Site, Point, Site, Point) -> bool,
+    after: &'a dyn Fn(Site, Point, Site, Point, Site) -> bool,
 }
 
 /// [`leading`] on the chain's links.
@@ -165,7 +166,7 @@ fn leading_links(links: &[Link], threads_of: &Threads<'_>) -> usize {
 fn earlier_hold(
     early: Option<&Intervention>,
     later: Option<&Intervention>,
-    after: &dyn Fn(Site, Point, Site, Point) -> bool,
+    after: &dyn Fn(Site, Point, Site, Point, Site) -> bool,
 ) -> bool {
     let (Some(early), Some(later)) = (early, later) else { return false };
     let holds: Vec<(Site, Point, Site)> = early
@@ -188,8 +189,28 @@ fn earlier_hold(
             Intervention::Serialize { a, b } => {
                 Some(vec![(a, Point::Entry, b), (b, Point::Entry, a)])
             }
+            // Every call of one side waits at its entry while one of the
+            // other's runs: instance 0 for "every call".
+            Intervention::SerializeGroups { ref a, ref b, .. } => {
+                let every = |c: &CallSet| -> Vec<Site> {
+                    c.roles.iter().map(|&role| Site { func: c.func, role, instance: 0 }).collect()
+                };
+                let mut ways = Vec::new();
+                for (x, y) in [(a, b), (b, a)] {
+                    for site in every(x) {
+                        ways.extend(every(y).into_iter().map(|until| (site, Point::Entry, until)));
+                    }
+                }
+                Some(ways)
+            }
             _ => None,
         }
+    };
+    // The call `until` names, or every call of its function on its role.
+    let covers = |until: Site, shared: Site| {
+        until.func == shared.func
+            && until.role == shared.role
+            && (until.instance == 0 || until.instance == shared.instance)
     };
     let parts = later.parts();
     !holds.is_empty()
@@ -198,10 +219,11 @@ fn earlier_hold(
             acts(iv).is_some_and(|ways| {
                 ways.into_iter().any(|(site, point, until)| {
                     holds.iter().any(|&(held, at, shared)| {
-                        shared == until
+                        covers(until, shared)
                             && held.role == site.role
                             && held != site
-                            && after(held, at, site, point)
+                            && (site.instance != 0 || held.func != site.func)
+                            && after(held, at, site, point, until)
                     })
                 })
             })
@@ -210,28 +232,47 @@ fn earlier_hold(
 
 /// Whether call `later` reaches `later_point` (its entry or its return)
 /// only once call `early` of the same thread has reached `point`, in
-/// every failing run of `runs` that has both, and at least one has; false
-/// for a site that is not one call.
+/// every failing run of `runs` that has both, and at least one has. A
+/// `later` of instance 0 stands for every call of its function on its
+/// thread that ran while a call `against` names did (instance 0: any
+/// call of its function on its role): each entered once `early` had
+/// reached `point` (the calls a serialisation of the two functions acted
+/// on, in the runs the predicates were learned from). False for an
+/// `early` that is not one call.
 pub fn reaches_after(
     runs: &[Run],
     early: Site,
     point: Point,
     later: Site,
     later_point: Point,
+    against: Site,
 ) -> bool {
-    let at = |c: &crate::model::Call, p: Point| match p {
+    let at = |c: &Call, p: Point| match p {
         Point::Entry => Some(c.entry_ns),
         Point::Exit => c.exit_ns,
     };
-    if early.instance == 0 || later.instance == 0 || early.role != later.role {
+    if early.instance == 0 || early.role != later.role {
         return false;
     }
+    let names = |c: &Call, s: Site| {
+        c.func == s.func && c.role == s.role && (s.instance == 0 || c.instance == s.instance)
+    };
     let mut seen = false;
     for run in runs.iter().filter(|r| r.failed()) {
-        let (Some(e), Some(l)) = (run.call(early), run.call(later)) else { continue };
-        match (at(e, point), at(l, later_point)) {
-            (Some(a), Some(b)) if b >= a => seen = true,
-            _ => return false,
+        let Some(e) = run.call(early) else { continue };
+        let end = |c: &Call| c.exit_ns.unwrap_or(u64::MAX);
+        let others: Vec<&Call> = run.calls.iter().filter(|c| names(c, against)).collect();
+        let met = |l: &Call| others.iter().any(|o| o.entry_ns < end(l) && l.entry_ns < end(o));
+        let acted: Vec<&Call> = if later.instance == 0 {
+            run.calls.iter().filter(|c| names(c, later) && met(c)).collect()
+        } else {
+            run.call(later).into_iter().collect()
+        };
+        for l in acted {
+            match (at(e, point), at(l, later_point)) {
+                (Some(a), Some(b)) if b >= a => seen = true,
+                _ => return false,
+            }
         }
     }
     seen
@@ -380,7 +421,7 @@ mod tests {
         let class_roles = |c| if c == 7 { vec![1, 2] } else { Vec::new() };
         let nested = |r, f, g| r == 0 && matches!((f, g), (3, 5) | (5, 3));
         let at = |s: Site, p| MAIN.iter().position(|&c| c == (s.func, s.instance, p));
-        let after = |e: Site, p, l: Site, lp| {
+        let after = |e: Site, p, l: Site, lp, _: Site| {
             e.role == 0
                 && l.role == 0
                 && matches!((at(e, p), at(l, lp)), (Some(x), Some(y)) if y > x)
@@ -629,6 +670,81 @@ mod tests {
         assert_eq!(links_of(&[writes.clone(), pushes]), 1);
         let first = all(&[ends(on_main(5, 3), steal), ends(on_main(5, 1), steal)]);
         assert_eq!(links_of(&[writes, first]), 0);
+    }
+
+    /// WorkStealQueue with two stealer calls: main's `Pop` (4) held at
+    /// its entry until `Steal` (3) call 1 has returned, in front of a
+    /// serialisation of every `Push` (5) on main with every `Steal`
+    /// ("some call of Push is between two statements while some call of
+    /// Steal is": `Push` 3 met `Steal` 1 in one failing run, `Push` 4
+    /// met `Steal` 2 in the other). The calls the serialisation acted on
+    /// entered after `Pop`'s entry in every failing run: the hold is its
+    /// timing. Where a `Push` before the `Pop` met a `Steal`, or the hold
+    /// is on a `Push` itself, it keeps the root.
+    #[test]
+    fn a_hold_in_front_of_a_serialisation_of_later_calls_against_its_call_is_its_timing() {
+        use crate::model::{
+            Label,
+            testing::{call, run},
+        };
+        let us = 1_000;
+        let wsq = |id, label, steals: [(u64, u64); 2]| {
+            let mut calls = vec![
+                call(5, 0, 1, 0, Some(10 * us), None),
+                call(5, 0, 2, 10 * us, Some(20 * us), None),
+                call(4, 0, 1, 20 * us, Some(30 * us), None),
+                call(5, 0, 3, 30 * us, Some(40 * us), None),
+                call(5, 0, 4, 40 * us, Some(50 * us), None),
+            ];
+            for (k, (from, to)) in steals.into_iter().enumerate() {
+                calls.push(call(3, 1, k as u32 + 1, from * us, Some(to * us), None));
+            }
+            calls.sort_by_key(|c| c.entry_ns);
+            run(id, label, calls, 100 * us)
+        };
+        let runs = vec![
+            wsq(0, Label::Fail, [(32, 38), (60, 70)]),
+            wsq(1, Label::Fail, [(25, 28), (42, 48)]),
+            wsq(2, Label::Pass, [(1, 5), (60, 70)]),
+        ];
+        let (pop, steal) =
+            (Site { func: 4, role: 0, instance: 1 }, Site { func: 3, role: 1, instance: 1 });
+        let window =
+            |a: Site, b: Site| PredKey { arg: 0, ..PredKey::pair(Kind::BetweenStatements, a, b) };
+        let hold = |held: Site| {
+            (
+                window(held, steal),
+                Some(Intervention::HoldUntil {
+                    site: held,
+                    point: Point::Entry,
+                    until: steal,
+                    until_point: Point::Exit,
+                }),
+            )
+        };
+        let every = |func| CallSet {
+            func,
+            roles: vec![if func == 3 { 1 } else { 0 }],
+            instance: 0,
+            within: None,
+        };
+        let serialise = (
+            window(Site { instance: 3, ..pop }, steal),
+            Some(Intervention::SerializeGroups { a: every(5), b: every(3), object: None }),
+        );
+        let leading = |runs: &[Run], links: &[Link]| {
+            let after = |e, p, l, lp, against| reaches_after(runs, e, p, l, lp, against);
+            let threads =
+                Threads { class_roles: &|_| Vec::new(), nested: &|_, _, _| false, after: &after };
+            leading_links(links, &threads)
+        };
+        assert_eq!(leading(&runs, &[hold(pop), serialise.clone()]), 1);
+        // Push 2 met a Steal in a failing run: it entered before Pop.
+        let mut early = runs.clone();
+        early.push(wsq(3, Label::Fail, [(15, 18), (60, 70)]));
+        assert_eq!(leading(&early, &[hold(pop), serialise.clone()]), 0);
+        // The hold on a call the serialisation acts on too.
+        assert_eq!(leading(&runs, &[hold(Site { func: 5, role: 0, instance: 3 }), serialise]), 0);
     }
 
     #[test]

@@ -491,8 +491,8 @@ impl Evaluator<'_, '_> {
                     *qa == pa
                         && *qb == pb
                         && *p & statements::FORM == form
-                        && statements::side(idx, &single, *ia) == Some(a)
-                        && statements::side(idx, &single, *ib) == Some(b)
+                        && statements::stands_on(idx, &single, *ia, a)
+                        && statements::stands_on(idx, &single, *ib, b)
                 })
                 .map(|(_, &t)| t)
                 .min()

@@ -24,7 +24,10 @@
 //! while any of them is between the two stores, whichever it is. A pair
 //! with a pool side is negated by serialising the two sides' calls (no
 //! call of one runs while a call of the other does), as the other pool
-//! relations are. A key names the first window's statement point in
+//! relations are. A thread that is one of its class stands for "some
+//! call of f on its thread" too, in a pair of two such sides, where the
+//! failing runs show the pair at two or more pairs of calls
+//! ([`grouped`]). A key names the first window's statement point in
 //! `callee` and the second's by its rank among its function's points in
 //! `arg` ([`Points`]).
 
@@ -226,13 +229,66 @@ pub(super) fn side(idx: &RunIndex<'_>, single: &dyn Fn(Role) -> bool, i: u32) ->
 }
 
 fn keys(idx: &RunIndex<'_>, funcs: &Funcs) -> FxSet<Key> {
+    keyed(idx, funcs).into_iter().map(|(k, _)| k).collect()
+}
+
+/// The run's window pairs by their sides ([`keys`]), each with the two
+/// calls behind it where it is a pair of [`grouped`] sides.
+fn keyed(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Key, Option<(Site, Site)>)> {
     let single = |r: Role| funcs.single(idx, r);
-    windows(idx, &funcs.points, &single)
-        .into_iter()
-        .filter_map(|((a, pa, b, pb, form), _)| {
-            Some((side(idx, &single, a)?, pa, side(idx, &single, b)?, pb, form))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for ((a, pa, b, pb, form), _) in windows(idx, &funcs.points, &single) {
+        let (Some(sa), Some(sb)) = (side(idx, &single, a), side(idx, &single, b)) else {
+            continue;
+        };
+        out.push(((sa, pa, sb, pb, form), None));
+        if form & POOL == 0
+            && let (Some(ga), Some(gb)) = (grouped(idx, &single, a), grouped(idx, &single, b))
+            && (ga != sa || gb != sb)
+        {
+            // The calls of one thread's side, told apart; a pool's side is
+            // one group whichever thread it was.
+            let own = |i: u32| {
+                let c = &idx.run.calls[i as usize];
+                let s = site_of(c);
+                if single(c.role) { s } else { Site { func: s.func, role: 0, instance: 0 } }
+            };
+            out.push(((ga, pa, gb, pb, form), Some((own(a), own(b)))));
+        }
+    }
+    out
+}
+
+/// The side "some call of f on its threads" call `i` is one of, for a
+/// thread that is one of its class as for a pool's: a read of one
+/// thread's that lands between two statements of another's at one call
+/// in some failing runs and at another call in others (a stealer's
+/// `Steal` against the owner's third `Push` in some runs, its fourth in
+/// others, SCTBench's WorkStealQueue) holds in every failing run only
+/// said of some call. Kept only where the failing runs show it at two or
+/// more pairs of calls (`predicates`): with one, the per-call pair says
+/// the same more precisely, as for the group overlaps (`pairs.rs`).
+fn grouped(idx: &RunIndex<'_>, single: &dyn Fn(Role) -> bool, i: u32) -> Option<Side> {
+    let c = idx.run.calls.get(i as usize)?;
+    if !single(c.role) {
+        return side(idx, single, i);
+    }
+    let g = idx.group.get(i as usize).copied().flatten()?;
+    Some((g.0, Calls::Group { class: g.1, within: g.2 }))
+}
+
+/// Whether call `i` stands on `on`: its own [`side`], or the [`grouped`]
+/// side of its group.
+pub(super) fn stands_on(
+    idx: &RunIndex<'_>,
+    single: &dyn Fn(Role) -> bool,
+    i: u32,
+    on: Side,
+) -> bool {
+    match on.1 {
+        Calls::Site { .. } => side(idx, single, i) == Some(on),
+        Calls::Group { .. } => grouped(idx, single, i) == Some(on),
+    }
 }
 
 /// Whether the run has a call on `side`.
@@ -263,6 +319,9 @@ pub(super) struct Candidates {
     /// over the failing runs (bit 1 the first, 2 the second): one that
     /// was always the same says no more than the narrow pair there.
     halves: FxMap<Key, u8>,
+    /// Per pair of [`grouped`] sides, the pairs of calls (up to 2) the
+    /// failing runs showed it at.
+    grouped: FxMap<Key, FxSet<(Site, Site)>>,
 }
 
 pub(super) fn candidates(
@@ -272,8 +331,14 @@ pub(super) fn candidates(
     out: &mut Candidates,
 ) {
     if funcs.points.any() {
-        for k in keys(idx, funcs) {
+        for (k, sites) in keyed(idx, funcs) {
             let key = (k.0, k.1, k.2, k.3, k.4 & FORM);
+            if let Some(sites) = sites {
+                let set = out.grouped.entry(key).or_default();
+                if set.len() < 2 {
+                    set.insert(sites);
+                }
+            }
             if key.4 & WIDE != 0 {
                 *out.halves.entry(key).or_default() |= if k.4 & SECOND != 0 { 2 } else { 1 };
             }
@@ -306,8 +371,21 @@ pub(super) fn vet(passing: &[&Run], funcs: &Funcs, cands: &mut Candidates) {
 }
 
 pub(super) fn predicates(funcs: &Funcs, cands: &Candidates) -> Vec<Learned> {
-    let mut found: Vec<&Key> =
-        cands.found.iter().filter(|k| k.4 & WIDE == 0 || cands.halves.get(k) == Some(&3)).collect();
+    // A pair of grouped sides where a side is one thread's: only where it
+    // stands for two or more pairs of calls.
+    let one_thread = |(_, calls): Side| match calls {
+        Calls::Group { class, .. } => funcs.classes.single(class).is_some(),
+        Calls::Site { .. } => false,
+    };
+    let worth = |k: &Key| {
+        !(one_thread(k.0) || one_thread(k.2)) || cands.grouped.get(k).is_some_and(|s| s.len() > 1)
+    };
+    let mut found: Vec<&Key> = cands
+        .found
+        .iter()
+        .filter(|k| k.4 & WIDE == 0 || cands.halves.get(k) == Some(&3))
+        .filter(|k| worth(k))
+        .collect();
     found.sort_unstable();
     found
         .into_iter()
@@ -695,5 +773,96 @@ mod tests {
         let t = c.evaluate(&whole);
         assert!(t.holds(p.id), "some setter's window");
         assert!(t.observed(pool.id) && !t.holds(pool.id), "the pool's window closed at 14 µs");
+    }
+
+    /// One owner thread calls set_pair twice (at 10 and 100 µs); the
+    /// checker reads between the stores of its first call in some failing
+    /// runs and of its second in others. Neither per-call pair holds in
+    /// every failing run; "some call of set_pair on set_pair" does, and
+    /// serialising the two functions' calls negates it. With the read
+    /// always in the first call, only the per-call pair is made.
+    #[test]
+    fn a_read_between_two_stores_of_any_call_of_one_thread_is_one_predicate() {
+        let owner = |id: u32, label: Label, torn: u32, check: u64| {
+            let setter = |instance: u32, from: u64, line11: u64| {
+                [
+                    call(0, 1, instance, from * US, Some((line11 + 2) * US), None),
+                    call(2, 1, instance, (from + 2) * US, None, None),
+                    call(3, 1, instance, line11 * US, None, None),
+                ]
+            };
+            let mut calls = vec![
+                call(1, 2, 1, check * US, Some((check + 12) * US), None),
+                call(4, 2, 1, (check + 2) * US, None, None),
+                call(5, 2, 1, (check + 10) * US, None, None),
+            ];
+            calls.extend(setter(1, 10, if torn == 1 { 50 } else { 14 }));
+            calls.extend(setter(2, 100, if torn == 2 { 150 } else { 104 }));
+            calls.sort_by_key(|c| c.entry_ns);
+            run(id, label, calls, 300 * US).with_threads(vec![
+                thread(0, "main"),
+                thread(1, "set_pair"),
+                thread(2, "check_pair"),
+            ])
+        };
+        let learned = |torn: &dyn Fn(u32) -> u32| {
+            let mut runs = Vec::new();
+            for i in 0..4 {
+                let t = torn(i);
+                runs.push(owner(i, Label::Fail, t, if t == 1 { 20 } else { 110 }));
+                runs.push(owner(10 + i, Label::Pass, 0, 60));
+            }
+            let s = Session { functions: functions(), runs };
+            let c = learn(&s, &ExtractConfig::default()).unwrap();
+            (s, c)
+        };
+        let (s, c) = learned(&|i| 1 + i % 2);
+        let class =
+            |name| Calls::Group { class: c.classes.id(name).expect("a class"), within: None };
+        let p = c
+            .predicates
+            .iter()
+            .find(|p| {
+                p.key.kind == Kind::BetweenStatements
+                    && p.key.calls == class("set_pair")
+                    && (p.key.callee, p.key.arg) == (Some(2), 0)
+            })
+            .expect("some call of set_pair");
+        assert_eq!(p.key.other.map(|o| o.calls), Some(class("check_pair")));
+        assert_eq!(
+            p.intervention,
+            Some(Intervention::SerializeGroups {
+                a: CallSet { func: 0, roles: vec![1], instance: 0, within: None },
+                b: CallSet { func: 1, roles: vec![2], instance: 0, within: None },
+                object: None,
+            })
+        );
+        assert_eq!(
+            p.description,
+            "some call of check_pair on check_pair is between t.c:16 and its next statement while some call of set_pair on set_pair is between t.c:10 and its next (the two ran at the same time), which no passing run shows"
+        );
+        for r in &s.runs {
+            assert_eq!(c.evaluate(r).holds(p.id), r.failed(), "run {}", r.id);
+        }
+        // Each per-call pair holds in two of the four failing runs.
+        let first = PredKey {
+            callee: Some(2),
+            arg: 0,
+            ..PredKey::pair(
+                Kind::BetweenStatements,
+                Site { func: 0, role: 1, instance: 1 },
+                Site { func: 1, role: 2, instance: 1 },
+            )
+        };
+        let q = c.find(&first).expect("the first call's pair");
+        assert_eq!(s.runs.iter().filter(|r| c.evaluate(r).holds(q)).count(), 2);
+        // The read always in the first call: no group pair.
+        let setters = class("set_pair");
+        let (_, c) = learned(&|_| 1);
+        assert!(c.find(&first).is_some());
+        let group = |p: &&crate::predicates::Predicate| {
+            p.key.kind == Kind::BetweenStatements && p.key.calls == setters
+        };
+        assert!(!c.predicates.iter().any(|p| group(&p)));
     }
 }
