@@ -421,6 +421,21 @@ pub struct Site {
     pub instance: u32,
 }
 
+impl Site {
+    /// Whether `other` is a call this site names: the same function on
+    /// the same thread, the same call or, with instance 0, any.
+    pub fn covers(self, other: Site) -> bool {
+        self.func == other.func
+            && self.role == other.role
+            && (self.instance == 0 || self.instance == other.instance)
+    }
+
+    /// Whether call `c` is one this site names ([`Site::covers`]).
+    pub fn names(self, c: &Call) -> bool {
+        self.covers(Site { func: c.func, role: c.role, instance: c.instance })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Point {
@@ -565,17 +580,7 @@ impl Intervention {
     /// none of its calls was made (or, for an override, returned).
     pub fn changes_values_from(&self, calls: &[Call]) -> Option<u64> {
         let first = |sites: &[Site], at: fn(&Call) -> Option<u64>| {
-            calls
-                .iter()
-                .filter(|c| {
-                    sites.iter().any(|s| {
-                        c.func == s.func
-                            && c.role == s.role
-                            && (s.instance == 0 || c.instance == s.instance)
-                    })
-                })
-                .filter_map(at)
-                .min()
+            calls.iter().filter(|c| sites.iter().any(|s| s.names(c))).filter_map(at).min()
         };
         match self {
             Intervention::OverrideReturn { site, .. } => first(&[*site], |c| c.exit_ns),

@@ -206,12 +206,6 @@ fn earlier_hold(
             _ => None,
         }
     };
-    // The call `until` names, or every call of its function on its role.
-    let covers = |until: Site, shared: Site| {
-        until.func == shared.func
-            && until.role == shared.role
-            && (until.instance == 0 || until.instance == shared.instance)
-    };
     let parts = later.parts();
     !holds.is_empty()
         && !parts.is_empty()
@@ -219,7 +213,7 @@ fn earlier_hold(
             acts(iv).is_some_and(|ways| {
                 ways.into_iter().any(|(site, point, until)| {
                     holds.iter().any(|&(held, at, shared)| {
-                        covers(until, shared)
+                        until.covers(shared)
                             && held.role == site.role
                             && held != site
                             && (site.instance != 0 || held.func != site.func)
@@ -254,17 +248,14 @@ pub fn reaches_after(
     if early.instance == 0 || early.role != later.role {
         return false;
     }
-    let names = |c: &Call, s: Site| {
-        c.func == s.func && c.role == s.role && (s.instance == 0 || c.instance == s.instance)
-    };
+    let end = |c: &Call| c.exit_ns.unwrap_or(u64::MAX);
     let mut seen = false;
     for run in runs.iter().filter(|r| r.failed()) {
         let Some(e) = run.call(early) else { continue };
-        let end = |c: &Call| c.exit_ns.unwrap_or(u64::MAX);
-        let others: Vec<&Call> = run.calls.iter().filter(|c| names(c, against)).collect();
-        let met = |l: &Call| others.iter().any(|o| o.entry_ns < end(l) && l.entry_ns < end(o));
         let acted: Vec<&Call> = if later.instance == 0 {
-            run.calls.iter().filter(|c| names(c, later) && met(c)).collect()
+            let others: Vec<&Call> = run.calls.iter().filter(|c| against.names(c)).collect();
+            let met = |l: &Call| others.iter().any(|o| o.entry_ns < end(l) && l.entry_ns < end(o));
+            run.calls.iter().filter(|c| later.names(c) && met(c)).collect()
         } else {
             run.call(later).into_iter().collect()
         };

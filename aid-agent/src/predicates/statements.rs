@@ -224,8 +224,7 @@ pub(super) fn side(idx: &RunIndex<'_>, single: &dyn Fn(Role) -> bool, i: u32) ->
         let s = site_of(c);
         return Some((s.func, Calls::Site { role: s.role, instance: s.instance }));
     }
-    let g = idx.group.get(i as usize).copied().flatten()?;
-    Some((g.0, Calls::Group { class: g.1, within: g.2 }))
+    grouped(idx, i)
 }
 
 fn keys(idx: &RunIndex<'_>, funcs: &Funcs) -> FxSet<Key> {
@@ -243,7 +242,7 @@ fn keyed(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Key, Option<(Site, Site)>)> 
         };
         out.push(((sa, pa, sb, pb, form), None));
         if form & POOL == 0
-            && let (Some(ga), Some(gb)) = (grouped(idx, &single, a), grouped(idx, &single, b))
+            && let (Some(ga), Some(gb)) = (grouped(idx, a), grouped(idx, b))
             && (ga != sa || gb != sb)
         {
             // The calls of one thread's side, told apart; a pool's side is
@@ -268,11 +267,7 @@ fn keyed(idx: &RunIndex<'_>, funcs: &Funcs) -> Vec<(Key, Option<(Site, Site)>)> 
 /// said of some call. Kept only where the failing runs show it at two or
 /// more pairs of calls (`predicates`): with one, the per-call pair says
 /// the same more precisely, as for the group overlaps (`pairs.rs`).
-fn grouped(idx: &RunIndex<'_>, single: &dyn Fn(Role) -> bool, i: u32) -> Option<Side> {
-    let c = idx.run.calls.get(i as usize)?;
-    if !single(c.role) {
-        return side(idx, single, i);
-    }
+fn grouped(idx: &RunIndex<'_>, i: u32) -> Option<Side> {
     let g = idx.group.get(i as usize).copied().flatten()?;
     Some((g.0, Calls::Group { class: g.1, within: g.2 }))
 }
@@ -287,7 +282,7 @@ pub(super) fn stands_on(
 ) -> bool {
     match on.1 {
         Calls::Site { .. } => side(idx, single, i) == Some(on),
-        Calls::Group { .. } => grouped(idx, single, i) == Some(on),
+        Calls::Group { .. } => grouped(idx, i) == Some(on),
     }
 }
 
